@@ -1,0 +1,79 @@
+"""Small helpers readers share to turn decoded values into typed columns without per-event work
+beyond one list comprehension per field."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+_TRAILING_INT = re.compile(r"(-?\d+)\s*$")
+
+
+class Interner:
+    """Maps strings to stable int codes across chunks; becomes a pandas Categorical at the end."""
+
+    def __init__(self) -> None:
+        self._index: dict[str, int] = {}
+        self.values: list[str] = []
+
+    def code(self, value: Any) -> int:
+        key = value if isinstance(value, str) else ("" if value is None else str(value))
+        found = self._index.get(key)
+        if found is None:
+            found = self._index[key] = len(self.values)
+            self.values.append(key)
+        return found
+
+    def codes(self, values: Sequence[Any]) -> np.ndarray:
+        if len(values) == 0:
+            return np.zeros(0, dtype=np.int32)
+        local, uniques = pd.factorize(np.asarray(values, dtype=object), use_na_sentinel=False)
+        mapping = np.fromiter((self.code(u) for u in uniques), dtype=np.int32, count=len(uniques))
+        return mapping[local]
+
+    def categorical(self, codes: np.ndarray) -> pd.Categorical:
+        return pd.Categorical.from_codes(codes.astype(np.int32), categories=pd.Index(self.values, dtype=object))
+
+
+def to_float(values: Sequence[Any]) -> np.ndarray:
+    """Numbers as float64; anything else (None, strings) becomes NaN."""
+    try:
+        return np.array(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        return pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").to_numpy(np.float64)
+
+
+def to_int_id(values: Sequence[Any], missing: int = -1) -> np.ndarray:
+    """Ids as int64: ints as is, strings by their trailing number ("stream 7" -> 7, "25738" ->
+    25738), anything else (None, "", "Spans") -> `missing`."""
+    try:
+        arr = np.array(values, dtype=np.int64)
+        return arr
+    except (TypeError, ValueError, OverflowError):
+        pass
+    obj = np.asarray(values, dtype=object)
+    codes, uniques = pd.factorize(obj, use_na_sentinel=False)
+    parsed = np.fromiter((_parse_id(u, missing) for u in uniques), dtype=np.int64, count=len(uniques))
+    return parsed[codes] if len(obj) else np.zeros(0, dtype=np.int64)
+
+
+def _parse_id(value: Any, missing: int) -> int:
+    if isinstance(value, bool) or value is None:
+        return missing
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value) if value == value else missing
+    if isinstance(value, str):
+        m = _TRAILING_INT.search(value)
+        return int(m.group(1)) if m else missing
+    return missing
+
+
+def us_to_ns(us: np.ndarray) -> np.ndarray:
+    """Float microseconds to int64 nanoseconds, rounded to the nearest nanosecond."""
+    return np.rint(us * 1000.0).astype(np.int64)

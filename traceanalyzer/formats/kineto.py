@@ -1,0 +1,285 @@
+"""Reader for torch.profiler / Kineto Chrome-trace JSON (every generation, CUDA and ROCm).
+
+What an event *is* comes from its category (`cat`), never from which pid it sits on:
+GPU work is `kernel` / `gpu_memcpy` / `gpu_memset` (2021: `Kernel` / `Memcpy` / `Memset`);
+`gpu_user_annotation` copies of ProfilerStep on GPU streams are annotations, not work.
+Steps are host `ProfilerStep#N` ranges; DataLoader waits are the host op
+`enumerate(DataLoader)#..._DataLoaderIter.__next__` (not python frames that mention DataLoader).
+Times: `ts`/`dur` are always microseconds whatever `displayTimeUnit` says; with
+`baseTimeNanoseconds` the epoch time is base + ts.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .. import timeline as T
+from ..timeline import DeviceInfo, RankInfo, Source, Timeline
+from . import ReadOptions
+from ._columns import Interner, to_float, to_int_id, us_to_ns
+from .chrome_json import Envelope, iter_event_chunks, looks_like_json_object, parse_envelope
+
+FORMAT = "kineto"
+
+# Kineto category -> Timeline kind. Anything else is kept as "other" and reported.
+CATEGORY_KINDS: dict[str, str] = {
+    "kernel": T.KERNEL, "Kernel": T.KERNEL,
+    "gpu_memcpy": T.MEMCPY, "Memcpy": T.MEMCPY,
+    "gpu_memset": T.MEMSET, "Memset": T.MEMSET,
+    "gpu_user_annotation": T.GPU_ANNOTATION, "cuda_sync": T.GPU_ANNOTATION,
+    "cuda_profiler_range": T.GPU_ANNOTATION,
+    "cpu_op": T.CPU_OP, "Operator": T.CPU_OP,
+    "user_annotation": T.ANNOTATION,
+    "cuda_runtime": T.RUNTIME, "Runtime": T.RUNTIME, "cuda_driver": T.RUNTIME,
+    "mtia_runtime": T.RUNTIME,
+    "python_function": T.PYTHON,
+    "Trace": T.TRACE_SPAN,
+    "overhead": T.OTHER,
+}
+_KNOWN_OTHER = {"overhead"}
+
+STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
+# The DataLoader wait op, single- and multi-process iterators (and any custom *Iter.__next__).
+DATALOADER_NAME = re.compile(r"^enumerate\(DataLoader\)#.*__next__$")
+MEMCPY_DIRECTION = re.compile(r"\b(HtoD|DtoH|DtoD|PtoP|HtoH)\b")
+COMM_PREFIXES = ("nccl", "rccl")
+
+_FLOW_PHASES = {"s", "f", "t"}
+
+
+def sniff(head: bytes) -> bool:
+    """Any JSON object: the envelope check then says precisely what is wrong if it is no trace."""
+    return looks_like_json_object(head)
+
+
+def read(path: Path, data: bytes, options: ReadOptions) -> Timeline:
+    env = parse_envelope(data, path)
+    return timeline_from_envelope(env, path, options, FORMAT)
+
+
+def timeline_from_envelope(env: Envelope, path: Path, options: ReadOptions, fmt: str) -> Timeline:
+    source = Source(path=str(path), format=fmt)
+    cols = _Collector()
+    for chunk in iter_event_chunks(env, path, progress=options.progress):
+        cols.add(chunk)
+    source.events_read = cols.events_read
+    for phase, n in sorted(cols.not_kept.items()):
+        source.not_kept[phase] = n
+
+    header = env.header
+    base_ns = _int_or_none(header.get("baseTimeNanoseconds")) or 0
+    events = cols.frame(base_ns)
+    events, dropped = _drop_bad(events)
+    for reason, n in dropped.items():
+        if n:
+            source.not_kept[reason] = source.not_kept.get(reason, 0) + n
+            source.warnings.append(f"{n} events dropped: {reason.replace('_', ' ')}")
+    before = len(events)
+    events = events.drop_duplicates(
+        subset=["kind", "name", "category", "pid", "tid", "device", "stream", "ts_ns", "dur_ns"],
+        ignore_index=True)
+    duplicates = before - len(events)
+    if duplicates:
+        source.not_kept["duplicate"] = duplicates
+        source.warnings.append(f"{duplicates} exact duplicate events removed")
+    unknown = {c: n for c, n in cols.categories.items() if c not in CATEGORY_KINDS}
+    if unknown:
+        listed = ", ".join(f"{c or '(none)'} ({n})" for c, n in sorted(unknown.items()))
+        source.warnings.append(f"categories not recognised, kept as 'other': {listed}")
+    source.events_kept = len(events)
+
+    info = header.get("distributedInfo") if isinstance(header.get("distributedInfo"), dict) else {}
+    rank = _int_or_none(info.get("rank")) if info else None
+    world = _int_or_none(info.get("world_size")) if info else None
+    ts_us_median = float(np.median(events["ts_ns"].to_numpy())) / 1000 if len(events) else 0.0
+    epoch = bool(base_ns) or ts_us_median > 1e15  # > 2001-09-09 in epoch microseconds
+    tl = Timeline(events=events, sources=[source],
+                  ranks=[RankInfo(index=0, rank=rank, source=0, world_size=world,
+                                  clock="epoch" if epoch else "relative", framework="pytorch")])
+    tl.devices = _devices(header, events)
+    return tl.validate()
+
+
+class _Collector:
+    """Accumulates typed columns chunk by chunk; no per-event objects survive a chunk."""
+
+    def __init__(self) -> None:
+        self.names = Interner()
+        self.cats = Interner()
+        self.parts: dict[str, list[np.ndarray]] = {k: [] for k in (
+            "ts", "dur", "name", "cat", "pid", "tid", "device", "stream", "bytes",
+            "correlation", "copy_kind", "collective")}
+        self.events_read = 0
+        self.not_kept: Counter[str] = Counter()
+        self.categories: Counter[str] = Counter()
+
+    def add(self, chunk: list[Any]) -> None:
+        self.events_read += len(chunk)
+        xs = [e for e in chunk if e.ph == "X"]
+        if len(xs) != len(chunk):
+            phases = Counter(e.ph for e in chunk if e.ph != "X")
+            for ph, n in phases.items():
+                self.not_kept[_phase_reason(ph)] += n
+        if not xs:
+            return
+        args = [e.args for e in xs]
+        p = self.parts
+        p["ts"].append(to_float([e.ts for e in xs]))
+        p["dur"].append(to_float([e.dur for e in xs]))
+        p["name"].append(self.names.codes([e.name for e in xs]))
+        cat_codes = self.cats.codes([e.cat for e in xs])
+        p["cat"].append(cat_codes)
+        p["pid"].append(to_int_id([e.pid for e in xs]))
+        p["tid"].append(to_int_id([e.tid for e in xs]))
+        p["device"].append(to_int_id([a.device if a is not None else None for a in args]))
+        p["stream"].append(to_int_id([a.stream if a is not None else None for a in args]))
+        p["bytes"].append(to_int_id([a.bytes if a is not None else None for a in args]))
+        p["correlation"].append(to_int_id([a.correlation if a is not None else None for a in args]))
+        p["copy_kind"].append(self.names.codes([a.kind if a is not None else None for a in args]))
+        p["collective"].append(np.fromiter(
+            (a is not None and a.collective is not None for a in args), dtype=bool, count=len(args)))
+
+    def frame(self, base_ns: int) -> pd.DataFrame:
+        p = {k: (np.concatenate(v) if v else np.zeros(0)) for k, v in self.parts.items()}
+        n = len(p["ts"])
+        cat_values = np.array(self.cats.values, dtype=object)
+        cat_codes = p["cat"].astype(np.int64) if n else np.zeros(0, dtype=np.int64)
+        counts = np.bincount(cat_codes, minlength=len(cat_values)) if n else []
+        for value, count in zip(cat_values, counts):
+            if count:
+                self.categories[value] += int(count)
+        kind_of_cat = np.array([CATEGORY_KINDS.get(c, T.OTHER) for c in cat_values] or [T.OTHER], dtype=object)
+        kind = kind_of_cat[cat_codes] if n else np.zeros(0, dtype=object)
+        on_device = np.isin(kind, T.DEVICE_KINDS)
+
+        name_values = np.array(self.names.values, dtype=object)
+        name_codes = p["name"].astype(np.int64) if n else np.zeros(0, dtype=np.int64)
+        # Name-based refinements are computed once per distinct name, then spread by code.
+        step_no = np.array([_step_number(v) for v in name_values] or [-1], dtype=np.int32)
+        is_loader = np.array([bool(DATALOADER_NAME.match(v)) for v in name_values] or [False])
+        host_op = np.isin(kind, (T.CPU_OP, T.ANNOTATION))
+        step = np.where(host_op, step_no[name_codes], -1) if n else np.zeros(0, dtype=np.int32)
+        kind = np.where(step >= 0, T.STEP, kind)
+        kind = np.where(host_op & is_loader[name_codes] & (step < 0), T.DATALOADER, kind) if n else kind
+
+        copy_dir = np.array([_copy_direction(v) for v in name_values] or [""], dtype=object)
+        pinned_of_name = np.array([_pinned(v) for v in name_values] or [-1], dtype=np.int8)
+        is_copy = kind == T.MEMCPY
+        direction = np.where(is_copy, copy_dir[name_codes], "") if n else np.zeros(0, dtype=object)
+        arg_dir = name_values[p["copy_kind"].astype(np.int64)] if n else np.zeros(0, dtype=object)
+        arg_dir = np.where(np.isin(arg_dir, T.COPY_KINDS), arg_dir, "")
+        direction = np.where(is_copy & (direction == ""), arg_dir, direction)
+        pinned = np.where(is_copy, pinned_of_name[name_codes], -1).astype(np.int8) if n else np.zeros(0, np.int8)
+
+        comm_of_name = np.array([_is_comm_name(v) for v in name_values] or [False])
+        comm = (kind == T.KERNEL) & (comm_of_name[name_codes] | p["collective"]) if n else np.zeros(0, bool)
+
+        device = np.where(on_device, np.where(p["device"] >= 0, p["device"], p["pid"]), -1)
+        stream = np.where(on_device, np.where(p["stream"] >= 0, p["stream"], p["tid"]), -1)
+        pid = np.where(on_device, -1, p["pid"])
+        tid = np.where(on_device, -1, p["tid"])
+
+        ts_ns = us_to_ns(p["ts"])
+        ts_ns = ts_ns + np.int64(base_ns)
+        dur_ns = us_to_ns(p["dur"])
+        bad_ts = np.isnan(p["ts"])
+        ts_ns = np.where(bad_ts, np.iinfo(np.int64).min, ts_ns)
+        dur_ns = np.where(np.isnan(p["dur"]), 0, dur_ns)
+        names = self.names.categorical(name_codes.astype(np.int32)) if n else pd.Categorical([])
+        return T.events_frame({
+            "ts_ns": ts_ns, "dur_ns": dur_ns,
+            "kind": pd.Categorical(kind, categories=T.EVENT_KINDS),
+            "name": names,
+            "category": self.cats.categorical(cat_codes.astype(np.int32)) if n else pd.Categorical([]),
+            "rank": 0, "device": device, "stream": stream, "pid": pid, "tid": tid,
+            "step": step, "bytes": np.where(kind == T.MEMCPY, p["bytes"], np.where(kind == T.MEMSET, p["bytes"], -1)),
+            "copy_kind": pd.Categorical(direction, categories=T.COPY_KINDS),
+            "pinned": pinned, "comm": comm, "correlation": p["correlation"],
+        })
+
+
+def _drop_bad(events: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, int]]:
+    ts = events["ts_ns"].to_numpy()
+    dur = events["dur_ns"].to_numpy()
+    no_ts = ts == np.iinfo(np.int64).min
+    negative = (dur < 0) & ~no_ts
+    bad = no_ts | negative
+    if not bad.any():
+        return events, {}
+    return (events[~bad].reset_index(drop=True),
+            {"no_timestamp": int(no_ts.sum()), "negative_duration": int(negative.sum())})
+
+
+def _devices(header: dict[str, Any], events: pd.DataFrame) -> list[DeviceInfo]:
+    props = header.get("deviceProperties")
+    if not isinstance(props, list):
+        props = header.get("computeProperties")
+    by_id: dict[int, dict[str, Any]] = {}
+    if isinstance(props, list):
+        for entry in props:
+            if isinstance(entry, dict) and _int_or_none(entry.get("id")) is not None:
+                by_id[int(entry["id"])] = entry
+    work = events["kind"].isin(T.GPU_WORK_KINDS).to_numpy()
+    used = sorted(int(d) for d in np.unique(events["device"].to_numpy()[work]))
+    out = []
+    for d in used:
+        entry = by_id.get(d, {})
+        name = entry.get("name") if isinstance(entry.get("name"), str) else ""
+        out.append(DeviceInfo(rank=0, index=d, name=name or "",
+                              properties={k: v for k, v in entry.items() if isinstance(v, (int, float, str))}))
+    return out
+
+
+def _phase_reason(ph: Any) -> str:
+    if ph == "M":
+        return "metadata"
+    if ph in ("i", "I"):
+        return "instant"
+    if ph in _FLOW_PHASES:
+        return "flow"
+    if ph == "C":
+        return "counter"
+    return f"phase_{ph}"
+
+
+def _step_number(name: str) -> int:
+    m = STEP_NAME.match(name)
+    return int(m.group(1)) if m else -1
+
+
+def _copy_direction(name: str) -> str:
+    m = MEMCPY_DIRECTION.search(name)
+    return m.group(1) if m else ""
+
+
+def _pinned(name: str) -> int:
+    if "Pinned" in name:
+        return 1
+    if "Pageable" in name:
+        return 0
+    return -1
+
+
+def _is_comm_name(name: str) -> bool:
+    n = name.lower()
+    if n.startswith("void "):
+        n = n[5:]
+    return n.startswith(COMM_PREFIXES)
+
+
+def _int_or_none(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    return None

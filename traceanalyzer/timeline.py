@@ -1,0 +1,236 @@
+"""The one model: every reader produces a `Timeline`, every analysis reads only a `Timeline`.
+
+A Timeline holds two tables with fixed, validated columns and a little metadata:
+
+* `events`: one row per duration event (GPU kernels, copies, host ops, steps, waits).
+  Times are int64 nanoseconds; strings are pandas categories.
+* `counters`: one row per sampled counter value (e.g. nvidia-smi SM utilisation).
+
+Readers classify their format's events into the fixed vocabulary `EVENT_KINDS`, so that
+analyses never look at format-specific categories or names to decide what an event is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+# --- event kinds -------------------------------------------------------------------------------
+# GPU work: these (and only these) make a device busy.
+KERNEL = "kernel"
+MEMCPY = "memcpy"
+MEMSET = "memset"
+GPU_WORK_KINDS = (KERNEL, MEMCPY, MEMSET)
+# On a device track but not GPU work (e.g. Kineto's gpu_user_annotation copies of ProfilerStep).
+GPU_ANNOTATION = "gpu_annotation"
+# Host side.
+STEP = "step"  # one training/inference step span on the host (ProfilerStep#N, Keras batch)
+DATALOADER = "dataloader"  # host blocked waiting for the next batch (DataLoader __next__, IteratorGetNext)
+CPU_OP = "cpu_op"  # framework operator on the host
+ANNOTATION = "annotation"  # user-defined host range (record_function) other than steps
+RUNTIME = "runtime"  # CUDA/HIP runtime or driver API call (launches, syncs, copies)
+PYTHON = "python"  # python stack frame (with_stack=True)
+TRACE_SPAN = "trace_span"  # the profiler's own span of the capture; not work
+OTHER = "other"  # anything else the reader kept
+
+EVENT_KINDS = (
+    KERNEL, MEMCPY, MEMSET, GPU_ANNOTATION,
+    STEP, DATALOADER, CPU_OP, ANNOTATION, RUNTIME, PYTHON, TRACE_SPAN, OTHER,
+)
+DEVICE_KINDS = (KERNEL, MEMCPY, MEMSET, GPU_ANNOTATION)
+
+# Direction of a memory copy; "" when the event is not a copy or the direction is unknown.
+COPY_KINDS = ("", "HtoD", "DtoH", "DtoD", "PtoP", "HtoH")
+
+# --- column contracts --------------------------------------------------------------------------
+EVENT_COLUMNS: dict[str, str] = {
+    "ts_ns": "int64",  # start, nanoseconds on the rank's clock (epoch when `RankInfo.clock == "epoch"`)
+    "dur_ns": "int64",  # duration, nanoseconds, >= 0
+    "kind": "category",  # one of EVENT_KINDS
+    "name": "category",  # event name as written in the trace
+    "category": "category",  # the format's own category string ("" when absent), kept for evidence
+    "rank": "int32",  # index into Timeline.ranks
+    "device": "int32",  # GPU index for device events, -1 on the host
+    "stream": "int64",  # stream / line id for device events, -1 on the host
+    "pid": "int64",  # host process id, -1 for device events or when unknown
+    "tid": "int64",  # host thread id, -1 for device events or when unknown
+    "step": "int32",  # step number for kind == "step", else -1
+    "bytes": "int64",  # bytes moved/set for memcpy/memset, -1 when unknown
+    "copy_kind": "category",  # one of COPY_KINDS
+    "pinned": "int8",  # copies: 1 pinned host memory, 0 pageable, -1 unknown / not a host copy
+    "comm": "bool",  # collective-communication kernel (NCCL/RCCL)
+    "correlation": "int64",  # links a runtime launch to its GPU activity, -1 when absent
+}
+
+COUNTER_COLUMNS: dict[str, str] = {
+    "ts_ns": "int64",  # sample time, nanoseconds (epoch after alignment)
+    "device": "int32",  # GPU index the sample belongs to
+    "metric": "category",  # e.g. "sm_util_pct", "mem_util_pct", "power_w", "sm_clock_mhz"
+    "value": "float64",  # NaN when the log said the value was missing
+    "source": "int32",  # index into Timeline.sources
+}
+
+
+class TimelineError(ValueError):
+    """A reader produced tables that break the column contract (a bug, not bad input)."""
+
+
+@dataclass
+class Source:
+    """One input file as read: what it was, how much of it was used, and what looked wrong."""
+
+    path: str
+    format: str
+    events_read: int = 0
+    events_kept: int = 0
+    # Events not turned into rows, by reason (e.g. {"flow": 120, "instant": 4}); never silent.
+    not_kept: dict[str, int] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class DeviceInfo:
+    rank: int  # index into Timeline.ranks
+    index: int  # device index as the events use it
+    name: str = ""
+    properties: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RankInfo:
+    """One process of the job (one trace file, usually)."""
+
+    index: int  # position in Timeline.ranks, what events' `rank` column holds
+    rank: int | None  # the job rank (distributedInfo) or None when unknown
+    source: int  # index into Timeline.sources
+    world_size: int | None = None
+    # "epoch": ts_ns is nanoseconds since the Unix epoch; "relative": an unknown origin.
+    clock: str = "relative"
+    framework: str = ""  # e.g. "pytorch", "tensorflow"
+
+
+def empty_events() -> pd.DataFrame:
+    return _empty(EVENT_COLUMNS)
+
+
+def empty_counters() -> pd.DataFrame:
+    return _empty(COUNTER_COLUMNS)
+
+
+def _empty(columns: dict[str, str]) -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series([], dtype=t) for c, t in columns.items()})
+
+
+def events_frame(columns: dict[str, Any]) -> pd.DataFrame:
+    """Build an events table from arrays, filling absent optional columns with their defaults."""
+    n = len(columns["ts_ns"])
+    defaults: dict[str, Any] = {
+        "category": "", "rank": 0, "device": -1, "stream": -1, "pid": -1, "tid": -1,
+        "step": -1, "bytes": -1, "copy_kind": "", "pinned": -1, "comm": False, "correlation": -1,
+    }
+    data: dict[str, Any] = {}
+    for col, dtype in EVENT_COLUMNS.items():
+        value = columns.get(col, defaults.get(col))
+        if value is None:
+            raise TimelineError(f"events column {col!r} is required")
+        if np.isscalar(value):
+            value = np.full(n, value, dtype=object if dtype == "category" else dtype)
+        if dtype == "category":
+            data[col] = value if isinstance(value, pd.Categorical) else pd.Categorical(value)
+        else:
+            data[col] = np.asarray(value).astype(dtype, copy=False)
+    frame = pd.DataFrame(data)
+    frame["kind"] = frame["kind"].cat.set_categories(EVENT_KINDS)
+    frame["copy_kind"] = frame["copy_kind"].cat.set_categories(COPY_KINDS)
+    return frame
+
+
+def validate_columns(frame: pd.DataFrame, columns: dict[str, str], what: str) -> None:
+    """Check a table against its column contract; raise TimelineError naming the first breach."""
+    if list(frame.columns) != list(columns):
+        raise TimelineError(f"{what}: columns {list(frame.columns)} != contract {list(columns)}")
+    for col, dtype in columns.items():
+        actual = str(frame[col].dtype)
+        if actual != dtype:
+            raise TimelineError(f"{what}: column {col!r} has dtype {actual}, contract says {dtype}")
+
+
+@dataclass
+class Timeline:
+    events: pd.DataFrame = field(default_factory=empty_events)
+    counters: pd.DataFrame = field(default_factory=empty_counters)
+    sources: list[Source] = field(default_factory=list)
+    ranks: list[RankInfo] = field(default_factory=list)
+    devices: list[DeviceInfo] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def validate(self) -> Timeline:
+        """Check the column contracts and the invariants analyses rely on; return self."""
+        validate_columns(self.events, EVENT_COLUMNS, "events")
+        validate_columns(self.counters, COUNTER_COLUMNS, "counters")
+        ev = self.events
+        if len(ev):
+            if (ev["dur_ns"].to_numpy() < 0).any():
+                raise TimelineError("events: negative dur_ns")
+            unknown = set(ev["kind"].cat.categories) - set(EVENT_KINDS)
+            if unknown or ev["kind"].isna().any():
+                raise TimelineError(f"events: kind outside EVENT_KINDS {sorted(unknown)}")
+            ranks = ev["rank"].to_numpy()
+            if ranks.min() < 0 or ranks.max() >= max(len(self.ranks), 1):
+                raise TimelineError("events: rank index outside Timeline.ranks")
+        return self
+
+    @staticmethod
+    def concat(parts: list[Timeline]) -> Timeline:
+        """Join timelines (e.g. one per rank file), renumbering rank and source indices."""
+        out = Timeline()
+        frames, counter_frames = [], []
+        for part in parts:
+            rank_offset, source_offset = len(out.ranks), len(out.sources)
+            out.sources.extend(part.sources)
+            for r in part.ranks:
+                out.ranks.append(RankInfo(r.index + rank_offset, r.rank, r.source + source_offset,
+                                          r.world_size, r.clock, r.framework))
+            for d in part.devices:
+                out.devices.append(DeviceInfo(d.rank + rank_offset, d.index, d.name, d.properties))
+            out.warnings.extend(part.warnings)
+            ev = part.events.copy()
+            ev["rank"] = (ev["rank"] + rank_offset).astype("int32")
+            frames.append(ev)
+            co = part.counters.copy()
+            co["source"] = (co["source"] + source_offset).astype("int32")
+            counter_frames.append(co)
+        if frames:
+            out.events = _concat_frames(frames, EVENT_COLUMNS)
+            out.counters = _concat_frames(counter_frames, COUNTER_COLUMNS)
+        return out.validate()
+
+    # --- convenience views used by analyses (no computation beyond selection) -----------------
+    def rank_events(self, rank: int) -> pd.DataFrame:
+        ev = self.events
+        return ev[ev["rank"].to_numpy() == rank]
+
+    def device_indices(self, rank: int) -> list[int]:
+        """Devices of a rank that have GPU work, sorted."""
+        ev = self.rank_events(rank)
+        work = ev[ev["kind"].isin(GPU_WORK_KINDS).to_numpy()]
+        return sorted(int(d) for d in np.unique(work["device"].to_numpy()))
+
+
+def _concat_frames(frames: list[pd.DataFrame], columns: dict[str, str]) -> pd.DataFrame:
+    cats = [c for c, t in columns.items() if t == "category"]
+    merged = {}
+    for c in cats:
+        union = pd.api.types.union_categoricals([f[c] for f in frames], ignore_order=True)
+        merged[c] = union
+    out = pd.concat([f.drop(columns=cats) for f in frames], ignore_index=True)
+    for c in cats:
+        out[c] = merged[c]
+    out = out[list(columns)]
+    if "kind" in out:
+        out["kind"] = out["kind"].cat.set_categories(EVENT_KINDS)
+        out["copy_kind"] = out["copy_kind"].cat.set_categories(COPY_KINDS)
+    return out
