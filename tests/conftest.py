@@ -1,0 +1,36 @@
+"""Shared fixtures. Real traces live in ../shared/corpus (never copied into this repository).
+
+Tests that need the corpus use the `corpus` fixture: it skips when the folder is absent on a
+developer machine, but fails loudly when the CI environment variable is set.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS = Path(os.environ.get("TRACEANALYZER_CORPUS", ROOT.parent / "shared" / "corpus"))
+SAMPLES = ROOT / "sample_traces"
+
+
+def corpus_path() -> Path:
+    if not CORPUS.is_dir():
+        if os.environ.get("CI"):
+            pytest.fail(f"the real-trace corpus is missing at {CORPUS} (CI is set, so this is an error)")
+        pytest.skip(f"corpus not found at {CORPUS}")
+    return CORPUS
+
+
+@pytest.fixture
+def corpus() -> Path:
+    return corpus_path()
+
+
+def kineto_corpus_files() -> list[Path]:
+    """Every JSON / JSON.gz file in the corpus (traces and the non-trace look-alikes)."""
+    if not CORPUS.is_dir():
+        return []
+    return sorted(p for p in CORPUS.rglob("*") if p.is_file() and (p.name.endswith(".json") or p.name.endswith(".json.gz")))
