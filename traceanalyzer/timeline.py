@@ -89,6 +89,16 @@ class Source:
     # Events not turned into rows, by reason (e.g. {"flow": 120, "instant": 4}); never silent.
     not_kept: dict[str, int] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    # Counter logs only: what the counters' ts_ns means before alignment (one of COUNTER_CLOCKS).
+    clock: str = ""
+
+
+# How a counter log's own times relate to real time (Source.clock), before `align` moves them:
+CLOCK_EPOCH = "epoch"  # ns since the Unix epoch (UTC), e.g. DCGM's TimeStampUs
+CLOCK_WALL = "wall"  # the logging machine's local date and time, written as if it were UTC
+CLOCK_TIME_OF_DAY = "time_of_day"  # local time of day only (dmon -o T): ns since a midnight
+CLOCK_SAMPLES = "samples"  # no times in the log: sample number x interval, from 0
+COUNTER_CLOCKS = (CLOCK_EPOCH, CLOCK_WALL, CLOCK_TIME_OF_DAY, CLOCK_SAMPLES)
 
 
 @dataclass

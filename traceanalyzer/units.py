@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import re
+from datetime import datetime, timezone
 
+from .timeline import CLOCK_EPOCH, CLOCK_WALL
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _UNITS_NS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000,
              "m": 60_000_000_000, "min": 60_000_000_000, "h": 3_600_000_000_000}
 _DURATION = re.compile(r"^\s*([+-]?(?:\d+(?:\.\d*)?|\.\d+))\s*(ns|us|µs|ms|s|min|m|h)\s*$")
@@ -20,3 +24,27 @@ def parse_duration_ns(text: str) -> int:
 
 def ns_to_us(ns: float) -> float:
     return float(ns) / 1000.0
+
+
+
+def parse_start(text: str) -> tuple[int, str]:
+    """A date and time as users write it -> (ns, clock).
+
+    '2024-01-04 13:54:35[.123]' (no zone: the logging machine's local time) -> (ns as if UTC,
+    CLOCK_WALL); with a zone ('...Z', '...+01:00') -> (ns since the epoch, CLOCK_EPOCH).
+    Raises ValueError naming the expected shape.
+    """
+    try:
+        dt = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"{text!r} is not a date and time: expected e.g. 2024-01-04 13:54:35 "
+                         f"(local time of the logging machine) or 2024-01-04T12:54:35Z") from None
+    if dt.tzinfo is None:
+        return datetime_to_ns(dt.replace(tzinfo=timezone.utc)), CLOCK_WALL
+    return datetime_to_ns(dt), CLOCK_EPOCH
+
+
+def datetime_to_ns(dt: datetime) -> int:
+    """An aware datetime -> integer ns since the epoch, exactly (no float rounding)."""
+    delta = dt - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1_000

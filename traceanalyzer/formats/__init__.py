@@ -22,12 +22,17 @@ class ReadOptions:
     max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES
     # Called with a number of bytes just processed (for progress display); may be None.
     progress: Callable[[int], None] | None = None
+    # Counter logs without times (dmon without -o T/-o DT): samples are this far apart ...
+    dmon_interval_ns: int = 1_000_000_000
+    # ... starting here: (ns, clock) with clock CLOCK_WALL (local time) or CLOCK_EPOCH; see
+    # `units.parse_start`. Also gives the date to time-of-day-only logs.
+    dmon_start: tuple[int, str] | None = None
 
 
 def readers() -> tuple[ModuleType, ...]:
-    from . import kineto
+    from . import dcgm_csv, dmon, kineto, smi_csv
 
-    return (kineto,)
+    return (dmon, smi_csv, dcgm_csv, kineto)
 
 
 TRACE_SUFFIXES = (".json", ".json.gz", ".gz")

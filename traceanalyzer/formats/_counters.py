@@ -1,0 +1,144 @@
+"""What counter-log readers (nvidia-smi dmon, --query-gpu CSV, DCGM) share: the metric
+vocabulary, number parsing, sample numbering for logs without times, and the long counters table.
+
+Every reader maps its own column names onto `METRICS`, so analyses and alignment never look at
+format-specific names. Columns a reader does not know are kept under a prefixed name
+(`dmon_<col>`, `smi_<field>`, `dcgm_<field>`) and reported in a warning.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from .. import timeline as T
+from . import ReadOptions
+
+# metric name -> what it is (units are in the name). The README lists the same table.
+METRICS: dict[str, str] = {
+    "sm_util_pct": "percent of the sample period in which at least one kernel ran "
+                   "(dmon `sm`, --query-gpu `utilization.gpu`, DCGM `gpu_utilization`)",
+    "mem_util_pct": "percent of the sample period in which device memory was read or written",
+    "enc_util_pct": "video encoder utilisation, percent",
+    "dec_util_pct": "video decoder utilisation, percent",
+    "jpg_util_pct": "JPEG decoder utilisation, percent",
+    "ofa_util_pct": "optical-flow accelerator utilisation, percent",
+    "power_w": "board power draw, watts",
+    "power_instant_w": "instantaneous board power draw, watts (DCGM)",
+    "power_limit_w": "enforced power limit, watts",
+    "gpu_temp_c": "GPU core temperature, degrees Celsius",
+    "mem_temp_c": "memory temperature, degrees Celsius",
+    "sm_clock_mhz": "SM (processor) clock, MHz",
+    "graphics_clock_mhz": "graphics clock, MHz",
+    "mem_clock_mhz": "memory clock, MHz",
+    "fb_used_mib": "frame-buffer (device) memory in use, MiB",
+    "fb_free_mib": "frame-buffer memory free, MiB",
+    "fb_total_mib": "frame-buffer memory total, MiB",
+    "bar1_used_mib": "BAR1 memory in use, MiB",
+    "ccpm_used_mib": "confidential-compute protected memory in use, MiB",
+    "pcie_rx_mbps": "PCIe receive throughput, MB/s",
+    "pcie_tx_mbps": "PCIe transmit throughput, MB/s",
+    "power_violation_pct": "percent of time throttled by the power limit",
+    "thermal_violation": "1 when throttled for temperature in the sample, else 0",
+    "sbecc_errors": "single-bit ECC errors",
+    "dbecc_errors": "double-bit ECC errors",
+    "pcie_replay_errors": "PCIe replay errors",
+    "pstate": "performance state number (P0 = 0, fastest)",
+    "fan_pct": "fan speed, percent of maximum",
+}
+
+# Utilisation metric alignment and the zero-utilisation figures use.
+UTIL_METRIC = "sm_util_pct"
+
+# Values that mean "no value" in nvidia-smi / dcgmi output.
+MISSING_TEXT = ("-", "", "N/A", "[N/A]", "[Not Supported]", "Not Supported", "[Unknown Error]")
+
+# A number, optionally followed by a unit ("92 %", "25073 MiB", "70.50 W", "P0" handled apart).
+_NUMBER_UNIT = re.compile(r"^\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*([A-Za-z%/]*)\s*$")
+
+
+def parse_numbers(values: Sequence[str] | pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Text values -> (float64 with NaN for missing, bool mask of values that were neither
+    numbers nor a missing marker). Unit suffixes such as ' %' or ' MiB' are dropped."""
+    s = pd.Series(values, dtype=object).astype(str).str.strip()
+    missing = s.isin(MISSING_TEXT).to_numpy()
+    parsed = pd.to_numeric(s, errors="coerce").to_numpy(np.float64, copy=True)
+    todo = np.isnan(parsed) & ~missing
+    if todo.any():
+        found = s[todo].str.extract(_NUMBER_UNIT)[0]
+        parsed[todo] = pd.to_numeric(found, errors="coerce").to_numpy(np.float64)
+    bad = np.isnan(parsed) & ~missing
+    return parsed, bad
+
+
+def number_samples(devices: np.ndarray) -> np.ndarray:
+    """Sample number per row for logs without times: a new sample starts when a GPU index that
+    the current sample already holds appears again (0 1 2 0 1 2 -> 0 0 0 1 1 1; '-i 3,1' gives
+    3 1 3 1 -> 0 0 1 1)."""
+    out = np.empty(len(devices), dtype=np.int64)
+    sample, seen = -1, set()
+    for i, d in enumerate(devices.tolist()):
+        if sample < 0 or d in seen:
+            sample += 1
+            seen = set()
+        seen.add(d)
+        out[i] = sample
+    return out
+
+
+def numbered_times(sample: np.ndarray, options: ReadOptions) -> tuple[np.ndarray, str]:
+    """Times for numbered samples: `--dmon-start` + n x `--dmon-interval`, or n x interval on
+    the CLOCK_SAMPLES clock when no start was given."""
+    ts = sample.astype(np.int64) * np.int64(options.dmon_interval_ns)
+    if options.dmon_start is None:
+        return ts, T.CLOCK_SAMPLES
+    start_ns, clock = options.dmon_start
+    return ts + np.int64(start_ns), clock
+
+
+def counters_frame(ts_ns: np.ndarray, device: np.ndarray, metrics: dict[str, np.ndarray],
+                   source: int = 0) -> pd.DataFrame:
+    """Wide per-row metric arrays -> the long counters table, sorted by device, metric, time."""
+    n = len(ts_ns)
+    names = list(metrics)
+    if n == 0 or not names:
+        return T.empty_counters()
+    return long_counters_frame(
+        np.tile(np.asarray(ts_ns, dtype=np.int64), len(names)),
+        np.tile(np.asarray(device, dtype=np.int32), len(names)),
+        pd.Categorical(np.repeat(np.array(names, dtype=object), n), categories=names),
+        np.concatenate([np.asarray(metrics[m], dtype=np.float64) for m in names]), source)
+
+
+def long_counters_frame(ts_ns: np.ndarray, device: np.ndarray, metric: pd.Categorical | np.ndarray,
+                        value: np.ndarray, source: int = 0) -> pd.DataFrame:
+    """One row per sample and metric -> the counters table, sorted by device, metric, time."""
+    frame = pd.DataFrame({
+        "ts_ns": np.asarray(ts_ns, dtype=np.int64),
+        "device": np.asarray(device, dtype=np.int32),
+        "metric": metric if isinstance(metric, pd.Categorical) else pd.Categorical(metric),
+        "value": np.asarray(value, dtype=np.float64),
+        "source": np.full(len(ts_ns), source, dtype=np.int32),
+    })
+    frame = frame.sort_values(["device", "metric", "ts_ns"], kind="stable", ignore_index=True)
+    return frame[list(T.COUNTER_COLUMNS)]
+
+
+def unknown_columns_warning(kept: list[str], prefix: str) -> list[str]:
+    if not kept:
+        return []
+    return [f"columns not recognised, kept as {prefix}<name>: {', '.join(kept)}"]
+
+
+def split_lines(data: bytes, path: object) -> tuple[list[str], bool]:
+    """Decode a text log into lines (no line ends) and whether the last line was cut off before
+    its newline. Undecodable bytes become U+FFFD rather than failing the whole log."""
+    text = data.decode("utf-8", errors="replace")
+    complete_end = text.endswith("\n")
+    lines = text.split("\n")
+    if complete_end:
+        lines.pop()
+    return [ln.rstrip("\r") for ln in lines], not complete_end

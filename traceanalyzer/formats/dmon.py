@@ -1,0 +1,234 @@
+"""Reader for `nvidia-smi dmon` text logs (any `-s` column set, with or without `-o D/T/DT`).
+
+Header lines start with `#`: the first names the columns (`# gpu sm mem ...`, `#Date Time gpu
+...`), the second gives units (`# Idx % % ...`). Columns are found by NAME, never by position,
+and a header may repeat or change anywhere in the file. Data rows are whitespace-separated;
+`-` means no value (NaN). Times:
+
+* `-o DT`/`TD`: local date and time of the logging machine -> CLOCK_WALL;
+* `-o T`: local time of day only -> CLOCK_TIME_OF_DAY (the date comes from the trace, or from
+  `--dmon-start`), times that go back by more than 12 h are taken as passing midnight;
+* none (or `-o D` alone): rows are numbered into samples - a sample ends when a GPU index
+  repeats - and spaced by `--dmon-interval` from `--dmon-start` (else CLOCK_SAMPLES from 0).
+
+A last line cut off before its newline (a logger killed mid-write) is dropped with one warning.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .. import timeline as T
+from ..errors import InputError
+from ..timeline import Source, Timeline
+from . import ReadOptions
+from ._counters import (counters_frame, number_samples, numbered_times, parse_numbers,
+                        split_lines, unknown_columns_warning)
+
+FORMAT = "nvidia-smi-dmon"
+
+# dmon column -> metric (see _counters.METRICS).
+COLUMNS: dict[str, str] = {
+    "sm": "sm_util_pct", "mem": "mem_util_pct", "enc": "enc_util_pct", "dec": "dec_util_pct",
+    "jpg": "jpg_util_pct", "ofa": "ofa_util_pct",
+    "pwr": "power_w", "temp": "gpu_temp_c", "gtemp": "gpu_temp_c", "mtemp": "mem_temp_c",
+    "mclk": "mem_clock_mhz", "pclk": "sm_clock_mhz",
+    "fb": "fb_used_mib", "bar1": "bar1_used_mib", "ccpm": "ccpm_used_mib",
+    "rxpci": "pcie_rx_mbps", "txpci": "pcie_tx_mbps",
+    "pviol": "power_violation_pct", "tviol": "thermal_violation",
+    "sbecc": "sbecc_errors", "dbecc": "dbecc_errors", "pci": "pcie_replay_errors",
+}
+GPU, DATE, TIME = "gpu", "date", "time"
+_BOOL_TEXT = {"yes": "1", "true": "1", "no": "0", "false": "0"}
+_HALF_DAY_NS = 12 * 3600 * 10**9
+_DAY_NS = 2 * _HALF_DAY_NS
+
+
+def sniff(head: bytes) -> bool:
+    """First non-blank line is a `#` header naming a `gpu` column (dmon, or pmon to reject)."""
+    for raw in head.split(b"\n", 20)[:20]:
+        line = raw.strip()
+        if not line:
+            continue
+        if not line.startswith(b"#"):
+            return False
+        return b"gpu" in line[1:].lower().split()
+    return False
+
+
+@dataclass
+class _Segment:
+    """Rows under one column header."""
+
+    columns: list[str]
+    header_line: int
+    rows: list[list[str]] = field(default_factory=list)
+    line_nos: list[int] = field(default_factory=list)
+
+
+def read(path: Path, data: bytes, options: ReadOptions) -> Timeline:
+    lines, cut = split_lines(data, path)
+    source = Source(path=str(path), format=FORMAT)
+    segments = _segments(path, lines, cut, source)
+    rows_read = sum(len(s.rows) for s in segments)
+    source.events_read = rows_read + source.not_kept.get("truncated_row", 0) \
+        + source.not_kept.get("wrong_column_count", 0)
+    if rows_read == 0:
+        raise InputError(path, "no data rows under the dmon header: expected lines of numbers "
+                               "such as '    0     46     26 ...'")
+
+    time_kinds = {_time_kind(s.columns) for s in segments}
+    if len(time_kinds) > 1:
+        raise InputError(path, f"line {segments[-1].header_line}: the time columns change mid-file "
+                               "(with and without -o T/-o DT); split the log where the header changes")
+    time_kind = time_kinds.pop()
+
+    device_parts, date_parts, time_parts = [], [], []
+    metric_parts: dict[str, list[tuple[int, np.ndarray]]] = {}
+    unknown: list[str] = []
+    bad_values = 0
+    offset = 0
+    for seg in segments:
+        table = np.array(seg.rows, dtype=object)
+        col = {c: table[:, i] for i, c in enumerate(seg.columns)}
+        devices, bad = parse_numbers(col[GPU])
+        if bad.any() or np.isnan(devices).any():
+            first = seg.line_nos[int(np.flatnonzero(bad | np.isnan(devices))[0])]
+            raise InputError(path, f"line {first}: GPU index {col[GPU][0]!r} is not a number; "
+                                   "expected the dmon 'gpu' column to hold 0, 1, ...")
+        device_parts.append(devices.astype(np.int32))
+        if DATE in col:
+            date_parts.append(col[DATE].astype(str))
+        if TIME in col:
+            time_parts.append(col[TIME].astype(str))
+        for name in seg.columns:
+            if name in (GPU, DATE, TIME):
+                continue
+            metric = COLUMNS.get(name)
+            if metric is None:
+                metric = f"dmon_{name}"
+                if name not in unknown:
+                    unknown.append(name)
+            values = col[name]
+            if name == "tviol":
+                values = np.array([_BOOL_TEXT.get(str(v).lower(), v) for v in values], dtype=object)
+            parsed, bad = parse_numbers(values)
+            bad_values += int(bad.sum())
+            metric_parts.setdefault(metric, []).append((offset, parsed))
+        offset += len(seg.rows)
+
+    n = offset
+    device = np.concatenate(device_parts)
+    metrics: dict[str, np.ndarray] = {}
+    for metric, parts in metric_parts.items():
+        full = np.full(n, np.nan)
+        for start, values in parts:
+            full[start:start + len(values)] = values
+        metrics[metric] = full
+    line_nos = [ln for s in segments for ln in s.line_nos]
+    ts_ns, source.clock = _times(path, time_kind, date_parts, time_parts, device, line_nos, options)
+
+    source.events_kept = n
+    if bad_values:
+        source.warnings.append(f"{bad_values} values that are neither numbers nor '-' read as missing")
+    source.warnings.extend(unknown_columns_warning(unknown, "dmon_"))
+    frame = counters_frame(ts_ns, device, metrics)
+    return Timeline(counters=frame, sources=[source]).validate()
+
+
+def _segments(path: Path, lines: list[str], cut: bool, source: Source) -> list[_Segment]:
+    segments: list[_Segment] = []
+    wrong: list[int] = []
+    last_data = max((i for i, ln in enumerate(lines) if ln.strip() and not ln.lstrip().startswith("#")),
+                    default=-1)
+    for i, line in enumerate(lines):
+        stripped = line.strip()
+        if not stripped:
+            continue
+        if stripped.startswith("#"):
+            tokens = [t.lower() for t in stripped[1:].split()]
+            if GPU in tokens:
+                if "pid" in tokens:
+                    raise InputError(path, f"line {i + 1}: this is `nvidia-smi pmon` output (one row "
+                                           "per process); record `nvidia-smi dmon` for GPU counters")
+                _check_header(path, tokens, i + 1)
+                segments.append(_Segment(columns=tokens, header_line=i + 1))
+            # anything else after '#' is the units row or a comment: units are fixed per column
+            continue
+        if not segments:
+            raise InputError(path, f"line {i + 1}: data row before any '# gpu ...' header line; "
+                                   "dmon output starts with a header naming its columns")
+        seg = segments[-1]
+        tokens = stripped.split()
+        if i == last_data and cut and not _complete_last_row(line, tokens, seg, lines):
+            source.not_kept["truncated_row"] = 1
+            source.warnings.append(f"line {i + 1}: last line cut off before its end "
+                                   f"(the logger was stopped mid-write); dropped, "
+                                   f"{sum(len(s.rows) for s in segments)} complete rows kept")
+            continue
+        if len(tokens) != len(seg.columns):
+            wrong.append(i + 1)
+            continue
+        seg.rows.append(tokens)
+        seg.line_nos.append(i + 1)
+    if wrong:
+        source.not_kept["wrong_column_count"] = len(wrong)
+        shown = ", ".join(str(n) for n in wrong[:5]) + (" ..." if len(wrong) > 5 else "")
+        source.warnings.append(f"{len(wrong)} rows with a different number of values than their "
+                               f"header dropped (lines {shown})")
+    return [s for s in segments if s.rows]
+
+
+def _check_header(path: Path, tokens: list[str], line_no: int) -> None:
+    dupes = sorted({t for t in tokens if tokens.count(t) > 1})
+    if dupes:
+        raise InputError(path, f"line {line_no}: column {dupes[0]!r} appears twice in the dmon header")
+
+
+def _complete_last_row(line: str, tokens: list[str], seg: _Segment, lines: list[str]) -> bool:
+    """A last row without a newline is kept only if it has every column and is as wide as the
+    row before it (dmon right-aligns fixed-width columns, so a cut row is shorter)."""
+    if len(tokens) != len(seg.columns):
+        return False
+    if not seg.line_nos:
+        return True
+    previous = lines[seg.line_nos[-1] - 1]
+    return len(line.rstrip()) >= len(previous.rstrip())
+
+
+def _time_kind(columns: list[str]) -> str:
+    if TIME in columns:
+        return T.CLOCK_WALL if DATE in columns else T.CLOCK_TIME_OF_DAY
+    return T.CLOCK_SAMPLES
+
+
+def _times(path: Path, kind: str, date_parts: list[np.ndarray], time_parts: list[np.ndarray],
+           device: np.ndarray, line_nos: list[int], options: ReadOptions) -> tuple[np.ndarray, str]:
+    if kind == T.CLOCK_SAMPLES:
+        return numbered_times(number_samples(device), options)
+    times = pd.Series(np.concatenate(time_parts))
+    if kind == T.CLOCK_WALL:
+        stamp = pd.Series(np.concatenate(date_parts)) + " " + times
+        parsed = pd.to_datetime(stamp, format="%Y%m%d %H:%M:%S", errors="coerce")
+        _fail_on_nat(path, parsed.isna().to_numpy(), stamp, line_nos, "YYYYMMDD HH:MM:SS")
+        return parsed.to_numpy().astype("datetime64[ns]").astype(np.int64), T.CLOCK_WALL
+    tod = pd.to_timedelta(times, errors="coerce")
+    _fail_on_nat(path, tod.isna().to_numpy(), times, line_nos, "HH:MM:SS")
+    ns = tod.to_numpy().astype("timedelta64[ns]").astype(np.int64)
+    # Passing midnight: the time of day drops by more than half a day.
+    wrapped = np.r_[False, np.diff(ns) < -_HALF_DAY_NS]
+    ns = ns + np.cumsum(wrapped) * np.int64(_DAY_NS)
+    if options.dmon_start is not None and options.dmon_start[1] == T.CLOCK_WALL:
+        start_ns = options.dmon_start[0]  # its date, as local wall time like the log's
+        return ns + np.int64(start_ns - start_ns % _DAY_NS), T.CLOCK_WALL
+    return ns, T.CLOCK_TIME_OF_DAY
+
+
+def _fail_on_nat(path: Path, bad: np.ndarray, text: pd.Series, line_nos: list[int], shape: str) -> None:
+    if bad.any():
+        k = int(np.flatnonzero(bad)[0])
+        raise InputError(path, f"line {line_nos[k]}: {text.iloc[k]!r} is not a time; expected {shape}")

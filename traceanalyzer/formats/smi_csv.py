@@ -1,0 +1,234 @@
+"""Reader for `nvidia-smi --query-gpu=... --format=csv[,nounits] [-l N | -lms N]` logs.
+
+The header row names the queried fields, with units in brackets (`utilization.gpu [%]`); values
+carry units (`92 %`, `25073 MiB`) unless `nounits` was given; `[N/A]` / `[Not Supported]` mean
+no value. Fields are found by name in any order; a header may repeat or change mid-file (logs
+appended to). `timestamp` (`YYYY/MM/DD HH:MM:SS.mmm`, local time of the logging machine) gives
+CLOCK_WALL; without it rows are numbered into samples like dmon's. Multi-GPU logs hold one row
+per GPU per sample; `index` (else `pci.bus_id` / `uuid` in order of appearance) is the GPU.
+
+`noheader` logs cannot be read by name: the error says to add the field list as a first line.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .. import timeline as T
+from ..errors import InputError
+from ..timeline import Source, Timeline
+from . import ReadOptions
+from ._counters import (counters_frame, number_samples, numbered_times, parse_numbers,
+                        split_lines, unknown_columns_warning)
+
+FORMAT = "nvidia-smi-csv"
+
+# --query-gpu field -> metric (see _counters.METRICS); several spellings are accepted by nvidia-smi.
+FIELDS: dict[str, str] = {
+    "utilization.gpu": "sm_util_pct", "utilization.memory": "mem_util_pct",
+    "utilization.encoder": "enc_util_pct", "utilization.decoder": "dec_util_pct",
+    "utilization.jpeg": "jpg_util_pct", "utilization.ofa": "ofa_util_pct",
+    "power.draw": "power_w", "power.draw.average": "power_w",
+    "power.draw.instant": "power_instant_w",
+    "power.limit": "power_limit_w", "enforced.power.limit": "power_limit_w",
+    "temperature.gpu": "gpu_temp_c", "temperature.memory": "mem_temp_c",
+    "clocks.sm": "sm_clock_mhz", "clocks.current.sm": "sm_clock_mhz",
+    "clocks.gr": "graphics_clock_mhz", "clocks.current.graphics": "graphics_clock_mhz",
+    "clocks.mem": "mem_clock_mhz", "clocks.current.memory": "mem_clock_mhz",
+    "memory.used": "fb_used_mib", "memory.free": "fb_free_mib", "memory.total": "fb_total_mib",
+    "pstate": "pstate", "fan.speed": "fan_pct",
+}
+TIMESTAMP = "timestamp"
+INDEX = "index"
+# Text fields that identify the GPU or the host; never counters.
+TEXT_FIELDS = {"timestamp", "index", "name", "gpu_name", "uuid", "gpu_uuid", "pci.bus_id",
+               "gpu_bus_id", "serial", "driver_version", "vbios_version", "compute_mode",
+               "persistence_mode", "display_mode", "display_active", "pci.domain", "pci.bus",
+               "pci.device", "pci.device_id", "pci.sub_device_id", "mig.mode.current"}
+GPU_IDS = ("index", "pci.bus_id", "gpu_bus_id", "uuid", "gpu_uuid")
+
+_FIELD_NAME = re.compile(r"^([a-z][a-z0-9_.]*)(?:\s*\[[^\]]*\])?$")
+_PSTATE = re.compile(r"^\s*P(\d+)\s*$")
+_SHAPE = re.compile(r"[0-9]")
+
+
+def sniff(head: bytes) -> bool:
+    """First non-blank line is a CSV header of --query-gpu field names, one of them known."""
+    for raw in head.split(b"\n", 20)[:20]:
+        line = raw.strip()
+        if line:
+            names = _header_names(line.decode("utf-8", errors="replace"))
+            return names is not None
+    return False
+
+
+def _header_names(line: str) -> list[str] | None:
+    """Field names of a header row (units dropped), or None when the row is not a header."""
+    names = []
+    for part in line.split(","):
+        m = _FIELD_NAME.match(part.strip())
+        if not m:
+            return None
+        names.append(m.group(1))
+    if not any(n in FIELDS or n in TEXT_FIELDS for n in names):
+        return None
+    return names
+
+
+@dataclass
+class _Segment:
+    names: list[str]
+    rows: list[list[str]] = field(default_factory=list)
+    line_nos: list[int] = field(default_factory=list)
+
+
+def read(path: Path, data: bytes, options: ReadOptions) -> Timeline:
+    lines, cut = split_lines(data, path)
+    source = Source(path=str(path), format=FORMAT)
+    segments = _segments(path, lines, cut, source)
+    n = sum(len(s.rows) for s in segments)
+    source.events_read = n + sum(source.not_kept.values())
+    if n == 0:
+        raise InputError(path, "no data rows under the CSV header: expected rows such as "
+                               "'2024/01/16 14:44:16.977, 0 %, 21 MiB'")
+    has_time = {TIMESTAMP in s.names for s in segments}
+    if len(has_time) > 1:
+        raise InputError(path, "the timestamp field comes and goes between headers; "
+                               "split the log where the header changes")
+
+    metric_parts: dict[str, list[tuple[int, np.ndarray]]] = {}
+    stamps: list[pd.Series] = []
+    gpu_ids: list[np.ndarray] = []
+    unknown: list[str] = []
+    text_skipped: set[str] = set()
+    bad_values = 0
+    offset = 0
+    for seg in segments:
+        table = np.array(seg.rows, dtype=object)
+        col = {name: table[:, i] for i, name in enumerate(seg.names)}
+        if TIMESTAMP in col:
+            stamps.append(pd.Series(col[TIMESTAMP], dtype=object))
+        gpu_ids.append(_gpu_ids(col, len(seg.rows)))
+        used: set[str] = set()
+        for name in seg.names:
+            if name in TEXT_FIELDS:
+                continue
+            values = col[name]
+            if name == "pstate":
+                values = pd.Series(values, dtype=object).str.extract(_PSTATE)[0].fillna("-").to_numpy()
+            parsed, bad = parse_numbers(values)
+            metric = FIELDS.get(name)
+            if metric is None or metric in used:
+                if bad.all():  # a text field we do not know: not a counter
+                    text_skipped.add(name)
+                    continue
+                metric = "smi_" + name.replace(".", "_")
+                if name not in unknown and name not in FIELDS:
+                    unknown.append(name)
+            used.add(metric)
+            bad_values += int(bad.sum())
+            metric_parts.setdefault(metric, []).append((offset, parsed))
+        offset += len(seg.rows)
+
+    metrics: dict[str, np.ndarray] = {}
+    for metric, parts in metric_parts.items():
+        full = np.full(n, np.nan)
+        for start, values in parts:
+            full[start:start + len(values)] = values
+        metrics[metric] = full
+    device = _device_numbers(np.concatenate(gpu_ids))
+    line_nos = [ln for s in segments for ln in s.line_nos]
+    if stamps:
+        ts_ns, source.clock = _parse_stamps(path, pd.concat(stamps, ignore_index=True), line_nos)
+    else:
+        ts_ns, source.clock = numbered_times(number_samples(device), options)
+
+    source.events_kept = n
+    if bad_values:
+        source.warnings.append(f"{bad_values} values that are not numbers read as missing")
+    if text_skipped:
+        source.not_kept["text_field_values"] = n * len(text_skipped)
+    source.warnings.extend(unknown_columns_warning(unknown, "smi_"))
+    return Timeline(counters=counters_frame(ts_ns, device, metrics), sources=[source]).validate()
+
+
+def _segments(path: Path, lines: list[str], cut: bool, source: Source) -> list[_Segment]:
+    segments: list[_Segment] = []
+    wrong: list[int] = []
+    last = max((i for i, ln in enumerate(lines) if ln.strip()), default=-1)
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        names = _header_names(line.strip())
+        if names is not None:
+            segments.append(_Segment(names=names))
+            continue
+        if not segments:
+            raise InputError(path, f"line {i + 1}: no header row naming the fields; expected a first "
+                                   "line such as 'timestamp, index, utilization.gpu [%]' (logs written "
+                                   "with --format=csv,noheader need that line added)")
+        seg = segments[-1]
+        fields = [f.strip() for f in line.split(",")]
+        if i == last and cut and not _complete_last_row(fields, seg):
+            source.not_kept["truncated_row"] = 1
+            source.warnings.append(f"line {i + 1}: last line cut off before its end (the logger "
+                                   f"was stopped mid-write); dropped, "
+                                   f"{sum(len(s.rows) for s in segments)} complete rows kept")
+            continue
+        if len(fields) != len(seg.names):
+            wrong.append(i + 1)
+            continue
+        seg.rows.append(fields)
+        seg.line_nos.append(i + 1)
+    if wrong:
+        source.not_kept["wrong_field_count"] = len(wrong)
+        shown = ", ".join(str(n) for n in wrong[:5]) + (" ..." if len(wrong) > 5 else "")
+        source.warnings.append(f"{len(wrong)} rows with a different number of fields than their "
+                               f"header dropped (lines {shown})")
+    return [s for s in segments if s.rows]
+
+
+def _complete_last_row(fields: list[str], seg: _Segment) -> bool:
+    """A last row without a newline is kept only if each field has the shape of the row
+    before it (digits aside): a cut row loses fields, units or timestamp parts."""
+    if len(fields) != len(seg.names):
+        return False
+    if not seg.rows:
+        return all(fields)
+    shape = [_SHAPE.sub("", f) for f in fields]
+    previous = [_SHAPE.sub("", f) for f in seg.rows[-1]]
+    return shape == previous and all(fields)
+
+
+def _gpu_ids(col: dict[str, np.ndarray], n: int) -> np.ndarray:
+    for name in GPU_IDS:
+        if name in col:
+            return np.asarray(col[name], dtype=object)
+    return np.full(n, "0", dtype=object)
+
+
+def _device_numbers(ids: np.ndarray) -> np.ndarray:
+    """`index` values as they are; bus ids / uuids numbered in order of first appearance."""
+    parsed, bad = parse_numbers(ids)
+    if not bad.any() and not np.isnan(parsed).any():
+        return parsed.astype(np.int32)
+    codes, _ = pd.factorize(pd.Series(ids, dtype=object))
+    return codes.astype(np.int32)
+
+
+def _parse_stamps(path: Path, stamps: pd.Series, line_nos: list[int]) -> tuple[np.ndarray, str]:
+    text = stamps.astype(str).str.strip()
+    parsed = pd.to_datetime(text, format="%Y/%m/%d %H:%M:%S.%f", errors="coerce")
+    if parsed.isna().any():  # other nvidia-smi builds / locales: accept any unambiguous form
+        retry = pd.to_datetime(text[parsed.isna()], format="ISO8601", errors="coerce")
+        parsed = parsed.fillna(retry) if not retry.isna().all() else parsed
+    if parsed.isna().any():
+        k = int(np.flatnonzero(parsed.isna().to_numpy())[0])
+        raise InputError(path, f"line {line_nos[k]}: timestamp {text.iloc[k]!r} is not a date and time; "
+                               "expected YYYY/MM/DD HH:MM:SS.mmm")
+    return parsed.to_numpy().astype("datetime64[ns]").astype(np.int64), T.CLOCK_WALL
