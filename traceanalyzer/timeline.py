@@ -73,6 +73,44 @@ COUNTER_COLUMNS: dict[str, str] = {
     "source": "int32",  # index into Timeline.sources
 }
 
+# --- counter metrics -----------------------------------------------------------------------------
+# Counter-log readers map their columns onto these names (units in the name); the README lists them.
+# Columns a reader does not know are kept as "<format>_<column>" (e.g. "dmon_xyz").
+COUNTER_METRICS: dict[str, str] = {
+    "sm_util_pct": "percent of the sample period in which at least one kernel ran "
+                   "(dmon `sm`, --query-gpu `utilization.gpu`, DCGM `gpu_utilization`)",
+    "mem_util_pct": "percent of the sample period in which device memory was read or written",
+    "enc_util_pct": "video encoder utilisation, percent",
+    "dec_util_pct": "video decoder utilisation, percent",
+    "jpg_util_pct": "JPEG decoder utilisation, percent",
+    "ofa_util_pct": "optical-flow accelerator utilisation, percent",
+    "power_w": "board power draw, watts",
+    "power_instant_w": "instantaneous board power draw, watts (DCGM)",
+    "power_limit_w": "enforced power limit, watts",
+    "gpu_temp_c": "GPU core temperature, degrees Celsius",
+    "mem_temp_c": "memory temperature, degrees Celsius",
+    "sm_clock_mhz": "SM (processor) clock, MHz",
+    "graphics_clock_mhz": "graphics clock, MHz",
+    "mem_clock_mhz": "memory clock, MHz",
+    "fb_used_mib": "frame-buffer (device) memory in use, MiB",
+    "fb_free_mib": "frame-buffer memory free, MiB",
+    "fb_total_mib": "frame-buffer memory total, MiB",
+    "bar1_used_mib": "BAR1 memory in use, MiB",
+    "ccpm_used_mib": "confidential-compute protected memory in use, MiB",
+    "pcie_rx_mbps": "PCIe receive throughput, MB/s",
+    "pcie_tx_mbps": "PCIe transmit throughput, MB/s",
+    "power_violation_pct": "percent of time throttled by the power limit",
+    "thermal_violation": "1 when throttled for temperature in the sample, else 0",
+    "sbecc_errors": "single-bit ECC errors",
+    "dbecc_errors": "double-bit ECC errors",
+    "pcie_replay_errors": "PCIe replay errors",
+    "pstate": "performance state number (P0 = 0, fastest)",
+    "fan_pct": "fan speed, percent of maximum",
+}
+
+# The utilisation metric alignment, the cross-check and the zero-utilisation runs use.
+UTIL_METRIC = "sm_util_pct"
+
 
 class TimelineError(ValueError):
     """A reader produced tables that break the column contract (a bug, not bad input)."""

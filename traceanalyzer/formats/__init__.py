@@ -52,7 +52,8 @@ def read_file(path: Path, options: ReadOptions) -> Timeline:
         if reader.sniff(head):
             data = read_input(path, options.max_input_bytes)
             return reader.read(path, data, options)
-    raise InputError(path, f"not a supported trace: expected Chrome-trace JSON (optionally gzip-compressed), "
+    raise InputError(path, f"not a supported input: expected Chrome-trace JSON (optionally gzip-compressed), "
+                           f"nvidia-smi dmon or --query-gpu CSV output, or a DCGM CSV log; "
                            f"file starts with {head[:16]!r}")
 
 

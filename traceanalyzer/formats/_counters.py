@@ -1,8 +1,8 @@
 """What counter-log readers (nvidia-smi dmon, --query-gpu CSV, DCGM) share: the metric
 vocabulary, number parsing, sample numbering for logs without times, and the long counters table.
 
-Every reader maps its own column names onto `METRICS`, so analyses and alignment never look at
-format-specific names. Columns a reader does not know are kept under a prefixed name
+Every reader maps its own column names onto `timeline.COUNTER_METRICS`, so analyses and
+alignment never look at format-specific names. Columns a reader does not know are kept under a prefixed name
 (`dmon_<col>`, `smi_<field>`, `dcgm_<field>`) and reported in a warning.
 """
 
@@ -16,42 +16,6 @@ import pandas as pd
 
 from .. import timeline as T
 from . import ReadOptions
-
-# metric name -> what it is (units are in the name). The README lists the same table.
-METRICS: dict[str, str] = {
-    "sm_util_pct": "percent of the sample period in which at least one kernel ran "
-                   "(dmon `sm`, --query-gpu `utilization.gpu`, DCGM `gpu_utilization`)",
-    "mem_util_pct": "percent of the sample period in which device memory was read or written",
-    "enc_util_pct": "video encoder utilisation, percent",
-    "dec_util_pct": "video decoder utilisation, percent",
-    "jpg_util_pct": "JPEG decoder utilisation, percent",
-    "ofa_util_pct": "optical-flow accelerator utilisation, percent",
-    "power_w": "board power draw, watts",
-    "power_instant_w": "instantaneous board power draw, watts (DCGM)",
-    "power_limit_w": "enforced power limit, watts",
-    "gpu_temp_c": "GPU core temperature, degrees Celsius",
-    "mem_temp_c": "memory temperature, degrees Celsius",
-    "sm_clock_mhz": "SM (processor) clock, MHz",
-    "graphics_clock_mhz": "graphics clock, MHz",
-    "mem_clock_mhz": "memory clock, MHz",
-    "fb_used_mib": "frame-buffer (device) memory in use, MiB",
-    "fb_free_mib": "frame-buffer memory free, MiB",
-    "fb_total_mib": "frame-buffer memory total, MiB",
-    "bar1_used_mib": "BAR1 memory in use, MiB",
-    "ccpm_used_mib": "confidential-compute protected memory in use, MiB",
-    "pcie_rx_mbps": "PCIe receive throughput, MB/s",
-    "pcie_tx_mbps": "PCIe transmit throughput, MB/s",
-    "power_violation_pct": "percent of time throttled by the power limit",
-    "thermal_violation": "1 when throttled for temperature in the sample, else 0",
-    "sbecc_errors": "single-bit ECC errors",
-    "dbecc_errors": "double-bit ECC errors",
-    "pcie_replay_errors": "PCIe replay errors",
-    "pstate": "performance state number (P0 = 0, fastest)",
-    "fan_pct": "fan speed, percent of maximum",
-}
-
-# Utilisation metric alignment and the zero-utilisation figures use.
-UTIL_METRIC = "sm_util_pct"
 
 # Values that mean "no value" in nvidia-smi / dcgmi output.
 MISSING_TEXT = ("-", "", "N/A", "[N/A]", "[Not Supported]", "Not Supported", "[Unknown Error]")

@@ -26,8 +26,14 @@ from .. import timeline as T
 from ..errors import InputError
 from ..timeline import Source, Timeline
 from . import ReadOptions
-from ._counters import (counters_frame, number_samples, numbered_times, parse_numbers,
-                        split_lines, unknown_columns_warning)
+from ._counters import (
+    counters_frame,
+    number_samples,
+    numbered_times,
+    parse_numbers,
+    split_lines,
+    unknown_columns_warning,
+)
 
 FORMAT = "nvidia-smi-dmon"
 
@@ -49,14 +55,18 @@ _DAY_NS = 2 * _HALF_DAY_NS
 
 
 def sniff(head: bytes) -> bool:
-    """First non-blank line is a `#` header naming a `gpu` column (dmon, or pmon to reject)."""
+    """A `#` header line naming a `gpu` column among the first lines (dmon, or pmon to reject),
+    and no line before it that is neither blank, `#`, nor whitespace-separated numbers."""
     for raw in head.split(b"\n", 20)[:20]:
         line = raw.strip()
         if not line:
             continue
-        if not line.startswith(b"#"):
+        if line.startswith(b"#"):
+            if b"gpu" in line[1:].lower().split():
+                return True
+            continue
+        if not all(tok.replace(b".", b"").replace(b"-", b"").isdigit() for tok in line.split()):
             return False
-        return b"gpu" in line[1:].lower().split()
     return False
 
 

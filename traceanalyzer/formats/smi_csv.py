@@ -23,8 +23,14 @@ from .. import timeline as T
 from ..errors import InputError
 from ..timeline import Source, Timeline
 from . import ReadOptions
-from ._counters import (counters_frame, number_samples, numbered_times, parse_numbers,
-                        split_lines, unknown_columns_warning)
+from ._counters import (
+    counters_frame,
+    number_samples,
+    numbered_times,
+    parse_numbers,
+    split_lines,
+    unknown_columns_warning,
+)
 
 FORMAT = "nvidia-smi-csv"
 
@@ -55,6 +61,7 @@ GPU_IDS = ("index", "pci.bus_id", "gpu_bus_id", "uuid", "gpu_uuid")
 _FIELD_NAME = re.compile(r"^([a-z][a-z0-9_.]*)(?:\s*\[[^\]]*\])?$")
 _PSTATE = re.compile(r"^\s*P(\d+)\s*$")
 _SHAPE = re.compile(r"[0-9]")
+_STAMP_ROW = re.compile(r"^\d{4}/\d{2}/\d{2} \d{2}:\d{2}:\d{2}(\.\d+)?\s*,")
 
 
 def sniff(head: bytes) -> bool:
@@ -62,8 +69,9 @@ def sniff(head: bytes) -> bool:
     for raw in head.split(b"\n", 20)[:20]:
         line = raw.strip()
         if line:
-            names = _header_names(line.decode("utf-8", errors="replace"))
-            return names is not None
+            text = line.decode("utf-8", errors="replace")
+            # a header, or a headerless log's first row (read() then says what to add)
+            return _header_names(text) is not None or bool(_STAMP_ROW.match(text))
     return False
 
 

@@ -1,0 +1,251 @@
+"""Figures from sampled GPU counters (nvidia-smi dmon / --query-gpu, DCGM): pure functions of
+a Timeline's `counters` table (and, when there is one, the trace's GPU work) -> frozen results.
+
+A sample taken at time t describes the period [t - period, t) (nvidia-smi utilisation is "over
+the past sample period"); `period` is the median spacing of a GPU's samples. A sample is *inside*
+a window when its period lies within the window, *outside* when its period lies entirely outside;
+samples straddling an edge count in neither. Definitions in words: `traceanalyzer.definitions`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..timeline import COUNTER_METRICS, UTIL_METRIC, Timeline
+from . import _intervals as iv
+from . import figures as F
+
+# The cross-check warns when trace busy and log utilisation differ by more than this (points).
+CROSS_CHECK_MARGIN_PCT = 15.0
+# ... and only when at least this many samples were compared.
+CROSS_CHECK_MIN_SAMPLES = 5
+# Consecutive samples further apart than this many periods break a zero-utilisation run.
+RUN_BREAK_PERIODS = 2.0
+# Points in the utilisation-over-time series (bins of whole sample periods).
+TIMESERIES_POINTS = 120
+
+
+@dataclass(frozen=True)
+class MetricFigures:
+    metric: str
+    samples: int  # samples with a value (missing '-' values are not counted)
+    mean: float | None
+    min: float | None
+    max: float | None
+    window_samples: int  # inside the trace window (0 without a trace)
+    window_mean: float | None
+    outside_samples: int
+    outside_mean: float | None
+
+
+@dataclass(frozen=True)
+class ZeroRuns:
+    """Runs of consecutive samples with SM utilisation exactly 0."""
+
+    runs: int
+    total_samples: int
+    total_ns: int  # total_samples x period
+    longest_samples: int
+    longest_ns: int
+    longest_first_ns: int | None  # time of the run's first and last zero sample
+    longest_last_ns: int | None
+
+
+@dataclass(frozen=True)
+class CrossCheck:
+    """Trace GPU busy vs log SM utilisation over the same sample periods inside the window."""
+
+    samples: int
+    trace_busy_pct: float
+    log_util_pct: float
+    difference_pct: float  # log - trace, percentage points
+    disagrees: bool  # |difference| > CROSS_CHECK_MARGIN_PCT with enough samples
+
+
+@dataclass(frozen=True)
+class DeviceCounters:
+    device: int  # trace device after alignment, else the log's GPU index
+    sources: tuple[int, ...]  # indices into Timeline.sources
+    period_ns: int
+    first_ns: int
+    last_ns: int
+    samples: int  # distinct sample times
+    metrics: tuple[MetricFigures, ...]
+    zero_runs: ZeroRuns | None  # None when the log has no SM utilisation
+    cross_check: CrossCheck | None  # None without a trace window or trace GPU work
+    # SM utilisation over time: (bin start ns, mean percent) in up to TIMESERIES_POINTS bins
+    utilisation: tuple[tuple[int, float], ...]
+
+
+# --- selections shared with align.py ----------------------------------------------------------------
+def device_series(counters: pd.DataFrame, device: int | None,
+                  metric: str | None = None) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """(values, ts_ns) in time order for each device/metric series matching the filters."""
+    dev = counters["device"].to_numpy()
+    mask = np.ones(len(counters), dtype=bool) if device is None else dev == device
+    if metric is not None:
+        mask &= (counters["metric"] == metric).to_numpy()
+    sel = counters[mask]
+    if not len(sel):
+        return
+    for _, group in sel.groupby(["device", "metric"], observed=True, sort=True):
+        ts = group["ts_ns"].to_numpy()
+        order = np.argsort(ts, kind="stable")
+        yield group["value"].to_numpy()[order], ts[order]
+
+
+def trace_busy_sets(tl: Timeline) -> dict[int, iv.IntervalSet]:
+    """Per device index: union of kernel, memcpy and memset intervals over every rank."""
+    out: dict[int, iv.IntervalSet] = {}
+    for rank in range(len(tl.ranks)):
+        for device in tl.device_indices(rank):
+            s, e = F.work_union(tl, rank, device)
+            if device in out:
+                s, e = iv.union(np.r_[out[device][0], s], np.r_[out[device][1], e])
+            out[device] = (s, e)
+    return out
+
+
+def trace_span(tl: Timeline) -> tuple[int, int] | None:
+    """First event start to last event end over the whole trace (what the trace recorded)."""
+    ev = tl.events
+    if not len(ev):
+        return None
+    ts = ev["ts_ns"].to_numpy()
+    return int(ts.min()), int((ts + ev["dur_ns"].to_numpy()).max())
+
+
+def trace_window(tl: Timeline) -> tuple[int, int] | None:
+    """The report's window over all ranks: earliest rank-window start to latest end."""
+    windows = [F.rank_window(tl, r.index) for r in tl.ranks]
+    windows = [w for w in windows if w.dur_ns > 0]
+    if not windows:
+        return None
+    return min(w.start_ns for w in windows), max(w.end_ns for w in windows)
+
+
+# --- figures ----------------------------------------------------------------------------------------
+def counter_figures(tl: Timeline, window: tuple[int, int] | None = None) -> tuple[DeviceCounters, ...]:
+    """Per GPU in the counters table; `window` (trace clock) splits inside/outside figures and
+    enables the cross-check against the trace's GPU work."""
+    counters = tl.counters
+    if not len(counters):
+        return ()
+    busy = trace_busy_sets(tl) if window is not None else {}
+    out = []
+    for device in sorted(int(d) for d in np.unique(counters["device"].to_numpy())):
+        rows = counters[counters["device"].to_numpy() == device]
+        out.append(_device(device, rows, window, busy.get(device)))
+    return tuple(out)
+
+
+def _device(device: int, rows: pd.DataFrame, window: tuple[int, int] | None,
+            busy: iv.IntervalSet | None) -> DeviceCounters:
+    times = np.unique(rows["ts_ns"].to_numpy())
+    period = int(np.median(np.diff(times))) if len(times) > 1 else 0
+    metrics = []
+    util: tuple[np.ndarray, np.ndarray] | None = None
+    order = _metric_order(rows["metric"].astype(str).unique())
+    for metric in order:
+        values, ts = next(device_series(rows, device, metric))
+        metrics.append(_metric(metric, values, ts, period, window))
+        if metric == UTIL_METRIC:
+            util = (values, ts)
+    return DeviceCounters(
+        device=device,
+        sources=tuple(sorted(int(s) for s in np.unique(rows["source"].to_numpy()))),
+        period_ns=period, first_ns=int(times[0]), last_ns=int(times[-1]), samples=len(times),
+        metrics=tuple(metrics),
+        zero_runs=None if util is None else zero_runs(*util, period),
+        cross_check=None if util is None or window is None or busy is None
+        else cross_check(*util, period, window, busy),
+        utilisation=() if util is None else _timeseries(*util, period),
+    )
+
+
+def _metric_order(names: np.ndarray) -> list[str]:
+    known = [m for m in COUNTER_METRICS if m in set(names)]
+    return known + sorted(set(names) - set(known))
+
+
+def _inside(ts: np.ndarray, period: int, window: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    lo, hi = window
+    inside = (ts - period >= lo) & (ts <= hi)
+    outside = (ts <= lo) | (ts - period >= hi)
+    return inside, outside
+
+
+def _metric(metric: str, values: np.ndarray, ts: np.ndarray, period: int,
+            window: tuple[int, int] | None) -> MetricFigures:
+    ok = ~np.isnan(values)
+    v = values[ok]
+    if window is None:
+        inside = outside = np.zeros(len(values), dtype=bool)
+    else:
+        inside, outside = _inside(ts, period, window)
+    vin, vout = values[ok & inside], values[ok & outside]
+    return MetricFigures(
+        metric, int(ok.sum()), _mean(v), float(v.min()) if len(v) else None,
+        float(v.max()) if len(v) else None, len(vin), _mean(vin), len(vout), _mean(vout))
+
+
+def _mean(v: np.ndarray) -> float | None:
+    return float(v.mean()) if len(v) else None
+
+
+def zero_runs(values: np.ndarray, ts: np.ndarray, period: int) -> ZeroRuns:
+    """Maximal runs of consecutive zero-utilisation samples (a missing value, or samples more
+    than RUN_BREAK_PERIODS periods apart, end a run)."""
+    zero = values == 0
+    if not zero.any():
+        return ZeroRuns(0, 0, 0, 0, 0, None, None)
+    idx = np.flatnonzero(zero)
+    gap = np.diff(ts[idx]) > RUN_BREAK_PERIODS * period if period > 0 else np.zeros(len(idx) - 1, bool)
+    new_run = np.r_[True, (np.diff(idx) > 1) | gap]
+    starts = np.flatnonzero(new_run)
+    ends = np.r_[starts[1:], len(idx)]
+    lengths = ends - starts
+    k = int(np.argmax(lengths))  # first of the longest runs
+    first, last = idx[starts[k]], idx[ends[k] - 1]
+    return ZeroRuns(len(starts), len(idx), len(idx) * period, int(lengths[k]),
+                    int(lengths[k]) * period, int(ts[first]), int(ts[last]))
+
+
+def cross_check(values: np.ndarray, ts: np.ndarray, period: int, window: tuple[int, int],
+                busy: iv.IntervalSet) -> CrossCheck | None:
+    if period <= 0:
+        return None
+    inside, _ = _inside(ts, period, window)
+    sel = inside & ~np.isnan(values)
+    n = int(sel.sum())
+    if n == 0:
+        return None
+    ends = ts[sel]
+    covered = iv.overlap_per_window(busy, ends - period, ends)
+    trace_pct = 100.0 * float(covered.sum()) / (n * period)
+    log_pct = float(values[sel].mean())
+    diff = log_pct - trace_pct
+    return CrossCheck(n, trace_pct, log_pct, diff,
+                      abs(diff) > CROSS_CHECK_MARGIN_PCT and n >= CROSS_CHECK_MIN_SAMPLES)
+
+
+def _timeseries(values: np.ndarray, ts: np.ndarray, period: int) -> tuple[tuple[int, float], ...]:
+    ok = ~np.isnan(values)
+    if not ok.any():
+        return ()
+    v, t = values[ok], ts[ok]
+    step = max(period, 1)
+    span = int(t[-1] - t[0]) + step
+    per_bin = max(1, -(-span // (step * TIMESERIES_POINTS)))
+    width = per_bin * step
+    b = (t - t[0]) // width
+    sums = np.bincount(b, weights=v)
+    counts = np.bincount(b)
+    keep = counts > 0
+    starts = t[0] + np.arange(len(sums), dtype=np.int64) * width
+    return tuple((int(s), float(m)) for s, m in zip(starts[keep], sums[keep] / counts[keep]))
+
