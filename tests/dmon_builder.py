@@ -72,8 +72,9 @@ def local_wall(epoch_ns: int, zone: str, skew_ns: int) -> datetime:
 
 
 def dmon_text(ends_ns: np.ndarray, util: np.ndarray, zone: str, skew_ns: int, times: str = "DT",
-              gpus: int = 1) -> str:
-    """`nvidia-smi dmon -s pu -o <times>` output (times "DT", "T" or "" for none)."""
+              gpus: int = 1, busy_gpu: int = 0) -> str:
+    """`nvidia-smi dmon -s pu -o <times>` output (times "DT", "T" or "" for none); GPU
+    `busy_gpu` shows `util`, the others 0."""
     cols = ["gpu", "pwr", "gtemp", "mtemp", "sm", "mem", "enc", "dec", "mclk", "pclk"]
     units = ["Idx", "W", "C", "C", "%", "%", "%", "%", "MHz", "MHz"]
     head_t = {"DT": (["#Date", "Time"], ["#YYYYMMDD", "HH:MM:SS"]), "T": (["#Time"], ["#HH:MM:SS"]),
@@ -85,7 +86,7 @@ def dmon_text(ends_ns: np.ndarray, util: np.ndarray, zone: str, skew_ns: int, ti
         wall = local_wall(t, zone, skew_ns)
         stamp = {"DT": wall.strftime(" %Y%m%d %H:%M:%S"), "T": wall.strftime(" %H:%M:%S"), "": ""}[times]
         for g in range(gpus):
-            sm = u if g == 0 else 0
+            sm = u if g == busy_gpu else 0
             vals = [g, 60 + sm, 40, "-", sm, sm // 2, 0, 0, 1593, 1410 if sm else 210]
             lines.append(stamp + " " + " ".join(f"{v:>6}" for v in vals) + " ")
     return "\n".join(lines) + "\n"
