@@ -932,7 +932,7 @@ def build_all():
         files[f"{vname}.expected.json"] = dump_expected(exp)
     for bname, data in bad_files(files["basic.json"]).items():
         files[f"bad/{bname}"] = data
-    files["bad/expected.json"] = dump_expected(BAD_EXPECTED)
+    files["bad.expected.json"] = dump_expected(BAD_EXPECTED)  # beside bad/, so bad/ holds only bad files
     return files
 
 
