@@ -117,8 +117,7 @@ def _report(traces: list[Path], output: Path | None, fmt: str | None, min_gap_ns
 def _stem(path: Path) -> str:
     name = path.resolve().name if path.is_dir() else path.name
     for suffix in (".gz", ".json", ".pb"):
-        if name.endswith(suffix):
-            name = name[: -len(suffix)]
+        name = name.removesuffix(suffix)
     return name or "trace"
 
 

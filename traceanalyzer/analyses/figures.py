@@ -181,7 +181,7 @@ def gap_stats(tl: Timeline, rank: int, device: int, window: Window,
     step_idx = iv.locate(starts[order], st.start_ns, st.end_ns) if len(st) else np.full(len(order), -1)
     top = tuple(Gap(int(starts[i]), int(lengths[i]), int(st.number[j]) if j >= 0 else None)
                 for i, j in zip(order, step_idx))
-    return GapStats(min_gap_ns, int(len(lengths)), int(lengths.sum()),
+    return GapStats(min_gap_ns, len(lengths), int(lengths.sum()),
                     int(lengths.max()) if len(lengths) else 0, bins, top)
 
 
