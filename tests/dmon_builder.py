@@ -9,7 +9,6 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import numpy as np
-
 from kineto_builder import KinetoTrace
 
 S = 1_000_000_000

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from dmon_builder import S, busy_trace, dmon_text, sample_times, smi_csv_text, utilisation
+
 from traceanalyzer import align as A
 from traceanalyzer.formats import ReadOptions, read_file
 
@@ -143,8 +143,8 @@ def test_gpu_map_pairs_log_gpu_with_trace_device(setup):
 
 
 def test_place_counters_moves_times():
-    from traceanalyzer.timeline import Source, Timeline
     from traceanalyzer.formats._counters import counters_frame
+    from traceanalyzer.timeline import Source, Timeline
 
     logs = Timeline(counters=counters_frame(np.array([0, S]), np.array([0, 0]),
                                             {"sm_util_pct": np.array([1.0, 2.0])}),

@@ -43,11 +43,11 @@ def number_samples(devices: np.ndarray) -> np.ndarray:
     the current sample already holds appears again (0 1 2 0 1 2 -> 0 0 0 1 1 1; '-i 3,1' gives
     3 1 3 1 -> 0 0 1 1)."""
     out = np.empty(len(devices), dtype=np.int64)
-    sample, seen = -1, set()
+    sample, seen = -1, set[int]()
     for i, d in enumerate(devices.tolist()):
         if sample < 0 or d in seen:
             sample += 1
-            seen = set()
+            seen = set[int]()
         seen.add(d)
         out[i] = sample
     return out
