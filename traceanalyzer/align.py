@@ -25,7 +25,7 @@ sample period"). `place_counters` moves the counters onto the trace clock and ma
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone, tzinfo
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -502,3 +502,17 @@ def _r(x: float | None) -> str:
 
 def _s(ns: int | None) -> str:
     return "n/a" if ns is None else f"{ns / 1e9:+.3f} s"
+
+
+def combine(trace: Timeline | None, logs: Timeline | None,
+            options: AlignOptions) -> tuple[Timeline, tuple[Alignment, ...]]:
+    """Trace and counter logs on one clock, in one Timeline; alignments index its sources.
+    Without a trace the logs stay on their own clocks; without logs the trace is returned."""
+    if logs is None:
+        return (trace if trace is not None else Timeline()), ()
+    if trace is None:
+        return logs, ()
+    alignments = align_logs(trace, logs, options)
+    merged = Timeline.concat([trace, place_counters(logs, alignments)])
+    shift = len(trace.sources)
+    return merged, tuple(replace(a, source=a.source + shift) for a in alignments)

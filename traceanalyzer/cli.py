@@ -8,12 +8,17 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from . import __version__
 from .errors import InputError, UsageError
+
+if TYPE_CHECKING:
+    from .align import AlignOptions
 
 FORMAT_BY_SUFFIX = {".html": "html", ".htm": "html", ".json": "json", ".md": "md", ".markdown": "md"}
 SUFFIX_BY_FORMAT = {"html": "html", "json": "json", "md": "md"}
@@ -31,9 +36,53 @@ class DurationType(click.ParamType):
             ns = parse_duration_ns(value)
         except ValueError as exc:
             self.fail(str(exc), param, ctx)
-        if ns < 0:
+        if ns < 0 and not self.signed:
             self.fail(f"{value!r} is negative; a gap length must be >= 0", param, ctx)
         return ns
+
+    def __init__(self, signed: bool = False) -> None:
+        self.signed = signed
+
+
+class ParsedType(click.ParamType):
+    """A value checked by a parser that raises ValueError with the message to show."""
+
+    def __init__(self, name: str, parse) -> None:  # type: ignore[no-untyped-def]
+        self.name = name
+        self.parse = parse
+
+    def convert(self, value, param, ctx):  # type: ignore[no-untyped-def]
+        try:
+            self.parse(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+        return value
+
+
+@dataclass(frozen=True)
+class CounterOptions:
+    logs: list[Path]
+    interval_ns: int
+    start: tuple[int, str] | None
+    align: AlignOptions
+
+
+def _parse_zone(text: str) -> None:
+    from .align import parse_zone
+
+    parse_zone(text)
+
+
+def _parse_start(text: str) -> None:
+    from .units import parse_start
+
+    parse_start(text)
+
+
+def _parse_gpu(text: str) -> None:
+    from .align import parse_gpu_map
+
+    parse_gpu_map([text])
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -60,8 +109,26 @@ def main() -> None:
               help="Shortest GPU idle stretch counted as a gap, with a unit: 0, 50us, 1ms, 0.5s.")
 @click.option("--force", is_flag=True, help="Overwrite the output file if it exists.")
 @click.option("-q", "--quiet", is_flag=True, help="Do not print the summary on the terminal.")
+@click.option("--dmon", "dmon", multiple=True, type=click.Path(path_type=Path),
+              help="nvidia-smi dmon / --query-gpu CSV / DCGM CSV log to put on the trace's clock "
+                   "(repeatable). Default: such logs found beside the trace.")
+@click.option("--dmon-tz", type=ParsedType("ZONE", _parse_zone),
+              help="Time zone of the machine that wrote the log (Europe/Berlin, UTC, +05:30). "
+                   "Default: this machine's zone, with an automatic search of all zones.")
+@click.option("--dmon-offset", "dmon_offset_ns", type=DurationType(signed=True),
+              help="Clock skew of the log after its zone, e.g. -2s: log time + offset = trace time. "
+                   "Default: found automatically.")
+@click.option("--dmon-interval", "dmon_interval_ns", type=DurationType(), default="1s", show_default=True,
+              help="Sample period of a log without timestamps (nvidia-smi dmon -d).")
+@click.option("--dmon-start", type=ParsedType("DATETIME", _parse_start),
+              help="Time of the first sample of a log without timestamps (or the date of a time-only "
+                   "log), local time of the logging machine: '2024-01-04 13:54:35'.")
+@click.option("--dmon-gpu", "dmon_gpu", multiple=True, type=ParsedType("DMON_INDEX=DEVICE", _parse_gpu),
+              help="Log GPU index -> trace device, when CUDA_VISIBLE_DEVICES renumbered them (repeatable).")
 def report_command(traces: tuple[Path, ...], output: Path | None, fmt: str | None, min_gap_ns: int,
-                   force: bool, quiet: bool) -> None:
+                   force: bool, quiet: bool, dmon: tuple[Path, ...], dmon_tz: str | None,
+                   dmon_offset_ns: int | None, dmon_interval_ns: int, dmon_start: str | None,
+                   dmon_gpu: tuple[str, ...]) -> None:
     """Analyse TRACES and write a report.
 
     \b
@@ -74,16 +141,24 @@ def report_command(traces: tuple[Path, ...], output: Path | None, fmt: str | Non
     by direction, DataLoader wait, per-step breakdown and top kernels. Every figure is defined
     in the report and in the README. Exit status: 0 ok, 2 bad input or usage.
     """
-    _run_guarded(lambda: _report(list(traces), output, fmt, min_gap_ns, force, quiet))
+    from .align import AlignOptions, parse_gpu_map
+    from .units import parse_start
+
+    counters = CounterOptions(list(dmon), dmon_interval_ns, parse_start(dmon_start) if dmon_start else None,
+                              AlignOptions(dmon_tz, dmon_offset_ns, parse_gpu_map(dmon_gpu)))
+    _run_guarded(lambda: _report(list(traces), output, fmt, min_gap_ns, force, quiet, counters))
 
 
 def _report(traces: list[Path], output: Path | None, fmt: str | None, min_gap_ns: int,
-            force: bool, quiet: bool) -> None:
+            force: bool, quiet: bool, counters: CounterOptions | None = None) -> None:
+    from .align import AlignOptions, combine
+    from .analyses.counters import counter_figures, trace_window
     from .analyses.summary import analyze
-    from .formats import ReadOptions, load_paths
+    from .formats import ReadOptions, load_inputs
     from .progress import Progress
     from .report import RENDERERS
     from .report.build import build_report
+    from .report.counters import add_counters
     from .report.text import render_text
 
     fmt = fmt or (FORMAT_BY_SUFFIX.get(output.suffix.lower()) if output and str(output) != "-" else None) or "html"
@@ -93,10 +168,17 @@ def _report(traces: list[Path], output: Path | None, fmt: str | None, min_gap_ns
         raise UsageError(f"{target} exists; pass --force to overwrite it or -o to choose another file")
 
     progress = Progress(traces)
-    tl = load_paths(traces, ReadOptions(progress=progress.advance))
+    counters = counters or CounterOptions([], 1_000_000_000, None, AlignOptions())
+    inputs = load_inputs(traces, counters.logs, ReadOptions(progress=progress.advance,
+                                                            dmon_interval_ns=counters.interval_ns,
+                                                            dmon_start=counters.start))
     progress.stage("analysing")
+    tl, alignments = combine(inputs.trace, inputs.logs, counters.align)
     analysis = analyze(tl, min_gap_ns=min_gap_ns)
     report = build_report(tl, analysis)
+    report["warnings"].extend(f"nvidia-smi log found beside the trace and used: {p}" for p in inputs.found_beside)
+    window = trace_window(tl) if inputs.trace is not None else None
+    add_counters(report, tl, counter_figures(tl, window), alignments, aligned=inputs.trace is not None)
     data = RENDERERS[fmt](report)
     progress.done()
     if to_stdout:

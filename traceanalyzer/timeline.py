@@ -272,7 +272,10 @@ def _concat_frames(frames: list[pd.DataFrame], columns: dict[str, str]) -> pd.Da
     cats = [c for c, t in columns.items() if t == "category"]
     merged = {}
     for c in cats:
-        union = pd.api.types.union_categoricals([f[c] for f in frames], ignore_order=True)
+        # Categories as object dtype: pandas infers "str" for some and "object" for others (e.g.
+        # empty tables), and union_categoricals refuses to mix them.
+        union = pd.api.types.union_categoricals(
+            [f[c].cat.set_categories(f[c].cat.categories.astype(object)) for f in frames], ignore_order=True)
         merged[c] = union
     out = pd.concat([f.drop(columns=cats) for f in frames], ignore_index=True)
     for c in cats:

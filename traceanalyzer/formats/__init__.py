@@ -57,18 +57,72 @@ def read_file(path: Path, options: ReadOptions) -> Timeline:
                            f"file starts with {head[:16]!r}")
 
 
+def counter_readers() -> tuple[ModuleType, ...]:
+    """Readers of sampled-counter logs (nvidia-smi, DCGM): their files are aligned, not ranks."""
+    from . import dcgm_csv, dmon, smi_csv
+
+    return (dmon, smi_csv, dcgm_csv)
+
+
+# Names a counter log found beside a trace (or in a trace directory) may have; content decides.
+COUNTER_LOG_SUFFIXES = (".log", ".csv", ".txt")
+
+
+def is_counter_log(path: Path) -> bool:
+    """Whether the file's content is an nvidia-smi / DCGM counter log (by sniffing, not name)."""
+    try:
+        head = read_head(path, 4096)
+    except InputError:
+        return False
+    return any(r.sniff(head) for r in counter_readers())
+
+
+def _logs_in(folder: Path) -> list[Path]:
+    return sorted(f for f in folder.iterdir()
+                  if f.is_file() and f.name.endswith(COUNTER_LOG_SUFFIXES) and is_counter_log(f))
+
+
 def expand_paths(paths: list[Path]) -> list[Path]:
-    """A directory stands for every trace-like file directly in it, in name order."""
+    """A directory stands for every trace-like file and counter log directly in it, in name order."""
     out: list[Path] = []
     for p in paths:
         if p.is_dir():
             found = sorted(f for f in p.iterdir() if f.is_file() and f.name.endswith(TRACE_SUFFIXES))
+            found = sorted(found + _logs_in(p))
             if not found:
-                raise InputError(p, "directory holds no trace files (*.json, *.json.gz)")
+                raise InputError(p, "directory holds no trace files (*.json, *.json.gz) or nvidia-smi logs")
             out.extend(found)
         else:
             out.append(p)
     return out
+
+
+@dataclass
+class Inputs:
+    """What `load_inputs` read: the traces (ranks) and the counter logs, kept apart for alignment."""
+
+    trace: Timeline | None
+    logs: Timeline | None
+    found_beside: list[Path]  # counter logs picked up beside the traces, not named by the user
+
+
+def load_inputs(paths: list[Path], counter_logs: list[Path] | None = None,
+                options: ReadOptions | None = None, find_beside: bool = True) -> Inputs:
+    """Traces and counter logs from the command line. Without explicit `counter_logs`, logs
+    beside each trace file (same folder, *.log/*.csv/*.txt that sniff as counter logs) are used."""
+    options = options or ReadOptions()
+    files = expand_paths(paths)
+    log_files = [f for f in files if f.exists() and is_counter_log(f)]
+    trace_files = [f for f in files if f not in log_files]
+    explicit = list(counter_logs or [])
+    found: list[Path] = []
+    if find_beside and not explicit and trace_files:
+        for folder in sorted({f.parent for f in trace_files if f.is_file()}):
+            found += [f for f in _logs_in(folder) if f not in log_files]
+    all_logs = log_files + explicit + found
+    trace = load_paths(trace_files, options) if trace_files else None
+    logs = Timeline.concat([read_file(f, options) for f in all_logs]) if all_logs else None
+    return Inputs(trace, logs, found)
 
 
 def load_paths(paths: list[Path], options: ReadOptions | None = None) -> Timeline:

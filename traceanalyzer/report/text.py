@@ -38,6 +38,7 @@ def render_text(report: Report) -> str:
             lines.append("  no GPU activity in this trace")
         for d in r["devices"]:
             lines.extend(_device_lines(d))
+    lines.extend(counter_lines(report))
     warnings = sum(len(i["warnings"]) for i in report["inputs"]) + len(report["warnings"])
     if warnings:
         lines.append(f"{warnings} warning(s) while reading; see the report's Inputs section")
@@ -60,3 +61,34 @@ def _device_lines(d: dict[str, Any]) -> list[str]:
         f"    idle gaps >= {fmt_us(g['min_gap_us'])}: {g['count']}, total {fmt_us(g['total_us'])}, "
         f"largest {fmt_us(g['largest_us'])}",
     ]
+
+
+def counter_lines(report: Report) -> list[str]:
+    """nvidia-smi / DCGM logs: how each was put on the trace clock, and per GPU its utilisation,
+    zero-utilisation runs and the cross-check with the trace."""
+    lines: list[str] = []
+    for log in report.get("counter_logs", []):
+        if log["offset_s"] is None:
+            lines.append(f"{log['path']}: {log['format']}, {log['samples_kept']} rows, own clock ({log['clock']})")
+            continue
+        fit = log["fit"] or {}
+        r = fit.get("correlation")
+        quality = "fit n/a" if r is None else f"fit r={r:.2f}" + (", ambiguous" if fit.get("ambiguous") else "")
+        lines.append(f"{log['path']}: offset {log['offset_s']:+.3f} s ({log['offset_method']}, {quality})")
+    for d in report.get("counters", []):
+        sm = d["metrics"].get("sm_util_pct")
+        if sm is None:
+            lines.append(f"  GPU {d['device']} (log): {d['samples']} samples, no SM utilisation column")
+            continue
+        inside = "" if not sm["window_samples"] else f", in trace window {sm['window_mean']:.1f}%"
+        mean = "n/a" if sm["mean"] is None else f"{sm['mean']:.1f}%"
+        lines.append(f"  GPU {d['device']} (log): SM util mean {mean}{inside} over {d['samples']} samples")
+        z = d["zero_util_runs"]
+        if z and z["runs"]:
+            lines.append(f"    zero-util runs: {z['runs']} ({z['total_s']:g} s); longest {z['longest_samples']} "
+                         f"samples = {z['longest_s']:g} s, from +{z['longest_start_s']:g} s")
+        cc = d["cross_check"]
+        if cc:
+            lines.append(f"    trace busy {cc['trace_busy_pct']:.1f}% vs log {cc['log_util_pct']:.1f}%"
+                         + (" - DISAGREE" if cc["disagrees"] else ""))
+    return lines
