@@ -6,19 +6,17 @@ import json
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
 from click.testing import CliRunner
-
+from conftest import SAMPLES
 from dmon_builder import S, busy_trace, dmon_text, sample_times, utilisation
+
 from traceanalyzer.align import AlignOptions, combine
 from traceanalyzer.analyses.counters import counter_figures, trace_window, zero_runs
 from traceanalyzer.cli import main
 from traceanalyzer.formats import ReadOptions, load_inputs, read_file
-
-from conftest import SAMPLES
 
 CRAFTED = SAMPLES / "dmon" / "idle_runs.log"
 ZONE, SKEW_NS = "Asia/Kolkata", 3_400_000_000
