@@ -34,6 +34,7 @@ import copy
 import gzip
 import io
 import json
+import os
 import sys
 from pathlib import Path
 
