@@ -159,3 +159,17 @@ def test_corpus_log_report(corpus):
     assert len(doc["inputs"][0]["warnings"]) == 1
     assert doc["counters"][0]["samples"] == 104
     assert read_file(path, ReadOptions()).sources[0].events_kept == 104
+
+
+def test_documented_thresholds_are_the_code_constants():
+    from traceanalyzer import align as A
+    from traceanalyzer.analyses import counters as C
+    from traceanalyzer.definitions import FIGURES
+
+    text = FIGURES["counter_alignment"]
+    assert f"r >= {A.MIN_FIT_CORRELATION}" in text and f"by {A.AMBIGUITY_MARGIN}" in text
+    assert f"{A.RUNNER_UP_EXCLUSION_NS // S} s away" in text and f"{A.MIN_OVERLAP_SAMPLES} samples" in text
+    assert f"{A.FINE_RANGE_NS // S} s of clock skew" in text and f"{A.ZONE_STEP_NS // (60 * S)}-minute" in text
+    cc = FIGURES["counter_cross_check"]
+    assert f"{C.CROSS_CHECK_MARGIN_PCT:g} percentage points" in cc and f"{C.CROSS_CHECK_MIN_SAMPLES} samples" in cc
+    assert "more than two periods" in FIGURES["zero_util_runs"] and C.RUN_BREAK_PERIODS == 2

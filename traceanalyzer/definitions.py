@@ -59,4 +59,33 @@ FIGURES: dict[str, str] = {
         "Events identical in name, category, process, thread, device, stream, start and duration "
         "are counted once; the number removed is listed with the input's warnings."
     ),
+    "counter_alignment": (
+        "nvidia-smi / DCGM log time + `offset_s` = trace time. `given`: `--dmon-offset` added to "
+        "what the clocks say; `clock`: the clocks alone (the log's local time minus the UTC offset "
+        "of `--dmon-tz`, default this machine's zone; time-only logs take the trace's date; logs "
+        "without times start with the trace); `searched`: the offset at which the log's SM "
+        "utilisation best matches the trace's GPU busy fraction over the same sample periods "
+        "(Pearson r, pooled over GPUs), trying every zone from UTC-12 to UTC+14 in 15-minute steps "
+        "(only `--dmon-tz` when given) plus up to 30 s of clock skew. The search is used when r >= "
+        "0.5, r beats every offset more than 5 s away by 0.1, at least 10 samples overlap, and it "
+        "moves the clock offset by more than one sample period; otherwise the clock offset is kept "
+        "and an ambiguous or too-short match is reported."
+    ),
+    "counter_metrics": (
+        "Per GPU and metric over the samples that have a value: mean, min, max; and the mean over "
+        "samples inside the trace window (the period a sample describes, [t - period, t), lies in "
+        "the window) and outside it (that period lies entirely outside). The period is the median "
+        "spacing of the GPU's samples."
+    ),
+    "zero_util_runs": (
+        "Runs of consecutive samples whose SM utilisation is exactly 0 (a missing value, or two "
+        "samples more than two periods apart, ends a run): how many runs, total samples and "
+        "seconds (samples x period), and the longest run with its first and last sample."
+    ),
+    "counter_cross_check": (
+        "Over the samples inside the trace window: the trace's GPU busy time within their periods "
+        "as a percent of those periods, against the mean SM utilisation nvidia-smi reported for "
+        "them. They disagree when more than 15 percentage points apart (with at least 5 samples): "
+        "another process used the GPU, or the alignment is wrong."
+    ),
 }
