@@ -25,9 +25,10 @@ class ReadOptions:
 
 
 def readers() -> tuple[ModuleType, ...]:
-    from . import kineto
+    from . import kineto, tf_json, xplane
 
-    return (kineto,)
+    # tf_json before kineto: kineto's sniff accepts any JSON object.
+    return (xplane, tf_json, kineto)
 
 
 TRACE_SUFFIXES = (".json", ".json.gz", ".gz")
@@ -44,8 +45,17 @@ def read_file(path: Path, options: ReadOptions) -> Timeline:
         if reader.sniff(head):
             data = read_input(path, options.max_input_bytes)
             return reader.read(path, data, options)
-    raise InputError(path, f"not a supported trace: expected Chrome-trace JSON (optionally gzip-compressed), "
-                           f"file starts with {head[:16]!r}")
+    raise InputError(path, _unsupported(head))
+
+
+def _unsupported(head: bytes) -> str:
+    expected = ("expected Chrome-trace JSON (optionally gzip-compressed) or an XSpace protobuf "
+                "(<host>.xplane.pb)")
+    if any(b < 0x09 for b in head[:16]):
+        return (f"not a supported trace: binary data that is not an XSpace profile (TF profiler tool "
+                f"outputs such as overview_page.pb or input_pipeline.pb are summaries, not traces); "
+                f"{expected}; file starts with {head[:16]!r}")
+    return f"not a supported trace: {expected}; file starts with {head[:16]!r}"
 
 
 def expand_paths(paths: list[Path]) -> list[Path]:
