@@ -58,8 +58,9 @@ def read(path: Path, data: bytes, options: ReadOptions) -> Timeline:
         space.ParseFromString(data)
     except DecodeError:
         raise InputError(path, _damage_description(data)) from None
-    if not space.planes:
-        raise InputError(path, "XSpace protobuf without planes: expected /host:CPU or /device:GPU:N planes")
+    if not any(p.name.startswith(("/host:", "/device:")) for p in space.planes):
+        raise InputError(path, "protobuf without /host: or /device: planes: not an XSpace profile "
+                               "(expected the profiler's <host>.xplane.pb)")
     return timeline_from_space(space, path)
 
 
