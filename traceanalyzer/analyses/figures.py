@@ -1,0 +1,309 @@
+"""The figures: pure functions of a Timeline (and an explicit window) -> frozen results.
+
+Every figure's definition, in words a user can check, is in `traceanalyzer.definitions`; the
+code here implements exactly those words. Times are int64 nanoseconds throughout.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .. import timeline as T
+from ..timeline import Timeline
+from . import _intervals as iv
+
+# Gap-length histogram bins (ns): [0,10us) [10us,100us) ... [1s, inf)
+GAP_HISTOGRAM_EDGES_NS = (0, 10_000, 100_000, 1_000_000, 10_000_000, 100_000_000, 1_000_000_000)
+DEFAULT_MIN_GAP_NS = 100_000
+TOP_GAPS = 10
+TOP_KERNELS = 15
+
+
+# --- windows ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Window:
+    start_ns: int
+    end_ns: int
+    basis: str  # "steps" | "gpu_activity" | "host_events" | "empty" | "custom"
+
+    @property
+    def dur_ns(self) -> int:
+        return max(self.end_ns - self.start_ns, 0)
+
+
+@dataclass(frozen=True)
+class Steps:
+    """A rank's host step spans, sorted by start."""
+
+    number: np.ndarray  # int step numbers (ProfilerStep#N -> N)
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.number)
+
+
+def steps(tl: Timeline, rank: int) -> Steps:
+    ev = tl.rank_events(rank)
+    st = ev[(ev["kind"] == T.STEP).to_numpy()]
+    order = np.argsort(st["ts_ns"].to_numpy(), kind="stable")
+    start = st["ts_ns"].to_numpy()[order]
+    return Steps(st["step"].to_numpy()[order].astype(np.int64), start,
+                 start + st["dur_ns"].to_numpy()[order])
+
+
+def _gpu_work(tl: Timeline, rank: int, device: int | None = None,
+              kinds: tuple[str, ...] = T.GPU_WORK_KINDS) -> pd.DataFrame:
+    ev = tl.rank_events(rank)
+    mask = ev["kind"].isin(kinds).to_numpy()
+    if device is not None:
+        mask = mask & (ev["device"].to_numpy() == device)
+    return ev[mask]
+
+
+def _span(frame: pd.DataFrame) -> tuple[int, int] | None:
+    if not len(frame):
+        return None
+    ts = frame["ts_ns"].to_numpy()
+    return int(ts.min()), int((ts + frame["dur_ns"].to_numpy()).max())
+
+
+def rank_window(tl: Timeline, rank: int) -> Window:
+    """Host step span; else first to last GPU work on any device; else the host events' span."""
+    st = steps(tl, rank)
+    if len(st):
+        return Window(int(st.start_ns.min()), int(st.end_ns.max()), "steps")
+    span = _span(_gpu_work(tl, rank))
+    if span:
+        return Window(*span, "gpu_activity")
+    ev = tl.rank_events(rank)
+    host = ev[(ev["device"].to_numpy() < 0) & (ev["kind"] != T.TRACE_SPAN).to_numpy()]
+    span = _span(host)
+    if span:
+        return Window(*span, "host_events")
+    return Window(0, 0, "empty")
+
+
+def device_window(tl: Timeline, rank: int, device: int) -> Window:
+    """The rank's step span; without steps, first to last GPU work on this device."""
+    st = steps(tl, rank)
+    if len(st):
+        return Window(int(st.start_ns.min()), int(st.end_ns.max()), "steps")
+    span = _span(_gpu_work(tl, rank, device))
+    return Window(*span, "gpu_activity") if span else Window(0, 0, "empty")
+
+
+def work_union(tl: Timeline, rank: int, device: int | None = None,
+               kinds: tuple[str, ...] = T.GPU_WORK_KINDS, comm: bool | None = None) -> iv.IntervalSet:
+    """Union of GPU activity intervals (optionally one device, some kinds, comm or not)."""
+    w = _gpu_work(tl, rank, device, kinds)
+    if comm is not None:
+        w = w[w["comm"].to_numpy() == comm]
+    ts = w["ts_ns"].to_numpy()
+    return iv.union(ts, ts + w["dur_ns"].to_numpy())
+
+
+# --- GPU busy -----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class DeviceBusy:
+    device: int
+    window: Window
+    busy_ns: int
+    idle_fraction: float | None  # None when the window is empty
+    kernel_ns: int  # union of kernels alone
+    comm_ns: int  # union of communication kernels
+    exposed_comm_ns: int  # communication kernels running while no other GPU work runs
+
+
+def device_busy(tl: Timeline, rank: int, device: int, window: Window) -> DeviceBusy:
+    lo, hi = window.start_ns, window.end_ns
+    busy = iv.clip(work_union(tl, rank, device), lo, hi)
+    busy_ns = iv.total(busy)
+    kernel_ns = iv.total(iv.clip(work_union(tl, rank, device, (T.KERNEL,)), lo, hi))
+    comm = iv.clip(work_union(tl, rank, device, (T.KERNEL,), comm=True), lo, hi)
+    other = iv.clip(work_union(tl, rank, device, comm=False), lo, hi)
+    exposed = iv.total(iv.subtract(comm, other))
+    idle = 1.0 - busy_ns / window.dur_ns if window.dur_ns > 0 else None
+    return DeviceBusy(device, window, busy_ns, idle, kernel_ns, iv.total(comm), exposed)
+
+
+# --- idle gaps ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Gap:
+    start_ns: int
+    dur_ns: int
+    step: int | None  # the host step whose span holds the gap start
+
+
+@dataclass(frozen=True)
+class HistogramBin:
+    lo_ns: int
+    hi_ns: int | None  # None: no upper bound
+    count: int
+    total_ns: int
+
+
+@dataclass(frozen=True)
+class GapStats:
+    min_gap_ns: int
+    count: int
+    total_ns: int
+    largest_ns: int
+    histogram: tuple[HistogramBin, ...]
+    top: tuple[Gap, ...]  # longest first
+
+
+def idle_intervals(tl: Timeline, rank: int, device: int, window: Window,
+                   min_gap_ns: int = DEFAULT_MIN_GAP_NS) -> iv.IntervalSet:
+    """Maximal idle intervals of the device in the window, at least `min_gap_ns` long."""
+    if window.dur_ns <= 0:
+        return iv.empty()
+    starts, ends = iv.complement(work_union(tl, rank, device), window.start_ns, window.end_ns)
+    keep = (ends - starts) >= max(min_gap_ns, 1)
+    return starts[keep], ends[keep]
+
+
+def gap_stats(tl: Timeline, rank: int, device: int, window: Window,
+              min_gap_ns: int = DEFAULT_MIN_GAP_NS, top_n: int = TOP_GAPS) -> GapStats:
+    starts, ends = idle_intervals(tl, rank, device, window, min_gap_ns)
+    lengths = ends - starts
+    edges = np.array(GAP_HISTOGRAM_EDGES_NS + (np.iinfo(np.int64).max,), dtype=np.int64)
+    which = np.searchsorted(edges, lengths, side="right") - 1
+    bins = tuple(
+        HistogramBin(int(edges[i]), None if i == len(edges) - 2 else int(edges[i + 1]),
+                     int((which == i).sum()), int(lengths[which == i].sum()))
+        for i in range(len(edges) - 1))
+    st = steps(tl, rank)
+    order = np.argsort(-lengths, kind="stable")[:top_n]
+    step_idx = iv.locate(starts[order], st.start_ns, st.end_ns) if len(st) else np.full(len(order), -1)
+    top = tuple(Gap(int(starts[i]), int(lengths[i]), int(st.number[j]) if j >= 0 else None)
+                for i, j in zip(order, step_idx))
+    return GapStats(min_gap_ns, int(len(lengths)), int(lengths.sum()),
+                    int(lengths.max()) if len(lengths) else 0, bins, top)
+
+
+# --- memory copies ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CopyDirection:
+    direction: str  # "HtoD", "DtoH", "DtoD", "PtoP", "HtoH" or "unknown"
+    count: int
+    union_ns: int
+    bytes: int  # sum over copies whose size the trace records
+    bytes_known: int  # how many copies record their size
+    bandwidth_gbps: float | None  # bytes / summed duration of the copies with a size
+    pageable: int
+    pinned: int
+
+
+@dataclass(frozen=True)
+class MemcpyStats:
+    union_ns: int
+    share_of_busy: float | None
+    share_of_window: float | None
+    directions: tuple[CopyDirection, ...]
+    memset_ns: int
+    memset_count: int
+    memset_bytes: int
+
+
+def memcpy_stats(tl: Timeline, rank: int, device: int, window: Window, busy_ns: int) -> MemcpyStats:
+    lo, hi = window.start_ns, window.end_ns
+    copies = _gpu_work(tl, rank, device, (T.MEMCPY,))
+    ts = copies["ts_ns"].to_numpy()
+    end = ts + copies["dur_ns"].to_numpy()
+    inside = (end > lo) & (ts < hi) if window.dur_ns > 0 else np.zeros(len(ts), bool)
+    copies = copies[inside]
+    union_ns = iv.total(iv.clip(iv.union(ts[inside], end[inside]), lo, hi))
+    directions = []
+    dir_values = copies["copy_kind"].astype(str).replace("", "unknown").to_numpy()
+    for d in sorted(set(dir_values), key=_direction_order):
+        c = copies[dir_values == d]
+        cts = c["ts_ns"].to_numpy()
+        cend = cts + c["dur_ns"].to_numpy()
+        nbytes = c["bytes"].to_numpy()
+        known = nbytes >= 0
+        dur_known = c["dur_ns"].to_numpy()[known].sum()
+        total_bytes = int(nbytes[known].sum())
+        directions.append(CopyDirection(
+            d, len(c), iv.total(iv.clip(iv.union(cts, cend), lo, hi)), total_bytes, int(known.sum()),
+            total_bytes / dur_known if dur_known > 0 else None,  # bytes/ns == GB/s
+            int((c["pinned"].to_numpy() == 0).sum()), int((c["pinned"].to_numpy() == 1).sum())))
+    sets = _gpu_work(tl, rank, device, (T.MEMSET,))
+    sts = sets["ts_ns"].to_numpy()
+    send = sts + sets["dur_ns"].to_numpy()
+    in_w = (send > lo) & (sts < hi) if window.dur_ns > 0 else np.zeros(len(sts), bool)
+    sbytes = sets["bytes"].to_numpy()[in_w]
+    return MemcpyStats(
+        union_ns, union_ns / busy_ns if busy_ns else None,
+        union_ns / window.dur_ns if window.dur_ns else None, tuple(directions),
+        iv.total(iv.clip(iv.union(sts[in_w], send[in_w]), lo, hi)), int(in_w.sum()),
+        int(sbytes[sbytes >= 0].sum()))
+
+
+def _direction_order(d: str) -> int:
+    order = ("HtoD", "DtoH", "DtoD", "PtoP", "HtoH", "unknown")
+    return order.index(d) if d in order else len(order)
+
+
+# --- data loading -------------------------------------------------------------------------------
+def dataloader_union(tl: Timeline, rank: int) -> iv.IntervalSet:
+    ev = tl.rank_events(rank)
+    dl = ev[(ev["kind"] == T.DATALOADER).to_numpy()]
+    ts = dl["ts_ns"].to_numpy()
+    return iv.union(ts, ts + dl["dur_ns"].to_numpy())
+
+
+def dataloader_wait_ns(tl: Timeline, rank: int, window: Window) -> int:
+    return iv.total(iv.clip(dataloader_union(tl, rank), window.start_ns, window.end_ns))
+
+
+# --- per step -----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class StepFigures:
+    step: int
+    start_ns: int
+    dur_ns: int
+    gpu_busy_ns: int  # union of GPU work on all the rank's devices inside the step
+    memcpy_ns: int
+    dataloader_ns: int
+    idle_ns: int  # dur - gpu_busy
+
+
+def per_step(tl: Timeline, rank: int) -> tuple[StepFigures, ...]:
+    st = steps(tl, rank)
+    if not len(st):
+        return ()
+    busy = iv.overlap_per_window(work_union(tl, rank), st.start_ns, st.end_ns)
+    copy = iv.overlap_per_window(work_union(tl, rank, kinds=(T.MEMCPY,)), st.start_ns, st.end_ns)
+    wait = iv.overlap_per_window(dataloader_union(tl, rank), st.start_ns, st.end_ns)
+    dur = st.end_ns - st.start_ns
+    return tuple(StepFigures(int(n), int(s), int(d), int(b), int(c), int(w), int(d - b))
+                 for n, s, d, b, c, w in zip(st.number, st.start_ns, dur, busy, copy, wait))
+
+
+# --- kernels ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class KernelRow:
+    name: str
+    count: int
+    total_ns: int
+    mean_ns: float
+    comm: bool
+
+
+def top_kernels(tl: Timeline, rank: int, device: int, window: Window,
+                top_n: int = TOP_KERNELS) -> tuple[KernelRow, ...]:
+    """Kernels that start inside the window, grouped by name, by summed duration."""
+    k = _gpu_work(tl, rank, device, (T.KERNEL,))
+    ts = k["ts_ns"].to_numpy()
+    k = k[(ts >= window.start_ns) & (ts < window.end_ns)]
+    if not len(k):
+        return ()
+    g = k.groupby("name", observed=True, sort=False).agg(
+        n=("dur_ns", "size"), total_ns=("dur_ns", "sum"), comm=("comm", "max"))
+    g = g.sort_values(["total_ns", "n"], ascending=[False, False], kind="stable").head(top_n)
+    return tuple(KernelRow(str(name), int(n), int(total), total / n, bool(comm))
+                 for name, n, total, comm in zip(g.index, g["n"], g["total_ns"], g["comm"]))

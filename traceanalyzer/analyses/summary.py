@@ -1,0 +1,59 @@
+"""Runs every figure for every rank and device of a Timeline: Timeline -> Analysis."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..timeline import Timeline
+from . import figures as F
+
+
+@dataclass(frozen=True)
+class DeviceAnalysis:
+    device: int
+    name: str
+    busy: F.DeviceBusy
+    gaps: F.GapStats
+    memcpy: F.MemcpyStats
+    kernels: tuple[F.KernelRow, ...]
+
+
+@dataclass(frozen=True)
+class RankAnalysis:
+    index: int  # index into Timeline.ranks
+    rank: int | None
+    window: F.Window
+    steps: int
+    per_step: tuple[F.StepFigures, ...]
+    dataloader_wait_ns: int
+    dataloader_wait_fraction: float | None
+    devices: tuple[DeviceAnalysis, ...]
+
+
+@dataclass(frozen=True)
+class Analysis:
+    min_gap_ns: int
+    ranks: tuple[RankAnalysis, ...]
+
+
+def analyze(tl: Timeline, min_gap_ns: int = F.DEFAULT_MIN_GAP_NS,
+            window: F.Window | None = None) -> Analysis:
+    """All figures. `window` overrides every rank's default window when given."""
+    return Analysis(min_gap_ns, tuple(analyze_rank(tl, r.index, min_gap_ns, window) for r in tl.ranks))
+
+
+def analyze_rank(tl: Timeline, rank: int, min_gap_ns: int = F.DEFAULT_MIN_GAP_NS,
+                 window: F.Window | None = None) -> RankAnalysis:
+    rank_window = window or F.rank_window(tl, rank)
+    names = {d.index: d.name for d in tl.devices if d.rank == rank}
+    devices = []
+    for device in tl.device_indices(rank):
+        w = window or F.device_window(tl, rank, device)
+        busy = F.device_busy(tl, rank, device, w)
+        devices.append(DeviceAnalysis(
+            device, names.get(device, ""), busy, F.gap_stats(tl, rank, device, w, min_gap_ns),
+            F.memcpy_stats(tl, rank, device, w, busy.busy_ns), F.top_kernels(tl, rank, device, w)))
+    wait = F.dataloader_wait_ns(tl, rank, rank_window)
+    st = F.per_step(tl, rank)
+    return RankAnalysis(rank, tl.ranks[rank].rank, rank_window, len(st), st, wait,
+                        wait / rank_window.dur_ns if rank_window.dur_ns > 0 else None, tuple(devices))

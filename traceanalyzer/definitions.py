@@ -1,0 +1,62 @@
+"""Every figure's definition, in words a user can check by hand. The one place they live.
+
+The README's "Figures" section and the reports show these texts verbatim (a test keeps the
+README in step with this module).
+"""
+
+from __future__ import annotations
+
+FIGURES: dict[str, str] = {
+    "window": (
+        "The stretch of time a rank's figures are computed over. With steps: from the start of the "
+        "first host step span (PyTorch `ProfilerStep#N`, Keras `Profiled batch`) to the end of the "
+        "last. Without steps: per device, from the start of its first GPU activity to the end of its "
+        "last (the rank's window then spans all its devices). On a CPU-only trace: from the first to "
+        "the last host event; GPU figures then say \"no GPU activity\"."
+    ),
+    "gpu_busy": (
+        "Length of the union of the device's kernel, memcpy and memset intervals, clipped to the "
+        "window. Overlapping work (several streams) counts once; annotations on GPU streams (such as "
+        "the `gpu_user_annotation` copy of `ProfilerStep#N`) are not work."
+    ),
+    "gpu_idle_fraction": "1 - GPU busy / window length.",
+    "communication": (
+        "Communication kernels are kernels whose name starts with `nccl` or `rccl` (after an "
+        "optional `void `) or that carry a `Collective name` argument. They count as busy. "
+        "Communication time is the union of their intervals; exposed communication is the time when "
+        "communication kernels run and no other GPU work does."
+    ),
+    "idle_gaps": (
+        "Maximal intervals of the window in which the device does no kernel, memcpy or memset, "
+        "including the stretch from the window start to the first activity and from the last "
+        "activity to the window end, kept when at least `--min-gap` long (default 100us). With "
+        "`--min-gap 0` the gap total equals window - GPU busy. A gap's step is the host step whose "
+        "span holds the gap's start."
+    ),
+    "memcpy": (
+        "Union of memcpy intervals inside the window, overall and by direction (HtoD, DtoH, DtoD, "
+        "PtoP, from the event name or the `kind` argument); share of GPU busy time and of the "
+        "window; bytes summed over copies that record a size; achieved bandwidth = those bytes / "
+        "the summed duration of those copies (GB/s); pageable and pinned copy counts from the "
+        "event name. Memset is reported separately the same way."
+    ),
+    "dataloader_wait": (
+        "Union of the host's DataLoader wait ranges inside the window, divided by the window. "
+        "PyTorch: the op `enumerate(DataLoader)#..._DataLoaderIter.__next__` (single- and "
+        "multi-process); not python stack frames and not anything that merely mentions "
+        "\"DataLoader\". TensorFlow: the training thread blocked in `IteratorGetNext`."
+    ),
+    "per_step": (
+        "For each host step span: its duration; GPU busy = union of GPU work on the rank's "
+        "devices inside the span; memcpy = union of copies inside the span; DataLoader wait = "
+        "union of wait ranges inside the span; idle = duration - GPU busy."
+    ),
+    "top_kernels": (
+        "Kernels that start inside the window, grouped by name: count, summed duration, mean "
+        "duration; sorted by summed duration."
+    ),
+    "duplicates": (
+        "Events identical in name, category, process, thread, device, stream, start and duration "
+        "are counted once; the number removed is listed with the input's warnings."
+    ),
+}

@@ -1,0 +1,62 @@
+"""Report -> the short summary shown on the terminal after every run (fits 80 columns)."""
+
+from __future__ import annotations
+
+import textwrap
+from typing import Any
+
+from .build import Report
+
+WIDTH = 80
+
+
+def fmt_us(us: float | None) -> str:
+    """A duration in the most readable unit: 850 us, 12.3 ms, 4.56 s."""
+    if us is None:
+        return "n/a"
+    if abs(us) >= 1_000_000:
+        return f"{us / 1_000_000:.2f} s"
+    if abs(us) >= 1_000:
+        return f"{us / 1_000:.1f} ms"
+    return f"{us:.0f} us"
+
+
+def fmt_pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f}%"
+
+
+def render_text(report: Report) -> str:
+    lines: list[str] = []
+    ranks = report["ranks"]
+    lines.append(f"traceanalyzer {report['tool']['version']}: {len(report['inputs'])} input(s), {len(ranks)} rank(s)")
+    verdict = report.get("diagnosis", {}).get("headline")
+    if verdict:
+        lines += textwrap.wrap("Verdict: " + verdict, WIDTH, subsequent_indent="  ")
+    for r in ranks:
+        lines.append(_rank_line(r))
+        if not r["devices"]:
+            lines.append("  no GPU activity in this trace")
+        for d in r["devices"]:
+            lines.extend(_device_lines(d))
+    warnings = sum(len(i["warnings"]) for i in report["inputs"]) + len(report["warnings"])
+    if warnings:
+        lines.append(f"{warnings} warning(s) while reading; see the report's Inputs section")
+    return "\n".join(line[:WIDTH] for line in lines) + "\n"
+
+
+def _rank_line(r: dict[str, Any]) -> str:
+    who = "rank ?" if r["rank"] is None else f"rank {r['rank']}"
+    steps = f"{r['steps']} steps" if r["steps"] else f"no steps, window from {r['window_basis'].replace('_', ' ')}"
+    return (f"{who}: window {fmt_us(r['window_us'])} ({steps}), "
+            f"dataloader wait {fmt_pct(r['dataloader_wait_fraction'])}")
+
+
+def _device_lines(d: dict[str, Any]) -> list[str]:
+    g = d["gaps"]
+    busy = None if d["gpu_idle_fraction"] is None else 1 - d["gpu_idle_fraction"]
+    return [
+        f"  {d['device']}: busy {fmt_pct(busy)}, idle {fmt_pct(d['gpu_idle_fraction'])}, "
+        f"memcpy {fmt_pct(d['memcpy_share_of_busy'])} of busy",
+        f"    idle gaps >= {fmt_us(g['min_gap_us'])}: {g['count']}, total {fmt_us(g['total_us'])}, "
+        f"largest {fmt_us(g['largest_us'])}",
+    ]
