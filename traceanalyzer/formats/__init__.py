@@ -47,6 +47,9 @@ def read_file(path: Path, options: ReadOptions) -> Timeline:
     if path.stat().st_size == 0:
         raise InputError(path, "empty file: expected a profiler trace")
     head = read_head(path)
+    if not head.strip():
+        read_input(path, options.max_input_bytes)  # raises the precise gzip error, if any
+        raise InputError(path, "no content: expected a profiler trace")
     for reader in readers():
         if reader.sniff(head):
             data = read_input(path, options.max_input_bytes)

@@ -54,8 +54,8 @@ _FLOW_PHASES = {"s", "f", "t"}
 
 
 def sniff(head: bytes) -> bool:
-    """Any JSON object: the envelope check then says precisely what is wrong if it is no trace."""
-    return looks_like_json_object(head)
+    """Any JSON document: the envelope check then says precisely what is wrong if it is no trace."""
+    return looks_like_json_object(head) or head.lstrip()[:1] == b"["
 
 
 def read(path: Path, data: bytes, options: ReadOptions) -> Timeline:

@@ -1,0 +1,24 @@
+"""The README and the code say the same thing: figure definitions and the test command."""
+
+import re
+
+from traceanalyzer.definitions import FIGURES
+
+from conftest import ROOT
+
+
+def _flat(text: str) -> str:
+    return re.sub(r"\s+", " ", text)
+
+
+def test_every_definition_is_in_the_readme():
+    readme = _flat((ROOT / "README.md").read_text())
+    for name, text in FIGURES.items():
+        assert f"**{name}**: {_flat(text)}" in readme, name
+
+
+def test_ci_runs_the_readme_test_command():
+    readme = (ROOT / "README.md").read_text()
+    commands = re.findall(r"```sh\n(.*?)\n```", readme, re.S)
+    test_cmd = next(c for c in commands if "pytest" in c)
+    assert test_cmd in (ROOT / ".ci" / "run").read_text()
