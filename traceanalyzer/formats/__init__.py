@@ -60,7 +60,7 @@ def read_file(path: Path, options: ReadOptions) -> Timeline:
 def _unsupported(head: bytes) -> str:
     expected = ("expected Chrome-trace JSON (optionally gzip-compressed) or an XSpace protobuf "
                 "(<host>.xplane.pb)")
-    if any(b < 0x09 for b in head[:16]):
+    if _looks_binary(head[:64]):
         return (f"not a supported trace: binary data that is not an XSpace profile (TF profiler tool "
                 f"outputs such as overview_page.pb or input_pipeline.pb are summaries, not traces); "
                 f"{expected}; file starts with {head[:16]!r}")
@@ -75,6 +75,16 @@ class InputSet:
     files: list[Path]
     from_dir: bool  # files found in a directory: an unreadable one is skipped, not fatal
     warnings: list[str] = field(default_factory=list)
+
+
+def _looks_binary(sample: bytes) -> bool:
+    if any(b < 0x20 and b not in (0x09, 0x0A, 0x0D) for b in sample):
+        return True
+    try:
+        sample.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return exc.start < len(sample) - 4  # not just a character cut at the sample's end
+    return False
 
 
 def input_sets(paths: list[Path], options: ReadOptions | None = None,

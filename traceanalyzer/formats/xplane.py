@@ -112,7 +112,7 @@ def timeline_from_space(space: Any, path: Path) -> Timeline:
                                   framework=framework_of(raw.names.values))])
     tl.devices = [DeviceInfo(rank=0, index=d, name=str(device_props.get(d, {}).get("device_vendor", "")),
                              properties={**device_props.get(d, {}), **({"host": hosts[0]} if hosts else {})})
-                  for d in mapped.devices]
+                  for d in sorted(set(mapped.devices) | set(device_props))]  # idle GPUs too
     return tl.validate()
 
 
