@@ -10,13 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from conftest import ROOT
 
 from traceanalyzer.cli import main
 from traceanalyzer.errors import InputError
 from traceanalyzer.formats import ReadOptions, load_paths, read_file
 from traceanalyzer.formats._xplane_pb import SCHEMA, XSpace
-
-from conftest import ROOT
 
 JAX_XPLANES = ["tl_jax_mi300_xplane", "tl_jax_mi300_xplane_legacy", "tl_jax_te_xplane"]
 
@@ -25,7 +24,7 @@ def test_schema_table_matches_the_proto_file():
     """The runtime descriptors and the documented .proto subset declare the same fields."""
     text = (ROOT / "traceanalyzer" / "formats" / "xplane.proto").read_text()
     declared: dict[str, set[tuple[str, int]]] = {}
-    for msg, body in re.findall(r"message (\w+) \{(.*?)\n\}", text, re.S):
+    for msg, body in re.findall(r"message (\w+) \{(.*?)\n\}", text, re.DOTALL):
         declared[msg] = {(name, int(num)) for name, num in re.findall(r"(\w+) = (\d+);", body)}
     table = {msg: {(f[0], f[1]) for f in fields} for msg, fields in SCHEMA.items()}
     assert declared == table

@@ -7,8 +7,8 @@ reader whose sniff would also accept its files.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType

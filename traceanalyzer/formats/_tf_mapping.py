@@ -280,6 +280,5 @@ def _order_numbers(ts: np.ndarray) -> np.ndarray:
 
 def _is_comm(name: str) -> bool:
     n = name.lower()
-    if n.startswith("void "):
-        n = n[5:]
+    n = n.removeprefix("void ")
     return n.startswith(("nccl", "rccl"))

@@ -126,6 +126,6 @@ def message_classes() -> dict[str, Any]:
             for name in SCHEMA}
 
 
-def XSpace() -> Any:  # noqa: N802 - reads like the message it makes
+def XSpace() -> Any:
     """A new, empty XSpace message."""
     return message_classes()["XSpace"]()

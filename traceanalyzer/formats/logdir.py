@@ -163,7 +163,8 @@ def _tf_run(root: Path, folder: Path, filenames: list[str], skipped: list[str]) 
     time_s = None
     if m:
         try:
-            time_s = datetime(*map(int, m.groups()), tzinfo=timezone.utc).timestamp()
+            y, mo, d, h, mi, sec = (int(g) for g in m.groups())
+            time_s = datetime(y, mo, d, h, mi, sec, tzinfo=timezone.utc).timestamp()
         except ValueError:
             time_s = None
     return Run(name=folder.name, label=label, kind=TENSORFLOW, files=files, time_s=time_s,

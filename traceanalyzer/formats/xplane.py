@@ -176,7 +176,7 @@ def _read_plane(plane: Any, raw: RawEvents, base_ns: int, is_gpu: bool) -> tuple
         if (line.display_name or line.name) == STEPS_LINE:
             with_stats = np.arange(n)
         else:
-            with_stats = np.flatnonzero(np.isin(mids, list(needs_stats))) if needs_stats else []
+            with_stats = np.flatnonzero(np.isin(mids, np.fromiter(needs_stats, np.int64, len(needs_stats))))
         for i in with_stats:
             for stat in events[int(i)].stats:
                 sid = stat.metadata_id
