@@ -7,12 +7,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import SAMPLES
 
 from traceanalyzer.analyses.summary import analyze
 from traceanalyzer.formats import load_paths
 from traceanalyzer.report.build import build_report
-
-from conftest import SAMPLES
 
 SYNTHETIC = sorted(p for p in SAMPLES.glob("*.expected.json")
                    if json.loads(p.read_text()).get("made_by", "").endswith("make_synthetic.py"))
