@@ -143,8 +143,7 @@ def _one_report(tl, target: Path, fmt: str, min_gap_ns: int, quiet: bool, progre
 def _stem(path: Path) -> str:
     name = path.resolve().name if path.is_dir() else path.name
     for suffix in (".gz", ".json", ".pb"):
-        if name.endswith(suffix):
-            name = name[: -len(suffix)]
+        name = name.removesuffix(suffix)
     return name or "trace"
 
 

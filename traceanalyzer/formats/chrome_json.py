@@ -153,7 +153,7 @@ def _decode_piece(piece: bytes, env: Envelope, path: Path, base: int) -> list[Ch
 
 def _error_at_end(exc: Exception, length: int) -> bool:
     m = _BYTE_POS.search(str(exc))
-    return bool(m) and int(m.group(1)) >= length - 2
+    return m is not None and int(m.group(1)) >= length - 2
 
 
 def describe_decode_error(exc: Exception, data: bytes, base: int) -> str:
