@@ -34,7 +34,6 @@ import copy
 import gzip
 import io
 import json
-import os
 import sys
 from pathlib import Path
 

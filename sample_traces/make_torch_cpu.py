@@ -32,8 +32,14 @@ from pathlib import Path
 
 import torch
 from torch import nn
-from torch.profiler import ProfilerAction, ProfilerActivity, profile, record_function, schedule
-from torch.profiler import tensorboard_trace_handler
+from torch.profiler import (
+    ProfilerAction,
+    ProfilerActivity,
+    profile,
+    record_function,
+    schedule,
+    tensorboard_trace_handler,
+)
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 ACTIVE_ACTIONS = (ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE)

@@ -61,7 +61,7 @@ def _bad_inputs(tmp: Path) -> dict[str, tuple[Path, str]]:
     good = json.dumps(KinetoTrace().step(1, 0, 10).kernel(1, 2).document()).encode()
     files = {
         "empty": (b"", "empty"),
-        "not_json": (b"hello, this is not a trace\n", "not a supported input"),
+        "not_json": (b"hello, this is not a trace\n", "not a supported trace"),
         "truncated_json": (good[: len(good) // 2], "truncated JSON"),
         "truncated_gzip": (gzip.compress(good)[:40], "truncated gzip"),
         "no_trace_events": (b'{"schema": "1.0.1", "nodes": []}', "without a 'traceEvents' list"),

@@ -16,7 +16,7 @@ from dmon_builder import S, busy_trace, dmon_text, sample_times, utilisation
 from traceanalyzer.align import AlignOptions, combine
 from traceanalyzer.analyses.counters import counter_figures, trace_window, zero_runs
 from traceanalyzer.cli import main
-from traceanalyzer.formats import ReadOptions, load_inputs, read_file
+from traceanalyzer.formats import ReadOptions, load_counter_logs, load_paths, read_file
 
 CRAFTED = SAMPLES / "dmon" / "idle_runs.log"
 ZONE, SKEW_NS = "Asia/Kolkata", 3_400_000_000
@@ -92,8 +92,8 @@ def aligned(tmp_path):
 def test_figures_inside_and_outside_the_trace_window(aligned):
     tmp_path, trace, ends, util = aligned
     (tmp_path / "gpu.log").write_text(dmon_text(ends, util, ZONE, SKEW_NS))
-    inputs = load_inputs([trace.path], [tmp_path / "gpu.log"], ReadOptions())
-    tl, (a,) = combine(inputs.trace, inputs.logs, AlignOptions())
+    logs = load_counter_logs([tmp_path / "gpu.log"], ReadOptions())
+    tl, (a,) = combine(load_paths([trace.path]), logs, AlignOptions())
     (dev,) = counter_figures(tl, trace_window(tl))
     sm = next(m for m in dev.metrics if m.metric == "sm_util_pct")
     assert sm.outside_mean == 0 and sm.outside_samples >= 55

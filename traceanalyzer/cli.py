@@ -18,7 +18,7 @@ from . import __version__
 from .errors import InputError, UsageError
 
 if TYPE_CHECKING:
-    from .align import AlignOptions
+    from .align import Alignment, AlignOptions
 
 FORMAT_BY_SUFFIX = {".html": "html", ".htm": "html", ".json": "json", ".md": "md", ".markdown": "md"}
 SUFFIX_BY_FORMAT = {"html": "html", "json": "json", "md": "md"}
@@ -85,6 +85,7 @@ def _parse_gpu(text: str) -> None:
     parse_gpu_map([text])
 
 
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="traceanalyzer")
 def main() -> None:
@@ -107,6 +108,11 @@ def main() -> None:
               help="Report format. Default: from the --output extension, else html.")
 @click.option("--min-gap", "min_gap_ns", type=DurationType(), default="100us", show_default=True,
               help="Shortest GPU idle stretch counted as a gap, with a unit: 0, 50us, 1ms, 0.5s.")
+@click.option("--run", "run", metavar="NAME",
+              help="Log dirs: the run to analyse (TF run folder name, PyTorch span<k> or span "
+                   "number). Default: the newest.")
+@click.option("--all-runs", is_flag=True,
+              help="Log dirs: one report per run, named <output>.<run>.<format>.")
 @click.option("--force", is_flag=True, help="Overwrite the output file if it exists.")
 @click.option("-q", "--quiet", is_flag=True, help="Do not print the summary on the terminal.")
 @click.option("--dmon", "dmon", multiple=True, type=click.Path(path_type=Path),
@@ -126,14 +132,18 @@ def main() -> None:
 @click.option("--dmon-gpu", "dmon_gpu", multiple=True, type=ParsedType("DMON_INDEX=DEVICE", _parse_gpu),
               help="Log GPU index -> trace device, when CUDA_VISIBLE_DEVICES renumbered them (repeatable).")
 def report_command(traces: tuple[Path, ...], output: Path | None, fmt: str | None, min_gap_ns: int,
-                   force: bool, quiet: bool, dmon: tuple[Path, ...], dmon_tz: str | None,
-                   dmon_offset_ns: int | None, dmon_interval_ns: int, dmon_start: str | None,
-                   dmon_gpu: tuple[str, ...]) -> None:
+                   run: str | None, all_runs: bool, force: bool, quiet: bool, dmon: tuple[Path, ...],
+                   dmon_tz: str | None, dmon_offset_ns: int | None, dmon_interval_ns: int,
+                   dmon_start: str | None, dmon_gpu: tuple[str, ...]) -> None:
     """Analyse TRACES and write a report.
 
     \b
-    TRACES are torch.profiler / Kineto Chrome-trace files (.json or .json.gz, detected by
-    content) or directories of them (each file one rank). Several files = several ranks of one job.
+    TRACES are torch.profiler / Kineto Chrome-trace files (.json or .json.gz), TensorFlow/JAX
+    profiles (.xplane.pb, .trace.json.gz; detected by content), or directories. A TensorBoard
+    log dir is searched for PyTorch <worker>.<span>.pt.trace.json files and TF/JAX
+    plugins/profile/<run>/ folders; the newest run is analysed unless --run or --all-runs says
+    otherwise. Any other directory = every trace file directly in it. Several files = several
+    ranks of one job.
 
     \b
     The report gives, per rank and GPU: GPU busy and idle time over the window (the host's
@@ -146,39 +156,69 @@ def report_command(traces: tuple[Path, ...], output: Path | None, fmt: str | Non
 
     counters = CounterOptions(list(dmon), dmon_interval_ns, parse_start(dmon_start) if dmon_start else None,
                               AlignOptions(dmon_tz, dmon_offset_ns, parse_gpu_map(dmon_gpu)))
-    _run_guarded(lambda: _report(list(traces), output, fmt, min_gap_ns, force, quiet, counters))
+    _run_guarded(lambda: _report(list(traces), output, fmt, min_gap_ns, force, quiet, run, all_runs, counters))
 
 
 def _report(traces: list[Path], output: Path | None, fmt: str | None, min_gap_ns: int,
-            force: bool, quiet: bool, counters: CounterOptions | None = None) -> None:
+            force: bool, quiet: bool, run: str | None = None, all_runs: bool = False,
+            counters: CounterOptions | None = None) -> None:
     from .align import AlignOptions, combine
+    from .formats import ReadOptions, input_sets, load_counter_logs, load_set, split_counter_logs
+    from .progress import Progress
+
+    fmt = fmt or (FORMAT_BY_SUFFIX.get(output.suffix.lower()) if output and str(output) != "-" else None) or "html"
+    base = output or Path.cwd() / f"{_stem(traces[0])}.report.{SUFFIX_BY_FORMAT[fmt]}"
+    if all_runs and str(base) == "-":
+        raise UsageError("--all-runs writes one file per run; give -o a file name, not '-'")
+    progress = Progress(traces)
+    counters = counters or CounterOptions([], 1_000_000_000, None, AlignOptions())
+    options = ReadOptions(progress=progress.advance, run=run, dmon_interval_ns=counters.interval_ns,
+                          dmon_start=counters.start)
+    sets = input_sets(traces, options, all_runs=all_runs)
+    for inputs in sets:
+        target = _run_target(base, inputs.label) if all_runs else base
+        if str(target) != "-" and target.exists() and not force:
+            raise UsageError(f"{target} exists; pass --force to overwrite it or -o to choose another file")
+    for inputs in sets:
+        target = _run_target(base, inputs.label) if all_runs else base
+        split = split_counter_logs(inputs, counters.logs)
+        trace = load_set(split.traces, options) if split.traces.files else None
+        tl, alignments = combine(trace, load_counter_logs(split.logs, options), counters.align)
+        _one_report(tl, target, fmt, min_gap_ns, quiet, progress,
+                    CounterResult(alignments, trace is not None, split.found_beside))
+
+
+def _run_target(base: Path, label: str) -> Path:
+    """out.json + run 'train/plugins/profile/2026_11_22' -> out.train_plugins_profile_2026_11_22.json"""
+    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in label).strip("_") or "run"
+    return base.with_name(f"{base.stem}.{safe}{base.suffix}")
+
+
+@dataclass(frozen=True)
+class CounterResult:
+    alignments: tuple[Alignment, ...]
+    aligned: bool  # the counters are on a trace's clock
+    found_beside: list[Path]
+
+
+def _one_report(tl, target: Path, fmt: str, min_gap_ns: int, quiet: bool, progress,  # type: ignore[no-untyped-def]
+                counters: CounterResult | None = None) -> None:
     from .analyses.counters import counter_figures, trace_window
     from .analyses.summary import analyze
-    from .formats import ReadOptions, load_inputs
-    from .progress import Progress
     from .report import RENDERERS
     from .report.build import build_report
     from .report.counters import add_counters
     from .report.text import render_text
 
-    fmt = fmt or (FORMAT_BY_SUFFIX.get(output.suffix.lower()) if output and str(output) != "-" else None) or "html"
-    target = output or Path.cwd() / f"{_stem(traces[0])}.report.{SUFFIX_BY_FORMAT[fmt]}"
     to_stdout = str(target) == "-"
-    if not to_stdout and target.exists() and not force:
-        raise UsageError(f"{target} exists; pass --force to overwrite it or -o to choose another file")
-
-    progress = Progress(traces)
-    counters = counters or CounterOptions([], 1_000_000_000, None, AlignOptions())
-    inputs = load_inputs(traces, counters.logs, ReadOptions(progress=progress.advance,
-                                                            dmon_interval_ns=counters.interval_ns,
-                                                            dmon_start=counters.start))
     progress.stage("analysing")
-    tl, alignments = combine(inputs.trace, inputs.logs, counters.align)
     analysis = analyze(tl, min_gap_ns=min_gap_ns)
     report = build_report(tl, analysis)
-    report["warnings"].extend(f"nvidia-smi log found beside the trace and used: {p}" for p in inputs.found_beside)
-    window = trace_window(tl) if inputs.trace is not None else None
-    add_counters(report, tl, counter_figures(tl, window), alignments, aligned=inputs.trace is not None)
+    if counters is not None:
+        report["warnings"].extend(f"nvidia-smi log found beside the trace and used: {p}"
+                                  for p in counters.found_beside)
+        window = trace_window(tl) if counters.aligned else None
+        add_counters(report, tl, counter_figures(tl, window), counters.alignments, counters.aligned)
     data = RENDERERS[fmt](report)
     progress.done()
     if to_stdout:

@@ -7,12 +7,13 @@ reader whose sniff would also accept its files.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
-from ..errors import InputError
+from ..errors import InputError, UsageError
 from ..timeline import Timeline
 from ._io import DEFAULT_MAX_INPUT_BYTES, read_head, read_input
 
@@ -22,6 +23,11 @@ class ReadOptions:
     max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES
     # Called with a number of bytes just processed (for progress display); may be None.
     progress: Callable[[int], None] | None = None
+    # Log dirs: the run (TF run folder name, PyTorch "span<k>" or span number) to analyse;
+    # None = the newest.
+    run: str | None = None
+    # Receives the lines saying what a log dir holds and what was picked; None = stderr.
+    notify: Callable[[str], None] | None = None
     # Counter logs without times (dmon without -o T/-o DT): samples are this far apart ...
     dmon_interval_ns: int = 1_000_000_000
     # ... starting here: (ns, clock) with clock CLOCK_WALL (local time) or CLOCK_EPOCH; see
@@ -30,12 +36,14 @@ class ReadOptions:
 
 
 def readers() -> tuple[ModuleType, ...]:
-    from . import dcgm_csv, dmon, kineto, smi_csv
+    from . import dcgm_csv, dmon, kineto, smi_csv, tf_json, xplane
 
-    return (dmon, smi_csv, dcgm_csv, kineto)
+    # Text logs first (their sniffs never accept JSON or protobuf); tf_json before kineto:
+    # kineto's sniff accepts any JSON object.
+    return (dmon, smi_csv, dcgm_csv, xplane, tf_json, kineto)
 
 
-TRACE_SUFFIXES = (".json", ".json.gz", ".gz")
+TRACE_SUFFIXES = (".json", ".json.gz", ".gz", ".xplane.pb")
 
 
 def read_file(path: Path, options: ReadOptions) -> Timeline:
@@ -52,9 +60,105 @@ def read_file(path: Path, options: ReadOptions) -> Timeline:
         if reader.sniff(head):
             data = read_input(path, options.max_input_bytes)
             return reader.read(path, data, options)
-    raise InputError(path, f"not a supported input: expected Chrome-trace JSON (optionally gzip-compressed), "
-                           f"nvidia-smi dmon or --query-gpu CSV output, or a DCGM CSV log; "
-                           f"file starts with {head[:16]!r}")
+    raise InputError(path, _unsupported(head))
+
+
+def _unsupported(head: bytes) -> str:
+    expected = ("expected Chrome-trace JSON (optionally gzip-compressed), an XSpace protobuf "
+                "(<host>.xplane.pb), or an nvidia-smi dmon / --query-gpu CSV / DCGM CSV log")
+    if _looks_binary(head[:64]):
+        return (f"not a supported trace: binary data that is not an XSpace profile (TF profiler tool "
+                f"outputs such as overview_page.pb or input_pipeline.pb are summaries, not traces); "
+                f"{expected}; file starts with {head[:16]!r}")
+    return f"not a supported trace: {expected}; file starts with {head[:16]!r}"
+
+
+@dataclass
+class InputSet:
+    """The files of one job (one rank each), and what they are called in messages."""
+
+    label: str
+    files: list[Path]
+    from_dir: bool  # files found in a directory: an unreadable one is skipped, not fatal
+    warnings: list[str] = field(default_factory=list)
+
+
+def _looks_binary(sample: bytes) -> bool:
+    if any(b < 0x20 and b not in (0x09, 0x0A, 0x0D) for b in sample):
+        return True
+    try:
+        sample.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return exc.start < len(sample) - 4  # not just a character cut at the sample's end
+    return False
+
+
+def input_sets(paths: list[Path], options: ReadOptions | None = None,
+               all_runs: bool = False) -> list[InputSet]:
+    """Resolve the command-line inputs to jobs.
+
+    A file is itself. A directory is searched for a TensorBoard log-dir layout (`logdir`): the
+    newest run by default, `options.run` to choose one, `all_runs` for one job per run; what was
+    found and picked goes to `options.notify`. Without that layout a directory stands for every
+    trace-like file directly in it, in name order. Several inputs form one job (all_runs then
+    needs a single directory).
+    """
+    from . import logdir as L
+
+    options = options or ReadOptions()
+    notify = options.notify or _stderr
+    dirs = [p for p in paths if p.is_dir()]
+    if all_runs and (len(paths) != 1 or not dirs):
+        raise UsageError("--all-runs needs exactly one log directory")
+    if options.run is not None and not dirs:
+        raise UsageError("--run names a run inside a log directory; no directory was given")
+    merged = InputSet(label=_label(paths), files=[], from_dir=False)
+    for p in paths:
+        if not p.is_dir():
+            merged.files.append(p)
+            continue
+        found = L.discover(p)
+        if found is None:
+            merged.files.extend(_plain_dir(p))
+            merged.from_dir = True
+            continue
+        chosen = L.select(found, options.run, all_runs)
+        for line in L.describe(found, chosen, all_runs):
+            notify(line)
+        notes = [f"skipped {s}" for s in found.skipped] + found.notes
+        if all_runs:
+            return [InputSet(label=r.label, files=list(r.files), from_dir=True, warnings=list(notes))
+                    for r in chosen]
+        merged.files.extend(chosen[0].files)
+        merged.from_dir = True
+        merged.warnings.extend(notes)
+        if len(paths) == 1:
+            merged.label = chosen[0].label
+    return [merged]
+
+
+def expand_paths(paths: list[Path]) -> list[Path]:
+    """The files `load_paths` reads for these inputs (log dirs: the newest run)."""
+    return [f for s in input_sets(paths, ReadOptions(notify=lambda _: None)) for f in s.files]
+
+
+def _plain_dir(p: Path) -> list[Path]:
+    """Fallback without a log-dir layout: every trace-like file directly in the directory."""
+    found = sorted(f for f in p.iterdir() if f.is_file() and f.name.endswith(TRACE_SUFFIXES))
+    found = sorted(found + _logs_in(p))  # counter logs in the folder go with its traces
+    if not found:
+        raise InputError(p, "directory holds no trace files (*.json, *.json.gz, *.xplane.pb), no "
+                            "nvidia-smi logs and no TensorBoard log-dir layout (*.pt.trace.json[.gz], "
+                            "plugins/profile/<run>/)")
+    return found
+
+
+def _label(paths: list[Path]) -> str:
+    return paths[0].name if len(paths) == 1 else f"{paths[0].name} and {len(paths) - 1} more"
+
+
+def _stderr(line: str) -> None:
+    sys.stderr.write(f"traceanalyzer: {line}\n")
 
 
 def counter_readers() -> tuple[ModuleType, ...]:
@@ -70,6 +174,8 @@ COUNTER_LOG_SUFFIXES = (".log", ".csv", ".txt")
 
 def is_counter_log(path: Path) -> bool:
     """Whether the file's content is an nvidia-smi / DCGM counter log (by sniffing, not name)."""
+    if not path.is_file():
+        return False
     try:
         head = read_head(path, 4096)
     except InputError:
@@ -82,67 +188,67 @@ def _logs_in(folder: Path) -> list[Path]:
                   if f.is_file() and f.name.endswith(COUNTER_LOG_SUFFIXES) and is_counter_log(f))
 
 
-def expand_paths(paths: list[Path]) -> list[Path]:
-    """A directory stands for every trace-like file and counter log directly in it, in name order."""
-    out: list[Path] = []
-    for p in paths:
-        if p.is_dir():
-            found = sorted(f for f in p.iterdir() if f.is_file() and f.name.endswith(TRACE_SUFFIXES))
-            found = sorted(found + _logs_in(p))
-            if not found:
-                raise InputError(p, "directory holds no trace files (*.json, *.json.gz) or nvidia-smi logs")
-            out.extend(found)
-        else:
-            out.append(p)
-    return out
-
-
 @dataclass
-class Inputs:
-    """What `load_inputs` read: the traces (ranks) and the counter logs, kept apart for alignment."""
+class CounterLogs:
+    """An input set split into traces (ranks) and counter logs to align with them."""
 
-    trace: Timeline | None
-    logs: Timeline | None
-    found_beside: list[Path]  # counter logs picked up beside the traces, not named by the user
+    traces: InputSet  # the set without its counter logs (may have no files: logs only)
+    logs: list[Path]
+    found_beside: list[Path]  # picked up beside the traces, not named by the user
 
 
-def load_inputs(paths: list[Path], counter_logs: list[Path] | None = None,
-                options: ReadOptions | None = None, find_beside: bool = True) -> Inputs:
-    """Traces and counter logs from the command line. Without explicit `counter_logs`, logs
-    beside each trace file (same folder, *.log/*.csv/*.txt that sniff as counter logs) are used."""
-    options = options or ReadOptions()
-    files = expand_paths(paths)
-    log_files = [f for f in files if f.exists() and is_counter_log(f)]
-    trace_files = [f for f in files if f not in log_files]
-    explicit = list(counter_logs or [])
+def split_counter_logs(inputs: InputSet, explicit: list[Path] | None = None,
+                       find_beside: bool = True) -> CounterLogs:
+    """Counter logs among the set's files, plus `explicit` ones (`--dmon`); without explicit
+    logs, *.log / *.csv / *.txt files beside each trace that sniff as counter logs."""
+    logs = [f for f in inputs.files if is_counter_log(f)]
+    traces = [f for f in inputs.files if f not in logs]
+    explicit = list(explicit or [])
     found: list[Path] = []
-    if find_beside and not explicit and trace_files:
-        for folder in sorted({f.parent for f in trace_files if f.is_file()}):
-            found += [f for f in _logs_in(folder) if f not in log_files]
-    all_logs = log_files + explicit + found
-    trace = load_paths(trace_files, options) if trace_files else None
-    logs = Timeline.concat([read_file(f, options) for f in all_logs]) if all_logs else None
-    return Inputs(trace, logs, found)
+    if find_beside and not explicit and traces:
+        for folder in sorted({f.parent for f in traces}):
+            found += [f for f in _logs_in(folder) if f not in logs and f not in found]
+    rest = InputSet(inputs.label, traces, inputs.from_dir, list(inputs.warnings))
+    return CounterLogs(rest, logs + explicit + found, found)
+
+
+def load_counter_logs(paths: list[Path], options: ReadOptions) -> Timeline | None:
+    """Counter logs into one counters-only Timeline (one source each), or None without any."""
+    if not paths:
+        return None
+    parts = [read_file(p, options) for p in paths]
+    return Timeline.concat(parts) if len(parts) > 1 else parts[0]
 
 
 def load_paths(paths: list[Path], options: ReadOptions | None = None) -> Timeline:
-    """Read every input into one Timeline, one rank per trace file."""
+    """Read every input into one Timeline, one rank per trace file (log dirs: the chosen run)."""
     options = options or ReadOptions()
-    files = expand_paths(paths)
-    from_dir = len(files) > len(paths)
+    return load_set(input_sets(paths, options)[0], options)
+
+
+def load_runs(paths: list[Path], options: ReadOptions | None = None) -> list[tuple[str, Timeline]]:
+    """One Timeline per run of a log directory (`--all-runs`), labelled."""
+    options = options or ReadOptions()
+    return [(s.label, load_set(s, options)) for s in input_sets(paths, options, all_runs=True)]
+
+
+def load_set(inputs: InputSet, options: ReadOptions) -> Timeline:
+    """Read one job's files into one Timeline, one rank per file."""
+    files = inputs.files
     parts: list[Timeline] = []
     skipped: list[str] = []
     for f in files:
         try:
             parts.append(read_file(f, options))
         except InputError as exc:
-            if from_dir and len(files) > 1:
+            if inputs.from_dir and len(files) > 1:
                 skipped.append(str(exc))
                 continue
             raise
     if not parts:
-        raise InputError(paths[0], "no readable trace: " + "; ".join(skipped))
+        raise InputError(files[0] if files else inputs.label, "no readable trace: " + "; ".join(skipped))
     tl = Timeline.concat(parts) if len(parts) > 1 else parts[0]
+    tl.warnings.extend(inputs.warnings)
     tl.warnings.extend(f"skipped {s}" for s in skipped)
     assign_ranks(tl)
     return tl
