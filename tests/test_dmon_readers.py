@@ -51,6 +51,16 @@ def test_every_corpus_log_parses(corpus):
         assert tl.sources[0].clock in T.COUNTER_CLOCKS
 
 
+def test_only_the_corpus_counter_logs_sniff_as_counter_logs(corpus):
+    from traceanalyzer.formats import is_counter_log
+
+    with open(corpus / "MANIFEST.tsv", newline="") as fh:
+        rows = list(csv.DictReader(fh, delimiter="\t"))
+    expected = {r["file"] for r in rows if r["format"] in ("dmon", "nvidia-smi-csv") or "DCGM" in r["description"]}
+    found = {str(p.relative_to(corpus)) for p in corpus.rglob("*") if p.is_file() and is_counter_log(p)}
+    assert found == expected
+
+
 def test_dmon_su_without_times(corpus):
     tl = read_file(corpus / "dmon_su_jpgofa" / "nvidia_dmon.log", ReadOptions())
     assert tl.sources[0].clock == T.CLOCK_SAMPLES

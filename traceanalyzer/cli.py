@@ -150,6 +150,12 @@ def report_command(traces: tuple[Path, ...], output: Path | None, fmt: str | Non
     ProfilerStep span), idle gaps of at least --min-gap with the step they fall in, memcpy time
     by direction, DataLoader wait, per-step breakdown and top kernels. Every figure is defined
     in the report and in the README. Exit status: 0 ok, 2 bad input or usage.
+
+    \b
+    nvidia-smi logs (dmon text, --query-gpu CSV, DCGM CSV; named with --dmon, given among
+    TRACES, or found beside the trace) are put on the trace's clock (automatically unless
+    --dmon-offset is given) and add per-GPU utilisation, power and clock figures, idle runs
+    and a cross-check with the trace. A log alone is reported on its own clock.
     """
     from .align import AlignOptions, parse_gpu_map
     from .units import parse_start

@@ -65,7 +65,8 @@ _STAMP_ROW = re.compile(r"^\d{4}/\d{2}/\d{2} \d{2}:\d{2}:\d{2}(\.\d+)?\s*,")
 
 
 def sniff(head: bytes) -> bool:
-    """First non-blank line is a CSV header of --query-gpu field names, one of them known."""
+    """First non-blank line is a CSV header of --query-gpu field names, with `timestamp` or a
+    known counter among them."""
     for raw in head.split(b"\n", 20)[:20]:
         line = raw.strip()
         if line:
@@ -83,7 +84,7 @@ def _header_names(line: str) -> list[str] | None:
         if not m:
             return None
         names.append(m.group(1))
-    if not any(n in FIELDS or n in TEXT_FIELDS for n in names):
+    if not any(n in FIELDS or n == TIMESTAMP for n in names):  # "name, index" alone is any CSV
         return None
     return names
 
