@@ -140,6 +140,7 @@ def test_gpu_map_pairs_log_gpu_with_trace_device(setup):
     placed = A.place_counters(logs, (a,))
     assert set(placed.counters["device"].tolist()) == {0}
     assert placed.sources[0].not_kept == {"gpu_not_mapped": len(ends) * 9}
+    assert "gpu_not_mapped" not in logs.sources[0].not_kept  # the input is not changed
 
 
 def test_place_counters_moves_times():

@@ -241,13 +241,13 @@ def place_counters(logs: Timeline, alignments: tuple[Alignment, ...]) -> Timelin
     device = frame["device"].to_numpy().copy()
     keep = np.ones(len(frame), dtype=bool)
     source = frame["source"].to_numpy()
-    out_sources = [T.Source(**vars(s)) for s in logs.sources]
+    out_sources = [replace(s, not_kept=dict(s.not_kept), warnings=list(s.warnings)) for s in logs.sources]
     for a in alignments:
         rows = source == a.source
         ts[rows] += np.int64(a.offset_ns)
         mapping = dict(a.device_map)
-        old = device[rows]
-        new = np.array([mapping.get(int(d), -1) for d in old], dtype=np.int32)
+        uniq, inverse = np.unique(device[rows], return_inverse=True)
+        new = np.array([mapping.get(int(d), -1) for d in uniq], dtype=np.int32)[inverse]
         dropped = int((new < 0).sum())
         if dropped:
             out_sources[a.source].not_kept["gpu_not_mapped"] = dropped
@@ -281,7 +281,7 @@ def _device_map(log_devices: list[int], gpu_map: tuple[tuple[int, int], ...],
 def _period_ns(counters: pd.DataFrame) -> int:
     """Median spacing of one GPU's samples (the log's sample period)."""
     periods = []
-    for _, ts in device_series(counters, None):
+    for _, _, ts in device_series(counters, None):
         if len(ts) > 1:
             d = np.diff(np.unique(ts))
             if len(d):
@@ -295,7 +295,7 @@ def _log_for_fit(trace: Timeline, counters: pd.DataFrame, device_map: tuple[tupl
     for log_dev, trace_dev in device_map:
         if trace_dev not in busy:
             continue
-        for values, ts in device_series(counters, log_dev, UTIL_METRIC):
+        for _, values, ts in device_series(counters, log_dev, UTIL_METRIC):
             ok = ~np.isnan(values)
             if ok.sum() == 0:
                 continue

@@ -83,8 +83,8 @@ class DeviceCounters:
 
 # --- selections shared with align.py ----------------------------------------------------------------
 def device_series(counters: pd.DataFrame, device: int | None,
-                  metric: str | None = None) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """(values, ts_ns) in time order for each device/metric series matching the filters."""
+                  metric: str | None = None) -> Iterator[tuple[str, np.ndarray, np.ndarray]]:
+    """(metric, values, ts_ns) in time order for each device/metric series matching the filters."""
     dev = counters["device"].to_numpy()
     mask = np.ones(len(counters), dtype=bool) if device is None else dev == device
     if metric is not None:
@@ -92,10 +92,10 @@ def device_series(counters: pd.DataFrame, device: int | None,
     sel = counters[mask]
     if not len(sel):
         return
-    for _, group in sel.groupby(["device", "metric"], observed=True, sort=True):
+    for (_, name), group in sel.groupby(["device", "metric"], observed=True, sort=True):
         ts = group["ts_ns"].to_numpy()
         order = np.argsort(ts, kind="stable")
-        yield group["value"].to_numpy()[order], ts[order]
+        yield str(name), group["value"].to_numpy()[order], ts[order]
 
 
 def trace_busy_sets(tl: Timeline) -> dict[int, iv.IntervalSet]:
@@ -149,9 +149,9 @@ def _device(device: int, rows: pd.DataFrame, window: tuple[int, int] | None,
     period = int(np.median(np.diff(times))) if len(times) > 1 else 0
     metrics = []
     util: tuple[np.ndarray, np.ndarray] | None = None
-    order = _metric_order(rows["metric"].astype(str).unique())
-    for metric in order:
-        values, ts = next(device_series(rows, device, metric))
+    series = {m: (v, t) for m, v, t in device_series(rows, device)}
+    for metric in _metric_order(list(series)):
+        values, ts = series[metric]
         metrics.append(_metric(metric, values, ts, period, window))
         if metric == UTIL_METRIC:
             util = (values, ts)
@@ -167,7 +167,7 @@ def _device(device: int, rows: pd.DataFrame, window: tuple[int, int] | None,
     )
 
 
-def _metric_order(names: np.ndarray) -> list[str]:
+def _metric_order(names: list[str]) -> list[str]:
     known = [m for m in COUNTER_METRICS if m in set(names)]
     return known + sorted(set(names) - set(known))
 
