@@ -173,3 +173,13 @@ def test_documented_thresholds_are_the_code_constants():
     cc = FIGURES["counter_cross_check"]
     assert f"{C.CROSS_CHECK_MARGIN_PCT:g} percentage points" in cc and f"{C.CROSS_CHECK_MIN_SAMPLES} samples" in cc
     assert "more than two periods" in FIGURES["zero_util_runs"] and C.RUN_BREAK_PERIODS == 2
+
+
+def test_html_report_shows_the_logs_escaped(tmp_path):
+    hostile = tmp_path / "<b>gpu</b>.log"
+    hostile.write_bytes(CRAFTED.read_bytes())
+    out = tmp_path / "r.html"
+    res = CliRunner().invoke(main, ["report", str(hostile), "-o", str(out), "-q"])
+    assert res.exit_code == 0, res.output
+    html = out.read_text()
+    assert "<h2>nvidia-smi logs</h2>" in html and "<b>gpu</b>" not in html and "&lt;b&gt;gpu&lt;/b&gt;" in html
