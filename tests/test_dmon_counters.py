@@ -176,10 +176,10 @@ def test_documented_thresholds_are_the_code_constants():
 
 
 def test_html_report_shows_the_logs_escaped(tmp_path):
-    hostile = tmp_path / "<b>gpu</b>.log"
+    hostile = tmp_path / "<b>gpu<i>.log"
     hostile.write_bytes(CRAFTED.read_bytes())
     out = tmp_path / "r.html"
     res = CliRunner().invoke(main, ["report", str(hostile), "-o", str(out), "-q"])
     assert res.exit_code == 0, res.output
     html = out.read_text()
-    assert "<h2>nvidia-smi logs</h2>" in html and "<b>gpu</b>" not in html and "&lt;b&gt;gpu&lt;/b&gt;" in html
+    assert "<h2>nvidia-smi logs</h2>" in html and "<b>gpu" not in html and "&lt;b&gt;gpu&lt;i&gt;.log" in html

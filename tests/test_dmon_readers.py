@@ -244,7 +244,7 @@ def test_dmon_bad_input_is_one_clear_error(tmp_path):
 def test_dmon_rows_with_wrong_width_are_dropped_and_counted(tmp_path):
     tl = read_text(tmp_path, "# gpu sm mem\n# Idx % %\n 0 1 2\n 0 1\n 0 3 4\n")
     src = tl.sources[0]
-    assert src.not_kept == {"wrong_column_count": 1} and "lines 4" in src.warnings[0]
+    assert src.not_kept == {"wrong_value_count": 1} and "lines 4" in src.warnings[0]
     assert series(tl, "sm_util_pct")[1].tolist() == [1, 3]
 
 

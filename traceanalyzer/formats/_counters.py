@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from .. import timeline as T
+from ..timeline import Source
 from . import ReadOptions
 
 # Values that mean "no value" in nvidia-smi / dcgmi output.
@@ -106,3 +107,20 @@ def split_lines(data: bytes, path: object) -> tuple[list[str], bool]:
     if complete_end:
         lines.pop()
     return [ln.rstrip("\r") for ln in lines], not complete_end
+
+
+def drop_cut_last_row(source: Source, line_no: int, kept: int) -> None:
+    """Record the one warning for a last row cut off before its newline."""
+    source.not_kept["truncated_row"] = 1
+    source.warnings.append(f"line {line_no}: last line cut off before its end (the logger was "
+                           f"stopped mid-write); dropped, {kept} complete rows kept")
+
+
+def drop_wrong_rows(source: Source, line_nos: list[int]) -> None:
+    """Record rows whose number of values differs from their header (one warning)."""
+    if not line_nos:
+        return
+    source.not_kept["wrong_value_count"] = len(line_nos)
+    shown = ", ".join(str(n) for n in line_nos[:5]) + (" ..." if len(line_nos) > 5 else "")
+    source.warnings.append(f"{len(line_nos)} rows with a different number of values than their "
+                           f"header dropped (lines {shown})")

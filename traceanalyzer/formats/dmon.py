@@ -28,6 +28,8 @@ from ..timeline import Source, Timeline
 from . import ReadOptions
 from ._counters import (
     counters_frame,
+    drop_cut_last_row,
+    drop_wrong_rows,
     number_samples,
     numbered_times,
     parse_numbers,
@@ -85,8 +87,7 @@ def read(path: Path, data: bytes, options: ReadOptions) -> Timeline:
     source = Source(path=str(path), format=FORMAT)
     segments = _segments(path, lines, cut, source)
     rows_read = sum(len(s.rows) for s in segments)
-    source.events_read = rows_read + source.not_kept.get("truncated_row", 0) \
-        + source.not_kept.get("wrong_column_count", 0)
+    source.events_read = rows_read + sum(source.not_kept.values())
     if rows_read == 0:
         raise InputError(path, "no data rows under the dmon header: expected lines of numbers "
                                "such as '    0     46     26 ...'")
@@ -175,21 +176,14 @@ def _segments(path: Path, lines: list[str], cut: bool, source: Source) -> list[_
         seg = segments[-1]
         tokens = stripped.split()
         if i == last_data and cut and not _complete_last_row(line, tokens, seg, lines):
-            source.not_kept["truncated_row"] = 1
-            source.warnings.append(f"line {i + 1}: last line cut off before its end "
-                                   f"(the logger was stopped mid-write); dropped, "
-                                   f"{sum(len(s.rows) for s in segments)} complete rows kept")
+            drop_cut_last_row(source, i + 1, sum(len(s.rows) for s in segments))
             continue
         if len(tokens) != len(seg.columns):
             wrong.append(i + 1)
             continue
         seg.rows.append(tokens)
         seg.line_nos.append(i + 1)
-    if wrong:
-        source.not_kept["wrong_column_count"] = len(wrong)
-        shown = ", ".join(str(n) for n in wrong[:5]) + (" ..." if len(wrong) > 5 else "")
-        source.warnings.append(f"{len(wrong)} rows with a different number of values than their "
-                               f"header dropped (lines {shown})")
+    drop_wrong_rows(source, wrong)
     return [s for s in segments if s.rows]
 
 

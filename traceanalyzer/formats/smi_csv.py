@@ -25,6 +25,8 @@ from ..timeline import Source, Timeline
 from . import ReadOptions
 from ._counters import (
     counters_frame,
+    drop_cut_last_row,
+    drop_wrong_rows,
     number_samples,
     numbered_times,
     parse_numbers,
@@ -184,21 +186,14 @@ def _segments(path: Path, lines: list[str], cut: bool, source: Source) -> list[_
         seg = segments[-1]
         fields = [f.strip() for f in line.split(",")]
         if i == last and cut and not _complete_last_row(fields, seg):
-            source.not_kept["truncated_row"] = 1
-            source.warnings.append(f"line {i + 1}: last line cut off before its end (the logger "
-                                   f"was stopped mid-write); dropped, "
-                                   f"{sum(len(s.rows) for s in segments)} complete rows kept")
+            drop_cut_last_row(source, i + 1, sum(len(s.rows) for s in segments))
             continue
         if len(fields) != len(seg.names):
             wrong.append(i + 1)
             continue
         seg.rows.append(fields)
         seg.line_nos.append(i + 1)
-    if wrong:
-        source.not_kept["wrong_field_count"] = len(wrong)
-        shown = ", ".join(str(n) for n in wrong[:5]) + (" ..." if len(wrong) > 5 else "")
-        source.warnings.append(f"{len(wrong)} rows with a different number of fields than their "
-                               f"header dropped (lines {shown})")
+    drop_wrong_rows(source, wrong)
     return [s for s in segments if s.rows]
 
 
