@@ -34,6 +34,9 @@ class ChromeArgs(msgspec.Struct):
     collective: Any = msgspec.field(default=None, name="Collective name")
     kind: Any = None  # ROCm memcpy direction ("HtoD")
     step_num: Any = None  # TF "Profiled batch"
+    correlation_id: Any = None  # TF / xprof trace viewer: kernel <-> launch
+    memcpy_details: Any = None  # TF / xprof: "kind:HtoD size:655360 dest:2 async:1"
+    memset_details: Any = None
     input_dims: Any = msgspec.field(default=None, name="Input Dims")
 
 
