@@ -125,6 +125,10 @@ def classify_gaps(starts: np.ndarray, ends: np.ndarray, host: H.HostActivity) ->
     rest = ~np.isin(labels, list(_DIRECT))
     out[rest & blocked] = _CAUSE_CODE[H.SYNC]
     rest &= ~blocked
+    # Host still inside a copy call when the GPU ran dry (a pageable copy holds the host up).
+    copying = iv.overlap_per_window(host.copy_calls, starts - SYNC_TOLERANCE_NS, starts) > 0
+    out[rest & copying] = _CAUSE_CODE[H.MEMCPY]
+    rest &= ~copying
     out[rest & short & any_host] = _CAUSE_CODE[H.LAUNCH]
     out[rest & ~short & (labels == "host")] = _CAUSE_CODE[H.HOST_COMPUTE]
     return out

@@ -15,7 +15,7 @@ import pandas as pd
 from .. import timeline as T
 from ..analyses import _intervals as iv
 from ..timeline import Timeline
-from .thresholds import LAUNCH_THREAD_MIN_SHARE
+from .thresholds import LAUNCH_THREAD_MIN_SHARE, READBACK_MAX_BYTES
 
 # --- gap causes (the JSON names) --------------------------------------------------------------------
 DATALOADER = "dataloader"
@@ -62,6 +62,7 @@ class HostActivity:
     events: pd.DataFrame  # the threads' activity events, with an added `klass` column (HOST_CLASSES)
     exclusive: dict[str, iv.IntervalSet]  # per HOST_CLASSES entry, minus every earlier class
     sync_calls: iv.IntervalSet  # union of blocking calls (for "blocked at the gap start")
+    copy_calls: iv.IntervalSet  # union of host->device copy calls (pageable ones block the host)
     any_activity: iv.IntervalSet  # union of all the threads' activity
     launch_calls: int  # runtime launch calls on the rank
 
@@ -124,9 +125,10 @@ def host_activity(tl: Timeline, rank: int) -> HostActivity:
     is_loader = kind == T.DATALOADER
     is_comm = _name_flags(events, COMM_CALL) & ~is_loader
     is_copy = _name_flags(events, MEMCPY_CALL) & ~is_loader & ~is_comm
-    # A copy call whose GPU copy (same correlation id) goes device-to-host is the host reading a
-    # result back (.item(), .cpu(), .tolist()): it waits for the GPU, a synchronisation.
-    readback = is_copy & (copy_direction(ev, events["correlation"].to_numpy()) == "DtoH")
+    # A copy call whose GPU copy (same correlation id) is a small device-to-host copy is the host reading
+    # a result back (.item(), .cpu(), .tolist()): it waits for the GPU, a synchronisation.
+    direction, nbytes = linked_copy(ev, events["correlation"].to_numpy())
+    readback = is_copy & (direction == "DtoH") & (nbytes < READBACK_MAX_BYTES)
     is_copy &= ~readback
     is_sync_name = _name_flags(events, SYNC_CALL) | readback
     is_sync = is_sync_name & ~is_loader & ~is_comm & ~is_copy
@@ -142,15 +144,18 @@ def host_activity(tl: Timeline, rank: int) -> HostActivity:
         exclusive[c] = iv.subtract(u, claimed)
         claimed = iv.union(np.r_[claimed[0], u[0]], np.r_[claimed[1], u[1]])
     return HostActivity(threads, basis, events, exclusive, iv.union(ts[is_sync_name], end[is_sync_name]),
-                        claimed, launch_calls)
+                        iv.union(ts[is_copy], end[is_copy]), claimed, launch_calls)
 
 
-def copy_direction(ev: pd.DataFrame, correlation: np.ndarray) -> np.ndarray:
-    """Direction of the GPU copy linked to each correlation id ("" when none)."""
+def linked_copy(ev: pd.DataFrame, correlation: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Direction ("" when none) and bytes (-1 when unknown) of the GPU copy linked to each correlation id."""
     copies = ev[(ev["kind"] == T.MEMCPY).to_numpy() & (ev["correlation"].to_numpy() >= 0)]
-    if not len(copies) or not len(correlation):
-        return np.full(len(correlation), "", dtype=object)
-    by_corr = pd.Series(copies["copy_kind"].astype(str).to_numpy(), index=copies["correlation"].to_numpy())
-    by_corr = by_corr[~by_corr.index.duplicated()]
-    found = by_corr.reindex(correlation).to_numpy()
-    return np.where(pd.isna(found), "", found).astype(object)
+    copies = copies.drop_duplicates(subset="correlation")
+    n = len(correlation)
+    if not len(copies) or not n:
+        return np.full(n, "", dtype=object), np.full(n, -1, dtype=np.int64)
+    corr = copies["correlation"].to_numpy()
+    direction = pd.Series(copies["copy_kind"].astype(str).to_numpy(), index=corr).reindex(correlation).to_numpy()
+    nbytes = pd.Series(copies["bytes"].to_numpy(), index=corr).reindex(correlation).to_numpy()
+    return (np.where(pd.isna(direction), "", direction).astype(object),
+            np.where(np.isnan(nbytes.astype(np.float64)), -1, nbytes).astype(np.int64))

@@ -25,6 +25,7 @@ from .thresholds import (
     FINDING_MIN_SHARE,
     GPU_BOUND_MAX_LOST_SHARE,
     HOST_INPUT_BOUND_SHARE,
+    MIN_BUSY_SHARE,
     MIN_GPU_EVENTS,
     SEVERITY_HIGH_SHARE,
     SEVERITY_MEDIUM_SHARE,
@@ -183,17 +184,22 @@ def diagnose_rank(tl: Timeline, ra: RankAnalysis) -> RankDiagnosis:
         host_primary, findings, headline = _host_verdict(shares, info.framework)
         why = _no_gpu_reason(tl, rank)
         return RankDiagnosis(primary=UNDETERMINED, host_primary=host_primary, reason=why,
-                             headline=f"{why}; {headline}" if headline else why + ".",
+                             headline=f"{headline} ({why})." if headline else why + ".",
                              findings=findings, host_shares=shares, **base)  # type: ignore[arg-type]
 
     findings = _findings(tl, ra, devices, lost_by_cause, window_ns, lost_ns, host, periodic, info.framework)
     n_gpu = _gpu_events(tl, rank, devices)
     idle_pct = _pct(idle_ns / window_ns) if window_ns else "n/a"
-    if n_gpu < MIN_GPU_EVENTS:
-        why = f"only {n_gpu} GPU activities in the window: too little GPU work to judge"
-        return RankDiagnosis(primary=UNDETERMINED, host_primary=None, reason=why,
-                             headline=f"Undetermined: {why} (GPU idle {idle_pct} of the window).",
-                             findings=findings, host_shares=None, **base)  # type: ignore[arg-type]
+    busy_share = 1 - idle_ns / window_ns if window_ns else 0.0
+    if n_gpu < MIN_GPU_EVENTS or busy_share < MIN_BUSY_SHARE:
+        why = (f"only {n_gpu} GPU activities in the window" if n_gpu < MIN_GPU_EVENTS
+               else f"GPU busy only {_pct(busy_share)} of the window") + ": too little GPU work to judge"
+        shares = host_shares(tl, rank, ra, host)
+        host_primary, host_findings, host_line = _host_verdict(shares, info.framework)
+        return RankDiagnosis(primary=UNDETERMINED, host_primary=host_primary, reason=why,
+                             headline=f"{host_line} ({why})." if host_line else f"Undetermined: {why}.",
+                             findings=host_findings or findings, host_shares=shares,
+                             **base)  # type: ignore[arg-type]
     if lost_ns < GPU_BOUND_MAX_LOST_SHARE * window_ns:
         gpu = _gpu_bound_finding(tl, ra, window_ns, idle_ns, info.framework)
         return RankDiagnosis(primary=GPU_BOUND, host_primary=None,
@@ -283,7 +289,8 @@ def _specific_evidence(tl: Timeline, ra: RankAnalysis, devices: list[A.DeviceAtt
         k = ev[(ev["kind"] == T.KERNEL).to_numpy()]
         if len(k):
             durs = k["dur_ns"].to_numpy()
-            out.append(f"median kernel {_fmt_ns(float(np.median(durs)))}; {_pct(float((durs < SHORT_KERNEL_NS).mean()))}"
+            short = float((durs < SHORT_KERNEL_NS).mean())
+            out.append(f"median kernel {_fmt_ns(float(np.median(durs)))}; {_pct(short)}"
                        f" of {len(durs)} kernels shorter than {_fmt_ns(SHORT_KERNEL_NS)}")
         n_short = sum(int((d.causes == H.CAUSES.index(H.LAUNCH)).sum()) for d in devices)
         out.append(f"{n_short} short idle gaps between kernels while the host was launching")
@@ -352,8 +359,8 @@ def _host_verdict(s: HostShares | None, framework: str) -> tuple[str | None, tup
                                     advice_for(f"host_{fid}", framework)))
     findings.sort(key=lambda f: -f.explains_ns)
     label = "input-bound" if verdict == INPUT_BOUND else "host-bound"
-    headline = (f"the host loop spends {_pct(data)} of its step time waiting for data, {_pct(model)} in the "
-                f"model's ops and {_pct(1 - data - model)} elsewhere: {label}.")
+    headline = (f"Host loop {label}: it spends {_pct(data)} of its step time waiting for data, {_pct(model)} in "
+                f"the model's ops and {_pct(1 - data - model)} elsewhere")
     return verdict, tuple(findings), headline
 
 
@@ -361,9 +368,9 @@ def _no_gpu_reason(tl: Timeline, rank: int) -> str:
     ev = tl.rank_events(rank)
     ann = ev[(ev["kind"] == T.GPU_ANNOTATION).to_numpy()]
     if len(ann) and (ann["category"].astype(str) == "cuda_profiler_range").any():
-        return ("No kernels in the trace: a CUPTI range-profiler capture records GPU work as ranges, "
+        return ("no kernels in the trace: a CUPTI range-profiler capture records GPU work as ranges, "
                 "so GPU idle time cannot be measured")
-    return "No GPU activity in the trace (CPU only)"
+    return "no GPU activity in the trace"
 
 
 # --- small helpers ------------------------------------------------------------------------------------

@@ -16,6 +16,9 @@ LAUNCH_GAP_MAX_NS = 100_000
 # The host was blocked in a synchronising call at the gap start if that call covered part of the
 # last this-many ns before the gap (host and device timestamps jitter by a few us).
 SYNC_TOLERANCE_NS = 5_000
+# A device-to-host copy smaller than this is the host reading a result back (.item(), .cpu() of a
+# metric): a synchronisation, not a data transfer problem.
+READBACK_MAX_BYTES = 1 << 20
 # A periodic stall: a step at least this many times the median step duration ...
 PERIODIC_STEP_FACTOR = 1.5
 # ... and at least this much longer than the median step ...
@@ -27,8 +30,11 @@ PERIODIC_MAX_STEP_SHARE = 0.5
 PERIODIC_MIN_STEPS = 4
 
 # --- verdict --------------------------------------------------------------------------------------
-# Fewer GPU activities (kernels, copies, memsets) than this in the window: too little to judge.
-MIN_GPU_EVENTS = 20
+# Too little GPU work to judge (tiny test traces, graph capture, GPU left unused): fewer GPU
+# activities (kernels, copies, memsets) than MIN_GPU_EVENTS in the window, or GPU busy less than
+# MIN_BUSY_SHARE of it. Such ranks get the host-loop verdict, as CPU-only traces do.
+MIN_GPU_EVENTS = 5
+MIN_BUSY_SHARE = 0.01
 # GPU time lost (idle + exposed host<->device copies + exposed communication) below this share of
 # the window: the GPU is the bottleneck (gpu_bound). Seed 002: anything under ~90% busy is waste.
 GPU_BOUND_MAX_LOST_SHARE = 0.10
