@@ -137,9 +137,13 @@ ADVICE: dict[str, dict[str, tuple[str, ...]]] = {
         ),
     },
     "unexplained_idle": {
-        GENERIC: (
+        PYTORCH: (
             "The launching thread runs no traced operation during these gaps: profile with Python stacks "
             "(torch.profiler with_stack=True) or a Python sampler (py-spy) to see the code that runs there.",
+        ),
+        GENERIC: (
+            "The host runs no traced operation during these gaps: raise the profiler's host trace level or "
+            "use a Python sampler (py-spy) to see the code that runs there.",
         ),
     },
     "host_input_bound": {
