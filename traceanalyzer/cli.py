@@ -211,15 +211,17 @@ def _one_report(tl, target: Path, fmt: str, min_gap_ns: int, quiet: bool, progre
                 counters: CounterResult | None = None) -> None:
     from .analyses.counters import counter_figures, trace_window
     from .analyses.summary import analyze
+    from .diagnosis import diagnose
     from .report import RENDERERS
     from .report.build import build_report
     from .report.counters import add_counters
+    from .report.diagnosis import diagnosis_section
     from .report.text import render_text
 
     to_stdout = str(target) == "-"
     progress.stage("analysing")
     analysis = analyze(tl, min_gap_ns=min_gap_ns)
-    report = build_report(tl, analysis)
+    report = build_report(tl, analysis, extra={"diagnosis": diagnosis_section(diagnose(tl, analysis))})
     if counters is not None:
         report["warnings"].extend(f"nvidia-smi log found beside the trace and used: {p}"
                                   for p in counters.found_beside)

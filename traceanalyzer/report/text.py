@@ -8,6 +8,8 @@ from typing import Any
 from .build import Report
 
 WIDTH = 80
+TOP_FINDINGS = 3  # findings shown in the summary
+ADVICE_PER_FINDING = 2
 
 
 def fmt_us(us: float | None) -> str:
@@ -29,9 +31,12 @@ def render_text(report: Report) -> str:
     lines: list[str] = []
     ranks = report["ranks"]
     lines.append(f"traceanalyzer {report['tool']['version']}: {len(report['inputs'])} input(s), {len(ranks)} rank(s)")
-    verdict = report.get("diagnosis", {}).get("headline")
+    diagnosis = report.get("diagnosis") or {}
+    verdict = diagnosis.get("headline")
     if verdict:
         lines += textwrap.wrap("Verdict: " + verdict, WIDTH, subsequent_indent="  ")
+    if diagnosis:
+        lines.extend(_diagnosis_lines(diagnosis))
     for r in ranks:
         lines.append(_rank_line(r))
         if not r["devices"]:
@@ -43,6 +48,20 @@ def render_text(report: Report) -> str:
     if warnings:
         lines.append(f"{warnings} warning(s) while reading; see the report's Inputs section")
     return "\n".join(line[:WIDTH] for line in lines) + "\n"
+
+
+def _diagnosis_lines(d: dict[str, Any]) -> list[str]:
+    """Primary verdict, then the top findings with their first pieces of advice."""
+    primary = f"Primary bottleneck: {d['primary']}"
+    if d.get("host_primary"):
+        primary += f" (host loop: {d['host_primary']})"
+    lines = [primary]
+    for f in d.get("findings", [])[:TOP_FINDINGS]:
+        win = f" - up to {fmt_us(f['explains_us'])}" if f.get("cause") else ""
+        lines += textwrap.wrap(f"* [{f['severity']}] {f['title']}{win}", WIDTH, subsequent_indent="    ")
+        for a in f.get("advice", [])[:ADVICE_PER_FINDING]:
+            lines += textwrap.wrap(a, WIDTH, initial_indent="  - ", subsequent_indent="    ")
+    return lines
 
 
 def _rank_line(r: dict[str, Any]) -> str:
