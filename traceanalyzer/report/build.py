@@ -109,7 +109,7 @@ def _device(d: DeviceAnalysis) -> dict[str, Any]:
             "by_direction": [
                 {"direction": c.direction, "count": c.count, "union_us": _us(c.union_ns), "bytes": c.bytes,
                  "copies_with_size": c.bytes_known,
-                 "bandwidth_gbps": None if c.bandwidth_gbps is None else round(c.bandwidth_gbps, 3),
+                 "bandwidth_gbps": None if c.bandwidth_gbps is None else round(float(c.bandwidth_gbps), 3),
                  "pageable": c.pageable, "pinned": c.pinned}
                 for c in m.directions
             ],

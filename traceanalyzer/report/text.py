@@ -25,23 +25,49 @@ def fmt_pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.1f}%"
 
 
+MAX_RANKS_SHOWN = 8
+MAX_FINDINGS_SHOWN = 3
+
+
+def _clean(text: object) -> str:
+    """One line of printable text: control characters (e.g. terminal escapes in a trace name) dropped."""
+    return "".join(c if c.isprintable() else " " for c in " ".join(str(text).split()))
+
+
+def _wrap(text: str, first: str, rest: str) -> list[str]:
+    return textwrap.wrap(_clean(text), WIDTH, initial_indent=first, subsequent_indent=rest,
+                         break_long_words=True, break_on_hyphens=False) or [first.rstrip()]
+
+
 def render_text(report: Report) -> str:
     lines: list[str] = []
     ranks = report["ranks"]
     lines.append(f"traceanalyzer {report['tool']['version']}: {len(report['inputs'])} input(s), {len(ranks)} rank(s)")
-    verdict = report.get("diagnosis", {}).get("headline")
-    if verdict:
-        lines += textwrap.wrap("Verdict: " + verdict, WIDTH, subsequent_indent="  ")
-    for r in ranks:
+    diag = report.get("diagnosis") or {}
+    if diag.get("headline") or diag.get("primary"):
+        label = str(diag.get("primary") or "undetermined").replace("_", " ").upper()
+        lines += _wrap(diag.get("headline") or "", f"Verdict: {label}. ", "  ")
+        for f in (diag.get("findings") or [])[:MAX_FINDINGS_SHOWN]:
+            lines += _wrap(f.get("title") or f.get("id") or "", f"  [{_clean(f.get('severity') or '')}] ", "    ")
+            for a in (f.get("advice") or [])[:1]:
+                lines += _wrap(a, "    -> ", "       ")
+    s = report.get("summary")
+    if s and len(ranks) > 1:
+        lines += _wrap(f"GPU idle {fmt_pct(s['gpu_idle_fraction'])}, memcpy {fmt_pct(s['memcpy_share_of_busy'])} of "
+                       f"busy, DataLoader wait {fmt_pct(s['dataloader_wait_fraction'])}, {s['steps']} step(s), "
+                       f"{s['devices']} GPU(s)", "Overall: ", "  ")
+    for r in ranks[:MAX_RANKS_SHOWN]:
         lines.append(_rank_line(r))
         if not r["devices"]:
             lines.append("  no GPU activity in this trace")
         for d in r["devices"]:
             lines.extend(_device_lines(d))
+    if len(ranks) > MAX_RANKS_SHOWN:
+        lines.append(f"... and {len(ranks) - MAX_RANKS_SHOWN} more rank(s) in the report")
     warnings = sum(len(i["warnings"]) for i in report["inputs"]) + len(report["warnings"])
     if warnings:
         lines.append(f"{warnings} warning(s) while reading; see the report's Inputs section")
-    return "\n".join(line[:WIDTH] for line in lines) + "\n"
+    return "\n".join(_clean(line)[:WIDTH] if len(line) > WIDTH else line for line in lines) + "\n"
 
 
 def _rank_line(r: dict[str, Any]) -> str:
