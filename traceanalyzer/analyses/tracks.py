@@ -68,7 +68,7 @@ class DeviceTrack:
 
 @dataclass(frozen=True)
 class HostTrack:
-    kind: str  # "ops" (framework operators) | "dataloader" | "sync" | "copy"
+    kind: str  # "ops" (framework operators, user annotations) | "dataloader" | "sync" | "copy"
     blocks: Blocks
 
 
@@ -200,13 +200,13 @@ def rank_tracks(tl: Timeline, rank: int, window: Window, device_windows: dict[in
     runtime = host[host_kind == T.RUNTIME]
     rt_names = runtime["name"].astype(str)
     host_sets = (
-        ("ops", host[host_kind == T.CPU_OP]),
+        ("ops", host[np.isin(host_kind, (T.CPU_OP, T.ANNOTATION))]),
         ("dataloader", host[host_kind == T.DATALOADER]),
         ("sync", runtime[rt_names.str.contains(HOST_SYNC_PATTERN).to_numpy(dtype=bool)]),
         ("copy", runtime[rt_names.str.contains(HOST_COPY_PATTERN).to_numpy(dtype=bool)]),
     )
-    host_tracks = tuple(HostTrack(k, coarsen(*_frame_arrays(f), lo, hi, max_blocks))
-                        for k, f in host_sets if len(f))
+    host_tracks = tuple(h for h in (HostTrack(k, coarsen(*_frame_arrays(f), lo, hi, max_blocks))
+                                    for k, f in host_sets if len(f)) if len(h.blocks.start_ns))
 
     counters = []
     co = tl.counters
@@ -232,6 +232,6 @@ def count_tracks(tl: Timeline) -> int:
         ev = tl.rank_events(r.index)
         n += 3 * len(tl.device_indices(r.index))  # busy, copies, gaps
         host = ev[ev["device"].to_numpy() < 0]
-        n += int((host["kind"] == T.CPU_OP).any()) + int((host["kind"] == T.DATALOADER).any())
+        n += int(host["kind"].isin((T.CPU_OP, T.ANNOTATION)).any()) + int((host["kind"] == T.DATALOADER).any())
         n += 2 * int((host["kind"] == T.RUNTIME).any())
     return n

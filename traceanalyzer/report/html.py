@@ -47,7 +47,7 @@ VERDICTS: dict[str, dict[str, str]] = {
     "undetermined": {"label": "Undetermined", "cause": "unknown"},
 }
 HOST_LANES: dict[str, str] = {
-    "ops": "host operators", "dataloader": "DataLoader wait", "sync": "sync calls", "copy": "copy calls",
+    "ops": "host ops", "dataloader": "DataLoader wait", "sync": "sync calls", "copy": "copy calls",
 }
 TOP_FINDINGS = 3  # shown in full on the first screen; the rest are folded
 
