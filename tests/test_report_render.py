@@ -27,7 +27,8 @@ CASES = {
 def md_tables(text: str) -> list[list[int]]:
     """Parse as GitHub would (CommonMark + tables + raw HTML); the cell count of every row per table."""
     tokens = MarkdownIt("commonmark", {"html": True}).enable("table").parse(text)
-    tables, row, cells = [], None, 0
+    tables: list[list[int]] = []
+    cells = 0
     for tok in tokens:
         if tok.type == "table_open":
             tables.append([])
@@ -37,7 +38,6 @@ def md_tables(text: str) -> list[list[int]]:
             cells += 1
         elif tok.type == "tr_close":
             tables[-1].append(cells)
-    del row
     return tables
 
 
@@ -82,7 +82,7 @@ def test_hostile_names_are_text_everywhere(tmp_path):
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert "&#34;&gt;&lt;img src=x onerror=alert(2)&gt;" in html
     assert "{{ 7*7 }}" in html and ">49<" not in html  # not evaluated as a template
-    data = re.search(r'<script type="application/json" id="report-data">(.*?)</script>', html, re.S).group(1)
+    data = re.search(r'<script type="application/json" id="report-data">(.*?)</script>', html, re.DOTALL).group(1)
     assert "<" not in data and ">" not in data  # tojson escapes them inside the data block
     md = render_markdown(report)
     out = markdown_html(md)

@@ -55,7 +55,7 @@ def build_report(tl: Timeline, analysis: Analysis, extra: dict[str, Any] | None 
     return report
 
 
-def _us(ns: float | int | None) -> float | None:
+def _us(ns: float | None) -> float | None:
     return None if ns is None else round(float(ns) / 1000.0, 3)
 
 
