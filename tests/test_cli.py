@@ -10,10 +10,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from kineto_builder import KinetoTrace
 
 from traceanalyzer.cli import main
-
-from kineto_builder import KinetoTrace
 
 
 def run(args, cwd=None):

@@ -10,13 +10,12 @@ import re
 from pathlib import Path
 
 import pytest
+from conftest import kineto_corpus_files
 
 from traceanalyzer.analyses.summary import analyze
 from traceanalyzer.errors import InputError
 from traceanalyzer.formats import ReadOptions, load_paths
 from traceanalyzer.report.build import build_report
-
-from conftest import CORPUS, kineto_corpus_files
 
 GPU_WORK = {"kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset"}
 LOADER = re.compile(r"^enumerate\(DataLoader\)#.*__next__$")
@@ -113,8 +112,8 @@ def test_corpus_has_files(corpus):
 def test_tracelens_reference_busy_idle(corpus, vendor):
     """With TraceLens' window (the GPU-side ProfilerStep span), busy and idle match its CSVs
     within 1%: a check of the interval algebra against an independent tool."""
-    from traceanalyzer.analyses import figures as F
     from traceanalyzer import timeline as T
+    from traceanalyzer.analyses import figures as F
 
     folder = corpus / f"tl_{vendor}"
     checked = 0

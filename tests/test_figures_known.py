@@ -5,13 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from kineto_builder import KinetoTrace
 
 from traceanalyzer.analyses import figures as F
 from traceanalyzer.analyses.summary import analyze
 from traceanalyzer.formats import ReadOptions, load_paths
 from traceanalyzer.report.build import build_report
-
-from kineto_builder import KinetoTrace
 
 
 def report_of(paths: list[Path], min_gap_us: float = 100) -> dict:

@@ -2,9 +2,9 @@
 
 import re
 
-from traceanalyzer.definitions import FIGURES
-
 from conftest import ROOT
+
+from traceanalyzer.definitions import FIGURES
 
 
 def _flat(text: str) -> str:
@@ -19,6 +19,6 @@ def test_every_definition_is_in_the_readme():
 
 def test_ci_runs_the_readme_test_command():
     readme = (ROOT / "README.md").read_text()
-    commands = re.findall(r"```sh\n(.*?)\n```", readme, re.S)
+    commands = re.findall(r"```sh\n(.*?)\n```", readme, re.DOTALL)
     test_cmd = next(c for c in commands if "pytest" in c)
     assert test_cmd in (ROOT / ".ci" / "run").read_text()

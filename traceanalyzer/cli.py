@@ -58,15 +58,24 @@ def main() -> None:
               help="Report format. Default: from the --output extension, else html.")
 @click.option("--min-gap", "min_gap_ns", type=DurationType(), default="100us", show_default=True,
               help="Shortest GPU idle stretch counted as a gap, with a unit: 0, 50us, 1ms, 0.5s.")
+@click.option("--run", "run", metavar="NAME",
+              help="Log dirs: the run to analyse (TF run folder name, PyTorch span<k> or span "
+                   "number). Default: the newest.")
+@click.option("--all-runs", is_flag=True,
+              help="Log dirs: one report per run, named <output>.<run>.<format>.")
 @click.option("--force", is_flag=True, help="Overwrite the output file if it exists.")
 @click.option("-q", "--quiet", is_flag=True, help="Do not print the summary on the terminal.")
 def report_command(traces: tuple[Path, ...], output: Path | None, fmt: str | None, min_gap_ns: int,
-                   force: bool, quiet: bool) -> None:
+                   run: str | None, all_runs: bool, force: bool, quiet: bool) -> None:
     """Analyse TRACES and write a report.
 
     \b
-    TRACES are torch.profiler / Kineto Chrome-trace files (.json or .json.gz, detected by
-    content) or directories of them (each file one rank). Several files = several ranks of one job.
+    TRACES are torch.profiler / Kineto Chrome-trace files (.json or .json.gz), TensorFlow/JAX
+    profiles (.xplane.pb, .trace.json.gz; detected by content), or directories. A TensorBoard
+    log dir is searched for PyTorch <worker>.<span>.pt.trace.json files and TF/JAX
+    plugins/profile/<run>/ folders; the newest run is analysed unless --run or --all-runs says
+    otherwise. Any other directory = every trace file directly in it. Several files = several
+    ranks of one job.
 
     \b
     The report gives, per rank and GPU: GPU busy and idle time over the window (the host's
@@ -74,26 +83,43 @@ def report_command(traces: tuple[Path, ...], output: Path | None, fmt: str | Non
     by direction, DataLoader wait, per-step breakdown and top kernels. Every figure is defined
     in the report and in the README. Exit status: 0 ok, 2 bad input or usage.
     """
-    _run_guarded(lambda: _report(list(traces), output, fmt, min_gap_ns, force, quiet))
+    _run_guarded(lambda: _report(list(traces), output, fmt, min_gap_ns, force, quiet, run, all_runs))
 
 
 def _report(traces: list[Path], output: Path | None, fmt: str | None, min_gap_ns: int,
-            force: bool, quiet: bool) -> None:
-    from .analyses.summary import analyze
-    from .formats import ReadOptions, load_paths
+            force: bool, quiet: bool, run: str | None = None, all_runs: bool = False) -> None:
+    from .formats import ReadOptions, input_sets, load_set
     from .progress import Progress
+
+    fmt = fmt or (FORMAT_BY_SUFFIX.get(output.suffix.lower()) if output and str(output) != "-" else None) or "html"
+    base = output or Path.cwd() / f"{_stem(traces[0])}.report.{SUFFIX_BY_FORMAT[fmt]}"
+    if all_runs and str(base) == "-":
+        raise UsageError("--all-runs writes one file per run; give -o a file name, not '-'")
+    progress = Progress(traces)
+    options = ReadOptions(progress=progress.advance, run=run)
+    sets = input_sets(traces, options, all_runs=all_runs)
+    for inputs in sets:
+        target = _run_target(base, inputs.label) if all_runs else base
+        if str(target) != "-" and target.exists() and not force:
+            raise UsageError(f"{target} exists; pass --force to overwrite it or -o to choose another file")
+    for inputs in sets:
+        target = _run_target(base, inputs.label) if all_runs else base
+        _one_report(load_set(inputs, options), target, fmt, min_gap_ns, quiet, progress)
+
+
+def _run_target(base: Path, label: str) -> Path:
+    """out.json + run 'train/plugins/profile/2026_11_22' -> out.train_plugins_profile_2026_11_22.json"""
+    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in label).strip("_") or "run"
+    return base.with_name(f"{base.stem}.{safe}{base.suffix}")
+
+
+def _one_report(tl, target: Path, fmt: str, min_gap_ns: int, quiet: bool, progress) -> None:  # type: ignore[no-untyped-def]
+    from .analyses.summary import analyze
     from .report import RENDERERS
     from .report.build import build_report
     from .report.text import render_text
 
-    fmt = fmt or (FORMAT_BY_SUFFIX.get(output.suffix.lower()) if output and str(output) != "-" else None) or "html"
-    target = output or Path.cwd() / f"{_stem(traces[0])}.report.{SUFFIX_BY_FORMAT[fmt]}"
     to_stdout = str(target) == "-"
-    if not to_stdout and target.exists() and not force:
-        raise UsageError(f"{target} exists; pass --force to overwrite it or -o to choose another file")
-
-    progress = Progress(traces)
-    tl = load_paths(traces, ReadOptions(progress=progress.advance))
     progress.stage("analysing")
     analysis = analyze(tl, min_gap_ns=min_gap_ns)
     report = build_report(tl, analysis)
@@ -117,8 +143,7 @@ def _report(traces: list[Path], output: Path | None, fmt: str | None, min_gap_ns
 def _stem(path: Path) -> str:
     name = path.resolve().name if path.is_dir() else path.name
     for suffix in (".gz", ".json", ".pb"):
-        if name.endswith(suffix):
-            name = name[: -len(suffix)]
+        name = name.removesuffix(suffix)
     return name or "trace"
 
 

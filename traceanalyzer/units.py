@@ -11,6 +11,8 @@ _DURATION = re.compile(r"^\s*([+-]?(?:\d+(?:\.\d*)?|\.\d+))\s*(ns|us|µs|ms|s|mi
 
 def parse_duration_ns(text: str) -> int:
     """'100us' -> 100000. A unit is required (ns, us, ms, s, m/min, h); raises ValueError."""
+    if text.strip() in ("0", "+0", "-0"):
+        return 0
     m = _DURATION.match(text)
     if not m:
         raise ValueError(f"{text!r} is not a duration: expected a number and a unit, "

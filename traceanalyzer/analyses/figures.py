@@ -181,7 +181,7 @@ def gap_stats(tl: Timeline, rank: int, device: int, window: Window,
     step_idx = iv.locate(starts[order], st.start_ns, st.end_ns) if len(st) else np.full(len(order), -1)
     top = tuple(Gap(int(starts[i]), int(lengths[i]), int(st.number[j]) if j >= 0 else None)
                 for i, j in zip(order, step_idx))
-    return GapStats(min_gap_ns, int(len(lengths)), int(lengths.sum()),
+    return GapStats(min_gap_ns, len(lengths), int(lengths.sum()),
                     int(lengths.max()) if len(lengths) else 0, bins, top)
 
 
@@ -296,7 +296,7 @@ class KernelRow:
 
 def top_kernels(tl: Timeline, rank: int, device: int, window: Window,
                 top_n: int = TOP_KERNELS) -> tuple[KernelRow, ...]:
-    """Kernels that start inside the window, grouped by name, by summed duration."""
+    """Kernels that start inside the window, grouped by name, by summed duration (ties: count, name)."""
     k = _gpu_work(tl, rank, device, (T.KERNEL,))
     ts = k["ts_ns"].to_numpy()
     k = k[(ts >= window.start_ns) & (ts < window.end_ns)]
@@ -304,6 +304,8 @@ def top_kernels(tl: Timeline, rank: int, device: int, window: Window,
         return ()
     g = k.groupby("name", observed=True, sort=False).agg(
         n=("dur_ns", "size"), total_ns=("dur_ns", "sum"), comm=("comm", "max"))
-    g = g.sort_values(["total_ns", "n"], ascending=[False, False], kind="stable").head(top_n)
+    g["key"] = g.index.astype(str)
+    # Ties broken by count, then name: the order never depends on the order of events in the file.
+    g = g.sort_values(["total_ns", "n", "key"], ascending=[False, False, True], kind="stable").head(top_n)
     return tuple(KernelRow(str(name), int(n), int(total), total / n, bool(comm))
                  for name, n, total, comm in zip(g.index, g["n"], g["total_ns"], g["comm"]))

@@ -7,12 +7,13 @@ reader whose sniff would also accept its files.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
-from ..errors import InputError
+from ..errors import InputError, UsageError
 from ..timeline import Timeline
 from ._io import DEFAULT_MAX_INPUT_BYTES, read_head, read_input
 
@@ -22,15 +23,21 @@ class ReadOptions:
     max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES
     # Called with a number of bytes just processed (for progress display); may be None.
     progress: Callable[[int], None] | None = None
+    # Log dirs: the run (TF run folder name, PyTorch "span<k>" or span number) to analyse;
+    # None = the newest.
+    run: str | None = None
+    # Receives the lines saying what a log dir holds and what was picked; None = stderr.
+    notify: Callable[[str], None] | None = None
 
 
 def readers() -> tuple[ModuleType, ...]:
-    from . import kineto
+    from . import kineto, tf_json, xplane
 
-    return (kineto,)
+    # tf_json before kineto: kineto's sniff accepts any JSON object.
+    return (xplane, tf_json, kineto)
 
 
-TRACE_SUFFIXES = (".json", ".json.gz", ".gz")
+TRACE_SUFFIXES = (".json", ".json.gz", ".gz", ".xplane.pb")
 
 
 def read_file(path: Path, options: ReadOptions) -> Timeline:
@@ -47,42 +54,134 @@ def read_file(path: Path, options: ReadOptions) -> Timeline:
         if reader.sniff(head):
             data = read_input(path, options.max_input_bytes)
             return reader.read(path, data, options)
-    raise InputError(path, f"not a supported trace: expected Chrome-trace JSON (optionally gzip-compressed), "
-                           f"file starts with {head[:16]!r}")
+    raise InputError(path, _unsupported(head))
+
+
+def _unsupported(head: bytes) -> str:
+    expected = ("expected Chrome-trace JSON (optionally gzip-compressed) or an XSpace protobuf "
+                "(<host>.xplane.pb)")
+    if _looks_binary(head[:64]):
+        return (f"not a supported trace: binary data that is not an XSpace profile (TF profiler tool "
+                f"outputs such as overview_page.pb or input_pipeline.pb are summaries, not traces); "
+                f"{expected}; file starts with {head[:16]!r}")
+    return f"not a supported trace: {expected}; file starts with {head[:16]!r}"
+
+
+@dataclass
+class InputSet:
+    """The files of one job (one rank each), and what they are called in messages."""
+
+    label: str
+    files: list[Path]
+    from_dir: bool  # files found in a directory: an unreadable one is skipped, not fatal
+    warnings: list[str] = field(default_factory=list)
+
+
+def _looks_binary(sample: bytes) -> bool:
+    if any(b < 0x20 and b not in (0x09, 0x0A, 0x0D) for b in sample):
+        return True
+    try:
+        sample.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return exc.start < len(sample) - 4  # not just a character cut at the sample's end
+    return False
+
+
+def input_sets(paths: list[Path], options: ReadOptions | None = None,
+               all_runs: bool = False) -> list[InputSet]:
+    """Resolve the command-line inputs to jobs.
+
+    A file is itself. A directory is searched for a TensorBoard log-dir layout (`logdir`): the
+    newest run by default, `options.run` to choose one, `all_runs` for one job per run; what was
+    found and picked goes to `options.notify`. Without that layout a directory stands for every
+    trace-like file directly in it, in name order. Several inputs form one job (all_runs then
+    needs a single directory).
+    """
+    from . import logdir as L
+
+    options = options or ReadOptions()
+    notify = options.notify or _stderr
+    dirs = [p for p in paths if p.is_dir()]
+    if all_runs and (len(paths) != 1 or not dirs):
+        raise UsageError("--all-runs needs exactly one log directory")
+    if options.run is not None and not dirs:
+        raise UsageError("--run names a run inside a log directory; no directory was given")
+    merged = InputSet(label=_label(paths), files=[], from_dir=False)
+    for p in paths:
+        if not p.is_dir():
+            merged.files.append(p)
+            continue
+        found = L.discover(p)
+        if found is None:
+            merged.files.extend(_plain_dir(p))
+            merged.from_dir = True
+            continue
+        chosen = L.select(found, options.run, all_runs)
+        for line in L.describe(found, chosen, all_runs):
+            notify(line)
+        notes = [f"skipped {s}" for s in found.skipped] + found.notes
+        if all_runs:
+            return [InputSet(label=r.label, files=list(r.files), from_dir=True, warnings=list(notes))
+                    for r in chosen]
+        merged.files.extend(chosen[0].files)
+        merged.from_dir = True
+        merged.warnings.extend(notes)
+        if len(paths) == 1:
+            merged.label = chosen[0].label
+    return [merged]
 
 
 def expand_paths(paths: list[Path]) -> list[Path]:
-    """A directory stands for every trace-like file directly in it, in name order."""
-    out: list[Path] = []
-    for p in paths:
-        if p.is_dir():
-            found = sorted(f for f in p.iterdir() if f.is_file() and f.name.endswith(TRACE_SUFFIXES))
-            if not found:
-                raise InputError(p, "directory holds no trace files (*.json, *.json.gz)")
-            out.extend(found)
-        else:
-            out.append(p)
-    return out
+    """The files `load_paths` reads for these inputs (log dirs: the newest run)."""
+    return [f for s in input_sets(paths, ReadOptions(notify=lambda _: None)) for f in s.files]
+
+
+def _plain_dir(p: Path) -> list[Path]:
+    """Fallback without a log-dir layout: every trace-like file directly in the directory."""
+    found = sorted(f for f in p.iterdir() if f.is_file() and f.name.endswith(TRACE_SUFFIXES))
+    if not found:
+        raise InputError(p, "directory holds no trace files (*.json, *.json.gz, *.xplane.pb) and no "
+                            "TensorBoard log-dir layout (*.pt.trace.json[.gz], plugins/profile/<run>/)")
+    return found
+
+
+def _label(paths: list[Path]) -> str:
+    return paths[0].name if len(paths) == 1 else f"{paths[0].name} and {len(paths) - 1} more"
+
+
+def _stderr(line: str) -> None:
+    sys.stderr.write(f"traceanalyzer: {line}\n")
 
 
 def load_paths(paths: list[Path], options: ReadOptions | None = None) -> Timeline:
-    """Read every input into one Timeline, one rank per trace file."""
+    """Read every input into one Timeline, one rank per trace file (log dirs: the chosen run)."""
     options = options or ReadOptions()
-    files = expand_paths(paths)
-    from_dir = len(files) > len(paths)
+    return load_set(input_sets(paths, options)[0], options)
+
+
+def load_runs(paths: list[Path], options: ReadOptions | None = None) -> list[tuple[str, Timeline]]:
+    """One Timeline per run of a log directory (`--all-runs`), labelled."""
+    options = options or ReadOptions()
+    return [(s.label, load_set(s, options)) for s in input_sets(paths, options, all_runs=True)]
+
+
+def load_set(inputs: InputSet, options: ReadOptions) -> Timeline:
+    """Read one job's files into one Timeline, one rank per file."""
+    files = inputs.files
     parts: list[Timeline] = []
     skipped: list[str] = []
     for f in files:
         try:
             parts.append(read_file(f, options))
         except InputError as exc:
-            if from_dir and len(files) > 1:
+            if inputs.from_dir and len(files) > 1:
                 skipped.append(str(exc))
                 continue
             raise
     if not parts:
-        raise InputError(paths[0], "no readable trace: " + "; ".join(skipped))
+        raise InputError(files[0] if files else inputs.label, "no readable trace: " + "; ".join(skipped))
     tl = Timeline.concat(parts) if len(parts) > 1 else parts[0]
+    tl.warnings.extend(inputs.warnings)
     tl.warnings.extend(f"skipped {s}" for s in skipped)
     assign_ranks(tl)
     return tl

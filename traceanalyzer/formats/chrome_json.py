@@ -34,6 +34,9 @@ class ChromeArgs(msgspec.Struct):
     collective: Any = msgspec.field(default=None, name="Collective name")
     kind: Any = None  # ROCm memcpy direction ("HtoD")
     step_num: Any = None  # TF "Profiled batch"
+    correlation_id: Any = None  # TF / xprof trace viewer: kernel <-> launch
+    memcpy_details: Any = None  # TF / xprof: "kind:HtoD size:655360 dest:2 async:1"
+    memset_details: Any = None
     input_dims: Any = msgspec.field(default=None, name="Input Dims")
 
 
@@ -150,7 +153,7 @@ def _decode_piece(piece: bytes, env: Envelope, path: Path, base: int) -> list[Ch
 
 def _error_at_end(exc: Exception, length: int) -> bool:
     m = _BYTE_POS.search(str(exc))
-    return bool(m) and int(m.group(1)) >= length - 2
+    return m is not None and int(m.group(1)) >= length - 2
 
 
 def describe_decode_error(exc: Exception, data: bytes, base: int) -> str:

@@ -150,7 +150,7 @@ class _Collector:
         n = len(p["ts"])
         cat_values = np.array(self.cats.values, dtype=object)
         cat_codes = p["cat"].astype(np.int64) if n else np.zeros(0, dtype=np.int64)
-        counts = np.bincount(cat_codes, minlength=len(cat_values)) if n else []
+        counts: list[int] = np.bincount(cat_codes, minlength=len(cat_values)).tolist() if n else []
         for value, count in zip(cat_values, counts):
             if count:
                 self.categories[value] += int(count)
@@ -268,8 +268,7 @@ def _pinned(name: str) -> int:
 
 def _is_comm_name(name: str) -> bool:
     n = name.lower()
-    if n.startswith("void "):
-        n = n[5:]
+    n = n.removeprefix("void ")
     return n.startswith(COMM_PREFIXES)
 
 

@@ -1,0 +1,242 @@
+"""TensorBoard log-dir discovery: which trace files under a directory make up which run.
+
+Two layouts are recognised, anywhere below the directory given (or the directory itself):
+
+* PyTorch `tensorboard_trace_handler`: `<worker>[.<span>].pt.trace.json[.gz]`. The files of one
+  directory are grouped per worker; each worker's files in span-number order are its 1st, 2nd...
+  span, and the k-th span of every worker is one run whose workers are the ranks of one job
+  (span numbers are per-worker timestamps, so they are matched by order, not by value).
+* TensorFlow / JAX profiler: `plugins/profile/<run>/<host>.xplane.pb` (or, older and converted,
+  `<host>.trace.json[.gz]`); every host of a run folder is a rank. Tool outputs beside them
+  (`overview_page.pb`, `input_pipeline.pb`, caches...) are summaries, not traces: skipped, said so.
+
+Runs are ordered oldest first: by time when every run has one (TF run folders are named
+`YYYY_MM_DD_HH_MM_SS`; PyTorch span numbers that are epoch ms/ns), else PyTorch spans by number,
+else by the newest file modification time. `discover` returns None when the directory has neither
+layout, so the caller can fall back to "every trace file directly in the directory".
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ..errors import InputError
+
+PT_TRACE = re.compile(r"^(?P<worker>.+?)(?:\.(?P<span>\d+))?\.pt\.trace\.json(?:\.gz)?$")
+RUN_FOLDER_TIME = re.compile(r"^(\d{4})_(\d{2})_(\d{2})_(\d{2})_(\d{2})_(\d{2})$")
+XPLANE_SUFFIX = ".xplane.pb"
+TF_TRACE_SUFFIXES = (".trace.json.gz", ".trace.json")
+# Span numbers at or above these are epoch timestamps (after 2001) in ns / ms.
+_EPOCH_NS_FLOOR = 10**18
+_EPOCH_MS_FLOOR = 10**12
+
+TENSORFLOW = "tensorflow"
+PYTORCH = "pytorch"
+
+
+@dataclass(frozen=True)
+class Run:
+    """One profiling run: the files whose events form one job (one rank per file)."""
+
+    name: str  # what --run matches: TF run folder name, or "span<k>" for PyTorch
+    label: str  # where it is, relative to the log dir, for messages
+    kind: str  # TENSORFLOW or PYTORCH
+    files: tuple[Path, ...]
+    time_s: float | None  # start time from the folder name / span number, when it says one
+    mtime_s: float  # newest modification time of its files
+    aliases: tuple[str, ...] = ()  # other names --run accepts (relative path, raw span numbers)
+    index: int = 0  # PyTorch: span position within its directory
+
+
+@dataclass
+class LogDir:
+    root: Path
+    runs: list[Run]  # oldest first
+    ordered_by: str  # how "newest" was decided, for the message
+    skipped: list[str] = field(default_factory=list)  # files left out, with why
+    notes: list[str] = field(default_factory=list)  # oddities that do not leave anything out
+
+    def find(self, name: str) -> Run:
+        for run in self.runs:
+            if name == run.name or name == run.label or name in run.aliases:
+                return run
+        names = ", ".join(r.name for r in self.runs)
+        raise InputError(self.root, f"no run named {name!r}; runs found: {names}")
+
+
+def discover(root: Path) -> LogDir | None:
+    """The runs under `root`, or None when it holds no log-dir layout."""
+    tf_runs: list[Run] = []
+    pt_files: dict[Path, list[Path]] = defaultdict(list)
+    skipped: list[str] = []
+    notes: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        here = Path(dirpath)
+        if _is_run_folder(here):
+            run = _tf_run(root, here, sorted(filenames), skipped)
+            if run is not None:
+                tf_runs.append(run)
+            continue
+        for name in sorted(filenames):
+            if PT_TRACE.match(name):
+                pt_files[here].append(here / name)
+    pt_runs = [run for d, files in sorted(pt_files.items()) for run in _pytorch_spans(root, d, files, notes)]
+    runs = tf_runs + pt_runs
+    if not runs:
+        if skipped:
+            raise InputError(root, "log dir holds no trace: " + "; ".join(skipped))
+        return None
+    ordered_by = _order(runs, single_pt_dir=len(pt_files) == 1 and not tf_runs)
+    return LogDir(root, runs, ordered_by, skipped, notes)
+
+
+def select(logdir: LogDir, run: str | None, all_runs: bool) -> list[Run]:
+    if all_runs:
+        return list(logdir.runs)
+    if run is not None:
+        return [logdir.find(run)]
+    return [logdir.runs[-1]]
+
+
+def describe(logdir: LogDir, chosen: list[Run], all_runs: bool) -> list[str]:
+    """Lines for the terminal: what was found, what was picked and how to pick another."""
+    kinds = {TENSORFLOW: "TensorFlow/JAX profile run", PYTORCH: "PyTorch profiler span"}
+    found = []
+    for kind, label in kinds.items():
+        runs = [r for r in logdir.runs if r.kind == kind]
+        if runs:
+            listed = ", ".join(f"{r.label} ({len(r.files)} {'file' if len(r.files) == 1 else 'files'})"
+                               for r in runs)
+            found.append(f"{len(runs)} {label}{'s' if len(runs) > 1 else ''}: {listed}")
+    lines = [f"{logdir.root}: found " + "; ".join(found)]
+    if all_runs:
+        lines.append(f"reporting each of the {len(chosen)} runs (--all-runs)")
+    elif len(logdir.runs) > 1:
+        run = chosen[0]
+        how = "as asked (--run)" if run is not logdir.runs[-1] else f"the newest by {logdir.ordered_by}"
+        lines.append(f"analysing {run.label}, {how}: {', '.join(f.name for f in run.files)}"
+                     f" (--run NAME picks another, --all-runs reports each)")
+    else:
+        lines.append(f"analysing {chosen[0].label}: {', '.join(f.name for f in chosen[0].files)}")
+    lines.extend(f"skipped {s}" for s in logdir.skipped)
+    lines.extend(f"note: {s}" for s in logdir.notes)
+    return lines
+
+
+def _is_run_folder(path: Path) -> bool:
+    return path.parent.name == "profile" and path.parent.parent.name == "plugins"
+
+
+def _tf_run(root: Path, folder: Path, filenames: list[str], skipped: list[str]) -> Run | None:
+    """A TF/JAX run folder: one xplane (else trace JSON) per host; the rest is skipped."""
+    by_host: dict[str, Path] = {}
+    others: list[str] = []
+    for name in filenames:
+        if name.endswith(XPLANE_SUFFIX):
+            by_host[name[: -len(XPLANE_SUFFIX)]] = folder / name
+    for name in filenames:
+        suffix = next((s for s in TF_TRACE_SUFFIXES if name.endswith(s)), None)
+        if name.endswith(XPLANE_SUFFIX):
+            continue
+        if suffix and not PT_TRACE.match(name):
+            host = name[: -len(suffix)]
+            if host in by_host:
+                others.append(f"{name} (same capture as {host}{XPLANE_SUFFIX}, which is read)")
+            else:
+                by_host[host] = folder / name
+        else:
+            others.append(name)
+    label = _relative(root, folder) or folder.name
+    if others:
+        skipped.append(f"in {label}: " + ", ".join(others) + " (profiler tool outputs or copies, not traces)")
+    if not by_host:
+        skipped.append(f"run {label}: no <host>.xplane.pb or <host>.trace.json.gz in it")
+        return None
+    files = tuple(by_host[h] for h in sorted(by_host))
+    m = RUN_FOLDER_TIME.match(folder.name)
+    time_s = None
+    if m:
+        try:
+            y, mo, d, h, mi, sec = (int(g) for g in m.groups())
+            time_s = datetime(y, mo, d, h, mi, sec, tzinfo=timezone.utc).timestamp()
+        except ValueError:
+            time_s = None
+    return Run(name=folder.name, label=label, kind=TENSORFLOW, files=files, time_s=time_s,
+               mtime_s=_mtime(files), aliases=(label,))
+
+
+def _pytorch_spans(root: Path, folder: Path, files: list[Path], notes: list[str]) -> list[Run]:
+    """Match the workers' files by position in span-number order: span k = k-th file of each."""
+    per_worker: dict[str, list[tuple[int, Path]]] = defaultdict(list)
+    for f in files:
+        m = PT_TRACE.match(f.name)
+        assert m is not None
+        per_worker[m.group("worker")].append((int(m.group("span")) if m.group("span") else -1, f))
+    for spans in per_worker.values():
+        spans.sort()
+    counts = {w: len(s) for w, s in per_worker.items()}
+    n_spans = max(counts.values())
+    if len(set(counts.values())) > 1:
+        listed = ", ".join(f"{w}: {c}" for w, c in sorted(counts.items()))
+        notes.append(f"in {_relative(root, folder) or '.'} the workers have different numbers of spans "
+                     f"({listed}); spans are matched by order")
+    runs = []
+    where = _relative(root, folder)
+    for k in range(n_spans):
+        members = [(w, spans[k]) for w, spans in sorted(per_worker.items()) if k < len(spans)]
+        numbers = [num for _, (num, _) in members if num >= 0]
+        paths = tuple(p for _, (_, p) in members)
+        name = f"span{k + 1}"
+        label = f"{where}/{name}" if where else name
+        runs.append(Run(name=name, label=label, kind=PYTORCH, files=paths,
+                        time_s=_span_time(numbers), mtime_s=_mtime(paths),
+                        aliases=tuple(sorted({str(n) for n in numbers})), index=k))
+    return runs
+
+
+def _span_time(numbers: list[int]) -> float | None:
+    """Span numbers tensorboard_trace_handler writes are epoch ms (older) or ns (newer)."""
+    if not numbers:
+        return None
+    n = max(numbers)
+    if n >= _EPOCH_NS_FLOOR:
+        return n / 1e9
+    if n >= _EPOCH_MS_FLOOR:
+        return n / 1e3
+    return None
+
+
+def _order(runs: list[Run], single_pt_dir: bool) -> str:
+    if all(r.time_s is not None for r in runs):
+        runs.sort(key=lambda r: (r.time_s, r.label))
+        return "run time (folder name / span number)"
+    if single_pt_dir:
+        runs.sort(key=lambda r: r.index)
+        return "span number"
+    runs.sort(key=lambda r: (r.mtime_s, r.label))
+    return "file modification time"
+
+
+def _mtime(files: tuple[Path, ...]) -> float:
+    times = []
+    for f in files:
+        try:
+            times.append(f.stat().st_mtime)
+        except OSError:
+            pass
+    return max(times, default=0.0)
+
+
+def _relative(root: Path, path: Path) -> str:
+    """`path` relative to `root`; "" for the root itself."""
+    try:
+        rel = path.relative_to(root)
+    except ValueError:
+        return path.name
+    return "" if str(rel) == "." else rel.as_posix()
