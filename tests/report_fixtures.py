@@ -10,11 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from kineto_builder import KinetoTrace
+
 from traceanalyzer.analyses.summary import analyze
 from traceanalyzer.formats import ReadOptions, load_paths
 from traceanalyzer.report.build import Report, build_report
-
-from kineto_builder import KinetoTrace
 
 HOSTILE = ['<script>alert(1)</script>', '"><img src=x onerror=alert(2)>', "</script><script>alert(3)</script>",
            "{{ 7*7 }}", "| pipe | `tick` *star* [link](javascript:alert(4))"]

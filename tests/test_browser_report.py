@@ -14,11 +14,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-
-from traceanalyzer.report.html import render_html
-
 from conftest import ROOT
 from report_fixtures import HOSTILE, empty, hostile, report_for
+
+from traceanalyzer.report.html import render_html
 
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",

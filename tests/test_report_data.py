@@ -9,11 +9,10 @@ from __future__ import annotations
 import numpy as np
 import orjson
 import pytest
+from report_fixtures import CAUSE_CYCLE, cpu_only, empty, multi_rank, report_for, single_gpu
 
 from traceanalyzer.analyses import tracks as TR
 from traceanalyzer.report.build import MAX_STEP_BARS
-
-from report_fixtures import CAUSE_CYCLE, cpu_only, empty, multi_rank, report_for, single_gpu
 
 
 @pytest.fixture

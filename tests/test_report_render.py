@@ -8,12 +8,11 @@ from pathlib import Path
 
 import pytest
 from markdown_it import MarkdownIt
+from report_fixtures import HOSTILE, cpu_only, empty, hostile, multi_rank, report_for, single_gpu
 
 from traceanalyzer.report.html import render_html
 from traceanalyzer.report.markdown import MAX_CHARS, render_markdown
 from traceanalyzer.report.text import WIDTH, render_text
-
-from report_fixtures import HOSTILE, cpu_only, empty, hostile, multi_rank, report_for, single_gpu
 
 SECTIONS = ("verdict", "figures", "ranks", "timeline", "steps", "gaps", "memcpy", "kernels", "inputs", "definitions")
 CASES = {

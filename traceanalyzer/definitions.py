@@ -64,11 +64,11 @@ FIGURES: dict[str, str] = {
     "timeline": (
         "The drawn timeline of a rank, from its window start: GPU busy (kernel, memcpy and memset "
         "union) and copies per device, idle gaps of at least `--min-gap` coloured by their cause "
-        "(grey when no cause is given), the host's framework operators and annotations, DataLoader waits, "
-        "synchronize calls and copy calls. When a track holds more intervals than it may draw, neighbouring intervals are "
-        "merged across the shortest separations first, so the longest idle stretches stay "
-        "visible; a merged block is shaded by the share of it that is really busy. Times are "
-        "rounded to 0.1 us."
+        "(grey when no cause is given), the host's framework operators and annotations, DataLoader "
+        "waits, synchronize calls and copy calls. When a track holds more intervals than it may "
+        "draw, neighbouring intervals are merged across the shortest separations first, so the "
+        "longest idle stretches stay visible; a merged block is shaded by the share of it that is "
+        "really busy. Times are rounded to 0.1 us."
     ),
     "duplicates": (
         "Events identical in name, category, process, thread, device, stream, start and duration "

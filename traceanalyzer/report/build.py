@@ -279,8 +279,8 @@ def _per_step_chart(r: dict[str, Any], dr: dict[str, Any] | None) -> dict[str, A
         for cause in causes:
             series.append({"key": f"idle:{cause}",
                            "values": [round(float(by_step.get(s["step"], {}).get(cause) or 0.0), 3) for s in steps]})
-        rest = [round(max((s["idle_us"] or 0) - sum(float(v or 0) for v in by_step.get(s["step"], {}).values()), 0.0), 3)
-                for s in steps]
+        rest = [round(max((s["idle_us"] or 0) - sum(float(v or 0) for v in by_step.get(s["step"], {}).values()),
+                          0.0), 3) for s in steps]
         if any(v > 0 for v in rest):
             series.append({"key": "idle:unattributed", "values": rest})
     else:

@@ -150,7 +150,8 @@ def _headline_table(report: Report, diag: dict[str, Any] | None, limit: int) -> 
             for d in r["devices"]:
                 yield [_who(r), _md(d["device"]), fmt_us(d["window_us"]), str(r["steps"]), fmt_us(d["gpu_busy_us"]),
                        fmt_pct(d["gpu_idle_fraction"]), fmt_pct(d["memcpy_share_of_busy"]),
-                       fmt_pct(r["dataloader_wait_fraction"]), f"{d['gaps']['count']} ({fmt_us(d['gaps']['total_us'])})",
+                       fmt_pct(r["dataloader_wait_fraction"]),
+                       f"{d['gaps']['count']} ({fmt_us(d['gaps']['total_us'])})",
                        fmt_us(d["gaps"]["largest_us"])] + extra
 
     total = sum(max(len(r["devices"]), 1) for r in report["ranks"])
