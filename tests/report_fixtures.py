@@ -79,6 +79,23 @@ def report_for(paths: list[Path], min_gap_ns: int = 100_000, diagnosed: bool = F
     return report
 
 
+def report_with_counters(path: Path, samples: int = 600) -> Report:
+    """A single-GPU report whose Timeline also holds SM-utilisation samples over -1 ms .. 5 ms."""
+    import numpy as np
+    import pandas as pd
+
+    from traceanalyzer import timeline as T
+
+    tl = load_paths([single_gpu(path)], ReadOptions())
+    ts = np.linspace(-1_000_000, 5_000_000, samples).astype(np.int64)
+    value = 50 + 45 * np.sin(np.arange(samples) / 20.0)
+    tl.counters = pd.DataFrame({
+        "ts_ns": ts, "device": np.zeros(samples, np.int32),
+        "metric": pd.Categorical(["sm_util_pct"] * samples), "value": value,
+        "source": np.zeros(samples, np.int32)})[list(T.COUNTER_COLUMNS)]
+    return build_report(tl, analyze(tl))
+
+
 def fake_diagnosis(report: Report, evidence_name: str = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
                    findings: int = 4) -> dict[str, Any]:
     """A diagnosis of the agreed shape whose gaps are the report's own, causes cycling."""

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
-from report_fixtures import HOSTILE, empty, hostile, report_for
+from report_fixtures import HOSTILE, empty, hostile, report_for, report_with_counters
 
 from traceanalyzer.report.html import render_html
 
@@ -191,6 +191,23 @@ def test_empty_report_in_browser(browser, tmp_path):
         assert page.locator(".tl canvas").count() == 1 and box(page.locator(".tl canvas"))["height"] > 0
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "report-empty.png"), full_page=True)
+    finally:
+        page.close()
+    assert errors == [] and refused == [] and dialogs == []
+
+
+def test_counter_lane_in_browser(browser, tmp_path):
+    report = report_with_counters(tmp_path / "one.json")
+    html_path = tmp_path / "counters.html"
+    html_path.write_text(render_html(report), encoding="utf-8")
+    page, errors, refused, dialogs = open_report(browser, html_path)
+    try:
+        check_page(page, report)
+        interact(page, report)
+        canvas = page.locator(".tl canvas").first
+        b = box(canvas)
+        page.mouse.move(b["x"] + 400, b["y"] + b["height"] - 12)  # the counter lane is the last one
+        assert page.locator("#tip .t").text_content() == "cuda:0 sm_util_pct"
     finally:
         page.close()
     assert errors == [] and refused == [] and dialogs == []

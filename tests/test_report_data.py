@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import orjson
 import pytest
-from report_fixtures import CAUSE_CYCLE, cpu_only, empty, multi_rank, report_for, single_gpu
+from report_fixtures import CAUSE_CYCLE, cpu_only, empty, multi_rank, report_for, report_with_counters, single_gpu
 
 from traceanalyzer.analyses import tracks as TR
 from traceanalyzer.report.build import MAX_STEP_BARS
@@ -151,3 +151,18 @@ def test_largest_corpus_trace_report_is_bounded(corpus):
     assert dev["busy"]["merged"]  # 100k+ kernels were merged into drawable blocks
     assert sum(dev["busy"]["covered_us"]) == pytest.approx(rep["ranks"][0]["devices"][0]["gpu_busy_us"], rel=1e-4)
     assert len(orjson.dumps(rep)) < 3_000_000
+
+
+
+def test_counters_in_the_window_become_a_bounded_lane(tmp_path):
+    from traceanalyzer.report.html import render_html
+
+    report = report_with_counters(tmp_path / "one.json", samples=3 * TR.MAX_COUNTER_POINTS)
+    (lane,) = report["ranks"][0]["timeline"]["counters"]
+    assert lane["device"] == "cuda:0" and lane["metric"] == "sm_util_pct"
+    # samples span -1 ms .. 5 ms; those inside the 0-4 ms window are kept, then averaged down
+    assert 0.6 * lane["samples"] == pytest.approx(0.4 * 3 * TR.MAX_COUNTER_POINTS, rel=0.01)
+    assert len(lane["t_us"]) == TR.MAX_COUNTER_POINTS
+    assert 0 <= min(lane["t_us"]) and max(lane["t_us"]) < 4000
+    assert min(lane["value"]) >= 0 and max(lane["value"]) <= 100
+    assert "sm_util_pct" in render_html(report)
