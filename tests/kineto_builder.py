@@ -44,6 +44,27 @@ class KinetoTrace:
                             "ts": ts, "dur": dur, "args": a})
         return self
 
+    def runtime(self, name: str, ts: float, dur: float, correlation: int = -1) -> KinetoTrace:
+        """A CUDA runtime call on the host thread (cudaLaunchKernel, cudaStreamSynchronize, ...)."""
+        self.events.append({"ph": "X", "cat": "cuda_runtime", "name": name, "pid": HOST_PID, "tid": HOST_TID,
+                            "ts": ts, "dur": dur, "args": {"correlation": correlation}})
+        return self
+
+    def launched(self, launch_ts: float, launch_dur: float, ts: float, dur: float, name: str = "gemm_kernel",
+                 op: str | None = None, **kw: Any) -> KinetoTrace:
+        """A kernel with its cudaLaunchKernel call (same correlation), optionally inside a host op."""
+        if op:
+            self.host(op, launch_ts - 1, launch_dur + 2)
+        self.kernel(ts, dur, name, **kw)
+        return self.runtime("cudaLaunchKernel", launch_ts, launch_dur, self._corr)
+
+    def copy(self, call_ts: float, call_dur: float, ts: float, dur: float,
+             name: str = "Memcpy HtoD (Pageable -> Device)", nbytes: int = 1000, api: str = "cudaMemcpyAsync",
+             **kw: Any) -> KinetoTrace:
+        """A GPU copy with the runtime copy call that issued it (same correlation)."""
+        self.memcpy(ts, dur, name, nbytes, **kw)
+        return self.runtime(api, call_ts, call_dur, self._corr)
+
     def kernel(self, ts: float, dur: float, name: str = "gemm_kernel", **kw: Any) -> KinetoTrace:
         return self.gpu(name, ts, dur, **kw)
 

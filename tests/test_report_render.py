@@ -70,7 +70,7 @@ def test_every_section_renders(tmp_path, case, diagnosed):
     text = render_text(report)
     assert all(len(line) <= WIDTH for line in text.splitlines())
     if diagnosed:
-        assert "INPUT BOUND" in text and "Input bound" in md and "Findings" in html
+        assert "Primary bottleneck: input_bound" in text and "Input bound" in md and "Findings" in html
 
 
 def test_hostile_names_are_text_everywhere(tmp_path):

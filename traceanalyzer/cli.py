@@ -115,14 +115,16 @@ def _run_target(base: Path, label: str) -> Path:
 
 def _one_report(tl, target: Path, fmt: str, min_gap_ns: int, quiet: bool, progress) -> None:  # type: ignore[no-untyped-def]
     from .analyses.summary import analyze
+    from .diagnosis import diagnose
     from .report import RENDERERS
     from .report.build import build_report
+    from .report.diagnosis import diagnosis_section
     from .report.text import render_text
 
     to_stdout = str(target) == "-"
     progress.stage("analysing")
     analysis = analyze(tl, min_gap_ns=min_gap_ns)
-    report = build_report(tl, analysis)
+    report = build_report(tl, analysis, extra={"diagnosis": diagnosis_section(diagnose(tl, analysis))})
     data = RENDERERS[fmt](report)
     progress.done()
     if to_stdout:

@@ -234,31 +234,40 @@ def _diagnosis_rank(report: Report, i: int) -> dict[str, Any] | None:
 
 
 def link_diagnosis(report: Report) -> Report:
-    """Gap causes onto the timeline and per-step chart series; idempotent, safe without a diagnosis."""
+    """Gap causes onto the timeline and per-step chart series; idempotent, safe without a diagnosis.
+
+    A timeline gap takes the cause of the diagnosis gap of the same device that starts at the same
+    time: from the diagnosis device's `gap_causes` (its longest gaps), else from its listed `gaps`.
+    Diagnosis gap starts are measured from the device's window start, timeline ones from the rank's.
+    """
     for i, r in enumerate(report["ranks"]):
-        dr = _diagnosis_rank(report, i)
+        dr = _diagnosis_rank(report, i) or {}
         if "timeline" in r:
+            offsets = {d["device"]: (d["window_start_ns"] - r["window_start_ns"]) / 1000.0 for d in r["devices"]}
+            diag_devices = {d.get("device"): d for d in dr.get("devices") or []}
             for dev in r["timeline"]["devices"]:
-                gaps = dev["gaps"]
-                diag_gaps = [g for g in (dr or {}).get("gaps") or [] if g.get("device") == dev["device"]]
-                gaps["cause"] = _match_causes(gaps["start_us"], diag_gaps)
-        r["charts"] = {"per_step": _per_step_chart(r, dr)}
+                name, shift = dev["device"], offsets.get(dev["device"], 0.0)
+                known = (diag_devices.get(name) or {}).get("gap_causes") or {}
+                pairs = list(zip(known.get("start_us") or [], known.get("cause") or []))
+                pairs += [(g.get("start_us"), g.get("cause")) for g in dr.get("gaps") or [] if g.get("device") == name]
+                pairs = [(float(s) + shift, c) for s, c in pairs if s is not None]
+                dev["gaps"]["cause"] = _match_causes(dev["gaps"]["start_us"], pairs)
+        r["charts"] = {"per_step": _per_step_chart(r, dr or None)}
     return report
 
 
-def _match_causes(starts_us: list[float], diag_gaps: list[dict[str, Any]]) -> list[str | None]:
-    if not diag_gaps or not starts_us:
+def _match_causes(starts_us: list[float], known: list[tuple[float, str | None]]) -> list[str | None]:
+    """For each start, the cause of the known gap starting within GAP_MATCH_TOLERANCE_US, else None."""
+    if not known or not starts_us:
         return [None] * len(starts_us)
-    d_start = np.array([float(g.get("start_us") or 0.0) for g in diag_gaps])
-    order = np.argsort(d_start, kind="stable")
-    d_start = d_start[order]
-    causes = [diag_gaps[j].get("cause") for j in order]
+    known = sorted(known, key=lambda k: k[0])
+    k_start = np.array([k[0] for k in known], dtype=np.float64)
     s = np.asarray(starts_us, dtype=np.float64)
-    idx = np.clip(np.searchsorted(d_start, s), 1, max(len(d_start) - 1, 1))
-    left, right = np.clip(idx - 1, 0, len(d_start) - 1), np.clip(idx, 0, len(d_start) - 1)
-    nearest = np.where(np.abs(d_start[left] - s) <= np.abs(d_start[right] - s), left, right)
-    ok = np.abs(d_start[nearest] - s) <= GAP_MATCH_TOLERANCE_US
-    return [causes[j] if hit else None for j, hit in zip(nearest.tolist(), ok.tolist())]
+    right = np.clip(np.searchsorted(k_start, s), 0, len(k_start) - 1)
+    left = np.clip(right - 1, 0, len(k_start) - 1)
+    nearest = np.where(np.abs(k_start[left] - s) <= np.abs(k_start[right] - s), left, right)
+    ok = np.abs(k_start[nearest] - s) <= GAP_MATCH_TOLERANCE_US
+    return [known[j][1] if hit else None for j, hit in zip(nearest.tolist(), ok.tolist())]
 
 
 def _per_step_chart(r: dict[str, Any], dr: dict[str, Any] | None) -> dict[str, Any]:

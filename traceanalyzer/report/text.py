@@ -8,6 +8,8 @@ from typing import Any
 from .build import Report
 
 WIDTH = 80
+TOP_FINDINGS = 3  # findings shown in the summary
+ADVICE_PER_FINDING = 2
 
 
 def fmt_us(us: float | None) -> str:
@@ -26,7 +28,6 @@ def fmt_pct(x: float | None) -> str:
 
 
 MAX_RANKS_SHOWN = 8
-MAX_FINDINGS_SHOWN = 3
 
 
 def _clean(text: object) -> str:
@@ -44,13 +45,10 @@ def render_text(report: Report) -> str:
     ranks = report["ranks"]
     lines.append(f"traceanalyzer {report['tool']['version']}: {len(report['inputs'])} input(s), {len(ranks)} rank(s)")
     diag = report.get("diagnosis") or {}
-    if diag.get("headline") or diag.get("primary"):
-        label = str(diag.get("primary") or "undetermined").replace("_", " ").upper()
-        lines += _wrap(diag.get("headline") or "", f"Verdict: {label}. ", "  ")
-        for f in (diag.get("findings") or [])[:MAX_FINDINGS_SHOWN]:
-            lines += _wrap(f.get("title") or f.get("id") or "", f"  [{_clean(f.get('severity') or '')}] ", "    ")
-            for a in (f.get("advice") or [])[:1]:
-                lines += _wrap(a, "    -> ", "       ")
+    if diag.get("headline"):
+        lines += _wrap(diag["headline"], "Verdict: ", "  ")
+    if diag:
+        lines.extend(_diagnosis_lines(diag))
     s = report.get("summary")
     if s and len(ranks) > 1:
         lines += _wrap(f"GPU idle {fmt_pct(s['gpu_idle_fraction'])}, memcpy {fmt_pct(s['memcpy_share_of_busy'])} of "
@@ -68,6 +66,20 @@ def render_text(report: Report) -> str:
     if warnings:
         lines.append(f"{warnings} warning(s) while reading; see the report's Inputs section")
     return "\n".join(_clean(line)[:WIDTH] if len(line) > WIDTH else line for line in lines) + "\n"
+
+
+def _diagnosis_lines(d: dict[str, Any]) -> list[str]:
+    """Primary verdict, then the top findings with their first pieces of advice (trace text cleaned)."""
+    primary = f"Primary bottleneck: {_clean(d.get('primary') or 'undetermined')}"
+    if d.get("host_primary"):
+        primary += f" (host loop: {_clean(d['host_primary'])})"
+    lines = [primary]
+    for f in (d.get("findings") or [])[:TOP_FINDINGS]:
+        win = f" - up to {fmt_us(f.get('explains_us'))}" if f.get("cause") and f.get("explains_us") is not None else ""
+        lines += _wrap(f"[{f.get('severity') or ''}] {f.get('title') or f.get('id') or ''}{win}", "* ", "    ")
+        for a in (f.get("advice") or [])[:ADVICE_PER_FINDING]:
+            lines += _wrap(a, "  - ", "    ")
+    return lines
 
 
 def _rank_line(r: dict[str, Any]) -> str:

@@ -1,0 +1,178 @@
+"""Concrete next steps per finding, by framework (`RankInfo.framework`). Plain text only.
+
+Sources: seed 002 (bottlenecks of the training pipeline and their cures) and seed 003 (the
+PyTorch tuning decision tree: data loader -> memcpy -> GPU -> CPU).
+"""
+
+from __future__ import annotations
+
+PYTORCH = "pytorch"
+TENSORFLOW = "tensorflow"
+GENERIC = ""
+
+ADVICE: dict[str, dict[str, tuple[str, ...]]] = {
+    "input_bound": {
+        PYTORCH: (
+            "Load batches in parallel: DataLoader(num_workers=N) with N up to the CPU cores per GPU, "
+            "persistent_workers=True, and a larger prefetch_factor so batches are ready before they are needed.",
+            "Pin host memory (pin_memory=True) and copy with .to(device, non_blocking=True).",
+            "Make the per-sample work cheaper: move heavy preprocessing (decoding, resizing, augmentation) "
+            "offline or onto the GPU; copy the data to fast local storage (NVMe) if reading it is slow.",
+        ),
+        TENSORFLOW: (
+            "End the tf.data pipeline with .prefetch(tf.data.AUTOTUNE) so input overlaps the step.",
+            "Parallelise map stages: map(..., num_parallel_calls=tf.data.AUTOTUNE); interleave file reads.",
+            "cache() the dataset after expensive, deterministic stages, or move preprocessing offline; "
+            "prefer TensorFlow ops over tf.py_function in the pipeline.",
+        ),
+        GENERIC: (
+            "Prepare the next batch while the current step runs (parallel workers, prefetching).",
+            "Make per-sample preprocessing cheaper or move it offline; read the data from fast local storage.",
+        ),
+    },
+    "memcpy_bound": {
+        PYTORCH: (
+            "Create tensors directly on the device (torch.zeros(..., device='cuda'), torch.as_tensor) "
+            "instead of building them on the CPU and copying.",
+            "Copy from pinned memory (DataLoader(pin_memory=True) or tensor.pin_memory()) with "
+            ".to(device, non_blocking=True) so copies overlap compute; pageable copies are staged by the host.",
+            "Send less data: cast to wider types (float32, one-hot) on the GPU after the copy, not before.",
+        ),
+        TENSORFLOW: (
+            "Keep data small until it is on the GPU: cast (tf.cast) and expand (tf.one_hot) after the copy.",
+            "Prefetch to the device (tf.data.experimental.prefetch_to_device) so copies overlap the step.",
+        ),
+        GENERIC: (
+            "Copy less and overlap copies with compute (pinned memory, asynchronous copies, prefetch to device).",
+        ),
+    },
+    "sync_bound": {
+        PYTORCH: (
+            "Remove host-device synchronisations from the hot loop: .item(), .cpu(), .numpy(), print(tensor), "
+            "`if tensor:` and torch.cuda.synchronize() each stall the launch queue.",
+            "Accumulate metrics and losses on the GPU and read them every N steps.",
+            "Use non_blocking=True copies; find hidden syncs with torch.cuda.set_sync_debug_mode('warn').",
+        ),
+        TENSORFLOW: (
+            "Avoid reading tensor values (.numpy(), float(tensor)) every step; log every N steps.",
+            "Keep control flow in the graph (tf.function, tf.where instead of Python branches on tensors).",
+        ),
+        GENERIC: (
+            "Avoid reading GPU results on the host every step; batch the reads and log every N steps.",
+        ),
+    },
+    "launch_bound": {
+        PYTORCH: (
+            "Give the GPU more work per launch: a larger batch size (check memory headroom).",
+            "Fuse small kernels and cut Python overhead with torch.compile(model); "
+            "capture the step with CUDA graphs (torch.compile(mode='reduce-overhead')).",
+            "Use fused optimizers (torch.optim.AdamW(fused=True) or foreach=True) and fused layers.",
+        ),
+        TENSORFLOW: (
+            "Increase the batch size; compile the step with tf.function(jit_compile=True) (XLA) to fuse ops.",
+            "Run several steps per tf.function call (steps_per_execution in Keras).",
+        ),
+        GENERIC: (
+            "Increase the batch size and fuse small operations (compilers, graph capture).",
+        ),
+    },
+    "host_bound": {
+        PYTORCH: (
+            "Move post-processing, logging, metric computation and image writing off the hot loop: "
+            "run it every N steps, or in a background thread/process.",
+            "Keep per-step Python light; vectorise host work; use torch.compile to cut framework overhead.",
+        ),
+        TENSORFLOW: (
+            "Lighten Keras callbacks (on_train_batch_end): combine them, run them every N batches, or move "
+            "the work into the graph (custom metrics).",
+            "Run heavy host processing in a separate thread.",
+        ),
+        GENERIC: (
+            "Move host-side post-processing and logging off the hot loop, or run it less often.",
+        ),
+    },
+    "periodic_stall": {
+        PYTORCH: (
+            "Save checkpoints asynchronously (torch.distributed.checkpoint.async_save, or copy the state dict "
+            "to CPU and write it in a background thread) and less often.",
+            "Run evaluation less often or on a separate process/GPU.",
+        ),
+        TENSORFLOW: (
+            "Save checkpoints less often or asynchronously (tf.train.CheckpointOptions(enable_async=True)).",
+            "Write summaries to small, rotated event files instead of one growing file.",
+        ),
+        GENERIC: (
+            "Save checkpoints and run evaluation less often, or asynchronously.",
+        ),
+    },
+    "communication_bound": {
+        PYTORCH: (
+            "Overlap gradient communication with backward (DDP bucket_cap_mb, gradient_as_bucket_view=True); "
+            "check that no rank is slower than the others (stragglers make the rest wait).",
+            "Communicate less: gradient accumulation (no_sync()), lower-precision gradients (DDP comm hooks "
+            "fp16/bf16 compression), or a different sharding strategy.",
+        ),
+        TENSORFLOW: (
+            "Check for straggler workers; tune the distribution strategy and the all-reduce implementation.",
+            "Reduce gradient precision or communicate less often.",
+        ),
+        GENERIC: (
+            "Balance work across ranks, overlap communication with compute, and communicate less data.",
+        ),
+    },
+    "gpu_bound": {
+        PYTORCH: (
+            "The GPU is the bottleneck: speed up its kernels. Use mixed precision (torch.autocast with bf16/fp16) "
+            "and allow TF32 (torch.backends.cuda.matmul.allow_tf32 = True).",
+            "Compile the model (torch.compile) to fuse memory-bound elementwise kernels.",
+            "Scale out with DistributedDataParallel, or use a faster GPU.",
+        ),
+        TENSORFLOW: (
+            "The GPU is the bottleneck: use mixed precision (keras.mixed_precision.set_global_policy("
+            "'mixed_float16')) and XLA (jit_compile=True).",
+            "Prefer channels-last layouts and tensor-core friendly shapes (multiples of 8).",
+        ),
+        GENERIC: (
+            "The GPU is the bottleneck: lower precision, fuse kernels, or use a faster GPU / more GPUs.",
+        ),
+    },
+    "unexplained_idle": {
+        PYTORCH: (
+            "The launching thread runs no traced operation during these gaps: profile with Python stacks "
+            "(torch.profiler with_stack=True) or a Python sampler (py-spy) to see the code that runs there.",
+        ),
+        GENERIC: (
+            "The host runs no traced operation during these gaps: raise the profiler's host trace level or "
+            "use a Python sampler (py-spy) to see the code that runs there.",
+        ),
+    },
+    "host_input_bound": {
+        PYTORCH: (
+            "The loop waits for data: DataLoader(num_workers=N, persistent_workers=True, prefetch_factor=...).",
+            "Make dataset __getitem__ cheaper (decode/resize once, offline) or read from faster storage.",
+        ),
+        TENSORFLOW: (
+            "Add .prefetch(tf.data.AUTOTUNE), map(num_parallel_calls=tf.data.AUTOTUNE) and cache().",
+        ),
+        GENERIC: ("Prepare batches in parallel with the step and make preprocessing cheaper.",),
+    },
+    "host_host_bound": {
+        PYTORCH: (
+            "The loop is busy in the model's own work: profile the top CPU ops; use a larger batch, "
+            "torch.compile, and check torch.get_num_threads() matches the cores available.",
+            "If a GPU is available, move the model and batches to it.",
+        ),
+        TENSORFLOW: (
+            "The loop is busy in the model's own work: compile with tf.function(jit_compile=True); "
+            "check the intra/inter-op thread settings.",
+        ),
+        GENERIC: ("The loop is busy in its own computation: profile the top host operations.",),
+    },
+}
+
+
+def advice_for(finding_id: str, framework: str) -> tuple[str, ...]:
+    by_framework = ADVICE.get(finding_id, {})
+    family = PYTORCH if framework.lower() in ("pytorch", "torch") else (
+        TENSORFLOW if framework.lower() in ("tensorflow", "tf", "keras") else GENERIC)
+    return by_framework.get(family) or by_framework.get(GENERIC) or ()

@@ -1,0 +1,402 @@
+"""Rules: Timeline + Analysis -> Diagnosis (verdict per rank, findings with evidence and advice).
+
+Each rank's GPU time lost = idle time (attributed by cause) + host<->device copy time with no
+kernel running (memcpy) + communication with no other GPU work (communication). The primary
+verdict is the cause losing the most time, unless the loss is small (gpu_bound) or the trace cannot
+tell (undetermined). Thresholds live in `thresholds`; the README documents every rule.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import timeline as T
+from ..analyses import _intervals as iv
+from ..analyses import figures as F
+from ..analyses.summary import Analysis, RankAnalysis
+from ..timeline import Timeline
+from . import attribution as A
+from . import host as H
+from .advice import advice_for
+from .thresholds import (
+    FINDING_MIN_SHARE,
+    GPU_BOUND_MAX_LOST_SHARE,
+    HOST_INPUT_BOUND_SHARE,
+    MIN_BUSY_SHARE,
+    MIN_GPU_EVENTS,
+    SEVERITY_HIGH_SHARE,
+    SEVERITY_MEDIUM_SHARE,
+    SHORT_KERNEL_NS,
+    TOP_KERNELS_NAMED,
+)
+
+# --- verdict vocabulary -----------------------------------------------------------------------------
+INPUT_BOUND = "input_bound"
+MEMCPY_BOUND = "memcpy_bound"
+LAUNCH_BOUND = "launch_bound"
+SYNC_BOUND = "sync_bound"
+HOST_BOUND = "host_bound"
+PERIODIC_STALL = "periodic_stall"
+COMMUNICATION_BOUND = "communication_bound"
+GPU_BOUND = "gpu_bound"
+UNDETERMINED = "undetermined"
+VERDICTS = (INPUT_BOUND, MEMCPY_BOUND, LAUNCH_BOUND, SYNC_BOUND, HOST_BOUND, PERIODIC_STALL,
+            COMMUNICATION_BOUND, GPU_BOUND, UNDETERMINED)
+UNEXPLAINED = "unexplained_idle"  # finding id for idle time of cause `unknown`
+
+VERDICT_OF_CAUSE = {
+    H.DATALOADER: INPUT_BOUND, H.MEMCPY: MEMCPY_BOUND, H.SYNC: SYNC_BOUND, H.LAUNCH: LAUNCH_BOUND,
+    H.HOST_COMPUTE: HOST_BOUND, H.CHECKPOINT: PERIODIC_STALL, H.COMMUNICATION: COMMUNICATION_BOUND,
+    H.UNKNOWN: UNEXPLAINED,
+}
+TITLES = {
+    INPUT_BOUND: "Input-bound: the GPU waits for the next batch",
+    MEMCPY_BOUND: "Host-device copies hold the GPU up",
+    SYNC_BOUND: "Synchronisations stall the launch queue",
+    LAUNCH_BOUND: "Launch-bound: short kernels, the host cannot launch them fast enough",
+    HOST_BOUND: "Host-bound: host work between GPU launches",
+    PERIODIC_STALL: "Periodic stalls (checkpoint / evaluation)",
+    COMMUNICATION_BOUND: "Waiting on communication",
+    UNEXPLAINED: "GPU idle with no traced host activity",
+    GPU_BOUND: "GPU-bound: the GPU itself is the bottleneck",
+}
+PHRASE = {
+    H.DATALOADER: "waiting for the DataLoader", H.MEMCPY: "in host-device copies",
+    H.SYNC: "behind host-device synchronisations", H.LAUNCH: "launching short kernels one by one",
+    H.HOST_COMPUTE: "in host work between GPU launches", H.CHECKPOINT: "in periodic stalls",
+    H.COMMUNICATION: "waiting on communication", H.UNKNOWN: "with no traced host activity",
+}
+# Kernel-name hints (informative only): memory-bound kernel families and precision.
+MEMORY_BOUND_KERNEL = re.compile(
+    r"elementwise|reduce|norm|softmax|copy|fill|cat_|index|gather|scatter|transpose|pool|embedding|dropout"
+    r"|adam|sgd|memset|unrolled|vectorized", re.IGNORECASE)
+FP32_MATMUL_KERNEL = re.compile(r"sgemm|f32f32|fp32.*(?:gemm|conv)|(?:gemm|conv).*fp32|scudnn", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Finding:
+    id: str
+    cause: str | None
+    title: str
+    severity: str  # "high" | "medium" | "low"
+    explains_ns: int
+    share_of_idle: float  # explains / GPU time lost on the rank
+    evidence: tuple[str, ...]
+    advice: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class StepCauses:
+    step: int
+    idle_by_cause: dict[str, int]
+
+
+@dataclass(frozen=True)
+class HostShares:
+    """CPU-only ranks: where the host loop's step time went."""
+
+    total_ns: int
+    data_wait_ns: int
+    model_ops_ns: int
+    other_ns: int
+
+
+@dataclass(frozen=True)
+class RankDiagnosis:
+    index: int
+    rank: int | None
+    framework: str
+    primary: str
+    host_primary: str | None
+    reason: str  # one line: why this verdict
+    headline: str
+    window_ns: int  # summed over the rank's devices
+    idle_ns: int
+    lost_ns: int
+    idle_by_cause: dict[str, int]
+    exposed_memcpy_ns: int
+    exposed_comm_ns: int
+    findings: tuple[Finding, ...]
+    per_step: tuple[StepCauses, ...]
+    gaps: tuple[A.AttributedGap, ...]
+    devices: tuple[A.DeviceAttribution, ...]
+    launch_threads: tuple[tuple[int, int], ...]
+    thread_basis: str
+    periodic: A.PeriodicSteps | None
+    host_shares: HostShares | None
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    primary: str
+    host_primary: str | None
+    headline: str
+    primary_rank: int | None  # index into ranks
+    findings: tuple[Finding, ...]
+    ranks: tuple[RankDiagnosis, ...]
+
+
+def diagnose(tl: Timeline, analysis: Analysis) -> Diagnosis:
+    """The verdict for every rank and for the job (the rank losing the most GPU time)."""
+    ranks = tuple(diagnose_rank(tl, r) for r in analysis.ranks)
+    if not ranks:
+        return Diagnosis(UNDETERMINED, None, "Nothing to diagnose: the input holds no events.", None, (), ())
+    with_gpu = [r for r in ranks if r.devices]
+    pick = max(with_gpu, key=lambda r: (r.lost_ns, -r.index)) if with_gpu else ranks[0]
+    headline = pick.headline
+    if len(ranks) > 1:
+        headline = f"{'Rank ?' if pick.rank is None else f'Rank {pick.rank}'} (loses the most GPU time): {headline}"
+    host_primary = pick.host_primary
+    if host_primary is None:
+        host_primary = next((r.host_primary for r in ranks if r.host_primary), None)
+    return Diagnosis(pick.primary, host_primary, headline, pick.index, pick.findings, ranks)
+
+
+def diagnose_rank(tl: Timeline, ra: RankAnalysis) -> RankDiagnosis:
+    rank = ra.index
+    info = tl.ranks[rank]
+    host = H.host_activity(tl, rank)
+    st = F.steps(tl, rank)
+    periodic = A.periodic_steps(st)
+    devices = [A.attribute_device(tl, rank, d.device, d.busy.window, host, st, periodic, d.busy.exposed_comm_ns)
+               for d in ra.devices]
+    idle_by_cause = {c: sum(d.idle_by_cause[c] for d in devices) for c in H.CAUSES}
+    exposed_memcpy = sum(d.exposed_memcpy_ns for d in devices)
+    exposed_comm = sum(d.exposed_comm_ns for d in devices)
+    lost_by_cause = dict(idle_by_cause)
+    lost_by_cause[H.MEMCPY] += exposed_memcpy
+    lost_by_cause[H.COMMUNICATION] += exposed_comm
+    window_ns = sum(d.window.dur_ns for d in devices)
+    idle_ns = sum(d.idle_ns for d in devices)
+    lost_ns = sum(lost_by_cause.values())
+    per_step = tuple(StepCauses(int(n), c) for n, c in zip(st.number, A.per_step_by_cause(devices, st)))
+    gaps = A.top_gaps(devices, host, st)
+    base = dict(index=rank, rank=info.rank, framework=info.framework, window_ns=window_ns, idle_ns=idle_ns,
+                lost_ns=lost_ns, idle_by_cause=idle_by_cause, exposed_memcpy_ns=exposed_memcpy,
+                exposed_comm_ns=exposed_comm, per_step=per_step, gaps=gaps, devices=tuple(devices),
+                launch_threads=host.threads, thread_basis=host.basis, periodic=periodic)
+
+    if not devices:
+        shares = host_shares(tl, rank, ra, host)
+        host_primary, findings, headline = _host_verdict(shares, info.framework)
+        why = _no_gpu_reason(tl, rank)
+        return RankDiagnosis(primary=UNDETERMINED, host_primary=host_primary, reason=why,
+                             headline=f"{headline} ({why})." if headline else why + ".",
+                             findings=findings, host_shares=shares, **base)  # type: ignore[arg-type]
+
+    findings = _findings(tl, ra, devices, lost_by_cause, window_ns, lost_ns, host, periodic, info.framework)
+    n_gpu = _gpu_events(tl, rank, devices)
+    idle_pct = _pct(idle_ns / window_ns) if window_ns else "n/a"
+    busy_share = 1 - idle_ns / window_ns if window_ns else 0.0
+    if n_gpu < MIN_GPU_EVENTS or busy_share < MIN_BUSY_SHARE:
+        why = (f"only {n_gpu} GPU activities in the window" if n_gpu < MIN_GPU_EVENTS
+               else f"GPU busy only {_pct(busy_share)} of the window") + ": too little GPU work to judge"
+        shares = host_shares(tl, rank, ra, host)
+        host_primary, host_findings, host_line = _host_verdict(shares, info.framework)
+        return RankDiagnosis(primary=UNDETERMINED, host_primary=host_primary, reason=why,
+                             headline=f"{host_line} ({why})." if host_line else f"Undetermined: {why}.",
+                             findings=host_findings or findings, host_shares=shares,
+                             **base)  # type: ignore[arg-type]
+    if lost_ns < GPU_BOUND_MAX_LOST_SHARE * window_ns:
+        gpu = _gpu_bound_finding(tl, ra, window_ns, idle_ns, info.framework)
+        return RankDiagnosis(primary=GPU_BOUND, host_primary=None,
+                             reason=f"GPU time lost {_pct(lost_ns / window_ns)} of the window "
+                                    f"(< {_pct(GPU_BOUND_MAX_LOST_SHARE)})",
+                             headline=gpu.evidence[0], findings=(gpu, *findings), host_shares=None,
+                             **base)  # type: ignore[arg-type]
+    top = max(H.CAUSES, key=lambda c: (lost_by_cause[c], -H.CAUSES.index(c)))
+    verdict = VERDICT_OF_CAUSE[top]
+    share = lost_by_cause[top] / lost_ns
+    what = "that idle time" if top not in (H.MEMCPY, H.COMMUNICATION) or lost_by_cause[top] == idle_by_cause[top] \
+        else "that lost time"
+    extra = ""
+    exposed = exposed_memcpy if top == H.MEMCPY else exposed_comm
+    if exposed > 0.01 * window_ns and what == "that lost time":
+        extra = (f", plus {_pct(exposed / window_ns)} "
+                 f"{'copying data' if top == H.MEMCPY else 'in communication'} with no compute running")
+    phrase = PHRASE[top]
+    if top == H.DATALOADER and info.framework.lower() in ("tensorflow", "jax"):
+        phrase = "waiting for the input pipeline"
+    if top == H.CHECKPOINT and periodic is not None:
+        phrase = f"in stalls that recur every {periodic.every} steps (checkpoint / evaluation)"
+    headline = f"GPU idle {idle_pct} of the window{extra}; {_pct(share)} of {what} is spent {phrase}."
+    if verdict == UNEXPLAINED:
+        return RankDiagnosis(primary=UNDETERMINED, host_primary=None,
+                             reason="most lost GPU time has no traced host activity on the launching thread",
+                             headline=headline, findings=findings, host_shares=None,
+                             **base)  # type: ignore[arg-type]
+    return RankDiagnosis(primary=verdict, host_primary=None,
+                         reason=f"{H.CAUSES[H.CAUSES.index(top)]} explains {_pct(share)} of the GPU time lost",
+                         headline=headline, findings=findings, host_shares=None, **base)  # type: ignore[arg-type]
+
+
+# --- findings ------------------------------------------------------------------------------------------
+def _findings(tl: Timeline, ra: RankAnalysis, devices: list[A.DeviceAttribution], lost: dict[str, int],
+              window_ns: int, lost_ns: int, host: H.HostActivity, periodic: A.PeriodicSteps | None,
+              framework: str) -> tuple[Finding, ...]:
+    out = []
+    for cause in H.CAUSES:
+        ns = lost[cause]
+        if window_ns <= 0 or ns < FINDING_MIN_SHARE * window_ns:
+            continue
+        fid = VERDICT_OF_CAUSE[cause]
+        n_gaps = sum(int((d.causes == H.CAUSES.index(cause)).sum()) for d in devices)
+        evidence = [f"{_fmt_ns(ns)} of GPU time ({_pct(ns / window_ns)} of the window, "
+                    f"{_pct(ns / lost_ns)} of the time lost) in {n_gaps} idle gaps"]
+        evidence += _specific_evidence(tl, ra, devices, cause, host, periodic)
+        evidence += [f"{e.name}: {_pct(e.share)} of this idle time"
+                     for e in A.cause_evidence(host, devices, cause)]
+        out.append(Finding(fid, cause, TITLES[fid], _severity(ns / window_ns), ns, round(ns / lost_ns, 6),
+                           tuple(evidence), advice_for(fid, framework)))
+    out.sort(key=lambda f: -f.explains_ns)
+    return tuple(out)
+
+
+def _specific_evidence(tl: Timeline, ra: RankAnalysis, devices: list[A.DeviceAttribution], cause: str,
+                       host: H.HostActivity, periodic: A.PeriodicSteps | None) -> list[str]:
+    ev = tl.rank_events(ra.index)
+    out: list[str] = []
+    if cause == H.DATALOADER and ra.dataloader_wait_fraction is not None:
+        out.append(f"DataLoader wait {_pct(ra.dataloader_wait_fraction)} of the window")
+    elif cause == H.MEMCPY:
+        exposed = sum(d.exposed_memcpy_ns for d in devices)
+        if exposed:
+            out.append(f"{_fmt_ns(exposed)} of host-device copies run with no kernel running")
+        copies = ev[(ev["kind"] == T.MEMCPY).to_numpy()]
+        pageable = int(((copies["pinned"] == 0) & (copies["copy_kind"] == "HtoD")).sum())
+        if pageable:
+            out.append(f"{pageable} host-to-device copies from pageable memory (staged by the host; "
+                       f"not asynchronous)")
+        sync_copies = host.events[host.events["name"].astype(str).str.fullmatch(
+            r"(cuda|hip)Memcpy(2D|3D)?|hipMemcpyWithStream|cuMemcpy(HtoD|DtoH|DtoD)?(_v2)?").to_numpy()]
+        if len(sync_copies):
+            out.append(f"{len(sync_copies)} synchronous copy API calls ({sync_copies['name'].astype(str).iloc[0]})")
+        for dev in ra.devices:
+            for c in dev.memcpy.directions:
+                if c.direction == "HtoD" and c.bytes:
+                    bw = f", {c.bandwidth_gbps:.1f} GB/s" if c.bandwidth_gbps else ""
+                    out.append(f"cuda:{dev.device}: {c.count} HtoD copies, {c.bytes / 1e6:.1f} MB{bw}")
+    elif cause == H.SYNC:
+        syncs = host.events[host.events["klass"].to_numpy() == H.SYNC]
+        if len(syncs):
+            counts = syncs["name"].astype(str).value_counts().head(3)
+            out.append("blocking calls on the launching thread: "
+                       + ", ".join(f"{n} x{int(k)}" for n, k in counts.items()))
+    elif cause == H.LAUNCH:
+        k = ev[(ev["kind"] == T.KERNEL).to_numpy()]
+        if len(k):
+            durs = k["dur_ns"].to_numpy()
+            short = float((durs < SHORT_KERNEL_NS).mean())
+            out.append(f"median kernel {_fmt_ns(float(np.median(durs)))}; {_pct(short)}"
+                       f" of {len(durs)} kernels shorter than {_fmt_ns(SHORT_KERNEL_NS)}")
+        n_short = sum(int((d.causes == H.CAUSES.index(H.LAUNCH)).sum()) for d in devices)
+        out.append(f"{n_short} short idle gaps between kernels while the host was launching")
+    elif cause == H.CHECKPOINT and periodic is not None:
+        out.append(f"steps {', '.join(str(s) for s in periodic.steps)} are at least 1.5x the median step "
+                   f"({_fmt_ns(periodic.median_step_ns)}): every {periodic.every} steps")
+    elif cause == H.COMMUNICATION:
+        exposed = sum(d.exposed_comm_ns for d in devices)
+        if exposed:
+            out.append(f"{_fmt_ns(exposed)} of communication kernels run with no other GPU work")
+    return out
+
+
+def _gpu_bound_finding(tl: Timeline, ra: RankAnalysis, window_ns: int, idle_ns: int, framework: str) -> Finding:
+    busy = window_ns - idle_ns
+    evidence = [f"GPU busy {_pct(busy / window_ns)} of the window: the GPU itself is the bottleneck."]
+    ev = tl.rank_events(ra.index)
+    k = ev[(ev["kind"] == T.KERNEL).to_numpy()]
+    ktotal = int(k["dur_ns"].sum())
+    for dev in ra.devices:
+        for row in dev.kernels[:TOP_KERNELS_NAMED]:
+            evidence.append(f"top kernel {row.name[:80]}: {_fmt_ns(row.total_ns)} "
+                            f"({_pct(row.total_ns / ktotal) if ktotal else 'n/a'} of kernel time, {row.count}x)")
+    if ktotal:
+        names = k["name"].astype(str)
+        mem = int(k["dur_ns"].to_numpy()[names.str.contains(MEMORY_BOUND_KERNEL).to_numpy()].sum())
+        fp32 = int(k["dur_ns"].to_numpy()[names.str.contains(FP32_MATMUL_KERNEL).to_numpy()].sum())
+        evidence.append(f"{_pct(mem / ktotal)} of kernel time in memory-bound kernels (elementwise, "
+                        f"reductions, normalisation, copies; by name)")
+        if fp32 > 0.1 * ktotal:
+            evidence.append(f"{_pct(fp32 / ktotal)} of kernel time in FP32 matrix kernels: mixed precision "
+                            f"(bf16/fp16) or TF32 would use the tensor cores")
+    return Finding(GPU_BOUND, None, TITLES[GPU_BOUND], "low", busy, 0.0, tuple(evidence),
+                   advice_for(GPU_BOUND, framework))
+
+
+# --- CPU-only ranks -----------------------------------------------------------------------------------
+def host_shares(tl: Timeline, rank: int, ra: RankAnalysis, host: H.HostActivity) -> HostShares | None:
+    """Step time (or the window without steps) split into data wait, model ops and the rest."""
+    st = F.steps(tl, rank)
+    lo, hi = (st.start_ns, st.end_ns) if len(st) else (np.array([ra.window.start_ns]), np.array([ra.window.end_ns]))
+    total = int((hi - lo).sum())
+    if total <= 0:
+        return None
+    wait_set = F.dataloader_union(tl, rank)
+    ops = host.events[(host.events["kind"] == T.CPU_OP).to_numpy()]
+    ts = ops["ts_ns"].to_numpy()
+    model_set = iv.subtract(iv.union(ts, ts + ops["dur_ns"].to_numpy()), wait_set)
+    wait = int(iv.overlap_per_window(wait_set, lo, hi).sum())
+    model = int(iv.overlap_per_window(model_set, lo, hi).sum())
+    return HostShares(total, wait, model, total - wait - model)
+
+
+def _host_verdict(s: HostShares | None, framework: str) -> tuple[str | None, tuple[Finding, ...], str]:
+    if s is None:
+        return None, (), ""
+    data, model = s.data_wait_ns / s.total_ns, s.model_ops_ns / s.total_ns
+    verdict = INPUT_BOUND if data >= HOST_INPUT_BOUND_SHARE else HOST_BOUND
+    findings = []
+    for fid, cause, ns, title in ((INPUT_BOUND, H.DATALOADER, s.data_wait_ns, "The host loop waits for data"),
+                                  (HOST_BOUND, H.HOST_COMPUTE, s.model_ops_ns,
+                                   "The host loop is busy in the model's ops")):
+        if ns >= FINDING_MIN_SHARE * s.total_ns:
+            findings.append(Finding(fid, cause, title, _severity(ns / s.total_ns), ns, round(ns / s.total_ns, 6),
+                                    (f"{_fmt_ns(ns)} ({_pct(ns / s.total_ns)} of the step time)",),
+                                    advice_for(f"host_{fid}", framework)))
+    findings.sort(key=lambda f: -f.explains_ns)
+    label = "input-bound" if verdict == INPUT_BOUND else "host-bound"
+    headline = (f"Host loop {label}: it spends {_pct(data)} of its step time waiting for data, {_pct(model)} in "
+                f"the model's ops and {_pct(1 - data - model)} elsewhere")
+    return verdict, tuple(findings), headline
+
+
+def _no_gpu_reason(tl: Timeline, rank: int) -> str:
+    ev = tl.rank_events(rank)
+    ann = ev[(ev["kind"] == T.GPU_ANNOTATION).to_numpy()]
+    if len(ann) and (ann["category"].astype(str) == "cuda_profiler_range").any():
+        return ("no kernels in the trace: a CUPTI range-profiler capture records GPU work as ranges, "
+                "so GPU idle time cannot be measured")
+    return "no GPU activity in the trace"
+
+
+# --- small helpers ------------------------------------------------------------------------------------
+def _gpu_events(tl: Timeline, rank: int, devices: list[A.DeviceAttribution]) -> int:
+    ev = tl.rank_events(rank)
+    work = ev[ev["kind"].isin(T.GPU_WORK_KINDS).to_numpy()]
+    ts = work["ts_ns"].to_numpy()
+    dev = work["device"].to_numpy()
+    n = 0
+    for d in devices:
+        n += int(((dev == d.device) & (ts >= d.window.start_ns) & (ts < d.window.end_ns)).sum())
+    return n
+
+
+def _severity(share: float) -> str:
+    return "high" if share >= SEVERITY_HIGH_SHARE else "medium" if share >= SEVERITY_MEDIUM_SHARE else "low"
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.0f}%" if x >= 0.1 or x == 0 else f"{100 * x:.1f}%"
+
+
+def _fmt_ns(ns: float) -> str:
+    us = ns / 1000
+    if abs(us) >= 1_000_000:
+        return f"{us / 1_000_000:.2f} s"
+    if abs(us) >= 1_000:
+        return f"{us / 1_000:.1f} ms"
+    return f"{us:.0f} us"
