@@ -166,3 +166,22 @@ def test_counters_in_the_window_become_a_bounded_lane(tmp_path):
     assert 0 <= min(lane["t_us"]) and max(lane["t_us"]) < 4000
     assert min(lane["value"]) >= 0 and max(lane["value"]) <= 100
     assert "sm_util_pct" in render_html(report)
+
+
+@pytest.mark.parametrize("name", ["tl_h100/google_owlv2-large-patch14-ensemble__1016001.json.gz", "hta_sampled_2rank"])
+def test_real_diagnosis_colours_every_drawn_gap(corpus, tmp_path, name):
+    """Through the CLI, as users run it: every gap on the timeline carries a diagnosis cause."""
+    from click.testing import CliRunner
+
+    from traceanalyzer.cli import main
+
+    out = tmp_path / "r.json"
+    res = CliRunner().invoke(main, ["report", str(corpus / name), "-o", str(out), "-q"])
+    assert res.exit_code == 0, res.output
+    rep = orjson.loads(out.read_bytes())
+    causes = set(rep["diagnosis"]["ranks"][0]["idle_by_cause_us"])
+    for r in rep["ranks"]:
+        for dev in r["timeline"]["devices"]:
+            assert dev["gaps"]["cause"] and all(c in causes for c in dev["gaps"]["cause"])
+        steps = r["charts"]["per_step"]
+        assert any(s["key"].startswith("idle:") for s in steps["series"])
