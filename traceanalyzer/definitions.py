@@ -55,6 +55,21 @@ FIGURES: dict[str, str] = {
         "Kernels that start inside the window, grouped by name: count, summed duration, mean "
         "duration; sorted by summed duration."
     ),
+    "summary": (
+        "The report's headline figures over all ranks and GPUs: GPU idle = 1 - (sum of GPU busy) / "
+        "(sum of the devices' windows); memcpy share = sum of memcpy time / sum of GPU busy; "
+        "DataLoader wait = sum of wait time / sum of the ranks' windows; steps = the most steps of "
+        "any rank. Per-rank and per-GPU figures are listed beside it."
+    ),
+    "timeline": (
+        "The drawn timeline of a rank, from its window start: GPU busy (kernel, memcpy and memset "
+        "union) and copies per device, idle gaps of at least `--min-gap` coloured by their cause "
+        "(grey when no cause is given), the host's framework operators and annotations, DataLoader "
+        "waits, synchronize calls and copy calls. When a track holds more intervals than it may "
+        "draw, neighbouring intervals are merged across the shortest separations first, so the "
+        "longest idle stretches stay visible; a merged block is shaded by the share of it that is "
+        "really busy. Times are rounded to 0.1 us."
+    ),
     "duplicates": (
         "Events identical in name, category, process, thread, device, stream, start and duration "
         "are counted once; the number removed is listed with the input's warnings."

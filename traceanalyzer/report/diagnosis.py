@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
+from ..analyses.tracks import MAX_BLOCKS_PER_TRACK
 from ..diagnosis import Diagnosis, Finding, RankDiagnosis
-from ..diagnosis.attribution import AttributedGap
+from ..diagnosis import host as H
+from ..diagnosis.attribution import AttributedGap, DeviceAttribution
 
 
 def diagnosis_section(d: Diagnosis) -> dict[str, Any]:
@@ -62,7 +66,19 @@ def _rank(r: RankDiagnosis) -> dict[str, Any]:
         "devices": [{"device": f"cuda:{d.device}", "window_us": _us(d.window.dur_ns), "idle_us": _us(d.idle_ns),
                      "gap_count": d.gap_count, "idle_by_cause_us": _causes(d.idle_by_cause),
                      "exposed_memcpy_us": _us(d.exposed_memcpy_ns),
-                     "exposed_communication_us": _us(d.exposed_comm_ns)} for d in r.devices],
+                     "exposed_communication_us": _us(d.exposed_comm_ns),
+                     "gap_causes": _gap_causes(d)} for d in r.devices],
         "per_step": [{"step": p.step, "idle_by_cause_us": _causes(p.idle_by_cause)} for p in r.per_step],
         "gaps": [_gap(g) for g in r.gaps],
     }
+
+
+def _gap_causes(d: DeviceAttribution) -> dict[str, list[Any]]:
+    """The cause of the device's longest gaps (those a timeline can draw), start from its window start.
+
+    The longest gaps of at least any --min-gap are among the longest gaps overall, so the drawn
+    timeline finds every gap it shows here.
+    """
+    keep = np.sort(np.argsort(-(d.ends - d.starts), kind="stable")[:MAX_BLOCKS_PER_TRACK])
+    return {"start_us": np.round((d.starts[keep] - d.window.start_ns) / 1000.0, 3).tolist(),
+            "cause": [H.CAUSES[int(c)] for c in d.causes[keep]]}

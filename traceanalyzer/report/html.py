@@ -1,13 +1,55 @@
-"""Report -> one self-contained HTML page through the jinja2 templates (autoescaped)."""
+"""Report -> one self-contained HTML page through the jinja2 templates (autoescaped).
+
+The page is offline and deterministic: its CSS and JS (our own, in `templates/`) are inlined,
+the data the scripts draw is embedded once with `|tojson` in a `<script type="application/json">`
+block and read with JSON.parse, and every string from a trace is either autoescaped by jinja2 or
+set with `textContent` by the scripts. Nothing here computes a figure: `page_data` only selects
+what the scripts need from the Report, and the cause / verdict vocabulary below is presentation.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import jinja2
+import markupsafe
 
 from .build import Report
 from .text import fmt_pct, fmt_us
+
+# Idle-gap causes (the diagnosis' vocabulary) -> label and colour on the page.
+CAUSES: dict[str, dict[str, str]] = {
+    "dataloader": {"label": "DataLoader wait", "color": "#e4572e"},
+    "memcpy": {"label": "memcpy", "color": "#9b5de5"},
+    "sync": {"label": "synchronisation", "color": "#f2a541"},
+    "launch": {"label": "launch overhead", "color": "#17bebb"},
+    "host_compute": {"label": "host compute", "color": "#3a86ff"},
+    "checkpoint": {"label": "checkpointing", "color": "#a1785c"},
+    "communication": {"label": "communication", "color": "#2a9d4f"},
+    "unknown": {"label": "unknown cause", "color": "#6c7a89"},
+}
+# Colours of things that are not causes.
+PALETTE: dict[str, str] = {
+    "busy": "#2f4b7c", "compute": "#2f4b7c", "memcpy": "#9b5de5", "idle": "#c9ced6",
+    "unattributed": "#c9ced6", "step_a": "#e8ecf2", "step_b": "#d5dce6", "ops": "#5f7fa8",
+}
+# Verdicts (diagnosis "primary") -> label and the cause whose colour they wear.
+VERDICTS: dict[str, dict[str, str]] = {
+    "input_bound": {"label": "Input bound", "cause": "dataloader"},
+    "memcpy_bound": {"label": "Memcpy bound", "cause": "memcpy"},
+    "launch_bound": {"label": "Launch bound", "cause": "launch"},
+    "sync_bound": {"label": "Synchronisation bound", "cause": "sync"},
+    "host_bound": {"label": "Host bound", "cause": "host_compute"},
+    "periodic_stall": {"label": "Periodic stalls", "cause": "checkpoint"},
+    "communication_bound": {"label": "Communication bound", "cause": "communication"},
+    "gpu_bound": {"label": "GPU bound", "cause": ""},
+    "undetermined": {"label": "Undetermined", "cause": "unknown"},
+}
+HOST_LANES: dict[str, str] = {
+    "ops": "host ops", "dataloader": "DataLoader wait", "sync": "sync calls", "copy": "copy calls",
+}
+TOP_FINDINGS = 3  # shown in full on the first screen; the rest are folded
 
 
 def template_env() -> jinja2.Environment:
@@ -16,11 +58,79 @@ def template_env() -> jinja2.Environment:
     except (ImportError, ValueError):  # running from a source checkout that is not installed
         loader = jinja2.FileSystemLoader(Path(__file__).resolve().parents[2] / "templates")
     env = jinja2.Environment(loader=loader, autoescape=True, trim_blocks=True, lstrip_blocks=True,
-                             undefined=jinja2.StrictUndefined)
+                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     env.filters["us"] = fmt_us
     env.filters["pct"] = fmt_pct
+    env.filters["rank_label"] = rank_label
+    env.filters["nbytes"] = fmt_bytes
+    env.filters["code_spans"] = code_spans
     return env
 
 
+def code_spans(text: str) -> markupsafe.Markup:
+    """`a` -> <code>a</code> for our own definition texts; every piece is escaped first."""
+    parts = str(text).split("`")
+    if len(parts) % 2 == 0:  # unbalanced: show as written
+        return markupsafe.escape(text)
+    return markupsafe.Markup("").join(
+        markupsafe.Markup("<code>%s</code>") % p if i % 2 else markupsafe.escape(p) for i, p in enumerate(parts))
+
+
+def rank_label(rank: dict[str, Any]) -> str:
+    return "rank ?" if rank.get("rank") is None else f"rank {rank['rank']}"
+
+
+def fmt_bytes(n: int | None) -> str:
+    if n is None or n < 0:
+        return "n/a"
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
+def page_data(report: Report) -> dict[str, Any]:
+    """What the page's scripts draw: a selection of the Report, nothing computed."""
+    return {
+        "min_gap_us": report["options"]["min_gap_us"],
+        "causes": CAUSES,
+        "palette": PALETTE,
+        "host_lanes": HOST_LANES,
+        "ranks": [
+            {"label": rank_label(r), "timeline": r.get("timeline"), "charts": r.get("charts", {}),
+             "devices": [{"device": d["device"], "histogram": d["gaps"]["histogram"]} for d in r["devices"]]}
+            for r in report["ranks"]
+        ],
+    }
+
+
+_FINDING_DEFAULTS: dict[str, Any] = {"id": "", "cause": None, "title": "", "severity": "low", "explains_us": None,
+                                     "share_of_idle": None, "evidence": [], "advice": []}
+_RANK_DEFAULTS: dict[str, Any] = {"rank": None, "primary": None, "host_primary": None, "lost_us": None,
+                                  "idle_by_cause_us": {}, "findings": [], "per_step": [], "gaps": []}
+_GAP_DEFAULTS: dict[str, Any] = {"device": "", "start_us": None, "duration_us": None, "step": None, "cause": None,
+                                 "evidence": []}
+
+
+def diagnosis_view(diagnosis: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The diagnosis with every key the template reads present (absent ones as null / empty)."""
+    if not diagnosis:
+        return None
+    return {
+        "primary": diagnosis.get("primary") or "undetermined",
+        "host_primary": diagnosis.get("host_primary"),
+        "headline": diagnosis.get("headline") or "",
+        "findings": [{**_FINDING_DEFAULTS, **f} for f in diagnosis.get("findings") or []],
+        "ranks": [{**_RANK_DEFAULTS, **r, "gaps": [{**_GAP_DEFAULTS, **g} for g in r.get("gaps") or []]}
+                  for r in diagnosis.get("ranks") or []],
+    }
+
+
 def render_html(report: Report) -> str:
-    return template_env().get_template("report.html.j2").render(report=report)
+    env = template_env()
+    return env.get_template("report.html.j2").render(
+        report=report, diagnosis=diagnosis_view(report.get("diagnosis")), page=page_data(report),
+        causes=CAUSES, verdicts=VERDICTS, palette=PALETTE, top_findings=TOP_FINDINGS,
+        css=env.loader.get_source(env, "report.css")[0],  # type: ignore[union-attr]
+        js=env.loader.get_source(env, "report.js")[0],  # type: ignore[union-attr]
+    )

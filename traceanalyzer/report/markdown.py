@@ -1,48 +1,242 @@
-"""Report -> GitHub-flavoured Markdown for a pull-request comment."""
+"""Report -> GitHub-flavoured Markdown for a pull-request comment or a CI job summary.
+
+Always within GitHub's comment limit (`MAX_CHARS`), however large the trace: tables are cut to a
+number of rows with a note saying how many were left out, and the row limits shrink until the
+whole text fits. Every string from a trace is escaped (Markdown punctuation and HTML), so a
+kernel name can neither format the comment nor inject markup.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
 
 from .build import Report
 from .text import fmt_pct, fmt_us
 
+MAX_CHARS = 65_536
+# Row limits of the first attempt; each retry halves them until the text fits.
+ROWS = {"findings": 6, "ranks": 40, "gaps": 15, "steps": 40, "kernels": 15, "inputs": 30, "warnings": 20}
+MAX_CELL_CHARS = 160
+VERDICT_LABELS = {
+    "input_bound": "Input bound", "memcpy_bound": "Memcpy bound", "launch_bound": "Launch bound",
+    "sync_bound": "Synchronisation bound", "host_bound": "Host bound", "periodic_stall": "Periodic stalls",
+    "communication_bound": "Communication bound", "gpu_bound": "GPU bound", "undetermined": "Undetermined",
+}
+CAUSE_LABELS = {
+    "dataloader": "DataLoader wait", "memcpy": "memcpy", "sync": "synchronisation", "launch": "launch overhead",
+    "host_compute": "host compute", "checkpoint": "checkpointing", "communication": "communication",
+    "unknown": "unknown",
+}
+_ESCAPE = {c: "\\" + c for c in "\\`*_[]<>|~&"}
 
-def _cell(text: object) -> str:
-    """Table-cell safe: no pipes, no newlines, no raw HTML."""
-    s = str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
-    return s.replace("<", "&lt;").replace(">", "&gt;")
+
+def _md(text: object, limit: int = MAX_CELL_CHARS) -> str:
+    """Inline-safe text: one line, Markdown punctuation and HTML escaped, cut to `limit` chars."""
+    s = " ".join(str(text).split())
+    if len(s) > limit:
+        s = s[: limit - 1] + "…"
+    return "".join(_ESCAPE.get(c, c) for c in s)
+
+
+def _who(r: dict[str, Any]) -> str:
+    return "?" if r.get("rank") is None else str(r["rank"])
+
+
+def _table(header: list[str], rows: Iterable[list[str]], limit: int, total: int, what: str) -> list[str]:
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    shown = 0
+    for row in rows:
+        if shown >= limit:
+            break
+        out.append("| " + " | ".join(row) + " |")
+        shown += 1
+    if total > shown:
+        out += ["", f"_{total - shown} more {what} not shown; see the HTML or JSON report._"]
+    return out + [""]
 
 
 def render_markdown(report: Report) -> str:
-    out = ["## traceanalyzer report", ""]
-    if report["ranks"]:
-        out += ["| rank | device | window | steps | GPU idle | memcpy / busy | dataloader wait |",
-                "|---|---|---|---|---|---|---|"]
-    for r in report["ranks"]:
-        who = "?" if r["rank"] is None else r["rank"]
-        if not r["devices"]:
-            out.append(f"| {who} | no GPU activity | {fmt_us(r['window_us'])} | {r['steps']} | n/a | n/a | "
-                       f"{fmt_pct(r['dataloader_wait_fraction'])} |")
-        for d in r["devices"]:
-            out.append(f"| {who} | {_cell(d['device'])} | {fmt_us(d['window_us'])} | {r['steps']} | "
-                       f"{fmt_pct(d['gpu_idle_fraction'])} | {fmt_pct(d['memcpy_share_of_busy'])} | "
-                       f"{fmt_pct(r['dataloader_wait_fraction'])} |")
-    out.append("")
+    rows = dict(ROWS)
+    while True:
+        text = _render(report, rows)
+        if len(text) <= MAX_CHARS or all(v <= 1 for v in rows.values()):
+            break
+        rows = {k: max(v // 2, 1) for k, v in rows.items()}
+    if len(text) > MAX_CHARS:  # only a pathological report (e.g. thousands of inputs) gets here
+        note = "\n\n_Cut to fit a GitHub comment; see the HTML or JSON report._\n"
+        text = text[: MAX_CHARS - len(note)].rsplit("\n", 1)[0] + note
+    return text
+
+
+def _render(report: Report, rows: dict[str, int]) -> str:
+    diag = report.get("diagnosis") or None
+    out = _verdict(report, diag)
+    out += _findings(diag, rows["findings"])
+    out += _headline_table(report, diag, rows["ranks"])
+    out += _gaps(report, diag, rows["gaps"])
     out += _counters(report)
-    return "\n".join(out)
+    more = _details(report, rows)
+    if more:
+        out += ["<details><summary>More: per-step breakdown, top kernels, memcpy, inputs</summary>", ""]
+        out += more
+        out += ["</details>", ""]
+    s = report["summary"]
+    out.append(f"<sub>traceanalyzer {_md(report['tool']['version'])} · minimum gap "
+               f"{fmt_us(report['options']['min_gap_us'])} · {s['ranks']} rank(s), {s['devices']} GPU(s) · "
+               f"every figure is defined in the HTML and JSON reports</sub>")
+    return "\n".join(out) + "\n"
+
+
+def _verdict(report: Report, diag: dict[str, Any] | None) -> list[str]:
+    s = report["summary"]
+    if diag:
+        label = VERDICT_LABELS.get(diag.get("primary") or "", _md(diag.get("primary") or "Undetermined"))
+        out = [f"## traceanalyzer: {label}", ""]
+        if diag.get("headline"):
+            out += [f"**{_md(diag['headline'], 600)}**", ""]
+    else:
+        out = ["## traceanalyzer report", ""]
+    figures = [f"GPU idle **{fmt_pct(s['gpu_idle_fraction'])}**",
+               f"memcpy **{fmt_pct(s['memcpy_share_of_busy'])}** of GPU busy",
+               f"DataLoader wait **{fmt_pct(s['dataloader_wait_fraction'])}**",
+               f"**{s['steps']}** step(s)"]
+    if s.get("samples_per_s") is not None:
+        figures.append(f"**{s['samples_per_s']:.1f}** samples/s")
+    if not s["devices"]:
+        figures[0] = "no GPU activity"
+    return out + [" · ".join(figures), ""]
+
+
+def _findings(diag: dict[str, Any] | None, limit: int) -> list[str]:
+    findings = (diag or {}).get("findings") or []
+    if not diag:
+        return []
+    if not findings:
+        return ["No finding explains a significant share of GPU idle time.", ""]
+    out = ["### Findings", ""]
+    for i, f in enumerate(findings[:limit], 1):
+        share = f.get("share_of_idle")
+        explains = [] if share is None else [f"{fmt_pct(share)} of idle"]
+        if f.get("explains_us") is not None:
+            explains.append(fmt_us(f["explains_us"]))
+        tail = f" ({', '.join(explains)})" if explains else ""
+        out.append(f"{i}. **{_md(f.get('title') or f.get('id') or 'finding', 300)}** "
+                   f"`{_md(f.get('severity') or '')}`{tail}")
+        for a in f.get("advice") or []:
+            out.append(f"   - {_md(a, 400)}")
+        for e in (f.get("evidence") or [])[:3]:
+            out.append(f"   - _evidence:_ {_md(e, 300)}")
+    if len(findings) > limit:
+        out.append(f"\n_{len(findings) - limit} more finding(s) in the HTML report._")
+    return out + [""]
+
+
+def _headline_table(report: Report, diag: dict[str, Any] | None, limit: int) -> list[str]:
+    d_ranks = (diag or {}).get("ranks") or []
+    same = len(d_ranks) == len(report["ranks"])
+    header = ["rank", "device", "window", "steps", "GPU busy", "GPU idle", "memcpy / busy", "DataLoader wait",
+              "gaps", "largest gap"]
+    if diag:
+        header += ["verdict", "idle explained"]
+
+    def rows() -> Iterable[list[str]]:
+        for i, r in enumerate(report["ranks"]):
+            dr = d_ranks[i] if same else {}
+            extra = ([VERDICT_LABELS.get(dr.get("primary") or "", "–"), fmt_us(dr.get("lost_us"))]
+                     if diag else [])
+            if not r["devices"]:
+                yield [_who(r), "no GPU activity", fmt_us(r["window_us"]), str(r["steps"]), "n/a", "n/a", "n/a",
+                       fmt_pct(r["dataloader_wait_fraction"]), "n/a", "n/a"] + extra
+            for d in r["devices"]:
+                yield [_who(r), _md(d["device"]), fmt_us(d["window_us"]), str(r["steps"]), fmt_us(d["gpu_busy_us"]),
+                       fmt_pct(d["gpu_idle_fraction"]), fmt_pct(d["memcpy_share_of_busy"]),
+                       fmt_pct(r["dataloader_wait_fraction"]),
+                       f"{d['gaps']['count']} ({fmt_us(d['gaps']['total_us'])})",
+                       fmt_us(d["gaps"]["largest_us"])] + extra
+
+    total = sum(max(len(r["devices"]), 1) for r in report["ranks"])
+    return ["### Headline figures per rank", ""] + _table(header, rows(), limit, total, "rows")
+
+
+def _gaps(report: Report, diag: dict[str, Any] | None, limit: int) -> list[str]:
+    d_ranks = (diag or {}).get("ranks") or []
+    found: list[tuple[float, list[str]]] = []
+    if d_ranks:
+        for dr in d_ranks:
+            who = "?" if dr.get("rank") is None else str(dr["rank"])
+            for g in dr.get("gaps") or []:
+                ev = "; ".join(f"{_md(e.get('name', ''), 80)} {fmt_pct(e.get('share'))}"
+                               for e in (g.get("evidence") or [])[:2])
+                found.append((float(g.get("duration_us") or 0.0), [
+                    who, _md(g.get("device") or ""), fmt_us(g.get("start_us")), fmt_us(g.get("duration_us")),
+                    "–" if g.get("step") is None else str(g["step"]),
+                    CAUSE_LABELS.get(g.get("cause") or "", _md(g.get("cause") or "–")), ev or "–"]))
+        header = ["rank", "device", "start", "length", "step", "cause", "evidence"]
+    else:
+        for r in report["ranks"]:
+            for d in r["devices"]:
+                for g in d["gaps"]["top"]:
+                    found.append((float(g["duration_us"] or 0.0), [
+                        _who(r), _md(d["device"]), fmt_us(g["start_us"]), fmt_us(g["duration_us"]),
+                        "–" if g["step"] is None else str(g["step"])]))
+        header = ["rank", "device", "start", "length", "step"]
+    if not found:
+        return []
+    found.sort(key=lambda x: -x[0])  # presentation order: longest first
+    return (["### Longest idle gaps", "", "_Start is measured from the rank's window start._", ""]
+            + _table(header, (row for _, row in found), limit, len(found), "gaps"))
+
+
+def _details(report: Report, rows: dict[str, int]) -> list[str]:
+    out: list[str] = []
+    for r in report["ranks"][: rows["ranks"]]:
+        if r["per_step"]:
+            out += [f"#### Per-step breakdown, rank {_who(r)}", ""]
+            out += _table(["step", "duration", "GPU busy", "memcpy", "DataLoader wait", "idle"],
+                          ([str(s["step"]), fmt_us(s["duration_us"]), fmt_us(s["gpu_busy_us"]),
+                            fmt_us(s["memcpy_us"]), fmt_us(s["dataloader_wait_us"]), fmt_us(s["idle_us"])]
+                           for s in r["per_step"]), rows["steps"], len(r["per_step"]), "steps")
+        for d in r["devices"]:
+            if d["top_kernels"]:
+                out += [f"#### Top kernels, rank {_who(r)} {_md(d['device'])}", ""]
+                out += _table(["kernel", "count", "total", "mean"],
+                              ([_md(k["name"]), str(k["count"]), fmt_us(k["total_us"]), fmt_us(k["mean_us"])]
+                               for k in d["top_kernels"]), rows["kernels"], len(d["top_kernels"]), "kernels")
+            if d["memcpy"]["by_direction"]:
+                out += [f"#### Memcpy by direction, rank {_who(r)} {_md(d['device'])}", ""]
+                out += _table(["direction", "copies", "time", "bytes", "bandwidth", "pageable", "pinned"],
+                              ([_md(c["direction"]), str(c["count"]), fmt_us(c["union_us"]),
+                                str(c["bytes"]) if c["copies_with_size"] else "n/a",
+                                "n/a" if c["bandwidth_gbps"] is None else f"{c['bandwidth_gbps']:.1f} GB/s",
+                                str(c["pageable"]), str(c["pinned"])] for c in d["memcpy"]["by_direction"]),
+                              rows["kernels"], len(d["memcpy"]["by_direction"]), "directions")
+    if len(report["ranks"]) > rows["ranks"]:
+        out += [f"_Details of {len(report['ranks']) - rows['ranks']} more rank(s) are in the HTML report._", ""]
+    inputs = report["inputs"]
+    out += ["#### Inputs", ""]
+    out += _table(["file", "format", "events read", "kept", "warnings"],
+                  ([_md(i["path"]), _md(i["format"]), str(i["events_read"]), str(i["events_kept"]),
+                    "; ".join(_md(w, 200) for w in i["warnings"][: rows["warnings"]]) or "–"] for i in inputs),
+                  rows["inputs"], len(inputs), "inputs")
+    if report["warnings"]:
+        out += [f"- {_md(w, 300)}" for w in report["warnings"][: rows["warnings"]]] + [""]
+    return out
 
 
 def _counters(report: Report) -> list[str]:
-    out: list[str] = []
+    """nvidia-smi logs: alignment per log and utilisation per GPU (one row each: small)."""
     logs = report.get("counter_logs", [])
     if not logs:
-        return out
-    out += ["### nvidia-smi logs", "", "| log | clock | offset | found by | fit r | ambiguous |",
-            "|---|---|---|---|---|---|"]
+        return []
+    out = ["### nvidia-smi logs", "", "| log | clock | offset | found by | fit r | ambiguous |",
+           "|---|---|---|---|---|---|"]
     for log in logs:
         fit = log["fit"] or {}
         offset = "own clock" if log["offset_s"] is None else f"{log['offset_s']:+.3f} s"
-        out.append(f"| {_cell(log['path'])} | {log['clock']} | {offset} | {log['offset_method'] or 'n/a'} | "
-                   f"{_num(fit.get('correlation'))} | {fit.get('ambiguous', 'n/a')} |")
+        r = fit.get("correlation")
+        out.append(f"| {_md(log['path'])} | {_md(log['clock'])} | {offset} | {_md(log['offset_method'] or 'n/a')} | "
+                   f"{'n/a' if r is None else f'{r:.2f}'} | {fit.get('ambiguous', 'n/a')} |")
     out += ["", "| GPU | SM util mean | in trace window | zero-util runs | longest zero run | trace busy vs log |",
             "|---|---|---|---|---|---|"]
     for d in report.get("counters", []):
@@ -52,15 +246,7 @@ def _counters(report: Report) -> list[str]:
         check = "n/a" if not cc else (f"{cc['trace_busy_pct']:.1f}% vs {cc['log_util_pct']:.1f}%"
                                       + (" (disagree)" if cc["disagrees"] else ""))
         longest = "n/a" if not z.get("runs") else f"{z['longest_s']:g} s from +{z['longest_start_s']:g} s"
-        out.append(f"| {d['device']} | {_pct(sm.get('mean'))} | {_pct(sm.get('window_mean'))} | "
-                   f"{z.get('runs', 'n/a')} | {longest} | {check} |")
-    out.append("")
-    return out
-
-
-def _num(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.2f}"
-
-
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.1f}%"
+        mean, inside = sm.get("mean"), sm.get("window_mean")
+        out.append(f"| {_md(d['device'])} | {'n/a' if mean is None else f'{mean:.1f}%'} | "
+                   f"{'n/a' if inside is None else f'{inside:.1f}%'} | {z.get('runs', 'n/a')} | {longest} | {check} |")
+    return out + [""]

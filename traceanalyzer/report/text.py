@@ -27,40 +27,59 @@ def fmt_pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.1f}%"
 
 
+MAX_RANKS_SHOWN = 8
+
+
+def _clean(text: object) -> str:
+    """One line of printable text: control characters (e.g. terminal escapes in a trace name) dropped."""
+    return "".join(c if c.isprintable() else " " for c in " ".join(str(text).split()))
+
+
+def _wrap(text: str, first: str, rest: str) -> list[str]:
+    return textwrap.wrap(_clean(text), WIDTH, initial_indent=first, subsequent_indent=rest,
+                         break_long_words=True, break_on_hyphens=False) or [first.rstrip()]
+
+
 def render_text(report: Report) -> str:
     lines: list[str] = []
     ranks = report["ranks"]
     lines.append(f"traceanalyzer {report['tool']['version']}: {len(report['inputs'])} input(s), {len(ranks)} rank(s)")
-    diagnosis = report.get("diagnosis") or {}
-    verdict = diagnosis.get("headline")
-    if verdict:
-        lines += textwrap.wrap("Verdict: " + verdict, WIDTH, subsequent_indent="  ")
-    if diagnosis:
-        lines.extend(_diagnosis_lines(diagnosis))
-    for r in ranks:
+    diag = report.get("diagnosis") or {}
+    if diag.get("headline"):
+        lines += _wrap(diag["headline"], "Verdict: ", "  ")
+    if diag:
+        lines.extend(_diagnosis_lines(diag))
+    s = report.get("summary")
+    if s and len(ranks) > 1:
+        lines += _wrap(f"GPU idle {fmt_pct(s['gpu_idle_fraction'])}, memcpy {fmt_pct(s['memcpy_share_of_busy'])} of "
+                       f"busy, DataLoader wait {fmt_pct(s['dataloader_wait_fraction'])}, {s['steps']} step(s), "
+                       f"{s['devices']} GPU(s)", "Overall: ", "  ")
+    for r in ranks[:MAX_RANKS_SHOWN]:
         lines.append(_rank_line(r))
         if not r["devices"]:
             lines.append("  no GPU activity in this trace")
         for d in r["devices"]:
             lines.extend(_device_lines(d))
+    if len(ranks) > MAX_RANKS_SHOWN:
+        lines.append(f"... and {len(ranks) - MAX_RANKS_SHOWN} more rank(s) in the report")
     lines.extend(counter_lines(report))
     warnings = sum(len(i["warnings"]) for i in report["inputs"]) + len(report["warnings"])
     if warnings:
         lines.append(f"{warnings} warning(s) while reading; see the report's Inputs section")
-    return "\n".join(line[:WIDTH] for line in lines) + "\n"
+    return "\n".join(_clean(line)[:WIDTH] if len(line) > WIDTH else line for line in lines) + "\n"
 
 
 def _diagnosis_lines(d: dict[str, Any]) -> list[str]:
-    """Primary verdict, then the top findings with their first pieces of advice."""
-    primary = f"Primary bottleneck: {d['primary']}"
+    """Primary verdict, then the top findings with their first pieces of advice (trace text cleaned)."""
+    primary = f"Primary bottleneck: {_clean(d.get('primary') or 'undetermined')}"
     if d.get("host_primary"):
-        primary += f" (host loop: {d['host_primary']})"
+        primary += f" (host loop: {_clean(d['host_primary'])})"
     lines = [primary]
-    for f in d.get("findings", [])[:TOP_FINDINGS]:
-        win = f" - up to {fmt_us(f['explains_us'])}" if f.get("cause") else ""
-        lines += textwrap.wrap(f"* [{f['severity']}] {f['title']}{win}", WIDTH, subsequent_indent="    ")
-        for a in f.get("advice", [])[:ADVICE_PER_FINDING]:
-            lines += textwrap.wrap(a, WIDTH, initial_indent="  - ", subsequent_indent="    ")
+    for f in (d.get("findings") or [])[:TOP_FINDINGS]:
+        win = f" - up to {fmt_us(f.get('explains_us'))}" if f.get("cause") and f.get("explains_us") is not None else ""
+        lines += _wrap(f"[{f.get('severity') or ''}] {f.get('title') or f.get('id') or ''}{win}", "* ", "    ")
+        for a in (f.get("advice") or [])[:ADVICE_PER_FINDING]:
+            lines += _wrap(a, "  - ", "    ")
     return lines
 
 

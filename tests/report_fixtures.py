@@ -1,0 +1,136 @@
+"""Report fixtures: small Kineto traces for each input shape, and a fake diagnosis.
+
+The diagnosis is built by another branch; until it lands, `fake_diagnosis` writes a dict of
+the agreed shape (primary, headline, findings, ranks with gaps / per_step / idle_by_cause_us)
+from a Report's own gaps, so that the renderers can be tested with and without one.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from kineto_builder import KinetoTrace
+
+from traceanalyzer.analyses.summary import analyze
+from traceanalyzer.formats import ReadOptions, load_paths
+from traceanalyzer.report.build import Report, build_report
+
+HOSTILE = ['<script>alert(1)</script>', '"><img src=x onerror=alert(2)>', "</script><script>alert(3)</script>",
+           "{{ 7*7 }}", "| pipe | `tick` *star* [link](javascript:alert(4))"]
+CAUSE_CYCLE = ("dataloader", "sync", "memcpy", "launch", "host_compute", "checkpoint", "communication", "unknown")
+
+
+def single_gpu(path: Path, steps: int = 4, kernels_per_step: int = 6, kernel_name: str = "gemm_kernel") -> Path:
+    """Steps of 1000 us: DataLoader wait 0-300, kernels from 300, one HtoD copy; known figures."""
+    t = KinetoTrace()
+    for i in range(steps):
+        base = i * 1000
+        t.step(i + 1, base, 1000).dataloader(base, 300)
+        t.memcpy(base + 300, 50, nbytes=4_000_000)
+        for k in range(kernels_per_step):
+            t.kernel(base + 360 + 100 * k, 80, name=kernel_name)
+    return t.write(path)
+
+
+def multi_rank(folder: Path, ranks: int = 2) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for r in range(ranks):
+        t = KinetoTrace(rank=r)
+        for i in range(3):
+            base = i * 2000
+            t.step(i + 1, base, 2000).dataloader(base, 200 * (r + 1))
+            t.kernel(base + 500, 700, device=r)
+            t.kernel(base + 1300, 400, name="ncclKernel_AllReduce_RING_LL_Sum_float", device=r)
+            t.host("cudaStreamSynchronize", base + 1250, 300, cat="cuda_runtime")
+        t.write(folder / f"rank{r}.json")
+    return folder
+
+
+def cpu_only(path: Path) -> Path:
+    t = KinetoTrace()
+    for i in range(3):
+        t.step(i + 1, i * 500, 500, gpu_copy=False).host("aten::mm", i * 500 + 10, 400)
+    return t.write(path)
+
+
+def empty(path: Path) -> Path:
+    return KinetoTrace().write(path)
+
+
+def hostile(path: Path) -> Path:
+    """Kernel, op and step-adjacent names that try to break out of HTML, JS, jinja and Markdown."""
+    t = KinetoTrace()
+    t.step(1, 0, 5000).dataloader(0, 400)
+    for j, name in enumerate(HOSTILE):
+        t.kernel(500 + 800 * j, 300, name=name)
+        t.host(name, 450 + 800 * j, 40, cat="cpu_op")
+        t.host(name + " cudaStreamSynchronize", 800 + 800 * j, 20, cat="cuda_runtime")
+    return t.write(path)
+
+
+def report_for(paths: list[Path], min_gap_ns: int = 100_000, diagnosed: bool = False, **fake: Any) -> Report:
+    """The Report of `paths`; with `diagnosed`, given a fake diagnosis through `extra`, as the CLI will."""
+    tl = load_paths(paths, ReadOptions())
+    analysis = analyze(tl, min_gap_ns=min_gap_ns)
+    report = build_report(tl, analysis)
+    if diagnosed:
+        report = build_report(tl, analysis, {"diagnosis": fake_diagnosis(report, **fake)})
+    return report
+
+
+def report_with_counters(path: Path, samples: int = 600) -> Report:
+    """A single-GPU report whose Timeline also holds SM-utilisation samples over -1 ms .. 5 ms."""
+    import numpy as np
+    import pandas as pd
+
+    from traceanalyzer import timeline as T
+
+    tl = load_paths([single_gpu(path)], ReadOptions())
+    ts = np.linspace(-1_000_000, 5_000_000, samples).astype(np.int64)
+    value = 50 + 45 * np.sin(np.arange(samples) / 20.0)
+    tl.counters = pd.DataFrame({
+        "ts_ns": ts, "device": np.zeros(samples, np.int32),
+        "metric": pd.Categorical(["sm_util_pct"] * samples), "value": value,
+        "source": np.zeros(samples, np.int32)})[list(T.COUNTER_COLUMNS)]
+    return build_report(tl, analyze(tl))
+
+
+def fake_diagnosis(report: Report, evidence_name: str = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
+                   findings: int = 4) -> dict[str, Any]:
+    """A diagnosis of the agreed shape whose gaps are the report's own, causes cycling."""
+    ranks = []
+    for r in report["ranks"]:
+        gaps, by_cause = [], {c: 0.0 for c in CAUSE_CYCLE}
+        for d in r["timeline"]["devices"]:
+            g = d["gaps"]
+            for i, (start, dur) in enumerate(zip(g["start_us"], g["dur_us"])):
+                cause = CAUSE_CYCLE[i % len(CAUSE_CYCLE)]
+                by_cause[cause] += dur
+                gaps.append({"device": d["device"], "start_us": start, "duration_us": dur, "step": g["step"][i],
+                             "cause": cause, "evidence": [{"name": evidence_name, "share": 0.93}]})
+        gaps.sort(key=lambda x: -x["duration_us"])
+        per_step = [{"step": s["step"], "idle_by_cause_us": {"dataloader": round(0.6 * s["idle_us"], 3),
+                                                                "sync": round(0.25 * s["idle_us"], 3)}}
+                    for s in r["per_step"]]
+        ranks.append({"rank": r["rank"], "primary": "input_bound", "host_primary": "input_bound",
+                      "lost_us": round(sum(by_cause.values()), 3), "idle_by_cause_us": by_cause,
+                      "findings": [], "per_step": per_step, "gaps": gaps})
+    found = [
+        {"id": "input_bound", "cause": "dataloader", "title": f"The GPU waits for {evidence_name}",
+         "severity": "high", "explains_us": 1234.5, "share_of_idle": 0.9,
+         "evidence": [f"{evidence_name} covers 93% of idle time", "12 of 12 steps start with a wait"],
+         "advice": ["Raise DataLoader(num_workers=...) and set pin_memory=True.", "Prefetch: persistent_workers=True."]},
+        {"id": "sync_bound", "cause": "sync", "title": "Host synchronisations stall the queue", "severity": "medium",
+         "explains_us": 300.0, "share_of_idle": 0.25, "evidence": ["cudaStreamSynchronize 80 calls"],
+         "advice": ["Avoid .item() in the training loop."]},
+        {"id": "memcpy_bound", "cause": "memcpy", "title": "Pageable host-to-device copies", "severity": "low",
+         "explains_us": 50.0, "share_of_idle": 0.05, "evidence": ["4 pageable HtoD copies"],
+         "advice": ["Pin host memory."]},
+        {"id": "launch_bound", "cause": "launch", "title": "Many tiny kernels", "severity": "low",
+         "explains_us": 10.0, "share_of_idle": 0.01, "evidence": ["median kernel 4 us"],
+         "advice": ["Use CUDA graphs or torch.compile."]},
+    ][:findings]
+    return {"primary": "input_bound", "host_primary": "input_bound",
+            "headline": "GPU idle 44% of the window; 90% of that idle time is spent waiting for the DataLoader.",
+            "findings": found, "ranks": ranks}

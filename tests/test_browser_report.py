@@ -1,0 +1,213 @@
+"""The HTML report in a real browser: headless Chromium (Debian's `chromium`) through playwright.
+
+Each page must load with no console error and no network request (every request that is not
+file: or data: is refused and fails the test), draw its timeline and charts at a real size,
+react to hover and zoom, and run nothing from a hostile trace. A screenshot of each page goes
+to artifacts/ for a person to look at. Without Chromium the test is skipped, except under CI,
+where it fails.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+from report_fixtures import HOSTILE, empty, hostile, report_for, report_with_counters
+
+from traceanalyzer.report.html import render_html
+
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
+                 "--disable-default-apps", "--disable-extensions"]
+ARTIFACTS = ROOT / "artifacts"
+
+# (screenshot name, corpus paths or a builder, with a fake diagnosis)
+CORPUS_CASES = {
+    "owlv2_h100": (["tl_h100/google_owlv2-large-patch14-ensemble__1016001.json.gz"], True),
+    "sampled_2rank": (["hta_sampled_2rank"], True),
+    "nccl": (["hta_nccl/nccl_data.json.gz"], True),
+    "cpu_only": (["hta_cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"], False),
+    "xdit_largest": (["tl_xdit_sd35/profile_trace_rank_0.json.gz"], False),
+}
+
+
+def _chromium() -> str:
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    reason = None
+    if not found:
+        reason = "Chromium is not installed (apt-get install chromium)"
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        reason = "the playwright package is not installed"
+    if reason:
+        if os.environ.get("CI"):
+            pytest.fail(f"{reason}; CI is set, so the browser test must run")
+        pytest.skip(reason)
+    return str(found)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    path = _chromium()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+def open_report(browser, html_path: Path):
+    """Load a report page; returns (page, console errors, refused requests, dialogs)."""
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    errors: list[str] = []
+    refused: list[str] = []
+    dialogs: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+
+    def route(r):
+        url = r.request.url
+        if url.startswith(("file:", "data:")):
+            r.continue_()
+        else:
+            refused.append(url)
+            r.abort()
+
+    page.route("**/*", route)
+    page.goto(html_path.resolve().as_uri())
+    page.wait_for_load_state("load")
+    return page, errors, refused, dialogs
+
+
+def box(locator) -> dict:
+    b = locator.bounding_box()
+    assert b is not None, "element not rendered"
+    return b
+
+
+def check_page(page, report) -> None:
+    timelines = page.locator(".tl canvas")
+    assert timelines.count() == len(report["ranks"])
+    for i in range(timelines.count()):
+        b = box(timelines.nth(i))
+        assert b["width"] > 600 and b["height"] > 20
+    stepcharts = page.locator(".stepchart svg")
+    assert stepcharts.count() == sum(1 for r in report["ranks"] if r["per_step"])
+    for i in range(stepcharts.count()):
+        b = box(stepcharts.nth(i))
+        assert b["width"] > 300 and b["height"] > 100
+        assert stepcharts.nth(i).locator("rect").count() > 0
+    hists = page.locator(".histchart svg")
+    assert hists.count() == sum(len(r["devices"]) for r in report["ranks"])
+    for i in range(hists.count()):
+        b = box(hists.nth(i))
+        assert b["width"] > 200 and b["height"] > 100
+    for section in ("verdict", "figures", "timeline", "steps", "gaps", "memcpy", "kernels", "inputs", "definitions"):
+        assert box(page.locator(f"#{section}"))["height"] > 20
+
+
+def interact(page, report) -> None:
+    """Hover over the first GPU lane shows a tooltip; wheel zoom changes the shown range."""
+    tl = report["ranks"][0]["timeline"]
+    if not tl["devices"] or not tl["window_us"]:
+        return
+    canvas = page.locator(".tl canvas").first
+    canvas.scroll_into_view_if_needed()
+    b = box(canvas)
+    lane_y = 20 + 4 + (18 + 6 if tl["steps"]["step"] else 0) + 12  # axis, steps lane, into the GPU lane
+    x = b["x"] + 124 + (b["width"] - 130) * 0.5
+    page.mouse.move(x, b["y"] + lane_y)
+    assert page.locator("#tip").is_visible()
+    assert page.locator("#tip .t").text_content().startswith(tl["devices"][0]["device"])
+    rng = page.locator(".tl .tl-range").first
+    before = rng.text_content()
+    page.mouse.wheel(0, -400)
+    page.wait_for_timeout(100)
+    assert rng.text_content() != before and " of " in rng.text_content()
+    page.mouse.move(x + 40, b["y"] + lane_y)  # pan by dragging
+    page.mouse.down()
+    page.mouse.move(x - 120, b["y"] + lane_y, steps=4)
+    page.mouse.up()
+    page.locator(".tl button[data-act=reset]").first.click()
+    page.wait_for_timeout(50)
+    assert rng.text_content() == before
+
+
+@pytest.mark.parametrize("name", list(CORPUS_CASES))
+def test_corpus_report_in_browser(browser, corpus, tmp_path, name):
+    paths, diagnosed = CORPUS_CASES[name]
+    report = report_for([corpus / p for p in paths], diagnosed=diagnosed)
+    html_path = tmp_path / f"{name}.html"
+    html_path.write_text(render_html(report), encoding="utf-8")
+    page, errors, refused, dialogs = open_report(browser, html_path)
+    try:
+        check_page(page, report)
+        interact(page, report)
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.mouse.move(0, 0)
+        page.evaluate("window.scrollTo(0, 0)")
+        page.screenshot(path=str(ARTIFACTS / f"report-{name}.png"), full_page=True)
+    finally:
+        page.close()
+    assert errors == [] and refused == [] and dialogs == []
+
+
+def test_hostile_names_execute_nothing(browser, tmp_path):
+    report = report_for([hostile(tmp_path / "hostile.json")], diagnosed=True, evidence_name=HOSTILE[1])
+    html_path = tmp_path / "hostile.html"
+    html_path.write_text(render_html(report), encoding="utf-8")
+    page, errors, refused, dialogs = open_report(browser, html_path)
+    try:
+        check_page(page, report)
+        interact(page, report)
+        page.wait_for_timeout(200)
+        assert page.locator("img").count() == 0
+        assert page.evaluate("document.scripts.length") == 2
+        names = page.locator("td.kname code").all_text_contents()
+        for name in HOSTILE:
+            assert name in names
+        assert HOSTILE[1] in page.locator("#findings").text_content()
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.mouse.move(0, 0)
+        page.evaluate("window.scrollTo(0, 0)")
+        page.screenshot(path=str(ARTIFACTS / "report-hostile.png"), full_page=True)
+    finally:
+        page.close()
+    assert dialogs == [] and errors == [] and refused == []
+
+
+def test_empty_report_in_browser(browser, tmp_path):
+    report = report_for([empty(tmp_path / "empty.json")])
+    html_path = tmp_path / "empty.html"
+    html_path.write_text(render_html(report), encoding="utf-8")
+    page, errors, refused, dialogs = open_report(browser, html_path)
+    try:
+        assert page.locator(".tl canvas").count() == 1 and box(page.locator(".tl canvas"))["height"] > 0
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "report-empty.png"), full_page=True)
+    finally:
+        page.close()
+    assert errors == [] and refused == [] and dialogs == []
+
+
+def test_counter_lane_in_browser(browser, tmp_path):
+    report = report_with_counters(tmp_path / "one.json")
+    html_path = tmp_path / "counters.html"
+    html_path.write_text(render_html(report), encoding="utf-8")
+    page, errors, refused, dialogs = open_report(browser, html_path)
+    try:
+        check_page(page, report)
+        interact(page, report)
+        canvas = page.locator(".tl canvas").first
+        b = box(canvas)
+        page.mouse.move(b["x"] + 400, b["y"] + b["height"] - 12)  # the counter lane is the last one
+        assert page.locator("#tip .t").text_content() == "cuda:0 sm_util_pct"
+    finally:
+        page.close()
+    assert errors == [] and refused == [] and dialogs == []

@@ -1,0 +1,155 @@
+"""Renderers: structure, escaping, determinism and size limits (not the figures: see test_report_data)."""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+
+import pytest
+from markdown_it import MarkdownIt
+from report_fixtures import HOSTILE, cpu_only, empty, hostile, multi_rank, report_for, single_gpu
+
+from traceanalyzer.report.html import render_html
+from traceanalyzer.report.markdown import MAX_CHARS, render_markdown
+from traceanalyzer.report.text import WIDTH, render_text
+
+SECTIONS = ("verdict", "figures", "ranks", "timeline", "steps", "gaps", "memcpy", "kernels", "inputs", "definitions")
+CASES = {
+    "empty": lambda tmp: [empty(tmp / "empty.json")],
+    "cpu_only": lambda tmp: [cpu_only(tmp / "cpu.json")],
+    "single_gpu": lambda tmp: [single_gpu(tmp / "one.json")],
+    "multi_rank": lambda tmp: [multi_rank(tmp / "job", ranks=3)],
+}
+
+
+def md_tables(text: str) -> list[list[int]]:
+    """Parse as GitHub would (CommonMark + tables + raw HTML); the cell count of every row per table."""
+    tokens = MarkdownIt("commonmark", {"html": True}).enable("table").parse(text)
+    tables: list[list[int]] = []
+    cells = 0
+    for tok in tokens:
+        if tok.type == "table_open":
+            tables.append([])
+        elif tok.type == "tr_open":
+            cells = 0
+        elif tok.type in ("th_open", "td_open"):
+            cells += 1
+        elif tok.type == "tr_close":
+            tables[-1].append(cells)
+    return tables
+
+
+def assert_tables_well_formed(text: str, expect_tables: bool = True) -> None:
+    tables = md_tables(text)
+    if expect_tables:
+        assert tables, "no table token"
+    for rows in tables:
+        assert len(set(rows)) == 1, f"rows with different cell counts: {rows}"
+
+
+def markdown_html(text: str) -> str:
+    return MarkdownIt("commonmark", {"html": True}).enable("table").render(text)
+
+
+@pytest.mark.parametrize("diagnosed", [False, True], ids=["plain", "diagnosed"])
+@pytest.mark.parametrize("case", list(CASES))
+def test_every_section_renders(tmp_path, case, diagnosed):
+    report = report_for(CASES[case](tmp_path), diagnosed=diagnosed)
+    html = render_html(report)
+    for section in SECTIONS:
+        assert f'<section id="{section}"' in html, section
+    assert ('<section id="findings"' in html) == diagnosed
+    for name in report["definitions"]:
+        assert f'id="def-{name}"' in html
+    assert html.count("<script") == 2 and html.count("</script>") == 2  # the data block and our code
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html), "external resource"
+    md = render_markdown(report)
+    assert len(md) <= MAX_CHARS
+    assert_tables_well_formed(md)
+    text = render_text(report)
+    assert all(len(line) <= WIDTH for line in text.splitlines())
+    if diagnosed:
+        assert "Primary bottleneck: input_bound" in text and "Input bound" in md and "Findings" in html
+
+
+def test_hostile_names_are_text_everywhere(tmp_path):
+    report = report_for([hostile(tmp_path / "h.json")], diagnosed=True, evidence_name=HOSTILE[1])
+    html = render_html(report)
+    assert html.count("<script") == 2 and html.count("</script>") == 2
+    assert "<img" not in html and "alert(1)</script>" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "&#34;&gt;&lt;img src=x onerror=alert(2)&gt;" in html
+    assert "{{ 7*7 }}" in html and ">49<" not in html  # not evaluated as a template
+    data = re.search(r'<script type="application/json" id="report-data">(.*?)</script>', html, re.DOTALL).group(1)
+    assert "<" not in data and ">" not in data  # tojson escapes them inside the data block
+    md = render_markdown(report)
+    out = markdown_html(md)
+    assert "<script" not in out and "<img" not in out and 'href="javascript' not in out
+    assert_tables_well_formed(md)
+    text = render_text(report)
+    assert "\x1b" not in text
+
+
+def test_html_is_byte_identical_for_the_same_input(tmp_path):
+    trace = [multi_rank(tmp_path / "job", ranks=2)]
+    first = render_html(report_for(trace, diagnosed=True)).encode()
+    second = render_html(report_for(trace, diagnosed=True)).encode()
+    assert first == second
+    assert render_markdown(report_for(trace)) == render_markdown(report_for(trace))
+
+
+def test_html_degrades_without_diagnosis_keys(tmp_path):
+    report = report_for([single_gpu(tmp_path / "one.json")])
+    report["diagnosis"] = {"primary": "something_new", "findings": [{"title": "only a title"}],
+                           "ranks": [{"gaps": [{"device": "cuda:0"}]}]}
+    html = render_html(report)
+    assert "only a title" in html and "Undetermined" in html
+    assert render_markdown(report) and render_text(report)
+
+
+def test_markdown_fits_a_github_comment_however_large(tmp_path):
+    report = report_for([single_gpu(tmp_path / "one.json", steps=50)], diagnosed=True)
+    big = copy.deepcopy(report)
+    big["ranks"] = [dict(report["ranks"][0], rank=i) for i in range(600)]
+    big["inputs"] = [dict(report["inputs"][0], path=f"/traces/rank{i}.json", warnings=["x" * 300] * 5)
+                     for i in range(600)]
+    big["diagnosis"]["ranks"] = [dict(report["diagnosis"]["ranks"][0], rank=i) for i in range(600)]
+    md = render_markdown(big)
+    assert len(md) <= MAX_CHARS
+    assert "more rows not shown" in md or "more rank(s)" in md
+    assert_tables_well_formed(md)
+    text = render_text(big)
+    assert len(text.splitlines()) < 60 and all(len(line) <= WIDTH for line in text.splitlines())
+
+
+LARGE = ("tl_xdit_sd35/profile_trace_rank_0.json.gz",
+         "tl_h100/google_owlv2-large-patch14-ensemble__1016001.json.gz",
+         "tl_mi300/google_owlv2-large-patch14-ensemble__1016001.json.gz")
+
+
+@pytest.mark.parametrize("name", LARGE)
+def test_large_corpus_traces_fit(corpus, name):
+    report = report_for([corpus / name], diagnosed=True)
+    md = render_markdown(report)
+    assert len(md) <= MAX_CHARS
+    assert_tables_well_formed(md)
+    html = render_html(report).encode()
+    assert len(html) <= 3 * 1024 * 1024
+    assert html == render_html(report_for([corpus / name], diagnosed=True)).encode()
+
+
+def test_cli_writes_html_and_prints_the_summary(tmp_path):
+    from click.testing import CliRunner
+
+    from traceanalyzer.cli import main
+
+    trace = single_gpu(tmp_path / "one.json")
+    res = CliRunner().invoke(main, ["report", str(trace), "-o", str(tmp_path / "r.html")])
+    assert res.exit_code == 0, res.output
+    assert "GPU idle" in (tmp_path / "r.html").read_text() and "idle 47.0%" in res.output
+    # the summary fits 80 columns (the last line names the output file, however long its path)
+    assert all(len(line) <= WIDTH for line in res.output.splitlines() if not line.startswith("Report ("))
+    res = CliRunner().invoke(main, ["report", str(trace), "--format", "md", "-o", "-"])
+    assert res.exit_code == 0 and res.stdout.startswith("## traceanalyzer")
+    assert Path(tmp_path / "r.html").stat().st_size < 3 * 1024 * 1024

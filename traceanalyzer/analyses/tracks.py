@@ -1,0 +1,237 @@
+"""What a rank's timeline looks like, reduced to a bounded number of blocks for drawing.
+
+Timeline -> frozen `RankTracks`: per device the GPU busy intervals and copies, the idle gaps,
+the host's operator / DataLoader / synchronize / copy-call ranges, the steps and sampled counters. A trace
+may hold millions of kernels; a picture needs at most a few thousand rectangles per track, so
+`coarsen` merges neighbouring intervals across the *shortest* separations first: the longest
+idle stretches always stay visible, and every block keeps how much of it is really covered.
+
+Times stay int64 nanoseconds on the rank's clock here; the report converts them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .. import timeline as T
+from ..timeline import Timeline
+from . import _intervals as iv
+from .figures import Window, idle_intervals, steps
+
+MAX_BLOCKS_PER_TRACK = 2000
+MIN_BLOCKS_PER_TRACK = 200
+# All block tracks of one report share this budget, so a 64-rank job stays a few MB.
+TIMELINE_BLOCK_BUDGET = 20_000
+MAX_STEPS_DRAWN = 2000
+MAX_COUNTER_POINTS = 1000
+MAX_NAME_CHARS = 160
+# Host runtime / driver calls drawn on the host lanes (matched case-insensitively on the name).
+HOST_SYNC_PATTERN = re.compile(r"synchroni[sz]e", re.IGNORECASE)  # cudaStreamSynchronize, hipDeviceSynchronize...
+HOST_COPY_PATTERN = re.compile(r"memcpy", re.IGNORECASE)  # cudaMemcpyAsync, hipMemcpyDtoH, cuMemcpy...
+
+
+@dataclass(frozen=True)
+class Blocks:
+    """Disjoint drawn blocks; each covers `covered_ns` of its span with `count` events.
+
+    `name_idx` points into `names`: the longest event starting in the block (-1 when none).
+    """
+
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    covered_ns: np.ndarray
+    count: np.ndarray
+    name_idx: np.ndarray
+    names: tuple[str, ...]
+    intervals: int  # disjoint intervals before merging (== len(start_ns) when nothing merged)
+
+
+@dataclass(frozen=True)
+class GapTrack:
+    start_ns: np.ndarray  # the longest gaps, sorted by start
+    dur_ns: np.ndarray
+    step: np.ndarray  # step number holding the gap start, -1 when none
+    total: int  # all gaps of at least min_gap (the arrays may hold fewer)
+
+
+@dataclass(frozen=True)
+class DeviceTrack:
+    device: int
+    busy: Blocks
+    copies: Blocks
+    gaps: GapTrack
+
+
+@dataclass(frozen=True)
+class HostTrack:
+    kind: str  # "ops" (framework operators, user annotations) | "dataloader" | "sync" | "copy"
+    blocks: Blocks
+
+
+@dataclass(frozen=True)
+class CounterTrack:
+    device: int
+    metric: str
+    ts_ns: np.ndarray
+    value: np.ndarray
+    samples: int  # before downsampling
+
+
+@dataclass(frozen=True)
+class RankTracks:
+    window: Window
+    step_number: np.ndarray
+    step_start_ns: np.ndarray
+    step_end_ns: np.ndarray
+    steps_total: int
+    devices: tuple[DeviceTrack, ...]
+    host: tuple[HostTrack, ...]
+    counters: tuple[CounterTrack, ...]
+
+
+def blocks_per_track(n_tracks: int) -> int:
+    """The per-track block limit when `n_tracks` tracks share the report's budget."""
+    if n_tracks <= 0:
+        return MAX_BLOCKS_PER_TRACK
+    return int(min(MAX_BLOCKS_PER_TRACK, max(MIN_BLOCKS_PER_TRACK, TIMELINE_BLOCK_BUDGET // n_tracks)))
+
+
+def coarsen(starts: np.ndarray, ends: np.ndarray, names: np.ndarray | None, lo: int, hi: int,
+            max_blocks: int) -> Blocks:
+    """Events [starts, ends) clipped to [lo, hi) -> at most `max_blocks` blocks.
+
+    The union of the events is split at its `max_blocks - 1` longest separations.
+    """
+    starts = np.asarray(starts, dtype=np.int64)
+    ends = np.asarray(ends, dtype=np.int64)
+    inside = (ends > lo) & (starts < hi) if hi > lo else np.zeros(len(starts), bool)
+    starts, ends = np.maximum(starts[inside], lo), np.minimum(ends[inside], hi)
+    u_start, u_end = iv.union(starts, ends)
+    n = len(u_start)
+    lengths = u_end - u_start
+    if n > max_blocks:
+        separations = u_start[1:] - u_end[:-1]
+        keep = np.argsort(-separations, kind="stable")[: max_blocks - 1]
+        split = np.zeros(n - 1, dtype=bool)
+        split[keep] = True
+        first = np.flatnonzero(np.r_[True, split])
+        b_start, b_end = u_start[first], u_end[np.r_[first[1:] - 1, n - 1]]
+        covered = np.add.reduceat(lengths, first) if n else lengths
+    else:
+        b_start, b_end, covered = u_start, u_end, lengths
+    which = np.searchsorted(b_start, starts, side="right") - 1
+    which = np.clip(which, 0, None)
+    count = np.bincount(which, minlength=len(b_start)).astype(np.int64) if len(b_start) else np.zeros(0, np.int64)
+    name_idx = np.full(len(b_start), -1, dtype=np.int64)
+    table: tuple[str, ...] = ()
+    if names is not None and len(starts) and len(b_start):
+        ev_names = np.asarray(names, dtype=object)[inside]
+        # Longest event of each block: sort by (block, -duration), take each block's first.
+        order = np.lexsort((-(ends - starts), which))
+        firsts = order[np.r_[True, which[order][1:] != which[order][:-1]]]
+        uniq, inverse = np.unique(ev_names[firsts].astype(str), return_inverse=True)
+        table = tuple(s[:MAX_NAME_CHARS] for s in uniq.tolist())
+        name_idx[which[firsts]] = inverse
+    return Blocks(b_start, b_end, covered.astype(np.int64), count, name_idx, table, n)
+
+
+def _frame_arrays(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    ts = frame["ts_ns"].to_numpy()
+    return ts, ts + frame["dur_ns"].to_numpy(), frame["name"].astype(str).to_numpy()
+
+
+def _gap_track(tl: Timeline, rank: int, device: int, window: Window, min_gap_ns: int,
+               max_gaps: int) -> GapTrack:
+    g_start, g_end = idle_intervals(tl, rank, device, window, min_gap_ns)
+    total = len(g_start)
+    if total > max_gaps:
+        keep = np.sort(np.argsort(-(g_end - g_start), kind="stable")[:max_gaps])
+        g_start, g_end = g_start[keep], g_end[keep]
+    st = steps(tl, rank)
+    idx = iv.locate(g_start, st.start_ns, st.end_ns) if len(st) else np.full(len(g_start), -1)
+    step = np.where(idx >= 0, st.number[np.clip(idx, 0, None)] if len(st) else -1, -1)
+    return GapTrack(g_start, g_end - g_start, step.astype(np.int64), total)
+
+
+def _downsample(ts: np.ndarray, value: np.ndarray, max_points: int) -> tuple[np.ndarray, np.ndarray]:
+    """Mean of equal-count buckets (sorted by time) when there are too many samples."""
+    order = np.argsort(ts, kind="stable")
+    ts, value = ts[order], value[order]
+    if len(ts) <= max_points:
+        return ts, value
+    edges = np.linspace(0, len(ts), max_points + 1).astype(np.int64)
+    first = edges[:-1]
+    counts = np.diff(edges)
+    t = (np.add.reduceat(ts.astype(np.float64), first) / counts).astype(np.int64)
+    finite = np.where(np.isnan(value), 0.0, value)
+    n_ok = np.add.reduceat((~np.isnan(value)).astype(np.int64), first)
+    v = np.where(n_ok > 0, np.add.reduceat(finite, first) / np.maximum(n_ok, 1), np.nan)
+    return t, v
+
+
+def rank_tracks(tl: Timeline, rank: int, window: Window, device_windows: dict[int, Window],
+                min_gap_ns: int, max_blocks: int) -> RankTracks:
+    """Every drawn track of one rank over `window`, each bounded by `max_blocks`.
+
+    Gaps use each device's own window (`device_windows`), as the gap figures do.
+    """
+    lo, hi = window.start_ns, window.end_ns
+    ev = tl.rank_events(rank)
+    kind = ev["kind"].to_numpy()
+    device_col = ev["device"].to_numpy()
+
+    devices = []
+    for device in tl.device_indices(rank):
+        on_dev = device_col == device
+        work = ev[on_dev & np.isin(kind, T.GPU_WORK_KINDS)]
+        copies = ev[on_dev & (kind == T.MEMCPY)]
+        devices.append(DeviceTrack(
+            device,
+            coarsen(*_frame_arrays(work), lo, hi, max_blocks),
+            coarsen(*_frame_arrays(copies), lo, hi, max_blocks),
+            _gap_track(tl, rank, device, device_windows.get(device, window), min_gap_ns, max_blocks)))
+
+    host = ev[device_col < 0]
+    host_kind = host["kind"].to_numpy()
+    runtime = host[host_kind == T.RUNTIME]
+    rt_names = runtime["name"].astype(str)
+    host_sets = (
+        ("ops", host[np.isin(host_kind, (T.CPU_OP, T.ANNOTATION))]),
+        ("dataloader", host[host_kind == T.DATALOADER]),
+        ("sync", runtime[rt_names.str.contains(HOST_SYNC_PATTERN).to_numpy(dtype=bool)]),
+        ("copy", runtime[rt_names.str.contains(HOST_COPY_PATTERN).to_numpy(dtype=bool)]),
+    )
+    host_tracks = tuple(h for h in (HostTrack(k, coarsen(*_frame_arrays(f), lo, hi, max_blocks))
+                                    for k, f in host_sets if len(f)) if len(h.blocks.start_ns))
+
+    counters = []
+    co = tl.counters
+    if len(co) and hi > lo:
+        in_w = (co["ts_ns"].to_numpy() >= lo) & (co["ts_ns"].to_numpy() < hi)
+        for device in tl.device_indices(rank):
+            mine = co[in_w & (co["device"].to_numpy() == device)]
+            for metric in sorted(set(mine["metric"].astype(str))):
+                m = mine[(mine["metric"].astype(str) == metric).to_numpy()]
+                t, v = _downsample(m["ts_ns"].to_numpy(), m["value"].to_numpy(), MAX_COUNTER_POINTS)
+                counters.append(CounterTrack(device, metric, t, v, len(m)))
+
+    st = steps(tl, rank)
+    n = min(len(st), MAX_STEPS_DRAWN)
+    return RankTracks(window, st.number[:n], st.start_ns[:n], st.end_ns[:n], len(st),
+                      tuple(devices), host_tracks, tuple(counters))
+
+
+def count_tracks(tl: Timeline) -> int:
+    """How many block tracks the whole timeline will draw (for sharing the budget)."""
+    n = 0
+    for r in tl.ranks:
+        ev = tl.rank_events(r.index)
+        n += 3 * len(tl.device_indices(r.index))  # busy, copies, gaps
+        host = ev[ev["device"].to_numpy() < 0]
+        n += int(host["kind"].isin((T.CPU_OP, T.ANNOTATION)).any()) + int((host["kind"] == T.DATALOADER).any())
+        n += 2 * int((host["kind"] == T.RUNTIME).any())
+    return n
