@@ -69,11 +69,17 @@ def hostile(path: Path) -> Path:
     return t.write(path)
 
 
-def report_for(paths: list[Path], min_gap_ns: int = 100_000, diagnosed: bool = False, **fake: Any) -> Report:
-    """The Report of `paths`; with `diagnosed`, given a fake diagnosis through `extra`, as the CLI will."""
+def report_for(paths: list[Path], min_gap_ns: int = 100_000, diagnosed: bool | str = False, **fake: Any) -> Report:
+    """The Report of `paths`. `diagnosed="real"`: with the real diagnosis, exactly as the CLI builds it;
+    `diagnosed=True`: with a fake diagnosis of the agreed shape (for edge cases the real one never makes)."""
     tl = load_paths(paths, ReadOptions())
     analysis = analyze(tl, min_gap_ns=min_gap_ns)
     report = build_report(tl, analysis)
+    if diagnosed == "real":
+        from traceanalyzer.diagnosis import diagnose
+        from traceanalyzer.report.diagnosis import diagnosis_section
+
+        return build_report(tl, analysis, {"diagnosis": diagnosis_section(diagnose(tl, analysis))})
     if diagnosed:
         report = build_report(tl, analysis, {"diagnosis": fake_diagnosis(report, **fake)})
     return report

@@ -24,13 +24,14 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
                  "--disable-default-apps", "--disable-extensions"]
 ARTIFACTS = ROOT / "artifacts"
 
-# (screenshot name, corpus paths or a builder, with a fake diagnosis)
+# (screenshot name, corpus paths, diagnosis): the real diagnosis, as `traceanalyzer report` renders it
 CORPUS_CASES = {
-    "owlv2_h100": (["tl_h100/google_owlv2-large-patch14-ensemble__1016001.json.gz"], True),
-    "sampled_2rank": (["hta_sampled_2rank"], True),
-    "nccl": (["hta_nccl/nccl_data.json.gz"], True),
-    "cpu_only": (["hta_cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"], False),
-    "xdit_largest": (["tl_xdit_sd35/profile_trace_rank_0.json.gz"], False),
+    "owlv2_h100": (["tl_h100/google_owlv2-large-patch14-ensemble__1016001.json.gz"], "real"),
+    "sampled_2rank": (["hta_sampled_2rank"], "real"),
+    "nccl": (["hta_nccl/nccl_data.json.gz"], "real"),
+    "cpu_only": (["hta_cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"], "real"),
+    "xdit_largest": (["tl_xdit_sd35/profile_trace_rank_0.json.gz"], "real"),
+    "fake_diagnosis_edge_cases": (["hta_nccl/nccl_data.json.gz"], True),
 }
 
 
