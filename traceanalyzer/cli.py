@@ -92,13 +92,16 @@ def _report(traces: list[Path], output: Path | None, fmt: str | None, min_gap_ns
     if not to_stdout and target.exists() and not force:
         raise UsageError(f"{target} exists; pass --force to overwrite it or -o to choose another file")
 
-    progress = Progress(traces)
-    tl = load_paths(traces, ReadOptions(progress=progress.advance))
-    progress.stage("analysing")
-    analysis = analyze(tl, min_gap_ns=min_gap_ns)
-    report = build_report(tl, analysis)
-    data = RENDERERS[fmt](report)
-    progress.done()
+    progress = Progress(traces)  # shown only on a terminal, for inputs over 100 MB
+    try:
+        tl = load_paths(traces, ReadOptions(progress=progress.advance))
+        progress.stage("analysing")
+        analysis = analyze(tl, min_gap_ns=min_gap_ns)
+        progress.stage("rendering the report")
+        report = build_report(tl, analysis)
+        data = RENDERERS[fmt](report)
+    finally:
+        progress.done()
     if to_stdout:
         sys.stdout.buffer.write(data)
         sys.stdout.flush()

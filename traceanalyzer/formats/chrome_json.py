@@ -305,6 +305,11 @@ class EventStream:
                     if "truncated" in str(exc) or _error_at_end(exc, m.start() + 2 - (pos - 1)):
                         search_from = m.end()
                         continue
+                    if "trailing characters" in str(exc):  # the array ends in this piece
+                        while not r.eof:
+                            r.more()
+                        yield from self._final(r, pos)
+                        return
                     raise InputError(self.path, r.describe(exc, pos - 1)) from None
                 break
             yield events
@@ -339,6 +344,19 @@ class EventStream:
         try:  # no usable ']': decode what is there to say what is wrong
             r.decode_closed(pos - 1, len(buf), self.decoder)
         except msgspec.DecodeError as exc:
+            m = _BYTE_POS.search(str(exc))
+            if "trailing characters" in str(exc) and m:  # the array is fine: the keys after it are not
+                comma = buf.rfind(b",", pos - 1, pos + int(m.group(1)))  # msgspec points at or after it
+                if comma >= 0 and not bytes(buf[comma + 1:pos - 1 + int(m.group(1))]).strip(_SPACE):
+                    buf[comma] = 0x7B  # '{' over the ','
+                    try:
+                        with memoryview(buf) as view:
+                            _ENVELOPE_DECODER.decode(view[comma:])
+                    except (msgspec.DecodeError, msgspec.ValidationError) as tail_exc:
+                        exc = tail_exc
+                        pos = comma + 1
+                    finally:
+                        buf[comma] = 0x2C
             raise InputError(self.path, r.describe(exc, pos - 1)) from None
         raise InputError(self.path, f"truncated JSON: the document ends early at byte {r.base + len(buf)}; "
                                     f"expected more events")

@@ -28,6 +28,7 @@ from ..timeline import DeviceInfo, RankInfo, Source, Timeline
 from . import ReadOptions
 from ._columns import Interner, to_float, to_int_id, us_to_ns
 from .chrome_json import (
+    CHUNK_BYTES,
     Envelope,
     iter_event_chunks,
     looks_like_json_object,
@@ -103,10 +104,12 @@ def read(path: Path, data: bytes, options: ReadOptions) -> Timeline:
     return timeline_from_envelope(env, path, options, FORMAT)
 
 
-def read_path(path: Path, options: ReadOptions) -> Timeline:
-    """From the file, decoded while it is read: the content is never held whole."""
-    stream = stream_events(path, max_bytes=options.max_input_bytes, progress=options.progress,
-                           decoder=TYPED_DECODER)
+def read_path(path: Path, options: ReadOptions, chunk_bytes: int = CHUNK_BYTES, typed: bool = True) -> Timeline:
+    """From the file, decoded while it is read: the content is never held whole.
+
+    `chunk_bytes` and `typed=False` (loose structs only) exist for tests of the decoding itself."""
+    stream = stream_events(path, max_bytes=options.max_input_bytes, chunk_bytes=chunk_bytes,
+                           progress=options.progress, decoder=TYPED_DECODER if typed else None)
     cols = _collect(stream.chunks())
     return _timeline(cols, stream.header, path, FORMAT)
 
