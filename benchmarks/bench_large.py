@@ -31,7 +31,18 @@ from pathlib import Path
 import msgspec
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_CORPUS = Path(os.environ.get("TRACEANALYZER_CORPUS", ROOT.parent / "shared" / "corpus"))
+def _default_corpus() -> Path:
+    """TRACEANALYZER_CORPUS, else a `shared/corpus` beside the checkout (or beside its parent,
+    for a git worktree one level further down)."""
+    if os.environ.get("TRACEANALYZER_CORPUS"):
+        return Path(os.environ["TRACEANALYZER_CORPUS"])
+    for base in (ROOT.parent, ROOT.parent.parent):
+        if (base / "shared" / "corpus").is_dir():
+            return base / "shared" / "corpus"
+    return ROOT.parent / "shared" / "corpus"
+
+
+DEFAULT_CORPUS = _default_corpus()
 DEFAULT_HTA_PYTHON = os.environ.get("TRACEANALYZER_HTA_PYTHON", "/work/htavenv/bin/python")
 MB = 1024 * 1024
 
@@ -55,7 +66,7 @@ def largest_kineto_trace(corpus: Path) -> Path:
     if best is None:  # no manifest: the biggest .json.gz
         files = [p for p in corpus.rglob("*.json.gz") if p.is_file()]
         if not files:
-            sys.exit(f"no Kineto trace found under {corpus}")
+            sys.exit(f"no Kineto trace found under {corpus} (set --corpus or TRACEANALYZER_CORPUS)")
         return max(files, key=lambda p: p.stat().st_size)
     return best[1]
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import gzip
 import json
 import re
+from itertools import pairwise
 from pathlib import Path
 
 import pandas as pd
@@ -117,7 +118,7 @@ def test_concatenated_gzip_members(tmp_path):
     data = json.dumps(tricky_trace().document()).encode()
     cuts = [0, 17, len(data) // 3, len(data) // 2 + 5, len(data)]
     path = tmp_path / "t.json.gz"
-    path.write_bytes(b"".join(gzip.compress(data[a:b], mtime=0) for a, b in zip(cuts, cuts[1:])))
+    path.write_bytes(b"".join(gzip.compress(data[a:b], mtime=0) for a, b in pairwise(cuts)))
     assert_same_timelines(path)
     one = tmp_path / "one.json"
     one.write_bytes(data)
@@ -207,3 +208,25 @@ def test_replica_of_a_corpus_trace(tmp_path):
         assert 1 - ours[dev]["gpu_idle_fraction"] == pytest.approx(busy_frac, abs=0.001)
     if ref_dl is not None:
         assert rank["dataloader_wait_fraction"] == pytest.approx(ref_dl, abs=0.001)
+
+
+def test_fast_duplicate_removal_matches_pandas():
+    import numpy as np
+
+    from traceanalyzer import timeline as T
+
+    rng = np.random.default_rng(7)
+    n = 5000
+    frame = T.events_frame({
+        "ts_ns": rng.integers(0, 50, n), "dur_ns": rng.integers(0, 3, n),
+        "kind": pd.Categorical(rng.choice(["kernel", "cpu_op"], n), categories=T.EVENT_KINDS),
+        "name": pd.Categorical(rng.choice(["a", "b", "c"], n)),
+        "category": pd.Categorical(rng.choice(["x", ""], n)),
+        "pid": rng.integers(-1, 2, n), "tid": rng.integers(-1, 2, n),
+        "device": rng.integers(-1, 1, n), "stream": rng.integers(-1, 1, n),
+        "correlation": rng.integers(0, 10**9, n),  # not part of the key
+    })
+    expected = frame.drop_duplicates(subset=kineto._DUPLICATE_KEY, ignore_index=True)
+    assert len(expected) < n
+    pd.testing.assert_frame_equal(kineto._drop_duplicates(frame), expected)
+    pd.testing.assert_frame_equal(kineto._drop_duplicates(expected), expected)
