@@ -185,13 +185,16 @@ def _report(traces: list[Path], output: Path | None, fmt: str | None, min_gap_ns
         target = _run_target(base, inputs.label) if all_runs else base
         if str(target) != "-" and target.exists() and not force:
             raise UsageError(f"{target} exists; pass --force to overwrite it or -o to choose another file")
-    for inputs in sets:
-        target = _run_target(base, inputs.label) if all_runs else base
-        split = split_counter_logs(inputs, counters.logs)
-        trace = load_set(split.traces, options) if split.traces.files else None
-        tl, alignments = combine(trace, load_counter_logs(split.logs, options), counters.align)
-        _one_report(tl, target, fmt, min_gap_ns, quiet, progress,
-                    CounterResult(alignments, trace is not None, split.found_beside))
+    try:
+        for inputs in sets:
+            target = _run_target(base, inputs.label) if all_runs else base
+            split = split_counter_logs(inputs, counters.logs)
+            trace = load_set(split.traces, options) if split.traces.files else None
+            tl, alignments = combine(trace, load_counter_logs(split.logs, options), counters.align)
+            _one_report(tl, target, fmt, min_gap_ns, quiet, progress,
+                        CounterResult(alignments, trace is not None, split.found_beside))
+    finally:
+        progress.done()  # clears the progress line before an error message, too
 
 
 def _run_target(base: Path, label: str) -> Path:
@@ -219,16 +222,19 @@ def _one_report(tl, target: Path, fmt: str, min_gap_ns: int, quiet: bool, progre
     from .report.text import render_text
 
     to_stdout = str(target) == "-"
-    progress.stage("analysing")
-    analysis = analyze(tl, min_gap_ns=min_gap_ns)
-    report = build_report(tl, analysis, extra={"diagnosis": diagnosis_section(diagnose(tl, analysis))})
-    if counters is not None:
-        report["warnings"].extend(f"nvidia-smi log found beside the trace and used: {p}"
-                                  for p in counters.found_beside)
-        window = trace_window(tl) if counters.aligned else None
-        add_counters(report, tl, counter_figures(tl, window), counters.alignments, counters.aligned)
-    data = RENDERERS[fmt](report)
-    progress.done()
+    try:
+        progress.stage("analysing")
+        analysis = analyze(tl, min_gap_ns=min_gap_ns)
+        report = build_report(tl, analysis, extra={"diagnosis": diagnosis_section(diagnose(tl, analysis))})
+        if counters is not None:
+            report["warnings"].extend(f"nvidia-smi log found beside the trace and used: {p}"
+                                      for p in counters.found_beside)
+            window = trace_window(tl) if counters.aligned else None
+            add_counters(report, tl, counter_figures(tl, window), counters.alignments, counters.aligned)
+        progress.stage("rendering the report")
+        data = RENDERERS[fmt](report)
+    finally:
+        progress.done()
     if to_stdout:
         sys.stdout.buffer.write(data)
         sys.stdout.flush()

@@ -58,6 +58,9 @@ def read_file(path: Path, options: ReadOptions) -> Timeline:
         raise InputError(path, "no content: expected a profiler trace")
     for reader in readers():
         if reader.sniff(head):
+            read_path = getattr(reader, "read_path", None)
+            if read_path is not None:  # a reader that streams the file itself
+                return read_path(path, options)  # type: ignore[no-any-return]
             data = read_input(path, options.max_input_bytes)
             return reader.read(path, data, options)
     raise InputError(path, _unsupported(head))

@@ -29,11 +29,21 @@ class Interner:
         return found
 
     def codes(self, values: Sequence[Any]) -> np.ndarray:
-        if len(values) == 0:
+        """Codes of `values`; unseen values get new codes in order of first appearance."""
+        n = len(values)
+        if n == 0:
             return np.zeros(0, dtype=np.int32)
-        local, uniques = pd.factorize(np.asarray(values, dtype=object), use_na_sentinel=False)
-        mapping = np.fromiter((self.code(u) for u in uniques), dtype=np.int32, count=len(uniques))
-        return mapping[local]
+        try:  # the common case once a trace's names have been seen: one dict lookup each
+            return np.fromiter(map(self._index.__getitem__, values), dtype=np.int32, count=n)
+        except (KeyError, TypeError):
+            pass
+        try:
+            local = {u: self.code(u) for u in dict.fromkeys(values)}
+        except TypeError:  # unhashable values (lists): pandas compares them as objects
+            codes, uniques = pd.factorize(np.asarray(values, dtype=object), use_na_sentinel=False)
+            mapping = np.fromiter((self.code(u) for u in uniques), dtype=np.int32, count=len(uniques))
+            return mapping[codes]
+        return np.fromiter(map(local.__getitem__, values), dtype=np.int32, count=n)
 
     def categorical(self, codes: np.ndarray) -> pd.Categorical:
         return pd.Categorical.from_codes(codes.astype(np.int32), categories=pd.Index(self.values, dtype=object))

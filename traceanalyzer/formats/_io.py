@@ -1,9 +1,16 @@
-"""Reading input bytes safely: gzip is detected by content and decompression is bounded."""
+"""Reading input bytes safely: gzip is detected by content and decompression is bounded.
+
+Two ways in: `read_input` returns the whole (decompressed) content; `iter_input_blocks` yields
+it block by block, so that a multi-GB trace can be decoded without ever being held whole.
+Both raise the same `InputError`s (limit exceeded, corrupt or truncated gzip, unreadable file).
+"""
 
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from ..errors import InputError
 
@@ -13,18 +20,38 @@ DEFAULT_MAX_INPUT_BYTES = 16 * 1024**3
 _READ_BLOCK = 8 * 1024 * 1024
 
 
-def read_input(path: Path, max_bytes: int = DEFAULT_MAX_INPUT_BYTES) -> bytes:
-    """Whole content of `path`, gunzipped when it starts with the gzip magic bytes."""
+def read_input(path: Path, max_bytes: int = DEFAULT_MAX_INPUT_BYTES,
+               progress: Callable[[int], None] | None = None) -> bytes:
+    """Whole content of `path`, gunzipped when it starts with the gzip magic bytes.
+
+    `progress`, when given, is called with the number of on-disk bytes read since its last call.
+    """
     try:
         with open(path, "rb") as fh:
             head = fh.read(2)
             fh.seek(0)
-            if head != GZIP_MAGIC:
+            if head != GZIP_MAGIC and progress is None:
                 data = fh.read(max_bytes + 1)
                 if len(data) > max_bytes:
                     raise InputError(path, f"larger than the input limit of {max_bytes} bytes")
                 return data
-            return _gunzip(fh, path, max_bytes)
+            return b"".join(_blocks(fh, path, max_bytes, head == GZIP_MAGIC, progress))
+    except OSError as exc:
+        raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
+
+
+def iter_input_blocks(path: Path, max_bytes: int = DEFAULT_MAX_INPUT_BYTES,
+                      progress: Callable[[int], None] | None = None,
+                      block_size: int = _READ_BLOCK) -> Iterator[bytes]:
+    """The content of `path` (gunzipped when gzip) in blocks of about `block_size` bytes.
+
+    `progress` is called with the on-disk bytes consumed since its last call.
+    """
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(2)
+            fh.seek(0)
+            yield from _blocks(fh, path, max_bytes, head == GZIP_MAGIC, progress, block_size)
     except OSError as exc:
         raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
 
@@ -45,32 +72,55 @@ def read_head(path: Path, size: int = 65536) -> bytes:
         return b""
 
 
-def _gunzip(fh, path: Path, max_bytes: int) -> bytes:  # type: ignore[no-untyped-def]
-    parts: list[bytes] = []
+def _blocks(fh: BinaryIO, path: Path, max_bytes: int, gzipped: bool,
+            progress: Callable[[int], None] | None, block_size: int = _READ_BLOCK) -> Iterator[bytes]:
+    if not gzipped:
+        total = 0
+        while True:
+            block = fh.read(block_size)
+            if not block:
+                return
+            total += len(block)
+            if total > max_bytes:
+                raise InputError(path, f"larger than the input limit of {max_bytes} bytes")
+            if progress:
+                progress(len(block))
+            yield block
+    yield from _gunzip(fh, path, max_bytes, progress, block_size)
+
+
+def _gunzip(fh: BinaryIO, path: Path, max_bytes: int, progress: Callable[[int], None] | None,
+            block_size: int) -> Iterator[bytes]:
     total = 0
     consumed = 0
     d = zlib.decompressobj(wbits=31)
     member_started = False
 
-    def take(out: bytes) -> None:
+    def check(out: bytes) -> bytes:
         nonlocal total
         total += len(out)
         if total > max_bytes:
             raise InputError(path, f"decompresses to more than the input limit of {max_bytes} bytes")
-        parts.append(out)
+        return out
 
+    # Compressed reads are smaller than the output blocks: a ratio of 10-20 is usual for traces.
+    read_size = max(block_size // 8, 64 * 1024)
     while True:
-        block = fh.read(_READ_BLOCK)
+        block = fh.read(read_size)
         if not block:
             break
         consumed += len(block)
+        if progress:
+            progress(len(block))
         data = block
         while data:
             member_started = True
             try:
-                take(d.decompress(data, _READ_BLOCK))
+                out = d.decompress(data, block_size)
             except zlib.error as exc:
                 raise InputError(path, f"corrupt gzip data near compressed byte {consumed}: {exc}") from None
+            if out:
+                yield check(out)
             if d.eof:  # concatenated gzip members are legal: continue with a fresh decompressor
                 data = d.unused_data
                 d = zlib.decompressobj(wbits=31)
@@ -79,10 +129,11 @@ def _gunzip(fh, path: Path, max_bytes: int) -> bytes:  # type: ignore[no-untyped
                 data = d.unconsumed_tail
     if member_started:
         try:
-            take(d.flush())
+            out = d.flush()
         except zlib.error as exc:
             raise InputError(path, f"corrupt gzip data at the end: {exc}") from None
+        if out:
+            yield check(out)
         if not d.eof:
             raise InputError(path, f"truncated gzip stream: the compressed data ends at byte {consumed} "
                                    f"after {total} decompressed bytes")
-    return b"".join(parts)

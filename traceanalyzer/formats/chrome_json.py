@@ -1,26 +1,43 @@
 """Chrome-trace JSON envelope shared by the Kineto and TF trace-viewer readers.
 
-The top-level object is decoded key by key with the `traceEvents` array kept as raw bytes; the
-events are then decoded in chunks of about `CHUNK_BYTES` into typed structs holding only the
-fields the readers use, so that a multi-GB trace never exists as millions of Python dicts.
+Two paths, same events:
+
+* `stream_events(path, ...)`: the file is read (and gunzipped) block by block; the top-level
+  keys before `traceEvents` are decoded on the way, the events array is cut at event boundaries
+  into pieces of about `CHUNK_BYTES` and each piece is decoded into typed structs as soon as it
+  is complete, then dropped; the keys after the array are decoded at the end. Memory stays at
+  about one piece plus what the caller keeps. Documents it cannot follow (no top-level
+  `traceEvents` list, odd key layouts) are handed to the whole-content path below, which owns
+  the error messages.
+* `parse_envelope(data)` + `iter_event_chunks(env)`: the whole (decompressed) content in
+  memory, the `traceEvents` array kept as raw bytes and decoded in the same pieces.
+
+Either way, a split point is a `}` `,` `{` sequence; one that falls inside a string or a nested
+value makes the piece fail to decode as a truncated document, and the next candidate is tried.
+Structs hold only the fields the readers use (every other key is skipped by the decoder) and
+are not tracked by the cyclic garbage collector (decoded JSON has no cycles).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from ..errors import InputError
+from ._io import DEFAULT_MAX_INPUT_BYTES, iter_input_blocks, read_input
 
 CHUNK_BYTES = 32 * 1024 * 1024
+# The header before `traceEvents` is looked for in at most this many bytes before giving up
+# streaming (the whole-content path then reads the file and says what is wrong).
+_MAX_HEADER_BYTES = 256 * 1024 * 1024
 
 
-class ChromeArgs(msgspec.Struct):
+class ChromeArgs(msgspec.Struct, gc=False):
     """The `args` keys any reader looks at; every other key is skipped by the decoder."""
 
     name: Any = None  # M events: process / thread name
@@ -40,7 +57,9 @@ class ChromeArgs(msgspec.Struct):
     input_dims: Any = msgspec.field(default=None, name="Input Dims")
 
 
-class ChromeEvent(msgspec.Struct):
+class ChromeEvent(msgspec.Struct, gc=False):
+    """One event with loosely typed fields: any JSON value decodes, readers coerce."""
+
     ph: Any = None
     name: Any = None
     cat: Any = None
@@ -54,7 +73,9 @@ class ChromeEvent(msgspec.Struct):
 _EVENTS_DECODER = msgspec.json.Decoder(list[ChromeEvent])
 _ENVELOPE_DECODER = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _EVENT_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
+_TRACE_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*')
 _BYTE_POS = re.compile(r"\(byte (\d+)\)")
+_SPACE = b" \t\r\n"
 
 
 @dataclass
@@ -93,22 +114,19 @@ def parse_envelope(data: bytes, path: Path) -> Envelope:
     view = memoryview(raw)
     if view.nbytes == 0 or bytes(view[:1]) != b"[":
         raise InputError(path, "not a trace: 'traceEvents' is not a list")
-    header: dict[str, Any] = {}
-    for key, value in top.items():
-        try:
-            header[key] = msgspec.json.decode(value)
-        except msgspec.DecodeError:
-            header[key] = None
+    header = _decode_values(top)
     offset = _offset_in(data, view)
     return Envelope(header=header, events_raw=view, events_offset=offset, data=data)
 
 
 def iter_event_chunks(env: Envelope, path: Path, chunk_bytes: int = CHUNK_BYTES,
-                      progress: Callable[[int], None] | None = None) -> Iterator[list[ChromeEvent]]:
-    """Decode the events array in pieces split at event boundaries.
+                      progress: Callable[[int], None] | None = None,
+                      decoder: msgspec.json.Decoder | None = None) -> Iterator[list[Any]]:
+    """Decode the events array of an in-memory envelope in pieces split at event boundaries.
 
-    A split point is a `}` `,` `{` sequence; one that falls inside a string or a nested value
-    makes the piece fail to decode as a truncated document, and the next candidate is tried.
+    `decoder` (a `Decoder(list[SomeStruct])`) decodes into a reader's own typed structs; a piece
+    that does not validate against them is decoded into `ChromeEvent`s instead, so a chunk holds
+    either kind and readers must accept both. Default: `ChromeEvent`s only.
     """
     raw = env.events_raw
     end = raw.nbytes
@@ -116,7 +134,7 @@ def iter_event_chunks(env: Envelope, path: Path, chunk_bytes: int = CHUNK_BYTES,
     while pos < end:
         if end - pos <= chunk_bytes * 3 // 2:
             piece = b"[" + bytes(raw[pos:end])
-            yield _decode_piece(piece, env, path, pos - 1)
+            yield _decode_piece(piece, env, path, pos - 1, decoder)
             if progress:
                 progress(end - pos)
             return
@@ -125,13 +143,13 @@ def iter_event_chunks(env: Envelope, path: Path, chunk_bytes: int = CHUNK_BYTES,
             m = _EVENT_BOUNDARY.search(raw, search_from)
             if m is None:
                 piece = b"[" + bytes(raw[pos:end])
-                yield _decode_piece(piece, env, path, pos - 1)
+                yield _decode_piece(piece, env, path, pos - 1, decoder)
                 if progress:
                     progress(end - pos)
                 return
             piece = b"[" + bytes(raw[pos:m.start() + 1]) + b"]"
             try:
-                events = _EVENTS_DECODER.decode(piece)
+                events = _decode(piece, decoder)
             except msgspec.DecodeError as exc:
                 if "truncated" in str(exc) or _error_at_end(exc, len(piece)):
                     search_from = m.end()
@@ -144,9 +162,19 @@ def iter_event_chunks(env: Envelope, path: Path, chunk_bytes: int = CHUNK_BYTES,
         pos = m.end() - 1  # at the '{' of the next event
 
 
-def _decode_piece(piece: bytes, env: Envelope, path: Path, base: int) -> list[ChromeEvent]:
+def _decode(piece: Any, decoder: msgspec.json.Decoder | None) -> list[Any]:
+    if decoder is not None:
+        try:
+            return decoder.decode(piece)  # type: ignore[no-any-return]
+        except msgspec.ValidationError:
+            pass  # a value of an unexpected type somewhere in the piece: decode it loosely
+    return _EVENTS_DECODER.decode(piece)
+
+
+def _decode_piece(piece: bytes, env: Envelope, path: Path, base: int,
+                  decoder: msgspec.json.Decoder | None = None) -> list[Any]:
     try:
-        return _EVENTS_DECODER.decode(piece)
+        return _decode(piece, decoder)
     except msgspec.DecodeError as exc:
         raise InputError(path, describe_decode_error(exc, env.data, env.events_offset + base)) from None
 
@@ -180,3 +208,270 @@ def _offset_in(data: bytes, view: memoryview) -> int:
         if idx >= 0:
             return idx
     return max(data.find(head), 0)
+
+
+def _decode_values(top: dict[str, msgspec.Raw]) -> dict[str, Any]:
+    header: dict[str, Any] = {}
+    for key, value in top.items():
+        try:
+            header[key] = msgspec.json.decode(value)
+        except msgspec.DecodeError:
+            header[key] = None
+    return header
+
+
+# --- streaming -----------------------------------------------------------------------------------
+
+
+@dataclass
+class EventStream:
+    """The events of one Chrome-trace file, decoded while it is read: iterate `chunks()`.
+
+    `header` (every top-level key except traceEvents) is complete only once `chunks()` is
+    exhausted, since keys may follow the events array (e.g. `baseTimeNanoseconds`).
+    """
+
+    path: Path
+    max_bytes: int = DEFAULT_MAX_INPUT_BYTES
+    chunk_bytes: int = CHUNK_BYTES
+    progress: Callable[[int], None] | None = None
+    decoder: msgspec.json.Decoder | None = None
+    header: dict[str, Any] = field(default_factory=dict)
+    streamed: bool = False  # True when the streaming path was taken (False: whole content)
+
+    def chunks(self) -> Iterator[list[Any]]:
+        blocks = iter_input_blocks(self.path, self.max_bytes, self.progress)
+        reader = _StreamReader(blocks)
+        if not self._find_events_start(reader):
+            reader.close()
+            yield from self._whole_content()
+            return
+        self.streamed = True
+        yield from self._stream(reader)
+
+    # The whole-content path, for documents the streaming scanner does not follow.
+    def _whole_content(self) -> Iterator[list[Any]]:
+        data = read_input(self.path, self.max_bytes, self.progress)
+        env = parse_envelope(data, self.path)
+        self.header = env.header
+        yield from iter_event_chunks(env, self.path, self.chunk_bytes, decoder=self.decoder)
+
+    def _find_events_start(self, r: _StreamReader) -> bool:
+        """Read up to the '[' of a top-level traceEvents list; decode the keys before it."""
+        while not r.eof and len(r.buf) < 64 * 1024:
+            r.more()
+        first = r.buf.lstrip(_SPACE)[:1]
+        if first != b"{":
+            return False
+        search = 0
+        while True:
+            m = _TRACE_EVENTS_KEY.search(r.buf, search)
+            if m is None or m.end() >= len(r.buf):
+                if r.eof or len(r.buf) > _MAX_HEADER_BYTES:
+                    return False
+                r.more()
+                continue
+            search = m.start() + 1
+            prefix = bytes(r.buf[:m.start()]).rstrip(_SPACE)
+            if prefix.endswith(b","):
+                prefix = prefix[:-1]
+            elif not prefix.endswith(b"{"):
+                continue
+            try:  # decodes only if the key sits at the top level (not in a string or nested value)
+                top = _ENVELOPE_DECODER.decode(prefix + b"}")
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                continue
+            if r.buf[m.end():m.end() + 1] != b"[":
+                return False
+            self.header = _decode_values(top)
+            r.drop(m.end())  # buf now starts with '['
+            return True
+
+    def _stream(self, r: _StreamReader) -> Iterator[list[Any]]:
+        pos = 1  # in r.buf: the start of the next event, after '[' (or ',')
+        chunk = self.chunk_bytes
+        while True:
+            search_from = pos + chunk
+            while len(r.buf) < search_from + 4096 and not r.eof:
+                r.more()
+            while True:
+                m = _EVENT_BOUNDARY.search(r.buf, search_from) if len(r.buf) > search_from else None
+                if m is None:
+                    if r.eof:
+                        yield from self._final(r, pos)
+                        return
+                    r.more()
+                    continue
+                try:
+                    events = r.decode(pos - 1, m.start() + 1, self.decoder)
+                except msgspec.DecodeError as exc:
+                    if "truncated" in str(exc) or _error_at_end(exc, m.start() + 2 - (pos - 1)):
+                        search_from = m.end()
+                        continue
+                    if "trailing characters" in str(exc):  # the array ends in this piece
+                        while not r.eof:
+                            r.more()
+                        yield from self._final(r, pos)
+                        return
+                    raise InputError(self.path, r.describe(exc, pos - 1)) from None
+                break
+            yield events
+            r.drop(m.end() - 2)  # keep one byte before the next event's '{'
+            pos = 1
+
+    def _final(self, r: _StreamReader, pos: int) -> Iterator[list[Any]]:
+        """The last events, the ']' closing the array and the keys after it."""
+        buf = r.buf
+        hi = len(buf)
+        for _ in range(10000):
+            j = buf.rfind(b"]", pos - 1, hi)
+            if j < 0:
+                break
+            tail = r.decode_tail(j + 1)
+            if tail is None:
+                hi = j
+                continue
+            try:
+                events = r.decode_closed(pos - 1, j + 1, self.decoder)
+            except msgspec.DecodeError as exc:
+                m = _BYTE_POS.search(str(exc))
+                if "trailing characters" in str(exc) and m:
+                    hi = pos - 1 + int(m.group(1))  # the array closes before the guessed ']'
+                    continue
+                raise InputError(self.path, r.describe(exc, pos - 1)) from None
+            if "traceEvents" in tail:
+                raise InputError(self.path, "not a trace: more than one top-level 'traceEvents' key")
+            self.header.update(_decode_values(tail))
+            yield events
+            return
+        try:  # no usable ']': decode what is there to say what is wrong
+            r.decode_closed(pos - 1, len(buf), self.decoder)
+        except msgspec.DecodeError as exc:
+            m = _BYTE_POS.search(str(exc))
+            if "trailing characters" in str(exc) and m:  # the array is fine: the keys after it are not
+                comma = buf.rfind(b",", pos - 1, pos + int(m.group(1)))  # msgspec points at or after it
+                if comma >= 0 and not bytes(buf[comma + 1:pos - 1 + int(m.group(1))]).strip(_SPACE):
+                    buf[comma] = 0x7B  # '{' over the ','
+                    try:
+                        with memoryview(buf) as view:
+                            _ENVELOPE_DECODER.decode(view[comma:])
+                    except (msgspec.DecodeError, msgspec.ValidationError) as tail_exc:
+                        exc = tail_exc
+                        pos = comma + 1
+                    finally:
+                        buf[comma] = 0x2C
+            raise InputError(self.path, r.describe(exc, pos - 1)) from None
+        raise InputError(self.path, f"truncated JSON: the document ends early at byte {r.base + len(buf)}; "
+                                    f"expected more events")
+
+
+class _StreamReader:
+    """A growing window on the content: blocks are appended at the end, dropped at the front;
+    `base` is the content offset of `buf[0]`, and newlines before it are counted for errors."""
+
+    def __init__(self, blocks: Iterator[bytes]) -> None:
+        self.blocks = blocks
+        self.buf = bytearray()
+        self.base = 0
+        self.eof = False
+        self.lines_before = 0  # newlines in the content before buf[0]
+        self.last_newline = -1  # content offset of the last newline before buf[0]
+
+    def more(self) -> None:
+        block = next(self.blocks, None)
+        if block is None:
+            self.eof = True
+        else:
+            self.buf += block
+
+    def close(self) -> None:
+        close = getattr(self.blocks, "close", None)
+        if close:
+            close()
+
+    def drop(self, n: int) -> None:
+        if n <= 0:
+            return
+        newlines = self.buf.count(b"\n", 0, n)
+        if newlines:
+            self.lines_before += newlines
+            self.last_newline = self.base + self.buf.rfind(b"\n", 0, n)
+        del self.buf[:n]
+        self.base += n
+
+    def decode(self, start: int, end: int, decoder: msgspec.json.Decoder | None) -> list[Any]:
+        """Decode buf[start:end] as a list, with '[' written over buf[start] and ']' over buf[end]."""
+        buf = self.buf
+        saved_start = buf[start]
+        saved_end = buf[end]
+        buf[start] = 0x5B  # '['
+        buf[end] = 0x5D  # ']'
+        try:
+            with memoryview(buf) as view:
+                return _decode(view[start:end + 1], decoder)
+        finally:
+            buf[start] = saved_start
+            buf[end] = saved_end
+
+    def decode_closed(self, start: int, end: int, decoder: msgspec.json.Decoder | None) -> list[Any]:
+        """Decode buf[start:end] (which ends with its own ']') with '[' written over buf[start]."""
+        buf = self.buf
+        saved = buf[start]
+        buf[start] = 0x5B
+        try:
+            with memoryview(buf) as view:
+                return _decode(view[start:end], decoder)
+        finally:
+            buf[start] = saved
+
+    def decode_tail(self, start: int) -> dict[str, msgspec.Raw] | None:
+        """The keys after the events array (`, "k": v ... }` from buf[start]), or None if what
+        follows is no such tail. Fails fast on bytes that are not one, and copies nothing."""
+        buf = self.buf
+        i = start
+        n = len(buf)
+        while i < n and buf[i] in _SPACE:
+            i += 1
+        if i == n:
+            return None
+        if buf[i] == 0x7D:  # '}': the document ends here; only whitespace may follow
+            k = i + 1
+            while k < n and buf[k] in _SPACE:
+                k += 1
+            return {} if k == n else None
+        if buf[i] != 0x2C:  # ','
+            return None
+        buf[i] = 0x7B  # '{' over the ',': decode the rest as an object
+        try:
+            with memoryview(buf) as view:
+                return _ENVELOPE_DECODER.decode(view[i:])
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return None
+        finally:
+            buf[i] = 0x2C
+
+    def describe(self, exc: Exception, start: int) -> str:
+        text = str(exc)
+        if "truncated" in text:
+            while not self.eof:  # the content's length, as the whole-content path says it
+                self.more()
+            return (f"truncated JSON: the document ends early at byte {self.base + len(self.buf)}; "
+                    f"expected more events")
+        m = _BYTE_POS.search(text)
+        if not m:
+            return f"malformed JSON: {text}"
+        rel = start + int(m.group(1))
+        offset = self.base + rel
+        line = self.lines_before + self.buf.count(b"\n", 0, rel) + 1
+        nl = self.buf.rfind(b"\n", 0, rel)
+        last_newline = self.base + nl if nl >= 0 else self.last_newline
+        column = offset - (last_newline + 1) + 1
+        what = _BYTE_POS.sub("", text).replace("JSON is malformed: ", "").strip()
+        return f"malformed JSON at line {line}, column {column} (byte {offset}): {what}"
+
+
+def stream_events(path: Path, *, max_bytes: int = DEFAULT_MAX_INPUT_BYTES, chunk_bytes: int = CHUNK_BYTES,
+                  progress: Callable[[int], None] | None = None,
+                  decoder: msgspec.json.Decoder | None = None) -> EventStream:
+    """An `EventStream` over `path` (see the module docstring)."""
+    return EventStream(path, max_bytes=max_bytes, chunk_bytes=chunk_bytes, progress=progress, decoder=decoder)

@@ -11,11 +11,15 @@ Times: `ts`/`dur` are always microseconds whatever `displayTimeUnit` says; with
 
 from __future__ import annotations
 
+import gc
 import re
 from collections import Counter
+from itertools import compress, repeat
+from operator import attrgetter, eq
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 import pandas as pd
 
@@ -23,7 +27,14 @@ from .. import timeline as T
 from ..timeline import DeviceInfo, RankInfo, Source, Timeline
 from . import ReadOptions
 from ._columns import Interner, to_float, to_int_id, us_to_ns
-from .chrome_json import Envelope, iter_event_chunks, looks_like_json_object, parse_envelope
+from .chrome_json import (
+    CHUNK_BYTES,
+    Envelope,
+    iter_event_chunks,
+    looks_like_json_object,
+    parse_envelope,
+    stream_events,
+)
 
 FORMAT = "kineto"
 
@@ -58,21 +69,77 @@ def sniff(head: bytes) -> bool:
     return looks_like_json_object(head) or head.lstrip()[:1] == b"["
 
 
+class KinetoArgs(msgspec.Struct, gc=False):
+    """The args keys this reader uses, typed; -1 / "" when absent (what the loose path makes of
+    a missing value too). Ids may be strings ("bytes": "616" in ROCm runtime calls)."""
+
+    device: int | str = -1
+    stream: int | str = -1
+    correlation: int | str = -1
+    bytes: int | str = -1
+    collective: Any = msgspec.field(default=None, name="Collective name")
+    kind: str = ""  # ROCm memcpy direction ("HtoD")
+
+
+class KinetoEvent(msgspec.Struct, gc=False):
+    """A Kineto event, typed. A piece of the events array with a value of another type (a null,
+    a string ts) fails validation and is decoded into loose `ChromeEvent`s instead."""
+
+    ph: str | None = None
+    name: str = ""
+    cat: str = ""
+    pid: int | str = -1
+    tid: int | str = -1
+    ts: float = float("nan")
+    dur: float = float("nan")
+    args: KinetoArgs = msgspec.field(default_factory=KinetoArgs)
+
+
+TYPED_DECODER = msgspec.json.Decoder(list[KinetoEvent])
+
+
 def read(path: Path, data: bytes, options: ReadOptions) -> Timeline:
+    """From the whole content in memory (kept for callers that already hold it)."""
     env = parse_envelope(data, path)
     return timeline_from_envelope(env, path, options, FORMAT)
 
 
+def read_path(path: Path, options: ReadOptions, chunk_bytes: int = CHUNK_BYTES, typed: bool = True) -> Timeline:
+    """From the file, decoded while it is read: the content is never held whole.
+
+    `chunk_bytes` and `typed=False` (loose structs only) exist for tests of the decoding itself."""
+    stream = stream_events(path, max_bytes=options.max_input_bytes, chunk_bytes=chunk_bytes,
+                           progress=options.progress, decoder=TYPED_DECODER if typed else None)
+    cols = _collect(stream.chunks())
+    return _timeline(cols, stream.header, path, FORMAT)
+
+
 def timeline_from_envelope(env: Envelope, path: Path, options: ReadOptions, fmt: str) -> Timeline:
-    source = Source(path=str(path), format=fmt)
+    cols = _collect(iter_event_chunks(env, path, progress=options.progress, decoder=TYPED_DECODER))
+    return _timeline(cols, env.header, path, fmt)
+
+
+def _collect(chunks: Any) -> _Collector:
+    """Columns from decoded chunks, with the cyclic garbage collector paused: decoding creates
+    millions of short-lived objects and a collection pass over them would only cost time."""
     cols = _Collector()
-    for chunk in iter_event_chunks(env, path, progress=options.progress):
-        cols.add(chunk)
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for chunk in chunks:
+            cols.add(chunk)
+    finally:
+        if was_enabled:
+            gc.enable()
+    return cols
+
+
+def _timeline(cols: _Collector, header: dict[str, Any], path: Path, fmt: str) -> Timeline:
+    source = Source(path=str(path), format=fmt)
     source.events_read = cols.events_read
     for phase, n in sorted(cols.not_kept.items()):
         source.not_kept[phase] = n
 
-    header = env.header
     base_ns = _int_or_none(header.get("baseTimeNanoseconds")) or 0
     events = cols.frame(base_ns)
     events, dropped = _drop_bad(events)
@@ -81,9 +148,7 @@ def timeline_from_envelope(env: Envelope, path: Path, options: ReadOptions, fmt:
             source.not_kept[reason] = source.not_kept.get(reason, 0) + n
             source.warnings.append(f"{n} events dropped: {reason.replace('_', ' ')}")
     before = len(events)
-    events = events.drop_duplicates(
-        subset=["kind", "name", "category", "pid", "tid", "device", "stream", "ts_ns", "dur_ns"],
-        ignore_index=True)
+    events = _drop_duplicates(events)
     duplicates = before - len(events)
     if duplicates:
         source.not_kept["duplicate"] = duplicates
@@ -107,11 +172,18 @@ def timeline_from_envelope(env: Envelope, path: Path, options: ReadOptions, fmt:
 
 
 class _Collector:
-    """Accumulates typed columns chunk by chunk; no per-event objects survive a chunk."""
+    """Accumulates typed columns chunk by chunk; no per-event objects survive a chunk.
+
+    Args that only device events use (device, stream, bytes, copy direction, collective) are
+    read only for events whose category is a device one; other rows get the "absent" value,
+    which `frame` would mask for them anyway.
+    """
 
     def __init__(self) -> None:
         self.names = Interner()
         self.cats = Interner()
+        self.copy_kinds = Interner()
+        self.copy_kinds.code("")  # code 0: no direction
         self.parts: dict[str, list[np.ndarray]] = {k: [] for k in (
             "ts", "dur", "name", "cat", "pid", "tid", "device", "stream", "bytes",
             "correlation", "copy_kind", "collective")}
@@ -120,13 +192,21 @@ class _Collector:
         self.categories: Counter[str] = Counter()
 
     def add(self, chunk: list[Any]) -> None:
-        self.events_read += len(chunk)
-        xs = [e for e in chunk if e.ph == "X"]
-        if len(xs) != len(chunk):
-            phases = Counter(e.ph for e in chunk if e.ph != "X")
-            for ph, n in phases.items():
-                self.not_kept[_phase_reason(ph)] += n
-        if not xs:
+        n = len(chunk)
+        if not n:
+            return
+        self.events_read += n
+        phs = list(map(_PH, chunk))
+        n_x = phs.count("X")
+        if n_x != n:
+            for ph, count in Counter(phs).items():
+                if ph != "X":
+                    self.not_kept[_phase_reason(ph)] += count
+        if not n_x:
+            return
+        xs = chunk if n_x == n else list(compress(chunk, map(eq, phs, repeat("X"))))
+        if type(xs[0]) is KinetoEvent:  # a chunk holds one kind of struct
+            self._add_typed(xs)
             return
         args = [e.args for e in xs]
         p = self.parts
@@ -141,67 +221,144 @@ class _Collector:
         p["stream"].append(to_int_id([a.stream if a is not None else None for a in args]))
         p["bytes"].append(to_int_id([a.bytes if a is not None else None for a in args]))
         p["correlation"].append(to_int_id([a.correlation if a is not None else None for a in args]))
-        p["copy_kind"].append(self.names.codes([a.kind if a is not None else None for a in args]))
+        p["copy_kind"].append(self.copy_kinds.codes([a.kind if a is not None else None for a in args]))
         p["collective"].append(np.fromiter(
             (a is not None and a.collective is not None for a in args), dtype=bool, count=len(args)))
 
+    def _add_typed(self, xs: list[KinetoEvent]) -> None:
+        """`add` for typed structs: the same columns, one C-level pass per field."""
+        p = self.parts
+        n = len(xs)
+        p["ts"].append(np.fromiter(map(_TS, xs), np.float64, count=n))
+        p["dur"].append(np.fromiter(map(_DUR, xs), np.float64, count=n))
+        p["name"].append(self.names.codes(list(map(_NAME, xs))))
+        cat_codes = self.cats.codes(list(map(_CAT, xs)))
+        p["cat"].append(cat_codes)
+        p["pid"].append(_ids(xs, _PID))
+        p["tid"].append(_ids(xs, _TID))
+        p["correlation"].append(_ids(xs, _CORRELATION))
+        device_cat = np.array([CATEGORY_KINDS.get(c, T.OTHER) in T.DEVICE_KINDS for c in self.cats.values])
+        on_device = np.flatnonzero(device_cat[cat_codes])
+        device = np.full(n, -1, dtype=np.int64)
+        stream = np.full(n, -1, dtype=np.int64)
+        nbytes = np.full(n, -1, dtype=np.int64)
+        copy_kind = np.zeros(n, dtype=np.int32)
+        collective = np.zeros(n, dtype=bool)
+        if len(on_device):
+            sub = [xs[i] for i in on_device.tolist()]
+            device[on_device] = _ids(sub, _DEVICE)
+            stream[on_device] = _ids(sub, _STREAM)
+            nbytes[on_device] = _ids(sub, _BYTES)
+            copy_kind[on_device] = self.copy_kinds.codes(list(map(_KIND, sub)))
+            collective[on_device] = [c is not None for c in map(_COLLECTIVE, sub)]
+        p["device"].append(device)
+        p["stream"].append(stream)
+        p["bytes"].append(nbytes)
+        p["copy_kind"].append(copy_kind)
+        p["collective"].append(collective)
+
     def frame(self, base_ns: int) -> pd.DataFrame:
-        p = {k: (np.concatenate(v) if v else np.zeros(0)) for k, v in self.parts.items()}
+        """The events table; event kinds and copy directions are computed as small-int codes
+        (per distinct category / name, then spread by code), never per row on strings."""
+        p = {k: (np.concatenate(v) if v else np.zeros(0, dtype=np.int64)) for k, v in self.parts.items()}
         n = len(p["ts"])
-        cat_values = np.array(self.cats.values, dtype=object)
-        cat_codes = p["cat"].astype(np.int64) if n else np.zeros(0, dtype=np.int64)
-        counts: list[int] = np.bincount(cat_codes, minlength=len(cat_values)).tolist() if n else []
+        cat_values = self.cats.values
+        cat_codes = p["cat"].astype(np.intp)
+        counts: Any = np.bincount(cat_codes, minlength=len(cat_values)) if n else []
         for value, count in zip(cat_values, counts):
             if count:
                 self.categories[value] += int(count)
-        kind_of_cat = np.array([CATEGORY_KINDS.get(c, T.OTHER) for c in cat_values] or [T.OTHER], dtype=object)
-        kind = kind_of_cat[cat_codes] if n else np.zeros(0, dtype=object)
-        on_device = np.isin(kind, T.DEVICE_KINDS)
+        code_of = {k: np.int8(i) for i, k in enumerate(T.EVENT_KINDS)}
+        kind_of_cat = np.array([code_of[CATEGORY_KINDS.get(c, T.OTHER)] for c in cat_values] or [0], dtype=np.int8)
+        kind = kind_of_cat[cat_codes]
+        device_kind = np.array([k in T.DEVICE_KINDS for k in T.EVENT_KINDS])
+        on_device = device_kind[kind]
 
-        name_values = np.array(self.names.values, dtype=object)
-        name_codes = p["name"].astype(np.int64) if n else np.zeros(0, dtype=np.int64)
+        name_values = self.names.values
+        name_codes = p["name"].astype(np.intp)
         # Name-based refinements are computed once per distinct name, then spread by code.
         step_no = np.array([_step_number(v) for v in name_values] or [-1], dtype=np.int32)
         is_loader = np.array([bool(DATALOADER_NAME.match(v)) for v in name_values] or [False])
-        host_op = np.isin(kind, (T.CPU_OP, T.ANNOTATION))
-        step = np.where(host_op, step_no[name_codes], -1) if n else np.zeros(0, dtype=np.int32)
-        kind = np.where(step >= 0, T.STEP, kind)
-        kind = np.where(host_op & is_loader[name_codes] & (step < 0), T.DATALOADER, kind) if n else kind
+        host_op = (kind == code_of[T.CPU_OP]) | (kind == code_of[T.ANNOTATION])
+        step = np.where(host_op, step_no[name_codes], np.int32(-1)).astype(np.int32)
+        kind = np.where(step >= 0, code_of[T.STEP], kind)
+        kind = np.where(host_op & is_loader[name_codes] & (step < 0), code_of[T.DATALOADER], kind)
 
-        copy_dir = np.array([_copy_direction(v) for v in name_values] or [""], dtype=object)
+        copy_code = {k: np.int8(i) for i, k in enumerate(T.COPY_KINDS)}
+        dir_of_name = np.array([copy_code[_copy_direction(v)] for v in name_values] or [0], dtype=np.int8)
+        dir_of_arg = np.array([copy_code.get(v, 0) for v in self.copy_kinds.values], dtype=np.int8)
         pinned_of_name = np.array([_pinned(v) for v in name_values] or [-1], dtype=np.int8)
-        is_copy = kind == T.MEMCPY
-        direction = np.where(is_copy, copy_dir[name_codes], "") if n else np.zeros(0, dtype=object)
-        arg_dir = name_values[p["copy_kind"].astype(np.int64)] if n else np.zeros(0, dtype=object)
-        arg_dir = np.where(np.isin(arg_dir, T.COPY_KINDS), arg_dir, "")
-        direction = np.where(is_copy & (direction == ""), arg_dir, direction)
-        pinned = np.where(is_copy, pinned_of_name[name_codes], -1).astype(np.int8) if n else np.zeros(0, np.int8)
+        is_copy = kind == code_of[T.MEMCPY]
+        direction = np.where(is_copy, dir_of_name[name_codes], np.int8(0))
+        arg_dir = dir_of_arg[p["copy_kind"].astype(np.intp)]
+        direction = np.where(is_copy & (direction == 0), arg_dir, direction)
+        pinned = np.where(is_copy, pinned_of_name[name_codes], np.int8(-1)).astype(np.int8)
 
         comm_of_name = np.array([_is_comm_name(v) for v in name_values] or [False])
-        comm = (kind == T.KERNEL) & (comm_of_name[name_codes] | p["collective"]) if n else np.zeros(0, bool)
+        comm = (kind == code_of[T.KERNEL]) & (comm_of_name[name_codes] | p["collective"].astype(bool))
 
         device = np.where(on_device, np.where(p["device"] >= 0, p["device"], p["pid"]), -1)
         stream = np.where(on_device, np.where(p["stream"] >= 0, p["stream"], p["tid"]), -1)
         pid = np.where(on_device, -1, p["pid"])
         tid = np.where(on_device, -1, p["tid"])
+        moved = (kind == code_of[T.MEMCPY]) | (kind == code_of[T.MEMSET])
+        nbytes = np.where(moved, p["bytes"], -1)
 
-        ts_ns = us_to_ns(p["ts"])
-        ts_ns = ts_ns + np.int64(base_ns)
-        dur_ns = us_to_ns(p["dur"])
-        bad_ts = np.isnan(p["ts"])
-        ts_ns = np.where(bad_ts, np.iinfo(np.int64).min, ts_ns)
-        dur_ns = np.where(np.isnan(p["dur"]), 0, dur_ns)
-        names = self.names.categorical(name_codes.astype(np.int32)) if n else pd.Categorical([])
+        ts = p["ts"].astype(np.float64, copy=False)
+        dur = p["dur"].astype(np.float64, copy=False)
+        ts_ns = us_to_ns(ts) + np.int64(base_ns)
+        ts_ns = np.where(np.isnan(ts), np.iinfo(np.int64).min, ts_ns)
+        dur_ns = np.where(np.isnan(dur), 0, us_to_ns(dur))
         return T.events_frame({
             "ts_ns": ts_ns, "dur_ns": dur_ns,
-            "kind": pd.Categorical(kind, categories=T.EVENT_KINDS),
-            "name": names,
-            "category": self.cats.categorical(cat_codes.astype(np.int32)) if n else pd.Categorical([]),
+            "kind": pd.Categorical.from_codes(kind, categories=T.EVENT_KINDS),
+            "name": self.names.categorical(name_codes.astype(np.int32)),
+            "category": self.cats.categorical(cat_codes.astype(np.int32)),
             "rank": 0, "device": device, "stream": stream, "pid": pid, "tid": tid,
-            "step": step, "bytes": np.where(kind == T.MEMCPY, p["bytes"], np.where(kind == T.MEMSET, p["bytes"], -1)),
-            "copy_kind": pd.Categorical(direction, categories=T.COPY_KINDS),
+            "step": step, "bytes": nbytes,
+            "copy_kind": pd.Categorical.from_codes(direction, categories=T.COPY_KINDS),
             "pinned": pinned, "comm": comm, "correlation": p["correlation"],
         })
+
+
+_PH, _TS, _DUR, _NAME, _CAT, _PID, _TID = (attrgetter(a) for a in ("ph", "ts", "dur", "name", "cat", "pid", "tid"))
+_DEVICE, _STREAM, _BYTES, _CORRELATION, _KIND, _COLLECTIVE = (
+    attrgetter(f"args.{a}") for a in ("device", "stream", "bytes", "correlation", "kind", "collective"))
+
+
+def _ids(xs: list[KinetoEvent], get: attrgetter[Any]) -> np.ndarray:
+    """Ids as int64: ints straight through; a chunk with string ids ("Spans", "616") goes the
+    way of the loose path (`to_int_id`), which also parses them."""
+    try:
+        return np.fromiter(map(get, xs), np.int64, count=len(xs))
+    except (TypeError, ValueError, OverflowError):
+        return to_int_id(list(map(get, xs)))
+
+
+_DUPLICATE_KEY = ["kind", "name", "category", "pid", "tid", "device", "stream", "ts_ns", "dur_ns"]
+
+
+def _drop_duplicates(events: pd.DataFrame) -> pd.DataFrame:
+    """`events.drop_duplicates(subset=_DUPLICATE_KEY, ignore_index=True)`, faster: rows are
+    hashed over the key columns, and only rows whose hash occurs twice are compared exactly."""
+    n = len(events)
+    if n < 2:
+        return events.reset_index(drop=True)
+    h = np.zeros(n, dtype=np.uint64)
+    mult = np.uint64(0x9E3779B97F4A7C15)
+    for col in _DUPLICATE_KEY:
+        s = events[col]
+        values = s.cat.codes.to_numpy() if isinstance(s.dtype, pd.CategoricalDtype) else s.to_numpy()
+        h ^= values.astype(np.int64).view(np.uint64)
+        h *= mult
+        h ^= h >> np.uint64(31)
+    candidates = np.flatnonzero(pd.Series(h).duplicated(keep=False).to_numpy())
+    if not len(candidates):
+        return events.reset_index(drop=True)
+    repeated = events.iloc[candidates][_DUPLICATE_KEY].duplicated(keep="first").to_numpy()
+    keep = np.ones(n, dtype=bool)
+    keep[candidates[repeated]] = False
+    return events[keep].reset_index(drop=True)
 
 
 def _drop_bad(events: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, int]]:
@@ -268,7 +425,8 @@ def _pinned(name: str) -> int:
 
 def _is_comm_name(name: str) -> bool:
     n = name.lower()
-    n = n.removeprefix("void ")
+    if n.startswith("void "):
+        n = n[5:]
     return n.startswith(COMM_PREFIXES)
 
 

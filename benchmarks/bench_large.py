@@ -1,0 +1,216 @@
+"""Speed and memory of `traceanalyzer report` on GB-size Kineto traces, next to a bare
+`orjson.loads` of the same file (and HTA's load on the smaller file), measured in one run.
+
+    python benchmarks/bench_large.py                     # 250 MB and 1 GB replicas
+    python benchmarks/bench_large.py --sizes 250 --gzip  # also a .json.gz copy of each
+    TRACEANALYZER_HTA_PYTHON=/work/htavenv/bin/python python benchmarks/bench_large.py
+
+The replicas are built from the largest Kineto trace of the shared corpus: its events array is
+repeated, every copy's timestamps shifted past the previous copy's end (and its ProfilerStep
+numbers renumbered), byte for byte otherwise, so the file keeps the profiler's own formatting.
+Every tool runs in its own subprocess; wall time and peak RSS (ru_maxrss of that child) are
+reported, and ratios to the orjson baseline of the same run, since this machine is shared and
+noisy. What the script writes goes into a temporary folder that is removed at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import gzip
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import msgspec
+
+ROOT = Path(__file__).resolve().parent.parent
+def _default_corpus() -> Path:
+    """TRACEANALYZER_CORPUS, else a `shared/corpus` beside the checkout (or beside its parent,
+    for a git worktree one level further down)."""
+    if os.environ.get("TRACEANALYZER_CORPUS"):
+        return Path(os.environ["TRACEANALYZER_CORPUS"])
+    for base in (ROOT.parent, ROOT.parent.parent):
+        if (base / "shared" / "corpus").is_dir():
+            return base / "shared" / "corpus"
+    return ROOT.parent / "shared" / "corpus"
+
+
+DEFAULT_CORPUS = _default_corpus()
+DEFAULT_HTA_PYTHON = os.environ.get("TRACEANALYZER_HTA_PYTHON", "/work/htavenv/bin/python")
+MB = 1024 * 1024
+
+_TS = re.compile(rb'"ts": ?(-?\d+)(\.\d+)?')
+_STEP = re.compile(rb'"ProfilerStep#(\d+)"')
+_ENVELOPE = msgspec.json.Decoder(dict[str, msgspec.Raw])
+
+
+def largest_kineto_trace(corpus: Path) -> Path:
+    """The biggest Kineto trace the corpus manifest lists (by its uncompressed-file bytes column)."""
+    manifest = corpus / "MANIFEST.tsv"
+    best: tuple[int, Path] | None = None
+    if manifest.is_file():
+        with open(manifest, newline="") as fh:
+            for row in csv.DictReader(fh, delimiter="\t"):
+                if row.get("format") != "kineto-json":
+                    continue
+                path = corpus / row["file"]
+                if path.is_file() and (best is None or path.stat().st_size > best[0]):
+                    best = (path.stat().st_size, path)
+    if best is None:  # no manifest: the biggest .json.gz
+        files = [p for p in corpus.rglob("*.json.gz") if p.is_file()]
+        if not files:
+            sys.exit(f"no Kineto trace found under {corpus} (set --corpus or TRACEANALYZER_CORPUS)")
+        return max(files, key=lambda p: p.stat().st_size)
+    return best[1]
+
+
+def build_replica(source: Path, target: Path, target_bytes: int) -> tuple[int, int]:
+    """Write a trace of about `target_bytes` made of shifted copies of `source`'s events.
+
+    Returns (copies, file size)."""
+    data = source.read_bytes()
+    if data[:2] == b"\x1f\x8b":
+        data = gzip.decompress(data)
+    raw = _ENVELOPE.decode(data)["traceEvents"]
+    start = data.find(bytes(memoryview(raw)[:64]), data.find(b'"traceEvents"'))
+    end = start + len(raw)
+    head, body, tail = data[:start], data[start + 1:end - 1].strip(), data[end:]
+    events = msgspec.json.decode(data[start:end])
+    ts = [float(e["ts"]) for e in events if isinstance(e.get("ts"), (int, float))]
+    ends = [float(e["ts"]) + float(e.get("dur") or 0) for e in events
+            if isinstance(e.get("ts"), (int, float)) and isinstance(e.get("dur", 0), (int, float))]
+    shift_us = math.ceil(max(ends) - min(ts)) + 1000  # 1 ms apart
+    steps = [int(m) for m in _STEP.findall(body)]
+    step_stride = (max(steps) + 1) if steps else 0
+    copies = max(1, round((target_bytes - len(head) - len(tail)) / (len(body) + 2)))
+    with open(target, "wb") as out:
+        out.write(head)
+        out.write(b"[")
+        for k in range(copies):
+            if k:
+                out.write(b", ")
+                out.write(_shift(body, k * shift_us, k * step_stride))
+            else:
+                out.write(body)
+        out.write(b"]")
+        out.write(tail)
+    return copies, target.stat().st_size
+
+
+def _shift(body: bytes, shift_us: int, step_shift: int) -> bytes:
+    """`body` with every "ts" moved by a whole number of microseconds, digits otherwise kept."""
+    def ts(m: re.Match[bytes]) -> bytes:
+        return b'"ts": %d%s' % (int(m.group(1)) + shift_us, m.group(2) or b"")
+
+    out = _TS.sub(ts, body)
+    if step_shift:
+        out = _STEP.sub(lambda m: b'"ProfilerStep#%d"' % (int(m.group(1)) + step_shift), out)
+    return out
+
+
+def measure(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, int, int]:
+    """(wall seconds, peak RSS bytes, exit status) of one subprocess."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+    if proc.returncode:
+        print(f"  ! {' '.join(cmd[:3])}... exited {proc.returncode}: {err.strip()[-400:]}", file=sys.stderr)
+    return wall, usage.ru_maxrss * 1024, proc.returncode  # ru_maxrss is KiB on Linux
+
+
+ORJSON_LOAD = "import sys, orjson\nwith open(sys.argv[1], 'rb') as f: data = f.read()\norjson.loads(data)\n"
+ORJSON_LOAD_GZ = "import sys, gzip, orjson\nwith open(sys.argv[1], 'rb') as f: data = gzip.decompress(f.read())\norjson.loads(data)\n"
+HTA_LOAD = ("import sys\nfrom hta.trace_analysis import TraceAnalysis\n"
+            "TraceAnalysis(trace_dir=sys.argv[1])\n")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
+    ap.add_argument("--source", type=Path, help="trace to replicate (default: the corpus' largest Kineto trace)")
+    ap.add_argument("--sizes", default="250,1024", help="replica sizes in MiB, comma separated")
+    ap.add_argument("--hta-python", default=DEFAULT_HTA_PYTHON,
+                    help="python of a venv with holistictraceanalysis (env TRACEANALYZER_HTA_PYTHON); "
+                         "HTA is skipped when it does not exist; '' to skip")
+    ap.add_argument("--hta-max-mb", type=int, default=300, help="run HTA only on replicas up to this size")
+    ap.add_argument("--gzip", action="store_true", help="also measure a .json.gz copy of each replica")
+    ap.add_argument("--workdir", type=Path, default=None, help="where to write (default: a temp dir in /tmp)")
+    args = ap.parse_args()
+
+    sizes = [int(s) * MB for s in args.sizes.split(",") if s.strip()]
+    source = args.source or largest_kineto_trace(args.corpus)
+    base = args.workdir or Path(tempfile.gettempdir())
+    need = int(sum(sizes) * (1.5 if args.gzip else 1.1)) + sum(sizes) // 10
+    free = shutil.disk_usage(base).free
+    if free < need + 2 * 1024**3:
+        sys.exit(f"not enough free disk in {base}: {free / 1e9:.1f} GB free, about {need / 1e9:.1f} GB needed")
+    hta_python = args.hta_python if args.hta_python and Path(args.hta_python).exists() else None
+    work = Path(tempfile.mkdtemp(prefix="ta-bench-", dir=base))
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    rows: list[tuple[str, str, float, int, float, float, float]] = []
+    print(f"source: {source} ({source.stat().st_size / 1e6:.1f} MB on disk)", file=sys.stderr)
+    try:
+        for size in sizes:
+            trace = work / f"replica_{size // MB}MB.json"
+            copies, nbytes = build_replica(source, trace, size)
+            print(f"built {trace.name}: {copies} copies, {nbytes / 1e6:.0f} MB", file=sys.stderr)
+            inputs = [(trace, ORJSON_LOAD)]
+            if args.gzip:
+                gz = trace.with_suffix(".json.gz")
+                with open(trace, "rb") as src, gzip.open(gz, "wb", compresslevel=6) as dst:
+                    shutil.copyfileobj(src, dst, 8 * MB)
+                inputs.append((gz, ORJSON_LOAD_GZ))
+            for path, loader in inputs:
+                label = f"{nbytes / 1e6:.0f} MB" + (" .gz" if path.suffix == ".gz" else "")
+                fsize = path.stat().st_size
+                base_t, base_rss, _ = measure([sys.executable, "-c", loader, str(path)])
+                rows.append((label, "orjson.loads (bare)", base_t, base_rss, 1.0, 1.0, base_rss / fsize))
+                out = work / "report.json"
+                t, rss, rc = measure([sys.executable, "-m", "traceanalyzer.cli", "report", str(path),
+                                      "--format", "json", "-o", str(out), "--force", "-q"], env=env)
+                rows.append((label, "traceanalyzer report" + (" (FAILED)" if rc else ""), t, rss,
+                             t / base_t, rss / base_rss, rss / fsize))
+                if hta_python and path.suffix == ".json" and size <= args.hta_max_mb * MB:
+                    hta_dir = work / "hta"
+                    hta_dir.mkdir(exist_ok=True)
+                    link = hta_dir / path.name
+                    link.unlink(missing_ok=True)
+                    link.symlink_to(path)
+                    t, rss, rc = measure([hta_python, "-c", HTA_LOAD, str(hta_dir)])
+                    rows.append((label, "HTA TraceAnalysis load" + (" (FAILED)" if rc else ""), t, rss,
+                                 t / base_t, rss / base_rss, rss / fsize))
+                    link.unlink()
+                elif path.suffix == ".json" and size <= args.hta_max_mb * MB:
+                    rows.append((label, "HTA (skipped: no venv, see --hta-python)", math.nan, 0, math.nan,
+                                 math.nan, math.nan))
+            for p in work.glob("replica_*"):
+                p.unlink()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print_table(rows)
+
+
+def print_table(rows: list[tuple[str, str, float, int, float, float, float]]) -> None:
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs; ratios are to orjson.loads in the same run")
+    print()
+    print("| file | tool | wall s | peak RSS GB | time / orjson | RSS / orjson | RSS / file size |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for label, tool, t, rss, rt, rr, rf in rows:
+        if math.isnan(t):
+            print(f"| {label} | {tool} | - | - | - | - | - |")
+            continue
+        print(f"| {label} | {tool} | {t:.1f} | {rss / 1e9:.2f} | {rt:.2f}x | {rr:.2f}x | {rf:.2f}x |")
+
+
+if __name__ == "__main__":
+    main()
