@@ -18,15 +18,14 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import corpus_path
+from kineto_builder import KinetoTrace
+from test_corpus_kineto import reference
 
 from traceanalyzer.analyses.summary import analyze
 from traceanalyzer.errors import InputError
 from traceanalyzer.formats import ReadOptions, kineto, load_paths, read_file
 from traceanalyzer.report.build import build_report
-
-from conftest import corpus_path
-from kineto_builder import KinetoTrace
-from test_corpus_kineto import reference
 
 CHUNK_SIZES = (1, 7, 300, 1 << 26)
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import io
 
+from kineto_builder import KinetoTrace
+
 from traceanalyzer.formats import ReadOptions, load_paths
 from traceanalyzer.progress import Progress
-
-from kineto_builder import KinetoTrace
 
 
 class FakeTerminal(io.StringIO):
