@@ -95,3 +95,16 @@ def us_to_ns(us: np.ndarray) -> np.ndarray:
     whole = np.floor(us)
     frac_ns = np.rint((us - whole) * 1000.0).astype(np.int64)
     return whole.astype(np.int64) * 1000 + frac_ns
+
+
+def int_or_none(value: Any) -> int | None:
+    """A header or argument value as an int when it is one (7, 7.0, "7"); None otherwise."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    return None

@@ -26,7 +26,7 @@ import pandas as pd
 from .. import timeline as T
 from ..timeline import DeviceInfo, RankInfo, Source, Timeline
 from . import ReadOptions
-from ._columns import Interner, to_float, to_int_id, us_to_ns
+from ._columns import Interner, int_or_none, to_float, to_int_id, us_to_ns
 from .chrome_json import (
     CHUNK_BYTES,
     Envelope,
@@ -140,7 +140,7 @@ def _timeline(cols: _Collector, header: dict[str, Any], path: Path, fmt: str) ->
     for phase, n in sorted(cols.not_kept.items()):
         source.not_kept[phase] = n
 
-    base_ns = _int_or_none(header.get("baseTimeNanoseconds")) or 0
+    base_ns = int_or_none(header.get("baseTimeNanoseconds")) or 0
     events = cols.frame(base_ns)
     events, dropped = _drop_bad(events)
     for reason, n in dropped.items():
@@ -160,8 +160,8 @@ def _timeline(cols: _Collector, header: dict[str, Any], path: Path, fmt: str) ->
     source.events_kept = len(events)
 
     info = header.get("distributedInfo") if isinstance(header.get("distributedInfo"), dict) else {}
-    rank = _int_or_none(info.get("rank")) if info else None
-    world = _int_or_none(info.get("world_size")) if info else None
+    rank = int_or_none(info.get("rank")) if info else None
+    world = int_or_none(info.get("world_size")) if info else None
     ts_us_median = float(np.median(events["ts_ns"].to_numpy())) / 1000 if len(events) else 0.0
     epoch = bool(base_ns) or ts_us_median > 1e15  # > 2001-09-09 in epoch microseconds
     tl = Timeline(events=events, sources=[source],
@@ -380,7 +380,7 @@ def _devices(header: dict[str, Any], events: pd.DataFrame) -> list[DeviceInfo]:
     by_id: dict[int, dict[str, Any]] = {}
     if isinstance(props, list):
         for entry in props:
-            if isinstance(entry, dict) and _int_or_none(entry.get("id")) is not None:
+            if isinstance(entry, dict) and int_or_none(entry.get("id")) is not None:
                 by_id[int(entry["id"])] = entry
     work = events["kind"].isin(T.GPU_WORK_KINDS).to_numpy()
     used = sorted(int(d) for d in np.unique(events["device"].to_numpy()[work]))
@@ -428,15 +428,3 @@ def _is_comm_name(name: str) -> bool:
     if n.startswith("void "):
         n = n[5:]
     return n.startswith(COMM_PREFIXES)
-
-
-def _int_or_none(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        return int(value)
-    return None

@@ -19,6 +19,7 @@ from google.protobuf.message import DecodeError
 from ..errors import InputError
 from ..timeline import DeviceInfo, RankInfo, Source, Timeline
 from . import ReadOptions
+from ._columns import int_or_none
 from ._tf_mapping import (
     DATALOADER_NAME,
     GPU_PLANE,
@@ -227,13 +228,5 @@ def _stat_value(stat: Any, ref_names: dict[int, str]) -> Any:
 
 
 def _as_int(value: Any) -> int:
-    if isinstance(value, bool) or value is None:
-        return -1
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        return int(value)
-    return -1
-
+    found = int_or_none(value)
+    return -1 if found is None else found
