@@ -95,7 +95,8 @@ def main() -> None:
     Start with:
       traceanalyzer report trace.json            # writes trace.report.html
       traceanalyzer report trace.json.gz -o r.md # Markdown for a PR comment
-      traceanalyzer report LOGDIR --format json  # every trace in a directory, one rank each
+      traceanalyzer report LOGDIR --format json  # a TensorBoard log dir (its newest run)
+      traceanalyzer report trace.json --dmon gpu.log  # add nvidia-smi dmon on the same clock
     """
 
 
@@ -149,7 +150,13 @@ def report_command(traces: tuple[Path, ...], output: Path | None, fmt: str | Non
     The report gives, per rank and GPU: GPU busy and idle time over the window (the host's
     ProfilerStep span), idle gaps of at least --min-gap with the step they fall in, memcpy time
     by direction, DataLoader wait, per-step breakdown and top kernels. Every figure is defined
-    in the report and in the README. Exit status: 0 ok, 2 bad input or usage.
+    in the report and in the README.
+
+    \b
+    The verdict names one bottleneck per rank (input_bound, memcpy_bound, launch_bound,
+    sync_bound, host_bound, periodic_stall, communication_bound, gpu_bound or undetermined),
+    gives every idle gap a cause from what the host was doing, and says what to change and
+    how much GPU time that could win at most. Exit status: 0 ok, 2 bad input or usage.
 
     \b
     nvidia-smi logs (dmon text, --query-gpu CSV, DCGM CSV; named with --dmon, given among
