@@ -244,8 +244,9 @@ def _findings(tl: Timeline, ra: RankAnalysis, devices: list[A.DeviceAttribution]
             continue
         fid = VERDICT_OF_CAUSE[cause]
         n_gaps = sum(int((d.causes == H.CAUSES.index(cause)).sum()) for d in devices)
+        where = f" in {n_gaps} idle gap{'s' if n_gaps != 1 else ''}" if n_gaps else ""
         evidence = [f"{_fmt_ns(ns)} of GPU time ({_pct(ns / window_ns)} of the window, "
-                    f"{_pct(ns / lost_ns)} of the time lost) in {n_gaps} idle gaps"]
+                    f"{_pct(ns / lost_ns)} of the time lost){where}"]
         evidence += _specific_evidence(tl, ra, devices, cause, host, periodic)
         evidence += [f"{e.name}: {_pct(e.share)} of this idle time"
                      for e in A.cause_evidence(host, devices, cause)]
