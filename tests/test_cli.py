@@ -98,3 +98,31 @@ def test_help_teaches():
     assert res.exit_code == 0
     for word in ("--min-gap", "--format", "--force", "ProfilerStep", "Exit status"):
         assert word in res.output
+
+
+def test_decompression_is_bounded(tmp_path):
+    """A gzip bomb (50 MB of JSON whitespace in ~50 KB) is refused under a 1 MB limit, in one line."""
+    good = json.dumps(KinetoTrace().step(1, 0, 10).kernel(1, 2).document()).encode()
+    bomb = tmp_path / "bomb.json.gz"
+    bomb.write_bytes(gzip.compress(good[:-1] + b" " * 50_000_000 + b"}", compresslevel=9))
+    assert bomb.stat().st_size < 200_000
+    res = run(["report", bomb, "--max-input-size", "1MB", "-o", tmp_path / "o.json"])
+    assert res.returncode == 2 and "decompresses to more than the input limit of 1000000 bytes" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+    plain = tmp_path / "big.json"
+    plain.write_bytes(good[:-1] + b" " * 2_000_000 + b"}")
+    res = run(["report", plain, "--max-input-size", "1MiB", "-o", tmp_path / "o.json"])
+    assert res.returncode == 2 and "larger than the input limit of 1048576 bytes" in res.stderr
+    # within the default limit the same files are fine
+    assert run(["report", bomb, "-o", tmp_path / "ok.json"]).returncode == 0
+
+
+def test_size_units():
+    from traceanalyzer.units import parse_size_bytes
+
+    assert parse_size_bytes("16GiB") == 16 * 1024**3
+    assert parse_size_bytes("500MB") == 500_000_000
+    assert parse_size_bytes("2G") == 2 * 1024**3
+    assert parse_size_bytes("123") == 123
+    with pytest.raises(ValueError):
+        parse_size_bytes("lots")

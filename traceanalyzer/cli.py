@@ -86,6 +86,20 @@ def _parse_gpu(text: str) -> None:
 
 
 
+class SizeType(click.ParamType):
+    name = "SIZE"
+
+    def convert(self, value, param, ctx):  # type: ignore[no-untyped-def]
+        from .units import parse_size_bytes
+
+        if isinstance(value, int):
+            return value
+        try:
+            return parse_size_bytes(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="traceanalyzer")
 def main() -> None:
@@ -114,6 +128,9 @@ def main() -> None:
                    "number). Default: the newest.")
 @click.option("--all-runs", is_flag=True,
               help="Log dirs: one report per run, named <output>.<run>.<format>.")
+@click.option("--max-input-size", "max_input_bytes", type=SizeType(), default="16GiB", show_default=True,
+              help="Refuse an input whose (decompressed) content is larger: a guard against "
+                   "gzip bombs and runaway memory. Units: B, KB, MB, GB, KiB, MiB, GiB.")
 @click.option("--force", is_flag=True, help="Overwrite the output file if it exists.")
 @click.option("-q", "--quiet", is_flag=True, help="Do not print the summary on the terminal.")
 @click.option("--dmon", "dmon", multiple=True, type=click.Path(path_type=Path),
@@ -135,7 +152,7 @@ def main() -> None:
 def report_command(traces: tuple[Path, ...], output: Path | None, fmt: str | None, min_gap_ns: int,
                    run: str | None, all_runs: bool, force: bool, quiet: bool, dmon: tuple[Path, ...],
                    dmon_tz: str | None, dmon_offset_ns: int | None, dmon_interval_ns: int,
-                   dmon_start: str | None, dmon_gpu: tuple[str, ...]) -> None:
+                   dmon_start: str | None, dmon_gpu: tuple[str, ...], max_input_bytes: int) -> None:
     """Analyse TRACES and write a report.
 
     \b
@@ -169,12 +186,13 @@ def report_command(traces: tuple[Path, ...], output: Path | None, fmt: str | Non
 
     counters = CounterOptions(list(dmon), dmon_interval_ns, parse_start(dmon_start) if dmon_start else None,
                               AlignOptions(dmon_tz, dmon_offset_ns, parse_gpu_map(dmon_gpu)))
-    _run_guarded(lambda: _report(list(traces), output, fmt, min_gap_ns, force, quiet, run, all_runs, counters))
+    _run_guarded(lambda: _report(list(traces), output, fmt, min_gap_ns, force, quiet, run, all_runs, counters,
+                                 max_input_bytes))
 
 
 def _report(traces: list[Path], output: Path | None, fmt: str | None, min_gap_ns: int,
             force: bool, quiet: bool, run: str | None = None, all_runs: bool = False,
-            counters: CounterOptions | None = None) -> None:
+            counters: CounterOptions | None = None, max_input_bytes: int | None = None) -> None:
     from .align import AlignOptions, combine
     from .formats import ReadOptions, input_sets, load_counter_logs, load_set, split_counter_logs
     from .progress import Progress
@@ -187,6 +205,8 @@ def _report(traces: list[Path], output: Path | None, fmt: str | None, min_gap_ns
     counters = counters or CounterOptions([], 1_000_000_000, None, AlignOptions())
     options = ReadOptions(progress=progress.advance, run=run, dmon_interval_ns=counters.interval_ns,
                           dmon_start=counters.start)
+    if max_input_bytes is not None:
+        options.max_input_bytes = max_input_bytes
     sets = input_sets(traces, options, all_runs=all_runs)
     for inputs in sets:
         target = _run_target(base, inputs.label) if all_runs else base

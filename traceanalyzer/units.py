@@ -50,3 +50,18 @@ def datetime_to_ns(dt: datetime) -> int:
     """An aware datetime -> integer ns since the epoch, exactly (no float rounding)."""
     delta = dt - _EPOCH
     return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1_000
+
+
+_SIZE_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+               "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4,
+               "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-zA-Z]*)\s*$")
+
+
+def parse_size_bytes(text: str) -> int:
+    """'16GiB' -> 17179869184, '500MB' -> 500000000, '2G' -> 2 GiB; bare numbers are bytes."""
+    m = _SIZE.match(text)
+    unit = m.group(2).lower() if m else ""
+    if not m or unit not in _SIZE_UNITS and unit != "":
+        raise ValueError(f"{text!r} is not a size: expected a number and a unit, e.g. 500MB, 16GiB")
+    return int(float(m.group(1)) * _SIZE_UNITS.get(unit, 1))
