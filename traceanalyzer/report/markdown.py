@@ -72,7 +72,7 @@ def render_markdown(report: Report) -> str:
 def _render(report: Report, rows: dict[str, int]) -> str:
     diag = report.get("diagnosis") or None
     out = _verdict(report, diag)
-    out += _findings(diag, rows["findings"])
+    out += _findings(diag, rows["findings"], gpu=bool(report["summary"]["devices"]))
     out += _headline_table(report, diag, rows["ranks"])
     out += _gaps(report, diag, rows["gaps"])
     out += _counters(report)
@@ -108,7 +108,7 @@ def _verdict(report: Report, diag: dict[str, Any] | None) -> list[str]:
     return out + [" · ".join(figures), ""]
 
 
-def _findings(diag: dict[str, Any] | None, limit: int) -> list[str]:
+def _findings(diag: dict[str, Any] | None, limit: int, gpu: bool = True) -> list[str]:
     findings = (diag or {}).get("findings") or []
     if not diag:
         return []
@@ -117,7 +117,8 @@ def _findings(diag: dict[str, Any] | None, limit: int) -> list[str]:
     out = ["### Findings", ""]
     for i, f in enumerate(findings[:limit], 1):
         share = f.get("share_of_idle")
-        explains = [] if share is None else [f"{fmt_pct(share)} of idle"]
+        # without a GPU the host-loop findings are shares of step time, not of GPU idle time
+        explains = [] if share is None else [f"{fmt_pct(share)} of {'idle' if gpu else 'step time'}"]
         if f.get("explains_us") is not None:
             explains.append(fmt_us(f["explains_us"]))
         tail = f" ({', '.join(explains)})" if explains else ""
