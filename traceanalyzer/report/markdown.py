@@ -92,6 +92,9 @@ def _verdict(report: Report, diag: dict[str, Any] | None) -> list[str]:
     s = report["summary"]
     if diag:
         label = VERDICT_LABELS.get(diag.get("primary") or "", _md(diag.get("primary") or "Undetermined"))
+        host = diag.get("host_primary")
+        if host:  # no GPU verdict: lead with the host loop's
+            label += f" · host loop: {VERDICT_LABELS.get(host, _md(host)).lower()}"
         out = [f"## traceanalyzer: {label}", ""]
         if diag.get("headline"):
             out += [f"**{_md(diag['headline'], 600)}**", ""]
