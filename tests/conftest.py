@@ -7,6 +7,7 @@ developer machine, but fails loudly when the CI environment variable is set.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -34,3 +35,14 @@ def kineto_corpus_files() -> list[Path]:
     if not CORPUS.is_dir():
         return []
     return sorted(p for p in CORPUS.rglob("*") if p.is_file() and (p.name.endswith(".json") or p.name.endswith(".json.gz")))
+
+
+@pytest.fixture
+def machine_in_new_york(monkeypatch):
+    """This machine's zone is New York, unlike the zone of the machine that wrote a log: tests of
+    clock alignment set TZ explicitly so they never depend on where they run."""
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()

@@ -3,7 +3,6 @@ from its own kernels and written on another machine's clock (zone + skew). Every
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import numpy as np
@@ -19,14 +18,7 @@ SKEW_NS = 3_400_000_000  # that machine's clock runs 3.4 s ahead
 TOTAL_NS = -(5 * 3600 + 1800) * S - SKEW_NS
 
 
-@pytest.fixture(autouse=True)
-def machine_zone(monkeypatch):
-    """This machine is in New York: its zone is not the logging machine's."""
-    monkeypatch.setenv("TZ", "America/New_York")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
+pytestmark = pytest.mark.usefixtures("machine_in_new_york")
 
 
 @pytest.fixture

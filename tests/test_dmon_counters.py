@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -22,13 +21,7 @@ CRAFTED = SAMPLES / "dmon" / "idle_runs.log"
 ZONE, SKEW_NS = "Asia/Kolkata", 3_400_000_000
 
 
-@pytest.fixture(autouse=True)
-def machine_zone(monkeypatch):
-    monkeypatch.setenv("TZ", "America/New_York")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
+pytestmark = pytest.mark.usefixtures("machine_in_new_york")
 
 
 def report_json(args: list[str]) -> dict:

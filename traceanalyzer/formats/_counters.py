@@ -9,14 +9,24 @@ alignment never look at format-specific names. Columns a reader does not know ar
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Protocol, TypeVar
 
 import numpy as np
 import pandas as pd
 
 from .. import timeline as T
+from ..errors import InputError
 from ..timeline import Source
 from . import ReadOptions
+
+
+class _Rows(Protocol):
+    rows: list[list[str]]
+
+
+_Seg = TypeVar("_Seg", bound=_Rows)
 
 # Values that mean "no value" in nvidia-smi / dcgmi output.
 MISSING_TEXT = ("-", "", "N/A", "[N/A]", "[Not Supported]", "Not Supported", "[Unknown Error]")
@@ -124,3 +134,18 @@ def drop_wrong_rows(source: Source, line_nos: list[int]) -> None:
     shown = ", ".join(str(n) for n in line_nos[:5]) + (" ..." if len(line_nos) > 5 else "")
     source.warnings.append(f"{len(line_nos)} rows with a different number of values than their "
                            f"header dropped (lines {shown})")
+
+
+def read_segments(path: Path, data: bytes, fmt: str,
+                  segments: Callable[[Path, list[str], bool, Source], list[_Seg]],
+                  no_rows: str) -> tuple[Source, list[_Seg]]:
+    """The start every text log reader shares: lines, header segments, rows counted; a log
+    without a single data row is an InputError saying what a row looks like (`no_rows`)."""
+    lines, cut = split_lines(data, path)
+    source = Source(path=str(path), format=fmt)
+    found = segments(path, lines, cut, source)
+    rows = sum(len(seg.rows) for seg in found)
+    source.events_read = rows + sum(source.not_kept.values())
+    if rows == 0:
+        raise InputError(path, no_rows)
+    return source, found

@@ -33,7 +33,7 @@ from ._counters import (
     number_samples,
     numbered_times,
     parse_numbers,
-    split_lines,
+    read_segments,
     unknown_columns_warning,
 )
 
@@ -83,14 +83,9 @@ class _Segment:
 
 
 def read(path: Path, data: bytes, options: ReadOptions) -> Timeline:
-    lines, cut = split_lines(data, path)
-    source = Source(path=str(path), format=FORMAT)
-    segments = _segments(path, lines, cut, source)
-    rows_read = sum(len(s.rows) for s in segments)
-    source.events_read = rows_read + sum(source.not_kept.values())
-    if rows_read == 0:
-        raise InputError(path, "no data rows under the dmon header: expected lines of numbers "
-                               "such as '    0     46     26 ...'")
+    source, segments = read_segments(path, data, FORMAT, _segments,
+                                     "no data rows under the dmon header: expected lines of numbers "
+                                     "such as '    0     46     26 ...'")
 
     time_kinds = {_time_kind(s.columns) for s in segments}
     if len(time_kinds) > 1:

@@ -30,7 +30,7 @@ from ._counters import (
     number_samples,
     numbered_times,
     parse_numbers,
-    split_lines,
+    read_segments,
     unknown_columns_warning,
 )
 
@@ -99,14 +99,10 @@ class _Segment:
 
 
 def read(path: Path, data: bytes, options: ReadOptions) -> Timeline:
-    lines, cut = split_lines(data, path)
-    source = Source(path=str(path), format=FORMAT)
-    segments = _segments(path, lines, cut, source)
-    n = sum(len(s.rows) for s in segments)
-    source.events_read = n + sum(source.not_kept.values())
-    if n == 0:
-        raise InputError(path, "no data rows under the CSV header: expected rows such as "
-                               "'2024/01/16 14:44:16.977, 0 %, 21 MiB'")
+    source, segments = read_segments(path, data, FORMAT, _segments,
+                                     "no data rows under the CSV header: expected rows such as "
+                                     "'2024/01/16 14:44:16.977, 0 %, 21 MiB'")
+    n = sum(len(seg.rows) for seg in segments)
     has_time = {TIMESTAMP in s.names for s in segments}
     if len(has_time) > 1:
         raise InputError(path, "the timestamp field comes and goes between headers; "
