@@ -14,19 +14,24 @@ import pandas as pd
 
 from .. import timeline as T
 from ..analyses import _intervals as iv
+from ..causes import (
+    CAUSES,
+    CHECKPOINT,
+    COMMUNICATION,
+    DATALOADER,
+    HOST_COMPUTE,
+    LAUNCH,
+    MEMCPY,
+    SYNC,
+    UNKNOWN,
+)
 from ..timeline import Timeline
 from .thresholds import LAUNCH_THREAD_MIN_SHARE, READBACK_MAX_BYTES
 
-# --- gap causes (the JSON names) --------------------------------------------------------------------
-DATALOADER = "dataloader"
-MEMCPY = "memcpy"
-SYNC = "sync"
-LAUNCH = "launch"
-HOST_COMPUTE = "host_compute"
-CHECKPOINT = "checkpoint"
-COMMUNICATION = "communication"
-UNKNOWN = "unknown"
-CAUSES = (DATALOADER, MEMCPY, SYNC, LAUNCH, HOST_COMPUTE, CHECKPOINT, COMMUNICATION, UNKNOWN)
+# --- gap causes: defined once in the registry (traceanalyzer/causes.py) -----------------------------
+
+__all__ = ["CAUSES", "CHECKPOINT", "COMMUNICATION", "DATALOADER", "HOST_COMPUTE", "LAUNCH", "MEMCPY", "SYNC",
+           "UNKNOWN", "HostActivity", "host_activity"]
 
 # Host events are claimed by the first class that matches, in this order; a gap's share of each
 # class is measured on these disjoint pieces, so nested events count once.

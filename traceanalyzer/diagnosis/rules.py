@@ -17,6 +17,22 @@ from .. import timeline as T
 from ..analyses import _intervals as iv
 from ..analyses import figures as F
 from ..analyses.summary import Analysis, RankAnalysis
+from ..causes import CAUSE_BY_ID as _CAUSE_BY_ID
+from ..causes import (
+    COMMUNICATION_BOUND,
+    GPU_BOUND,
+    HOST_BOUND,
+    INPUT_BOUND,
+    LAUNCH_BOUND,
+    MEMCPY_BOUND,
+    PERIODIC_STALL,
+    SYNC_BOUND,
+    UNDETERMINED,
+    UNEXPLAINED,
+    VERDICT_BY_ID,
+    VERDICT_OF_CAUSE,
+    VERDICTS,
+)
 from ..timeline import Timeline
 from . import attribution as A
 from . import host as H
@@ -33,42 +49,13 @@ from .thresholds import (
     TOP_KERNELS_NAMED,
 )
 
-# --- verdict vocabulary -----------------------------------------------------------------------------
-INPUT_BOUND = "input_bound"
-MEMCPY_BOUND = "memcpy_bound"
-LAUNCH_BOUND = "launch_bound"
-SYNC_BOUND = "sync_bound"
-HOST_BOUND = "host_bound"
-PERIODIC_STALL = "periodic_stall"
-COMMUNICATION_BOUND = "communication_bound"
-GPU_BOUND = "gpu_bound"
-UNDETERMINED = "undetermined"
-VERDICTS = (INPUT_BOUND, MEMCPY_BOUND, LAUNCH_BOUND, SYNC_BOUND, HOST_BOUND, PERIODIC_STALL,
-            COMMUNICATION_BOUND, GPU_BOUND, UNDETERMINED)
-UNEXPLAINED = "unexplained_idle"  # finding id for idle time of cause `unknown`
+# --- verdict vocabulary: defined once in the registry -------------------------------------------------
 
-VERDICT_OF_CAUSE = {
-    H.DATALOADER: INPUT_BOUND, H.MEMCPY: MEMCPY_BOUND, H.SYNC: SYNC_BOUND, H.LAUNCH: LAUNCH_BOUND,
-    H.HOST_COMPUTE: HOST_BOUND, H.CHECKPOINT: PERIODIC_STALL, H.COMMUNICATION: COMMUNICATION_BOUND,
-    H.UNKNOWN: UNEXPLAINED,
-}
-TITLES = {
-    INPUT_BOUND: "Input-bound: the GPU waits for the next batch",
-    MEMCPY_BOUND: "Host-device copies hold the GPU up",
-    SYNC_BOUND: "Synchronisations stall the launch queue",
-    LAUNCH_BOUND: "Launch-bound: short kernels, the host cannot launch them fast enough",
-    HOST_BOUND: "Host-bound: host work between GPU launches",
-    PERIODIC_STALL: "Periodic stalls (checkpoint / evaluation)",
-    COMMUNICATION_BOUND: "Waiting on communication",
-    UNEXPLAINED: "GPU idle with no traced host activity",
-    GPU_BOUND: "GPU-bound: the GPU itself is the bottleneck",
-}
-PHRASE = {
-    H.DATALOADER: "waiting for the DataLoader", H.MEMCPY: "in host-device copies",
-    H.SYNC: "behind host-device synchronisations", H.LAUNCH: "launching short kernels one by one",
-    H.HOST_COMPUTE: "in host work between GPU launches", H.CHECKPOINT: "in periodic stalls",
-    H.COMMUNICATION: "waiting on communication", H.UNKNOWN: "with no traced host activity",
-}
+TITLES = {v.id: v.title for v in VERDICT_BY_ID.values()}
+PHRASE = {c.id: c.phrase for c in _CAUSE_BY_ID.values()}
+__all__ = ["COMMUNICATION_BOUND", "GPU_BOUND", "HOST_BOUND", "INPUT_BOUND", "LAUNCH_BOUND", "MEMCPY_BOUND",
+           "PERIODIC_STALL", "SYNC_BOUND", "UNDETERMINED", "UNEXPLAINED", "VERDICTS", "VERDICT_OF_CAUSE",
+           "Diagnosis", "Finding", "RankDiagnosis", "diagnose"]
 # Kernel-name hints (informative only): memory-bound kernel families and precision.
 MEMORY_BOUND_KERNEL = re.compile(
     r"elementwise|reduce|norm|softmax|copy|fill|cat_|index|gather|scatter|transpose|pool|embedding|dropout"

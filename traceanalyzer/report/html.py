@@ -15,37 +15,13 @@ from typing import Any
 import jinja2
 import markupsafe
 
+from ..causes import PALETTE, page_registry
 from .build import Report
 from .text import fmt_pct, fmt_us
 
-# Idle-gap causes (the diagnosis' vocabulary) -> label and colour on the page.
-CAUSES: dict[str, dict[str, str]] = {
-    "dataloader": {"label": "DataLoader wait", "color": "#e4572e"},
-    "memcpy": {"label": "memcpy", "color": "#9b5de5"},
-    "sync": {"label": "synchronisation", "color": "#f2a541"},
-    "launch": {"label": "launch overhead", "color": "#17bebb"},
-    "host_compute": {"label": "host compute", "color": "#3a86ff"},
-    "checkpoint": {"label": "checkpointing", "color": "#a1785c"},
-    "communication": {"label": "communication", "color": "#2a9d4f"},
-    "unknown": {"label": "unknown cause", "color": "#6c7a89"},
-}
-# Colours of things that are not causes.
-PALETTE: dict[str, str] = {
-    "busy": "#2f4b7c", "compute": "#2f4b7c", "memcpy": "#9b5de5", "idle": "#c9ced6",
-    "unattributed": "#c9ced6", "step_a": "#e8ecf2", "step_b": "#d5dce6", "ops": "#5f7fa8",
-}
-# Verdicts (diagnosis "primary") -> label and the cause whose colour they wear.
-VERDICTS: dict[str, dict[str, str]] = {
-    "input_bound": {"label": "Input bound", "cause": "dataloader"},
-    "memcpy_bound": {"label": "Memcpy bound", "cause": "memcpy"},
-    "launch_bound": {"label": "Launch bound", "cause": "launch"},
-    "sync_bound": {"label": "Synchronisation bound", "cause": "sync"},
-    "host_bound": {"label": "Host bound", "cause": "host_compute"},
-    "periodic_stall": {"label": "Periodic stalls", "cause": "checkpoint"},
-    "communication_bound": {"label": "Communication bound", "cause": "communication"},
-    "gpu_bound": {"label": "GPU bound", "cause": ""},
-    "undetermined": {"label": "Undetermined", "cause": "unknown"},
-}
+# Labels and colours of causes and verdicts come from the one registry (traceanalyzer/causes.py).
+CAUSES: dict[str, dict[str, str]] = page_registry()["causes"]
+VERDICTS: dict[str, dict[str, str]] = page_registry()["verdicts"]
 HOST_LANES: dict[str, str] = {
     "ops": "host ops", "dataloader": "DataLoader wait", "sync": "sync calls", "copy": "copy calls",
 }

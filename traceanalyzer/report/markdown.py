@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from ..causes import CAUSE_LIST, VERDICT_LIST
 from .build import Report
 from .text import fmt_pct, fmt_us
 
@@ -18,16 +19,8 @@ MAX_CHARS = 65_536
 # Row limits of the first attempt; each retry halves them until the text fits.
 ROWS = {"findings": 6, "ranks": 40, "gaps": 15, "steps": 40, "kernels": 15, "inputs": 30, "warnings": 20}
 MAX_CELL_CHARS = 160
-VERDICT_LABELS = {
-    "input_bound": "Input bound", "memcpy_bound": "Memcpy bound", "launch_bound": "Launch bound",
-    "sync_bound": "Synchronisation bound", "host_bound": "Host bound", "periodic_stall": "Periodic stalls",
-    "communication_bound": "Communication bound", "gpu_bound": "GPU bound", "undetermined": "Undetermined",
-}
-CAUSE_LABELS = {
-    "dataloader": "DataLoader wait", "memcpy": "memcpy", "sync": "synchronisation", "launch": "launch overhead",
-    "host_compute": "host compute", "checkpoint": "checkpointing", "communication": "communication",
-    "unknown": "unknown",
-}
+VERDICT_LABELS = {v.id: v.label for v in VERDICT_LIST}
+CAUSE_LABELS = {c.id: c.label for c in CAUSE_LIST}
 _ESCAPE = {c: "\\" + c for c in "\\`*_[]<>|~&"}
 
 
