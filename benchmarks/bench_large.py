@@ -176,7 +176,7 @@ def main() -> None:
                 base_t, base_rss, _ = measure([sys.executable, "-c", loader, str(path)])
                 rows.append((label, "orjson.loads (bare)", base_t, base_rss, 1.0, 1.0, base_rss / fsize))
                 out = work / "report.json"
-                t, rss, rc = measure([sys.executable, "-m", "traceanalyzer.cli", "report", str(path),
+                t, rss, rc = measure([sys.executable, "-m", "traceanalyzer", "report", str(path),
                                       "--format", "json", "-o", str(out), "--force", "-q"], env=env)
                 rows.append((label, "traceanalyzer report" + (" (FAILED)" if rc else ""), t, rss,
                              t / base_t, rss / base_rss, rss / fsize))

@@ -7,14 +7,18 @@ from a Report's own gaps, so that the renderers can be tested with and without o
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
 from kineto_builder import KinetoTrace
 
-from traceanalyzer.analyses.summary import analyze
+from traceanalyzer import Analysis, Options, analyze
 from traceanalyzer.formats import ReadOptions, load_paths
-from traceanalyzer.report.build import Report, build_report
+from traceanalyzer.pipeline import analyze_timeline
+from traceanalyzer.result import DiagnosisResult, from_data
+
+Report = dict[str, Any]
 
 HOSTILE = ['<script>alert(1)</script>', '"><img src=x onerror=alert(2)>', "</script><script>alert(3)</script>",
            "{{ 7*7 }}", "| pipe | `tick` *star* [link](javascript:alert(4))"]
@@ -69,24 +73,26 @@ def hostile(path: Path) -> Path:
     return t.write(path)
 
 
-def report_for(paths: list[Path], min_gap_ns: int = 100_000, diagnosed: bool | str = False, **fake: Any) -> Report:
-    """The Report of `paths`. `diagnosed="real"`: with the real diagnosis, exactly as the CLI builds it;
-    `diagnosed=True`: with a fake diagnosis of the agreed shape (for edge cases the real one never makes)."""
-    tl = load_paths(paths, ReadOptions())
-    analysis = analyze(tl, min_gap_ns=min_gap_ns)
-    report = build_report(tl, analysis)
+def report_for(paths: list[Path], min_gap_ns: int = 100_000, diagnosed: bool | str = False, **fake: Any) -> Analysis:
+    """The Analysis of `paths` through the library pipeline. `diagnosed="real"`: with the real diagnosis,
+    exactly as the CLI builds it; `diagnosed=True`: with a fake diagnosis of the result's shape (for edge
+    cases the real one never makes); False: figures only."""
     if diagnosed == "real":
-        from traceanalyzer.diagnosis import diagnose
-        from traceanalyzer.report.diagnosis import diagnosis_section
-
-        return build_report(tl, analysis, {"diagnosis": diagnosis_section(diagnose(tl, analysis))})
+        return analyze(paths, Options(min_gap_ns=min_gap_ns, find_logs_beside=False))
+    analysis = analyze(paths, Options(min_gap_ns=min_gap_ns, diagnose=False, find_logs_beside=False))
     if diagnosed:
-        report = build_report(tl, analysis, {"diagnosis": fake_diagnosis(report, **fake)})
-    return report
+        fake_diag = from_data(DiagnosisResult, fake_diagnosis(analysis.to_data(), **fake))
+        analysis = dataclasses.replace(analysis, diagnosis=fake_diag)
+    return analysis
 
 
-def report_with_counters(path: Path, samples: int = 600) -> Report:
-    """A single-GPU report whose Timeline also holds SM-utilisation samples over -1 ms .. 5 ms."""
+def data_for(paths: list[Path], min_gap_ns: int = 100_000, diagnosed: bool | str = False, **fake: Any) -> Report:
+    """`report_for(...)` as the JSON data renderers and scripts see."""
+    return report_for(paths, min_gap_ns, diagnosed, **fake).to_data()
+
+
+def report_with_counters(path: Path, samples: int = 600) -> Analysis:
+    """A single-GPU analysis whose Timeline also holds SM-utilisation samples over -1 ms .. 5 ms."""
     import numpy as np
     import pandas as pd
 
@@ -99,7 +105,7 @@ def report_with_counters(path: Path, samples: int = 600) -> Report:
         "ts_ns": ts, "device": np.zeros(samples, np.int32),
         "metric": pd.Categorical(["sm_util_pct"] * samples), "value": value,
         "source": np.zeros(samples, np.int32)})[list(T.COUNTER_COLUMNS)]
-    return build_report(tl, analyze(tl))
+    return analyze_timeline(tl, Options(diagnose=False), with_counters=False)
 
 
 def fake_diagnosis(report: Report, evidence_name: str = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
@@ -120,6 +126,10 @@ def fake_diagnosis(report: Report, evidence_name: str = "enumerate(DataLoader)#_
                                                                 "sync": round(0.25 * s["idle_us"], 3)}}
                     for s in r["per_step"]]
         ranks.append({"rank": r["rank"], "primary": "input_bound", "host_primary": "input_bound",
+                      "reason": "fake", "headline": "fake", "window_us": r["window_us"] or 0.0,
+                      "idle_us": round(sum(by_cause.values()), 3), "exposed_memcpy_us": 0.0,
+                      "exposed_communication_us": 0.0, "launch_threads": [], "launch_thread_basis": "none",
+                      "periodic": None, "host_shares": None, "devices": [],
                       "lost_us": round(sum(by_cause.values()), 3), "idle_by_cause_us": by_cause,
                       "findings": [], "per_step": per_step, "gaps": gaps})
     found = [

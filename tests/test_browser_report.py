@@ -92,7 +92,8 @@ def box(locator) -> dict:
     return b
 
 
-def check_page(page, report) -> None:
+def check_page(page, analysis) -> None:
+    report = analysis.to_data()
     timelines = page.locator(".tl canvas")
     assert timelines.count() == len(report["ranks"])
     for i in range(timelines.count()):
@@ -115,7 +116,7 @@ def check_page(page, report) -> None:
 
 def interact(page, report) -> None:
     """Hover over the first GPU lane shows a tooltip; wheel zoom changes the shown range."""
-    tl = report["ranks"][0]["timeline"]
+    tl = report.ranks[0].timeline
     if not tl["devices"] or not tl["window_us"]:
         return
     canvas = page.locator(".tl canvas").first

@@ -12,12 +12,12 @@ import pytest
 from click.testing import CliRunner
 from kineto_builder import KinetoTrace
 
-from traceanalyzer.cli import main
+from traceanalyzer.commands import main
 
 
 def run(args, cwd=None):
     """Run the real command in a subprocess, as a user would."""
-    return subprocess.run([sys.executable, "-m", "traceanalyzer.cli", *map(str, args)], cwd=cwd,
+    return subprocess.run([sys.executable, "-m", "traceanalyzer", *map(str, args)], cwd=cwd,
                           capture_output=True, text=True, env={"PYTHONPATH": str(Path(__file__).parent.parent),
                                                                "PATH": "/usr/bin:/bin"})
 
@@ -43,7 +43,7 @@ def test_format_from_extension_and_flag(tmp_path):
     res = runner.invoke(main, ["report", str(trace), "-o", str(tmp_path / "r.json")])
     assert res.exit_code == 0, res.output
     doc = json.loads((tmp_path / "r.json").read_text())
-    assert doc["schema"] == "traceanalyzer/1"
+    assert doc["schema"] == "traceanalyzer/2"
     assert doc["ranks"][0]["devices"][0]["gpu_busy_us"] == 300
     res = runner.invoke(main, ["report", str(trace), "--format", "md", "-o", str(tmp_path / "r.txt")])
     assert res.exit_code == 0 and (tmp_path / "r.txt").read_text().startswith("## ")

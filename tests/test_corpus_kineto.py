@@ -12,10 +12,9 @@ from pathlib import Path
 import pytest
 from conftest import kineto_corpus_files
 
-from traceanalyzer.analyses.summary import analyze
 from traceanalyzer.errors import InputError
 from traceanalyzer.formats import ReadOptions, load_paths
-from traceanalyzer.report.build import build_report
+from traceanalyzer.pipeline import Options, analyze_timeline
 
 GPU_WORK = {"kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset"}
 LOADER = re.compile(r"^enumerate\(DataLoader\)#.*__next__$")
@@ -88,7 +87,7 @@ def test_corpus_file_read_or_rejected(path):
         assert str(path) in msg and "\n" not in msg and ("not a trace" in msg or "expected" in msg)
         return
     tl = load_paths([path], ReadOptions())
-    report = build_report(tl, analyze(tl, min_gap_ns=0))
+    report = analyze_timeline(tl, Options(min_gap_ns=0, diagnose=False)).to_data()
     (rank,) = report["ranks"]
     ref_devices, ref_dl = reference(load_raw(path))
     ours = {d["index"]: d for d in rank["devices"]}

@@ -8,11 +8,9 @@ from pathlib import Path
 import pytest
 from kineto_builder import KinetoTrace
 
-from traceanalyzer.analyses.summary import analyze
-from traceanalyzer.diagnosis import CAUSES, VERDICTS, diagnose
+from traceanalyzer.diagnosis import CAUSES, VERDICTS
 from traceanalyzer.formats import ReadOptions, load_paths
-from traceanalyzer.report.build import build_report
-from traceanalyzer.report.diagnosis import diagnosis_section
+from traceanalyzer.pipeline import analyze_timeline
 
 STEPS = 12
 STEP_US = 1000
@@ -20,8 +18,7 @@ STEP_US = 1000
 
 def diag_of(paths: list[Path]) -> dict:
     tl = load_paths(paths, ReadOptions())
-    analysis = analyze(tl)
-    return build_report(tl, analysis, extra={"diagnosis": diagnosis_section(diagnose(tl, analysis))})["diagnosis"]
+    return analyze_timeline(tl).to_data()["diagnosis"]
 
 
 def dominant(rank: dict) -> str:
@@ -251,7 +248,7 @@ def test_cpu_trace_host_verdict(name, host_verdict):
 def test_cli_summary_shows_verdict_and_advice(tmp_path):
     from click.testing import CliRunner
 
-    from traceanalyzer.cli import main
+    from traceanalyzer.commands import main
 
     res = CliRunner().invoke(main, ["report", str(SAMPLES / "input_bound.json"), "-o", str(tmp_path / "r.json")])
     assert res.exit_code == 0, res.output

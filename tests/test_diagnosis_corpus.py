@@ -8,15 +8,15 @@ from test_corpus_kineto import FILES, NOT_TRACES
 
 from traceanalyzer import timeline as T
 from traceanalyzer.analyses.summary import analyze
-from traceanalyzer.diagnosis import CAUSES, VERDICTS, diagnose
+from traceanalyzer.diagnosis import CAUSES, VERDICTS
 from traceanalyzer.formats import load_paths
-from traceanalyzer.report.diagnosis import diagnosis_section
+from traceanalyzer.pipeline import analyze_timeline
 
 TRACES = [p for p in FILES if not any(tag in p.name for tag in NOT_TRACES)]
 
 
 def _diagnosis(tl):
-    return diagnosis_section(diagnose(tl, analyze(tl)))
+    return analyze_timeline(tl).to_data()["diagnosis"]
 
 
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: f"{p.parent.name}/{p.name}")

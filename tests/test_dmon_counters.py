@@ -14,7 +14,7 @@ from dmon_builder import S, busy_trace, dmon_text, sample_times, utilisation
 
 from traceanalyzer.align import AlignOptions, combine
 from traceanalyzer.analyses.counters import counter_figures, trace_window, zero_runs
-from traceanalyzer.cli import main
+from traceanalyzer.commands import main
 from traceanalyzer.formats import ReadOptions, load_counter_logs, load_paths, read_file
 
 CRAFTED = SAMPLES / "dmon" / "idle_runs.log"

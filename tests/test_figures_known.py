@@ -8,14 +8,13 @@ import pytest
 from kineto_builder import KinetoTrace
 
 from traceanalyzer.analyses import figures as F
-from traceanalyzer.analyses.summary import analyze
 from traceanalyzer.formats import ReadOptions, load_paths
-from traceanalyzer.report.build import build_report
+from traceanalyzer.pipeline import Options, analyze_timeline
 
 
 def report_of(paths: list[Path], min_gap_us: float = 100) -> dict:
     tl = load_paths(paths, ReadOptions())
-    return build_report(tl, analyze(tl, min_gap_ns=int(min_gap_us * 1000)))
+    return analyze_timeline(tl, Options(min_gap_ns=int(min_gap_us * 1000), diagnose=False)).to_data()
 
 
 def basic_trace() -> KinetoTrace:
@@ -46,8 +45,8 @@ def test_basic_figures(tmp_path):
     assert d["gpu_idle_fraction"] == pytest.approx(1 - 770 / 2000)
     g = d["gaps"]
     assert (g["count"], g["total_us"], g["largest_us"]) == (4, 1140, 450)
-    assert g["top"][0] == {"start_us": 650, "duration_us": 450, "step": 1}
-    assert g["top"][1] == {"start_us": 1110, "duration_us": 390, "step": 2}
+    assert g["top"][0] == {"start_us": 650, "duration_us": 450, "step": 1, "cause": None}  # no diagnosis asked
+    assert g["top"][1] == {"start_us": 1110, "duration_us": 390, "step": 2, "cause": None}
     assert [h["count"] for h in g["histogram"]] == [0, 0, 4, 0, 0, 0, 0]
     assert d["memcpy_us"] == 60 and d["memcpy_share_of_busy"] == pytest.approx(60 / 770, abs=1e-6)
     assert d["memcpy_share_of_window"] == pytest.approx(0.03)

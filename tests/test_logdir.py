@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 from kineto_builder import KinetoTrace
 
-from traceanalyzer.cli import main
+from traceanalyzer.commands import main
 from traceanalyzer.errors import InputError
 from traceanalyzer.formats import ReadOptions, input_sets, load_paths, load_runs
 from traceanalyzer.formats.logdir import PT_TRACE, discover

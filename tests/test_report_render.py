@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import re
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from report_fixtures import HOSTILE, cpu_only, empty, hostile, multi_rank, repor
 from traceanalyzer.report.html import render_html
 from traceanalyzer.report.markdown import MAX_CHARS, render_markdown
 from traceanalyzer.report.text import WIDTH, render_text
+from traceanalyzer.result import DiagnosisResult, FindingResult, analysis_from_data
 
 SECTIONS = ("verdict", "figures", "ranks", "timeline", "steps", "gaps", "memcpy", "kernels", "inputs", "definitions")
 CASES = {
@@ -60,7 +62,7 @@ def test_every_section_renders(tmp_path, case, diagnosed):
     for section in SECTIONS:
         assert f'<section id="{section}"' in html, section
     assert ('<section id="findings"' in html) == diagnosed
-    for name in report["definitions"]:
+    for name in report.definitions:
         assert f'id="def-{name}"' in html
     assert html.count("<script") == 2 and html.count("</script>") == 2  # the data block and our code
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html), "external resource"
@@ -99,22 +101,24 @@ def test_html_is_byte_identical_for_the_same_input(tmp_path):
     assert render_markdown(report_for(trace)) == render_markdown(report_for(trace))
 
 
-def test_html_degrades_without_diagnosis_keys(tmp_path):
+def test_html_degrades_with_an_unknown_verdict(tmp_path):
+    """A saved report from a newer version may name a verdict this one does not know."""
     report = report_for([single_gpu(tmp_path / "one.json")])
-    report["diagnosis"] = {"primary": "something_new", "findings": [{"title": "only a title"}],
-                           "ranks": [{"gaps": [{"device": "cuda:0"}]}]}
+    finding = FindingResult("x", None, "only a title", "low", 0.0, 0.0, (), ())
+    report = dataclasses.replace(report, diagnosis=DiagnosisResult("something_new", None, "", (finding,), ()))
     html = render_html(report)
     assert "only a title" in html and "Undetermined" in html
     assert render_markdown(report) and render_text(report)
 
 
 def test_markdown_fits_a_github_comment_however_large(tmp_path):
-    report = report_for([single_gpu(tmp_path / "one.json", steps=50)], diagnosed=True)
+    report = report_for([single_gpu(tmp_path / "one.json", steps=50)], diagnosed=True).to_data()
     big = copy.deepcopy(report)
     big["ranks"] = [dict(report["ranks"][0], rank=i) for i in range(600)]
     big["inputs"] = [dict(report["inputs"][0], path=f"/traces/rank{i}.json", warnings=["x" * 300] * 5)
                      for i in range(600)]
     big["diagnosis"]["ranks"] = [dict(report["diagnosis"]["ranks"][0], rank=i) for i in range(600)]
+    big = analysis_from_data(big)
     md = render_markdown(big)
     assert len(md) <= MAX_CHARS
     assert "more rows not shown" in md or "more rank(s)" in md
@@ -142,7 +146,7 @@ def test_large_corpus_traces_fit(corpus, name):
 def test_cli_writes_html_and_prints_the_summary(tmp_path):
     from click.testing import CliRunner
 
-    from traceanalyzer.cli import main
+    from traceanalyzer.commands import main
 
     trace = single_gpu(tmp_path / "one.json")
     res = CliRunner().invoke(main, ["report", str(trace), "-o", str(tmp_path / "r.html")])

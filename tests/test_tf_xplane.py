@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import ROOT
 
-from traceanalyzer.cli import main
+from traceanalyzer.commands import main
 from traceanalyzer.errors import InputError
 from traceanalyzer.formats import ReadOptions, load_paths, read_file
 from traceanalyzer.formats._xplane_pb import SCHEMA, XSpace

@@ -1,4 +1,17 @@
 """traceanalyzer: why is my training slow? Reads profiler traces into one Timeline, computes
-figures a user can check by hand, names the bottleneck, and writes a report that travels."""
+figures a user can check by hand, names the bottleneck, and writes a report that travels.
 
-__version__ = "0.1.0"
+    import traceanalyzer as ta
+    a = ta.analyze("trace.json.gz")        # -> Analysis (typed, frozen)
+    a.steps(); a.gaps(); a.kernels(); a.findings()   # pandas DataFrames
+    a.to_html("report.html"); a.save("report.json"); ta.load("report.json")
+"""
+
+__version__ = "0.2.0"
+
+from .errors import InputError, TraceAnalyzerError, UsageError  # noqa: E402
+from .pipeline import Options, analyze, load  # noqa: E402
+from .result import Analysis  # noqa: E402
+
+__all__ = ["Analysis", "InputError", "Options", "TraceAnalyzerError", "UsageError", "__version__", "analyze",
+           "load"]

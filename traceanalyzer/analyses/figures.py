@@ -136,6 +136,7 @@ class Gap:
     start_ns: int
     dur_ns: int
     step: int | None  # the host step whose span holds the gap start
+    index: int  # position in the device's idle set (every gap, any length): where its cause is
 
 
 @dataclass(frozen=True)
@@ -167,8 +168,17 @@ def idle_intervals(tl: Timeline, rank: int, device: int, window: Window,
 
 
 def gap_stats(tl: Timeline, rank: int, device: int, window: Window,
-              min_gap_ns: int = DEFAULT_MIN_GAP_NS, top_n: int = TOP_GAPS) -> GapStats:
-    starts, ends = idle_intervals(tl, rank, device, window, min_gap_ns)
+              min_gap_ns: int = DEFAULT_MIN_GAP_NS, top_n: int = TOP_GAPS,
+              idle: iv.IntervalSet | None = None) -> GapStats:
+    """Gap figures over the gaps of at least `min_gap_ns` of the device's idle set.
+
+    `idle` is the device's idle set (every gap, any length; `idle_intervals(..., min_gap_ns=0)`),
+    computed once per device and shared with the gap attribution and the drawn timeline; each top
+    gap keeps its index in that set.
+    """
+    all_starts, all_ends = idle if idle is not None else idle_intervals(tl, rank, device, window, 0)
+    keep = np.flatnonzero((all_ends - all_starts) >= max(min_gap_ns, 1))
+    starts, ends = all_starts[keep], all_ends[keep]
     lengths = ends - starts
     edges = np.array(GAP_HISTOGRAM_EDGES_NS + (np.iinfo(np.int64).max,), dtype=np.int64)
     which = np.searchsorted(edges, lengths, side="right") - 1
@@ -179,7 +189,7 @@ def gap_stats(tl: Timeline, rank: int, device: int, window: Window,
     st = steps(tl, rank)
     order = np.argsort(-lengths, kind="stable")[:top_n]
     step_idx = iv.locate(starts[order], st.start_ns, st.end_ns) if len(st) else np.full(len(order), -1)
-    top = tuple(Gap(int(starts[i]), int(lengths[i]), int(st.number[j]) if j >= 0 else None)
+    top = tuple(Gap(int(starts[i]), int(lengths[i]), int(st.number[j]) if j >= 0 else None, int(keep[i]))
                 for i, j in zip(order, step_idx))
     return GapStats(min_gap_ns, len(lengths), int(lengths.sum()),
                     int(lengths.max()) if len(lengths) else 0, bins, top)

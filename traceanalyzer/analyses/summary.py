@@ -1,10 +1,14 @@
-"""Runs every figure for every rank and device of a Timeline: Timeline -> Analysis."""
+"""Runs every figure for every rank and device of a Timeline: Timeline -> Figures.
+
+Each device's idle set is made here once; the gap figures, the gap attribution (diagnosis) and
+the drawn gaps all index into it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from ..timeline import Timeline
+from . import _intervals as iv
 from . import figures as F
 
 
@@ -13,6 +17,7 @@ class DeviceAnalysis:
     device: int
     name: str
     busy: F.DeviceBusy
+    idle: iv.IntervalSet  # every idle stretch of the window (any length): the one gap set
     gaps: F.GapStats
     memcpy: F.MemcpyStats
     kernels: tuple[F.KernelRow, ...]
@@ -31,15 +36,15 @@ class RankAnalysis:
 
 
 @dataclass(frozen=True)
-class Analysis:
+class Figures:
     min_gap_ns: int
     ranks: tuple[RankAnalysis, ...]
 
 
 def analyze(tl: Timeline, min_gap_ns: int = F.DEFAULT_MIN_GAP_NS,
-            window: F.Window | None = None) -> Analysis:
+            window: F.Window | None = None) -> Figures:
     """All figures. `window` overrides every rank's default window when given."""
-    return Analysis(min_gap_ns, tuple(analyze_rank(tl, r.index, min_gap_ns, window) for r in tl.ranks))
+    return Figures(min_gap_ns, tuple(analyze_rank(tl, r.index, min_gap_ns, window) for r in tl.ranks))
 
 
 def analyze_rank(tl: Timeline, rank: int, min_gap_ns: int = F.DEFAULT_MIN_GAP_NS,
@@ -50,10 +55,14 @@ def analyze_rank(tl: Timeline, rank: int, min_gap_ns: int = F.DEFAULT_MIN_GAP_NS
     for device in tl.device_indices(rank):
         w = window or F.device_window(tl, rank, device)
         busy = F.device_busy(tl, rank, device, w)
+        idle = F.idle_intervals(tl, rank, device, w, min_gap_ns=0)
         devices.append(DeviceAnalysis(
-            device, names.get(device, ""), busy, F.gap_stats(tl, rank, device, w, min_gap_ns),
+            device, names.get(device, ""), busy, idle, F.gap_stats(tl, rank, device, w, min_gap_ns, idle=idle),
             F.memcpy_stats(tl, rank, device, w, busy.busy_ns), F.top_kernels(tl, rank, device, w)))
     wait = F.dataloader_wait_ns(tl, rank, rank_window)
     st = F.per_step(tl, rank)
     return RankAnalysis(rank, tl.ranks[rank].rank, rank_window, len(st), st, wait,
                         wait / rank_window.dur_ns if rank_window.dur_ns > 0 else None, tuple(devices))
+
+
+Analysis = Figures  # the name before the typed result took it

@@ -20,7 +20,7 @@ import pandas as pd
 from .. import timeline as T
 from ..timeline import Timeline
 from . import _intervals as iv
-from .figures import Window, idle_intervals, steps
+from .figures import Window, steps
 
 MAX_BLOCKS_PER_TRACK = 2000
 MIN_BLOCKS_PER_TRACK = 200
@@ -56,6 +56,7 @@ class GapTrack:
     dur_ns: np.ndarray
     step: np.ndarray  # step number holding the gap start, -1 when none
     total: int  # all gaps of at least min_gap (the arrays may hold fewer)
+    cause: tuple[str | None, ...]  # each drawn gap's cause from the attribution (None: not attributed)
 
 
 @dataclass(frozen=True)
@@ -144,17 +145,29 @@ def _frame_arrays(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarr
     return ts, ts + frame["dur_ns"].to_numpy(), frame["name"].astype(str).to_numpy()
 
 
-def _gap_track(tl: Timeline, rank: int, device: int, window: Window, min_gap_ns: int,
-               max_gaps: int) -> GapTrack:
-    g_start, g_end = idle_intervals(tl, rank, device, window, min_gap_ns)
-    total = len(g_start)
+@dataclass(frozen=True)
+class GapSet:
+    """A device's idle set (every gap, any length) and, when attributed, each gap's cause."""
+
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    cause: np.ndarray | None = None  # object array of cause ids, aligned with start_ns
+
+
+def _gap_track(gaps: GapSet, st_number: np.ndarray, st_start: np.ndarray, st_end: np.ndarray,
+               min_gap_ns: int, max_gaps: int) -> GapTrack:
+    """The drawn gaps: the device's gaps of at least `min_gap_ns`, the longest `max_gaps` of them,
+    each keeping its cause by index into the gap set."""
+    keep = np.flatnonzero((gaps.end_ns - gaps.start_ns) >= max(min_gap_ns, 1))
+    total = len(keep)
     if total > max_gaps:
-        keep = np.sort(np.argsort(-(g_end - g_start), kind="stable")[:max_gaps])
-        g_start, g_end = g_start[keep], g_end[keep]
-    st = steps(tl, rank)
-    idx = iv.locate(g_start, st.start_ns, st.end_ns) if len(st) else np.full(len(g_start), -1)
-    step = np.where(idx >= 0, st.number[np.clip(idx, 0, None)] if len(st) else -1, -1)
-    return GapTrack(g_start, g_end - g_start, step.astype(np.int64), total)
+        longest = np.argsort(-(gaps.end_ns[keep] - gaps.start_ns[keep]), kind="stable")[:max_gaps]
+        keep = np.sort(keep[longest])
+    g_start, g_end = gaps.start_ns[keep], gaps.end_ns[keep]
+    idx = iv.locate(g_start, st_start, st_end) if len(st_number) else np.full(len(g_start), -1)
+    step = np.where(idx >= 0, st_number[np.clip(idx, 0, None)] if len(st_number) else -1, -1)
+    cause = tuple(gaps.cause[keep].tolist()) if gaps.cause is not None else (None,) * len(keep)
+    return GapTrack(g_start, g_end - g_start, step.astype(np.int64), total, cause)
 
 
 def _downsample(ts: np.ndarray, value: np.ndarray, max_points: int) -> tuple[np.ndarray, np.ndarray]:
@@ -173,12 +186,14 @@ def _downsample(ts: np.ndarray, value: np.ndarray, max_points: int) -> tuple[np.
     return t, v
 
 
-def rank_tracks(tl: Timeline, rank: int, window: Window, device_windows: dict[int, Window],
+def rank_tracks(tl: Timeline, rank: int, window: Window, gap_sets: dict[int, GapSet],
                 min_gap_ns: int, max_blocks: int) -> RankTracks:
     """Every drawn track of one rank over `window`, each bounded by `max_blocks`.
 
-    Gaps use each device's own window (`device_windows`), as the gap figures do.
+    Gaps are the device's gap set (made once by the figures over the device's own window, with
+    the causes the attribution gave them), not recomputed here.
     """
+    st = steps(tl, rank)
     lo, hi = window.start_ns, window.end_ns
     ev = tl.rank_events(rank)
     kind = ev["kind"].to_numpy()
@@ -193,7 +208,8 @@ def rank_tracks(tl: Timeline, rank: int, window: Window, device_windows: dict[in
             device,
             coarsen(*_frame_arrays(work), lo, hi, max_blocks),
             coarsen(*_frame_arrays(copies), lo, hi, max_blocks),
-            _gap_track(tl, rank, device, device_windows.get(device, window), min_gap_ns, max_blocks)))
+            _gap_track(gap_sets.get(device) or GapSet(np.zeros(0, np.int64), np.zeros(0, np.int64)),
+                       st.number, st.start_ns, st.end_ns, min_gap_ns, max_blocks)))
 
     host = ev[device_col < 0]
     host_kind = host["kind"].to_numpy()
@@ -219,7 +235,6 @@ def rank_tracks(tl: Timeline, rank: int, window: Window, device_windows: dict[in
                 t, v = _downsample(m["ts_ns"].to_numpy(), m["value"].to_numpy(), MAX_COUNTER_POINTS)
                 counters.append(CounterTrack(device, metric, t, v, len(m)))
 
-    st = steps(tl, rank)
     n = min(len(st), MAX_STEPS_DRAWN)
     return RankTracks(window, st.number[:n], st.start_ns[:n], st.end_ns[:n], len(st),
                       tuple(devices), host_tracks, tuple(counters))

@@ -38,6 +38,7 @@ _DIRECT = {H.DATALOADER: H.DATALOADER, H.COMMUNICATION: H.COMMUNICATION, H.MEMCP
 class Evidence:
     name: str
     share: float  # covered length of this name's events inside the gap(s) / their length
+    time_ns: int = 0  # covered length of this name's events inside the gap(s)
 
 
 @dataclass(frozen=True)
@@ -89,8 +90,10 @@ def periodic_steps(st: F.Steps) -> PeriodicSteps | None:
 
 
 def attribute_device(tl: Timeline, rank: int, device: int, window: F.Window, host: H.HostActivity,
-                     st: F.Steps, periodic: PeriodicSteps | None, exposed_comm_ns: int) -> DeviceAttribution:
-    starts, ends = F.idle_intervals(tl, rank, device, window, min_gap_ns=0)
+                     st: F.Steps, periodic: PeriodicSteps | None, exposed_comm_ns: int,
+                     idle: iv.IntervalSet | None = None) -> DeviceAttribution:
+    """Causes for the device's idle set (`idle`, made once by the figures; computed when absent)."""
+    starts, ends = idle if idle is not None else F.idle_intervals(tl, rank, device, window, min_gap_ns=0)
     dur = ends - starts
     causes = classify_gaps(starts, ends, host)
     if periodic is not None and len(starts):
@@ -213,7 +216,8 @@ def _rank_names(ev: pd.DataFrame, lo: int, hi: int, sync: bool = False) -> tuple
     specificity = g["inside"].to_numpy() / g["dur"].to_numpy()
     score = share * specificity
     order = np.argsort(-score, kind="stable")[:EVIDENCE_NAMES]
-    return tuple(Evidence(str(g.index[i]), round(float(share[i]), 4)) for i in order
+    inside_ns = g["inside"].to_numpy()
+    return tuple(Evidence(str(g.index[i]), round(float(share[i]), 4), int(inside_ns[i])) for i in order
                  if share[i] > 0 or sync)
 
 
@@ -241,4 +245,6 @@ def cause_evidence(host: H.HostActivity, devices: list[DeviceAttribution], cause
     share = np.minimum(g["inside"].to_numpy() / total, 1.0)
     score = share * g["inside"].to_numpy() / g["dur"].to_numpy()
     order = np.argsort(-score, kind="stable")[:EVIDENCE_NAMES]
-    return tuple(Evidence(str(g.index[i]), round(float(share[i]), 4)) for i in order if share[i] > 0)
+    inside_ns = g["inside"].to_numpy()
+    return tuple(Evidence(str(g.index[i]), round(float(share[i]), 4), int(inside_ns[i])) for i in order
+                 if share[i] > 0)

@@ -1,4 +1,4 @@
-"""Rules: Timeline + Analysis -> Diagnosis (verdict per rank, findings with evidence and advice).
+"""Rules: Timeline + Figures -> Diagnosis (verdict per rank, findings with evidence and advice).
 
 Each rank's GPU time lost = idle time (attributed by cause) + host<->device copy time with no
 kernel running (memcpy) + communication with no other GPU work (communication). The primary
@@ -9,14 +9,14 @@ tell (undetermined). Thresholds live in `thresholds`; the README documents every
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from .. import timeline as T
 from ..analyses import _intervals as iv
 from ..analyses import figures as F
-from ..analyses.summary import Analysis, RankAnalysis
+from ..analyses.summary import Figures, RankAnalysis
 from ..causes import CAUSE_BY_ID as _CAUSE_BY_ID
 from ..causes import (
     COMMUNICATION_BOUND,
@@ -71,8 +71,12 @@ class Finding:
     severity: str  # "high" | "medium" | "low"
     explains_ns: int
     share_of_idle: float  # explains / GPU time lost on the rank
-    evidence: tuple[str, ...]
+    evidence: tuple[str, ...]  # prose, rendered from the numbers below
     advice: tuple[str, ...]
+    share_of_window: float | None = None
+    gaps: int | None = None  # idle gaps of this cause
+    host_ops: tuple[A.Evidence, ...] = ()  # host events behind the idle time, best first
+    figures: dict[str, float] = field(default_factory=dict)  # cause-specific numbers, units in names
 
 
 @dataclass(frozen=True)
@@ -126,7 +130,7 @@ class Diagnosis:
     ranks: tuple[RankDiagnosis, ...]
 
 
-def diagnose(tl: Timeline, analysis: Analysis) -> Diagnosis:
+def diagnose(tl: Timeline, analysis: Figures) -> Diagnosis:
     """The verdict for every rank and for the job (the rank losing the most GPU time)."""
     ranks = tuple(diagnose_rank(tl, r) for r in analysis.ranks)
     if not ranks:
@@ -148,8 +152,8 @@ def diagnose_rank(tl: Timeline, ra: RankAnalysis) -> RankDiagnosis:
     host = H.host_activity(tl, rank)
     st = F.steps(tl, rank)
     periodic = A.periodic_steps(st)
-    devices = [A.attribute_device(tl, rank, d.device, d.busy.window, host, st, periodic, d.busy.exposed_comm_ns)
-               for d in ra.devices]
+    devices = [A.attribute_device(tl, rank, d.device, d.busy.window, host, st, periodic, d.busy.exposed_comm_ns,
+                                  d.idle) for d in ra.devices]
     idle_by_cause = {c: sum(d.idle_by_cause[c] for d in devices) for c in H.CAUSES}
     exposed_memcpy = sum(d.exposed_memcpy_ns for d in devices)
     exposed_comm = sum(d.exposed_comm_ns for d in devices)
@@ -231,30 +235,42 @@ def _findings(tl: Timeline, ra: RankAnalysis, devices: list[A.DeviceAttribution]
             continue
         fid = VERDICT_OF_CAUSE[cause]
         n_gaps = sum(int((d.causes == H.CAUSES.index(cause)).sum()) for d in devices)
-        where = f" in {n_gaps} idle gap{'s' if n_gaps != 1 else ''}" if n_gaps else ""
-        evidence = [f"{_fmt_ns(ns)} of GPU time ({_pct(ns / window_ns)} of the window, "
-                    f"{_pct(ns / lost_ns)} of the time lost){where}"]
-        evidence += _specific_evidence(tl, ra, devices, cause, host, periodic)
-        evidence += [f"{e.name}: {_pct(e.share)} of this idle time"
-                     for e in A.cause_evidence(host, devices, cause)]
+        lines, figures = _specific_evidence(tl, ra, devices, cause, host, periodic)
+        host_ops = A.cause_evidence(host, devices, cause)
+        evidence = _evidence_prose(ns, window_ns, lost_ns, n_gaps, lines, host_ops)
         out.append(Finding(fid, cause, TITLES[fid], _severity(ns / window_ns), ns, round(ns / lost_ns, 6),
-                           tuple(evidence), advice_for(fid, framework)))
+                           evidence, advice_for(fid, framework), round(ns / window_ns, 6), n_gaps, host_ops,
+                           figures))
     out.sort(key=lambda f: -f.explains_ns)
     return tuple(out)
 
 
+def _evidence_prose(ns: int, window_ns: int, lost_ns: int, n_gaps: int, specific: list[str],
+                    host_ops: tuple[A.Evidence, ...]) -> tuple[str, ...]:
+    """A finding's evidence lines, from its numbers: time lost and shares, the cause's own facts, host ops."""
+    where = f" in {n_gaps} idle gap{'s' if n_gaps != 1 else ''}" if n_gaps else ""
+    first = (f"{_fmt_ns(ns)} of GPU time ({_pct(ns / window_ns)} of the window, "
+             f"{_pct(ns / lost_ns)} of the time lost){where}")
+    return (first, *specific, *(f"{e.name}: {_pct(e.share)} of this idle time" for e in host_ops))
+
+
 def _specific_evidence(tl: Timeline, ra: RankAnalysis, devices: list[A.DeviceAttribution], cause: str,
-                       host: H.HostActivity, periodic: A.PeriodicSteps | None) -> list[str]:
+                       host: H.HostActivity, periodic: A.PeriodicSteps | None) -> tuple[list[str], dict[str, float]]:
+    """The cause's own facts: prose lines and the numbers they state (units in the keys)."""
     ev = tl.rank_events(ra.index)
     out: list[str] = []
+    figures: dict[str, float] = {}
     if cause == H.DATALOADER and ra.dataloader_wait_fraction is not None:
+        figures["dataloader_wait_fraction"] = round(float(ra.dataloader_wait_fraction), 6)
         out.append(f"DataLoader wait {_pct(ra.dataloader_wait_fraction)} of the window")
     elif cause == H.MEMCPY:
         exposed = sum(d.exposed_memcpy_ns for d in devices)
+        figures["exposed_memcpy_us"] = round(exposed / 1000, 3)
         if exposed:
             out.append(f"{_fmt_ns(exposed)} of host-device copies run with no kernel running")
         copies = ev[(ev["kind"] == T.MEMCPY).to_numpy()]
         pageable = int(((copies["pinned"] == 0) & (copies["copy_kind"] == "HtoD")).sum())
+        figures["pageable_htod_copies"] = pageable
         if pageable:
             out.append(f"{pageable} host-to-device copies from pageable memory (staged by the host; "
                        f"not asynchronous)")
@@ -278,6 +294,8 @@ def _specific_evidence(tl: Timeline, ra: RankAnalysis, devices: list[A.DeviceAtt
         if len(k):
             durs = k["dur_ns"].to_numpy()
             short = float((durs < SHORT_KERNEL_NS).mean())
+            figures["median_kernel_us"] = round(float(np.median(durs)) / 1000, 3)
+            figures["short_kernel_share"] = round(short, 6)
             out.append(f"median kernel {_fmt_ns(float(np.median(durs)))}; {_pct(short)}"
                        f" of {len(durs)} kernels shorter than {_fmt_ns(SHORT_KERNEL_NS)}")
         n_short = sum(int((d.causes == H.CAUSES.index(H.LAUNCH)).sum()) for d in devices)
@@ -287,9 +305,10 @@ def _specific_evidence(tl: Timeline, ra: RankAnalysis, devices: list[A.DeviceAtt
                    f"({_fmt_ns(periodic.median_step_ns)}): every {periodic.every} steps")
     elif cause == H.COMMUNICATION:
         exposed = sum(d.exposed_comm_ns for d in devices)
+        figures["exposed_communication_us"] = round(exposed / 1000, 3)
         if exposed:
             out.append(f"{_fmt_ns(exposed)} of communication kernels run with no other GPU work")
-    return out
+    return out, figures
 
 
 def _gpu_bound_finding(tl: Timeline, ra: RankAnalysis, window_ns: int, idle_ns: int, framework: str) -> Finding:

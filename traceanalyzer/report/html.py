@@ -16,7 +16,8 @@ import jinja2
 import markupsafe
 
 from ..causes import PALETTE, page_registry
-from .build import Report
+from ..result import Analysis
+from ..result import PlainData as Report
 from .text import fmt_pct, fmt_us
 
 # Labels and colours of causes and verdicts come from the one registry (traceanalyzer/causes.py).
@@ -102,7 +103,8 @@ def diagnosis_view(diagnosis: dict[str, Any] | None) -> dict[str, Any] | None:
     }
 
 
-def render_html(report: Report) -> str:
+def render_html(analysis: Analysis) -> str:
+    report = analysis.to_data()
     env = template_env()
     return env.get_template("report.html.j2").render(
         report=report, diagnosis=diagnosis_view(report.get("diagnosis")), page=page_data(report),

@@ -12,7 +12,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..causes import CAUSE_LIST, VERDICT_LIST
-from .build import Report
+from ..result import Analysis
+from ..result import PlainData as Report
 from .text import fmt_pct, fmt_us
 
 MAX_CHARS = 65_536
@@ -49,7 +50,8 @@ def _table(header: list[str], rows: Iterable[list[str]], limit: int, total: int,
     return out + [""]
 
 
-def render_markdown(report: Report) -> str:
+def render_markdown(analysis: Analysis) -> str:
+    report = analysis.to_data()
     rows = dict(ROWS)
     while True:
         text = _render(report, rows)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
-from .build import Report
+from ..result import Analysis
+from ..result import PlainData as Report
 
 WIDTH = 80
 TOP_FINDINGS = 3  # findings shown in the summary
@@ -40,7 +41,8 @@ def _wrap(text: str, first: str, rest: str) -> list[str]:
                          break_long_words=True, break_on_hyphens=False) or [first.rstrip()]
 
 
-def render_text(report: Report) -> str:
+def render_text(analysis: Analysis) -> str:
+    report = analysis.to_data()
     lines: list[str] = []
     ranks = report["ranks"]
     lines.append(f"traceanalyzer {report['tool']['version']}: {len(report['inputs'])} input(s), {len(ranks)} rank(s)")

@@ -1,0 +1,397 @@
+"""Timeline + figures + diagnosis + counter figures -> the typed `Analysis` (traceanalyzer.result).
+
+The last step of the pipeline: it converts units once (ns -> us rounded to whole ns, fractions
+clamped to [0, 1]), draws the bounded timeline tracks and per-step chart series, and attaches
+each gap's cause by its index in the device's gap set (made once by the figures, attributed once
+by the diagnosis). Renderers only format what this returns.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+import numpy as np
+
+from . import __version__
+from . import result as R
+from . import timeline as T
+from .align import Alignment
+from .analyses import tracks as TR
+from .analyses.counters import CROSS_CHECK_MARGIN_PCT
+from .analyses.counters import DeviceCounters as CounterFigures
+from .analyses.summary import DeviceAnalysis, Figures, RankAnalysis
+from .causes import CAUSES
+from .definitions import FIGURES
+from .diagnosis import Diagnosis, Finding, RankDiagnosis
+from .diagnosis.attribution import AttributedGap, DeviceAttribution, Evidence
+from .timeline import Timeline
+
+MAX_STEP_BARS = 500  # per-step chart: the first steps when a trace has more
+
+
+def _us(ns: float | None) -> float | None:
+    return None if ns is None else round(float(ns) / 1000.0, 3)
+
+
+def _us0(ns: float) -> float:
+    return round(float(ns) / 1000.0, 3)
+
+
+def _frac(x: float | None) -> float | None:
+    return None if x is None else round(min(max(float(x), 0.0), 1.0), 6)
+
+
+def _r(x: float | None, digits: int = 3) -> float | None:
+    return None if x is None else round(float(x), digits)
+
+
+# --- the whole result ------------------------------------------------------------------------------
+def assemble(tl: Timeline, figures: Figures, diagnosis: Diagnosis | None = None,
+             counters: tuple[CounterFigures, ...] | None = None, alignments: tuple[Alignment, ...] = (),
+             counters_aligned: bool = False, warnings: tuple[str, ...] = ()) -> R.Analysis:
+    diag_by_index = {d.index: d for d in diagnosis.ranks} if diagnosis else {}
+    max_blocks = TR.blocks_per_track(TR.count_tracks(tl))
+    all_warnings = list(tl.warnings) + list(warnings)
+    counter_logs: tuple[R.CounterLog, ...] = ()
+    device_counters: tuple[R.DeviceCounters, ...] = ()
+    if counters is not None:
+        counter_logs, device_counters, counter_warnings = _counters(tl, counters, alignments, counters_aligned)
+        all_warnings += counter_warnings
+    by_device = {c.device: c for c in device_counters} if counters_aligned else {}
+    ranks = tuple(_rank(tl, r, diag_by_index.get(r.index), figures.min_gap_ns, max_blocks, by_device)
+                  for r in figures.ranks)
+    return R.Analysis(
+        schema=R.SCHEMA,
+        tool=R.ToolInfo("traceanalyzer", __version__),
+        options=R.OptionsInfo(_us0(figures.min_gap_ns)),
+        inputs=tuple(R.InputInfo(s.path, s.format, s.events_read, s.events_kept, dict(sorted(s.not_kept.items())),
+                                 tuple(s.warnings)) for s in tl.sources),
+        warnings=tuple(all_warnings),
+        ranks=ranks,
+        summary=_summary(ranks),
+        definitions=dict(FIGURES),
+        diagnosis=_diagnosis(diagnosis) if diagnosis else None,
+        counter_logs=counter_logs,
+        counters=device_counters,
+    )
+
+
+# --- ranks and devices -----------------------------------------------------------------------------
+def _rank(tl: Timeline, r: RankAnalysis, dr: RankDiagnosis | None, min_gap_ns: int, max_blocks: int,
+          counters: dict[int, R.DeviceCounters]) -> R.RankResult:
+    info = tl.ranks[r.index]
+    attributed = {d.device: d for d in dr.devices} if dr else {}
+    per_step = tuple(R.StepRow(s.step, _us0(s.start_ns - r.window.start_ns), _us0(s.dur_ns), _us0(s.gpu_busy_ns),
+                               _us0(s.memcpy_ns), _us0(s.dataloader_ns), _us0(s.idle_ns)) for s in r.per_step)
+    return R.RankResult(
+        rank=r.rank,
+        input=tl.sources[info.source].path,
+        framework=info.framework,
+        clock=info.clock,
+        window_start_ns=r.window.start_ns,
+        window_us=_us(r.window.dur_ns),
+        window_basis=r.window.basis,
+        steps=r.steps,
+        gpu_activity=bool(r.devices),
+        dataloader_wait_us=_us(r.dataloader_wait_ns),
+        dataloader_wait_fraction=_frac(r.dataloader_wait_fraction),
+        per_step=per_step,
+        devices=tuple(_device(d, attributed.get(d.device), counters.get(d.device)) for d in r.devices),
+        timeline=_timeline(tl, r, attributed, min_gap_ns, max_blocks),
+        charts={"per_step": _per_step_chart(per_step, dr)},
+    )
+
+
+def _causes_of(attr: DeviceAttribution | None) -> np.ndarray | None:
+    """Cause ids of every gap of the device's gap set, by index; None when not attributed."""
+    if attr is None:
+        return None
+    return np.array(CAUSES, dtype=object)[attr.causes] if len(attr.causes) else np.zeros(0, dtype=object)
+
+
+def _device(d: DeviceAnalysis, attr: DeviceAttribution | None, counters: R.DeviceCounters | None) -> R.DeviceResult:
+    b, g, m = d.busy, d.gaps, d.memcpy
+    w = b.window
+    causes = _causes_of(attr)
+    return R.DeviceResult(
+        device=f"cuda:{d.device}",
+        index=d.device,
+        name=d.name,
+        window_start_ns=w.start_ns,
+        window_us=_us(w.dur_ns),
+        window_basis=w.basis,
+        gpu_busy_us=_us(b.busy_ns),
+        gpu_idle_fraction=_frac(b.idle_fraction),
+        kernel_us=_us(b.kernel_ns),
+        communication_us=_us(b.comm_ns),
+        exposed_communication_us=_us(b.exposed_comm_ns),
+        memcpy_us=_us(m.union_ns),
+        memcpy_share_of_busy=_frac(m.share_of_busy),
+        memcpy_share_of_window=_frac(m.share_of_window),
+        memcpy=R.MemcpyResult(
+            tuple(R.CopyRow(c.direction, c.count, _us0(c.union_ns), c.bytes, c.bytes_known,
+                            None if c.bandwidth_gbps is None else round(float(c.bandwidth_gbps), 3),
+                            c.pageable, c.pinned) for c in m.directions),
+            _us0(m.memset_ns), m.memset_count, m.memset_bytes),
+        gaps=R.GapSummary(
+            _us0(g.min_gap_ns), g.count, _us0(g.total_ns), _us0(g.largest_ns),
+            tuple(R.HistogramBin(_us0(h.lo_ns), _us(h.hi_ns), h.count, _us0(h.total_ns)) for h in g.histogram),
+            tuple(R.GapRow(_us0(x.start_ns - w.start_ns), _us0(x.dur_ns), x.step,
+                           None if causes is None else str(causes[x.index])) for x in g.top)),
+        top_kernels=tuple(R.KernelResult(k.name, k.count, _us0(k.total_ns), _us0(k.mean_ns), k.comm)
+                          for k in d.kernels),
+        counters=counters,
+    )
+
+
+def _summary(ranks: tuple[R.RankResult, ...]) -> R.Summary:
+    devices = [d for r in ranks for d in r.devices]
+    busy = sum(d.gpu_busy_us or 0.0 for d in devices)
+    window = sum(d.window_us or 0.0 for d in devices)
+    memcpy = sum(d.memcpy_us or 0.0 for d in devices)
+    wait = sum(r.dataloader_wait_us or 0.0 for r in ranks)
+    rank_window = sum(r.window_us or 0.0 for r in ranks)
+    return R.Summary(
+        ranks=len(ranks),
+        devices=len(devices),
+        steps=max((r.steps for r in ranks), default=0),
+        window_us=max((r.window_us or 0.0 for r in ranks), default=0.0),
+        gpu_busy_us=round(busy, 3),
+        gpu_idle_fraction=None if window <= 0 else _frac(1.0 - busy / window),
+        memcpy_us=round(memcpy, 3),
+        memcpy_share_of_busy=_frac(memcpy / busy) if busy > 0 else None,
+        dataloader_wait_us=round(wait, 3),
+        dataloader_wait_fraction=_frac(wait / rank_window) if rank_window > 0 else None,
+        gaps=sum(d.gaps.count for d in devices),
+        gaps_total_us=round(sum(d.gaps.total_us for d in devices), 3),
+        # Needs the batch size, which no trace records reliably: null unless given.
+        samples_per_s=None,
+    )
+
+
+# --- timeline tracks and charts --------------------------------------------------------------------
+def _rel_us(ns: np.ndarray, origin_ns: int) -> list[float]:
+    """Nanoseconds -> microseconds from `origin_ns`, rounded to 0.1 us (drawing precision)."""
+    return [float(v) for v in np.round((np.asarray(ns, dtype=np.int64) - origin_ns) / 1000.0, 1).tolist()]
+
+
+def _dur_us(ns: np.ndarray) -> list[float]:
+    return [float(v) for v in np.round(np.asarray(ns, dtype=np.int64) / 1000.0, 1).tolist()]
+
+
+def _blocks(b: TR.Blocks, origin_ns: int) -> dict[str, Any]:
+    return {
+        "start_us": _rel_us(b.start_ns, origin_ns),
+        "dur_us": _dur_us(b.end_ns - b.start_ns),
+        "covered_us": _dur_us(b.covered_ns),
+        "count": [int(v) for v in b.count.tolist()],
+        "name": [int(v) for v in b.name_idx.tolist()],
+        "names": list(b.names),
+        "intervals": int(b.intervals),
+        "merged": bool(b.intervals > len(b.start_ns)),
+    }
+
+
+def _timeline(tl: Timeline, r: RankAnalysis, attributed: dict[int, DeviceAttribution], min_gap_ns: int,
+              max_blocks: int) -> dict[str, Any]:
+    w = r.window
+    gap_sets = {d.device: TR.GapSet(d.idle[0], d.idle[1], _causes_of(attributed.get(d.device)))
+                for d in r.devices}
+    t = TR.rank_tracks(tl, r.index, w, gap_sets, min_gap_ns, max_blocks)
+    origin = w.start_ns
+    return {
+        "window_us": _us(w.dur_ns),
+        "max_blocks": max_blocks,
+        "steps": {"step": [int(v) for v in t.step_number.tolist()], "start_us": _rel_us(t.step_start_ns, origin),
+                  "dur_us": _dur_us(t.step_end_ns - t.step_start_ns), "total": int(t.steps_total)},
+        "devices": [
+            {"device": f"cuda:{d.device}",
+             "busy": _blocks(d.busy, origin),
+             "copies": _blocks(d.copies, origin),
+             "gaps": {"start_us": _rel_us(d.gaps.start_ns, origin), "dur_us": _dur_us(d.gaps.dur_ns),
+                      "step": [None if s < 0 else int(s) for s in d.gaps.step.tolist()],
+                      "cause": list(d.gaps.cause), "total": int(d.gaps.total)}}
+            for d in t.devices
+        ],
+        "host": [dict(kind=h.kind, **_blocks(h.blocks, origin)) for h in t.host],
+        "counters": [
+            {"device": f"cuda:{c.device}", "metric": c.metric, "t_us": _rel_us(c.ts_ns, origin),
+             "value": [None if np.isnan(v) else round(float(v), 3) for v in c.value], "samples": int(c.samples)}
+            for c in t.counters
+        ],
+    }
+
+
+def _per_step_chart(steps_all: tuple[R.StepRow, ...], dr: RankDiagnosis | None) -> dict[str, Any]:
+    """Stacked bars per step: compute (busy without copies), memcpy, idle (by cause when diagnosed)."""
+    steps = steps_all[:MAX_STEP_BARS]
+    by_step = {p.step: p.idle_by_cause for p in dr.per_step} if dr else {}
+    causes = [c for c in CAUSES if any(by_step.get(s.step, {}).get(c) for s in steps)]
+    series: list[dict[str, Any]] = [
+        {"key": "compute", "values": [round(max(s.gpu_busy_us - s.memcpy_us, 0.0), 3) for s in steps]},
+        {"key": "memcpy", "values": [s.memcpy_us for s in steps]},
+    ]
+    if causes:
+        for cause in causes:
+            series.append({"key": f"idle:{cause}",
+                           "values": [_us0(by_step.get(s.step, {}).get(cause) or 0) for s in steps]})
+        rest = [round(max(s.idle_us - _us0(sum(by_step.get(s.step, {}).values())), 0.0), 3) for s in steps]
+        if any(v > 0 for v in rest):
+            series.append({"key": "idle:unattributed", "values": rest})
+    else:
+        series.append({"key": "idle", "values": [s.idle_us for s in steps]})
+    return {
+        "step": [s.step for s in steps],
+        "duration_us": [s.duration_us for s in steps],
+        "dataloader_wait_us": [s.dataloader_wait_us for s in steps],
+        "series": series,
+        "omitted": max(len(steps_all) - len(steps), 0),
+    }
+
+
+# --- diagnosis -------------------------------------------------------------------------------------
+def _host_op(e: Evidence) -> R.HostOp:
+    return R.HostOp(e.name, e.share, _us0(e.time_ns) if e.time_ns else None)
+
+
+def _finding(f: Finding) -> R.FindingResult:
+    return R.FindingResult(
+        id=f.id, cause=f.cause, title=f.title, severity=f.severity, explains_us=_us0(f.explains_ns),
+        share_of_idle=round(f.share_of_idle, 6), evidence=tuple(f.evidence), advice=tuple(f.advice),
+        share_of_window=f.share_of_window, gaps=f.gaps, host_ops=tuple(_host_op(e) for e in f.host_ops),
+        figures={k: float(v) for k, v in f.figures.items()})
+
+
+def _causes_us(by_cause: dict[str, int]) -> dict[str, float]:
+    return {c: _us0(v) for c, v in by_cause.items()}
+
+
+def _gap(g: AttributedGap) -> R.AttributedGap:
+    return R.AttributedGap(f"cuda:{g.device}", _us0(g.start_ns - g.window_start_ns), _us0(g.dur_ns), g.step,
+                           g.cause, tuple(R.HostOp(e.name, e.share) for e in g.evidence))
+
+
+def _rank_diagnosis(r: RankDiagnosis) -> R.RankDiagnosisResult:
+    s = r.host_shares
+    return R.RankDiagnosisResult(
+        rank=r.rank, primary=r.primary, host_primary=r.host_primary, reason=r.reason, headline=r.headline,
+        lost_us=_us0(r.lost_ns), window_us=_us0(r.window_ns), idle_us=_us0(r.idle_ns),
+        idle_by_cause_us=_causes_us(r.idle_by_cause), exposed_memcpy_us=_us0(r.exposed_memcpy_ns),
+        exposed_communication_us=_us0(r.exposed_comm_ns),
+        launch_threads=tuple(R.LaunchThread(p, t) for p, t in r.launch_threads),
+        launch_thread_basis=r.thread_basis,
+        periodic=None if r.periodic is None else R.PeriodicResult(tuple(r.periodic.steps), r.periodic.every),
+        host_shares=None if s is None else R.HostSharesResult(_us0(s.total_ns), _us0(s.data_wait_ns),
+                                                               _us0(s.model_ops_ns), _us0(s.other_ns)),
+        findings=tuple(_finding(f) for f in r.findings),
+        devices=tuple(R.DeviceDiagnosis(f"cuda:{d.device}", _us0(d.window.dur_ns), _us0(d.idle_ns), d.gap_count,
+                                        _causes_us(d.idle_by_cause), _us0(d.exposed_memcpy_ns),
+                                        _us0(d.exposed_comm_ns)) for d in r.devices),
+        per_step=tuple(R.StepCausesResult(p.step, _causes_us(p.idle_by_cause)) for p in r.per_step),
+        gaps=tuple(_gap(g) for g in r.gaps),
+    )
+
+
+def _diagnosis(d: Diagnosis) -> R.DiagnosisResult:
+    return R.DiagnosisResult(d.primary, d.host_primary, d.headline, tuple(_finding(f) for f in d.findings),
+                             tuple(_rank_diagnosis(r) for r in d.ranks))
+
+
+# --- counter logs ----------------------------------------------------------------------------------
+def _counters(tl: Timeline, figures: tuple[CounterFigures, ...], alignments: tuple[Alignment, ...],
+              aligned: bool) -> tuple[tuple[R.CounterLog, ...], tuple[R.DeviceCounters, ...], list[str]]:
+    """`aligned`: counters are on the trace clock (a trace was read with the logs)."""
+    by_source = {a.source: a for a in alignments}
+    trace_clock = "epoch" if tl.ranks and all(r.clock == "epoch" for r in tl.ranks) else "trace"
+    warnings: list[str] = []
+    logs = []
+    for i, src in enumerate(tl.sources):
+        if not src.clock:
+            continue
+        a = by_source.get(i)
+        logs.append(_log(src, a))
+        warnings.extend(f"{src.path}: {w}" for w in (a.warnings if a else ()))
+    devices = []
+    for d in figures:
+        clock = trace_clock if aligned else tl.sources[d.sources[0]].clock
+        entry = _device_counters(tl, d, clock, by_source)
+        devices.append(entry)
+        cc = entry.cross_check
+        if cc and cc.disagrees:
+            warnings.append(
+                f"GPU {d.device}: the trace says the GPU was busy {cc.trace_busy_pct:.1f}% of the "
+                f"sampled periods inside the window, nvidia-smi says {cc.log_util_pct:.1f}% (more than "
+                f"{CROSS_CHECK_MARGIN_PCT:.0f} points apart): another process on the GPU, or a wrong "
+                f"alignment (see counter_logs[].fit)")
+    return tuple(logs), tuple(devices), warnings
+
+
+def _fit(a: Alignment | None) -> R.FitResult | None:
+    f = None if a is None else a.fit
+    if f is None:
+        return None
+    return R.FitResult(_r(f.correlation, 4), f.samples, _r(f.runner_up_correlation, 4),
+                       None if f.runner_up_offset_ns is None else _r(f.runner_up_offset_ns / 1e9, 3), f.ambiguous)
+
+
+def _log(src: T.Source, a: Alignment | None) -> R.CounterLog:
+    return R.CounterLog(
+        path=src.path, format=src.format, clock=src.clock, samples_read=src.events_read,
+        samples_kept=src.events_kept,
+        offset_s=None if a is None else _r(a.offset_ns / 1e9, 6),
+        offset_method=None if a is None else a.method,
+        clock_offset_s=None if a is None else _r(a.clock_offset_ns / 1e9, 6),
+        zone=None if a is None else a.zone,
+        skew_s=None if a is None else _r(a.skew_ns / 1e9, 6),
+        fit=_fit(a),
+        gpu_map=None if a is None else tuple(R.GpuMapping(g, d) for g, d in a.device_map),
+        warnings=tuple(src.warnings) + (() if a is None else tuple(a.warnings)),
+    )
+
+
+def _device_counters(tl: Timeline, d: CounterFigures, clock: str, by_source: dict[int, Alignment]) -> R.DeviceCounters:
+    a = next((by_source[s] for s in d.sources if s in by_source), None)
+    z, cc = d.zero_runs, d.cross_check
+    return R.DeviceCounters(
+        device=d.device,
+        sources=tuple(tl.sources[s].path for s in d.sources),
+        period_s=_r(d.period_ns / 1e9, 6),
+        samples=d.samples,
+        first_sample=time_text(d.first_ns, clock),
+        last_sample=time_text(d.last_ns, clock),
+        duration_s=_r((d.last_ns - d.first_ns) / 1e9, 3),
+        offset_s=None if a is None else _r(a.offset_ns / 1e9, 6),
+        offset_method=None if a is None else a.method,
+        fit=_fit(a),
+        metrics={m.metric: R.MetricSummary(m.samples, _r(m.mean), _r(m.min), _r(m.max), m.window_samples,
+                                           _r(m.window_mean), m.outside_samples, _r(m.outside_mean))
+                 for m in d.metrics},
+        zero_util_runs=None if z is None else R.ZeroUtilRuns(
+            z.runs, z.total_samples, _r(z.total_ns / 1e9, 3), z.longest_samples, _r(z.longest_ns / 1e9, 3),
+            None if z.longest_first_ns is None else _r((z.longest_first_ns - d.first_ns) / 1e9, 3),
+            None if z.longest_first_ns is None else time_text(z.longest_first_ns, clock),
+            None if z.longest_last_ns is None else time_text(z.longest_last_ns, clock)),
+        cross_check=None if cc is None else R.CrossCheck(
+            cc.samples, _r(cc.trace_busy_pct, 2), _r(cc.log_util_pct, 2), _r(cc.difference_pct, 2),
+            CROSS_CHECK_MARGIN_PCT, cc.disagrees),
+        utilisation=tuple(R.UtilPoint(_r((t - d.first_ns) / 1e9, 3), _r(v, 2)) for t, v in d.utilisation),
+    )
+
+
+def time_text(ns: int, clock: str) -> str:
+    """An absolute time as text, in the clock it is on."""
+    if clock == T.CLOCK_SAMPLES:
+        return f"sample at {ns / 1e9:.3f} s"
+    if clock == "trace":
+        return f"{ns / 1e9:.6f} s (trace clock)"
+    if clock == T.CLOCK_TIME_OF_DAY:
+        day_ns = ns % (86_400 * 10**9)
+        t = datetime(1970, 1, 1) + timedelta(microseconds=day_ns // 1000)
+        return t.strftime("%H:%M:%S.%f")[:-3] + " (local time of day)"
+    t = datetime(1970, 1, 1) + timedelta(microseconds=ns // 1000)
+    text = t.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+    return text + (" UTC" if clock == T.CLOCK_EPOCH else " (local)")
+
+
+__all__ = ["MAX_STEP_BARS", "assemble", "time_text"]

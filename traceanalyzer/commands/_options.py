@@ -1,0 +1,155 @@
+"""Option types and option groups shared by the subcommands (so `report` and `diff` read inputs alike)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+FORMAT_BY_SUFFIX = {".html": "html", ".htm": "html", ".json": "json", ".md": "md", ".markdown": "md"}
+SUFFIX_BY_FORMAT = {"html": "html", "json": "json", "md": "md"}
+
+
+class DurationType(click.ParamType):
+    """A duration with a unit (0, 50us, 1ms, 0.5s) -> integer nanoseconds."""
+
+    name = "DURATION"
+
+    def __init__(self, signed: bool = False) -> None:
+        self.signed = signed
+
+    def convert(self, value, param, ctx):  # type: ignore[no-untyped-def]
+        from ..units import parse_duration_ns
+
+        if isinstance(value, int):
+            return value
+        try:
+            ns = parse_duration_ns(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+        if ns < 0 and not self.signed:
+            self.fail(f"{value!r} is negative; a gap length must be >= 0", param, ctx)
+        return ns
+
+
+class SizeType(click.ParamType):
+    """A size with a unit (B, KB, MB, GB, KiB, MiB, GiB) -> bytes."""
+
+    name = "SIZE"
+
+    def convert(self, value, param, ctx):  # type: ignore[no-untyped-def]
+        from ..units import parse_size_bytes
+
+        if isinstance(value, int):
+            return value
+        try:
+            return parse_size_bytes(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+class ParsedType(click.ParamType):
+    """A value checked (and converted) by a parser that raises ValueError with the message to show."""
+
+    def __init__(self, name: str, parse: Callable[[str], Any]) -> None:
+        self.name = name
+        self.parse = parse
+
+    def convert(self, value, param, ctx):  # type: ignore[no-untyped-def]
+        try:
+            return self.parse(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+def _zone(text: str) -> str:
+    from ..align import parse_zone
+
+    parse_zone(text)
+    return text
+
+
+def _start(text: str) -> tuple[int, str]:
+    from ..units import parse_start
+
+    return parse_start(text)
+
+
+def _gpu(text: str) -> tuple[int, int]:
+    from ..align import parse_gpu_map
+
+    return parse_gpu_map([text])[0]
+
+
+def analysis_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Options that change what the analysis of one job finds (-> pipeline.Options)."""
+    decorators = [
+        click.option("--min-gap", "min_gap_ns", type=DurationType(), default="100us", show_default=True,
+                     help="Shortest GPU idle stretch counted as a gap, with a unit: 0, 50us, 1ms, 0.5s."),
+        click.option("--run", "run", metavar="NAME",
+                     help="Log dirs: the run to analyse (TF run folder name, PyTorch span<k> or span "
+                          "number). Default: the newest."),
+        click.option("--max-input-size", "max_input_bytes", type=SizeType(), default="16GiB", show_default=True,
+                     help="Refuse an input whose (decompressed) content is larger: a guard against "
+                          "gzip bombs and runaway memory. Units: B, KB, MB, GB, KiB, MiB, GiB."),
+        click.option("--dmon", "dmon", multiple=True, type=click.Path(path_type=Path),
+                     help="nvidia-smi dmon / --query-gpu CSV / DCGM CSV log to put on the trace's clock "
+                          "(repeatable). Default: such logs found beside the trace."),
+        click.option("--dmon-tz", type=ParsedType("ZONE", _zone),
+                     help="Time zone of the machine that wrote the log (Europe/Berlin, UTC, +05:30). "
+                          "Default: this machine's zone, with an automatic search of all zones."),
+        click.option("--dmon-offset", "dmon_offset_ns", type=DurationType(signed=True),
+                     help="Clock skew of the log after its zone, e.g. -2s: log time + offset = trace time. "
+                          "Default: found automatically."),
+        click.option("--dmon-interval", "dmon_interval_ns", type=DurationType(), default="1s", show_default=True,
+                     help="Sample period of a log without timestamps (nvidia-smi dmon -d)."),
+        click.option("--dmon-start", type=ParsedType("DATETIME", _start),
+                     help="Time of the first sample of a log without timestamps (or the date of a time-only "
+                          "log), local time of the logging machine: '2024-01-04 13:54:35'."),
+        click.option("--dmon-gpu", "dmon_gpu", multiple=True, type=ParsedType("DMON_INDEX=DEVICE", _gpu),
+                     help="Log GPU index -> trace device, when CUDA_VISIBLE_DEVICES renumbered them "
+                          "(repeatable)."),
+    ]
+    for decorate in reversed(decorators):
+        fn = decorate(fn)
+    return fn
+
+
+def build_options(params: dict[str, Any], **callbacks: Any) -> Any:
+    """pipeline.Options from the parsed analysis options (pops them from `params`)."""
+    from ..pipeline import Options
+
+    return Options(
+        min_gap_ns=params.pop("min_gap_ns"), run=params.pop("run"), max_input_bytes=params.pop("max_input_bytes"),
+        counter_logs=tuple(params.pop("dmon")), dmon_interval_ns=params.pop("dmon_interval_ns"),
+        dmon_start=params.pop("dmon_start"), dmon_tz=params.pop("dmon_tz"),
+        dmon_offset_ns=params.pop("dmon_offset_ns"), dmon_gpu=tuple(params.pop("dmon_gpu")), **callbacks)
+
+
+def output_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Where and in which format a command writes its result."""
+    decorators = [
+        click.option("-o", "--output", type=click.Path(path_type=Path),
+                     help="Where to write ('-' for standard output). Default: <first input's name>.<command>."
+                          "<format> in the current directory."),
+        click.option("--format", "fmt", type=click.Choice(["html", "json", "md"]),
+                     help="Output format. Default: from the --output extension, else html."),
+        click.option("--force", is_flag=True, help="Overwrite the output file if it exists (never an input)."),
+        click.option("-q", "--quiet", is_flag=True, help="Do not print the summary on the terminal."),
+    ]
+    for decorate in reversed(decorators):
+        fn = decorate(fn)
+    return fn
+
+
+def output_format(output: Path | None, fmt: str | None) -> str:
+    return fmt or (FORMAT_BY_SUFFIX.get(output.suffix.lower()) if output and str(output) != "-" else None) or "html"
+
+
+def stem(path: Path) -> str:
+    name = path.resolve().name if path.is_dir() else path.name
+    for suffix in (".gz", ".json", ".pb"):
+        name = name.removesuffix(suffix)
+    return name or "trace"

@@ -1,0 +1,89 @@
+"""`traceanalyzer report TRACE...`: analyse one job (or each run of a log dir) and write a report."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ._options import SUFFIX_BY_FORMAT, analysis_options, build_options, output_format, output_options, stem
+from ._output import check_target, write
+
+
+@click.command("report")
+@click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=Path))
+@output_options
+@analysis_options
+@click.option("--all-runs", is_flag=True,
+              help="Log dirs: one report per run, named <output>.<run>.<format>.")
+def report_command(traces: tuple[Path, ...], output: Path | None, fmt: str | None, force: bool, quiet: bool,
+                   all_runs: bool, **params: Any) -> None:
+    """Analyse TRACES and write a report.
+
+    \b
+    TRACES are torch.profiler / Kineto Chrome-trace files (.json or .json.gz), TensorFlow/JAX
+    profiles (.xplane.pb, .trace.json.gz; detected by content), or directories. A TensorBoard
+    log dir is searched for PyTorch <worker>.<span>.pt.trace.json files and TF/JAX
+    plugins/profile/<run>/ folders; the newest run is analysed unless --run or --all-runs says
+    otherwise. Any other directory = every trace file directly in it. Several files = several
+    ranks of one job.
+
+    \b
+    The report gives, per rank and GPU: GPU busy and idle time over the window (the host's
+    ProfilerStep span), idle gaps of at least --min-gap with the step they fall in, memcpy time
+    by direction, DataLoader wait, per-step breakdown and top kernels. Every figure is defined
+    in the report and in the README.
+
+    \b
+    The verdict names one bottleneck per rank (input_bound, memcpy_bound, launch_bound,
+    sync_bound, host_bound, periodic_stall, communication_bound, gpu_bound or undetermined),
+    gives every idle gap a cause from what the host was doing, and says what to change and
+    how much GPU time that could win at most.
+
+    \b
+    nvidia-smi logs (dmon text, --query-gpu CSV, DCGM CSV; named with --dmon, given among
+    TRACES, or found beside the trace) are put on the trace's clock (automatically unless
+    --dmon-offset is given) and add per-GPU utilisation, power and clock figures, idle runs
+    and a cross-check with the trace. A log alone is reported on its own clock.
+
+    \b
+    Exit status: 0 ok, 1 a gate failed, 2 bad input or usage, 3 internal error.
+    """
+    from ..errors import UsageError
+    from ..pipeline import plan_runs
+    from ..progress import Progress
+    from ..report import render
+    from ..report.text import render_text
+
+    fmt = output_format(output, fmt)
+    base = output or Path.cwd() / f"{stem(traces[0])}.report.{SUFFIX_BY_FORMAT[fmt]}"
+    if all_runs and str(base) == "-":
+        raise UsageError("--all-runs writes one file per run; give -o a file name, not '-'")
+    progress = Progress(list(traces))
+    options = build_options(params, progress=progress.advance, stage=progress.stage)
+    try:
+        runs = plan_runs(list(traces), options, all_runs=all_runs)
+        targets = [run_target(base, label) if all_runs else base for label, _ in runs]
+        for target in targets:
+            check_target(target, force)
+        for (_label, analyse), target in zip(runs, targets):
+            analysis = analyse()
+            progress.stage("rendering the report")
+            data = render(analysis, fmt)
+            progress.done()
+            write(target, data)
+            if not quiet:
+                stream = sys.stderr if str(target) == "-" else sys.stdout
+                stream.write(render_text(analysis))
+                if str(target) != "-":
+                    stream.write(f"Report ({fmt}) written to {target}\n")
+    finally:
+        progress.done()  # clears the progress line before an error message, too
+
+
+def run_target(base: Path, label: str) -> Path:
+    """out.json + run 'train/plugins/profile/2026_11_22' -> out.train_plugins_profile_2026_11_22.json"""
+    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in label).strip("_") or "run"
+    return base.with_name(f"{base.stem}.{safe}{base.suffix}")

@@ -1,0 +1,156 @@
+"""The one pipeline: inputs -> load -> align -> figures -> diagnosis -> typed `Analysis`.
+
+Used by the command line, the tests and notebooks alike:
+
+    import traceanalyzer as ta
+    a = ta.analyze("trace.json.gz")            # or a list of paths, a log dir, a Timeline
+    a.steps(); a.gaps(); a.kernels()            # DataFrames
+    a.to_html("report.html"); ta.load("report.json")
+
+`Options` holds every choice that changes a figure; the `report` command's flags map onto it.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Union
+
+import orjson
+
+from .errors import InputError
+from .result import Analysis, ResultFormatError, analysis_from_data
+from .timeline import Timeline
+
+DEFAULT_MIN_GAP_NS = 100_000
+DEFAULT_MAX_INPUT_BYTES = 16 * 1024**3
+
+PathLike = Union[str, "os.PathLike[str]"]  # noqa: UP007
+Inputs = Union[PathLike, Sequence[PathLike], Timeline]  # noqa: UP007
+
+
+@dataclass(frozen=True)
+class Options:
+    """Everything that changes what an analysis finds (the report command's flags)."""
+
+    min_gap_ns: int = DEFAULT_MIN_GAP_NS  # shortest idle stretch counted as a gap
+    run: str | None = None  # log dirs: the run to analyse (None: the newest)
+    max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES  # refuse a (decompressed) input larger than this
+    diagnose: bool = True  # False: figures only, no verdict
+    # nvidia-smi / DCGM logs
+    counter_logs: tuple[Path, ...] = ()  # logs to put on the trace's clock (besides those among the inputs)
+    find_logs_beside: bool = True  # without counter_logs: use logs found beside the trace
+    dmon_interval_ns: int = 1_000_000_000  # sample period of a log without timestamps
+    dmon_start: tuple[int, str] | None = None  # first sample time of such a log: (ns, clock)
+    dmon_tz: str | None = None  # zone of the machine that wrote the logs
+    dmon_offset_ns: int | None = None  # log time + offset = trace time (None: found automatically)
+    dmon_gpu: tuple[tuple[int, int], ...] = ()  # log GPU index -> trace device
+    # Receive progress (bytes read) and notes (what a log dir holds); None: silent / stderr.
+    progress: Callable[[int], None] | None = field(default=None, compare=False, repr=False)
+    notify: Callable[[str], None] | None = field(default=None, compare=False, repr=False)
+    stage: Callable[[str], None] | None = field(default=None, compare=False, repr=False)
+
+
+def _paths(inputs: PathLike | Sequence[PathLike]) -> list[Path]:
+    if isinstance(inputs, (str, os.PathLike)):
+        return [Path(inputs)]
+    return [Path(p) for p in inputs]
+
+
+def _read_options(options: Options):  # type: ignore[no-untyped-def]
+    from .formats import ReadOptions
+
+    return ReadOptions(max_input_bytes=options.max_input_bytes, progress=options.progress, run=options.run,
+                       notify=options.notify, dmon_interval_ns=options.dmon_interval_ns,
+                       dmon_start=options.dmon_start)
+
+
+def analyze(inputs: Inputs, options: Options | None = None) -> Analysis:
+    """Analyse one job: a trace file, several rank files, a directory or log dir (its chosen run), or a
+    Timeline already read. Counter logs among the inputs or beside the trace are aligned with it."""
+    options = options or Options()
+    if isinstance(inputs, Timeline):
+        return analyze_timeline(inputs, options)
+    runs = analyze_runs(inputs, options, all_runs=False)
+    return runs[0][1]
+
+
+def analyze_runs(inputs: PathLike | Sequence[PathLike], options: Options | None = None,
+                 all_runs: bool = True) -> list[tuple[str, Analysis]]:
+    """One Analysis per run of a log dir (`all_runs`), labelled; else the one job of `analyze`."""
+    return [(label, run()) for label, run in plan_runs(inputs, options, all_runs)]
+
+
+def plan_runs(inputs: PathLike | Sequence[PathLike], options: Options | None = None,
+              all_runs: bool = False) -> list[tuple[str, Callable[[], Analysis]]]:
+    """The jobs the inputs stand for, each with the call that analyses it (so a caller can check
+    every output path before the first, possibly long, analysis starts)."""
+    from .formats import input_sets
+
+    options = options or Options()
+    read = _read_options(options)
+    sets = input_sets(_paths(inputs), read, all_runs=all_runs)
+    return [(s.label, functools.partial(_analyze_set, s, options, read)) for s in sets]
+
+
+def _analyze_set(inputs, options: Options, read) -> Analysis:  # type: ignore[no-untyped-def]
+    from .align import AlignOptions, combine
+    from .formats import load_counter_logs, load_set, split_counter_logs
+
+    split = split_counter_logs(inputs, list(options.counter_logs), find_beside=options.find_logs_beside)
+    trace = load_set(split.traces, read) if split.traces.files else None
+    logs = load_counter_logs(split.logs, read)
+    tl, alignments = combine(trace, logs, AlignOptions(options.dmon_tz, options.dmon_offset_ns,
+                                                       tuple(options.dmon_gpu)))
+    notes = tuple(f"nvidia-smi log found beside the trace and used: {p}" for p in split.found_beside)
+    return analyze_timeline(tl, options, alignments=alignments, counters_aligned=trace is not None,
+                            with_counters=logs is not None, warnings=notes)
+
+
+def analyze_timeline(tl: Timeline, options: Options | None = None, alignments: tuple = (),
+                     counters_aligned: bool = False, with_counters: bool | None = None,
+                     warnings: tuple[str, ...] = ()) -> Analysis:
+    """The figures, diagnosis and counter figures of a Timeline, as one typed Analysis."""
+    from .analyses.counters import counter_figures, trace_window
+    from .analyses.summary import analyze as figures_of
+    from .assemble import assemble
+    from .diagnosis import diagnose
+
+    options = options or Options()
+    if options.stage:
+        options.stage("analysing")
+    figures = figures_of(tl, min_gap_ns=options.min_gap_ns)
+    diagnosis = diagnose(tl, figures) if options.diagnose else None
+    counters = None
+    if with_counters if with_counters is not None else len(tl.counters) > 0:
+        window = trace_window(tl) if counters_aligned else None
+        counters = counter_figures(tl, window)
+    return assemble(tl, figures, diagnosis, counters, alignments, counters_aligned, warnings)
+
+
+def load(path: PathLike) -> Analysis:
+    """A saved JSON report (`traceanalyzer report ... --format json`, `Analysis.save`) as an Analysis."""
+    p = Path(path)
+    try:
+        data = orjson.loads(p.read_bytes())
+    except FileNotFoundError:
+        raise InputError(p, "no such file or directory") from None
+    except orjson.JSONDecodeError as exc:
+        raise InputError(p, f"not a JSON report: {exc}") from None
+    try:
+        return analysis_from_data(data)
+    except ResultFormatError as exc:
+        raise InputError(p, str(exc)) from None
+
+
+def is_saved_report(path: PathLike) -> bool:
+    """A JSON report written by this tool: its first key is `schema` = "traceanalyzer/..."."""
+    p = Path(path)
+    if not p.is_file():
+        return False
+    with open(p, "rb") as fh:
+        head = fh.read(256).lstrip(b"\xef\xbb\xbf \t\r\n")
+    return head.startswith(b"{") and b'"schema": "traceanalyzer/' in head.replace(b'":"', b'": "')

@@ -1,0 +1,538 @@
+"""The typed result of one analysis, `Analysis`, and its one serialization (JSON `traceanalyzer/2`).
+
+Every face reads an `Analysis`: the renderers (HTML, Markdown, JSON, terminal), the notebook
+API (DataFrame views) and comparisons of two runs. It is made once by the pipeline
+(`traceanalyzer.analyze`) and written and read back by `to_data` / `from_data`, which walk the
+dataclasses below generically: a field's JSON key is its name, so the JSON interface is exactly
+this file. `load(path)` of a written report gives an object equal to the original.
+
+Units are the report's: durations in microseconds as floats rounded to 0.001 (whole
+nanoseconds) with names ending in `_us`, absolute times in integer nanoseconds (`_ns`),
+fractions in [0, 1] or None when the figure has no meaning. Drawing payloads (the timeline's
+blocks and the charts' series) are plain JSON data, bounded in size.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Union
+
+SCHEMA = "traceanalyzer/2"
+PlainData = dict[str, Any]  # JSON-shaped drawing payloads (lists of numbers and strings)
+
+
+# --- inputs ------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ToolInfo:
+    name: str
+    version: str
+
+
+@dataclass(frozen=True)
+class OptionsInfo:
+    """The options the figures depend on (echoed so a saved report says how it was made)."""
+
+    min_gap_us: float
+
+
+@dataclass(frozen=True)
+class InputInfo:
+    path: str
+    format: str
+    events_read: int
+    events_kept: int
+    not_kept: dict[str, int]  # reason -> events
+    warnings: tuple[str, ...]
+
+
+# --- figures per rank and device ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class StepRow:
+    step: int
+    start_us: float  # from the rank's window start
+    duration_us: float
+    gpu_busy_us: float
+    memcpy_us: float
+    dataloader_wait_us: float
+    idle_us: float
+
+
+@dataclass(frozen=True)
+class CopyRow:
+    direction: str
+    count: int
+    union_us: float
+    bytes: int
+    copies_with_size: int
+    bandwidth_gbps: float | None
+    pageable: int
+    pinned: int
+
+
+@dataclass(frozen=True)
+class MemcpyResult:
+    by_direction: tuple[CopyRow, ...]
+    memset_us: float
+    memset_count: int
+    memset_bytes: int
+
+
+@dataclass(frozen=True)
+class HistogramBin:
+    from_us: float
+    to_us: float | None
+    count: int
+    total_us: float
+
+
+@dataclass(frozen=True)
+class GapRow:
+    """One idle gap, with the cause the attribution gave it (None when not diagnosed)."""
+
+    start_us: float  # from the device's window start
+    duration_us: float
+    step: int | None
+    cause: str | None
+
+
+@dataclass(frozen=True)
+class GapSummary:
+    min_gap_us: float
+    count: int
+    total_us: float
+    largest_us: float
+    histogram: tuple[HistogramBin, ...]
+    top: tuple[GapRow, ...]  # longest first
+
+
+@dataclass(frozen=True)
+class KernelResult:
+    name: str
+    count: int
+    total_us: float
+    mean_us: float
+    communication: bool
+
+
+@dataclass(frozen=True)
+class FitResult:
+    correlation: float | None
+    bins: int
+    runner_up_correlation: float | None
+    runner_up_offset_s: float | None
+    ambiguous: bool
+
+
+@dataclass(frozen=True)
+class MetricSummary:
+    samples: int
+    mean: float | None
+    min: float | None
+    max: float | None
+    window_samples: int
+    window_mean: float | None
+    outside_samples: int
+    outside_mean: float | None
+
+
+@dataclass(frozen=True)
+class ZeroUtilRuns:
+    runs: int
+    total_samples: int
+    total_s: float | None
+    longest_samples: int
+    longest_s: float | None
+    longest_start_s: float | None
+    longest_first_sample: str | None
+    longest_last_sample: str | None
+
+
+@dataclass(frozen=True)
+class CrossCheck:
+    samples: int
+    trace_busy_pct: float | None
+    log_util_pct: float | None
+    difference_pct: float | None
+    margin_pct: float
+    disagrees: bool
+
+
+@dataclass(frozen=True)
+class UtilPoint:
+    start_s: float | None
+    sm_util_pct: float | None
+
+
+@dataclass(frozen=True)
+class DeviceCounters:
+    """nvidia-smi / DCGM figures of one GPU (see definitions `counter_metrics`)."""
+
+    device: int
+    sources: tuple[str, ...]
+    period_s: float | None
+    samples: int
+    first_sample: str
+    last_sample: str
+    duration_s: float | None
+    offset_s: float | None
+    offset_method: str | None
+    fit: FitResult | None
+    metrics: dict[str, MetricSummary]
+    zero_util_runs: ZeroUtilRuns | None
+    cross_check: CrossCheck | None
+    utilisation: tuple[UtilPoint, ...]
+
+
+@dataclass(frozen=True)
+class GpuMapping:
+    log_gpu: int
+    device: int
+
+
+@dataclass(frozen=True)
+class CounterLog:
+    path: str
+    format: str
+    clock: str
+    samples_read: int
+    samples_kept: int
+    offset_s: float | None
+    offset_method: str | None
+    clock_offset_s: float | None
+    zone: str | None
+    skew_s: float | None
+    fit: FitResult | None
+    gpu_map: tuple[GpuMapping, ...] | None
+    warnings: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class DeviceResult:
+    device: str  # "cuda:N"
+    index: int
+    name: str
+    window_start_ns: int
+    window_us: float | None
+    window_basis: str
+    gpu_busy_us: float | None
+    gpu_idle_fraction: float | None
+    kernel_us: float | None
+    communication_us: float | None
+    exposed_communication_us: float | None
+    memcpy_us: float | None
+    memcpy_share_of_busy: float | None
+    memcpy_share_of_window: float | None
+    memcpy: MemcpyResult
+    gaps: GapSummary
+    top_kernels: tuple[KernelResult, ...]
+    counters: DeviceCounters | None = None
+
+
+@dataclass(frozen=True)
+class RankResult:
+    rank: int | None
+    input: str
+    framework: str
+    clock: str
+    window_start_ns: int
+    window_us: float | None
+    window_basis: str
+    steps: int
+    gpu_activity: bool
+    dataloader_wait_us: float | None
+    dataloader_wait_fraction: float | None
+    per_step: tuple[StepRow, ...]
+    devices: tuple[DeviceResult, ...]
+    timeline: PlainData  # drawn tracks (analyses/tracks.py), times in us from window_start_ns
+    charts: PlainData  # per-step stacked series
+
+
+@dataclass(frozen=True)
+class Summary:
+    """The headline figures over all ranks and GPUs (definitions `summary`)."""
+
+    ranks: int
+    devices: int
+    steps: int
+    window_us: float
+    gpu_busy_us: float
+    gpu_idle_fraction: float | None
+    memcpy_us: float
+    memcpy_share_of_busy: float | None
+    dataloader_wait_us: float
+    dataloader_wait_fraction: float | None
+    gaps: int
+    gaps_total_us: float
+    samples_per_s: float | None = None
+
+
+# --- diagnosis ----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class HostOp:
+    """A host event name behind idle time: its share of that idle time and the time it covers."""
+
+    name: str
+    share: float
+    time_us: float | None = None
+
+
+@dataclass(frozen=True)
+class FindingResult:
+    """A finding: its numbers, and the prose rendered from them (`evidence`)."""
+
+    id: str
+    cause: str | None
+    title: str
+    severity: str  # "high" | "medium" | "low"
+    explains_us: float  # GPU time the cause lost (or, for gpu_bound, the busy time)
+    share_of_idle: float  # explains / GPU time lost on the rank
+    evidence: tuple[str, ...]
+    advice: tuple[str, ...]
+    share_of_window: float | None = None
+    gaps: int | None = None  # idle gaps of this cause
+    host_ops: tuple[HostOp, ...] = ()  # the host events behind this idle time, best first
+    figures: dict[str, float] = field(default_factory=dict)  # cause-specific numbers, units in names
+
+
+@dataclass(frozen=True)
+class AttributedGap:
+    device: str
+    start_us: float  # from the device's window start
+    duration_us: float
+    step: int | None
+    cause: str
+    evidence: tuple[HostOp, ...]
+
+
+@dataclass(frozen=True)
+class DeviceDiagnosis:
+    device: str
+    window_us: float
+    idle_us: float
+    gap_count: int
+    idle_by_cause_us: dict[str, float]
+    exposed_memcpy_us: float
+    exposed_communication_us: float
+
+
+@dataclass(frozen=True)
+class StepCausesResult:
+    step: int
+    idle_by_cause_us: dict[str, float]
+
+
+@dataclass(frozen=True)
+class LaunchThread:
+    pid: int
+    tid: int
+
+
+@dataclass(frozen=True)
+class PeriodicResult:
+    steps: tuple[int, ...]
+    every: int
+
+
+@dataclass(frozen=True)
+class HostSharesResult:
+    total_us: float
+    data_wait_us: float
+    model_ops_us: float
+    other_us: float
+
+
+@dataclass(frozen=True)
+class RankDiagnosisResult:
+    rank: int | None
+    primary: str
+    host_primary: str | None
+    reason: str
+    headline: str
+    lost_us: float
+    window_us: float
+    idle_us: float
+    idle_by_cause_us: dict[str, float]
+    exposed_memcpy_us: float
+    exposed_communication_us: float
+    launch_threads: tuple[LaunchThread, ...]
+    launch_thread_basis: str
+    periodic: PeriodicResult | None
+    host_shares: HostSharesResult | None
+    findings: tuple[FindingResult, ...]
+    devices: tuple[DeviceDiagnosis, ...]
+    per_step: tuple[StepCausesResult, ...]
+    gaps: tuple[AttributedGap, ...]  # the rank's longest gaps over all devices
+
+
+@dataclass(frozen=True)
+class DiagnosisResult:
+    primary: str
+    host_primary: str | None
+    headline: str
+    findings: tuple[FindingResult, ...]
+    ranks: tuple[RankDiagnosisResult, ...]
+
+
+# --- the whole result ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Analysis:
+    """Everything one analysis found: what a renderer, a notebook or a comparison needs."""
+
+    schema: str
+    tool: ToolInfo
+    options: OptionsInfo
+    inputs: tuple[InputInfo, ...]
+    warnings: tuple[str, ...]
+    ranks: tuple[RankResult, ...]
+    summary: Summary
+    definitions: dict[str, str]
+    diagnosis: DiagnosisResult | None = None
+    counter_logs: tuple[CounterLog, ...] = ()
+    counters: tuple[DeviceCounters, ...] = ()
+
+    # --- serialization
+    def to_data(self) -> dict[str, Any]:
+        """Plain JSON data (dicts, lists, numbers, strings), dict keys sorted."""
+        return to_data(self)  # type: ignore[no-any-return]
+
+    def to_json(self) -> bytes:
+        from .report import render
+
+        return render(self, "json")
+
+    def save(self, path: str | Path) -> Path:
+        """Write the JSON report (what `traceanalyzer.load` reads back)."""
+        target = Path(path)
+        target.write_bytes(self.to_json())
+        return target
+
+    # --- renderers
+    def to_html(self, path: str | Path | None = None) -> str:
+        """The self-contained HTML report; written to `path` when given."""
+        from .report import render
+
+        data = render(self, "html")
+        if path is not None:
+            Path(path).write_bytes(data)
+        return data.decode("utf-8")
+
+    def to_markdown(self) -> str:
+        from .report import render
+
+        return render(self, "md").decode("utf-8")
+
+    def to_text(self) -> str:
+        """The short terminal summary."""
+        from .report.text import render_text
+
+        return render_text(self)
+
+    # --- DataFrame views (pandas), one row per rank x ...
+    def steps(self) -> Any:
+        """One row per rank and step: duration, GPU busy, memcpy, DataLoader wait, idle (us)."""
+        from .views import steps_frame
+
+        return steps_frame(self)
+
+    def gaps(self) -> Any:
+        """One row per drawn idle gap (the longest of each device): rank, device, start, duration, step, cause."""
+        from .views import gaps_frame
+
+        return gaps_frame(self)
+
+    def kernels(self) -> Any:
+        """One row per rank, device and top kernel: count, total and mean time (us)."""
+        from .views import kernels_frame
+
+        return kernels_frame(self)
+
+    def findings(self) -> Any:
+        """One row per rank and finding: id, cause, severity, time explained, share, title."""
+        from .views import findings_frame
+
+        return findings_frame(self)
+
+    def devices(self) -> Any:
+        """One row per rank and GPU: the device figures."""
+        from .views import devices_frame
+
+        return devices_frame(self)
+
+
+# --- generic (de)serialization -------------------------------------------------------------------------
+def to_data(obj: Any) -> Any:
+    """Dataclasses -> dicts, tuples -> lists, dict keys sorted (so saved and loaded results render alike)."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: to_data(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, dict):
+        return {str(k): to_data(obj[k]) for k in sorted(obj, key=str)}
+    if isinstance(obj, (list, tuple)):
+        return [to_data(v) for v in obj]
+    if hasattr(obj, "item") and not isinstance(obj, (str, bytes)):  # numpy scalar
+        return obj.item()
+    return obj
+
+
+class ResultFormatError(ValueError):
+    """Data that does not fit the result types (a saved report of another schema or version)."""
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    if cls not in _HINTS:
+        _HINTS[cls] = typing.get_type_hints(cls)
+    return _HINTS[cls]
+
+
+def from_data(cls: Any, data: Any, where: str = "") -> Any:
+    """The inverse of `to_data` for the type `cls`; raises ResultFormatError naming the bad field."""
+    origin = typing.get_origin(cls)
+    if cls is Any:
+        return data
+    if origin in (Union, types.UnionType):
+        args = typing.get_args(cls)
+        if data is None and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        return from_data(inner[0], data, where)
+    if dataclasses.is_dataclass(cls):
+        if not isinstance(data, dict):
+            raise ResultFormatError(f"{where or 'report'}: expected an object")
+        hints = _hints(cls)  # type: ignore[arg-type]
+        kwargs = {}
+        for f in dataclasses.fields(cls):
+            if f.name in data:
+                kwargs[f.name] = from_data(hints[f.name], data[f.name], f"{where}.{f.name}".lstrip("."))
+            elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise ResultFormatError(f"{where or 'report'}: missing field {f.name!r}")
+        return cls(**kwargs)  # type: ignore[operator]
+    if origin is tuple:
+        if not isinstance(data, list):
+            raise ResultFormatError(f"{where}: expected a list")
+        (item, *_rest) = typing.get_args(cls)
+        return tuple(from_data(item, v, f"{where}[{i}]") for i, v in enumerate(data))
+    if origin is dict:
+        if not isinstance(data, dict):
+            raise ResultFormatError(f"{where}: expected an object")
+        _key, value = typing.get_args(cls)
+        return {k: from_data(value, v, f"{where}.{k}") for k, v in data.items()}
+    if cls is float:
+        if isinstance(data, bool) or not isinstance(data, (int, float)):
+            raise ResultFormatError(f"{where}: expected a number")
+        return float(data)
+    if cls in (int, str, bool) and not isinstance(data, cls):
+        raise ResultFormatError(f"{where}: expected {cls.__name__}")
+    return data
+
+
+def analysis_from_data(data: Any) -> Analysis:
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        found = data.get("schema") if isinstance(data, dict) else None
+        raise ResultFormatError(f"not a traceanalyzer report of schema {SCHEMA!r} (schema: {found!r})")
+    return from_data(Analysis, data)  # type: ignore[no-any-return]

@@ -1,0 +1,70 @@
+"""DataFrame views of an Analysis for notebooks: one row per rank x (step | gap | kernel | finding | GPU).
+
+Columns are the result's own field names (times in microseconds, `_us`), plus `rank` (the rank
+number, or the input file name when the trace records none) and `device` where it applies.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from .result import Analysis, RankResult
+
+
+def rank_name(r: RankResult) -> int | str:
+    return r.rank if r.rank is not None else r.input.rsplit("/", 1)[-1]
+
+
+STEP_COLUMNS = ["rank", "step", "start_us", "duration_us", "gpu_busy_us", "memcpy_us", "dataloader_wait_us",
+                "idle_us"]
+GAP_COLUMNS = ["rank", "device", "start_us", "duration_us", "step", "cause"]
+KERNEL_COLUMNS = ["rank", "device", "name", "count", "total_us", "mean_us", "communication"]
+FINDING_COLUMNS = ["rank", "id", "cause", "severity", "explains_us", "share_of_idle", "share_of_window", "gaps",
+                   "title", "top_host_op"]
+DEVICE_COLUMNS = ["rank", "device", "name", "window_us", "gpu_busy_us", "gpu_idle_fraction", "kernel_us",
+                  "memcpy_us", "memcpy_share_of_busy", "communication_us", "exposed_communication_us", "gaps",
+                  "gaps_total_us"]
+
+
+def steps_frame(a: Analysis) -> pd.DataFrame:
+    rows = [{"rank": rank_name(r), **{c: getattr(s, c) for c in STEP_COLUMNS[1:]}} for r in a.ranks
+            for s in r.per_step]
+    return pd.DataFrame(rows, columns=STEP_COLUMNS)
+
+
+def gaps_frame(a: Analysis) -> pd.DataFrame:
+    """The drawn gaps of every device (its longest, up to the timeline's limit), start from the rank's window."""
+    rows = []
+    for r in a.ranks:
+        for d in r.timeline.get("devices", []):
+            g = d["gaps"]
+            rows += [{"rank": rank_name(r), "device": d["device"], "start_us": s, "duration_us": u, "step": st,
+                      "cause": c} for s, u, st, c in zip(g["start_us"], g["dur_us"], g["step"], g["cause"])]
+    return pd.DataFrame(rows, columns=GAP_COLUMNS)
+
+
+def kernels_frame(a: Analysis) -> pd.DataFrame:
+    rows = [{"rank": rank_name(r), "device": d.device, "name": k.name, "count": k.count, "total_us": k.total_us,
+             "mean_us": k.mean_us, "communication": k.communication}
+            for r in a.ranks for d in r.devices for k in d.top_kernels]
+    return pd.DataFrame(rows, columns=KERNEL_COLUMNS)
+
+
+def findings_frame(a: Analysis) -> pd.DataFrame:
+    rows = []
+    if a.diagnosis is not None:
+        for r, dr in zip(a.ranks, a.diagnosis.ranks):
+            rows += [{"rank": rank_name(r), "id": f.id, "cause": f.cause, "severity": f.severity,
+                      "explains_us": f.explains_us, "share_of_idle": f.share_of_idle,
+                      "share_of_window": f.share_of_window, "gaps": f.gaps, "title": f.title,
+                      "top_host_op": f.host_ops[0].name if f.host_ops else None} for f in dr.findings]
+    return pd.DataFrame(rows, columns=FINDING_COLUMNS)
+
+
+def devices_frame(a: Analysis) -> pd.DataFrame:
+    rows = [{"rank": rank_name(r), "device": d.device, "name": d.name, "window_us": d.window_us,
+             "gpu_busy_us": d.gpu_busy_us, "gpu_idle_fraction": d.gpu_idle_fraction, "kernel_us": d.kernel_us,
+             "memcpy_us": d.memcpy_us, "memcpy_share_of_busy": d.memcpy_share_of_busy,
+             "communication_us": d.communication_us, "exposed_communication_us": d.exposed_communication_us,
+             "gaps": d.gaps.count, "gaps_total_us": d.gaps.total_us} for r in a.ranks for d in r.devices]
+    return pd.DataFrame(rows, columns=DEVICE_COLUMNS)
