@@ -147,16 +147,16 @@ def _device(d: DeviceAnalysis, attr: DeviceAttribution | None, counters: R.Devic
 
 def _summary(ranks: tuple[R.RankResult, ...]) -> R.Summary:
     devices = [d for r in ranks for d in r.devices]
-    busy = sum(d.gpu_busy_us or 0.0 for d in devices)
-    window = sum(d.window_us or 0.0 for d in devices)
-    memcpy = sum(d.memcpy_us or 0.0 for d in devices)
-    wait = sum(r.dataloader_wait_us or 0.0 for r in ranks)
-    rank_window = sum(r.window_us or 0.0 for r in ranks)
+    busy = float(sum(d.gpu_busy_us or 0.0 for d in devices))
+    window = float(sum(d.window_us or 0.0 for d in devices))
+    memcpy = float(sum(d.memcpy_us or 0.0 for d in devices))
+    wait = float(sum(r.dataloader_wait_us or 0.0 for r in ranks))
+    rank_window = float(sum(r.window_us or 0.0 for r in ranks))
     return R.Summary(
         ranks=len(ranks),
         devices=len(devices),
         steps=max((r.steps for r in ranks), default=0),
-        window_us=max((r.window_us or 0.0 for r in ranks), default=0.0),
+        window_us=float(max((r.window_us or 0.0 for r in ranks), default=0.0)),
         gpu_busy_us=round(busy, 3),
         gpu_idle_fraction=None if window <= 0 else _frac(1.0 - busy / window),
         memcpy_us=round(memcpy, 3),
@@ -164,7 +164,7 @@ def _summary(ranks: tuple[R.RankResult, ...]) -> R.Summary:
         dataloader_wait_us=round(wait, 3),
         dataloader_wait_fraction=_frac(wait / rank_window) if rank_window > 0 else None,
         gaps=sum(d.gaps.count for d in devices),
-        gaps_total_us=round(sum(d.gaps.total_us for d in devices), 3),
+        gaps_total_us=round(float(sum(d.gaps.total_us for d in devices)), 3),
         # Needs the batch size, which no trace records reliably: null unless given.
         samples_per_s=None,
     )

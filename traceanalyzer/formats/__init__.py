@@ -8,31 +8,14 @@ reader whose sniff would also accept its files.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
 from ..errors import InputError, UsageError
 from ..timeline import Timeline
-from ._io import DEFAULT_MAX_INPUT_BYTES, read_head, read_input
-
-
-@dataclass
-class ReadOptions:
-    max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES
-    # Called with a number of bytes just processed (for progress display); may be None.
-    progress: Callable[[int], None] | None = None
-    # Log dirs: the run (TF run folder name, PyTorch "span<k>" or span number) to analyse;
-    # None = the newest.
-    run: str | None = None
-    # Receives the lines saying what a log dir holds and what was picked; None = stderr.
-    notify: Callable[[str], None] | None = None
-    # Counter logs without times (dmon without -o T/-o DT): samples are this far apart ...
-    dmon_interval_ns: int = 1_000_000_000
-    # ... starting here: (ns, clock) with clock CLOCK_WALL (local time) or CLOCK_EPOCH; see
-    # `units.parse_start`. Also gives the date to time-of-day-only logs.
-    dmon_start: tuple[int, str] | None = None
+from ._base import ReadOptions
+from ._io import read_head, read_input
 
 
 def readers() -> tuple[ModuleType, ...]:
@@ -138,11 +121,6 @@ def input_sets(paths: list[Path], options: ReadOptions | None = None,
         if len(paths) == 1:
             merged.label = chosen[0].label
     return [merged]
-
-
-def expand_paths(paths: list[Path]) -> list[Path]:
-    """The files `load_paths` reads for these inputs (log dirs: the newest run)."""
-    return [f for s in input_sets(paths, ReadOptions(notify=lambda _: None)) for f in s.files]
 
 
 def _plain_dir(p: Path) -> list[Path]:

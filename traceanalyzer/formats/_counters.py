@@ -19,7 +19,7 @@ import pandas as pd
 from .. import timeline as T
 from ..errors import InputError
 from ..timeline import Source
-from . import ReadOptions
+from ._base import ReadOptions
 
 
 class _Rows(Protocol):

@@ -19,7 +19,7 @@ import pandas as pd
 from .. import timeline as T
 from ..errors import InputError
 from ..timeline import Source, Timeline
-from . import ReadOptions
+from ._base import ReadOptions
 from ._counters import long_counters_frame, parse_numbers, unknown_columns_warning
 
 FORMAT = "dcgm-csv"

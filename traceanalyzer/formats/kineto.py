@@ -25,7 +25,7 @@ import pandas as pd
 
 from .. import timeline as T
 from ..timeline import DeviceInfo, RankInfo, Source, Timeline
-from . import ReadOptions
+from ._base import ReadOptions
 from ._columns import Interner, int_or_none, to_float, to_int_id, us_to_ns
 from .chrome_json import (
     CHUNK_BYTES,

@@ -22,7 +22,7 @@ import pandas as pd
 from .. import timeline as T
 from ..errors import InputError
 from ..timeline import Source, Timeline
-from . import ReadOptions
+from ._base import ReadOptions
 from ._counters import (
     counters_frame,
     drop_cut_last_row,

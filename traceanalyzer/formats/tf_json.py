@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..timeline import DeviceInfo, RankInfo, Source, Timeline
-from . import ReadOptions
+from ._base import ReadOptions
 from ._columns import to_float, to_int_id, us_to_ns
 from ._tf_mapping import RawEvents, framework_of, to_events
 from .chrome_json import iter_event_chunks, looks_like_json_object, parse_envelope

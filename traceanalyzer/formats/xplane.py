@@ -18,7 +18,7 @@ from google.protobuf.message import DecodeError
 
 from ..errors import InputError
 from ..timeline import DeviceInfo, RankInfo, Source, Timeline
-from . import ReadOptions
+from ._base import ReadOptions
 from ._columns import int_or_none
 from ._tf_mapping import (
     DATALOADER_NAME,

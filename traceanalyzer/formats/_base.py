@@ -1,0 +1,38 @@
+"""What every reader shares: the options it reads with and the shape of a reader module."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from ..timeline import Timeline
+from ._io import DEFAULT_MAX_INPUT_BYTES
+
+
+@dataclass
+class ReadOptions:
+    max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES
+    # Called with a number of bytes just processed (for progress display); may be None.
+    progress: Callable[[int], None] | None = None
+    # Log dirs: the run (TF run folder name, PyTorch "span<k>" or span number) to analyse;
+    # None = the newest.
+    run: str | None = None
+    # Receives the lines saying what a log dir holds and what was picked; None = stderr.
+    notify: Callable[[str], None] | None = None
+    # Counter logs without times (dmon without -o T/-o DT): samples are this far apart ...
+    dmon_interval_ns: int = 1_000_000_000
+    # ... starting here: (ns, clock) with clock CLOCK_WALL (local time) or CLOCK_EPOCH; see
+    # `units.parse_start`. Also gives the date to time-of-day-only logs.
+    dmon_start: tuple[int, str] | None = None
+
+
+class Reader(Protocol):
+    """A reader module: `sniff` says from the first bytes whether the content is its format; `read`
+    turns the whole (decompressed) content into a Timeline. A reader that streams a big file itself
+    also has `read_path(path, options) -> Timeline`."""
+
+    def sniff(self, head: bytes) -> bool: ...
+
+    def read(self, path: Path, data: bytes, options: ReadOptions) -> Timeline: ...
