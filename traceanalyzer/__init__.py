@@ -9,9 +9,9 @@ figures a user can check by hand, names the bottleneck, and writes a report that
 
 __version__ = "0.2.0"
 
+from .analysis import Analysis  # noqa: E402
 from .errors import InputError, TraceAnalyzerError, UsageError  # noqa: E402
 from .pipeline import Options, analyze, load  # noqa: E402
-from .result import Analysis  # noqa: E402
 
 __all__ = ["Analysis", "InputError", "Options", "TraceAnalyzerError", "UsageError", "__version__", "analyze",
            "load"]

@@ -21,6 +21,7 @@ from .analyses import tracks as TR
 from .analyses.counters import CROSS_CHECK_MARGIN_PCT
 from .analyses.counters import DeviceCounters as CounterFigures
 from .analyses.summary import DeviceAnalysis, Figures, RankAnalysis
+from .analysis import Analysis
 from .causes import CAUSES
 from .definitions import FIGURES
 from .diagnosis import Diagnosis, Finding, RankDiagnosis
@@ -49,7 +50,7 @@ def _r(x: float | None, digits: int = 3) -> float | None:
 # --- the whole result ------------------------------------------------------------------------------
 def assemble(tl: Timeline, figures: Figures, diagnosis: Diagnosis | None = None,
              counters: tuple[CounterFigures, ...] | None = None, alignments: tuple[Alignment, ...] = (),
-             counters_aligned: bool = False, warnings: tuple[str, ...] = ()) -> R.Analysis:
+             counters_aligned: bool = False, warnings: tuple[str, ...] = ()) -> Analysis:
     diag_by_index = {d.index: d for d in diagnosis.ranks} if diagnosis else {}
     max_blocks = TR.blocks_per_track(TR.count_tracks(tl))
     all_warnings = list(tl.warnings) + list(warnings)
@@ -61,7 +62,7 @@ def assemble(tl: Timeline, figures: Figures, diagnosis: Diagnosis | None = None,
     by_device = {c.device: c for c in device_counters} if counters_aligned else {}
     ranks = tuple(_rank(tl, r, diag_by_index.get(r.index), figures.min_gap_ns, max_blocks, by_device)
                   for r in figures.ranks)
-    return R.Analysis(
+    return Analysis(
         schema=R.SCHEMA,
         tool=R.ToolInfo("traceanalyzer", __version__),
         options=R.OptionsInfo(_us0(figures.min_gap_ns)),

@@ -21,8 +21,9 @@ from typing import Union
 
 import orjson
 
+from .analysis import Analysis, analysis_from_data
 from .errors import InputError
-from .result import Analysis, ResultFormatError, analysis_from_data
+from .result import ResultFormatError
 from .timeline import Timeline
 
 DEFAULT_MIN_GAP_NS = 100_000

@@ -18,7 +18,6 @@ import dataclasses
 import types
 import typing
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Union
 
 SCHEMA = "traceanalyzer/2"
@@ -379,8 +378,10 @@ class DiagnosisResult:
 
 # --- the whole result ---------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class Analysis:
-    """Everything one analysis found: what a renderer, a notebook or a comparison needs."""
+class AnalysisData:
+    """Everything one analysis found: what a renderer, a notebook or a comparison needs.
+
+    The data only; `traceanalyzer.Analysis` adds the faces (renderers, DataFrame views, save)."""
 
     schema: str
     tool: ToolInfo
@@ -394,73 +395,9 @@ class Analysis:
     counter_logs: tuple[CounterLog, ...] = ()
     counters: tuple[DeviceCounters, ...] = ()
 
-    # --- serialization
     def to_data(self) -> dict[str, Any]:
         """Plain JSON data (dicts, lists, numbers, strings), dict keys sorted."""
         return to_data(self)  # type: ignore[no-any-return]
-
-    def to_json(self) -> bytes:
-        from .report import render
-
-        return render(self, "json")
-
-    def save(self, path: str | Path) -> Path:
-        """Write the JSON report (what `traceanalyzer.load` reads back)."""
-        target = Path(path)
-        target.write_bytes(self.to_json())
-        return target
-
-    # --- renderers
-    def to_html(self, path: str | Path | None = None) -> str:
-        """The self-contained HTML report; written to `path` when given."""
-        from .report import render
-
-        data = render(self, "html")
-        if path is not None:
-            Path(path).write_bytes(data)
-        return data.decode("utf-8")
-
-    def to_markdown(self) -> str:
-        from .report import render
-
-        return render(self, "md").decode("utf-8")
-
-    def to_text(self) -> str:
-        """The short terminal summary."""
-        from .report.text import render_text
-
-        return render_text(self)
-
-    # --- DataFrame views (pandas), one row per rank x ...
-    def steps(self) -> Any:
-        """One row per rank and step: duration, GPU busy, memcpy, DataLoader wait, idle (us)."""
-        from .views import steps_frame
-
-        return steps_frame(self)
-
-    def gaps(self) -> Any:
-        """One row per drawn idle gap (the longest of each device): rank, device, start, duration, step, cause."""
-        from .views import gaps_frame
-
-        return gaps_frame(self)
-
-    def kernels(self) -> Any:
-        """One row per rank, device and top kernel: count, total and mean time (us)."""
-        from .views import kernels_frame
-
-        return kernels_frame(self)
-
-    def findings(self) -> Any:
-        """One row per rank and finding: id, cause, severity, time explained, share, title."""
-        from .views import findings_frame
-
-        return findings_frame(self)
-
-    def devices(self) -> Any:
-        """One row per rank and GPU: the device figures."""
-        from .views import devices_frame
-
-        return devices_frame(self)
 
 
 # --- generic (de)serialization -------------------------------------------------------------------------
@@ -529,10 +466,3 @@ def from_data(cls: Any, data: Any, where: str = "") -> Any:
     if cls in (int, str, bool) and not isinstance(data, cls):
         raise ResultFormatError(f"{where}: expected {cls.__name__}")
     return data
-
-
-def analysis_from_data(data: Any) -> Analysis:
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-        found = data.get("schema") if isinstance(data, dict) else None
-        raise ResultFormatError(f"not a traceanalyzer report of schema {SCHEMA!r} (schema: {found!r})")
-    return from_data(Analysis, data)  # type: ignore[no-any-return]

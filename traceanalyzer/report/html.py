@@ -16,7 +16,7 @@ import jinja2
 import markupsafe
 
 from ..causes import PALETTE, page_registry
-from ..result import Analysis
+from ..result import AnalysisData as Analysis
 from ..result import PlainData as Report
 from .text import fmt_pct, fmt_us
 

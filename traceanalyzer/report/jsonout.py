@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import orjson
 
-from ..result import Analysis
+from ..result import AnalysisData as Analysis
 
 
 def render_json(analysis: Analysis) -> bytes:

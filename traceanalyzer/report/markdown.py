@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..causes import CAUSE_LIST, VERDICT_LIST
-from ..result import Analysis
+from ..result import AnalysisData as Analysis
 from ..result import PlainData as Report
 from .text import fmt_pct, fmt_us
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
-from ..result import Analysis
+from ..result import AnalysisData as Analysis
 from ..result import PlainData as Report
 
 WIDTH = 80

@@ -1,0 +1,78 @@
+"""`Analysis`: the typed result of one analysis (`result.AnalysisData`) with its faces.
+
+The faces are what people do with a result: render it (HTML, Markdown, JSON, terminal text),
+look at it as pandas DataFrames, save it and load it back. They sit above the renderers and
+views, which read only the data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from .report import render
+from .report.text import render_text
+from .result import SCHEMA, AnalysisData, ResultFormatError, from_data
+from .views import devices_frame, findings_frame, gaps_frame, kernels_frame, steps_frame
+
+
+@dataclass(frozen=True)
+class Analysis(AnalysisData):
+    """The result of `traceanalyzer.analyze`: its data (`AnalysisData`) and its faces."""
+
+    # --- serialization
+    def to_json(self) -> bytes:
+        return render(self, "json")
+
+    def save(self, path: str | Path) -> Path:
+        """Write the JSON report (what `traceanalyzer.load` reads back)."""
+        target = Path(path)
+        target.write_bytes(self.to_json())
+        return target
+
+    # --- renderers
+    def to_html(self, path: str | Path | None = None) -> str:
+        """The self-contained HTML report; written to `path` when given."""
+        data = render(self, "html")
+        if path is not None:
+            Path(path).write_bytes(data)
+        return data.decode("utf-8")
+
+    def to_markdown(self) -> str:
+        return render(self, "md").decode("utf-8")
+
+    def to_text(self) -> str:
+        """The short terminal summary."""
+        return render_text(self)
+
+    # --- DataFrame views (pandas), one row per rank x ...
+    def steps(self) -> pd.DataFrame:
+        """One row per rank and step: duration, GPU busy, memcpy, DataLoader wait, idle (us)."""
+        return steps_frame(self)
+
+    def gaps(self) -> pd.DataFrame:
+        """One row per drawn idle gap (the longest of each device): rank, device, start, duration, step, cause."""
+        return gaps_frame(self)
+
+    def kernels(self) -> pd.DataFrame:
+        """One row per rank, device and top kernel: count, total and mean time (us)."""
+        return kernels_frame(self)
+
+    def findings(self) -> pd.DataFrame:
+        """One row per rank and finding: id, cause, severity, time explained, share, title."""
+        return findings_frame(self)
+
+    def devices(self) -> pd.DataFrame:
+        """One row per rank and GPU: the device figures."""
+        return devices_frame(self)
+
+
+def analysis_from_data(data: Any) -> Analysis:
+    """A saved report's JSON data -> Analysis; ResultFormatError when it is not one of this schema."""
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        found = data.get("schema") if isinstance(data, dict) else None
+        raise ResultFormatError(f"not a traceanalyzer report of schema {SCHEMA!r} (schema: {found!r})")
+    return from_data(Analysis, data)  # type: ignore[no-any-return]
