@@ -81,33 +81,11 @@ def page_data(report: Report) -> dict[str, Any]:
     }
 
 
-_FINDING_DEFAULTS: dict[str, Any] = {"id": "", "cause": None, "title": "", "severity": "low", "explains_us": None,
-                                     "share_of_idle": None, "evidence": [], "advice": []}
-_RANK_DEFAULTS: dict[str, Any] = {"rank": None, "primary": None, "host_primary": None, "lost_us": None,
-                                  "idle_by_cause_us": {}, "findings": [], "per_step": [], "gaps": []}
-_GAP_DEFAULTS: dict[str, Any] = {"device": "", "start_us": None, "duration_us": None, "step": None, "cause": None,
-                                 "evidence": []}
-
-
-def diagnosis_view(diagnosis: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The diagnosis with every key the template reads present (absent ones as null / empty)."""
-    if not diagnosis:
-        return None
-    return {
-        "primary": diagnosis.get("primary") or "undetermined",
-        "host_primary": diagnosis.get("host_primary"),
-        "headline": diagnosis.get("headline") or "",
-        "findings": [{**_FINDING_DEFAULTS, **f} for f in diagnosis.get("findings") or []],
-        "ranks": [{**_RANK_DEFAULTS, **r, "gaps": [{**_GAP_DEFAULTS, **g} for g in r.get("gaps") or []]}
-                  for r in diagnosis.get("ranks") or []],
-    }
-
-
 def render_html(analysis: Analysis) -> str:
     report = analysis.to_data()
     env = template_env()
     return env.get_template("report.html.j2").render(
-        report=report, diagnosis=diagnosis_view(report.get("diagnosis")), page=page_data(report),
+        report=report, diagnosis=report.get("diagnosis"), page=page_data(report),
         causes=CAUSES, verdicts=VERDICTS, palette=PALETTE, top_findings=TOP_FINDINGS,
         css=env.loader.get_source(env, "report.css")[0],  # type: ignore[union-attr]
         js=env.loader.get_source(env, "report.js")[0],  # type: ignore[union-attr]
