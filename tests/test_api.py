@@ -23,12 +23,8 @@ SAMPLE_INPUTS = sorted(p for p in SAMPLES.iterdir() if p.name.endswith((".json",
 def _corpus_inputs() -> list[Path]:
     if not CORPUS.is_dir():
         return []
-    out = []
-    for folder in sorted(p for p in CORPUS.iterdir() if p.is_dir()):
-        files = sorted(f for f in folder.rglob("*") if f.is_file() and f.name.endswith((".json", ".json.gz", ".pb",
-                                                                                         ".log", ".csv")))
-        out += files[:1]  # one input per corpus folder keeps this bounded
-    return out
+    return sorted(f for f in CORPUS.rglob("*") if f.is_file() and f.name.endswith((".json", ".json.gz", ".pb",
+                                                                                      ".log", ".csv", ".txt")))
 
 
 def _roundtrip(path: Path, tmp_path: Path) -> None:
