@@ -19,6 +19,8 @@ from report_fixtures import HOSTILE, empty, hostile, report_for, report_with_cou
 
 from traceanalyzer.report.html import render_html
 
+pytestmark = pytest.mark.slow  # a real browser: runs with the full suite
+
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
                  "--disable-default-apps", "--disable-extensions"]

@@ -185,6 +185,7 @@ def replicate(src: Path, copies: int) -> dict:
     return {**doc, "traceEvents": out}
 
 
+@pytest.mark.slow
 def test_replica_of_a_corpus_trace(tmp_path):
     src = corpus_path() / "hta_nccl" / "nccl_data.json.gz"
     doc = replicate(src, 3)

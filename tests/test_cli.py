@@ -100,6 +100,7 @@ def test_help_teaches():
         assert word in res.output
 
 
+@pytest.mark.slow
 def test_decompression_is_bounded(tmp_path):
     """A gzip bomb (50 MB of JSON whitespace in ~50 KB) is refused under a 1 MB limit, in one line."""
     good = json.dumps(KinetoTrace().step(1, 0, 10).kernel(1, 2).document()).encode()

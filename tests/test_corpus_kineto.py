@@ -16,6 +16,8 @@ from traceanalyzer.errors import InputError
 from traceanalyzer.formats import ReadOptions, load_paths
 from traceanalyzer.pipeline import Options, analyze_timeline
 
+pytestmark = pytest.mark.slow  # every corpus trace: runs with the full suite
+
 GPU_WORK = {"kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset"}
 LOADER = re.compile(r"^enumerate\(DataLoader\)#.*__next__$")
 # Files the corpus manifest marks as not being Chrome traces (negative tests).

@@ -12,6 +12,8 @@ from traceanalyzer.diagnosis import CAUSES, VERDICTS
 from traceanalyzer.formats import load_paths
 from traceanalyzer.pipeline import analyze_timeline
 
+pytestmark = pytest.mark.slow  # every corpus trace: runs with the full suite
+
 TRACES = [p for p in FILES if not any(tag in p.name for tag in NOT_TRACES)]
 
 

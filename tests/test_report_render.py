@@ -112,6 +112,7 @@ def test_html_degrades_with_an_unknown_verdict(tmp_path):
     assert render_markdown(report) and render_text(report)
 
 
+@pytest.mark.slow
 def test_markdown_fits_a_github_comment_however_large(tmp_path):
     report = report_for([single_gpu(tmp_path / "one.json", steps=50)], diagnosed=True).to_data()
     big = copy.deepcopy(report)
@@ -134,6 +135,7 @@ LARGE = ("tl_xdit_sd35/profile_trace_rank_0.json.gz",
 
 
 @pytest.mark.parametrize("name", LARGE)
+@pytest.mark.slow
 def test_large_corpus_traces_fit(corpus, name):
     report = report_for([corpus / name], diagnosed=True)
     md = render_markdown(report)
