@@ -19,6 +19,7 @@ from . import timeline as T
 from .align import Alignment
 from .analyses import tracks as TR
 from .analyses.counters import CROSS_CHECK_MARGIN_PCT
+from .analyses.figures import TOP_KERNELS
 from .analyses.counters import DeviceCounters as CounterFigures
 from .analyses.summary import DeviceAnalysis, Figures, RankAnalysis
 from .analysis import Analysis
@@ -115,6 +116,7 @@ def _device(d: DeviceAnalysis, attr: DeviceAttribution | None, counters: R.Devic
     b, g, m = d.busy, d.gaps, d.memcpy
     w = b.window
     causes = _causes_of(attr)
+    kernels = tuple(R.KernelResult(k.name, k.count, _us0(k.total_ns), _us0(k.mean_ns), k.comm) for k in d.kernels)
     return R.DeviceResult(
         device=f"cuda:{d.device}",
         index=d.device,
@@ -140,9 +142,9 @@ def _device(d: DeviceAnalysis, attr: DeviceAttribution | None, counters: R.Devic
             tuple(R.HistogramBin(_us0(h.lo_ns), _us(h.hi_ns), h.count, _us0(h.total_ns)) for h in g.histogram),
             tuple(R.GapRow(_us0(x.start_ns - w.start_ns), _us0(x.dur_ns), x.step,
                            None if causes is None else str(causes[x.index])) for x in g.top)),
-        top_kernels=tuple(R.KernelResult(k.name, k.count, _us0(k.total_ns), _us0(k.mean_ns), k.comm)
-                          for k in d.kernels),
+        top_kernels=kernels[:TOP_KERNELS],
         counters=counters,
+        kernel_table=kernels,
     )
 
 

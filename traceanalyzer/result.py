@@ -229,6 +229,7 @@ class DeviceResult:
     gaps: GapSummary
     top_kernels: tuple[KernelResult, ...]
     counters: DeviceCounters | None = None
+    kernel_table: tuple[KernelResult, ...] = ()  # every kernel name by time, bounded (for comparisons)
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,8 @@ from . import _intervals as iv
 GAP_HISTOGRAM_EDGES_NS = (0, 10_000, 100_000, 1_000_000, 10_000_000, 100_000_000, 1_000_000_000)
 DEFAULT_MIN_GAP_NS = 100_000
 TOP_GAPS = 10
-TOP_KERNELS = 15
+TOP_KERNELS = 15  # shown in the report
+KERNEL_TABLE_ROWS = 200  # kept per device for comparisons (by time)
 
 
 # --- windows ------------------------------------------------------------------------------------

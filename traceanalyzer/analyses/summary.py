@@ -20,7 +20,7 @@ class DeviceAnalysis:
     idle: iv.IntervalSet  # every idle stretch of the window (any length): the one gap set
     gaps: F.GapStats
     memcpy: F.MemcpyStats
-    kernels: tuple[F.KernelRow, ...]
+    kernels: tuple[F.KernelRow, ...]  # by time, the first KERNEL_TABLE_ROWS names
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,8 @@ def analyze_rank(tl: Timeline, rank: int, min_gap_ns: int = F.DEFAULT_MIN_GAP_NS
         idle = F.idle_intervals(tl, rank, device, w, min_gap_ns=0)
         devices.append(DeviceAnalysis(
             device, names.get(device, ""), busy, idle, F.gap_stats(tl, rank, device, w, min_gap_ns, idle=idle),
-            F.memcpy_stats(tl, rank, device, w, busy.busy_ns), F.top_kernels(tl, rank, device, w)))
+            F.memcpy_stats(tl, rank, device, w, busy.busy_ns),
+            F.top_kernels(tl, rank, device, w, top_n=F.KERNEL_TABLE_ROWS)))
     wait = F.dataloader_wait_ns(tl, rank, rank_window)
     st = F.per_step(tl, rank)
     return RankAnalysis(rank, tl.ranks[rank].rank, rank_window, len(st), st, wait,
