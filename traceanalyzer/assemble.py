@@ -19,8 +19,8 @@ from . import timeline as T
 from .align import Alignment
 from .analyses import tracks as TR
 from .analyses.counters import CROSS_CHECK_MARGIN_PCT
-from .analyses.figures import TOP_KERNELS
 from .analyses.counters import DeviceCounters as CounterFigures
+from .analyses.figures import TOP_KERNELS
 from .analyses.summary import DeviceAnalysis, Figures, RankAnalysis
 from .analysis import Analysis
 from .causes import CAUSES
