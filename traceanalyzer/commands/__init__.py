@@ -53,6 +53,7 @@ def main() -> None:
       traceanalyzer report trace.json.gz -o r.md # Markdown for a PR comment
       traceanalyzer report LOGDIR --format json  # a TensorBoard log dir (its newest run)
       traceanalyzer report trace.json --dmon gpu.log  # add nvidia-smi dmon on the same clock
+      traceanalyzer diff base.report.json head.json.gz -o diff.md  # did a change slow training?
 
     \b
     Exit status: 0 ok, 1 a gate (--fail-on) failed, 2 bad input or usage,
@@ -61,9 +62,11 @@ def main() -> None:
 
 
 def _register() -> None:
+    from .diff import diff_command
     from .report import report_command
 
     main.add_command(report_command)
+    main.add_command(diff_command)
 
 
 _register()

@@ -18,8 +18,11 @@ from ._output import check_target, write
 @analysis_options
 @click.option("--all-runs", is_flag=True,
               help="Log dirs: one report per run, named <output>.<run>.<format>.")
+@click.option("--fail-on", "fail_on", multiple=True, metavar="RULE",
+              help="Exit 1 (after writing the report) when RULE holds, e.g. gpu_idle>0.30, "
+                   "dataloader_wait>10%, memcpy_share>0.2, step_time_ms>120, verdict=input_bound (repeatable).")
 def report_command(traces: tuple[Path, ...], output: Path | None, fmt: str | None, force: bool, quiet: bool,
-                   all_runs: bool, **params: Any) -> None:
+                   all_runs: bool, fail_on: tuple[str, ...], **params: Any) -> None:
     """Analyse TRACES and write a report.
 
     \b
@@ -51,18 +54,21 @@ def report_command(traces: tuple[Path, ...], output: Path | None, fmt: str | Non
     \b
     Exit status: 0 ok, 1 a gate failed, 2 bad input or usage, 3 internal error.
     """
-    from ..errors import UsageError
+    from ..errors import GateFailed, UsageError
+    from ..gates import evaluate_all, failed_message, parse_rules
     from ..pipeline import plan_runs
     from ..progress import Progress
     from ..report import render
     from ..report.text import render_text
 
+    rules = parse_rules(fail_on)
     fmt = output_format(output, fmt)
     base = output or Path.cwd() / f"{stem(traces[0])}.report.{SUFFIX_BY_FORMAT[fmt]}"
     if all_runs and str(base) == "-":
         raise UsageError("--all-runs writes one file per run; give -o a file name, not '-'")
     progress = Progress(list(traces))
     options = build_options(params, progress=progress.advance, stage=progress.stage)
+    failures: list[str] = []
     try:
         runs = plan_runs(list(traces), options, all_runs=all_runs)
         targets = [run_target(base, label) if all_runs else base for label, _ in runs]
@@ -70,6 +76,7 @@ def report_command(traces: tuple[Path, ...], output: Path | None, fmt: str | Non
             check_target(target, force)
         for (_label, analyse), target in zip(runs, targets):
             analysis = analyse()
+            gates = evaluate_all(rules, analysis)
             progress.stage("rendering the report")
             data = render(analysis, fmt)
             progress.done()
@@ -79,8 +86,15 @@ def report_command(traces: tuple[Path, ...], output: Path | None, fmt: str | Non
                 stream.write(render_text(analysis))
                 if str(target) != "-":
                     stream.write(f"Report ({fmt}) written to {target}\n")
+                for g in gates:
+                    stream.write(f"gate {'passed' if g.passed else 'FAILED'}: {g.rule} ({g.detail})\n")
+            message = failed_message(gates)
+            if message:
+                failures.append(message if len(runs) == 1 else f"{_label}: {message}")
     finally:
         progress.done()  # clears the progress line before an error message, too
+    if failures:
+        raise GateFailed("; ".join(failures))
 
 
 def run_target(base: Path, label: str) -> Path:

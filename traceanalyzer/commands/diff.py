@@ -1,0 +1,88 @@
+"""`traceanalyzer diff BASE HEAD`: did a change make training slower, by how much, and why."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ._options import analysis_options, build_options, output_format, output_options, stem
+from ._output import check_target, write
+
+
+def _tolerance(text: str) -> float:
+    t = text.strip()
+    try:
+        value = float(t.rstrip("%")) / (100 if t.endswith("%") else 1)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a tolerance: write 2% or 0.02") from None
+    if not 0 <= value < 1:
+        raise ValueError(f"{text!r}: the tolerance must be between 0% and 100%")
+    return value
+
+
+@click.command("diff")
+@click.argument("base", type=click.Path(path_type=Path))
+@click.argument("head", type=click.Path(path_type=Path))
+@output_options
+@click.option("--fail-on", "fail_on", multiple=True, metavar="RULE",
+              help="Exit 1 when RULE holds (repeatable): step_time:+5% (slower by more than 5%, "
+                   "beyond noise), gpu_idle>0.30, dataloader_wait>10%, memcpy_share>0.2, step_time_ms>120, "
+                   "verdict=input_bound (HEAD's figures).")
+@click.option("--tolerance", default="2%", show_default=True, metavar="PCT",
+              help="A change whose 95% interval lies within +-PCT is 'unchanged'.")
+@analysis_options
+def diff_command(base: Path, head: Path, output: Path | None, fmt: str | None, force: bool, quiet: bool,
+                 fail_on: tuple[str, ...], tolerance: str, **params: Any) -> None:
+    """Compare BASE (before a change) with HEAD (after it).
+
+    \b
+    Each side is anything `report` takes (a trace, .json.gz, a log dir, a directory of ranks)
+    or a JSON report saved by `traceanalyzer report --format json` (CI keeps the base
+    branch's small JSON report, not its trace).
+
+    \b
+    The verdict of the change comes first: regressed, improved, unchanged (the 95% interval
+    of the median step-time change lies within --tolerance) or inconclusive (too wide, or
+    fewer than 3 steps on a side). Then where the per-step change comes from (GPU compute,
+    communication, copies, GPU idle by cause: the parts add up to the change of the mean
+    step), the kernels that moved, and both sides' verdicts.
+
+    \b
+    Examples:
+      traceanalyzer diff base.report.json head_trace.json.gz -o diff.md
+      traceanalyzer diff base/ head/ --fail-on step_time:+5% -o "$GITHUB_STEP_SUMMARY"
+
+    \b
+    Exit status: 0 ok, 1 a gate failed (the output is written first), 2 bad input or usage,
+    3 internal error.
+    """
+    from ..compare import compare, with_gates
+    from ..errors import GateFailed, UsageError
+    from ..gates import evaluate_all, failed_message, parse_rules
+    from ..pipeline import analyze, is_saved_report, load
+    from ..report.diff import RENDERERS, render_diff_text
+
+    try:
+        tol = _tolerance(tolerance)
+    except ValueError as exc:
+        raise UsageError(f"--tolerance: {exc}") from None
+    rules = parse_rules(fail_on)
+    fmt = output_format(output, fmt)
+    target = output or Path.cwd() / f"{stem(head)}.diff.{fmt}"
+    check_target(target, force)
+    options = build_options(params)
+    sides = [load(p) if is_saved_report(p) else analyze(p, options) for p in (base, head)]
+    comparison = compare(sides[0], sides[1], tol, root=str(Path.cwd()))
+    comparison = with_gates(comparison, evaluate_all(rules, sides[1], comparison))
+    write(target, RENDERERS[fmt](comparison))
+    if not quiet:
+        stream = sys.stderr if str(target) == "-" else sys.stdout
+        stream.write(render_diff_text(comparison))
+        if str(target) != "-":
+            stream.write(f"Comparison ({fmt}) written to {target}\n")
+    message = failed_message(comparison.gates)
+    if message:
+        raise GateFailed(message)

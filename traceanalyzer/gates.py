@@ -1,0 +1,133 @@
+"""`--fail-on` rules: CI gates on one analysis (`report`) or on a comparison (`diff`).
+
+A rule is `METRIC OP VALUE` or `step_time:+N%`:
+
+* `step_time:+5%` (diff only): fails when the median step time grew by more than 5% and the 95%
+  interval of the change excludes zero (a regression, not noise).
+* `gpu_idle>0.30`, `dataloader_wait>10%`, `memcpy_share>=0.2`, `step_time_ms>120` ... with `>`,
+  `>=`, `<`, `<=`: fails when the figure (HEAD's, for diff) satisfies the comparison.
+* `verdict=input_bound` / `verdict!=gpu_bound`: fails when the primary verdict (HEAD's) is / is
+  not that one.
+
+A rule that cannot be parsed is a usage error listing the metrics. A rule whose figure the run
+does not have (e.g. no GPU) passes, and says so.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .causes import VERDICTS
+from .compare import Comparison, GateResult
+from .errors import UsageError
+from .result import AnalysisData
+
+# Metric -> (description, figure of an analysis). Fractions are in [0, 1]; a value may be written "30%".
+METRICS: dict[str, tuple[str, Callable[[AnalysisData], float | None]]] = {
+    "gpu_idle": ("GPU idle fraction of the window (summary)", lambda a: a.summary.gpu_idle_fraction),
+    "dataloader_wait": ("DataLoader wait fraction of the window (summary)",
+                        lambda a: a.summary.dataloader_wait_fraction),
+    "memcpy_share": ("memcpy share of GPU busy time (summary)", lambda a: a.summary.memcpy_share_of_busy),
+    "step_time_ms": ("median step duration, ms", lambda a: _median_step_ms(a)),
+}
+RULE = re.compile(r"^\s*([a-z_]+)\s*(>=|<=|!=|>|<|=|:)\s*(\S+)\s*$")
+
+
+def _median_step_ms(a: AnalysisData) -> float | None:
+    import numpy as np
+
+    d = [s.duration_us for r in a.ranks for s in r.per_step]
+    return float(np.median(d)) / 1000 if d else None
+
+
+@dataclass(frozen=True)
+class Rule:
+    text: str
+    metric: str
+    op: str
+    value: float | str
+
+
+def _usage(text: str, why: str) -> UsageError:
+    names = ", ".join(["step_time:+N%", *(f"{m}" for m in METRICS), "verdict"])
+    return UsageError(f"--fail-on {text!r}: {why}; metrics: {names} (e.g. step_time:+5%, gpu_idle>0.30, "
+                      f"dataloader_wait>10%, verdict=input_bound)")
+
+
+def _number(text: str) -> float:
+    t = text.strip()
+    scale = 0.01 if t.endswith("%") else 1.0
+    return float(t.rstrip("%")) * scale
+
+
+def parse_rule(text: str) -> Rule:
+    m = RULE.match(text)
+    if not m:
+        raise _usage(text, "expected METRIC>VALUE, METRIC<VALUE, verdict=NAME or step_time:+N%")
+    metric, op, value = m.groups()
+    if metric == "step_time":
+        if op != ":":
+            raise _usage(text, "step_time takes a relative growth, e.g. step_time:+5%")
+        try:
+            return Rule(text, metric, op, _number(value.lstrip("+")))
+        except ValueError:
+            raise _usage(text, f"{value!r} is not a percentage") from None
+    if metric == "verdict":
+        if op not in ("=", "!="):
+            raise _usage(text, "verdict takes = or !=")
+        if value not in VERDICTS:
+            raise _usage(text, f"unknown verdict {value!r} (verdicts: {', '.join(VERDICTS)})")
+        return Rule(text, metric, op, value)
+    if metric not in METRICS:
+        raise _usage(text, f"unknown metric {metric!r}")
+    if op in (":", "=", "!="):
+        raise _usage(text, f"{metric} takes >, >=, < or <=")
+    try:
+        return Rule(text, metric, op, _number(value))
+    except ValueError:
+        raise _usage(text, f"{value!r} is not a number") from None
+
+
+def parse_rules(texts: tuple[str, ...] | list[str]) -> tuple[Rule, ...]:
+    return tuple(parse_rule(t) for t in texts)
+
+
+def _holds(x: float, op: str, v: float) -> bool:
+    return {">": x > v, ">=": x >= v, "<": x < v, "<=": x <= v}[op]
+
+
+def evaluate(rule: Rule, head: AnalysisData, comparison: Comparison | None = None) -> GateResult:
+    """One rule on HEAD (or the one analysis of `report`); `comparison` for step_time rules."""
+    if rule.metric == "step_time":
+        if comparison is None:
+            raise _usage(rule.text, "step_time compares two runs: use it with `traceanalyzer diff`")
+        st = comparison.step_time
+        if st.change is None or st.ci_low is None:
+            return GateResult(rule.text, st.change, True, "not judged: too few steps to measure a change")
+        failed = st.change > float(rule.value) and st.ci_low > 0
+        return GateResult(rule.text, st.change, not failed,
+                          f"step time {st.change * 100:+.1f}% (95% CI {st.ci_low * 100:+.1f}% to "
+                          f"{(st.ci_high or 0) * 100:+.1f}%), limit +{float(rule.value) * 100:.1f}%")
+    if rule.metric == "verdict":
+        primary = head.diagnosis.primary if head.diagnosis else None
+        failed = (primary == rule.value) if rule.op == "=" else (primary != rule.value)
+        return GateResult(rule.text, primary, not failed, f"verdict {primary}")
+    value = METRICS[rule.metric][1](head)
+    if value is None:
+        return GateResult(rule.text, None, True, f"{rule.metric} not available in this run: not judged")
+    failed = _holds(value, rule.op, float(rule.value))
+    return GateResult(rule.text, round(value, 6), not failed, f"{rule.metric} = {value:.4g}")
+
+
+def evaluate_all(rules: tuple[Rule, ...], head: AnalysisData,
+                 comparison: Comparison | None = None) -> tuple[GateResult, ...]:
+    return tuple(evaluate(r, head, comparison) for r in rules)
+
+
+def failed_message(results: tuple[GateResult, ...]) -> str | None:
+    bad = [g for g in results if not g.passed]
+    if not bad:
+        return None
+    return "gate failed: " + "; ".join(f"{g.rule} ({g.detail})" for g in bad)

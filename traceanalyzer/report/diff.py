@@ -1,0 +1,126 @@
+"""Comparison -> Markdown (pull-request comment), terminal text, JSON and a self-contained HTML page.
+
+Verdict first in every format. The Markdown carries a hidden marker (`STICKY_MARKER`) so a
+workflow can find and update one comment instead of adding new ones, stays under GitHub's
+comment limit, names inputs by relative path or file name, and escapes every trace string.
+"""
+
+from __future__ import annotations
+
+import orjson
+
+from ..causes import VERDICT_BY_ID
+from ..compare import Comparison
+from .html import template_env
+from .markdown import MAX_CHARS, _md
+from .text import WIDTH, _clean, _wrap, fmt_pct, fmt_us
+
+STICKY_MARKER = "<!-- traceanalyzer-diff -->"
+ICONS = {"regressed": "🔴", "improved": "🟢", "unchanged": "⚪", "inconclusive": "🟡"}
+
+
+def _verdict_label(v: str | None) -> str:
+    return VERDICT_BY_ID[v].label if v in VERDICT_BY_ID else (v or "none")
+
+
+def _signed_us(us: float | None) -> str:
+    if us is None:
+        return "n/a"
+    return ("+" if us > 0 else "−" if us < 0 else "±") + fmt_us(abs(us))
+
+
+def _pct_change(x: float | None) -> str:
+    return "n/a" if x is None else f"{x * 100:+.1f}%"
+
+
+def render_diff_markdown(c: Comparison, max_chars: int = MAX_CHARS) -> str:
+    rows = {"parts": 12, "kernels": 15}
+    while True:
+        text = _markdown(c, rows)
+        if len(text) <= max_chars or all(v <= 1 for v in rows.values()):
+            break
+        rows = {k: max(v // 2, 1) for k, v in rows.items()}
+    return text[:max_chars]
+
+
+def _markdown(c: Comparison, rows: dict[str, int]) -> str:
+    st = c.step_time
+    out = [STICKY_MARKER, f"## {ICONS.get(c.change_verdict, '')} traceanalyzer diff: **{c.change_verdict}**", "",
+           f"**{_md(c.headline, 600)}**", ""]
+    out += ["| | base | head | change |", "|---|---|---|---|",
+            f"| median step | {fmt_us(st.base_median_us)} | {fmt_us(st.head_median_us)} | "
+            f"{_pct_change(st.change)} |",
+            f"| p10 – p90 step | {fmt_us(st.base_p10_us)} – {fmt_us(st.base_p90_us)} | "
+            f"{fmt_us(st.head_p10_us)} – {fmt_us(st.head_p90_us)} | |",
+            f"| steps measured | {st.base_steps} | {st.head_steps} | |",
+            f"| verdict | {_md(_verdict_label(c.base.primary))} | {_md(_verdict_label(c.head.primary))} | "
+            f"{'changed' if c.verdict_changed else 'same'} |",
+            f"| GPU idle | {fmt_pct(c.base.gpu_idle_fraction)} | {fmt_pct(c.head.gpu_idle_fraction)} | |",
+            f"| DataLoader wait | {fmt_pct(c.base.dataloader_wait_fraction)} | "
+            f"{fmt_pct(c.head.dataloader_wait_fraction)} | |"]
+    if c.base.sm_util_mean_pct is not None and c.head.sm_util_mean_pct is not None:
+        out.append(f"| nvidia-smi SM util | {c.base.sm_util_mean_pct:.1f}% | {c.head.sm_util_mean_pct:.1f}% | |")
+    out.append("")
+    if c.gates:
+        out += ["### Gates", ""]
+        out += [f"- {'✅' if g.passed else '❌'} `{_md(g.rule)}`: {_md(g.detail, 300)}" for g in c.gates]
+        out.append("")
+    if c.attribution:
+        out += ["### Where the per-step change comes from", "",
+                f"Mean step {_signed_us(c.mean_step_change_us)}; the parts add up to it.", "",
+                "| part | base / step | head / step | change / step | share |", "|---|---|---|---|---|"]
+        for p in c.attribution[:rows["parts"]]:
+            share = "" if p.share_of_change is None else f"{p.share_of_change * 100:.0f}%"
+            out.append(f"| {_md(p.label)} | {fmt_us(p.base_per_step_us)} | {fmt_us(p.head_per_step_us)} | "
+                       f"{_signed_us(p.delta_per_step_us)} | {share} |")
+        out.append("")
+    if c.kernels:
+        out += ["<details><summary>Kernel movers (time per step)</summary>", "",
+                "| kernel | base | head | change | |", "|---|---|---|---|---|"]
+        for k in c.kernels[:rows["kernels"]]:
+            out.append(f"| {_md(k.name, 120)} | {fmt_us(k.base_per_step_us)} | {fmt_us(k.head_per_step_us)} | "
+                       f"{_signed_us(k.delta_per_step_us)} | {k.status} |")
+        out += ["", "</details>", ""]
+    for w in c.warnings:
+        out.append(f"> ⚠️ {_md(w, 400)}")
+    if c.warnings:
+        out.append("")
+    out.append(f"<sub>base: {_md(', '.join(c.base.inputs), 300)} · head: {_md(', '.join(c.head.inputs), 300)} · "
+               f"tolerance ±{c.tolerance * 100:.0f}% · traceanalyzer {_md(c.tool['version'])}</sub>")
+    return "\n".join(out) + "\n"
+
+
+def render_diff_text(c: Comparison) -> str:
+    st = c.step_time
+    lines = _wrap(c.headline, f"Change: {c.change_verdict.upper()}: ", "  ")
+    lines.append(f"median step {fmt_us(st.base_median_us)} -> {fmt_us(st.head_median_us)} "
+                 f"({st.base_steps} vs {st.head_steps} steps)")
+    for p in c.attribution[:5]:
+        lines.append(f"  {_signed_us(p.delta_per_step_us):>10} per step  {_clean(p.label)}")
+    for g in c.gates:
+        lines += _wrap(f"{g.rule}: {g.detail}", f"gate {'passed' if g.passed else 'FAILED'}: ", "  ")
+    for w in c.warnings:
+        lines += _wrap(w, "warning: ", "  ")
+    return "\n".join(_clean(line)[:WIDTH] for line in lines) + "\n"
+
+
+def render_diff_json(c: Comparison) -> bytes:
+    return orjson.dumps(c.to_data(), option=orjson.OPT_INDENT_2) + b"\n"
+
+
+def render_diff_html(c: Comparison) -> str:
+    env = template_env()
+    data = c.to_data()
+    parts = data["attribution"]
+    scale = max([abs(p["delta_per_step_us"]) for p in parts] + [1e-9])
+    steps_scale = max(list(c.base.step_durations_us) + list(c.head.step_durations_us) + [1e-9])
+    return env.get_template("diff.html.j2").render(
+        c=data, verdict_labels={k: v.label for k, v in VERDICT_BY_ID.items()}, scale=scale,
+        steps_scale=steps_scale, css=env.loader.get_source(env, "report.css")[0])  # type: ignore[union-attr]
+
+
+RENDERERS = {
+    "md": lambda c: render_diff_markdown(c).encode("utf-8"),
+    "json": render_diff_json,
+    "html": lambda c: render_diff_html(c).encode("utf-8"),
+}
