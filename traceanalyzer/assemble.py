@@ -51,7 +51,7 @@ def _r(x: float | None, digits: int = 3) -> float | None:
 # --- the whole result ------------------------------------------------------------------------------
 def assemble(tl: Timeline, figures: Figures, diagnosis: Diagnosis | None = None,
              counters: tuple[CounterFigures, ...] | None = None, alignments: tuple[Alignment, ...] = (),
-             counters_aligned: bool = False, warnings: tuple[str, ...] = ()) -> Analysis:
+             counters_aligned: bool = False, warnings: tuple[str, ...] = (), include_warmup: bool = False) -> Analysis:
     diag_by_index = {d.index: d for d in diagnosis.ranks} if diagnosis else {}
     max_blocks = TR.blocks_per_track(TR.count_tracks(tl))
     all_warnings = list(tl.warnings) + list(warnings)
@@ -66,7 +66,7 @@ def assemble(tl: Timeline, figures: Figures, diagnosis: Diagnosis | None = None,
     return Analysis(
         schema=R.SCHEMA,
         tool=R.ToolInfo("traceanalyzer", __version__),
-        options=R.OptionsInfo(_us0(figures.min_gap_ns)),
+        options=R.OptionsInfo(_us0(figures.min_gap_ns), include_warmup),
         inputs=tuple(R.InputInfo(s.path, s.format, s.events_read, s.events_kept, dict(sorted(s.not_kept.items())),
                                  tuple(s.warnings)) for s in tl.sources),
         warnings=tuple(all_warnings),
@@ -293,6 +293,8 @@ def _rank_diagnosis(r: RankDiagnosis) -> R.RankDiagnosisResult:
                                         _us0(d.exposed_comm_ns)) for d in r.devices),
         per_step=tuple(R.StepCausesResult(p.step, _causes_us(p.idle_by_cause)) for p in r.per_step),
         gaps=tuple(_gap(g) for g in r.gaps),
+        runner_up=r.runner_up, runner_up_share=r.runner_up_share, confidence=r.confidence,
+        warmup_steps=tuple(r.warmup_steps), startup_us=_us0(r.startup_ns),
     )
 
 

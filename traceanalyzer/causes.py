@@ -44,6 +44,8 @@ HOST_COMPUTE = "host_compute"
 CHECKPOINT = "checkpoint"
 COMMUNICATION = "communication"
 UNKNOWN = "unknown"
+STARTUP = "startup"
+ALLOCATOR = "allocator"
 
 # --- verdicts -------------------------------------------------------------------------------------------
 INPUT_BOUND = "input_bound"
@@ -56,6 +58,9 @@ COMMUNICATION_BOUND = "communication_bound"
 GPU_BOUND = "gpu_bound"
 UNDETERMINED = "undetermined"
 UNEXPLAINED = "unexplained_idle"  # a finding (idle time of cause `unknown`), never a primary verdict
+STARTUP_DOMINATED = "startup_dominated"
+ALLOCATOR_BOUND = "allocator_bound"
+GPU_UNDERUSED = "gpu_underused"  # nvidia-smi logs alone: GPUs idle for much of the log
 
 CAUSE_LIST: tuple[Cause, ...] = (
     Cause(DATALOADER, "DataLoader wait", "#e4572e", INPUT_BOUND, "waiting for the DataLoader"),
@@ -66,6 +71,10 @@ CAUSE_LIST: tuple[Cause, ...] = (
     Cause(CHECKPOINT, "checkpointing", "#a1785c", PERIODIC_STALL, "in periodic stalls"),
     Cause(COMMUNICATION, "communication", "#2a9d4f", COMMUNICATION_BOUND, "waiting on communication"),
     Cause(UNKNOWN, "unknown cause", "#6c7a89", UNEXPLAINED, "with no traced host activity"),
+    Cause(STARTUP, "start-up / first call", "#8d99ae", STARTUP_DOMINATED,
+          "in one-off start-up costs (first calls, context and handle creation, compilation)"),
+    Cause(ALLOCATOR, "allocator (cudaMalloc/Free)", "#ef476f", ALLOCATOR_BOUND,
+          "in synchronous device-memory allocation and release"),
 )
 
 VERDICT_LIST: tuple[Verdict, ...] = (
@@ -79,6 +88,11 @@ VERDICT_LIST: tuple[Verdict, ...] = (
             PERIODIC_STALL),
     Verdict(COMMUNICATION_BOUND, "Communication bound", "Waiting on communication", COMMUNICATION,
             COMMUNICATION_BOUND),
+    Verdict(STARTUP_DOMINATED, "Start-up dominated", "One-off start-up costs dominate this capture", STARTUP,
+            STARTUP_DOMINATED),
+    Verdict(ALLOCATOR_BOUND, "Allocator bound", "Synchronous cudaMalloc/cudaFree in the training loop", ALLOCATOR,
+            ALLOCATOR_BOUND),
+    Verdict(GPU_UNDERUSED, "GPU underused", "GPUs sit idle for much of the log", UNKNOWN, GPU_UNDERUSED),
     Verdict(GPU_BOUND, "GPU bound", "GPU-bound: the GPU itself is the bottleneck", "", GPU_BOUND),
     Verdict(UNDETERMINED, "Undetermined", "Undetermined", UNKNOWN, UNEXPLAINED),
     Verdict(UNEXPLAINED, "Unexplained idle", "GPU idle with no traced host activity", UNKNOWN, UNEXPLAINED),

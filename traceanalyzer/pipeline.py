@@ -41,6 +41,7 @@ class Options:
     run: str | None = None  # log dirs: the run to analyse (None: the newest)
     max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES  # refuse a (decompressed) input larger than this
     diagnose: bool = True  # False: figures only, no verdict
+    include_warmup: bool = False  # keep slow leading (warm-up) steps in the verdict
     # nvidia-smi / DCGM logs
     counter_logs: tuple[Path, ...] = ()  # logs to put on the trace's clock (besides those among the inputs)
     find_logs_beside: bool = True  # without counter_logs: use logs found beside the trace
@@ -124,12 +125,13 @@ def analyze_timeline(tl: Timeline, options: Options | None = None, alignments: t
     if options.stage:
         options.stage("analysing")
     figures = figures_of(tl, min_gap_ns=options.min_gap_ns)
-    diagnosis = diagnose(tl, figures) if options.diagnose else None
+    diagnosis = diagnose(tl, figures, options.include_warmup) if options.diagnose else None
     counters = None
     if with_counters if with_counters is not None else len(tl.counters) > 0:
         window = trace_window(tl) if counters_aligned else None
         counters = counter_figures(tl, window)
-    return assemble(tl, figures, diagnosis, counters, alignments, counters_aligned, warnings)
+    return assemble(tl, figures, diagnosis, counters, alignments, counters_aligned, warnings,
+                    options.include_warmup)
 
 
 def load(path: PathLike) -> Analysis:

@@ -36,6 +36,7 @@ class OptionsInfo:
     """The options the figures depend on (echoed so a saved report says how it was made)."""
 
     min_gap_us: float
+    include_warmup: bool = False
 
 
 @dataclass(frozen=True)
@@ -366,6 +367,11 @@ class RankDiagnosisResult:
     devices: tuple[DeviceDiagnosis, ...]
     per_step: tuple[StepCausesResult, ...]
     gaps: tuple[AttributedGap, ...]  # the rank's longest gaps over all devices
+    runner_up: str | None = None  # the cause losing the second most steady-state time
+    runner_up_share: float | None = None  # its share of that time: how close the call was
+    confidence: str | None = None  # "clear" | "close"
+    warmup_steps: tuple[int, ...] = ()  # leading steps left out of the verdict
+    startup_us: float = 0.0  # one-off start-up costs: start-up idle + time lost in warm-up steps
 
 
 @dataclass(frozen=True)

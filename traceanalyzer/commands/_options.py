@@ -94,6 +94,9 @@ def analysis_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--max-input-size", "max_input_bytes", type=SizeType(), default="16GiB", show_default=True,
                      help="Refuse an input whose (decompressed) content is larger: a guard against "
                           "gzip bombs and runaway memory. Units: B, KB, MB, GB, KiB, MiB, GiB."),
+        click.option("--include-warmup", is_flag=True,
+                     help="Keep slow leading steps (warm-up: at least 2x the median step) in the verdict; by "
+                          "default they are shown but left out, with one-off start-up costs."),
         click.option("--dmon", "dmon", multiple=True, type=click.Path(path_type=Path),
                      help="nvidia-smi dmon / --query-gpu CSV / DCGM CSV log to put on the trace's clock "
                           "(repeatable). Default: such logs found beside the trace."),
@@ -123,6 +126,7 @@ def build_options(params: dict[str, Any], **callbacks: Any) -> Any:
 
     return Options(
         min_gap_ns=params.pop("min_gap_ns"), run=params.pop("run"), max_input_bytes=params.pop("max_input_bytes"),
+        include_warmup=params.pop("include_warmup"),
         counter_logs=tuple(params.pop("dmon")), dmon_interval_ns=params.pop("dmon_interval_ns"),
         dmon_start=params.pop("dmon_start"), dmon_tz=params.pop("dmon_tz"),
         dmon_offset_ns=params.pop("dmon_offset_ns"), dmon_gpu=tuple(params.pop("dmon_gpu")), **callbacks)

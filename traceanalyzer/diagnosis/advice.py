@@ -146,6 +146,43 @@ ADVICE: dict[str, dict[str, tuple[str, ...]]] = {
             "use a Python sampler (py-spy) to see the code that runs there.",
         ),
     },
+    "startup_dominated": {
+        PYTORCH: (
+            "Profile steady-state steps, not the start: torch.profiler.profile(schedule=torch.profiler.schedule("
+            "wait=1, warmup=2, active=5)) skips the first iterations, where CUDA context and stream creation, "
+            "lazy kernel loading, cuDNN/cuBLAS handle creation and autotuning, and torch.compile compilation "
+            "happen once.",
+            "If start-up itself matters (short jobs, many restarts): warm the model up once before timing, "
+            "cache compiled artefacts (TORCHINDUCTOR_FX_GRAPH_CACHE=1), and set torch.backends.cudnn.benchmark "
+            "only when input shapes are fixed.",
+        ),
+        GENERIC: (
+            "Profile steady-state steps: skip the first iterations (profiler warm-up), where one-off costs "
+            "(context creation, kernel loading, autotuning, compilation) happen.",
+        ),
+    },
+    "allocator_bound": {
+        PYTORCH: (
+            "Let the caching allocator keep memory: do not call torch.cuda.empty_cache() inside the training "
+            "loop; every cudaMalloc/cudaFree synchronises the device.",
+            "Reduce fragmentation: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, fixed input shapes (pad "
+            "or bucket variable-length batches), and preallocate buffers that are rebuilt every step.",
+            "If memory is tight, lower the peak instead (smaller batch, activation checkpointing) so the "
+            "allocator does not have to release and re-request blocks.",
+        ),
+        GENERIC: (
+            "Avoid allocating and freeing device memory every step: reuse buffers, keep shapes fixed, use a "
+            "caching or pool allocator.",
+        ),
+    },
+    "gpu_underused": {
+        GENERIC: (
+            "GPUs at 0% for long runs of samples are waiting: profile a few steps with torch.profiler (or the "
+            "TF profiler) to see whether the input pipeline, host work or synchronisation holds them up.",
+            "A GPU idle for the whole log is not used at all: check CUDA_VISIBLE_DEVICES, the launcher's "
+            "number of processes per node and the device each rank selects.",
+        ),
+    },
     "host_input_bound": {
         PYTORCH: (
             "The loop waits for data: DataLoader(num_workers=N, persistent_workers=True, prefetch_factor=...).",

@@ -31,7 +31,8 @@ from .thresholds import (
 
 _CAUSE_CODE = {c: i for i, c in enumerate(H.CAUSES)}
 # Host classes that name a cause directly when they cover the largest part of a gap.
-_DIRECT = {H.DATALOADER: H.DATALOADER, H.COMMUNICATION: H.COMMUNICATION, H.MEMCPY: H.MEMCPY, H.SYNC: H.SYNC}
+_DIRECT = {H.STARTUP: H.STARTUP, H.DATALOADER: H.DATALOADER, H.COMMUNICATION: H.COMMUNICATION,
+           H.ALLOCATOR: H.ALLOCATOR, H.MEMCPY: H.MEMCPY, H.SYNC: H.SYNC}
 
 
 @dataclass(frozen=True)
@@ -182,7 +183,8 @@ def top_gaps(devices: list[DeviceAttribution], host: H.HostActivity, st: F.Steps
 
 # Host classes whose events are evidence for a cause (others fall back to every class).
 _EVIDENCE_CLASSES = {H.DATALOADER: (H.DATALOADER,), H.COMMUNICATION: (H.COMMUNICATION,),
-                     H.MEMCPY: (H.MEMCPY,), H.SYNC: (H.SYNC,)}
+                     H.MEMCPY: (H.MEMCPY,), H.SYNC: (H.SYNC,), H.STARTUP: (H.STARTUP,),
+                     H.ALLOCATOR: (H.ALLOCATOR,)}
 
 
 def gap_evidence(host: H.HostActivity, lo: int, hi: int, cause: str) -> tuple[Evidence, ...]:

@@ -15,6 +15,7 @@ import pandas as pd
 from .. import timeline as T
 from ..analyses import _intervals as iv
 from ..causes import (
+    ALLOCATOR,
     CAUSES,
     CHECKPOINT,
     COMMUNICATION,
@@ -22,20 +23,29 @@ from ..causes import (
     HOST_COMPUTE,
     LAUNCH,
     MEMCPY,
+    STARTUP,
     SYNC,
     UNKNOWN,
 )
 from ..timeline import Timeline
-from .thresholds import LAUNCH_THREAD_MIN_SHARE, READBACK_MAX_BYTES
+from .thresholds import (
+    COPY_WAIT_MAX_GPU_SHARE,
+    COPY_WAIT_MIN_NS,
+    LAUNCH_THREAD_MIN_SHARE,
+    READBACK_MAX_BYTES,
+    STARTUP_FIRST_FACTOR,
+    STARTUP_MIN_CALLS,
+    STARTUP_MIN_NS,
+)
 
 # --- gap causes: defined once in the registry (traceanalyzer/causes.py) -----------------------------
 
-__all__ = ["CAUSES", "CHECKPOINT", "COMMUNICATION", "DATALOADER", "HOST_COMPUTE", "LAUNCH", "MEMCPY", "SYNC",
-           "UNKNOWN", "HostActivity", "host_activity"]
+__all__ = ["ALLOCATOR", "CAUSES", "CHECKPOINT", "COMMUNICATION", "DATALOADER", "HOST_COMPUTE", "LAUNCH", "MEMCPY",
+           "STARTUP", "SYNC", "UNKNOWN", "HostActivity", "host_activity"]
 
 # Host events are claimed by the first class that matches, in this order; a gap's share of each
 # class is measured on these disjoint pieces, so nested events count once.
-HOST_CLASSES = (DATALOADER, COMMUNICATION, MEMCPY, SYNC, "host")
+HOST_CLASSES = (STARTUP, DATALOADER, COMMUNICATION, ALLOCATOR, MEMCPY, SYNC, "host")
 
 # Runtime calls that enqueue GPU work (cudaLaunchKernel, cuLaunchKernel, hipExtModuleLaunchKernel,
 # cudaGraphLaunch, ...).
@@ -49,6 +59,19 @@ SYNC_CALL = re.compile(
 # Host-side copy work: every copy API (sync or async: pageable async copies are staged by the host)
 # and pinning on the hot loop.
 MEMCPY_CALL = re.compile(r"memcpy|^aten::_?pin_memory$", re.IGNORECASE)
+# Synchronous device-memory allocation and release (stream-ordered *Async variants do not block).
+ALLOC_CALL = re.compile(
+    r"^(cuda|hip)(Malloc|Free|MallocHost|FreeHost|HostAlloc|MallocManaged|MallocPitch|Malloc3D)$"
+    r"|^cuMem(Alloc|Free|AllocHost|FreeHost|AllocManaged|AllocPitch)(_v2)?$", re.IGNORECASE)
+# Calls that only start-up makes: context, stream and event creation, module loading, library handle
+# creation, autotuning, torch.compile / XLA compilation.
+STARTUP_CALL = re.compile(
+    r"^cu(Init|CtxCreate|DevicePrimaryCtxRetain|ModuleLoad\w*|LibraryLoad\w*)(_v\d)?$"
+    r"|^(cuda|hip)(StreamCreate\w*|EventCreate\w*|GetDeviceProperties\w*|ModuleLoad\w*|Init)$"
+    r"|^(cublas|cublasLt|cudnn|cusparse|cufft|hipblas|hipblasLt|miopen|rocblas)(Create|_create)\w*$"
+    r"|cudnnFind|Autotun|autotune|torch/_dynamo/convert_frame|torch/_inductor/compile|compile_fx"
+    r"|^TorchDynamo Compil|^Torch-Compiled Region: \d+/\d+ \(compil|XlaCompile|jit_compile|CompileModule",
+    re.IGNORECASE)
 # Collectives and waits on them, on the host.
 COMM_CALL = re.compile(
     r"^(nccl|rccl|gloo|mpi)[:_]|^(c10d|_c10d_functional|c10d_functional)::|^record_param_comms$"
@@ -127,17 +150,25 @@ def host_activity(tl: Timeline, rank: int) -> HostActivity:
     else:
         events = ev.iloc[0:0].copy()
     kind = events["kind"].to_numpy()
-    is_loader = kind == T.DATALOADER
-    is_comm = _name_flags(events, COMM_CALL) & ~is_loader
-    is_copy = _name_flags(events, MEMCPY_CALL) & ~is_loader & ~is_comm
+    # First-call costs only among operators and runtime calls: python frames and annotations nest under
+    # one name (the outermost `_call_impl` spans the whole model), so their first call is not an outlier.
+    is_startup = _name_flags(events, STARTUP_CALL) | (first_call_costs(events) & np.isin(kind, (T.CPU_OP, T.RUNTIME)))
+    is_loader = (kind == T.DATALOADER) & ~is_startup
+    is_comm = _name_flags(events, COMM_CALL) & ~is_loader & ~is_startup
+    is_alloc = _name_flags(events, ALLOC_CALL) & ~is_startup & ~is_comm
+    is_copy = _name_flags(events, MEMCPY_CALL) & ~is_loader & ~is_comm & ~is_startup & ~is_alloc
     # A copy call whose GPU copy (same correlation id) is a small device-to-host copy is the host reading
-    # a result back (.item(), .cpu(), .tolist()): it waits for the GPU, a synchronisation.
-    direction, nbytes = linked_copy(ev, events["correlation"].to_numpy())
+    # a result back (.item(), .cpu(), .tolist()): it waits for the GPU, a synchronisation. So is a copy
+    # call that lasts far longer than its GPU copy: the host waited for earlier GPU work, then copied.
+    direction, nbytes, gpu_ns = linked_copy(ev, events["correlation"].to_numpy())
     readback = is_copy & (direction == "DtoH") & (nbytes < READBACK_MAX_BYTES)
-    is_copy &= ~readback
-    is_sync_name = _name_flags(events, SYNC_CALL) | readback
-    is_sync = is_sync_name & ~is_loader & ~is_comm & ~is_copy
-    klass = np.select([is_loader, is_comm, is_copy, is_sync], list(HOST_CLASSES[:4]), default="host")
+    call_ns = events["dur_ns"].to_numpy()
+    waiting = is_copy & (gpu_ns >= 0) & (call_ns >= COPY_WAIT_MIN_NS) & (gpu_ns < COPY_WAIT_MAX_GPU_SHARE * call_ns)
+    is_copy &= ~readback & ~waiting
+    is_sync_name = _name_flags(events, SYNC_CALL) | readback | waiting
+    is_sync = is_sync_name & ~is_loader & ~is_comm & ~is_copy & ~is_startup & ~is_alloc
+    klass = np.select([is_startup, is_loader, is_comm, is_alloc, is_copy, is_sync], list(HOST_CLASSES[:6]),
+                      default="host")
     events["klass"] = klass
     ts = events["ts_ns"].to_numpy()
     end = ts + events["dur_ns"].to_numpy()
@@ -152,15 +183,43 @@ def host_activity(tl: Timeline, rank: int) -> HostActivity:
                         iv.union(ts[is_copy], end[is_copy]), claimed, launch_calls)
 
 
-def linked_copy(ev: pd.DataFrame, correlation: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Direction ("" when none) and bytes (-1 when unknown) of the GPU copy linked to each correlation id."""
+def first_call_costs(events: pd.DataFrame) -> np.ndarray:
+    """Each name's first call when it lasts far longer than its later calls (a one-off start-up cost).
+
+    Per name with at least STARTUP_MIN_CALLS calls: the earliest call is flagged when it lasts at
+    least STARTUP_FIRST_FACTOR x the median of the others and at least STARTUP_MIN_NS. Vectorized
+    over names (one sort and two groupbys).
+    """
+    n = len(events)
+    out = np.zeros(n, dtype=bool)
+    if n < STARTUP_MIN_CALLS:
+        return out
+    code = events["name"].cat.codes.to_numpy()
+    frame = pd.DataFrame({"code": code, "ts": events["ts_ns"].to_numpy(), "dur": events["dur_ns"].to_numpy(),
+                          "row": np.arange(n)})
+    frame = frame[frame["code"] >= 0].sort_values(["code", "ts"], kind="stable")
+    first = ~frame["code"].duplicated().to_numpy()
+    counts = frame.groupby("code")["dur"].transform("size").to_numpy()
+    rest_median = frame[~first].groupby("code")["dur"].median()
+    med = rest_median.reindex(frame["code"]).to_numpy()
+    dur = frame["dur"].to_numpy()
+    hit = first & (counts >= STARTUP_MIN_CALLS) & (dur >= STARTUP_MIN_NS) & (dur >= STARTUP_FIRST_FACTOR * med)
+    out[frame["row"].to_numpy()[hit]] = True
+    return out
+
+
+def linked_copy(ev: pd.DataFrame, correlation: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Direction ("" when none), bytes (-1 when unknown) and GPU duration (-1 when no copy) of the GPU
+    copy linked to each correlation id."""
     copies = ev[(ev["kind"] == T.MEMCPY).to_numpy() & (ev["correlation"].to_numpy() >= 0)]
     copies = copies.drop_duplicates(subset="correlation")
     n = len(correlation)
     if not len(copies) or not n:
-        return np.full(n, "", dtype=object), np.full(n, -1, dtype=np.int64)
+        return np.full(n, "", dtype=object), np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)
     corr = copies["correlation"].to_numpy()
     direction = pd.Series(copies["copy_kind"].astype(str).to_numpy(), index=corr).reindex(correlation).to_numpy()
     nbytes = pd.Series(copies["bytes"].to_numpy(), index=corr).reindex(correlation).to_numpy()
+    dur = pd.Series(copies["dur_ns"].to_numpy(), index=corr).reindex(correlation).to_numpy()
     return (np.where(pd.isna(direction), "", direction).astype(object),
-            np.where(np.isnan(nbytes.astype(np.float64)), -1, nbytes).astype(np.int64))
+            np.where(np.isnan(nbytes.astype(np.float64)), -1, nbytes).astype(np.int64),
+            np.where(np.isnan(dur.astype(np.float64)), -1, dur).astype(np.int64))

@@ -26,6 +26,7 @@ from ..causes import (
     LAUNCH_BOUND,
     MEMCPY_BOUND,
     PERIODIC_STALL,
+    STARTUP_DOMINATED,
     SYNC_BOUND,
     UNDETERMINED,
     UNEXPLAINED,
@@ -38,15 +39,20 @@ from . import attribution as A
 from . import host as H
 from .advice import advice_for
 from .thresholds import (
+    CLEAR_MARGIN,
     FINDING_MIN_SHARE,
     GPU_BOUND_MAX_LOST_SHARE,
+    HEALTHY_BUSY_SHARE,
     HOST_INPUT_BOUND_SHARE,
     MIN_BUSY_SHARE,
     MIN_GPU_EVENTS,
+    ROBUST_MIN_STEPS,
     SEVERITY_HIGH_SHARE,
     SEVERITY_MEDIUM_SHARE,
     SHORT_KERNEL_NS,
+    STARTUP_DOMINATED_MIN_SHARE,
     TOP_KERNELS_NAMED,
+    WARMUP_STEP_FACTOR,
 )
 
 # --- verdict vocabulary: defined once in the registry -------------------------------------------------
@@ -118,6 +124,11 @@ class RankDiagnosis:
     thread_basis: str
     periodic: A.PeriodicSteps | None
     host_shares: HostShares | None
+    runner_up: str | None = None  # the cause losing the second most time (how close the call was)
+    runner_up_share: float | None = None  # its share of the time lost, as the verdict counts it
+    confidence: str | None = None  # "clear" (top >= CLEAR_MARGIN x runner-up) | "close"
+    warmup_steps: tuple[int, ...] = ()  # leading steps left out of the verdict
+    startup_ns: int = 0  # start-up cause idle + time lost inside warm-up steps
 
 
 @dataclass(frozen=True)
@@ -130,9 +141,9 @@ class Diagnosis:
     ranks: tuple[RankDiagnosis, ...]
 
 
-def diagnose(tl: Timeline, analysis: Figures) -> Diagnosis:
+def diagnose(tl: Timeline, analysis: Figures, include_warmup: bool = False) -> Diagnosis:
     """The verdict for every rank and for the job (the rank losing the most GPU time)."""
-    ranks = tuple(diagnose_rank(tl, r) for r in analysis.ranks)
+    ranks = tuple(diagnose_rank(tl, r, include_warmup) for r in analysis.ranks)
     if not ranks:
         return Diagnosis(UNDETERMINED, None, "Nothing to diagnose: the input holds no events.", None, (), ())
     with_gpu = [r for r in ranks if r.devices]
@@ -146,7 +157,7 @@ def diagnose(tl: Timeline, analysis: Figures) -> Diagnosis:
     return Diagnosis(pick.primary, host_primary, headline, pick.index, pick.findings, ranks)
 
 
-def diagnose_rank(tl: Timeline, ra: RankAnalysis) -> RankDiagnosis:
+def diagnose_rank(tl: Timeline, ra: RankAnalysis, include_warmup: bool = False) -> RankDiagnosis:
     rank = ra.index
     info = tl.ranks[rank]
     host = H.host_activity(tl, rank)
@@ -191,16 +202,45 @@ def diagnose_rank(tl: Timeline, ra: RankAnalysis) -> RankDiagnosis:
                              headline=f"{host_line} ({why})." if host_line else f"Undetermined: {why}.",
                              findings=host_findings or findings, host_shares=shares,
                              **base)  # type: ignore[arg-type]
-    if lost_ns < GPU_BOUND_MAX_LOST_SHARE * window_ns:
+    # --- the verdict: steady-state lost time by cause, robust to single gaps, start-up apart
+    warmup = warmup_steps(st) if not include_warmup else np.zeros(0, dtype=np.int64)
+    in_warmup = _lost_in_steps(devices, st, warmup)
+    steady = robust_lost_by_cause(devices, st, warmup, lost_by_cause, in_warmup)
+    startup_ns = lost_by_cause[H.STARTUP] + (sum(in_warmup.values()) - in_warmup[H.STARTUP])
+    ranked = sorted((c for c in H.CAUSES if c != H.STARTUP), key=lambda c: (-steady[c], H.CAUSES.index(c)))
+    steady_total = sum(steady[c] for c in ranked)
+    warmup_ns = int((st.end_ns[warmup] - st.start_ns[warmup]).sum()) * len(devices) if len(warmup) else 0
+    steady_window = max(window_ns - warmup_ns, 1)
+    startup_dominates = startup_ns > steady[ranked[0]] and startup_ns >= STARTUP_DOMINATED_MIN_SHARE * lost_ns
+    if steady_total < GPU_BOUND_MAX_LOST_SHARE * steady_window and not startup_dominates:
         gpu = _gpu_bound_finding(tl, ra, window_ns, idle_ns, info.framework)
         return RankDiagnosis(primary=GPU_BOUND, host_primary=None,
-                             reason=f"GPU time lost {_pct(lost_ns / window_ns)} of the window "
-                                    f"(< {_pct(GPU_BOUND_MAX_LOST_SHARE)})",
+                             reason=f"steady-state GPU time lost {_pct(steady_total / steady_window)} of the "
+                                    f"window (< {_pct(GPU_BOUND_MAX_LOST_SHARE)})",
+                             warmup_steps=tuple(int(n) for n in st.number[warmup]), startup_ns=int(startup_ns),
                              headline=gpu.evidence[0], findings=(gpu, *findings), host_shares=None,
                              **base)  # type: ignore[arg-type]
-    top = max(H.CAUSES, key=lambda c: (lost_by_cause[c], -H.CAUSES.index(c)))
+    close = dict(warmup_steps=tuple(int(n) for n in st.number[warmup]), startup_ns=int(startup_ns))
+    if startup_dominates:
+        return RankDiagnosis(
+            primary=STARTUP_DOMINATED, host_primary=None,
+            reason=f"one-off start-up costs lose {_fmt_ns(startup_ns)}, more than any steady-state cause",
+            headline=_startup_headline(startup_ns, lost_ns, warmup, st, host, devices),
+            findings=findings, host_shares=None, runner_up=ranked[0],
+            runner_up_share=round(steady[ranked[0]] / lost_ns, 4) if lost_ns else None,
+            confidence="clear" if startup_ns >= CLEAR_MARGIN * steady[ranked[0]] else "close",
+            **close, **base)  # type: ignore[arg-type]
+    top = ranked[0]
+    if top == H.UNKNOWN and steady_total > 0:
+        explained = next((c for c in ranked[1:] if steady[c] >= steady[top] / CLEAR_MARGIN), None)
+        if explained is not None:  # an explained cause close behind: name it, not the unexplained time
+            top = explained
+    runner = next(c for c in ranked if c != top)
+    share = steady[top] / steady_total if steady_total else 0.0
+    runner_share = steady[runner] / steady_total if steady_total else 0.0
+    confidence = "clear" if steady[top] >= CLEAR_MARGIN * steady[runner] else "close"
+    close.update(runner_up=runner, runner_up_share=round(runner_share, 4), confidence=confidence)
     verdict = VERDICT_OF_CAUSE[top]
-    share = lost_by_cause[top] / lost_ns
     what = "that idle time" if top not in (H.MEMCPY, H.COMMUNICATION) or lost_by_cause[top] == idle_by_cause[top] \
         else "that lost time"
     extra = ""
@@ -213,15 +253,81 @@ def diagnose_rank(tl: Timeline, ra: RankAnalysis) -> RankDiagnosis:
         phrase = "waiting for the input pipeline"
     if top == H.CHECKPOINT and periodic is not None:
         phrase = f"in stalls that recur every {periodic.every} steps (checkpoint / evaluation)"
-    headline = f"GPU idle {idle_pct} of the window{extra}; {_pct(share)} of {what} is spent {phrase}."
+    steady_note = ""
+    if len(warmup) or lost_by_cause[H.STARTUP]:
+        steady_note = f" (steady state; {_fmt_ns(startup_ns)} of one-off start-up costs set apart)"
+    headline = f"GPU idle {idle_pct} of the window{extra}; {_pct(share)} of {what} is spent {phrase}{steady_note}."
     if verdict == UNEXPLAINED:
+        if busy_share >= HEALTHY_BUSY_SHARE:  # mostly busy; what is lost has no traced cause: healthy
+            gpu = _gpu_bound_finding(tl, ra, window_ns, idle_ns, info.framework)
+            return RankDiagnosis(primary=GPU_BOUND, host_primary=None,
+                                 reason=f"GPU busy {_pct(busy_share)} of the window; the lost time has no traced "
+                                        f"host activity",
+                                 headline=gpu.evidence[0], findings=(gpu, *findings), host_shares=None,
+                                 **close, **base)  # type: ignore[arg-type]
         return RankDiagnosis(primary=UNDETERMINED, host_primary=None,
                              reason="most lost GPU time has no traced host activity on the launching thread",
                              headline=headline, findings=findings, host_shares=None,
-                             **base)  # type: ignore[arg-type]
+                             **close, **base)  # type: ignore[arg-type]
     return RankDiagnosis(primary=verdict, host_primary=None,
-                         reason=f"{H.CAUSES[H.CAUSES.index(top)]} explains {_pct(share)} of the GPU time lost",
-                         headline=headline, findings=findings, host_shares=None, **base)  # type: ignore[arg-type]
+                         reason=f"{top} explains {_pct(share)} of the steady-state GPU time lost "
+                                f"(runner-up {runner}: {_pct(runner_share)}; {confidence} call)",
+                         headline=headline, findings=findings, host_shares=None,
+                         **close, **base)  # type: ignore[arg-type]
+
+
+def warmup_steps(st: F.Steps) -> np.ndarray:
+    """Indices of the leading steps at least WARMUP_STEP_FACTOR x the median step (first iterations)."""
+    if len(st) < 3:
+        return np.zeros(0, dtype=np.int64)
+    dur = st.end_ns - st.start_ns
+    slow = dur >= WARMUP_STEP_FACTOR * float(np.median(dur))
+    n = int(np.argmin(slow)) if not slow.all() else 0  # length of the leading run of slow steps
+    return np.arange(n, dtype=np.int64)
+
+
+def _lost_in_steps(devices: list[A.DeviceAttribution], st: F.Steps, which: np.ndarray) -> dict[str, int]:
+    """Idle time by cause inside the given steps."""
+    out = dict.fromkeys(H.CAUSES, 0)
+    if not len(which):
+        return out
+    lo, hi = st.start_ns[which], st.end_ns[which]
+    for d in devices:
+        for i, c in enumerate(H.CAUSES):
+            m = d.causes == i
+            if m.any():
+                out[c] += int(iv.overlap_per_window((d.starts[m], d.ends[m]), lo, hi).sum())
+    return out
+
+
+def robust_lost_by_cause(devices: list[A.DeviceAttribution], st: F.Steps, warmup: np.ndarray,
+                         lost: dict[str, int], in_warmup: dict[str, int]) -> dict[str, int]:
+    """Lost time by cause for the verdict: warm-up steps left out; with ROBUST_MIN_STEPS steady steps,
+    each cause's idle is its median per-step idle x the steady steps (one long gap cannot decide),
+    except periodic stalls, which are rare by nature and counted in full."""
+    steady = {c: lost[c] - in_warmup[c] for c in H.CAUSES}
+    keep = np.setdiff1d(np.arange(len(st)), warmup)
+    if len(keep) < ROBUST_MIN_STEPS:
+        return steady
+    per_step = A.per_step_by_cause(devices, st)
+    idle_total = {c: sum(per_step[i][c] for i in keep) for c in H.CAUSES}
+    for c in H.CAUSES:
+        if c == H.CHECKPOINT:
+            continue
+        median = float(np.median([per_step[i][c] for i in keep]))
+        # idle outside any step stays as measured; inside steps the median per step stands for each
+        steady[c] = int(steady[c] - idle_total[c] + median * len(keep))
+    return {c: max(v, 0) for c, v in steady.items()}
+
+
+def _startup_headline(startup_ns: int, lost_ns: int, warmup: np.ndarray, st: F.Steps, host: H.HostActivity,
+                      devices: list[A.DeviceAttribution]) -> str:
+    spent = A.cause_evidence(host, devices, H.STARTUP)
+    names = ", ".join(e.name for e in spent[:3])
+    steps = f" in the first {len(warmup)} warm-up step(s)" if len(warmup) else ""
+    on = f"; spent in {names}" if names else ""
+    return (f"One-off start-up costs lose {_fmt_ns(startup_ns)} ({_pct(startup_ns / lost_ns)} of the GPU time "
+            f"lost){steps}{on}: profile steady-state steps to see the training loop's own bottleneck.")
 
 
 # --- findings ------------------------------------------------------------------------------------------

@@ -29,12 +29,38 @@ PERIODIC_MIN_OCCURRENCES = 2
 PERIODIC_MAX_STEP_SHARE = 0.5
 PERIODIC_MIN_STEPS = 4
 
+# Start-up: the first call of a host op or runtime call is a one-off cost when it lasts at least
+# STARTUP_FIRST_FACTOR times the median of its later calls and at least STARTUP_MIN_NS (lazy kernel
+# loading, first convolution with cuDNN autotuning, first allocation); it needs STARTUP_MIN_CALLS.
+STARTUP_FIRST_FACTOR = 10.0
+STARTUP_MIN_NS = 1_000_000
+STARTUP_MIN_CALLS = 3
+# Warm-up steps: leading steps at least this many times the median step (first iterations).
+WARMUP_STEP_FACTOR = 2.0
+# A host copy call is a wait, not a transfer, when its GPU copy runs less than this share of the
+# call (the host blocks until earlier GPU work is done, then copies little).
+COPY_WAIT_MAX_GPU_SHARE = 0.1
+# ... and the call lasts at least this long.
+COPY_WAIT_MIN_NS = 100_000
+
 # --- verdict --------------------------------------------------------------------------------------
 # Too little GPU work to judge (tiny test traces, graph capture, GPU left unused): fewer GPU
 # activities (kernels, copies, memsets) than MIN_GPU_EVENTS in the window, or GPU busy less than
 # MIN_BUSY_SHARE of it. Such ranks get the host-loop verdict, as CPU-only traces do.
 MIN_GPU_EVENTS = 5
 MIN_BUSY_SHARE = 0.01
+# A cause wins the verdict clearly when its lost time is at least this multiple of the runner-up's.
+CLEAR_MARGIN = 1.5
+# With at least this many steady steps, a cause's lost time for the verdict is its median per-step
+# idle x steps (plus exposed copies / communication), so one long gap cannot decide the verdict.
+ROBUST_MIN_STEPS = 4
+# A rank whose lost time has mostly no traced cause is still healthy (gpu_bound) when its GPU is busy
+# at least this share of the window; below it the verdict is undetermined (nothing to point at).
+HEALTHY_BUSY_SHARE = 0.75
+# Start-up is the verdict when it loses more than every steady cause and at least this share of all.
+STARTUP_DOMINATED_MIN_SHARE = 0.25
+# nvidia-smi logs alone: a GPU is underused when at least this share of its samples are at 0% SM.
+UNDERUSED_ZERO_SHARE = 0.25
 # GPU time lost (idle + exposed host<->device copies + exposed communication) below this share of
 # the window: the GPU is the bottleneck (gpu_bound). Seed 002: anything under ~90% busy is waste.
 GPU_BOUND_MAX_LOST_SHARE = 0.10
