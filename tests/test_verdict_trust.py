@@ -1,0 +1,167 @@
+"""Verdicts that stay right on messy captures (start-up costs, allocator calls, blocking copies,
+jitter), each scenario built in code with a known answer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from kineto_builder import KinetoTrace
+
+import traceanalyzer as ta
+
+STEP_US = 1000
+
+
+def _kernels(t: KinetoTrace, start: float, end: float, n: int, name: str = "gemm_kernel") -> None:
+    width = (end - start) / n
+    for i in range(n):
+        ts = start + i * width
+        t.launched(ts - 20, 5, ts, width * 0.98, name)
+
+
+def input_bound_loop(t: KinetoTrace, first_step: int, start: float, steps: int, rng=None,
+                     wait_us: float = 500) -> float:
+    """Steady input-bound steps: a DataLoader wait, then kernels; returns the end time."""
+    s = start
+    for i in range(steps):
+        jitter = 1 + (0.05 * rng.standard_normal() if rng is not None else 0.0)
+        wait = wait_us * jitter
+        t.step(first_step + i, s, STEP_US + wait - 500)
+        t.dataloader(s, wait)
+        _kernels(t, s + wait + 30, s + STEP_US + wait - 500, 4)
+        s += STEP_US + wait - 500
+    return s
+
+
+def with_startup(path: Path) -> Path:
+    """Two warm-up steps: a 50 ms first cudaLaunchKernel (lazy module loading), a 40 ms first
+    convolution (autotuning) and handle creation; then 12 steady input-bound steps."""
+    t = KinetoTrace()
+    t.step(0, 0, 60_000)
+    t.runtime("cudaStreamCreateWithPriority", 10, 300)
+    t.runtime("cublasCreate_v2", 400, 2_000)
+    t.launched(3_000, 50_000, 53_100, 500, "gemm_kernel")  # the first launch: 50 ms
+    t.step(1, 60_000, 45_000)
+    t.host("aten::conv2d", 60_010, 40_000)  # first convolution, autotuning: 40 ms
+    t.launched(100_050, 5, 100_100, 4_000, "implicit_convolve_sgemm")
+    for k in range(6):  # later convolutions: 100 us each
+        t.host("aten::conv2d", 105_000 + 100 + k * 1000, 100)
+    input_bound_loop(t, 2, 105_000, 12)
+    return t.write(path)
+
+
+def without_startup(path: Path) -> Path:
+    t = KinetoTrace()
+    input_bound_loop(t, 2, 105_000, 12)
+    return t.write(path)
+
+
+def test_a_capture_dominated_by_start_up_says_so(tmp_path):
+    a = ta.analyze(with_startup(tmp_path / "startup.json"))
+    d = a.diagnosis
+    r = d.ranks[0]
+    assert d.primary == "startup_dominated"
+    assert r.warmup_steps == (0, 1)
+    assert r.startup_us > 80_000  # ~50 ms first launch + ~40 ms first convolution, and the rest of warm-up
+    assert "cudaLaunchKernel" in d.headline and "profile steady-state steps" in d.headline
+    advice = " ".join(a for f in d.findings for a in f.advice)
+    assert "torch.profiler.schedule" in advice
+    assert r.idle_by_cause_us["startup"] > 80_000
+
+
+def test_the_same_loop_without_start_up_is_input_bound(tmp_path):
+    d = ta.analyze(without_startup(tmp_path / "steady.json")).diagnosis
+    assert d.primary == "input_bound" and d.ranks[0].warmup_steps == ()
+
+
+def test_include_warmup_counts_the_warm_up_steps(tmp_path):
+    path = with_startup(tmp_path / "startup.json")
+    a = ta.analyze(path, ta.Options(include_warmup=True))
+    assert a.diagnosis.ranks[0].warmup_steps == () and a.options.include_warmup
+    assert a.diagnosis.primary == "startup_dominated"  # the start-up cause itself still dominates
+
+
+def test_moderate_start_up_leaves_the_steady_verdict(tmp_path):
+    t = KinetoTrace()
+    t.step(0, 0, 3000)
+    t.launched(10, 2_000, 2_100, 500, "gemm_kernel")  # a 2 ms first launch: one-off, small
+    input_bound_loop(t, 1, 3000, 30)
+    d = ta.analyze(t.write(tmp_path / "t.json")).diagnosis
+    assert d.primary == "input_bound"
+    assert d.ranks[0].startup_us > 0 and "start-up costs set apart" in d.headline
+
+
+def test_allocator_calls_in_the_loop(tmp_path):
+    t = KinetoTrace()
+    s = 0.0
+    for i in range(10):
+        t.step(i, s, STEP_US)
+        t.runtime("cudaFree", s + 5, 200).runtime("cudaMalloc", s + 210, 250)
+        _kernels(t, s + 500, s + STEP_US, 4)
+        s += STEP_US
+    d = ta.analyze(t.write(tmp_path / "alloc.json")).diagnosis
+    assert d.primary == "allocator_bound"
+    f = d.findings[0]
+    assert f.cause == "allocator" and {o.name for o in f.host_ops} >= {"cudaMalloc", "cudaFree"}
+    assert any("expandable_segments" in a for a in f.advice)
+
+
+def test_a_blocking_copy_call_with_a_tiny_gpu_copy_is_a_wait(tmp_path):
+    """The host sits 600 us in cudaMemcpyAsync while the GPU copies 4 bytes for 2 us: sync, not memcpy."""
+    t = KinetoTrace()
+    s = 0.0
+    for i in range(10):
+        t.step(i, s, STEP_US)
+        _kernels(t, s + 20, s + 300, 2)
+        t.copy(s + 310, 600, s + 905, 2, "Memcpy HtoD (Pageable -> Device)", nbytes=4)
+        _kernels(t, s + 940, s + STEP_US, 1)
+        s += STEP_US
+    d = ta.analyze(t.write(tmp_path / "copy.json")).diagnosis
+    r = d.ranks[0]
+    assert r.idle_by_cause_us["memcpy"] < 0.05 * r.idle_us
+    assert d.primary == "sync_bound"
+
+
+def test_a_real_transfer_stays_memcpy(tmp_path):
+    t = KinetoTrace()
+    s = 0.0
+    for i in range(10):
+        t.step(i, s, STEP_US)
+        t.dataloader(s, 20)
+        t.host("aten::to", s + 25, 600).copy(s + 30, 590, s + 100, 550, nbytes=50_000_000)
+        _kernels(t, s + 680, s + STEP_US, 4)
+        s += STEP_US
+    assert ta.analyze(t.write(tmp_path / "copy.json")).diagnosis.primary == "memcpy_bound"
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
+def test_jittered_captures_of_one_job_get_one_verdict(tmp_path, seed):
+    """The same host-bound job captured five times, with jitter and one stray long gap of another cause."""
+    rng = np.random.default_rng(seed)
+    t = KinetoTrace()
+    s = 0.0
+    stray = int(rng.integers(2, 18))
+    for i in range(20):
+        j = 1 + 0.1 * rng.standard_normal()
+        t.step(i, s, STEP_US * j)
+        _kernels(t, s + 30, s + 500 * j, 4)
+        t.host("postprocess", s + 510 * j, 450 * j, cat="user_annotation")
+        if i == stray:  # one long synchronisation in one step: must not decide the verdict
+            t.runtime("cudaDeviceSynchronize", s + 510 * j, 440 * j)
+        s += STEP_US * j
+    d = ta.analyze(t.write(tmp_path / f"cap{seed}.json")).diagnosis
+    assert d.primary == "host_bound", d.headline
+    assert d.ranks[0].confidence == "clear" and d.ranks[0].runner_up is not None
+
+
+def test_a_busy_gpu_with_untraced_losses_is_healthy(tmp_path):
+    t = KinetoTrace()
+    s = 0.0
+    for i in range(10):
+        t.step(i, s, STEP_US)
+        _kernels(t, s + 10, s + 820, 8)  # ~80% busy; the rest has no host event at all
+        s += STEP_US
+    d = ta.analyze(t.write(tmp_path / "busy.json")).diagnosis
+    assert d.primary == "gpu_bound" and "no traced host activity" in d.ranks[0].reason
