@@ -165,3 +165,92 @@ def test_a_busy_gpu_with_untraced_losses_is_healthy(tmp_path):
         s += STEP_US
     d = ta.analyze(t.write(tmp_path / "busy.json")).diagnosis
     assert d.primary == "gpu_bound" and "no traced host activity" in d.ranks[0].reason
+
+
+# --- inputs that belong together ------------------------------------------------------------------
+def _rank_file(path: Path, rank: int, world: int, gpu: str = "NVIDIA H100", start: float = 0.0) -> Path:
+    t = KinetoTrace(rank=rank, base_ns=1_700_000_000_000_000_000)  # epoch clocks: wall time comparable
+    t.header["distributedInfo"] = {"rank": rank, "world_size": world, "backend": "nccl"}
+    t.header["deviceProperties"] = [{"id": 0, "name": gpu, "totalGlobalMem": 80 * 2**30}]
+    input_bound_loop(t, 0, start, 4)
+    return t.write(path)
+
+
+def _report(*args: str) -> tuple[int, str]:
+    from click.testing import CliRunner
+
+    from traceanalyzer.commands import main
+
+    res = CliRunner().invoke(main, ["report", *args])
+    return res.exit_code, res.output
+
+
+@pytest.mark.parametrize("case, expected", [
+    ("world", "world sizes differ"),
+    ("gpu", "different GPU models"),
+    ("rank", "are both rank 0"),
+    ("time", "do not overlap in time"),
+])
+def test_unrelated_files_are_refused_naming_the_mismatch(tmp_path, case, expected):
+    a = _rank_file(tmp_path / "a.json", 0, 2)
+    b = {"world": lambda: _rank_file(tmp_path / "b.json", 1, 4),
+         "gpu": lambda: _rank_file(tmp_path / "b.json", 1, 2, gpu="AMD Instinct MI300X"),
+         "rank": lambda: _rank_file(tmp_path / "b.json", 0, 2),
+         "time": lambda: _rank_file(tmp_path / "b.json", 1, 2, start=3_600e6)}[case]()
+    code, output = _report(str(a), str(b), "-o", str(tmp_path / "r.json"))
+    line = output.strip().splitlines()[-1]
+    assert code == 2 and expected in line and "traceanalyzer diff" in line and "--force-job" in line
+    code, output = _report(str(a), str(b), "-o", str(tmp_path / "r.json"), "--force-job", "-q")
+    assert code == 0
+    import json
+
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert any("--force-job" in w for w in report["warnings"])
+
+
+def test_ranks_of_one_job_are_accepted(tmp_path):
+    a = _rank_file(tmp_path / "a.json", 0, 2)
+    b = _rank_file(tmp_path / "b.json", 1, 2)
+    assert _report(str(a), str(b), "-o", str(tmp_path / "r.json"), "-q")[0] == 0
+
+
+def test_the_same_file_twice_is_an_error(tmp_path):
+    a = _rank_file(tmp_path / "a.json", 0, 2)
+    code, output = _report(str(a), str(tmp_path / "." / "a.json"), "-o", str(tmp_path / "r.json"))
+    assert code == 2 and "the same file is given twice" in output
+
+
+# --- logs beside a trace --------------------------------------------------------------------------
+def _dmon_log(path: Path) -> Path:
+    lines = ["# gpu    sm   mem", "# Idx     %     %"] + [f"    0    {40 + i % 7}    10" for i in range(30)]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_an_uploads_folder_uses_only_the_traces_own_log(tmp_path):
+    from traceanalyzer.formats import InputSet, split_counter_logs
+
+    trace = without_startup(tmp_path / "run3.json")
+    own = _dmon_log(tmp_path / "run3.dmon.log")
+    for other in ("run1.dmon.log", "run2.dmon.log"):
+        _dmon_log(tmp_path / other)
+    split = split_counter_logs(InputSet("run3.json", [trace], False))
+    assert split.logs == [own] and split.found_beside == [own]
+    assert sorted(p.name for p in split.ignored_beside) == ["run1.dmon.log", "run2.dmon.log"]
+
+
+def test_several_unnamed_logs_are_listed_not_used(tmp_path):
+    trace = without_startup(tmp_path / "trace.json")
+    _dmon_log(tmp_path / "a.log")
+    _dmon_log(tmp_path / "b.log")
+    a = ta.analyze(trace)
+    assert a.counters == () and a.counter_logs == ()
+    note = next(w for w in a.warnings if "not used" in w)
+    assert "a.log" in note and "b.log" in note and "--dmon" in note
+
+
+def test_the_only_log_beside_a_trace_is_used(tmp_path):
+    trace = without_startup(tmp_path / "trace.json")
+    _dmon_log(tmp_path / "gpu.log")
+    a = ta.analyze(trace, ta.Options(dmon_start=(1_700_000_000 * 10**9, "wall")))
+    assert len(a.counter_logs) == 1 and any("found beside the trace and used" in w for w in a.warnings)

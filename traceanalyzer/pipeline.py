@@ -42,6 +42,7 @@ class Options:
     max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES  # refuse a (decompressed) input larger than this
     diagnose: bool = True  # False: figures only, no verdict
     include_warmup: bool = False  # keep slow leading (warm-up) steps in the verdict
+    force_job: bool = False  # analyse several files as one job even when they look like unrelated runs
     # nvidia-smi / DCGM logs
     counter_logs: tuple[Path, ...] = ()  # logs to put on the trace's clock (besides those among the inputs)
     find_logs_beside: bool = True  # without counter_logs: use logs found beside the trace
@@ -67,7 +68,7 @@ def _read_options(options: Options):  # type: ignore[no-untyped-def]
 
     return ReadOptions(max_input_bytes=options.max_input_bytes, progress=options.progress, run=options.run,
                        notify=options.notify, dmon_interval_ns=options.dmon_interval_ns,
-                       dmon_start=options.dmon_start)
+                       dmon_start=options.dmon_start, force_job=options.force_job)
 
 
 def analyze(inputs: Inputs, options: Options | None = None) -> Analysis:
@@ -108,6 +109,11 @@ def _analyze_set(inputs, options: Options, read) -> Analysis:  # type: ignore[no
     tl, alignments = combine(trace, logs, AlignOptions(options.dmon_tz, options.dmon_offset_ns,
                                                        tuple(options.dmon_gpu)))
     notes = tuple(f"nvidia-smi log found beside the trace and used: {p}" for p in split.found_beside)
+    if split.ignored_beside:
+        shown = ", ".join(str(p) for p in split.ignored_beside[:10])
+        more = f" and {len(split.ignored_beside) - 10} more" if len(split.ignored_beside) > 10 else ""
+        notes += (f"nvidia-smi logs beside the trace not used (their names do not start with the trace's, "
+                  f"so they may belong to other runs): {shown}{more}; pass the right one with --dmon",)
     return analyze_timeline(tl, options, alignments=alignments, counters_aligned=trace is not None,
                             with_counters=logs is not None, warnings=notes)
 

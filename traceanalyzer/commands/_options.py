@@ -94,6 +94,9 @@ def analysis_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--max-input-size", "max_input_bytes", type=SizeType(), default="16GiB", show_default=True,
                      help="Refuse an input whose (decompressed) content is larger: a guard against "
                           "gzip bombs and runaway memory. Units: B, KB, MB, GB, KiB, MiB, GiB."),
+        click.option("--force-job", is_flag=True,
+                     help="Analyse several files as ranks of one job even when they look like unrelated runs "
+                          "(different world sizes, GPU models, the same rank twice, no common time)."),
         click.option("--include-warmup", is_flag=True,
                      help="Keep slow leading steps (warm-up: at least 2x the median step) in the verdict; by "
                           "default they are shown but left out, with one-off start-up costs."),
@@ -126,7 +129,7 @@ def build_options(params: dict[str, Any], **callbacks: Any) -> Any:
 
     return Options(
         min_gap_ns=params.pop("min_gap_ns"), run=params.pop("run"), max_input_bytes=params.pop("max_input_bytes"),
-        include_warmup=params.pop("include_warmup"),
+        include_warmup=params.pop("include_warmup"), force_job=params.pop("force_job"),
         counter_logs=tuple(params.pop("dmon")), dmon_interval_ns=params.pop("dmon_interval_ns"),
         dmon_start=params.pop("dmon_start"), dmon_tz=params.pop("dmon_tz"),
         dmon_offset_ns=params.pop("dmon_offset_ns"), dmon_gpu=tuple(params.pop("dmon_gpu")), **callbacks)

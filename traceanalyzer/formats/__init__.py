@@ -176,21 +176,42 @@ class CounterLogs:
     traces: InputSet  # the set without its counter logs (may have no files: logs only)
     logs: list[Path]
     found_beside: list[Path]  # picked up beside the traces, not named by the user
+    ignored_beside: list[Path] = field(default_factory=list)  # beside the traces, not plainly theirs
 
 
 def split_counter_logs(inputs: InputSet, explicit: list[Path] | None = None,
                        find_beside: bool = True) -> CounterLogs:
-    """Counter logs among the set's files, plus `explicit` ones (`--dmon`); without explicit
-    logs, *.log / *.csv / *.txt files beside each trace that sniff as counter logs."""
+    """Counter logs among the set's files, plus `explicit` ones (`--dmon`); without explicit logs, a
+    log beside a trace (*.log / *.csv / *.txt that sniffs as a counter log) only when it plainly
+    belongs to it: its name starts with the trace's name (`run3.json` + `run3.dmon.log`), or it is
+    the only log in the folder. Other logs there (an uploads folder holds many runs) are listed,
+    not used."""
     logs = [f for f in inputs.files if is_counter_log(f)]
     traces = [f for f in inputs.files if f not in logs]
     explicit = list(explicit or [])
     found: list[Path] = []
-    if find_beside and not explicit and traces:
+    ignored: list[Path] = []
+    if find_beside and not explicit and traces and not logs:
         for folder in sorted({f.parent for f in traces}):
-            found += [f for f in _logs_in(folder) if f not in logs and f not in found]
+            beside = [f for f in _logs_in(folder) if f not in found]
+            stems = {_trace_stem(t) for t in traces if t.parent == folder}
+            named = [f for f in beside if any(f.name.startswith(stem) for stem in stems if stem)]
+            if named:
+                found += named
+                ignored += [f for f in beside if f not in named]
+            elif len(beside) == 1:
+                found += beside
+            else:
+                ignored += beside
     rest = InputSet(inputs.label, traces, inputs.from_dir, list(inputs.warnings))
-    return CounterLogs(rest, logs + explicit + found, found)
+    return CounterLogs(rest, logs + explicit + found, found, ignored)
+
+
+def _trace_stem(path: Path) -> str:
+    name = path.name
+    for suffix in (".gz", ".json", ".pb", ".pt.trace", ".trace", ".xplane"):
+        name = name.removesuffix(suffix)
+    return name
 
 
 def load_counter_logs(paths: list[Path], options: ReadOptions) -> Timeline | None:
@@ -216,6 +237,8 @@ def load_runs(paths: list[Path], options: ReadOptions | None = None) -> list[tup
 def load_set(inputs: InputSet, options: ReadOptions) -> Timeline:
     """Read one job's files into one Timeline, one rank per file."""
     files = inputs.files
+    for first, again in same_files(files):
+        raise InputError(again, f"the same file is given twice ({first} and {again})")
     parts: list[Timeline] = []
     skipped: list[str] = []
     for f in files:
@@ -231,8 +254,67 @@ def load_set(inputs: InputSet, options: ReadOptions) -> Timeline:
     tl = Timeline.concat(parts) if len(parts) > 1 else parts[0]
     tl.warnings.extend(inputs.warnings)
     tl.warnings.extend(f"skipped {s}" for s in skipped)
+    if len(tl.ranks) > 1:
+        why = job_mismatch(tl)
+        if why and not options.force_job:
+            raise InputError(inputs.label, f"these files do not look like ranks of one job: {why}; compare two "
+                                           f"runs with `traceanalyzer diff A B` or report them separately "
+                                           f"(--force-job analyses them as one job anyway)")
+        if why:
+            tl.warnings.append(f"analysed as one job although {why} (--force-job)")
     assign_ranks(tl)
     return tl
+
+
+def same_files(files: list[Path]) -> list[tuple[Path, Path]]:
+    """Pairs of inputs that are the same file (by resolved path)."""
+    seen: dict[Path, Path] = {}
+    pairs = []
+    for f in files:
+        key = f.resolve()
+        if key in seen:
+            pairs.append((seen[key], f))
+        else:
+            seen[key] = f
+    return pairs
+
+
+def job_mismatch(tl: Timeline) -> str | None:
+    """Why the ranks of `tl` look like unrelated runs rather than one job, or None.
+
+    Ranks of one job share the world size their traces record, have distinct rank numbers, run on
+    one GPU model, and (on epoch clocks) overlap in wall-clock time.
+    """
+    names = [tl.sources[r.source].path for r in tl.ranks]
+    sizes = {r.world_size for r in tl.ranks if r.world_size is not None}
+    if len(sizes) > 1:
+        return f"their world sizes differ ({', '.join(str(s) for s in sorted(sizes))})"
+    numbers: dict[int, str] = {}
+    for r, name in zip(tl.ranks, names):
+        if r.rank is not None:
+            if r.rank in numbers:
+                return f"{numbers[r.rank]} and {name} are both rank {r.rank}"
+            numbers[r.rank] = name
+    models: dict[str, str] = {}
+    for d in tl.devices:
+        if d.name:
+            models.setdefault(d.name, names[d.rank])
+    if len(models) > 1:
+        return "they ran on different GPU models (" + ", ".join(f"{m} in {f}" for m, f in models.items()) + ")"
+    if all(r.clock == "epoch" for r in tl.ranks):
+        ev = tl.events
+        spans = []
+        for r in tl.ranks:
+            mine = ev[ev["rank"].to_numpy() == r.index]
+            if len(mine):
+                ts = mine["ts_ns"].to_numpy()
+                spans.append((int(ts.min()), int((ts + mine["dur_ns"].to_numpy()).max()), names[r.index]))
+        if len(spans) > 1:
+            latest_start = max(spans, key=lambda x: x[0])
+            earliest_end = min(spans, key=lambda x: x[1])
+            if latest_start[0] > earliest_end[1]:
+                return (f"they do not overlap in time ({earliest_end[2]} ends before {latest_start[2]} starts)")
+    return None
 
 
 def assign_ranks(tl: Timeline) -> None:

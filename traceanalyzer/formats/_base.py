@@ -26,6 +26,8 @@ class ReadOptions:
     # ... starting here: (ns, clock) with clock CLOCK_WALL (local time) or CLOCK_EPOCH; see
     # `units.parse_start`. Also gives the date to time-of-day-only logs.
     dmon_start: tuple[int, str] | None = None
+    # Several files are ranks of one job only when they look like one; True analyses them as one anyway.
+    force_job: bool = False
 
 
 class Reader(Protocol):
