@@ -28,6 +28,7 @@
   function causeLabel(c) { return c && CAUSES[c] ? CAUSES[c].label : (c ? String(c) : "no cause given"); }
   function seriesLabel(key) {
     if (key === "compute") return "GPU compute";
+    if (key === "communication") return "communication (exposed)";
     if (key === "memcpy") return "GPU memcpy";
     if (key === "idle") return "GPU idle";
     if (key === "idle:unattributed") return "idle, no cause given";
@@ -35,6 +36,7 @@
   }
   function seriesColor(key) {
     if (key === "compute") return PAL.compute;
+    if (key === "communication") return PAL.communication;
     if (key === "memcpy") return PAL.memcpy;
     if (key === "idle" || key === "idle:unattributed") return PAL.idle;
     return causeColor(key.slice(5));
@@ -105,7 +107,10 @@
     }
     if (tl && this.full > 0) {
       if (tl.steps.step.length) add("steps", "steps", 18, tl.steps);
-      tl.devices.forEach(function (d) { add("gpu", d.device, 30, d); });
+      tl.devices.forEach(function (d) {
+        add("gpu", d.device, 30, d);
+        if (d.comm && d.comm.start_us.length) add("host", d.device + " comm", 14, d.comm, { color: PAL.communication });
+      });
       tl.host.forEach(function (h) { add("host", HOST[h.kind] || h.kind, 14, h, { color: HOST_COLORS[h.kind] || PAL.ops }); });
       tl.counters.forEach(function (c) {
         var max = 0;

@@ -254,3 +254,22 @@ def test_the_only_log_beside_a_trace_is_used(tmp_path):
     _dmon_log(tmp_path / "gpu.log")
     a = ta.analyze(trace, ta.Options(dmon_start=(1_700_000_000 * 10**9, "wall")))
     assert len(a.counter_logs) == 1 and any("found beside the trace and used" in w for w in a.warnings)
+
+
+def test_communication_is_drawn_and_in_the_per_step_json():
+    from conftest import SAMPLES
+
+    a = ta.analyze([SAMPLES / "comm_rank0.json", SAMPLES / "comm_rank1.json"])
+    assert a.diagnosis.primary == "communication_bound"
+    r = a.ranks[0]
+    dev = r.devices[0]
+    per_step_comm = sum(s.comm_us for s in r.per_step)
+    assert per_step_comm == pytest.approx(dev.communication_us, rel=1e-6)
+    assert sum(s.exposed_comm_us for s in r.per_step) == pytest.approx(dev.exposed_communication_us, rel=1e-6)
+    lane = r.timeline["devices"][0]["comm"]
+    assert sum(lane["covered_us"]) == pytest.approx(dev.communication_us, abs=1.0)
+    series = {s["key"]: s["values"] for s in r.charts["per_step"]["series"]}
+    assert sum(series["communication"]) == pytest.approx(dev.exposed_communication_us, abs=0.01)
+    # the stacked series add up to each step's duration
+    for i, s in enumerate(r.per_step):
+        assert sum(v[i] for v in series.values()) == pytest.approx(s.duration_us, abs=0.01)

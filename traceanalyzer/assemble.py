@@ -85,7 +85,8 @@ def _rank(tl: Timeline, r: RankAnalysis, dr: RankDiagnosis | None, min_gap_ns: i
     info = tl.ranks[r.index]
     attributed = {d.device: d for d in dr.devices} if dr else {}
     per_step = tuple(R.StepRow(s.step, _us0(s.start_ns - r.window.start_ns), _us0(s.dur_ns), _us0(s.gpu_busy_ns),
-                               _us0(s.memcpy_ns), _us0(s.dataloader_ns), _us0(s.idle_ns)) for s in r.per_step)
+                               _us0(s.memcpy_ns), _us0(s.dataloader_ns), _us0(s.idle_ns), _us0(s.comm_ns),
+                               _us0(s.exposed_comm_ns)) for s in r.per_step)
     return R.RankResult(
         rank=r.rank,
         input=tl.sources[info.source].path,
@@ -212,6 +213,7 @@ def _timeline(tl: Timeline, r: RankAnalysis, attributed: dict[int, DeviceAttribu
             {"device": f"cuda:{d.device}",
              "busy": _blocks(d.busy, origin),
              "copies": _blocks(d.copies, origin),
+             "comm": _blocks(d.comm, origin),
              "gaps": {"start_us": _rel_us(d.gaps.start_ns, origin), "dur_us": _dur_us(d.gaps.dur_ns),
                       "step": [None if s < 0 else int(s) for s in d.gaps.step.tolist()],
                       "cause": list(d.gaps.cause), "total": int(d.gaps.total)}}
@@ -232,9 +234,12 @@ def _per_step_chart(steps_all: tuple[R.StepRow, ...], dr: RankDiagnosis | None) 
     by_step = {p.step: p.idle_by_cause for p in dr.per_step} if dr else {}
     causes = [c for c in CAUSES if any(by_step.get(s.step, {}).get(c) for s in steps)]
     series: list[dict[str, Any]] = [
-        {"key": "compute", "values": [round(max(s.gpu_busy_us - s.memcpy_us, 0.0), 3) for s in steps]},
+        {"key": "compute", "values": [round(max(s.gpu_busy_us - s.memcpy_us - s.exposed_comm_us, 0.0), 3)
+                                      for s in steps]},
         {"key": "memcpy", "values": [s.memcpy_us for s in steps]},
     ]
+    if any(s.exposed_comm_us > 0 for s in steps):  # communication no compute hides: its own series
+        series.insert(1, {"key": "communication", "values": [s.exposed_comm_us for s in steps]})
     if causes:
         for cause in causes:
             series.append({"key": f"idle:{cause}",

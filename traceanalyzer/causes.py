@@ -109,7 +109,7 @@ VERDICT_OF_CAUSE: dict[str, str] = {c.id: c.verdict for c in CAUSE_LIST}
 PALETTE: dict[str, str] = {
     "busy": "#2f4b7c", "compute": "#2f4b7c", "memcpy": "#9b5de5", "idle": "#c9ced6",
     "unattributed": "#c9ced6", "step_a": "#e8ecf2", "step_b": "#d5dce6", "ops": "#5f7fa8",
-    "communication": "#2a9d4f", "exposed_communication": "#1b6b36",
+    "communication": "#1b6b36",
 }
 
 

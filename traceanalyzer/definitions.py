@@ -49,7 +49,9 @@ FIGURES: dict[str, str] = {
     "per_step": (
         "For each host step span: its duration; GPU busy = union of GPU work on the rank's "
         "devices inside the span; memcpy = union of copies inside the span; DataLoader wait = "
-        "union of wait ranges inside the span; idle = duration - GPU busy."
+        "union of wait ranges inside the span; idle = duration - GPU busy; communication = union "
+        "of communication kernels inside the span; exposed communication = the part of it with no "
+        "other GPU work running."
     ),
     "top_kernels": (
         "Kernels that start inside the window, grouped by name: count, summed duration, mean "

@@ -59,6 +59,8 @@ class StepRow:
     memcpy_us: float
     dataloader_wait_us: float
     idle_us: float
+    comm_us: float = 0.0  # communication kernels (union) inside the step
+    exposed_comm_us: float = 0.0  # communication with no other GPU work running
 
 
 @dataclass(frozen=True)

@@ -281,6 +281,8 @@ class StepFigures:
     memcpy_ns: int
     dataloader_ns: int
     idle_ns: int  # dur - gpu_busy
+    comm_ns: int = 0  # union of communication kernels inside the step
+    exposed_comm_ns: int = 0  # communication with no other GPU work running, inside the step
 
 
 def per_step(tl: Timeline, rank: int) -> tuple[StepFigures, ...]:
@@ -290,9 +292,12 @@ def per_step(tl: Timeline, rank: int) -> tuple[StepFigures, ...]:
     busy = iv.overlap_per_window(work_union(tl, rank), st.start_ns, st.end_ns)
     copy = iv.overlap_per_window(work_union(tl, rank, kinds=(T.MEMCPY,)), st.start_ns, st.end_ns)
     wait = iv.overlap_per_window(dataloader_union(tl, rank), st.start_ns, st.end_ns)
+    comm_set = work_union(tl, rank, kinds=(T.KERNEL,), comm=True)
+    comm = iv.overlap_per_window(comm_set, st.start_ns, st.end_ns)
+    exposed = iv.overlap_per_window(iv.subtract(comm_set, work_union(tl, rank, comm=False)), st.start_ns, st.end_ns)
     dur = st.end_ns - st.start_ns
-    return tuple(StepFigures(int(n), int(s), int(d), int(b), int(c), int(w), int(d - b))
-                 for n, s, d, b, c, w in zip(st.number, st.start_ns, dur, busy, copy, wait))
+    return tuple(StepFigures(int(n), int(s), int(d), int(b), int(c), int(w), int(d - b), int(m), int(x))
+                 for n, s, d, b, c, w, m, x in zip(st.number, st.start_ns, dur, busy, copy, wait, comm, exposed))
 
 
 # --- kernels ------------------------------------------------------------------------------------

@@ -65,6 +65,7 @@ class DeviceTrack:
     busy: Blocks
     copies: Blocks
     gaps: GapTrack
+    comm: Blocks  # communication kernels (NCCL/RCCL): drawn as their own lane
 
 
 @dataclass(frozen=True)
@@ -204,12 +205,14 @@ def rank_tracks(tl: Timeline, rank: int, window: Window, gap_sets: dict[int, Gap
         on_dev = device_col == device
         work = ev[on_dev & np.isin(kind, T.GPU_WORK_KINDS)]
         copies = ev[on_dev & (kind == T.MEMCPY)]
+        comm = ev[on_dev & (kind == T.KERNEL) & ev["comm"].to_numpy()]
         devices.append(DeviceTrack(
             device,
             coarsen(*_frame_arrays(work), lo, hi, max_blocks),
             coarsen(*_frame_arrays(copies), lo, hi, max_blocks),
             _gap_track(gap_sets.get(device) or GapSet(np.zeros(0, np.int64), np.zeros(0, np.int64)),
-                       st.number, st.start_ns, st.end_ns, min_gap_ns, max_blocks)))
+                       st.number, st.start_ns, st.end_ns, min_gap_ns, max_blocks),
+            coarsen(*_frame_arrays(comm), lo, hi, max_blocks)))
 
     host = ev[device_col < 0]
     host_kind = host["kind"].to_numpy()
@@ -246,6 +249,7 @@ def count_tracks(tl: Timeline) -> int:
     for r in tl.ranks:
         ev = tl.rank_events(r.index)
         n += 3 * len(tl.device_indices(r.index))  # busy, copies, gaps
+        n += int(ev["comm"].to_numpy().any())  # a communication lane
         host = ev[ev["device"].to_numpy() < 0]
         n += int(host["kind"].isin((T.CPU_OP, T.ANNOTATION)).any()) + int((host["kind"] == T.DATALOADER).any())
         n += 2 * int((host["kind"] == T.RUNTIME).any())
