@@ -273,3 +273,19 @@ def test_communication_is_drawn_and_in_the_per_step_json():
     # the stacked series add up to each step's duration
     for i, s in enumerate(r.per_step):
         assert sum(v[i] for v in series.values()) == pytest.approx(s.duration_us, abs=0.01)
+
+
+def test_a_two_gpu_log_with_one_idle_gpu_is_called_out(tmp_path):
+    from conftest import SAMPLES
+
+    a = ta.analyze(SAMPLES / "dmon" / "idle_runs.log")
+    assert a.summary.devices == 2 and a.summary.ranks == 0
+    d = a.diagnosis
+    assert d.primary == "gpu_underused"
+    gpu1 = next(f for f in d.findings if f.title.startswith("GPU 1"))
+    assert gpu1.figures["zero_util_samples"] == 39 and gpu1.figures["samples"] == 40
+    html = a.to_html()
+    assert 'id="timeline"' not in html and 'id="kernels"' not in html  # no empty sections
+    assert html.count("<polyline") == 2 and "of samples" in html
+    md = a.to_markdown()
+    assert "GPU underused" in md and "2** GPU(s) in nvidia-smi logs" in md and "Headline figures" not in md

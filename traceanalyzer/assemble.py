@@ -71,7 +71,7 @@ def assemble(tl: Timeline, figures: Figures, diagnosis: Diagnosis | None = None,
                                  tuple(s.warnings)) for s in tl.sources),
         warnings=tuple(all_warnings),
         ranks=ranks,
-        summary=_summary(ranks),
+        summary=_summary(ranks, len(device_counters)),
         definitions=dict(FIGURES),
         diagnosis=_diagnosis(diagnosis) if diagnosis else None,
         counter_logs=counter_logs,
@@ -149,7 +149,8 @@ def _device(d: DeviceAnalysis, attr: DeviceAttribution | None, counters: R.Devic
     )
 
 
-def _summary(ranks: tuple[R.RankResult, ...]) -> R.Summary:
+def _summary(ranks: tuple[R.RankResult, ...], logged_gpus: int = 0) -> R.Summary:
+    """`logged_gpus`: GPUs seen in nvidia-smi logs, counted when no trace shows any."""
     devices = [d for r in ranks for d in r.devices]
     busy = float(sum(d.gpu_busy_us or 0.0 for d in devices))
     window = float(sum(d.window_us or 0.0 for d in devices))
@@ -158,7 +159,7 @@ def _summary(ranks: tuple[R.RankResult, ...]) -> R.Summary:
     rank_window = float(sum(r.window_us or 0.0 for r in ranks))
     return R.Summary(
         ranks=len(ranks),
-        devices=len(devices),
+        devices=len(devices) or logged_gpus,
         steps=max((r.steps for r in ranks), default=0),
         window_us=float(max((r.window_us or 0.0 for r in ranks), default=0.0)),
         gpu_busy_us=round(busy, 3),

@@ -136,6 +136,10 @@ def analyze_timeline(tl: Timeline, options: Options | None = None, alignments: t
     if with_counters if with_counters is not None else len(tl.counters) > 0:
         window = trace_window(tl) if counters_aligned else None
         counters = counter_figures(tl, window)
+        if options.diagnose and not tl.ranks:  # logs alone: are the GPUs used at all?
+            from .diagnosis.counters import diagnose_counters
+
+            diagnosis = diagnose_counters(counters)
     return assemble(tl, figures, diagnosis, counters, alignments, counters_aligned, warnings,
                     options.include_warmup)
 

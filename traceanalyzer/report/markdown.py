@@ -67,9 +67,11 @@ def render_markdown(analysis: Analysis) -> str:
 def _render(report: Report, rows: dict[str, int]) -> str:
     diag = report.get("diagnosis") or None
     out = _verdict(report, diag)
-    out += _findings(diag, rows["findings"], gpu=bool(report["summary"]["devices"]))
-    out += _headline_table(report, diag, rows["ranks"])
-    out += _gaps(report, diag, rows["gaps"])
+    share_of = ("idle" if report["summary"]["devices"] else "step time") if report["ranks"] else "samples"
+    out += _findings(diag, rows["findings"], share_of)
+    if report["ranks"]:  # nvidia-smi logs alone have no trace figures: their own section says it all
+        out += _headline_table(report, diag, rows["ranks"])
+        out += _gaps(report, diag, rows["gaps"])
     out += _counters(report)
     more = _details(report, rows)
     if more:
@@ -95,6 +97,11 @@ def _verdict(report: Report, diag: dict[str, Any] | None) -> list[str]:
             out += [f"**{_md(diag['headline'], 600)}**", ""]
     else:
         out = ["## traceanalyzer report", ""]
+    if not report["ranks"] and report.get("counters"):
+        means = [d["metrics"]["sm_util_pct"]["mean"] for d in report["counters"]
+                 if "sm_util_pct" in d["metrics"] and d["metrics"]["sm_util_pct"]["mean"] is not None]
+        mean = f"{sum(means) / len(means):.1f}%" if means else "n/a"
+        return out + [f"**{s['devices']}** GPU(s) in nvidia-smi logs · SM utilisation mean **{mean}**", ""]
     figures = [f"GPU idle **{fmt_pct(s['gpu_idle_fraction'])}**",
                f"memcpy **{fmt_pct(s['memcpy_share_of_busy'])}** of GPU busy",
                f"DataLoader wait **{fmt_pct(s['dataloader_wait_fraction'])}**",
@@ -106,7 +113,7 @@ def _verdict(report: Report, diag: dict[str, Any] | None) -> list[str]:
     return out + [" · ".join(figures), ""]
 
 
-def _findings(diag: dict[str, Any] | None, limit: int, gpu: bool = True) -> list[str]:
+def _findings(diag: dict[str, Any] | None, limit: int, share_of: str = "idle") -> list[str]:
     findings = (diag or {}).get("findings") or []
     if not diag:
         return []
@@ -116,7 +123,7 @@ def _findings(diag: dict[str, Any] | None, limit: int, gpu: bool = True) -> list
     for i, f in enumerate(findings[:limit], 1):
         share = f.get("share_of_idle")
         # without a GPU the host-loop findings are shares of step time, not of GPU idle time
-        explains = [] if share is None else [f"{fmt_pct(share)} of {'idle' if gpu else 'step time'}"]
+        explains = [] if share is None else [f"{fmt_pct(share)} of {share_of}"]
         if f.get("explains_us") is not None:
             explains.append(fmt_us(f["explains_us"]))
         tail = f" ({', '.join(explains)})" if explains else ""

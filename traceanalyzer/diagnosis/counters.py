@@ -1,0 +1,56 @@
+"""Verdict for nvidia-smi / DCGM logs given without a trace: are the GPUs used?
+
+A log alone cannot say *why* a GPU waits (that needs a trace), but it can say that it does: a GPU
+with at least UNDERUSED_ZERO_SHARE of its samples at 0% SM utilisation is underused (the seed's
+"too many consecutive ticks at zero utilisation"); a GPU at 0% for every sample is not used at all.
+"""
+
+from __future__ import annotations
+
+from ..analyses.counters import DeviceCounters
+from ..causes import GPU_BOUND, GPU_UNDERUSED, UNDETERMINED, VERDICT_BY_ID
+from .advice import advice_for
+from .rules import Diagnosis, Finding, _pct
+from .thresholds import HEALTHY_BUSY_SHARE, UNDERUSED_ZERO_SHARE
+
+
+def _sm_mean(d: DeviceCounters) -> float | None:
+    return next((m.mean for m in d.metrics if m.metric == "sm_util_pct"), None)
+
+
+def diagnose_counters(devices: tuple[DeviceCounters, ...]) -> Diagnosis:
+    judged = [d for d in devices if d.zero_runs is not None and d.samples > 0]
+    if not judged:
+        return Diagnosis(UNDETERMINED, None, "The logs hold no SM utilisation to judge the GPUs by.", None, (), ())
+    findings = []
+    for d in judged:
+        zero = d.zero_runs.total_samples / d.samples if d.zero_runs else 0.0
+        if zero < UNDERUSED_ZERO_SHARE:
+            continue
+        unused = zero >= 1.0
+        z = d.zero_runs
+        assert z is not None
+        evidence = (f"GPU {d.device}: {z.total_samples} of {d.samples} samples at 0% SM utilisation "
+                    f"({_pct(zero)}), in {z.runs} run(s); longest {z.longest_samples} samples",
+                    f"SM utilisation mean {_sm_mean(d) or 0.0:.1f}% over the log")
+        findings.append(Finding(
+            GPU_UNDERUSED, None,
+            f"GPU {d.device} is {'not used at all' if unused else 'idle for long runs'}",
+            "high" if zero >= 0.5 else "medium", int(z.total_ns), round(zero, 6), evidence,
+            advice_for(GPU_UNDERUSED, ""), share_of_window=round(zero, 6), figures={
+                "zero_util_samples": float(z.total_samples), "samples": float(d.samples),
+                "zero_util_share": round(zero, 6), "sm_util_mean_pct": round(_sm_mean(d) or 0.0, 3)}))
+    findings.sort(key=lambda f: -f.share_of_idle)
+    means = [m for m in (_sm_mean(d) for d in judged) if m is not None]
+    overall = sum(means) / len(means) if means else 0.0
+    if findings:
+        worst = findings[0]
+        headline = (f"{len(findings)} of {len(judged)} GPU(s) underused: {worst.evidence[0]}. "
+                    f"The logs cannot say why; profile a few steps with torch.profiler to find out.")
+        return Diagnosis(GPU_UNDERUSED, None, headline, None, tuple(findings), ())
+    if overall >= 100 * HEALTHY_BUSY_SHARE:
+        return Diagnosis(GPU_BOUND, None, f"{len(judged)} GPU(s) busy: SM utilisation {overall:.0f}% on average; "
+                                          f"no long idle runs.", None, (), ())
+    return Diagnosis(UNDETERMINED, None, f"{len(judged)} GPU(s) at {overall:.0f}% SM utilisation on average, without "
+                                         f"long idle runs; {VERDICT_BY_ID[GPU_UNDERUSED].label.lower()} only in "
+                                         f"part. Profile a few steps to see what holds them up.", None, (), ())
