@@ -289,3 +289,18 @@ def test_a_two_gpu_log_with_one_idle_gpu_is_called_out(tmp_path):
     assert html.count("<polyline") == 2 and "of samples" in html
     md = a.to_markdown()
     assert "GPU underused" in md and "2** GPU(s) in nvidia-smi logs" in md and "Headline figures" not in md
+
+
+def test_small_things(tmp_path):
+    """A single-file trace is named, not `rank ?`; terminal lines wrap instead of being cut."""
+    from report_fixtures import single_gpu
+
+    from traceanalyzer.report.text import WIDTH, fit
+
+    a = ta.analyze(single_gpu(tmp_path / "my_run.json"))
+    assert "rank ?" not in a.to_html() and "my_run.json" in a.to_text()
+    assert "| my\\_run.json |" in a.to_markdown() or "| my_run.json |" in a.to_markdown()
+    long = "  cuda:0: busy 31.0%, idle 69.0%, memcpy 3.2% of busy " + "and a long tail of figures 12.5 ms " * 3
+    wrapped = fit([long])
+    assert len(wrapped) > 1 and all(len(w) <= WIDTH for w in wrapped)
+    assert " ".join(w.strip() for w in wrapped) == " ".join(long.split())  # nothing cut

@@ -54,7 +54,10 @@ def code_spans(text: str) -> markupsafe.Markup:
 
 
 def rank_label(rank: dict[str, Any]) -> str:
-    return "rank ?" if rank.get("rank") is None else f"rank {rank['rank']}"
+    """`rank N`, or the input's file name when the trace records no rank (a single-process capture)."""
+    if rank.get("rank") is not None:
+        return f"rank {rank['rank']}"
+    return str(rank.get("input") or "trace").replace("\\", "/").rsplit("/", 1)[-1]
 
 
 def fmt_bytes(n: int | None) -> str:

@@ -34,7 +34,10 @@ def _md(text: object, limit: int = MAX_CELL_CHARS) -> str:
 
 
 def _who(r: dict[str, Any]) -> str:
-    return "?" if r.get("rank") is None else str(r["rank"])
+    """The rank number, or the input's file name when the trace records none."""
+    if r.get("rank") is not None:
+        return str(r["rank"])
+    return _md(str(r.get("input") or "trace").replace("\\", "/").rsplit("/", 1)[-1], 60)
 
 
 def _table(header: list[str], rows: Iterable[list[str]], limit: int, total: int, what: str) -> list[str]:

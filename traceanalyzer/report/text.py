@@ -68,7 +68,20 @@ def render_text(analysis: Analysis) -> str:
     warnings = sum(len(i["warnings"]) for i in report["inputs"]) + len(report["warnings"])
     if warnings:
         lines.append(f"{warnings} warning(s) while reading; see the report's Inputs section")
-    return "\n".join(_clean(line)[:WIDTH] if len(line) > WIDTH else line for line in lines) + "\n"
+    return "\n".join(fit(lines)) + "\n"
+
+
+def fit(lines: list[str]) -> list[str]:
+    """Lines wider than the terminal are wrapped (continuation indented), never cut mid-figure."""
+    out: list[str] = []
+    for line in lines:
+        if len(line) <= WIDTH:
+            out.append(line)
+            continue
+        indent = len(line) - len(line.lstrip(" "))
+        out += textwrap.wrap(_clean(line), WIDTH, initial_indent=" " * indent, subsequent_indent=" " * (indent + 2),
+                             break_long_words=True, break_on_hyphens=False)
+    return out
 
 
 def _diagnosis_lines(d: dict[str, Any]) -> list[str]:
@@ -86,7 +99,7 @@ def _diagnosis_lines(d: dict[str, Any]) -> list[str]:
 
 
 def _rank_line(r: dict[str, Any]) -> str:
-    who = "rank ?" if r["rank"] is None else f"rank {r['rank']}"
+    who = f"rank {r['rank']}" if r["rank"] is not None else str(r.get("input") or "trace").rsplit("/", 1)[-1]
     steps = f"{r['steps']} steps" if r["steps"] else f"no steps, window from {r['window_basis'].replace('_', ' ')}"
     return (f"{who}: window {fmt_us(r['window_us'])} ({steps}), "
             f"dataloader wait {fmt_pct(r['dataloader_wait_fraction'])}")
