@@ -876,8 +876,10 @@ def bad_files(basic_bytes):
 BAD_EXPECTED = {
     "empty.json": "reject: empty file (0 bytes)",
     "not_json.json": "reject: not JSON",
-    "truncated.json": "reject: JSON ends mid-way (first half of basic.json)",
-    "truncated.json.gz": "reject: gzip stream cut in half (first half of gzipped basic.json)",
+    "truncated.json": "salvage: JSON ends mid-way (first half of basic.json): the complete events before the cut "
+                      "are reported, with a TRUNCATED warning",
+    "truncated.json.gz": "salvage: gzip stream cut in half (first half of gzipped basic.json): the complete events "
+                         "before the cut are reported, with a TRUNCATED warning",
     "no_trace_events.json": "reject: a JSON object without traceEvents (PyTorch Execution Trace shape)",
     "list.json": "reject: top level is a JSON list of rows, not a trace object",
 }

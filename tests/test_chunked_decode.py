@@ -16,6 +16,7 @@ import re
 from itertools import pairwise
 from pathlib import Path
 
+import orjson
 import pandas as pd
 import pytest
 from conftest import corpus_path
@@ -139,7 +140,6 @@ def test_types_the_typed_structs_refuse_fall_back_per_chunk(tmp_path):
 def test_errors_match_the_whole_content_path(tmp_path, size):
     good = json.dumps(tricky_trace().document(), indent=1).encode()
     cases = {
-        "truncated": good[: len(good) * 2 // 3],
         "malformed": good.replace(b'"ph": "X"', b'"ph" "X"', 3),
         "bad_tail": good[:-2] + b', "x": }',
     }
@@ -152,6 +152,23 @@ def test_errors_match_the_whole_content_path(tmp_path, size):
             kineto.read_path(path, ReadOptions(), chunk_bytes=size)
         where = re.compile(r"(truncated JSON|line \d+, column \d+)")
         assert where.search(str(streamed.value)).group(1) == where.search(str(whole.value)).group(1), label
+
+
+@pytest.mark.parametrize("size", [1, 300, 1 << 26])
+def test_truncated_trace_is_salvaged(tmp_path, size):
+    """A trace cut off mid-stream: every complete event before the cut is read, with a warning."""
+    doc = tricky_trace().document()
+    good = json.dumps(doc, indent=1).encode()
+    cut = good[: len(good) * 2 // 3]
+    complete = orjson.loads(cut[: cut.rindex(b"},") + 1] + b"]}")["traceEvents"]
+    path = tmp_path / "cut.json"
+    path.write_bytes(cut)
+    tl = kineto.read_path(path, ReadOptions(), chunk_bytes=size)
+    assert tl.sources[0].events_read == len(complete)
+    assert "TRUNCATED" in tl.warnings[0] and f"byte {len(cut)}" in tl.warnings[0]
+    full = tmp_path / "full.json"
+    full.write_text(json.dumps({**doc, "traceEvents": complete}))
+    pd.testing.assert_frame_equal(tl.events, kineto.read_path(full, ReadOptions()).events)
 
 
 def test_not_a_trace_messages_unchanged(tmp_path):

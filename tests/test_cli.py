@@ -62,7 +62,6 @@ def _bad_inputs(tmp: Path) -> dict[str, tuple[Path, str]]:
     files = {
         "empty": (b"", "empty"),
         "not_json": (b"hello, this is not a trace\n", "not a supported trace"),
-        "truncated_json": (good[: len(good) // 2], "truncated JSON"),
         "truncated_gzip": (gzip.compress(good)[:40], "truncated gzip"),
         "no_trace_events": (b'{"schema": "1.0.1", "nodes": []}', "without a 'traceEvents' list"),
         "json_list": (b"[[1, 2, 3, 4]]", "is a list"),
@@ -76,7 +75,7 @@ def _bad_inputs(tmp: Path) -> dict[str, tuple[Path, str]]:
     return out
 
 
-@pytest.mark.parametrize("case", ["empty", "not_json", "truncated_json", "truncated_gzip", "no_trace_events",
+@pytest.mark.parametrize("case", ["empty", "not_json", "truncated_gzip", "no_trace_events",
                                   "json_list", "malformed"])
 def test_bad_input_one_line_exit_2(tmp_path, case):
     path, expected = _bad_inputs(tmp_path)[case]
@@ -127,3 +126,15 @@ def test_size_units():
     assert parse_size_bytes("123") == 123
     with pytest.raises(ValueError):
         parse_size_bytes("lots")
+
+
+def test_truncated_trace_is_reported_with_a_prominent_warning(tmp_path):
+    doc = KinetoTrace().step(1, 0, 100).kernel(1, 20).kernel(40, 20).step(2, 100, 100).kernel(120, 20).document()
+    good = json.dumps(doc).encode()
+    path = tmp_path / "cut.pt.trace.json"
+    path.write_bytes(good[: good.rindex(b'"ph"') - 3])  # cut inside the last event
+    res = run(["report", path, "-o", tmp_path / "out.md"])
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.splitlines()[1].startswith("WARNING: ") and "TRUNCATED" in res.stdout
+    md = (tmp_path / "out.md").read_text()
+    assert "> [!WARNING]" in md and "TRUNCATED" in md

@@ -65,6 +65,10 @@ def test_torch_cpu_dataloader_wait_matches_wall_clock(expected_path):
 def test_bad_samples_are_rejected():
     from traceanalyzer.errors import InputError
 
-    for name in json.loads((SAMPLES / "bad.expected.json").read_text()):
+    for name, what in json.loads((SAMPLES / "bad.expected.json").read_text()).items():
+        if what.startswith("salvage"):
+            tl = load_paths([SAMPLES / "bad" / name])
+            assert "TRUNCATED" in tl.warnings[0] and len(tl.events) > 0, name
+            continue
         with pytest.raises(InputError):
             load_paths([SAMPLES / "bad" / name])

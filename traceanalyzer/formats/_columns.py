@@ -71,16 +71,28 @@ def to_int_id(values: Sequence[Any], missing: int = -1) -> np.ndarray:
     return parsed[codes] if len(obj) else np.zeros(0, dtype=np.int64)
 
 
+# An id that does not fit in int64 (>= 2^63): marked so readers drop and count its event rather
+# than let it wrap onto another id.
+ID_OUT_OF_RANGE = -(2**62)
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
 def _parse_id(value: Any, missing: int) -> int:
     if isinstance(value, bool) or value is None:
         return missing
-    if isinstance(value, int):
-        return value
     if isinstance(value, float):
-        return int(value) if value == value else missing
+        if value != value:
+            return missing
+        if not -9.2e18 < value < 9.2e18:
+            return ID_OUT_OF_RANGE
+        value = int(value)
     if isinstance(value, str):
         m = _TRAILING_INT.search(value)
-        return int(m.group(1)) if m else missing
+        if not m:
+            return missing
+        value = int(m.group(1)) if len(m.group(1)) < 30 else 2**64
+    if isinstance(value, int):
+        return value if _INT64_MIN < value <= _INT64_MAX else ID_OUT_OF_RANGE
     return missing
 
 

@@ -7,6 +7,7 @@ Both raise the same `InputError`s (limit exceeded, corrupt or truncated gzip, un
 
 from __future__ import annotations
 
+import os
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,6 +16,11 @@ from typing import BinaryIO
 from ..errors import InputError
 
 GZIP_MAGIC = b"\x1f\x8b"
+UTF8_BOM = b"\xef\xbb\xbf"
+
+
+class TruncatedInput(InputError):
+    """The compressed stream ends early; everything decompressed before the cut was yielded."""
 # Decompressed inputs larger than this are refused (a "zip bomb" guard); override per call.
 DEFAULT_MAX_INPUT_BYTES = 16 * 1024**3
 _READ_BLOCK = 8 * 1024 * 1024
@@ -31,11 +37,13 @@ def read_input(path: Path, max_bytes: int = DEFAULT_MAX_INPUT_BYTES,
             head = fh.read(2)
             fh.seek(0)
             if head != GZIP_MAGIC and progress is None:
-                data = fh.read(max_bytes + 1)
+                # Never ask for more than the file holds: a read of the whole limit reserves it.
+                size = os.fstat(fh.fileno()).st_size
+                data = fh.read(min(max_bytes, size) + 1)
                 if len(data) > max_bytes:
                     raise InputError(path, f"larger than the input limit of {max_bytes} bytes")
-                return data
-            return b"".join(_blocks(fh, path, max_bytes, head == GZIP_MAGIC, progress))
+                return data.removeprefix(UTF8_BOM)
+            return _strip_bom(b"".join(_blocks(fh, path, max_bytes, head == GZIP_MAGIC, progress)))
     except OSError as exc:
         raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
 
@@ -51,7 +59,12 @@ def iter_input_blocks(path: Path, max_bytes: int = DEFAULT_MAX_INPUT_BYTES,
         with open(path, "rb") as fh:
             head = fh.read(2)
             fh.seek(0)
-            yield from _blocks(fh, path, max_bytes, head == GZIP_MAGIC, progress, block_size)
+            first = True
+            for block in _blocks(fh, path, max_bytes, head == GZIP_MAGIC, progress, block_size):
+                if first:
+                    block = _strip_bom(block)
+                    first = False
+                yield block
     except OSError as exc:
         raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
 
@@ -64,12 +77,17 @@ def read_head(path: Path, size: int = 65536) -> bytes:
     except OSError as exc:
         raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
     if raw[:2] != GZIP_MAGIC:
-        return raw
+        return _strip_bom(raw)
     d = zlib.decompressobj(wbits=31)
     try:
-        return d.decompress(raw, size)
+        return _strip_bom(d.decompress(raw, size))
     except zlib.error:
         return b""
+
+
+def _strip_bom(data: bytes) -> bytes:
+    """A UTF-8 byte-order mark some editors and Windows tools write: not part of the content."""
+    return data[len(UTF8_BOM):] if data[:3] == UTF8_BOM else data
 
 
 def _blocks(fh: BinaryIO, path: Path, max_bytes: int, gzipped: bool,
@@ -135,5 +153,5 @@ def _gunzip(fh: BinaryIO, path: Path, max_bytes: int, progress: Callable[[int], 
         if out:
             yield check(out)
         if not d.eof:
-            raise InputError(path, f"truncated gzip stream: the compressed data ends at byte {consumed} "
-                                   f"after {total} decompressed bytes")
+            raise TruncatedInput(path, f"truncated gzip stream: the compressed data ends at byte {consumed} "
+                                       f"after {total} decompressed bytes")

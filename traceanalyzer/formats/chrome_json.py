@@ -21,6 +21,7 @@ are not tracked by the cyclic garbage collector (decoded JSON has no cycles).
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +30,7 @@ from typing import Any
 import msgspec
 
 from ..errors import InputError
-from ._io import DEFAULT_MAX_INPUT_BYTES, iter_input_blocks, read_input
+from ._io import DEFAULT_MAX_INPUT_BYTES, TruncatedInput, iter_input_blocks, read_input
 
 CHUNK_BYTES = 32 * 1024 * 1024
 # The header before `traceEvents` is looked for in at most this many bytes before giving up
@@ -71,6 +72,12 @@ class ChromeEvent(msgspec.Struct, gc=False):
 
 
 _EVENTS_DECODER = msgspec.json.Decoder(list[ChromeEvent])
+_EVENT_DECODER = msgspec.json.Decoder(ChromeEvent)
+_RAW_LIST_DECODER = msgspec.json.Decoder(list[msgspec.Raw])
+# What decoding repaired or dropped, by reason ("malformed_event": events of the wrong shape,
+# dropped one by one; "invalid_utf8": pieces whose invalid UTF-8 bytes were replaced). A reader
+# clears it before a file and reports it after (decoding is single-threaded).
+DECODE_NOTES: Counter[str] = Counter()
 _ENVELOPE_DECODER = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _EVENT_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 _TRACE_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*')
@@ -105,6 +112,10 @@ def parse_envelope(data: bytes, path: Path) -> Envelope:
         top = _ENVELOPE_DECODER.decode(data)
     except msgspec.DecodeError as exc:
         raise InputError(path, describe_decode_error(exc, data, 0)) from None
+    except RecursionError:
+        raise InputError(path, "not a trace: JSON nested too deeply") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(path, f"not a trace: invalid UTF-8 at byte {exc.start}") from None
     except msgspec.ValidationError:
         raise InputError(path, "not a trace: expected a JSON object with a 'traceEvents' list") from None
     raw = top.pop("traceEvents", None)
@@ -162,13 +173,39 @@ def iter_event_chunks(env: Envelope, path: Path, chunk_bytes: int = CHUNK_BYTES,
         pos = m.end() - 1  # at the '{' of the next event
 
 
+class NestingError(ValueError):
+    """JSON nested deeper than the decoder follows (a hostile or broken document)."""
+
+
 def _decode(piece: Any, decoder: msgspec.json.Decoder | None) -> list[Any]:
-    if decoder is not None:
+    """A piece of the events array: typed structs, else loose ones; events that fit neither are
+    dropped one by one (counted in DECODE_NOTES); invalid UTF-8 is replaced, not fatal."""
+    try:
+        if decoder is not None:
+            try:
+                return decoder.decode(piece)  # type: ignore[no-any-return]
+            except msgspec.ValidationError:
+                pass  # a value of an unexpected type somewhere in the piece: decode it loosely
         try:
-            return decoder.decode(piece)  # type: ignore[no-any-return]
+            return _EVENTS_DECODER.decode(piece)
         except msgspec.ValidationError:
-            pass  # a value of an unexpected type somewhere in the piece: decode it loosely
-    return _EVENTS_DECODER.decode(piece)
+            return _decode_one_by_one(piece)
+    except UnicodeDecodeError:
+        DECODE_NOTES["invalid_utf8"] += 1
+        fixed = bytes(piece).decode("utf-8", "replace").encode("utf-8")
+        return _decode(fixed, decoder)
+    except RecursionError:
+        raise NestingError("JSON nested too deeply inside an event") from None
+
+
+def _decode_one_by_one(piece: Any) -> list[Any]:
+    out = []
+    for raw in _RAW_LIST_DECODER.decode(piece):
+        try:
+            out.append(_EVENT_DECODER.decode(raw))
+        except msgspec.ValidationError:
+            DECODE_NOTES["malformed_event"] += 1
+    return out
 
 
 def _decode_piece(piece: bytes, env: Envelope, path: Path, base: int,
@@ -215,7 +252,7 @@ def _decode_values(top: dict[str, msgspec.Raw]) -> dict[str, Any]:
     for key, value in top.items():
         try:
             header[key] = msgspec.json.decode(value)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):
             header[key] = None
     return header
 
@@ -238,6 +275,9 @@ class EventStream:
     decoder: msgspec.json.Decoder | None = None
     header: dict[str, Any] = field(default_factory=dict)
     streamed: bool = False  # True when the streaming path was taken (False: whole content)
+    # Set when the content ends inside the events list (a capture cut off by a crash): what is
+    # missing; the complete events before the cut were yielded.
+    truncated: str | None = None
 
     def chunks(self) -> Iterator[list[Any]]:
         blocks = iter_input_blocks(self.path, self.max_bytes, self.progress)
@@ -247,14 +287,20 @@ class EventStream:
             yield from self._whole_content()
             return
         self.streamed = True
-        yield from self._stream(reader)
+        try:
+            yield from self._stream(reader)
+        except NestingError as exc:
+            raise InputError(self.path, f"not a trace: {exc}") from None
 
     # The whole-content path, for documents the streaming scanner does not follow.
     def _whole_content(self) -> Iterator[list[Any]]:
         data = read_input(self.path, self.max_bytes, self.progress)
         env = parse_envelope(data, self.path)
         self.header = env.header
-        yield from iter_event_chunks(env, self.path, self.chunk_bytes, decoder=self.decoder)
+        try:
+            yield from iter_event_chunks(env, self.path, self.chunk_bytes, decoder=self.decoder)
+        except NestingError as exc:
+            raise InputError(self.path, f"not a trace: {exc}") from None
 
     def _find_events_start(self, r: _StreamReader) -> bool:
         """Read up to the '[' of a top-level traceEvents list; decode the keys before it."""
@@ -347,22 +393,59 @@ class EventStream:
         try:  # no usable ']': decode what is there to say what is wrong
             r.decode_closed(pos - 1, len(buf), self.decoder)
         except msgspec.DecodeError as exc:
+            if "truncated" in str(exc) or r.cut is not None:  # cut off inside the events: salvage
+                yield self._salvage(r, pos)
+                return
             m = _BYTE_POS.search(str(exc))
             if "trailing characters" in str(exc) and m:  # the array is fine: the keys after it are not
                 comma = buf.rfind(b",", pos - 1, pos + int(m.group(1)))  # msgspec points at or after it
                 if comma >= 0 and not bytes(buf[comma + 1:pos - 1 + int(m.group(1))]).strip(_SPACE):
                     buf[comma] = 0x7B  # '{' over the ','
+                    pos_tail: int | None = None
                     try:
                         with memoryview(buf) as view:
                             _ENVELOPE_DECODER.decode(view[comma:])
                     except (msgspec.DecodeError, msgspec.ValidationError) as tail_exc:
                         exc = tail_exc
-                        pos = comma + 1
+                        pos_tail = comma + 1
                     finally:
                         buf[comma] = 0x2C
+                    if pos_tail is not None and "truncated" in str(exc):  # cut inside the keys after the list
+                        events = r.decode_closed(pos - 1, comma, self.decoder)
+                        self.truncated = (f"the JSON document ends inside the keys after the event list "
+                                          f"(content cut at byte {r.base + len(buf)}; e.g. baseTimeNanoseconds "
+                                          f"may be missing)")
+                        yield events
+                        return
+                    if pos_tail is not None:
+                        pos = pos_tail
             raise InputError(self.path, r.describe(exc, pos - 1)) from None
-        raise InputError(self.path, f"truncated JSON: the document ends early at byte {r.base + len(buf)}; "
-                                    f"expected more events")
+        yield self._salvage(r, pos)
+
+    def _salvage(self, r: _StreamReader, pos: int) -> list[Any]:
+        """The complete events before a cut: the array is closed after the last event boundary
+        that decodes (tried from the end, a bounded number of times)."""
+        r.buf = buf = bytearray(r.buf)  # a fresh copy: views left by the failed decode pin the old one
+        ends = [m.start() + 1 for m in _EVENT_BOUNDARY.finditer(buf, max(pos - 1, len(buf) - (4 << 20)))]
+        last = buf.rfind(b"}")
+        if last >= pos:
+            ends.append(last + 1)
+        events: list[Any] = []
+        for end in sorted(set(ends), reverse=True)[:_SALVAGE_TRIES]:
+            if end >= len(buf):
+                buf += b" "
+            try:
+                events = r.decode(pos - 1, end, self.decoder)
+                break
+            except msgspec.DecodeError:
+                continue
+        where = r.base + len(r.buf)
+        self.truncated = (r.cut or "the JSON document ends inside the event list") + \
+            f" (content cut at byte {where})"
+        return events
+
+
+_SALVAGE_TRIES = 64
 
 
 class _StreamReader:
@@ -376,9 +459,16 @@ class _StreamReader:
         self.eof = False
         self.lines_before = 0  # newlines in the content before buf[0]
         self.last_newline = -1  # content offset of the last newline before buf[0]
+        self.cut: str | None = None  # the compressed stream ended early (what the gunzip said)
 
     def more(self) -> None:
-        block = next(self.blocks, None)
+        if self.eof:
+            return
+        try:
+            block = next(self.blocks, None)
+        except TruncatedInput as exc:  # a gzip stream cut off: what came before it stays usable
+            self.cut = exc.message
+            block = None
         if block is None:
             self.eof = True
         else:

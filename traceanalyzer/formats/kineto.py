@@ -26,15 +26,22 @@ import pandas as pd
 from .. import timeline as T
 from ..timeline import DeviceInfo, RankInfo, Source, Timeline
 from ._base import ReadOptions
-from ._columns import Interner, int_or_none, to_float, to_int_id, us_to_ns
+from ._columns import ID_OUT_OF_RANGE, Interner, int_or_none, to_float, to_int_id, us_to_ns
 from .chrome_json import (
     CHUNK_BYTES,
+    DECODE_NOTES,
     Envelope,
     iter_event_chunks,
     looks_like_json_object,
     parse_envelope,
     stream_events,
 )
+
+# Plausibility bounds: an event outside them is dropped and counted (see the README).
+MAX_ABS_TIME_US = 7.3e15  # |time| beyond the year 2200 in epoch microseconds
+MAX_DURATION_US = 1e11  # longer than about 28 hours
+MAX_DEVICE_ID = 2**31 - 1  # device ids are int32 in the Timeline; larger ones would wrap
+MAX_STEP_NUMBER = 2**31 - 1  # ProfilerStep#N beyond int32: kept as an annotation, counted
 
 FORMAT = "kineto"
 
@@ -110,8 +117,28 @@ def read_path(path: Path, options: ReadOptions, chunk_bytes: int = CHUNK_BYTES, 
     `chunk_bytes` and `typed=False` (loose structs only) exist for tests of the decoding itself."""
     stream = stream_events(path, max_bytes=options.max_input_bytes, chunk_bytes=chunk_bytes,
                            progress=options.progress, decoder=TYPED_DECODER if typed else None)
+    DECODE_NOTES.clear()
     cols = _collect(stream.chunks())
-    return _timeline(cols, stream.header, path, FORMAT)
+    tl = _timeline(cols, stream.header, path, FORMAT)
+    source = tl.sources[0]
+    add_decode_notes(source)
+    if stream.truncated:
+        msg = (f"TRUNCATED: {stream.truncated}; the {source.events_read} complete events before the cut were "
+               f"read and analysed; everything after it is missing (was the profiler killed?)")
+        source.warnings.insert(0, msg)
+        tl.warnings.insert(0, f"{path}: {msg}")
+    return tl
+
+
+def add_decode_notes(source: Source) -> None:
+    """What decoding dropped or repaired (chrome_json.DECODE_NOTES) into the source's counts."""
+    bad = DECODE_NOTES.pop("malformed_event", 0)
+    if bad:
+        source.not_kept["malformed_event"] = source.not_kept.get("malformed_event", 0) + bad
+        source.warnings.append(f"{bad} malformed events dropped (a field of the wrong type, e.g. args not an object)")
+    utf8 = DECODE_NOTES.pop("invalid_utf8", 0)
+    if utf8:
+        source.warnings.append(f"invalid UTF-8 bytes replaced by U+FFFD in {utf8} piece(s) of the file")
 
 
 def timeline_from_envelope(env: Envelope, path: Path, options: ReadOptions, fmt: str) -> Timeline:
@@ -143,6 +170,11 @@ def _timeline(cols: _Collector, header: dict[str, Any], path: Path, fmt: str) ->
     base_ns = int_or_none(header.get("baseTimeNanoseconds")) or 0
     events = cols.frame(base_ns)
     events, dropped = _drop_bad(events)
+    for reason, n in cols.dropped.items():
+        dropped[reason] = dropped.get(reason, 0) + n
+    if cols.odd_steps:
+        source.warnings.append(f"{cols.odd_steps} ProfilerStep events with a step number beyond {MAX_STEP_NUMBER} "
+                               f"kept as annotations, not steps")
     for reason, n in dropped.items():
         if n:
             source.not_kept[reason] = source.not_kept.get(reason, 0) + n
@@ -190,6 +222,9 @@ class _Collector:
         self.events_read = 0
         self.not_kept: Counter[str] = Counter()
         self.categories: Counter[str] = Counter()
+        self.dropped: Counter[str] = Counter()  # events dropped for implausible values, by reason
+        self.steps_out_of_range: list[int] = []  # name codes of ProfilerStep#N with N beyond int32
+        self.odd_steps = 0  # such events: kept as annotations
 
     def add(self, chunk: list[Any]) -> None:
         n = len(chunk)
@@ -277,7 +312,9 @@ class _Collector:
         name_values = self.names.values
         name_codes = p["name"].astype(np.intp)
         # Name-based refinements are computed once per distinct name, then spread by code.
-        step_no = np.array([_step_number(v) for v in name_values] or [-1], dtype=np.int32)
+        numbers = [_step_number(v) for v in name_values]
+        self.steps_out_of_range = [i for i, v in enumerate(numbers) if v > MAX_STEP_NUMBER]
+        step_no = np.array([v if v <= MAX_STEP_NUMBER else -1 for v in numbers] or [-1], dtype=np.int32)
         is_loader = np.array([bool(DATALOADER_NAME.match(v)) for v in name_values] or [False])
         host_op = (kind == code_of[T.CPU_OP]) | (kind == code_of[T.ANNOTATION])
         step = np.where(host_op, step_no[name_codes], np.int32(-1)).astype(np.int32)
@@ -306,18 +343,40 @@ class _Collector:
 
         ts = p["ts"].astype(np.float64, copy=False)
         dur = p["dur"].astype(np.float64, copy=False)
-        ts_ns = us_to_ns(ts) + np.int64(base_ns)
+        # Values no real capture holds are dropped and counted, never wrapped or silently kept.
+        abs_us = ts + base_ns / 1000.0
+        bad = {
+            "time_out_of_range": np.isfinite(ts) & (np.abs(abs_us) > MAX_ABS_TIME_US),
+            "no_duration": ~np.isfinite(dur) & np.isfinite(ts),
+            "duration_out_of_range": np.isfinite(dur) & (dur > MAX_DURATION_US),
+            "id_out_of_range": np.zeros(n, dtype=bool),
+            "device_id_out_of_range": on_device & ((device > MAX_DEVICE_ID) | (device < -1)),
+        }
+        for col in ("pid", "tid", "device", "stream", "correlation", "bytes"):
+            bad["id_out_of_range"] |= p[col] == ID_OUT_OF_RANGE
+        bad["device_id_out_of_range"] &= ~bad["id_out_of_range"]
+        drop = np.zeros(n, dtype=bool)
+        for reason, mask in bad.items():
+            mask &= ~drop
+            if mask.any():
+                self.dropped[reason] += int(mask.sum())
+            drop |= mask
+        if self.steps_out_of_range:
+            self.odd_steps += int(np.isin(name_codes, self.steps_out_of_range).sum())
+        keep = ~drop
+        ts_ns = us_to_ns(np.where(keep, ts, 0.0)) + np.int64(base_ns)
         ts_ns = np.where(np.isnan(ts), np.iinfo(np.int64).min, ts_ns)
-        dur_ns = np.where(np.isnan(dur), 0, us_to_ns(dur))
+        dur_ns = np.where(np.isnan(dur) | ~keep, 0, us_to_ns(np.where(keep, dur, 0.0)))
+        k = (lambda a: a[keep]) if drop.any() else (lambda a: a)
         return T.events_frame({
-            "ts_ns": ts_ns, "dur_ns": dur_ns,
-            "kind": pd.Categorical.from_codes(kind, categories=T.EVENT_KINDS),
-            "name": self.names.categorical(name_codes.astype(np.int32)),
-            "category": self.cats.categorical(cat_codes.astype(np.int32)),
-            "rank": 0, "device": device, "stream": stream, "pid": pid, "tid": tid,
-            "step": step, "bytes": nbytes,
-            "copy_kind": pd.Categorical.from_codes(direction, categories=T.COPY_KINDS),
-            "pinned": pinned, "comm": comm, "correlation": p["correlation"],
+            "ts_ns": k(ts_ns), "dur_ns": k(dur_ns),
+            "kind": pd.Categorical.from_codes(k(kind), categories=T.EVENT_KINDS),
+            "name": self.names.categorical(k(name_codes).astype(np.int32)),
+            "category": self.cats.categorical(k(cat_codes).astype(np.int32)),
+            "rank": 0, "device": k(device), "stream": k(stream), "pid": k(pid), "tid": k(tid),
+            "step": k(step), "bytes": k(nbytes),
+            "copy_kind": pd.Categorical.from_codes(k(direction), categories=T.COPY_KINDS),
+            "pinned": k(pinned), "comm": k(comm), "correlation": k(p["correlation"]),
         })
 
 

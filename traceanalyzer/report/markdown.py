@@ -100,6 +100,7 @@ def _verdict(report: Report, diag: dict[str, Any] | None) -> list[str]:
             out += [f"**{_md(diag['headline'], 600)}**", ""]
     else:
         out = ["## traceanalyzer report", ""]
+    out += [f"> [!WARNING]\n> {_md(w, 400)}\n" for w in report["warnings"] if "TRUNCATED" in w]
     if not report["ranks"] and report.get("counters"):
         means = [d["metrics"]["sm_util_pct"]["mean"] for d in report["counters"]
                  if "sm_util_pct" in d["metrics"] and d["metrics"]["sm_util_pct"]["mean"] is not None]

@@ -46,6 +46,9 @@ def render_text(analysis: Analysis) -> str:
     lines: list[str] = []
     ranks = report["ranks"]
     lines.append(f"traceanalyzer {report['tool']['version']}: {len(report['inputs'])} input(s), {len(ranks)} rank(s)")
+    for w in report["warnings"]:  # a cut-off trace is said first: the figures cover only what was read
+        if "TRUNCATED" in w:
+            lines += _wrap(w, "WARNING: ", "  ")
     diag = report.get("diagnosis") or {}
     if diag.get("headline"):
         lines += _wrap(diag["headline"], "Verdict: ", "  ")
