@@ -59,9 +59,9 @@ def test_basic_figures(tmp_path):
         ("k_c", 1, 400), ("k_a", 1, 200), ("k_b", 1, 200), ("k_zero", 1, 0)]
     assert rank["per_step"] == [
         {"step": 1, "start_us": 0, "duration_us": 1000, "gpu_busy_us": 350, "memcpy_us": 50,
-         "dataloader_wait_us": 90, "idle_us": 650, "comm_us": 0, "exposed_comm_us": 0},
+         "dataloader_wait_us": 90, "idle_us": 650, "comm_us": 0, "exposed_comm_us": 0, "samples_per_s": None},
         {"step": 2, "start_us": 1000, "duration_us": 1000, "gpu_busy_us": 420, "memcpy_us": 10,
-         "dataloader_wait_us": 80, "idle_us": 580, "comm_us": 0, "exposed_comm_us": 0},
+         "dataloader_wait_us": 80, "idle_us": 580, "comm_us": 0, "exposed_comm_us": 0, "samples_per_s": None},
     ]
     src = r["inputs"][0]
     assert src["not_kept"]["duplicate"] == 1

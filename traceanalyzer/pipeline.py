@@ -43,6 +43,10 @@ class Options:
     diagnose: bool = True  # False: figures only, no verdict
     include_warmup: bool = False  # keep slow leading (warm-up) steps in the verdict
     force_job: bool = False  # analyse several files as one job even when they look like unrelated runs
+    batch_size: int | None = None  # samples per step: throughput in samples/s (never guessed)
+    jobs: int | None = None  # ranks read and analysed in parallel processes (None: the cores)
+    scheduler: str | None = None  # a Dask distributed scheduler address: per-rank tasks run there
+    cache: bool = True  # decoded columns of big traces cached in the user's cache directory
     # nvidia-smi / DCGM logs
     counter_logs: tuple[Path, ...] = ()  # logs to put on the trace's clock (besides those among the inputs)
     find_logs_beside: bool = True  # without counter_logs: use logs found beside the trace

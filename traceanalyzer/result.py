@@ -37,6 +37,7 @@ class OptionsInfo:
 
     min_gap_us: float
     include_warmup: bool = False
+    batch_size: int | None = None  # samples per step, as the user gave it (never guessed)
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,7 @@ class StepRow:
     idle_us: float
     comm_us: float = 0.0  # communication kernels (union) inside the step
     exposed_comm_us: float = 0.0  # communication with no other GPU work running
+    samples_per_s: float | None = None  # batch size / step duration (only with --batch-size)
 
 
 @dataclass(frozen=True)
@@ -213,6 +215,31 @@ class CounterLog:
 
 
 @dataclass(frozen=True)
+class MemoryStepRow:
+    """Memory over one step: its peak, and what it holds at the step's end vs the previous step's end."""
+
+    step: int
+    peak_allocated_bytes: int
+    end_allocated_bytes: int
+    growth_bytes: int  # end_allocated_bytes - the previous step's end_allocated_bytes (0 for the first)
+
+
+@dataclass(frozen=True)
+class MemoryResult:
+    """Memory of one device (or the host) from the profiler's [memory] events (definitions `memory`)."""
+
+    samples: int  # memory events used
+    peak_allocated_bytes: int
+    peak_reserved_bytes: int | None  # None when the events carry no reserved total
+    total_bytes: int | None  # the device's memory (deviceProperties totalGlobalMem); None for the host
+    peak_allocated_fraction: float | None  # peak_allocated / total
+    headroom_fraction: float | None  # 1 - peak_reserved (or allocated) / total
+    growth_per_step_bytes: float | None  # median growth between steps (a leak shows as > 0 every step)
+    per_step: tuple[MemoryStepRow, ...]
+    series: PlainData  # bounded drawing payload: t_us (from the window start), allocated, reserved
+
+
+@dataclass(frozen=True)
 class DeviceResult:
     device: str  # "cuda:N"
     index: int
@@ -233,6 +260,7 @@ class DeviceResult:
     top_kernels: tuple[KernelResult, ...]
     counters: DeviceCounters | None = None
     kernel_table: tuple[KernelResult, ...] = ()  # every kernel name by time, bounded (for comparisons)
+    memory: MemoryResult | None = None  # from memory events (torch.profiler profile_memory=True)
 
 
 @dataclass(frozen=True)
@@ -252,6 +280,8 @@ class RankResult:
     devices: tuple[DeviceResult, ...]
     timeline: PlainData  # drawn tracks (analyses/tracks.py), times in us from window_start_ns
     charts: PlainData  # per-step stacked series
+    host_memory: MemoryResult | None = None  # CPU memory events, kept apart from the GPUs'
+    host: str | None = None  # the machine the rank ran on (trace metadata), for the job clock
 
 
 @dataclass(frozen=True)
@@ -270,7 +300,12 @@ class Summary:
     dataloader_wait_fraction: float | None
     gaps: int
     gaps_total_us: float
-    samples_per_s: float | None = None
+    samples_per_s: float | None = None  # batch_size * steps / summed step time (only with --batch-size)
+    steps_per_s: float | None = None  # steady-state steps / their summed duration
+    step_time_median_us: float | None = None
+    step_time_p10_us: float | None = None
+    step_time_p90_us: float | None = None
+    batch_size: int | None = None
 
 
 # --- diagnosis ----------------------------------------------------------------------------------------
@@ -374,6 +409,20 @@ class RankDiagnosisResult:
     confidence: str | None = None  # "clear" | "close"
     warmup_steps: tuple[int, ...] = ()  # leading steps left out of the verdict
     startup_us: float = 0.0  # one-off start-up costs: start-up idle + time lost in warm-up steps
+    input_split: str | None = None  # input_bound only: "cpu" | "storage" | "unknown" (host logs tell them apart)
+
+
+@dataclass(frozen=True)
+class StragglerResult:
+    """A rank the others wait for in their collectives (worst first in `DiagnosisResult.stragglers`)."""
+
+    rank: int
+    caused_wait_per_step_us: float  # time the other ranks spent waiting for this one, per step
+    lateness_per_step_us: float  # how late it arrives at collectives (vs the median rank), per step
+    collectives: int  # collectives in which it arrived last
+    top_cause: str | None  # its own largest cause of lost time
+    top_cause_per_step_us: float | None
+    text: str  # e.g. "rank 5 is late by 31 ms per step; its DataLoader wait is 30 ms per step"
 
 
 @dataclass(frozen=True)
@@ -383,6 +432,65 @@ class DiagnosisResult:
     headline: str
     findings: tuple[FindingResult, ...]
     ranks: tuple[RankDiagnosisResult, ...]
+    stragglers: tuple[StragglerResult, ...] = ()  # worst first; empty: no straggler (or one rank)
+
+
+# --- many ranks: one clock, collectives ------------------------------------------------------------------
+@dataclass(frozen=True)
+class HostClock:
+    """How one host's clock was put on the job's clock."""
+
+    host: str
+    ranks: tuple[int, ...]
+    offset_us: float  # added to this host's times to put them on the job clock
+    method: str  # "reference" (the first host) | "collectives" | "same clock" | "none"
+    collectives_used: int
+    residual_us: float | None  # median |end-time difference| of matched collectives after the shift
+
+
+@dataclass(frozen=True)
+class RankCommRow:
+    """One rank's communication figures, per steady-state step (medians over steps)."""
+
+    rank: int
+    host: str | None
+    step_time_us: float | None
+    compute_us: float  # GPU busy minus communication
+    comm_us: float  # communication kernels (union)
+    exposed_comm_us: float  # communication with no compute running beside it
+    overlapped_comm_us: float
+    wait_in_collectives_us: float  # time this rank sat in collectives waiting for later ranks
+    caused_wait_us: float  # time the other ranks waited for this one
+    lateness_us: float  # arrival at collectives vs the median rank (positive: late)
+    bus_bandwidth_gbps: float | None  # collective bytes / time, where sizes are known
+
+
+@dataclass(frozen=True)
+class JobResult:
+    """Figures of a many-rank job on one clock (absent for one rank)."""
+
+    clocks: tuple[HostClock, ...]
+    collectives_matched: int  # collectives found on every rank and matched across them
+    ranks: tuple[RankCommRow, ...]
+    chart: PlainData  # per-rank bars: compute, exposed communication, waiting, caused wait
+
+
+# --- host logs (glances) ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class HostLogResult:
+    """A host monitor log (glances CSV/JSON export) on the trace's clock (definitions `host_metrics`)."""
+
+    path: str
+    format: str
+    samples_read: int
+    samples_kept: int
+    period_s: float | None
+    offset_s: float | None  # log time + offset = trace time
+    offset_method: str | None
+    metrics: dict[str, MetricSummary]  # cpu_user_pct, cpu_iowait_pct, load_1m, disk_read_bytes_per_s, ...
+    during_dataloader_wait: dict[str, float]  # metric -> mean over samples inside DataLoader waits
+    series: PlainData  # bounded drawing payload
+    warnings: tuple[str, ...]
 
 
 # --- the whole result ---------------------------------------------------------------------------------
@@ -403,6 +511,8 @@ class AnalysisData:
     diagnosis: DiagnosisResult | None = None
     counter_logs: tuple[CounterLog, ...] = ()
     counters: tuple[DeviceCounters, ...] = ()
+    host_logs: tuple[HostLogResult, ...] = ()
+    job: JobResult | None = None  # many ranks: one clock, collectives, per-rank communication
 
     def to_data(self) -> dict[str, Any]:
         """Plain JSON data (dicts, lists, numbers, strings), dict keys sorted."""
