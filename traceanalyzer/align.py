@@ -108,6 +108,9 @@ def parse_zone(text: str) -> tzinfo:
                          f"UTC, or an offset such as +05:30") from None
 
 
+MAX_GPU_INDEX = 2**31 - 1  # device ids are int32 in the Timeline
+
+
 def parse_gpu_map(items: list[str] | tuple[str, ...]) -> tuple[tuple[int, int], ...]:
     """['1=0', '3=1'] -> ((1, 0), (3, 1)); ValueError naming the bad item."""
     pairs: dict[int, int] = {}
@@ -115,6 +118,8 @@ def parse_gpu_map(items: list[str] | tuple[str, ...]) -> tuple[tuple[int, int], 
         m = re.fullmatch(r"\s*(\d+)\s*=\s*(\d+)\s*", item)
         if not m:
             raise ValueError(f"{item!r} is not DMON_INDEX=DEVICE (e.g. 1=0)")
+        if len(m.group(1)) > 10 or len(m.group(2)) > 10 or max(int(m.group(1)), int(m.group(2))) > MAX_GPU_INDEX:
+            raise ValueError(f"{item!r}: GPU indices and devices are 0 to {MAX_GPU_INDEX}")
         pairs[int(m.group(1))] = int(m.group(2))
     targets = list(pairs.values())
     if len(set(targets)) != len(targets):

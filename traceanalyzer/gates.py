@@ -15,6 +15,7 @@ does not have (e.g. no GPU) passes, and says so.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -59,7 +60,10 @@ def _usage(text: str, why: str) -> UsageError:
 def _number(text: str) -> float:
     t = text.strip()
     scale = 0.01 if t.endswith("%") else 1.0
-    return float(t.rstrip("%")) * scale
+    value = float(t.rstrip("%")) * scale
+    if not math.isfinite(value):
+        raise ValueError(f"{text!r} is not a finite number")
+    return value
 
 
 def parse_rule(text: str) -> Rule:

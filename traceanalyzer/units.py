@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import datetime, timezone
 
 from .timeline import CLOCK_EPOCH, CLOCK_WALL
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+INT64_MAX = 2**63 - 1
+# Dates a user may name (--dmon-start): the epoch up to the year 2200, like the times readers keep.
+FIRST_DATE = datetime(1970, 1, 1, tzinfo=timezone.utc)
+END_DATE = datetime(2200, 1, 1, tzinfo=timezone.utc)
 _UNITS_NS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000,
              "m": 60_000_000_000, "min": 60_000_000_000, "h": 3_600_000_000_000}
 _DURATION = re.compile(r"^\s*([+-]?(?:\d+(?:\.\d*)?|\.\d+))\s*(ns|us|µs|ms|s|min|m|h)\s*$")
+
+
+class OutOfRange(ValueError):
+    """A well-formed value too large for any use (and for int64 arithmetic)."""
 
 
 def parse_duration_ns(text: str) -> int:
@@ -21,7 +30,19 @@ def parse_duration_ns(text: str) -> int:
     if not m:
         raise ValueError(f"{text!r} is not a duration: expected a number and a unit, "
                          f"e.g. 100us, 2.5ms, -2s (units: ns, us, ms, s, m, h)")
-    return int(round(float(m.group(1)) * _UNITS_NS[m.group(2)]))
+    ns = float(m.group(1)) * _UNITS_NS[m.group(2)]
+    if not math.isfinite(ns) or abs(ns) > INT64_MAX:
+        raise OutOfRange(f"{text!r} is too long a duration")
+    return int(round(ns))
+
+
+def format_duration(ns: int) -> str:
+    """1_000_000 -> '1ms', 90_000_000_000 -> '90s': the largest unit that writes `ns` as an integer
+    (the inverse of `parse_duration_ns`, for messages naming an accepted range)."""
+    for unit in ("h", "min", "s", "ms", "us"):
+        if ns and ns % _UNITS_NS[unit] == 0:
+            return f"{ns // _UNITS_NS[unit]}{unit}"
+    return f"{ns}ns"
 
 
 def ns_to_us(ns: float) -> float:
@@ -41,6 +62,9 @@ def parse_start(text: str) -> tuple[int, str]:
     except ValueError:
         raise ValueError(f"{text!r} is not a date and time: expected e.g. 2024-01-04 13:54:35 "
                          f"(local time of the logging machine) or 2024-01-04T12:54:35Z") from None
+    if not FIRST_DATE <= (dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)) < END_DATE:
+        raise ValueError(f"{text!r} is out of range: expected a date from {FIRST_DATE:%Y-%m-%d} "
+                         f"to before {END_DATE:%Y-%m-%d}")
     if dt.tzinfo is None:
         return datetime_to_ns(dt.replace(tzinfo=timezone.utc)), CLOCK_WALL
     return datetime_to_ns(dt), CLOCK_EPOCH
@@ -64,4 +88,7 @@ def parse_size_bytes(text: str) -> int:
     unit = m.group(2).lower() if m else ""
     if not m or unit not in _SIZE_UNITS and unit != "":
         raise ValueError(f"{text!r} is not a size: expected a number and a unit, e.g. 500MB, 16GiB")
-    return int(float(m.group(1)) * _SIZE_UNITS.get(unit, 1))
+    size = float(m.group(1)) * _SIZE_UNITS.get(unit, 1)
+    if not math.isfinite(size) or size > INT64_MAX:
+        raise OutOfRange(f"{text!r} is too large a size")
+    return int(size)

@@ -1,44 +1,108 @@
 """The command line: one module per subcommand, each a thin shell over the library pipeline.
 
 Every error a user can cause is a `TraceAnalyzerError`: printed as one line on stderr
-(`traceanalyzer: error: FILE: what was wrong`) and exiting with its `exit_code`. Anything else is
-a bug: one line, exit 3, and a traceback only with TRACEANALYZER_DEBUG=1.
+(`traceanalyzer: error: FILE: what was wrong`) and exiting with its `exit_code`. Option errors
+are one line too (`traceanalyzer: error: ... (see traceanalyzer report --help)`), exit 2. Anything
+else is a bug: one line, exit 3, and a traceback only with TRACEANALYZER_DEBUG=1. When the reader
+of standard output goes away (`... -o - | head -c1`), the command stops quietly with exit 141
+(128 + SIGPIPE, what a shell reports for a process ended by a closed pipe). Every line printed
+here has its control characters escaped, so a file name cannot forge lines or steer the terminal.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sys
+import warnings
 from typing import Any
 
 import click
 
 from .. import __version__
-from ..errors import EXIT_INTERNAL, TraceAnalyzerError
+from ..errors import EXIT_BAD_INPUT, EXIT_INTERNAL, TraceAnalyzerError
+
+EXIT_BROKEN_PIPE = 128 + 13  # 128 + SIGPIPE: the reader of standard output went away
+
+# C0/C1 controls (ESC, CR, LF, NUL...), zero-width and bidi-override characters.
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
+
+
+def one_line(text: str) -> str:
+    """`text` made one inert line: every control, zero-width or bidi character as a visible \\x.. escape."""
+    return _UNSAFE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
+def _error(line: str) -> None:
+    click.echo(f"traceanalyzer: {one_line(line)}", err=True)
+
+
+def _stdout_gone() -> None:
+    """The reader of stdout went away: send whatever is still buffered to /dev/null (so the
+    interpreter's final flush cannot print a second error), then exit quietly."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (AttributeError, OSError, ValueError):
+        pass
+    sys.exit(EXIT_BROKEN_PIPE)
 
 
 class _Group(click.Group):
     """Runs subcommands with the one error policy."""
 
+    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
+             standalone_mode: bool = True, **extra: Any) -> Any:
+        """click's main, with every option error on one line (click prints usage text over several)."""
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            with warnings.catch_warnings():
+                # Safety net only: warnings are prevented where they arise (np.errstate, guarded
+                # divisions); one that slips through must not print a source path on stderr.
+                if not os.environ.get("TRACEANALYZER_DEBUG"):
+                    warnings.simplefilter("ignore")
+                code = super().main(args, prog_name or "traceanalyzer", complete_var, False, **extra)
+            if sys.stdout is not None:
+                sys.stdout.flush()
+        except BrokenPipeError:
+            _stdout_gone()
+        except click.exceptions.UsageError as exc:
+            if type(exc).__name__ == "NoArgsIsHelpError":  # bare `traceanalyzer`: the help text
+                exc.show()
+                sys.exit(exc.exit_code)
+            where = f" (see {exc.ctx.command_path} --help)" if exc.ctx is not None else ""
+            _error(f"error: {exc.format_message()}{where}")
+            sys.exit(EXIT_BAD_INPUT)
+        except click.ClickException as exc:
+            _error(f"error: {exc.format_message()}")
+            sys.exit(exc.exit_code)
+        except click.exceptions.Abort:
+            _error("aborted")
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except TraceAnalyzerError as exc:
-            click.echo(f"traceanalyzer: error: {exc}", err=True)
+            _error(f"error: {exc}")
             sys.exit(exc.exit_code)
         except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
             raise
+        except BrokenPipeError:
+            _stdout_gone()
         except KeyboardInterrupt:
-            click.echo("traceanalyzer: interrupted", err=True)
+            _error("interrupted")
             sys.exit(130)
         except MemoryError:
-            click.echo("traceanalyzer: error: out of memory while analysing the input", err=True)
+            _error("error: out of memory while analysing the input")
             sys.exit(EXIT_INTERNAL)
         except Exception as exc:  # a bug: one line, unless debugging
             if os.environ.get("TRACEANALYZER_DEBUG"):
                 raise
-            click.echo(f"traceanalyzer: internal error: {type(exc).__name__}: {exc} "
-                       f"(set TRACEANALYZER_DEBUG=1 for a traceback, and please report it)", err=True)
+            _error(f"internal error: {type(exc).__name__}: {exc} "
+                   f"(set TRACEANALYZER_DEBUG=1 for a traceback, and please report it)")
             sys.exit(EXIT_INTERNAL)
 
 
@@ -57,7 +121,7 @@ def main() -> None:
 
     \b
     Exit status: 0 ok, 1 a gate (--fail-on) failed, 2 bad input or usage,
-    3 internal error (a bug: please report it).
+    3 internal error (a bug: please report it), 141 standard output closed by its reader.
     """
 
 

@@ -12,25 +12,37 @@ FORMAT_BY_SUFFIX = {".html": "html", ".htm": "html", ".json": "json", ".md": "md
 SUFFIX_BY_FORMAT = {"html": "html", "json": "json", "md": "md"}
 
 
+# Accepted ranges of the duration options (ns): wider than any real use, narrow enough that no
+# arithmetic on them overflows int64 or silently collapses samples.
+HOUR_NS = 3_600_000_000_000
+MIN_GAP_RANGE_NS = (0, 24 * HOUR_NS)
+DMON_OFFSET_RANGE_NS = (-366 * 24 * HOUR_NS, 366 * 24 * HOUR_NS)  # clock skew after the zone: < a year
+DMON_INTERVAL_RANGE_NS = (1_000_000, HOUR_NS)  # nvidia-smi samples every 1 ms (-lms) to every hour
+MAX_INPUT_RANGE_BYTES = (1, 2**50)  # 1 byte to 1 PiB
+
+
 class DurationType(click.ParamType):
-    """A duration with a unit (0, 50us, 1ms, 0.5s) -> integer nanoseconds."""
+    """A duration with a unit (0, 50us, 1ms, 0.5s) -> integer nanoseconds, within [low, high]."""
 
     name = "DURATION"
 
-    def __init__(self, signed: bool = False) -> None:
-        self.signed = signed
+    def __init__(self, low: int, high: int) -> None:
+        self.low, self.high = low, high
 
     def convert(self, value, param, ctx):  # type: ignore[no-untyped-def]
-        from ..units import parse_duration_ns
+        from ..units import OutOfRange, format_duration, parse_duration_ns
 
         if isinstance(value, int):
             return value
         try:
             ns = parse_duration_ns(value)
+        except OutOfRange:
+            ns = None
         except ValueError as exc:
             self.fail(str(exc), param, ctx)
-        if ns < 0 and not self.signed:
-            self.fail(f"{value!r} is negative; a gap length must be >= 0", param, ctx)
+        if ns is None or not self.low <= ns <= self.high:
+            low = format_duration(self.low) if self.low >= 0 else "-" + format_duration(-self.low)
+            self.fail(f"{value!r} is out of range: accepted {low} to {format_duration(self.high)}", param, ctx)
         return ns
 
 
@@ -40,14 +52,20 @@ class SizeType(click.ParamType):
     name = "SIZE"
 
     def convert(self, value, param, ctx):  # type: ignore[no-untyped-def]
-        from ..units import parse_size_bytes
+        from ..units import OutOfRange, parse_size_bytes
 
         if isinstance(value, int):
             return value
         try:
-            return parse_size_bytes(value)
+            size = parse_size_bytes(value)
+        except OutOfRange:
+            size = None
         except ValueError as exc:
             self.fail(str(exc), param, ctx)
+        low, high = MAX_INPUT_RANGE_BYTES
+        if size is None or not low <= size <= high:
+            self.fail(f"{value!r} is out of range: accepted 1B to 1PiB", param, ctx)
+        return size
 
 
 class ParsedType(click.ParamType):
@@ -86,7 +104,8 @@ def _gpu(text: str) -> tuple[int, int]:
 def analysis_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Options that change what the analysis of one job finds (-> pipeline.Options)."""
     decorators = [
-        click.option("--min-gap", "min_gap_ns", type=DurationType(), default="100us", show_default=True,
+        click.option("--min-gap", "min_gap_ns", type=DurationType(*MIN_GAP_RANGE_NS), default="100us",
+                     show_default=True,
                      help="Shortest GPU idle stretch counted as a gap, with a unit: 0, 50us, 1ms, 0.5s."),
         click.option("--run", "run", metavar="NAME",
                      help="Log dirs: the run to analyse (TF run folder name, PyTorch span<k> or span "
@@ -106,10 +125,11 @@ def analysis_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--dmon-tz", type=ParsedType("ZONE", _zone),
                      help="Time zone of the machine that wrote the log (Europe/Berlin, UTC, +05:30). "
                           "Default: this machine's zone, with an automatic search of all zones."),
-        click.option("--dmon-offset", "dmon_offset_ns", type=DurationType(signed=True),
+        click.option("--dmon-offset", "dmon_offset_ns", type=DurationType(*DMON_OFFSET_RANGE_NS),
                      help="Clock skew of the log after its zone, e.g. -2s: log time + offset = trace time. "
                           "Default: found automatically."),
-        click.option("--dmon-interval", "dmon_interval_ns", type=DurationType(), default="1s", show_default=True,
+        click.option("--dmon-interval", "dmon_interval_ns", type=DurationType(*DMON_INTERVAL_RANGE_NS),
+                     default="1s", show_default=True,
                      help="Sample period of a log without timestamps (nvidia-smi dmon -d)."),
         click.option("--dmon-start", type=ParsedType("DATETIME", _start),
                      help="Time of the first sample of a log without timestamps (or the date of a time-only "

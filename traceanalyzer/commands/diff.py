@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 import click
 
 from ._options import analysis_options, build_options, output_format, output_options, stem
-from ._output import check_target, write
+from ._output import check_target, say, write
 
 
 def _tolerance(text: str) -> float:
@@ -72,17 +71,16 @@ def diff_command(base: Path, head: Path, output: Path | None, fmt: str | None, f
     rules = parse_rules(fail_on)
     fmt = output_format(output, fmt)
     target = output or Path.cwd() / f"{stem(head)}.diff.{fmt}"
-    check_target(target, force)
     options = build_options(params)
+    check_target(target, force, [base, head, *options.counter_logs])
     sides = [load(p) if is_saved_report(p) else analyze(p, options) for p in (base, head)]
     comparison = compare(sides[0], sides[1], tol, root=str(Path.cwd()))
     comparison = with_gates(comparison, evaluate_all(rules, sides[1], comparison))
     write(target, RENDERERS[fmt](comparison))
     if not quiet:
-        stream = sys.stderr if str(target) == "-" else sys.stdout
-        stream.write(render_diff_text(comparison))
+        say(render_diff_text(comparison), target)
         if str(target) != "-":
-            stream.write(f"Comparison ({fmt}) written to {target}\n")
+            say(f"Comparison ({fmt}) written to {target}\n", target)
     message = failed_message(comparison.gates)
     if message:
         raise GateFailed(message)

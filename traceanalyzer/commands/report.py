@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 import click
 
 from ._options import SUFFIX_BY_FORMAT, analysis_options, build_options, output_format, output_options, stem
-from ._output import check_target, write
+from ._output import check_target, say, unique_targets, write
 
 
 @click.command("report")
@@ -71,9 +70,10 @@ def report_command(traces: tuple[Path, ...], output: Path | None, fmt: str | Non
     failures: list[str] = []
     try:
         runs = plan_runs(list(traces), options, all_runs=all_runs)
-        targets = [run_target(base, label) if all_runs else base for label, _ in runs]
-        for target in targets:
-            check_target(target, force)
+        targets = unique_targets([run_target(base, label) if all_runs else base for label, _ in runs])
+        inputs = [*traces, *options.counter_logs]
+        for target in targets:  # every output path is checked before the first analysis starts
+            check_target(target, force, inputs)
         for (_label, analyse), target in zip(runs, targets):
             analysis = analyse()
             gates = evaluate_all(rules, analysis)
@@ -82,12 +82,11 @@ def report_command(traces: tuple[Path, ...], output: Path | None, fmt: str | Non
             progress.done()
             write(target, data)
             if not quiet:
-                stream = sys.stderr if str(target) == "-" else sys.stdout
-                stream.write(render_text(analysis))
+                say(render_text(analysis), target)
                 if str(target) != "-":
-                    stream.write(f"Report ({fmt}) written to {target}\n")
+                    say(f"Report ({fmt}) written to {target}\n", target)
                 for g in gates:
-                    stream.write(f"gate {'passed' if g.passed else 'FAILED'}: {g.rule} ({g.detail})\n")
+                    say(f"gate {'passed' if g.passed else 'FAILED'}: {g.rule} ({g.detail})\n", target)
             message = failed_message(gates)
             if message:
                 failures.append(message if len(runs) == 1 else f"{_label}: {message}")
@@ -98,6 +97,7 @@ def report_command(traces: tuple[Path, ...], output: Path | None, fmt: str | Non
 
 
 def run_target(base: Path, label: str) -> Path:
-    """out.json + run 'train/plugins/profile/2026_11_22' -> out.train_plugins_profile_2026_11_22.json"""
+    """out.json + run 'train/plugins/profile/2026_11_22' -> out.train_plugins_profile_2026_11_22.json
+    (runs whose names map to the same file are told apart by `unique_targets`)."""
     safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in label).strip("_") or "run"
     return base.with_name(f"{base.stem}.{safe}{base.suffix}")
