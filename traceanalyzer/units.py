@@ -39,6 +39,8 @@ def parse_duration_ns(text: str) -> int:
 def format_duration(ns: int) -> str:
     """1_000_000 -> '1ms', 90_000_000_000 -> '90s': the largest unit that writes `ns` as an integer
     (the inverse of `parse_duration_ns`, for messages naming an accepted range)."""
+    if ns == 0:
+        return "0"
     for unit in ("h", "min", "s", "ms", "us"):
         if ns and ns % _UNITS_NS[unit] == 0:
             return f"{ns // _UNITS_NS[unit]}{unit}"
