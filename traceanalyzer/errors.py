@@ -21,6 +21,7 @@ class InputError(TraceAnalyzerError):
     """Bad input: names the file (and where in it) and what was expected. Exit code 2."""
 
     def __init__(self, path: object, message: str) -> None:
+        message = message.strip()  # parsers' messages may end in a newline: the CLI prints one line
         super().__init__(f"{path}: {message}")
         self.path = str(path)
         self.message = message

@@ -52,9 +52,14 @@ class Interner:
 def to_float(values: Sequence[Any]) -> np.ndarray:
     """Numbers as float64; anything else (None, strings) becomes NaN."""
     try:
-        return np.array(values, dtype=np.float64)
+        arr = np.array(values, dtype=np.float64)
+        if arr.ndim == 1:  # lists as values (hostile input) would make a 2-D array
+            return arr
     except (TypeError, ValueError):
-        return pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").to_numpy(np.float64)
+        pass
+    obj = np.empty(len(values), dtype=object)
+    obj[:] = list(values)
+    return pd.to_numeric(pd.Series(obj), errors="coerce").to_numpy(np.float64)
 
 
 def to_int_id(values: Sequence[Any], missing: int = -1) -> np.ndarray:
@@ -62,11 +67,17 @@ def to_int_id(values: Sequence[Any], missing: int = -1) -> np.ndarray:
     25738), anything else (None, "", "Spans") -> `missing`."""
     try:
         arr = np.array(values, dtype=np.int64)
-        return arr
+        if arr.ndim == 1:  # lists as ids (hostile input) would make a 2-D array
+            return arr
     except (TypeError, ValueError, OverflowError):
         pass
-    obj = np.asarray(values, dtype=object)
-    codes, uniques = pd.factorize(obj, use_na_sentinel=False)
+    obj = np.empty(len(values), dtype=object)
+    obj[:] = list(values)
+    try:
+        codes, uniques = pd.factorize(obj, use_na_sentinel=False)
+    except TypeError:  # a list or object as an id (hostile input): not an id
+        obj[:] = [v if v is None or isinstance(v, (int, float, str)) else None for v in values]
+        codes, uniques = pd.factorize(obj, use_na_sentinel=False)
     parsed = np.fromiter((_parse_id(u, missing) for u in uniques), dtype=np.int64, count=len(uniques))
     return parsed[codes] if len(obj) else np.zeros(0, dtype=np.int64)
 

@@ -325,7 +325,7 @@ class EventStream:
                 continue
             try:  # decodes only if the key sits at the top level (not in a string or nested value)
                 top = _ENVELOPE_DECODER.decode(prefix + b"}")
-            except (msgspec.DecodeError, msgspec.ValidationError):
+            except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
                 continue
             if r.buf[m.end():m.end() + 1] != b"[":
                 return False

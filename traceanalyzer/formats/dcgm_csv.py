@@ -37,6 +37,9 @@ FIELDS: dict[str, str] = {
 }
 
 
+MAX_TIME_US = 7_258_118_400_000_000  # 2200-01-01 in epoch microseconds: later stamps are not plausible
+
+
 def sniff(head: bytes) -> bool:
     first = head.lstrip().split(b"\n", 1)[0].strip().decode("utf-8", errors="replace")
     return tuple(p.strip().lower() for p in first.split(",")) == HEADER
@@ -59,13 +62,15 @@ def read(path: Path, data: bytes, options: ReadOptions) -> Timeline:
         raise InputError(path, "no data rows under the GPUId,TimeStampUs,Field,Values header")
     gpu = pd.to_numeric(frame["gpuid"].str.strip(), errors="coerce")
     stamp_us = pd.to_numeric(frame["timestampus"].str.strip(), errors="coerce")
-    broken = (gpu.isna() | stamp_us.isna() | (gpu % 1 != 0) | (stamp_us % 1 != 0)).to_numpy()
+    broken = (gpu.isna() | stamp_us.isna() | (gpu % 1 != 0) | (stamp_us % 1 != 0)
+              | ~gpu.between(0, 2**31 - 1) | ~stamp_us.between(0, MAX_TIME_US)).to_numpy()  # int32 ids, int64 ns
     if broken.any():
         k = int(np.flatnonzero(broken)[0])
         raise InputError(path, f"line {k + 2}: GPUId {frame['gpuid'].iloc[k]!r} / TimeStampUs "
-                               f"{frame['timestampus'].iloc[k]!r}: expected integers")
+                               f"{frame['timestampus'].iloc[k]!r}: expected integers (a GPU index and "
+                               f"microseconds since 1970, before the year 2200)")
     values, bad = parse_numbers(frame["values"])
-    names = frame["field"].astype(str).str.strip().str.lower()
+    names = frame["field"].fillna("").astype(str).str.strip().str.lower()
     names = names.str.replace(r"^dcgm_fi_(dev|prof)_", "", regex=True)
     source.events_read = source.events_kept = len(frame)
     if bad.any():

@@ -102,9 +102,11 @@ def read(path: Path, data: bytes, options: ReadOptions) -> Timeline:
         table = np.array(seg.rows, dtype=object)
         col = {c: table[:, i] for i, c in enumerate(seg.columns)}
         devices, bad = parse_numbers(col[GPU])
-        if bad.any() or np.isnan(devices).any():
-            first = seg.line_nos[int(np.flatnonzero(bad | np.isnan(devices))[0])]
-            raise InputError(path, f"line {first}: GPU index {col[GPU][0]!r} is not a number; "
+        with np.errstate(invalid="ignore"):
+            bad = bad | ~((devices >= 0) & (devices <= 2**31 - 1) & (devices % 1 == 0))  # NaN, inf, huge
+        if bad.any():
+            k = int(np.flatnonzero(bad)[0])
+            raise InputError(path, f"line {seg.line_nos[k]}: GPU index {col[GPU][k]!r} is not a GPU index; "
                                    "expected the dmon 'gpu' column to hold 0, 1, ...")
         device_parts.append(devices.astype(np.int32))
         if DATE in col:

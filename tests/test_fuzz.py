@@ -1,0 +1,194 @@
+"""Property-based fuzzing of real inputs: traces and nvidia-smi logs truncated, bit-flipped, given
+hostile names and extreme numbers.
+
+Whatever the bytes, the pipeline either succeeds or raises a `TraceAnalyzerError` of the bad-input
+family (exit 2) -- never another exception, never a numpy RuntimeWarning, never a hang -- and the
+command line exits 0 or 2 with at most one line on stderr, no traceback, and the input unchanged.
+Examples are derandomized, so CI sees the same inputs on every run.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import warnings
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+hypothesis = pytest.importorskip("hypothesis")
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+import traceanalyzer as ta  # noqa: E402
+from traceanalyzer.errors import EXIT_BAD_INPUT, TraceAnalyzerError  # noqa: E402
+from traceanalyzer.report import render  # noqa: E402
+from traceanalyzer.report.text import render_text  # noqa: E402
+
+ROOT = Path(__file__).parent.parent
+SAMPLES = ROOT / "sample_traces"
+EXAMPLE_SECONDS = 30  # one analysis of a mutated small input; a hang is far beyond it
+
+SMI_CSV = (b"timestamp, index, name, utilization.gpu [%], utilization.memory [%], power.draw [W]\n"
+           + b"".join(f"2024/01/04 13:00:{s:02d}.000, {g}, NVIDIA Test GPU, {(s * 7 + g * 50) % 101} %, "
+                      f"{s % 40} %, {60 + s}.50 W\n".encode() for s in range(20) for g in range(2)))
+DCGM_CSV = (b"GPUId,TimeStampUs,Field,Values\n"
+            + b"".join(f"{g},{1718783836956328 + s * 500_000},{f},{v}\n".encode()
+                       for s in range(20) for g in range(2)
+                       for f, v in (("power_usage_instant", 70 + s), ("gpu_utilization", (s * 13) % 100))))
+
+# name -> (file name to write it as, its bytes)
+SEEDS: dict[str, tuple[str, bytes]] = {
+    "kineto": ("t.json", (SAMPLES / "basic.json").read_bytes()),
+    "kineto_comm": ("t.json", (SAMPLES / "comm_rank0.json").read_bytes()),
+    "kineto_cpu": ("t.json", (SAMPLES / "cpu_only.json").read_bytes()),
+    "hostile_names": ("t.json", (SAMPLES / "hostile_names.json").read_bytes()),
+    "kineto_gz": ("t.json.gz", gzip.compress((SAMPLES / "basic.json").read_bytes(), mtime=0)),
+    "dmon": ("gpu.log", (SAMPLES / "dmon" / "idle_runs.log").read_bytes()),
+    "smi_csv": ("gpu.csv", SMI_CSV),
+    "dcgm_csv": ("gpu.csv", DCGM_CSV),
+}
+TEXT_SEEDS = [k for k in SEEDS if not SEEDS[k][0].endswith(".gz")]
+
+HOSTILE_STRINGS = [
+    "\x1b[2J\x1b]0;owned\x07", "\u202egnp.exe", "@octocat @org/team", "#123 owner/repo#1", "https://evil.example/x",
+    "<script>alert(1)</script>", "\x00\x01\x7f", "\ud800", "{{7*7}}", "a" * 70_000, "ProfilerStep#99999999999",
+    "ProfilerStep#-1", "\n\r\t", "]]}}", '","ph":"X","ts":1e308,"name":"', "\\u0000", "😀" * 100,
+]
+EXTREME_NUMBERS = ["1e308", "-1e308", "-1", "0", "-0", "18446744073709551616", "9223372036854775807",
+                   "9223372036854775808", "-9223372036854775809", "NaN", "Infinity", "-Infinity", "1e-320",
+                   "99999999999999999999999999999", "4294967296", "2147483648", "1.5", "1e16", "\"12\"", "null",
+                   "[]", "{}", "true"]
+_NUMBER = re.compile(rb"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?")
+
+
+@contextmanager
+def time_limit(seconds: int):
+    """Fail an example that runs longer than `seconds` (a hang), instead of blocking the suite."""
+    def _alarm(signum, frame):
+        raise TimeoutError(f"analysis still running after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@st.composite
+def mutated(draw, seeds=tuple(SEEDS)):
+    """(file name, mutated bytes) from one seed and a few mutations of it."""
+    name, data = SEEDS[draw(st.sampled_from(seeds))]
+    buf = bytearray(data)
+    for _ in range(draw(st.integers(1, 3))):
+        kind = draw(st.sampled_from(["truncate", "flip", "insert", "hostile", "number", "delete"]))
+        pos = draw(st.integers(0, max(len(buf) - 1, 0)))
+        if kind == "truncate":
+            del buf[pos:]
+        elif kind == "flip" and buf:
+            buf[pos] ^= 1 << draw(st.integers(0, 7))
+        elif kind == "insert":
+            buf[pos:pos] = draw(st.binary(min_size=1, max_size=16))
+        elif kind == "delete":
+            del buf[pos:pos + draw(st.integers(1, 64))]
+        elif kind == "hostile":
+            text = draw(st.sampled_from(HOSTILE_STRINGS))
+            quote = buf.find(b'"name": "', pos)
+            at = quote + len(b'"name": "') if quote >= 0 else pos
+            if ".json" in name and draw(st.booleans()):  # a valid JSON string body
+                encoded = json.dumps(text, ensure_ascii=draw(st.booleans()))[1:-1].encode("utf-8", "surrogatepass")
+            else:
+                encoded = text.encode("utf-8", "surrogatepass")
+            buf[at:at] = encoded
+        elif kind == "number":
+            numbers = list(_NUMBER.finditer(bytes(buf)))
+            if numbers:
+                m = numbers[draw(st.integers(0, len(numbers) - 1))]
+                buf[m.start():m.end()] = draw(st.sampled_from(EXTREME_NUMBERS)).encode()
+    if name.endswith(".gz") and draw(st.booleans()):
+        buf = bytearray(gzip.compress(bytes(buf)[: draw(st.integers(0, len(buf)))], mtime=0))
+    return name, bytes(buf)
+
+
+def analyse_in_process(folder: Path, name: str, data: bytes) -> None:
+    """The pipeline on one mutated file: success or a bad-input error, no warning, in bounded time."""
+    path = folder / name
+    path.write_bytes(data)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # numpy's "invalid value", "divide by zero"...
+        with time_limit(EXAMPLE_SECONDS):
+            try:
+                analysis = ta.analyze(path, ta.Options(cache=False, jobs=1))
+            except TraceAnalyzerError as exc:
+                assert exc.exit_code == EXIT_BAD_INPUT, exc
+                assert "\n" not in str(exc), str(exc)
+                return
+            render_text(analysis)
+            render(analysis, "md")
+            render(analysis, "json")
+
+
+FUZZ = settings(max_examples=60, deadline=None, derandomize=True, database=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                       HealthCheck.function_scoped_fixture])
+
+
+@FUZZ
+@given(case=mutated())
+def test_mutated_inputs_never_crash_the_pipeline(tmp_path_factory, case):
+    analyse_in_process(tmp_path_factory.mktemp("fuzz"), *case)
+
+
+@pytest.mark.slow
+@settings(FUZZ, max_examples=300)
+@given(case=mutated())
+def test_mutated_inputs_never_crash_the_pipeline_more(tmp_path_factory, case):
+    analyse_in_process(tmp_path_factory.mktemp("fuzz"), *case)
+
+
+@FUZZ
+@given(seed=st.sampled_from(TEXT_SEEDS), cut=st.floats(0, 1))
+def test_truncated_inputs_never_crash_the_pipeline(tmp_path_factory, seed, cut):
+    name, data = SEEDS[seed]
+    analyse_in_process(tmp_path_factory.mktemp("cut"), name, data[: int(len(data) * cut)])
+
+
+def run_cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "traceanalyzer", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=60, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+
+
+def cli_checks(folder: Path, name: str, data: bytes, fmt: str) -> None:
+    """End to end: exit 0 or 2, at most one line on stderr (besides notes), no traceback, input unchanged."""
+    path = folder / name
+    path.write_bytes(data)
+    before = hashlib.sha256(path.read_bytes()).hexdigest()
+    res = run_cli(["report", name, "-o", f"out.{fmt}", "--force", "-q"], folder)
+    assert res.returncode in (0, 2), res.stderr
+    assert "Traceback" not in res.stderr and "Warning" not in res.stderr, res.stderr
+    errors = [line for line in res.stderr.splitlines() if "error" in line]
+    assert len(errors) <= 1 and (res.returncode == 0 or len(errors) == 1), res.stderr
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == before
+    shutil.rmtree(folder)
+
+
+@settings(FUZZ, max_examples=6)
+@given(case=mutated(), fmt=st.sampled_from(["html", "md", "json"]))
+def test_cli_on_mutated_inputs(tmp_path_factory, case, fmt):
+    cli_checks(tmp_path_factory.mktemp("cli"), *case, fmt)
+
+
+@pytest.mark.slow
+@settings(FUZZ, max_examples=40)
+@given(case=mutated(), fmt=st.sampled_from(["html", "md", "json"]))
+def test_cli_on_mutated_inputs_more(tmp_path_factory, case, fmt):
+    cli_checks(tmp_path_factory.mktemp("cli"), *case, fmt)
