@@ -65,7 +65,7 @@ HOSTILE_STRINGS = [
 EXTREME_NUMBERS = ["1e308", "-1e308", "-1", "0", "-0", "18446744073709551616", "9223372036854775807",
                    "9223372036854775808", "-9223372036854775809", "NaN", "Infinity", "-Infinity", "1e-320",
                    "99999999999999999999999999999", "4294967296", "2147483648", "1.5", "1e16", "\"12\"", "null",
-                   "[]", "{}", "true"]
+                   "[]", "{}", "true", "[1, 2]", "\"stream 99999999999999999999999\""]
 _NUMBER = re.compile(rb"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?")
 
 
@@ -160,6 +160,26 @@ def test_mutated_inputs_never_crash_the_pipeline_more(tmp_path_factory, case):
 def test_truncated_inputs_never_crash_the_pipeline(tmp_path_factory, seed, cut):
     name, data = SEEDS[seed]
     analyse_in_process(tmp_path_factory.mktemp("cut"), name, data[: int(len(data) * cut)])
+
+
+BASIC = SEEDS["kineto"][1]
+# Inputs the fuzzer found, kept as plain regression cases (each crashed or warned before its fix).
+FOUND = {
+    "invalid UTF-8 in a header key": ("t.json", BASIC.replace(b'"schemaVersion"', b'"\xf3chemaVersion"', 1)),
+    "lists as pid and tid": ("t.json", BASIC.replace(b'"pid": 4242, "tid": 4243', b'"pid": [1, 2], "tid": [3, 4]')),
+    "lists as times": ("t.json", BASIC.replace(b'"ts": 1700000000000000', b'"ts": [1, 2]')),
+    "an object as a pid": ("t.json", BASIC.replace(b'"pid": 4242', b'"pid": {"a": 1}', 1)),
+    "dmon GPU index inf": ("gpu.log", SEEDS["dmon"][1].replace(b"       0    250", b"     inf    250", 1)),
+    "dmon GPU index 2^40": ("gpu.log", SEEDS["dmon"][1].replace(b"       0    250", b"1099511627776    250", 1)),
+    "DCGM time stamp 2^63": ("gpu.csv", DCGM_CSV.replace(b"0,1718783836956328", b"0,9223372036854775807", 1)),
+    "DCGM GPU id 2^40": ("gpu.csv", DCGM_CSV.replace(b"0,1718783836956328", b"1099511627776,1718783836956328", 1)),
+    "DCGM row with an empty field name": ("gpu.csv", DCGM_CSV.replace(b",power_usage_instant,", b",,", 1)),
+}
+
+
+@pytest.mark.parametrize("case", FOUND)
+def test_inputs_found_by_fuzzing(tmp_path, case):
+    analyse_in_process(tmp_path, *FOUND[case])
 
 
 def run_cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
