@@ -46,7 +46,8 @@ COPY_WAIT_MIN_NS = 100_000
 # --- verdict --------------------------------------------------------------------------------------
 # Too little GPU work to judge (tiny test traces, graph capture, GPU left unused): fewer GPU
 # activities (kernels, copies, memsets) than MIN_GPU_EVENTS in the window, or GPU busy less than
-# MIN_BUSY_SHARE of it. Such ranks get the host-loop verdict, as CPU-only traces do.
+# MIN_BUSY_SHARE of the window after start-up (unless start-up dominates the capture). Such ranks
+# get the host-loop verdict, as CPU-only traces do.
 MIN_GPU_EVENTS = 5
 MIN_BUSY_SHARE = 0.01
 # A cause wins the verdict clearly when its lost time is at least this multiple of the runner-up's.
