@@ -15,7 +15,7 @@ import pandas as pd
 
 from .analyses.job import job_figures
 from .analysis import Analysis
-from .diagnosis.stragglers import stragglers
+from .diagnosis.stragglers import min_lateness_us, stragglers
 
 
 def with_job(tables: Sequence[pd.DataFrame], analysis: Analysis) -> Analysis:
@@ -24,8 +24,9 @@ def with_job(tables: Sequence[pd.DataFrame], analysis: Analysis) -> Analysis:
         return analysis
     diag = analysis.diagnosis
     figures = job_figures(tables, analysis.ranks, diag.ranks if diag else ())
-    new_diag = dataclasses.replace(diag, stragglers=stragglers(figures.job, diag.ranks)) if diag else None
-    return dataclasses.replace(analysis, job=figures.job, diagnosis=new_diag,
+    job = dataclasses.replace(figures.job, straggler_min_lateness_us=round(min_lateness_us(figures.job), 3))
+    new_diag = dataclasses.replace(diag, stragglers=stragglers(job, diag.ranks)) if diag else None
+    return dataclasses.replace(analysis, job=job, diagnosis=new_diag,
                                warnings=analysis.warnings + figures.warnings)
 
 

@@ -474,6 +474,7 @@ class JobResult:
     collectives_matched: int  # collectives found on every rank and matched across them
     ranks: tuple[RankCommRow, ...]
     chart: PlainData  # per-rank bars: compute, exposed communication, waiting, caused wait
+    straggler_min_lateness_us: float | None = None  # lateness per step from which a rank is a straggler
 
 
 # --- host logs (glances) ---------------------------------------------------------------------------------

@@ -75,14 +75,4 @@ def stragglers(job: R.JobResult, diagnoses: Sequence[R.RankDiagnosisResult] = ()
     return tuple(out)
 
 
-def summary_line(job: R.JobResult, found: Sequence[R.StragglerResult]) -> str:
-    """One sentence for the reports: the stragglers, or that there is none."""
-    if job.collectives_matched == 0:
-        return "Stragglers: not assessed (no collective was found on every rank)."
-    if not found:
-        return (f"No straggler: no rank starts its collectives {duration_text(min_lateness_us(job))} per step "
-                f"later than the median rank ({job.collectives_matched} collectives matched across ranks).")
-    return "Straggler" + ("s" if len(found) > 1 else "") + ": " + "; ".join(s.text for s in found) + "."
-
-
-__all__ = ["duration_text", "min_lateness_us", "stragglers", "summary_line", "top_cause"]
+__all__ = ["duration_text", "min_lateness_us", "stragglers", "top_cause"]
