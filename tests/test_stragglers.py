@@ -11,14 +11,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import corpus_path
+from kineto_builder import KinetoTrace
 
 import traceanalyzer as ta
 from traceanalyzer.analyses.collectives import collective_table
 from traceanalyzer.formats import ReadOptions, read_file
 from traceanalyzer.pipeline import Options
-
-from conftest import corpus_path
-from kineto_builder import KinetoTrace
 
 MS = 1000  # builder times are microseconds
 STEP_US = 100 * MS
