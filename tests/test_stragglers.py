@@ -162,3 +162,19 @@ def test_real_two_rank_pair() -> None:
     assert clock.residual_us is not None and clock.residual_us < 1000
     assert {r.rank for r in job.ranks} == {0, 1}
     assert all(r.comm_us > 0 for r in job.ranks)
+
+
+def test_message_bytes_on_the_loose_decoding_path(tmp_path: Path) -> None:
+    from traceanalyzer.formats.kineto import read_path
+
+    path = rank_trace(0, 1, 3, False, nelems=10).write(tmp_path / "r.json")
+    for typed in (True, False):
+        tl = read_path(path, ReadOptions(), typed=typed)
+        assert list(collective_table(tl, 0)["bytes"]) == [40] * 3
+
+
+def test_job_figures_survive_save_and_load(tmp_path: Path) -> None:
+    a = ta.analyze(write_job(tmp_path))
+    saved = a.save(tmp_path / "report.json")
+    b = ta.load(saved)
+    assert b.job == a.job and b.diagnosis.stragglers == a.diagnosis.stragglers

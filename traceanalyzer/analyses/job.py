@@ -141,6 +141,7 @@ def _split(groups: list[tuple[str, list[int]]], taking: list[int],
            ends: np.ndarray) -> tuple[list[tuple[str, list[int]]], list[str]]:
     """Groups whose ranks' collectives end apart (their own medians) split into one clock per rank."""
     col = {n: j for j, n in enumerate(taking)}
+    ends = ends - int(ends.min())
     ref = ends[:, 0]
     out, warnings = [], []
     for label, members in groups:
@@ -161,6 +162,7 @@ def _offsets(groups: list[tuple[str, list[int]]], taking: list[int], ends: np.nd
     """Each rank's offset (ns added to its times) from the collectives in `use`, and which
     collectives end together once shifted."""
     col = {n: j for j, n in enumerate(taking)}
+    ends = ends - int(ends.min())  # differences only: small numbers keep float64 medians exact
     ref = ends[use, 0]
     offsets: dict[int, int] = {}
     for _label, members in groups:
@@ -183,7 +185,7 @@ def _clocks(groups: list[tuple[str, list[int]]], taking: list[int], offsets: dic
     job_end = None
     if m is not None and keep.any():
         shift = np.array([offsets[n] for n in taking], dtype=np.int64)
-        aligned = m.end[keep] + shift[None, :]
+        aligned = m.end[keep] + shift[None, :] - int(m.end[keep].min())  # small numbers: exact medians
         job_end = np.median(aligned, axis=1)
     for label, members in groups:
         cols = [col[n] for n in members if n in col]
@@ -218,7 +220,8 @@ def _bus_factor(name: str, n: int) -> float:
 def _waiting(m: _Matrices, keep: np.ndarray, taking: list[int], offsets: dict[int, int],
              warmup: dict[int, set[int]]) -> dict[int, _RankWait]:
     shift = np.array([offsets[n] for n in taking], dtype=np.int64)[None, :]
-    start, end, nbytes = m.start[keep] + shift, m.end[keep] + shift, m.nbytes[keep]
+    base = int(m.start[keep].min())  # times from the first start: medians in float64 stay exact to the ns
+    start, end, nbytes = m.start[keep] + shift - base, m.end[keep] + shift - base, m.nbytes[keep]
     step, name = m.step[keep], m.name[keep]
     skipped = set().union(*warmup.values()) if warmup else set()
     steady = ~np.isin(step, sorted(skipped)) if skipped else np.ones(len(step), dtype=bool)
