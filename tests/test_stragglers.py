@@ -26,7 +26,7 @@ BASE_NS = 1_700_000_000_000_000_000  # an epoch clock
 
 
 def rank_trace(rank: int, world: int, steps: int, slow: bool, clock_us: int = 0, host: str | None = None,
-               nelems: int | None = None) -> KinetoTrace:
+               nelems: int | None = None, jitter: bool = False) -> KinetoTrace:
     tr = KinetoTrace(rank=rank, base_ns=BASE_NS)
     tr.header["distributedInfo"]["world_size"] = world
     if host:
@@ -40,15 +40,17 @@ def rank_trace(rank: int, world: int, steps: int, slow: bool, clock_us: int = 0,
         tr.launched(t + late + 100, 50, t + late, 60 * MS, name="gemm_kernel")
         extra = {} if nelems is None else {"Collective_name": "allreduce", "In msg nelems": nelems,
                                            "Out msg nelems": nelems, "dtype": "Float"}
-        tr.launched(t + late + 200, 50, t + late + 60 * MS, STEP_US - late - 60 * MS, name=AR_NAME, **extra)
+        early = (rank * 3 + s) % 7 if jitter else 0  # ends of one collective differ by a few us across ranks
+        tr.launched(t + late + 200, 50, t + late + 60 * MS, STEP_US - late - 60 * MS - early, name=AR_NAME, **extra)
     return tr
 
 
 def write_job(tmp: Path, world: int = 8, steps: int = 6, slow: int | None = 5, offsets_us: dict[int, int] | None = None,
-              hosts: dict[int, str] | None = None, nelems: int | None = None) -> list[Path]:
+              hosts: dict[int, str] | None = None, nelems: int | None = None, jitter: bool = False) -> list[Path]:
     paths = []
     for r in range(world):
-        tr = rank_trace(r, world, steps, r == slow, (offsets_us or {}).get(r, 0), (hosts or {}).get(r), nelems)
+        tr = rank_trace(r, world, steps, r == slow, (offsets_us or {}).get(r, 0), (hosts or {}).get(r), nelems,
+                        jitter)
         paths.append(tr.write(tmp / f"rank{r}.json"))
     return paths
 
@@ -96,7 +98,7 @@ def test_two_hosts_with_a_clock_offset_are_aligned(tmp_path: Path) -> None:
     hosts = {r: ("node-a" if r < 4 else "node-b") for r in range(8)}
     offsets = {r: (offset_us if r >= 4 else 0) for r in range(8)}
     # Long enough (40 steps, 4 s) that the two hosts' captures overlap in time on their own clocks.
-    a = ta.analyze(write_job(tmp_path, steps=40, offsets_us=offsets, hosts=hosts))
+    a = ta.analyze(write_job(tmp_path, steps=40, offsets_us=offsets, hosts=hosts, jitter=True))
     job = a.job
     assert job is not None and job.collectives_matched == 40
     clocks = {c.host: c for c in job.clocks}
