@@ -215,3 +215,35 @@ def test_counter_lane_in_browser(browser, tmp_path):
     finally:
         page.close()
     assert errors == [] and refused == [] and dialogs == []
+
+
+def test_straggler_job_in_browser(browser, tmp_path):
+    """Ranks and stragglers: the per-rank bars are drawn at a real size, the straggler's lateness bar
+    is the only one, and the sentence names it."""
+    from test_stragglers import write_job
+
+    import traceanalyzer as ta
+
+    report = ta.analyze(write_job(tmp_path))
+    html_path = tmp_path / "stragglers.html"
+    html_path.write_text(render_html(report), encoding="utf-8")
+    page, errors, refused, dialogs = open_report(browser, html_path)
+    try:
+        check_page(page, report)
+        section = page.locator("#stragglers")
+        assert box(section)["height"] > 100
+        assert "rank 5 is late by 30 ms per step" in section.locator(".straggler-line").text_content()
+        rows = section.locator(".rank-row")
+        assert rows.count() == 8
+        for i in range(8):
+            assert box(rows.nth(i).locator(".rank-bars.step .rbar").first)["width"] > 50  # compute
+        late = [box(rows.nth(i).locator(".rbar.late"))["width"] for i in range(8)]
+        assert late[5] > 100 and all(w == 0 for i, w in enumerate(late) if i != 5)
+        waits = [box(rows.nth(i).locator(".rbar.wait"))["width"] for i in range(8)]
+        assert waits[5] == 0 and all(w > 50 for i, w in enumerate(waits) if i != 5)
+        ARTIFACTS.mkdir(exist_ok=True)
+        section.scroll_into_view_if_needed()
+        section.screenshot(path=str(ARTIFACTS / "report-stragglers.png"))
+    finally:
+        page.close()
+    assert errors == [] and refused == [] and dialogs == []

@@ -103,6 +103,7 @@ def _rank(tl: Timeline, r: RankAnalysis, dr: RankDiagnosis | None, min_gap_ns: i
         devices=tuple(_device(d, attributed.get(d.device), counters.get(d.device)) for d in r.devices),
         timeline=_timeline(tl, r, attributed, min_gap_ns, max_blocks),
         charts={"per_step": _per_step_chart(per_step, dr)},
+        host=info.host,
     )
 
 

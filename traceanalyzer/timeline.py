@@ -158,6 +158,7 @@ class RankInfo:
     # "epoch": ts_ns is nanoseconds since the Unix epoch; "relative": an unknown origin.
     clock: str = "relative"
     framework: str = ""  # e.g. "pytorch", "tensorflow"
+    host: str | None = None  # the machine it ran on (trace metadata); ranks of one host share a clock
 
 
 def empty_events() -> pd.DataFrame:
@@ -241,7 +242,7 @@ class Timeline:
             out.sources.extend(part.sources)
             for r in part.ranks:
                 out.ranks.append(RankInfo(r.index + rank_offset, r.rank, r.source + source_offset,
-                                          r.world_size, r.clock, r.framework))
+                                          r.world_size, r.clock, r.framework, r.host))
             for d in part.devices:
                 out.devices.append(DeviceInfo(d.rank + rank_offset, d.index, d.name, d.properties))
             out.warnings.extend(part.warnings)

@@ -82,3 +82,10 @@ HOST_INPUT_BOUND_SHARE = 0.20
 TOP_GAPS = 10  # longest gaps listed per rank, with evidence
 EVIDENCE_NAMES = 3  # host event names listed per gap or finding
 TOP_KERNELS_NAMED = 3  # kernels named in a gpu_bound finding
+
+# --- stragglers -----------------------------------------------------------------------------------
+# A rank is a straggler when it starts its collectives, summed per step, at least this much later
+# than the median rank ... (one clock's jitter and launch noise stay far below a millisecond)
+STRAGGLER_MIN_LATENESS_NS = 1_000_000
+# ... and at least this share of the median step time (a 1 ms lag in a 10 s step is no straggler).
+STRAGGLER_MIN_STEP_SHARE = 0.05

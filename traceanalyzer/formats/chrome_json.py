@@ -50,6 +50,9 @@ class ChromeArgs(msgspec.Struct, gc=False):
     external_id_2021: Any = msgspec.field(default=None, name="external id")
     bytes: Any = None
     collective: Any = msgspec.field(default=None, name="Collective name")
+    in_nelems: Any = msgspec.field(default=None, name="In msg nelems")  # NCCL kernels: message size
+    out_nelems: Any = msgspec.field(default=None, name="Out msg nelems")
+    dtype: Any = None
     kind: Any = None  # ROCm memcpy direction ("HtoD")
     step_num: Any = None  # TF "Profiled batch"
     correlation_id: Any = None  # TF / xprof trace viewer: kernel <-> launch

@@ -85,6 +85,9 @@ class KinetoArgs(msgspec.Struct, gc=False):
     correlation: int | str = -1
     bytes: int | str = -1
     collective: Any = msgspec.field(default=None, name="Collective name")
+    in_nelems: Any = msgspec.field(default=None, name="In msg nelems")  # NCCL kernels: message size
+    out_nelems: Any = msgspec.field(default=None, name="Out msg nelems")
+    dtype: Any = None
     kind: str = ""  # ROCm memcpy direction ("HtoD")
 
 
@@ -198,7 +201,8 @@ def _timeline(cols: _Collector, header: dict[str, Any], path: Path, fmt: str) ->
     epoch = bool(base_ns) or ts_us_median > 1e15  # > 2001-09-09 in epoch microseconds
     tl = Timeline(events=events, sources=[source],
                   ranks=[RankInfo(index=0, rank=rank, source=0, world_size=world,
-                                  clock="epoch" if epoch else "relative", framework="pytorch")])
+                                  clock="epoch" if epoch else "relative", framework="pytorch",
+                                  host=host_of(header, path))])
     tl.devices = _devices(header, events)
     return tl.validate()
 
@@ -257,8 +261,10 @@ class _Collector:
         p["bytes"].append(to_int_id([a.bytes if a is not None else None for a in args]))
         p["correlation"].append(to_int_id([a.correlation if a is not None else None for a in args]))
         p["copy_kind"].append(self.copy_kinds.codes([a.kind if a is not None else None for a in args]))
-        p["collective"].append(np.fromiter(
-            (a is not None and a.collective is not None for a in args), dtype=bool, count=len(args)))
+        collective = np.fromiter((a is not None and a.collective is not None for a in args), dtype=bool,
+                                 count=len(args))
+        p["collective"].append(collective)
+        _message_bytes(p["bytes"][-1], args, collective)
 
     def _add_typed(self, xs: list[KinetoEvent]) -> None:
         """`add` for typed structs: the same columns, one C-level pass per field."""
@@ -286,6 +292,7 @@ class _Collector:
             nbytes[on_device] = _ids(sub, _BYTES)
             copy_kind[on_device] = self.copy_kinds.codes(list(map(_KIND, sub)))
             collective[on_device] = [c is not None for c in map(_COLLECTIVE, sub)]
+            _message_bytes(nbytes, [e.args for e in xs], collective)
         p["device"].append(device)
         p["stream"].append(stream)
         p["bytes"].append(nbytes)
@@ -338,7 +345,7 @@ class _Collector:
         stream = np.where(on_device, np.where(p["stream"] >= 0, p["stream"], p["tid"]), -1)
         pid = np.where(on_device, -1, p["pid"])
         tid = np.where(on_device, -1, p["tid"])
-        moved = (kind == code_of[T.MEMCPY]) | (kind == code_of[T.MEMSET])
+        moved = (kind == code_of[T.MEMCPY]) | (kind == code_of[T.MEMSET]) | comm
         nbytes = np.where(moved, p["bytes"], -1)
 
         ts = p["ts"].astype(np.float64, copy=False)
@@ -383,6 +390,26 @@ class _Collector:
 _PH, _TS, _DUR, _NAME, _CAT, _PID, _TID = (attrgetter(a) for a in ("ph", "ts", "dur", "name", "cat", "pid", "tid"))
 _DEVICE, _STREAM, _BYTES, _CORRELATION, _KIND, _COLLECTIVE = (
     attrgetter(f"args.{a}") for a in ("device", "stream", "bytes", "correlation", "kind", "collective"))
+
+
+# Bytes per element of the dtypes NCCL kernels record ("dtype" arg, torch's scalar type names).
+DTYPE_BYTES = {"Float": 4, "Double": 8, "Half": 2, "BFloat16": 2, "Long": 8, "Int": 4, "Short": 2,
+               "Char": 1, "Byte": 1, "Bool": 1, "Float8_e4m3fn": 1, "Float8_e5m2": 1, "ComplexFloat": 8}
+
+
+MAX_MESSAGE_BYTES = 1 << 50  # a larger message is no real one: left unknown
+
+
+def _message_bytes(nbytes: np.ndarray, args: list[Any], collective: np.ndarray) -> None:
+    """Communication kernels that record their message (`In/Out msg nelems`, `dtype`): its size in
+    bytes (the larger of input and output, as collective benchmarks count it) into `nbytes`. Only
+    rows flagged `collective` are looked at: a few per step."""
+    for i in np.flatnonzero(collective).tolist():
+        a = args[i]
+        size = DTYPE_BYTES.get(a.dtype) if isinstance(a.dtype, str) else None
+        counts = [v for v in (int_or_none(a.in_nelems), int_or_none(a.out_nelems)) if v is not None and v >= 0]
+        if size and counts and nbytes[i] < 0 and max(counts) * size < MAX_MESSAGE_BYTES:
+            nbytes[i] = max(counts) * size
 
 
 def _ids(xs: list[KinetoEvent], get: attrgetter[Any]) -> np.ndarray:
@@ -450,6 +477,24 @@ def _devices(header: dict[str, Any], events: pd.DataFrame) -> list[DeviceInfo]:
         out.append(DeviceInfo(rank=0, index=d, name=name or "",
                               properties={k: v for k, v in entry.items() if isinstance(v, (int, float, str))}))
     return out
+
+
+# Header keys a trace may name its machine under (torch.profiler's add_metadata_json lets a job add one).
+HOST_KEYS = ("hostname", "hostName", "host_name", "host")
+# torch.profiler.tensorboard_trace_handler's default file name: "<hostname>_<pid>.<time>.pt.trace.json".
+HANDLER_FILE_NAME = re.compile(r"^(?P<host>[A-Za-z0-9][A-Za-z0-9.-]*)_\d+\.\d+\.pt\.trace\.json(\.gz)?$")
+MAX_HOST_CHARS = 255  # a DNS name's limit
+
+
+def host_of(header: dict[str, Any], path: Path) -> str | None:
+    """The machine a trace was taken on: a host key of the header, else the trace handler's default
+    file name; None when neither says (ranks of unknown hosts are placed on one clock by collectives)."""
+    for key in HOST_KEYS:
+        value = header.get(key)
+        if isinstance(value, str) and 0 < len(value.strip()) <= MAX_HOST_CHARS:
+            return value.strip()
+    m = HANDLER_FILE_NAME.match(path.name)
+    return m.group("host")[:MAX_HOST_CHARS] if m else None
 
 
 def _phase_reason(ph: Any) -> str:

@@ -14,6 +14,7 @@ from typing import Any
 from ..causes import CAUSE_LIST, VERDICT_LIST
 from ..result import AnalysisData as Analysis
 from ..result import PlainData as Report
+from .ranks import markdown_lines as ranks_markdown
 from .text import fmt_pct, fmt_us
 
 MAX_CHARS = 65_536
@@ -72,6 +73,7 @@ def _render(report: Report, rows: dict[str, int]) -> str:
     out = _verdict(report, diag)
     share_of = ("idle" if report["summary"]["devices"] else "step time") if report["ranks"] else "samples"
     out += _findings(diag, rows["findings"], share_of)
+    out += ranks_markdown(report, rows["ranks"])
     if report["ranks"]:  # nvidia-smi logs alone have no trace figures: their own section says it all
         out += _headline_table(report, diag, rows["ranks"])
         out += _gaps(report, diag, rows["gaps"])

@@ -54,6 +54,9 @@ def render_text(analysis: Analysis) -> str:
         lines += _wrap(diag["headline"], "Verdict: ", "  ")
     if diag:
         lines.extend(_diagnosis_lines(diag))
+    from .ranks import text_lines  # many ranks: stragglers and the job clock (here: no import cycle)
+
+    lines.extend(text_lines(report))
     s = report.get("summary")
     if s and len(ranks) > 1:
         lines += _wrap(f"GPU idle {fmt_pct(s['gpu_idle_fraction'])}, memcpy {fmt_pct(s['memcpy_share_of_busy'])} of "
