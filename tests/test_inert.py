@@ -38,7 +38,8 @@ from traceanalyzer.report.text import render_text
 # (name, as the rendered Markdown shows it once the zero-width breaks are taken out)
 SHOWN = {
     "@org/team": "@org/team", "@user": "@user", "fix #123": "fix #123", "owner/repo#1": "owner/repo#1",
-    "GH-42": "GH-42", "https://evil.example/x": "https://evil.example/x", "www.evil.example": "www.evil.example",
+    "GH-42": "GH-42", "JIRA-77": "JIRA-77", "https://evil.example/x": "https://evil.example/x",
+    "www.evil.example": "www.evil.example",
     "mail evil@example.com": "mail evil@example.com", "sha deadbeef1234": "sha deadbeef1234",
     "<script>window.__pwned=1</script>": "<script>window.__pwned=1</script>",
     '<img src=x onerror="window.__pwned=2">': '<img src=x onerror="window.__pwned=2">',
@@ -56,7 +57,7 @@ FORGED = "@user #1"  # what a raw newline in the file name would start a line wi
 GITHUB_ACTS_ON = {
     "mention": re.compile(r"@[A-Za-z0-9]"),
     "issue reference": re.compile(r"#\d"),
-    "GH- reference": re.compile(r"(?i)\bgh-\d"),
+    "GH- or autolink-prefix reference": re.compile(r"[A-Za-z]-\d"),
     "URL": re.compile(r"(?i)\b(?:https?|ftp)://"),
     "www link": re.compile(r"(?i)\bwww\."),
     "commit SHA": re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,40}\b"),
@@ -122,7 +123,8 @@ def analysis(hostile):
     ("@user", "@&#8203;user"),
     ("@org/team", "@&#8203;org/team"),
     ("owner/repo#1", "owner/repo#&#8203;1"),
-    ("GH-12", "GH&#8203;-12"),
+    ("GH-12", "GH-&#8203;12"),
+    ("JIRA-7 sm_80-1", "JIRA-&#8203;7 sm\\_80-1"),
     ("https://x.example", "https:&#8203;//x.example"),
     ("WWW.x.example", "WWW&#8203;.x.example"),
     ("a@b.example", "a@&#8203;b.example"),

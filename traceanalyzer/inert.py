@@ -7,7 +7,7 @@ overrides). One function per destination:
 
 - `markdown`: GitHub-flavoured Markdown. One line; control, format (bidi, zero-width) and other
   invisible characters removed; Markdown and HTML punctuation backslash-escaped; @mentions,
-  `#123` / `owner/repo#1` / `GH-1` references, commit-like hex words, bare URLs, `www.` links
+  `#123` / `owner/repo#1` / `GH-1` / `JIRA-1` references, commit-like hex words, bare URLs, `www.` links
   and e-mail addresses broken with a zero-width space (`&#8203;`, written as an entity so the
   file itself holds no invisible character); cut to a length with an ellipsis.
 - `markdown_code`: the same inside a code span (GitHub links nothing there).
@@ -33,7 +33,7 @@ _MD_ESCAPE = {c: "\\" + c for c in "\\`*_[]<>|~&$"}
 _MD_LINKY = re.compile(
     r"(?P<at>@)"                            # @user, @org/team, user@host, owner/repo@sha
     r"|(?P<hash>#)"                         # #123, owner/repo#1, GH-style refs
-    r"|(?P<gh>(?i:gh)(?=-))"                # GH-123
+    r"|(?P<ref>(?<=[A-Za-z])-(?=\d))"       # GH-123 and a repository's own autolink prefixes (JIRA-12)
     r"|(?P<scheme>:(?=//))"                 # https://, ftp://, any scheme
     r"|(?P<www>(?i:www)(?=\.))"             # www.example
     r"|(?P<sha>\b[0-9A-Fa-f]{7,40}\b)"      # commit SHAs (linked when they exist in the repository)
@@ -67,7 +67,7 @@ def visible(text: object) -> str:
     s = str(text)
     if s.isprintable():  # the common case, at C speed
         return s
-    return "".join(c if c == " " or c.isprintable() else _escape_char(c) for c in s)
+    return "".join(c if c.isprintable() else _escape_char(c) for c in s)
 
 
 def terminal(text: object) -> str:

@@ -131,7 +131,7 @@ def _findings(diag: dict[str, Any] | None, limit: int, share_of: str = "idle") -
             explains.append(fmt_us(f["explains_us"]))
         tail = f" ({', '.join(explains)})" if explains else ""
         out.append(f"{i}. **{_md(f.get('title') or f.get('id') or 'finding', 300)}** "
-                   f"`{_md(f.get('severity') or '')}`{tail}")
+                   f"{inert.markdown_code(f.get('severity') or '–')}{tail}")
         for a in f.get("advice") or []:
             out.append(f"   - {_md(a, 400)}")
         for e in (f.get("evidence") or [])[:3]:
