@@ -30,7 +30,7 @@ import traceanalyzer as ta
 from traceanalyzer import inert
 from traceanalyzer.compare import compare
 from traceanalyzer.progress import Progress
-from traceanalyzer.report.diff import render_diff_html, render_diff_markdown, render_diff_text
+from traceanalyzer.report.diff import render_diff_html, render_diff_json, render_diff_markdown, render_diff_text
 from traceanalyzer.report.html import page_data, render_html
 from traceanalyzer.report.markdown import render_markdown
 from traceanalyzer.report.text import render_text
@@ -258,6 +258,19 @@ def test_html_in_a_browser_shows_escapes_and_runs_nothing(browser, hostile, tmp_
     assert errors == [] and refused == [] and dialogs == []
 
 
+def test_json_escapes_invisible_characters_and_keeps_the_values(analysis):
+    import orjson
+
+    from traceanalyzer.report.jsonout import render_json
+
+    data = render_json(analysis)
+    text = data.decode("utf-8")
+    assert not [c for c in text if c != "\n" and not c.isprintable()]
+    assert "bidi\\u202eevil\\u202c" in text and "nul\\u0000byte" in text
+    assert orjson.loads(data) == orjson.loads(orjson.dumps(analysis.to_data(), option=orjson.OPT_SERIALIZE_NUMPY))
+    assert inert.json_text('"\u0085 \U000e0041"'.encode()) == b'"\\u0085 \\udb40\\udc41"'
+
+
 @pytest.fixture(scope="module")
 def comparison(tmp_path_factory):
     d = tmp_path_factory.mktemp("hostile_diff")
@@ -274,6 +287,7 @@ def test_diff_outputs_are_inert(comparison):
     assert_terminal_inert(out)
     page = render_diff_html(comparison)
     assert not [c for c in page if c != "\n" and not c.isprintable()]
+    assert not [c for c in render_diff_json(comparison).decode() if c != "\n" and not c.isprintable()]
     assert "<code>bidi\\u202eevil\\u202c</code>" in page and "<script" not in page
 
 
@@ -308,6 +322,10 @@ def test_cli_on_the_hostile_trace(tmp_path):
     assert res.returncode == 0, res.stderr
     assert_terminal_inert(res.stdout + res.stderr)
     assert "written to " in res.stdout and ".report.html" in res.stdout
+    for fmt in ("json", "md", "html"):  # a report on standard output, the summary on stderr
+        res = cli("report", trace.name, "--format", fmt, "-o", "-", cwd=tmp_path)
+        assert res.returncode == 0, res.stderr
+        assert_terminal_inert(res.stdout + res.stderr)
     head = hostile_trace(tmp_path / ("head " + EVIL_FILE), slow_us=2_000)
     res = cli("diff", trace.name, head.name, "-o", "d.md", cwd=tmp_path)
     assert res.returncode == 0, res.stderr

@@ -15,6 +15,9 @@ overrides). One function per destination:
   (controls, bidi, zero-width, line separators) replaced by a visible escape such as `\\u202e`.
 - `terminal`: escape sequences (CSI, OSC incl. hyperlinks and window titles, DCS, other ESC)
   removed whole, then `visible`, so a newline in a file name shows as `\\n` on the same line.
+- `json_text`: JSON output with C1 controls, bidi, zero-width and separator characters written
+  as `\\u` escapes (the JSON encoder already escapes C0), so the values read back unchanged but
+  the bytes, printed with `-o -`, hold nothing a terminal would act on.
 """
 
 from __future__ import annotations
@@ -128,3 +131,25 @@ def visible_data(data: Any) -> Any:
                 return data
         return [visible_data(v) for v in data]
     return data
+
+
+# What a JSON encoder leaves raw but a terminal or an editor acts on: C1 controls, soft hyphen,
+# bidi marks, zero-width and line/paragraph separators, invisible operators, BOM, tag characters.
+_JSON_INVISIBLE = re.compile("[\x7f-\x9f\xad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f"
+                             "\ufeff\ufff9-\ufffb\U000e0000-\U000e007f]")
+
+
+def _json_escape(m: re.Match[str]) -> str:
+    n = ord(m.group(0))
+    if n < 0x10000:
+        return f"\\u{n:04x}"
+    n -= 0x10000  # a UTF-16 surrogate pair, as JSON writes characters beyond the BMP
+    return f"\\u{0xD800 + (n >> 10):04x}\\u{0xDC00 + (n & 0x3FF):04x}"
+
+
+def json_text(data: bytes) -> bytes:
+    """UTF-8 JSON with the characters above escaped (they only occur inside strings)."""
+    text = data.decode("utf-8")
+    if not _JSON_INVISIBLE.search(text):
+        return data
+    return _JSON_INVISIBLE.sub(_json_escape, text).encode("utf-8")

@@ -106,7 +106,7 @@ def render_diff_text(c: Comparison) -> str:
 
 
 def render_diff_json(c: Comparison) -> bytes:
-    return orjson.dumps(c.to_data(), option=orjson.OPT_INDENT_2) + b"\n"
+    return inert.json_text(orjson.dumps(c.to_data(), option=orjson.OPT_INDENT_2)) + b"\n"
 
 
 def render_diff_html(c: Comparison) -> str:
