@@ -1,10 +1,15 @@
-"""Report -> the short summary shown on the terminal after every run (fits 80 columns)."""
+"""Report -> the short summary shown on the terminal after every run (fits 80 columns).
+
+Every line goes through `inert.terminal` before it is returned: escape sequences in a trace
+name or file name are removed, other control and bidi characters shown escaped (`\\n`, `\\u202e`).
+"""
 
 from __future__ import annotations
 
 import textwrap
 from typing import Any
 
+from .. import inert
 from ..result import AnalysisData as Analysis
 from ..result import PlainData as Report
 
@@ -32,8 +37,8 @@ MAX_RANKS_SHOWN = 8
 
 
 def _clean(text: object) -> str:
-    """One line of printable text: control characters (e.g. terminal escapes in a trace name) dropped."""
-    return "".join(c if c.isprintable() else " " for c in " ".join(str(text).split()))
+    """One line of printable text: terminal escapes removed, other control characters shown escaped."""
+    return " ".join(inert.terminal(text).split())
 
 
 def _wrap(text: str, first: str, rest: str) -> list[str]:
@@ -74,7 +79,7 @@ def render_text(analysis: Analysis) -> str:
     warnings = sum(len(i["warnings"]) for i in report["inputs"]) + len(report["warnings"])
     if warnings:
         lines.append(f"{warnings} warning(s) while reading; see the report's Inputs section")
-    return "\n".join(fit(lines)) + "\n"
+    return "\n".join(fit([inert.terminal(line) for line in lines])) + "\n"
 
 
 def fit(lines: list[str]) -> list[str]:
