@@ -192,6 +192,16 @@ def test_memory_device_numbered_differently_from_the_work_gpu(tmp_path):
     assert gpu_memory(a, 3).peak_allocated_bytes == 100 * MiB
 
 
+def test_gpu_memory_without_gpu_work_is_said(tmp_path):
+    t = KinetoTrace()
+    t.step(1, 1000, 1000)
+    t.host("aten::mm", 1100, 100)
+    mem(t, 1100, 100 * MiB, 120 * MiB, device=0)  # a CUDA model profiled with the CPU activity only
+    a = analyze(t, tmp_path / "t.json")
+    assert a.ranks[0].devices == () and a.ranks[0].host_memory is None
+    assert any("memory events of cuda:0 not reported" in w for w in a.warnings)
+
+
 def test_series_is_bounded_and_keeps_the_peak(tmp_path):
     n = 5 * MAX_SERIES_POINTS
     allocs = [(1000 + i * 0.5, (i % 97) * MiB, 200 * MiB) for i in range(n)]

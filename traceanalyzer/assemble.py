@@ -64,6 +64,7 @@ def assemble(tl: Timeline, figures: Figures, diagnosis: Diagnosis | None = None,
     by_device = {c.device: c for c in device_counters} if counters_aligned else {}
     ranks = tuple(_rank(tl, r, diag_by_index.get(r.index), figures.min_gap_ns, max_blocks, by_device)
                   for r in figures.ranks)
+    all_warnings += _memory_warnings(tl, figures)
     return Analysis(
         schema=R.SCHEMA,
         tool=R.ToolInfo("traceanalyzer", __version__),
@@ -135,6 +136,17 @@ def _memory(m: MemoryFigures, origin_ns: int) -> R.MemoryResult:
         per_step=tuple(R.MemoryStepRow(s.step, s.peak_allocated_bytes, s.end_allocated_bytes, s.growth_bytes)
                        for s in m.per_step[:MAX_STEP_BARS]),
         series=series)
+
+
+def _memory_warnings(tl: Timeline, figures: Figures) -> list[str]:
+    """GPU memory events that no reported GPU can show (the trace has no GPU work on that device)."""
+    out = []
+    for r in figures.ranks:
+        if r.memory and r.memory.unmatched:
+            gpus = ", ".join(f"cuda:{d}" for d in r.memory.unmatched)
+            out.append(f"{tl.sources[tl.ranks[r.index].source].path}: memory events of {gpus} not reported: the "
+                       f"trace has no GPU work on it (profile with ProfilerActivity.CUDA for per-GPU figures)")
+    return out
 
 
 def _device(d: DeviceAnalysis, attr: DeviceAttribution | None, counters: R.DeviceCounters | None,

@@ -69,6 +69,7 @@ class MemoryFigures:
 class RankMemory:
     devices: dict[int, MemoryFigures]  # by the GPU index of the rank's work
     host: MemoryFigures | None
+    unmatched: tuple[int, ...] = ()  # GPUs of memory events with no GPU work in the trace (not reported)
 
 
 def rank_memory(tl: Timeline, rank: int, work_devices: list[int]) -> RankMemory | None:
@@ -83,6 +84,7 @@ def rank_memory(tl: Timeline, rank: int, work_devices: list[int]) -> RankMemory 
     host = mine[dtype == T.MEMORY_CPU]
     totals = {d.index: _int_or_none(d.properties.get("totalGlobalMem")) for d in tl.devices if d.rank == rank}
     devices: dict[int, MemoryFigures] = {}
+    unmatched: list[int] = []
     mem_devices = sorted(int(d) for d in np.unique(gpu["device"].to_numpy()))
     for d in mem_devices:
         target = d
@@ -91,14 +93,15 @@ def rank_memory(tl: Timeline, rank: int, work_devices: list[int]) -> RankMemory 
             # devices, the kernels may carry the physical index; it is the same GPU.
             target = work_devices[0]
         if target not in work_devices:
+            unmatched.append(d)
             continue
         rows = gpu[gpu["device"].to_numpy() == d]
         total = totals.get(d) or totals.get(target)
         devices[target] = _figures(rows, target, total, st, d)
     host_figures = _figures(host, -1, None, st, -1) if len(host) else None
-    if not devices and host_figures is None:
+    if not devices and host_figures is None and not unmatched:
         return None
-    return RankMemory(devices, host_figures)
+    return RankMemory(devices, host_figures, tuple(unmatched))
 
 
 def _figures(rows: pd.DataFrame, device: int, total: int | None, st: F.Steps, memory_device: int) -> MemoryFigures:

@@ -10,6 +10,7 @@ from ..result import PlainData as Report
 from ..units import format_bytes
 
 MAX_ROWS = 40  # Markdown table rows
+MAX_TEXT_ROWS = 8  # terminal lines
 
 
 def fmt_pct(x: float | None) -> str:  # as report.text's (which imports this module)
@@ -46,9 +47,11 @@ def text_lines(report: Report) -> list[str]:
         return []
     many = len(report.get("ranks", [])) > 1
     lines = ["Memory (profiler memory events):"]
-    for r, label, m in rows:
+    for r, label, m in rows[:MAX_TEXT_ROWS]:
         who = f"rank {r['rank']} " if many and r.get("rank") is not None else ""
         lines.append(f"  {who}{label}: {figure_text(m)}")
+    if len(rows) > MAX_TEXT_ROWS:
+        lines.append(f"  ... and {len(rows) - MAX_TEXT_ROWS} more in the report")
     return lines
 
 
