@@ -34,6 +34,8 @@ CORPUS_CASES = {
     "cpu_only": (["hta_cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"], "real"),
     "xdit_largest": (["tl_xdit_sd35/profile_trace_rank_0.json.gz"], "real"),
     "fake_diagnosis_edge_cases": (["hta_nccl/nccl_data.json.gz"], True),
+    "memory_pressure_rocm": (["tl_vllm_graph_capture/graph_capture_rank_0.1773709742341309550.pt.trace.json.gz"],
+                             "real"),
 }
 
 
@@ -114,6 +116,22 @@ def check_page(page, analysis) -> None:
         assert b["width"] > 200 and b["height"] > 100
     for section in ("verdict", "figures", "timeline", "steps", "gaps", "memcpy", "kernels", "inputs", "definitions"):
         assert box(page.locator(f"#{section}"))["height"] > 20
+    check_memory_charts(page, report)
+
+
+def check_memory_charts(page, report) -> None:
+    """One memory chart per GPU (and host) with memory events, drawn at a real size with its lines."""
+    memories = [m for r in report["ranks"] for m in [*(d["memory"] for d in r["devices"]), r["host_memory"]] if m]
+    charts = page.locator("#memory .memchart svg")
+    assert charts.count() == len(memories)
+    for i, m in enumerate(memories):
+        chart = charts.nth(i)
+        chart.scroll_into_view_if_needed()
+        b = box(chart)
+        assert b["width"] > 300 and b["height"] > 100
+        assert box(chart.locator("path.mem-allocated"))["width"] > 0
+        assert chart.locator("line.mem-total").count() == (1 if m["total_bytes"] else 0)
+        assert chart.locator("path.mem-reserved").count() == (1 if m["series"]["reserved_bytes"] else 0)
 
 
 def interact(page, report) -> None:
@@ -157,6 +175,23 @@ def test_corpus_report_in_browser(browser, corpus, tmp_path, name):
         page.mouse.move(0, 0)
         page.evaluate("window.scrollTo(0, 0)")
         page.screenshot(path=str(ARTIFACTS / f"report-{name}.png"), full_page=True)
+    finally:
+        page.close()
+    assert errors == [] and refused == [] and dialogs == []
+
+
+def test_memory_chart_of_a_real_torch_trace_in_browser(browser, tmp_path):
+    """A CPU trace with a leak: the host memory chart and the leak finding on the page."""
+    report = report_for([ROOT / "sample_traces" / "torch_memory_leak.json.gz"], diagnosed="real")
+    assert report.ranks[0].host_memory is not None
+    html_path = tmp_path / "memory.html"
+    html_path.write_text(render_html(report), encoding="utf-8")
+    page, errors, refused, dialogs = open_report(browser, html_path)
+    try:
+        check_memory_charts(page, report.to_data())
+        assert "Memory grows every step" in page.locator("#findings").text_content()
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.locator("#memory").screenshot(path=str(ARTIFACTS / "report-memory.png"))
     finally:
         page.close()
     assert errors == [] and refused == [] and dialogs == []

@@ -143,5 +143,24 @@ FIGURES: dict[str, str] = {
         "in at least one matched collective; listed latest first, each with the time the other ranks "
         "waited for it per step and its own largest idle cause per steady-state step (mean over those "
         "steps) as the diagnosis attributed it."
+    "memory": (
+        "From torch.profiler's memory events (`profile_memory=True`; the `[memory]` instants), "
+        "per GPU and, kept apart, for the host: after each allocation or release, the bytes "
+        "allocated to tensors (`Total Allocated`) and reserved by the caching allocator (`Total "
+        "Reserved`: allocated plus cached blocks). Peak allocated / peak reserved = the largest "
+        "value over the trace. Total = the device's memory from the trace's `deviceProperties` "
+        "(`totalGlobalMem`). Peak allocated fraction = peak allocated / total; headroom = 1 - "
+        "peak reserved / total (peak allocated when the events carry no reserved total). Only "
+        "this process's allocator is seen: the CUDA context and other processes are not. The "
+        "series drawn holds every sample, or above 1000 the maximum per equal time bin; times "
+        "from the device's window start. A GPU whose events name another index than its kernels "
+        "(visible vs physical numbering) is matched when the rank has one of each."
+    ),
+    "memory_per_step": (
+        "For each host step span: peak allocated = the largest allocated value in the span, "
+        "including the value carried in from before it; allocated at the end = the last value at "
+        "or before the span's end; growth = that minus the previous step's (0 for the first). "
+        "Growth per step = the median of the growths after the first step. A leak shows as growth "
+        "in every step."
     ),
 }

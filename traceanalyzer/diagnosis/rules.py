@@ -143,7 +143,9 @@ class Diagnosis:
 
 def diagnose(tl: Timeline, analysis: Figures, include_warmup: bool = False) -> Diagnosis:
     """The verdict for every rank and for the job (the rank losing the most GPU time)."""
-    ranks = tuple(diagnose_rank(tl, r, include_warmup) for r in analysis.ranks)
+    from .memory import add_memory_findings  # here: diagnosis.memory builds on this module's types
+
+    ranks = tuple(add_memory_findings(diagnose_rank(tl, r, include_warmup), r) for r in analysis.ranks)
     if not ranks:
         return Diagnosis(UNDETERMINED, None, "Nothing to diagnose: the input holds no events.", None, (), ())
     with_gpu = [r for r in ranks if r.devices]

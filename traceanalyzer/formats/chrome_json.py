@@ -59,6 +59,12 @@ class ChromeArgs(msgspec.Struct, gc=False):
     memcpy_details: Any = None  # TF / xprof: "kind:HtoD size:655360 dest:2 async:1"
     memset_details: Any = None
     input_dims: Any = msgspec.field(default=None, name="Input Dims")
+    # torch.profiler(profile_memory=True) "[memory]" instants
+    device_type: Any = msgspec.field(default=None, name="Device Type")
+    device_id: Any = msgspec.field(default=None, name="Device Id")
+    total_allocated: Any = msgspec.field(default=None, name="Total Allocated")
+    total_reserved: Any = msgspec.field(default=None, name="Total Reserved")
+    mem_bytes: Any = msgspec.field(default=None, name="Bytes")
 
 
 class ChromeEvent(msgspec.Struct, gc=False):

@@ -23,6 +23,7 @@ from ..causes import PALETTE, page_registry
 from ..result import AnalysisData as Analysis
 from ..result import PlainData as Report
 from .ranks import straggler_sentence
+from ..units import format_bytes
 from .text import fmt_pct, fmt_us
 
 # Labels and colours of causes and verdicts come from the one registry (traceanalyzer/causes.py).
@@ -46,6 +47,7 @@ def template_env() -> jinja2.Environment:
     env.filters["pct"] = fmt_pct
     env.filters["rank_label"] = rank_label
     env.filters["nbytes"] = fmt_bytes
+    env.filters["gib"] = format_bytes
     env.filters["code_spans"] = code_spans
     env.globals["straggler_sentence"] = straggler_sentence
     env.filters["visible"] = inert.visible

@@ -18,6 +18,7 @@ from ..causes import CAUSE_LIST, VERDICT_LIST
 from ..result import AnalysisData as Analysis
 from ..result import PlainData as Report
 from .ranks import markdown_lines as ranks_markdown
+from .memory import markdown_lines as memory_markdown
 from .text import fmt_pct, fmt_us
 
 MAX_CHARS = 65_536
@@ -76,6 +77,7 @@ def _render(report: Report, rows: dict[str, int]) -> str:
     if report["ranks"]:  # nvidia-smi logs alone have no trace figures: their own section says it all
         out += _headline_table(report, diag, rows["ranks"])
         out += _gaps(report, diag, rows["gaps"])
+        out += memory_markdown(report, _md, _who)
     out += _counters(report)
     more = _details(report, rows)
     if more:
@@ -129,7 +131,9 @@ def _findings(diag: dict[str, Any] | None, limit: int, share_of: str = "idle") -
         share = f.get("share_of_idle")
         # without a GPU the host-loop findings are shares of step time, not of GPU idle time
         explains = [] if share is None else [f"{fmt_pct(share)} of {share_of}"]
-        if f.get("explains_us") is not None:
+        if not share and not f.get("explains_us"):  # a finding that is no idle time (e.g. memory)
+            explains = []
+        elif f.get("explains_us") is not None:
             explains.append(fmt_us(f["explains_us"]))
         tail = f" ({', '.join(explains)})" if explains else ""
         out.append(f"{i}. **{_md(f.get('title') or f.get('id') or 'finding', 300)}** "

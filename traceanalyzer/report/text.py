@@ -12,6 +12,7 @@ from typing import Any
 from .. import inert
 from ..result import AnalysisData as Analysis
 from ..result import PlainData as Report
+from .memory import text_lines as memory_text_lines
 
 WIDTH = 80
 TOP_FINDINGS = 3  # findings shown in the summary
@@ -75,6 +76,7 @@ def render_text(analysis: Analysis) -> str:
             lines.extend(_device_lines(d))
     if len(ranks) > MAX_RANKS_SHOWN:
         lines.append(f"... and {len(ranks) - MAX_RANKS_SHOWN} more rank(s) in the report")
+    lines.extend(memory_text_lines(report))
     lines.extend(counter_lines(report))
     warnings = sum(len(i["warnings"]) for i in report["inputs"]) + len(report["warnings"])
     if warnings:
