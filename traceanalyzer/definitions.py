@@ -143,6 +143,7 @@ FIGURES: dict[str, str] = {
         "in at least one matched collective; listed latest first, each with the time the other ranks "
         "waited for it per step and its own largest idle cause per steady-state step (mean over those "
         "steps) as the diagnosis attributed it."
+    ),
     "memory": (
         "From torch.profiler's memory events (`profile_memory=True`; the `[memory]` instants), "
         "per GPU and, kept apart, for the host: after each allocation or release, the bytes "

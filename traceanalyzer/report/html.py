@@ -22,8 +22,8 @@ from .. import inert
 from ..causes import PALETTE, page_registry
 from ..result import AnalysisData as Analysis
 from ..result import PlainData as Report
-from .ranks import straggler_sentence
 from ..units import format_bytes
+from .ranks import straggler_sentence
 from .text import fmt_pct, fmt_us
 
 # Labels and colours of causes and verdicts come from the one registry (traceanalyzer/causes.py).

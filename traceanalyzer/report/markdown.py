@@ -17,8 +17,8 @@ from .. import inert
 from ..causes import CAUSE_LIST, VERDICT_LIST
 from ..result import AnalysisData as Analysis
 from ..result import PlainData as Report
-from .ranks import markdown_lines as ranks_markdown
 from .memory import markdown_lines as memory_markdown
+from .ranks import markdown_lines as ranks_markdown
 from .text import fmt_pct, fmt_us
 
 MAX_CHARS = 65_536
