@@ -276,7 +276,20 @@ def test_straggler_job_in_browser(browser, tmp_path):
         assert late[5] > 100 and all(w == 0 for i, w in enumerate(late) if i != 5)
         waits = [box(rows.nth(i).locator(".rbar.wait"))["width"] for i in range(8)]
         assert waits[5] == 0 and all(w > 50 for i, w in enumerate(waits) if i != 5)
+        # one job clock: every rank's timeline spans the job, and zooming one zooms them all
+        ranges = page.locator(".tl .tl-range")
+        assert ranges.count() == 8 and "job clock" in ranges.nth(0).text_content()
+        first = page.locator(".tl canvas").first
+        first.scroll_into_view_if_needed()
+        b = box(first)
+        page.mouse.move(b["x"] + b["width"] * 0.6, b["y"] + b["height"] / 2)
+        page.mouse.wheel(0, -600)
+        page.wait_for_timeout(200)
+        zoomed = [ranges.nth(i).text_content() for i in range(8)]
+        assert all("(job clock)" in z for z in zoomed)
+        assert len(set(zoomed)) == 1  # the same stretch of the job clock on every rank
         ARTIFACTS.mkdir(exist_ok=True)
+        page.locator("#timeline").screenshot(path=str(ARTIFACTS / "report-job-timeline.png"))
         section.scroll_into_view_if_needed()
         section.screenshot(path=str(ARTIFACTS / "report-stragglers.png"))
     finally:

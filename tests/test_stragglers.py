@@ -109,6 +109,10 @@ def test_two_hosts_with_a_clock_offset_are_aligned(tmp_path: Path) -> None:
     assert [s.rank for s in a.diagnosis.stragglers] == [5]
     assert a.diagnosis.stragglers[0].lateness_per_step_us == pytest.approx(30_000, abs=50)
     assert [r.host for r in a.ranks] == [hosts[r] for r in range(8)]
+    # the timeline draws every rank on the job clock: the ranks started together, so their windows
+    # start within the alignment error of each other, though host B's own clock is 3.217 s ahead
+    assert len(job.timeline_shift_us) == 8 and max(job.timeline_shift_us) <= 50 and min(job.timeline_shift_us) == 0
+    assert abs(a.ranks[4].window_start_ns - a.ranks[0].window_start_ns) > 3e9
 
 
 def test_unknown_hosts_on_different_clocks_are_split(tmp_path: Path) -> None:

@@ -115,7 +115,9 @@ FIGURES: dict[str, str] = {
         "medians differ by more than 0.5 ms get one offset each. Collectives whose ends still differ "
         "by more than 1 ms once shifted are not the same collective (sampled or trimmed traces) and "
         "are left out, and the offsets are estimated again from the rest. A host's residual is the "
-        "median |end - the median rank's end| of its ranks' matched collectives on the job clock."
+        "median |end - the median rank's end| of its ranks' matched collectives on the job clock. "
+        "The timeline draws every rank on the job clock (`job.timeline_shift_us`: where each rank's "
+        "window starts, from the earliest), and its ranks zoom and pan together."
     ),
     "collectives": (
         "A collective is a communication kernel on a rank's first device that runs any. It belongs to "

@@ -475,6 +475,9 @@ class JobResult:
     ranks: tuple[RankCommRow, ...]
     chart: PlainData  # per-rank bars: compute, exposed communication, waiting, caused wait
     straggler_min_lateness_us: float | None = None  # lateness per step from which a rank is a straggler
+    # Where each rank's window starts on the job clock, from the earliest rank's start (report order):
+    # the timeline draws every rank on this one clock.
+    timeline_shift_us: tuple[float, ...] = ()
 
 
 # --- host logs (glances) ---------------------------------------------------------------------------------

@@ -88,8 +88,10 @@ def job_figures(tables: Sequence[pd.DataFrame], ranks: Sequence[R.RankResult],
     clocks = _clocks(groups, taking, offsets, m, keep)
     figures = _waiting(m, keep, taking, offsets, warmup) if m is not None and keep.any() else {}
     rows = tuple(_row(n, r, diag_of(diagnoses, n), figures.get(n)) for n, r in zip(numbers, ranks))
+    starts = [r.window_start_ns + offsets.get(n, 0) for n, r in zip(numbers, ranks)]
+    first = min(starts)
     job = R.JobResult(clocks=tuple(clocks), collectives_matched=int(keep.sum()), ranks=rows,
-                      chart=_chart(rows))
+                      chart=_chart(rows), timeline_shift_us=tuple(_us(s - first) for s in starts))
     return JobFigures(job, tuple(warnings))
 
 

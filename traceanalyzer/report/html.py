@@ -99,6 +99,8 @@ def page_data(report: Report) -> dict[str, Any]:
              "devices": [{"device": d["device"], "histogram": d["gaps"]["histogram"]} for d in r["devices"]]}
             for r in report["ranks"]
         ],
+        # many ranks: where each rank's window starts on the job clock (the timelines share it)
+        "job_shift_us": (report.get("job") or {}).get("timeline_shift_us") or [],
     })
 
 
