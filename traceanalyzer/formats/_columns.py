@@ -13,15 +13,36 @@ import pandas as pd
 _TRAILING_INT = re.compile(r"(-?\d+)\s*$")
 
 
+# Strings longer than this (a name, a category) are cut to it: no profiler writes such names,
+# and a hostile 100 MB name would otherwise be copied through every table and report.
+MAX_NAME_CHARS = 64 * 1024
+CUT_MARK = "\u2026[cut]"
+
+
+def cut_text(value: str, limit: int = MAX_NAME_CHARS) -> str:
+    """`value`, cut to `limit` characters with a visible mark when longer."""
+    return value if len(value) <= limit else value[:limit] + CUT_MARK
+
+
 class Interner:
-    """Maps strings to stable int codes across chunks; becomes a pandas Categorical at the end."""
+    """Maps strings to stable int codes across chunks; becomes a pandas Categorical at the end.
+
+    Strings longer than MAX_NAME_CHARS are cut (`cut` counts the distinct ones)."""
 
     def __init__(self) -> None:
         self._index: dict[str, int] = {}
         self.values: list[str] = []
+        self._cut: set[str] = set()
+
+    @property
+    def cut(self) -> int:
+        return len(self._cut)
 
     def code(self, value: Any) -> int:
-        key = value if isinstance(value, str) else ("" if value is None else str(value))
+        key = value if isinstance(value, str) else ("" if value is None else _short_str(value))
+        if len(key) > MAX_NAME_CHARS:
+            key = cut_text(key)
+            self._cut.add(key)
         found = self._index.get(key)
         if found is None:
             found = self._index[key] = len(self.values)
@@ -47,6 +68,24 @@ class Interner:
 
     def categorical(self, codes: np.ndarray) -> pd.Categorical:
         return pd.Categorical.from_codes(codes.astype(np.int32), categories=pd.Index(self.values, dtype=object))
+
+
+def _short_str(value: Any) -> str:
+    """str() of a non-string value (a number, a list), bounded: a huge nested value is not copied whole."""
+    if isinstance(value, (list, dict)) and len(value) > 1000:
+        return f"<{type(value).__name__} of {len(value)} items>"
+    try:
+        return str(value)
+    except (ValueError, RecursionError):  # ints beyond the str() digit limit, deep nesting
+        return f"<{type(value).__name__}>"
+
+
+def names_cut_warning(*interners: Interner) -> list[str]:
+    """The one warning for names cut to MAX_NAME_CHARS, if any were."""
+    n = sum(i.cut for i in interners)
+    if not n:
+        return []
+    return [f"names cut: {n} names longer than {MAX_NAME_CHARS} characters cut to that length"]
 
 
 def to_float(values: Sequence[Any]) -> np.ndarray:

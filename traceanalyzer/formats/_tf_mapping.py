@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from .. import timeline as T
-from ._columns import Interner
+from ._columns import Interner, names_cut_warning
 
 GPU_PLANE = re.compile(r"^/device:GPU:(\d+)$")
 HOST_PLANE = re.compile(r"^/host:CPU$")
@@ -103,7 +103,7 @@ def to_events(raw: RawEvents) -> Mapped:
     details = raw.column("details", np.int64)
     n = len(ts)
     not_kept: Counter[str] = Counter()
-    warnings: list[str] = []
+    warnings: list[str] = names_cut_warning(raw.names, raw.planes, raw.lines, raw.details)
 
     # --- per plane: host, GPU N, or something we do not map ---------------------------------
     plane_names = raw.planes.values

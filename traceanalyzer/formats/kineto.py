@@ -26,7 +26,7 @@ import pandas as pd
 from .. import timeline as T
 from ..timeline import DeviceInfo, RankInfo, Source, Timeline
 from ._base import ReadOptions
-from ._columns import ID_OUT_OF_RANGE, Interner, int_or_none, to_float, to_int_id, us_to_ns
+from ._columns import ID_OUT_OF_RANGE, Interner, int_or_none, names_cut_warning, to_float, to_int_id, us_to_ns
 from .chrome_json import (
     CHUNK_BYTES,
     DECODE_NOTES,
@@ -185,6 +185,7 @@ def _timeline(cols: _Collector, header: dict[str, Any], path: Path, fmt: str) ->
     if duplicates:
         source.not_kept["duplicate"] = duplicates
         source.warnings.append(f"{duplicates} exact duplicate events removed")
+    source.warnings.extend(names_cut_warning(cols.names, cols.cats, cols.copy_kinds))
     unknown = {c: n for c, n in cols.categories.items() if c not in CATEGORY_KINDS}
     if unknown:
         listed = ", ".join(f"{c or '(none)'} ({n})" for c, n in sorted(unknown.items()))
