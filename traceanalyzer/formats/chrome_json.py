@@ -85,6 +85,9 @@ _HEADER_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|"|[\[\]{}]', re.DOTALL)
 _KEY_COLON = re.compile(rb'[ \t\r\n]*(:?)[ \t\r\n]*')
 _BYTE_POS = re.compile(r"\(byte (\d+)\)")
 _SPACE = b" \t\r\n"
+# Whitespace runs this long are squeezed while streaming (see _StreamReader._append_squeezed).
+_SPACE_RUN = b" " * 65536
+_LONG_SPACE = re.compile(rb"[ \t\r\n]{65536,}")
 
 
 @dataclass
@@ -390,7 +393,7 @@ class EventStream:
             while True:
                 if len(r.buf) - pos > _MAX_PIECE_BYTES:
                     raise InputError(self.path, f"no end of an event in {len(r.buf) - pos} bytes from byte "
-                                                f"{r.base + pos}: not a profiler trace (or one event larger "
+                                                f"{r.offset(pos)}: not a profiler trace (or one event larger "
                                                 f"than {_MAX_PIECE_BYTES} bytes)")
                 m = _EVENT_BOUNDARY.search(r.buf, search_from) if len(r.buf) > search_from else None
                 if m is None:
@@ -466,7 +469,7 @@ class EventStream:
                     if pos_tail is not None and "truncated" in str(exc):  # cut inside the keys after the list
                         events = r.decode_closed(pos - 1, comma, self.decoder)
                         self.truncated = (f"the JSON document ends inside the keys after the event list "
-                                          f"(content cut at byte {r.base + len(buf)}; e.g. baseTimeNanoseconds "
+                                          f"(content cut at byte {r.offset(len(buf))}; e.g. baseTimeNanoseconds "
                                           f"may be missing)")
                         yield events
                         return
@@ -492,7 +495,7 @@ class EventStream:
                 break
             except msgspec.DecodeError:
                 continue
-        where = r.base + len(r.buf)
+        where = r.offset(len(r.buf))
         self.truncated = (r.cut or "the JSON document ends inside the event list") + \
             f" (content cut at byte {where})"
         return events
@@ -513,6 +516,10 @@ class _StreamReader:
         self.lines_before = 0  # newlines in the content before buf[0]
         self.last_newline = -1  # content offset of the last newline before buf[0]
         self.cut: str | None = None  # the compressed stream ended early (what the gunzip said)
+        # Long whitespace runs are not kept (a hostile gzip can hold gigabytes of it): where
+        # they were (offset in the kept content, i.e. base + index), bytes and newlines skipped.
+        self.holes: list[tuple[int, int, int]] = []
+        self.skipped_bytes = 0
 
     def more(self) -> None:
         if self.eof:
@@ -524,8 +531,45 @@ class _StreamReader:
             block = None
         if block is None:
             self.eof = True
+        elif _SPACE_RUN in block or (len(block) >= len(_SPACE_RUN) and not block.strip(_SPACE)):
+            self._append_squeezed(block)
         else:
             self.buf += block
+
+    def _append_squeezed(self, block: bytes) -> None:
+        """Append `block` with each long run of whitespace kept as its first byte."""
+        if not block.strip(_SPACE):
+            runs = [(0, len(block))]
+        else:
+            runs = [m.span() for m in _LONG_SPACE.finditer(block)]
+        prev = 0
+        for lo, hi in runs:
+            self.buf += block[prev:lo + 1]
+            at = self.base + len(self.buf)
+            newlines = block.count(b"\n", lo + 1, hi)
+            if self.holes and self.holes[-1][0] >= at - 1:
+                _, n0, nl0 = self.holes[-1]
+                self.holes[-1] = (self.holes[-1][0], n0 + hi - lo - 1, nl0 + newlines)
+            else:
+                self.holes.append((at, hi - lo - 1, newlines))
+            self.skipped_bytes += hi - lo - 1
+            prev = hi
+        self.buf += block[prev:]
+
+    def _skipped_before(self, kept_offset: int) -> tuple[int, int]:
+        """(bytes, newlines) of whitespace skipped before this offset in the kept content."""
+        n = lines = 0
+        for at, size, newlines in self.holes:
+            if at > kept_offset:
+                break
+            n += size
+            lines += newlines
+        return n, lines
+
+    def offset(self, index: int) -> int:
+        """The content (file or decompressed) offset of buf[index]."""
+        kept = self.base + index
+        return kept + self._skipped_before(kept)[0]
 
     def more_until(self, size: int) -> None:
         while not self.eof and len(self.buf) < size:
@@ -542,7 +586,7 @@ class _StreamReader:
         newlines = self.buf.count(b"\n", 0, n)
         if newlines:
             self.lines_before += newlines
-            self.last_newline = self.base + self.buf.rfind(b"\n", 0, n)
+            self.last_newline = self.offset(self.buf.rfind(b"\n", 0, n))
         del self.buf[:n]
         self.base += n
 
@@ -602,16 +646,16 @@ class _StreamReader:
         if "truncated" in text:
             while not self.eof:  # the content's length, as the whole-content path says it
                 self.more()
-            return (f"truncated JSON: the document ends early at byte {self.base + len(self.buf)}; "
+            return (f"truncated JSON: the document ends early at byte {self.offset(len(self.buf))}; "
                     f"expected more events")
         m = _BYTE_POS.search(text)
         if not m:
             return f"malformed JSON: {text}"
         rel = start + int(m.group(1))
-        offset = self.base + rel
-        line = self.lines_before + self.buf.count(b"\n", 0, rel) + 1
+        offset = self.offset(rel)
+        line = self.lines_before + self.buf.count(b"\n", 0, rel) + self._skipped_before(self.base + rel)[1] + 1
         nl = self.buf.rfind(b"\n", 0, rel)
-        last_newline = self.base + nl if nl >= 0 else self.last_newline
+        last_newline = self.offset(nl) if nl >= 0 else self.last_newline
         column = offset - (last_newline + 1) + 1
         what = _BYTE_POS.sub("", text).replace("JSON is malformed: ", "").strip()
         return f"malformed JSON at line {line}, column {column} (byte {offset}): {what}"
