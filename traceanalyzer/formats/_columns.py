@@ -60,10 +60,8 @@ class Interner:
             pass
         try:
             local = {u: self.code(u) for u in dict.fromkeys(values)}
-        except TypeError:  # unhashable values (lists): pandas compares them as objects
-            codes, uniques = pd.factorize(np.asarray(values, dtype=object), use_na_sentinel=False)
-            mapping = np.fromiter((self.code(u) for u in uniques), dtype=np.int32, count=len(uniques))
-            return mapping[codes]
+        except TypeError:  # unhashable values (lists, objects): by their bounded text
+            return self.codes([v if isinstance(v, str) or v is None else _short_str(v) for v in values])
         return np.fromiter(map(local.__getitem__, values), dtype=np.int32, count=n)
 
     def categorical(self, codes: np.ndarray) -> pd.Categorical:
@@ -104,7 +102,8 @@ def to_int_id(values: Sequence[Any], missing: int = -1) -> np.ndarray:
         return arr
     except (TypeError, ValueError, OverflowError):
         pass
-    obj = np.asarray(values, dtype=object)
+    obj = np.empty(len(values), dtype=object)
+    obj[:] = [v if v is None or isinstance(v, (int, float, str)) else None for v in values]  # lists, dicts: no id
     codes, uniques = pd.factorize(obj, use_na_sentinel=False)
     parsed = np.fromiter((_parse_id(u, missing) for u in uniques), dtype=np.int64, count=len(uniques))
     return parsed[codes] if len(obj) else np.zeros(0, dtype=np.int64)
@@ -142,7 +141,8 @@ def us_to_ns(us: np.ndarray) -> np.ndarray:
     about 0.25 us at epoch-microsecond magnitudes (1.7e15), more than the parse itself lost.
     NaN becomes 0 (callers mark missing values themselves).
     """
-    us = np.nan_to_num(np.asarray(us, dtype=np.float64), nan=0.0)
+    us = np.nan_to_num(np.asarray(us, dtype=np.float64), nan=0.0, posinf=0.0, neginf=0.0)
+    us = np.where(np.abs(us) < 9e15, us, 0.0)  # beyond int64 ns: callers drop such values first
     whole = np.floor(us)
     frac_ns = np.rint((us - whole) * 1000.0).astype(np.int64)
     return whole.astype(np.int64) * 1000 + frac_ns
@@ -156,6 +156,12 @@ def int_or_none(value: Any) -> int | None:
         return value
     if isinstance(value, float) and value.is_integer():
         return int(value)
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit() and len(value.strip()) <= 40:
         return int(value)
     return None
+
+
+def small_int_or_none(value: Any, limit: int = 2**31 - 1) -> int | None:
+    """`int_or_none` limited to 0..limit (ranks, world sizes, device ids); None beyond."""
+    found = int_or_none(value)
+    return found if found is not None and 0 <= found <= limit else None

@@ -24,9 +24,20 @@ import numpy as np
 import pandas as pd
 
 from .. import timeline as T
+from ..errors import InputError
 from ..timeline import DeviceInfo, RankInfo, Source, Timeline
 from ._base import ReadOptions
-from ._columns import ID_OUT_OF_RANGE, Interner, int_or_none, names_cut_warning, to_float, to_int_id, us_to_ns
+from ._columns import (
+    ID_OUT_OF_RANGE,
+    Interner,
+    cut_text,
+    int_or_none,
+    names_cut_warning,
+    small_int_or_none,
+    to_float,
+    to_int_id,
+    us_to_ns,
+)
 from .chrome_json import (
     CHUNK_BYTES,
     DECODE_NOTES,
@@ -168,6 +179,9 @@ def _timeline(cols: _Collector, header: dict[str, Any], path: Path, fmt: str) ->
         source.not_kept[phase] = n
 
     base_ns = int_or_none(header.get("baseTimeNanoseconds")) or 0
+    if not 0 <= base_ns <= MAX_ABS_TIME_US * 1000:
+        raise InputError(path, f"baseTimeNanoseconds {str(base_ns)[:30]} is out of range (negative or "
+                               f"beyond the year 2200): every event time would be wrong")
     events = cols.frame(base_ns)
     events, dropped = _drop_bad(events)
     for reason, n in cols.dropped.items():
@@ -193,8 +207,12 @@ def _timeline(cols: _Collector, header: dict[str, Any], path: Path, fmt: str) ->
     source.events_kept = len(events)
 
     info = header.get("distributedInfo") if isinstance(header.get("distributedInfo"), dict) else {}
-    rank = int_or_none(info.get("rank")) if info else None
-    world = int_or_none(info.get("world_size")) if info else None
+    rank = small_int_or_none(info.get("rank")) if info else None
+    world = small_int_or_none(info.get("world_size")) if info else None
+    for key, value in (("rank", rank), ("world_size", world)):
+        if info and info.get(key) is not None and value is None:
+            source.warnings.append(f"distributedInfo.{key} {str(info.get(key))[:40]!r} is not a plausible "
+                                   f"number; ignored")
     ts_us_median = float(np.median(events["ts_ns"].to_numpy())) / 1000 if len(events) else 0.0
     epoch = bool(base_ns) or ts_us_median > 1e15  # > 2001-09-09 in epoch microseconds
     tl = Timeline(events=events, sources=[source],
@@ -447,10 +465,14 @@ def _devices(header: dict[str, Any], events: pd.DataFrame) -> list[DeviceInfo]:
     out = []
     for d in used:
         entry = by_id.get(d, {})
-        name = entry.get("name") if isinstance(entry.get("name"), str) else ""
-        out.append(DeviceInfo(rank=0, index=d, name=name or "",
-                              properties={k: v for k, v in entry.items() if isinstance(v, (int, float, str))}))
+        name = cut_text(entry["name"], 256) if isinstance(entry.get("name"), str) else ""
+        out.append(DeviceInfo(rank=0, index=d, name=name or "", properties={
+            cut_text(k, 256): cut_text(v, 1024) if isinstance(v, str) else v
+            for k, v in list(entry.items())[:_MAX_PROPERTIES] if isinstance(v, (int, float, str))}))
     return out
+
+
+_MAX_PROPERTIES = 64  # deviceProperties keys kept per device
 
 
 def _phase_reason(ph: Any) -> str:
@@ -467,7 +489,9 @@ def _phase_reason(ph: Any) -> str:
 
 def _step_number(name: str) -> int:
     m = STEP_NAME.match(name)
-    return int(m.group(1)) if m else -1
+    if not m:
+        return -1
+    return int(m.group(1)) if len(m.group(1)) <= 18 else MAX_STEP_NUMBER + 1
 
 
 def _copy_direction(name: str) -> str:

@@ -21,6 +21,7 @@ from ._base import ReadOptions
 from ._columns import to_float, to_int_id, us_to_ns
 from ._tf_mapping import RawEvents, framework_of, to_events
 from .chrome_json import iter_event_chunks, looks_like_json_object, parse_envelope
+from .kineto import MAX_ABS_TIME_US, MAX_DURATION_US
 
 FORMAT = "tf-trace-json"
 
@@ -53,7 +54,7 @@ def read(path: Path, data: bytes, options: ReadOptions) -> Timeline:
             else:
                 not_kept[_phase_reason(e.ph)] += 1
         if xs:
-            chunks.append(_columns(xs, raw))
+            chunks.append(_columns(xs, raw, not_kept))
     # Plane and line names are known only once every M event is read (they may come last).
     for cols in chunks:
         pid, tid = cols.pop("pid"), cols.pop("tid")
@@ -62,6 +63,8 @@ def read(path: Path, data: bytes, options: ReadOptions) -> Timeline:
         raw.add(plane=plane_codes, line=raw.lines.codes(line_names), line_id=tid, **cols)
     for reason, n in sorted(not_kept.items()):
         source.not_kept[reason] = n
+        if reason in _DROPPED:
+            source.warnings.append(f"{n} events dropped: {_DROPPED[reason]}")
     mapped = to_events(raw)
     events = mapped.events
     for reason, n in mapped.not_kept.items():
@@ -77,11 +80,25 @@ def read(path: Path, data: bytes, options: ReadOptions) -> Timeline:
     return tl.validate()
 
 
-def _columns(xs: list[Any], raw: RawEvents) -> dict[str, np.ndarray]:
+# Events dropped for their values (not their phase), with what the warning says.
+_DROPPED = {"no_timestamp": "no timestamp (ts missing or not a number)",
+            "time_out_of_range": "time out of range (beyond the year 2200)",
+            "duration_out_of_range": "duration out of range (longer than about 28 hours)"}
+
+
+def _columns(xs: list[Any], raw: RawEvents, not_kept: Counter[str]) -> dict[str, np.ndarray]:
     args = [e.args for e in xs]
     ts = to_float([e.ts for e in xs])
     dur = to_float([e.dur for e in xs])
-    ok = ~np.isnan(ts)
+    no_ts = ~np.isfinite(ts)
+    far = ~no_ts & (np.abs(ts) > MAX_ABS_TIME_US)
+    long = ~no_ts & ~far & (np.isinf(dur) | (np.nan_to_num(dur) > MAX_DURATION_US))
+    for reason, mask in (("no_timestamp", no_ts), ("time_out_of_range", far), ("duration_out_of_range", long)):
+        if mask.any():
+            not_kept[reason] += int(mask.sum())
+    ok = ~(no_ts | far | long)
+    ts = np.where(ok, ts, 0.0)
+    dur = np.where(ok & np.isfinite(dur), dur, np.nan)
     details = [(a.memcpy_details or a.memset_details) if a is not None else None for a in args]
     cols = {
         "ts_ns": us_to_ns(np.nan_to_num(ts)), "dur_ns": np.where(np.isnan(dur), 0, us_to_ns(np.nan_to_num(dur))),
