@@ -38,6 +38,7 @@ from ._columns import (
     to_int_id,
     us_to_ns,
 )
+from ._counters import check_device_count
 from .chrome_json import (
     CHUNK_BYTES,
     DECODE_NOTES,
@@ -218,6 +219,7 @@ def _timeline(cols: _Collector, header: dict[str, Any], path: Path, fmt: str) ->
     tl = Timeline(events=events, sources=[source],
                   ranks=[RankInfo(index=0, rank=rank, source=0, world_size=world,
                                   clock="epoch" if epoch else "relative", framework="pytorch")])
+    check_device_count(path, events["device"].to_numpy()[events["device"].to_numpy() >= 0])
     tl.devices = _devices(header, events)
     return tl.validate()
 

@@ -35,6 +35,10 @@ TF_TRACE_SUFFIXES = (".trace.json.gz", ".trace.json")
 _EPOCH_NS_FLOOR = 10**18
 _EPOCH_MS_FLOOR = 10**12
 
+# Folders deeper than this below the log dir are not searched (said in `skipped`): the walk
+# stays bounded on a hostile tree thousands of levels deep.
+MAX_DEPTH = 32
+
 TENSORFLOW = "tensorflow"
 PYTORCH = "pytorch"
 
@@ -75,9 +79,18 @@ def discover(root: Path) -> LogDir | None:
     pt_files: dict[Path, list[Path]] = defaultdict(list)
     skipped: list[str] = []
     notes: list[str] = []
-    for dirpath, dirnames, filenames in os.walk(root):
+    def unreadable(exc: OSError) -> None:
+        where = _relative(root, Path(exc.filename)) if exc.filename else "?"
+        skipped.append(f"folder {where or '.'}: cannot be read ({exc.strerror or exc}); any run in it is "
+                       f"left out, so the run analysed may not be the newest")
+
+    too_deep: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(root, onerror=unreadable):
         dirnames.sort()
         here = Path(dirpath)
+        if dirnames and len(here.relative_to(root).parts) >= MAX_DEPTH:
+            too_deep.append(_relative(root, here))
+            dirnames[:] = []
         if _is_run_folder(here):
             run = _tf_run(root, here, sorted(filenames), skipped)
             if run is not None:
@@ -86,6 +99,9 @@ def discover(root: Path) -> LogDir | None:
         for name in sorted(filenames):
             if PT_TRACE.match(name):
                 pt_files[here].append(here / name)
+    if too_deep:
+        skipped.append(f"folders more than {MAX_DEPTH} levels below the log dir (not searched): "
+                       f"{len(too_deep)} below {too_deep[0][:200]}")
     pt_runs = [run for d, files in sorted(pt_files.items()) for run in _pytorch_spans(root, d, files, notes)]
     runs = tf_runs + pt_runs
     if not runs:

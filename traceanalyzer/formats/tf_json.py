@@ -19,6 +19,7 @@ import numpy as np
 from ..timeline import DeviceInfo, RankInfo, Source, Timeline
 from ._base import ReadOptions
 from ._columns import to_float, to_int_id, us_to_ns
+from ._counters import check_device_count
 from ._tf_mapping import RawEvents, framework_of, to_events
 from .chrome_json import iter_event_chunks, looks_like_json_object, parse_envelope
 from .kineto import MAX_ABS_TIME_US, MAX_DURATION_US
@@ -76,6 +77,7 @@ def read(path: Path, data: bytes, options: ReadOptions) -> Timeline:
     tl = Timeline(events=events, sources=[source],
                   ranks=[RankInfo(index=0, rank=None, source=0, clock="epoch" if epoch else "relative",
                                   framework=framework_of(raw.names.values))])
+    check_device_count(path, np.asarray(mapped.devices, dtype=np.int64))
     tl.devices = [DeviceInfo(rank=0, index=d) for d in mapped.devices]
     return tl.validate()
 

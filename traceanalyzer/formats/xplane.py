@@ -20,6 +20,7 @@ from ..errors import InputError
 from ..timeline import DeviceInfo, RankInfo, Source, Timeline
 from ._base import ReadOptions
 from ._columns import int_or_none
+from ._counters import check_device_count
 from ._tf_mapping import (
     DATALOADER_NAME,
     GPU_PLANE,
@@ -27,6 +28,7 @@ from ._tf_mapping import (
     RUNTIME_NAME,
     STEPS_LINE,
     RawEvents,
+    _gpu_index,
     framework_of,
     to_events,
 )
@@ -86,7 +88,9 @@ def timeline_from_space(space: Any, path: Path) -> Timeline:
     for plane in space.planes:
         gpu = GPU_PLANE.match(plane.name)
         if gpu:
-            device_props[int(gpu.group(1))] = _plane_stats(plane)
+            index = _gpu_index(plane.name)
+            if index >= 0:
+                device_props[index] = _plane_stats(plane)
         if not plane.lines:
             continue
         counts = _read_plane(plane, raw, base_ns, bool(gpu))
@@ -106,6 +110,7 @@ def timeline_from_space(space: Any, path: Path) -> Timeline:
     for message in list(space.errors)[:5]:
         source.warnings.append(f"profiler error recorded in the XSpace: {message}")
     source.events_kept = len(events)
+    check_device_count(path, np.asarray(sorted(set(mapped.devices) | set(device_props)), dtype=np.int64))
     hosts = [h for h in space.hostnames if h]
     tl = Timeline(events=events, sources=[source],
                   ranks=[RankInfo(index=0, rank=None, source=0,
