@@ -83,6 +83,18 @@ def check_device_count(path: Path, devices: np.ndarray) -> None:
                                f"(no machine has more)")
 
 
+def datetimes_to_ns(path: Path, parsed: pd.Series, line_nos: Sequence[int], text: Sequence[str]) -> np.ndarray:
+    """Parsed dates (no NaT) -> int64 ns, refusing years before 1970 or after 2200 before the
+    cast (a cast of year 1600 to ns would wrap, not fail)."""
+    year = parsed.dt.year.to_numpy()
+    bad = (year < 1970) | (year > 2200)
+    if bad.any():
+        k = int(np.flatnonzero(bad)[0])
+        raise InputError(path, f"line {line_nos[k]}: time {str(text[k])[:40]!r} is out of range (before 1970 "
+                               f"or after 2200): refused rather than shifted")
+    return parsed.to_numpy().astype("datetime64[ns]").astype(np.int64)
+
+
 def check_log_times(path: Path, ts_ns: np.ndarray, line_nos: Sequence[int], text: Sequence[str] | None = None) -> None:
     """Refuse dates before 1970 or after 2200 (a wrong clock or a corrupt row), naming the line."""
     bad = (ts_ns < 0) | (ts_ns > MAX_LOG_TIME_NS)

@@ -29,8 +29,8 @@ from ..timeline import Source, Timeline
 from ._base import ReadOptions
 from ._counters import (
     check_columns,
-    check_log_times,
     counters_frame,
+    datetimes_to_ns,
     device_indices,
     drop_cut_last_row,
     drop_wrong_rows,
@@ -221,8 +221,7 @@ def _times(path: Path, kind: str, date_parts: list[np.ndarray], time_parts: list
         stamp = pd.Series(np.concatenate(date_parts)) + " " + times
         parsed = pd.to_datetime(stamp, format="%Y%m%d %H:%M:%S", errors="coerce")
         _fail_on_nat(path, parsed.isna().to_numpy(), stamp, line_nos, "YYYYMMDD HH:MM:SS")
-        ns = parsed.to_numpy().astype("datetime64[ns]").astype(np.int64)
-        check_log_times(path, ns, line_nos, stamp.to_numpy())
+        ns = datetimes_to_ns(path, parsed, line_nos, stamp.to_numpy())
         return ns, T.CLOCK_WALL
     tod = pd.to_timedelta(times, errors="coerce")
     ns = tod.to_numpy().astype("timedelta64[ns]").astype(np.int64)

@@ -146,6 +146,7 @@ def add_decode_notes(source: Source) -> None:
     """What decoding dropped or repaired (chrome_json.DECODE_NOTES) into the source's counts."""
     bad = DECODE_NOTES.pop("malformed_event", 0)
     if bad:
+        source.events_read += bad  # read, though never decoded into an event
         source.not_kept["malformed_event"] = source.not_kept.get("malformed_event", 0) + bad
         source.warnings.append(f"{bad} malformed events dropped (a field of the wrong type, e.g. args not an object)")
     utf8 = DECODE_NOTES.pop("invalid_utf8", 0)

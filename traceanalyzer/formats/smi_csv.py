@@ -26,8 +26,8 @@ from ._base import ReadOptions
 from ._counters import (
     check_columns,
     check_device_count,
-    check_log_times,
     counters_frame,
+    datetimes_to_ns,
     device_indices,
     drop_cut_last_row,
     drop_wrong_rows,
@@ -237,6 +237,5 @@ def _parse_stamps(path: Path, stamps: pd.Series, line_nos: list[int]) -> tuple[n
         k = int(np.flatnonzero(parsed.isna().to_numpy())[0])
         raise InputError(path, f"line {line_nos[k]}: timestamp {text.iloc[k]!r} is not a date and time; "
                                "expected YYYY/MM/DD HH:MM:SS.mmm")
-    ns = parsed.to_numpy().astype("datetime64[ns]").astype(np.int64)
-    check_log_times(path, ns, line_nos, text.to_numpy())
+    ns = datetimes_to_ns(path, parsed, line_nos, text.to_numpy())
     return ns, T.CLOCK_WALL

@@ -21,8 +21,8 @@ from ._base import ReadOptions
 from ._columns import to_float, to_int_id, us_to_ns
 from ._counters import check_device_count
 from ._tf_mapping import RawEvents, framework_of, to_events
-from .chrome_json import iter_event_chunks, looks_like_json_object, parse_envelope
-from .kineto import MAX_ABS_TIME_US, MAX_DURATION_US
+from .chrome_json import DECODE_NOTES, iter_event_chunks, looks_like_json_object, parse_envelope
+from .kineto import MAX_ABS_TIME_US, MAX_DURATION_US, add_decode_notes
 
 FORMAT = "tf-trace-json"
 
@@ -43,6 +43,7 @@ def read(path: Path, data: bytes, options: ReadOptions) -> Timeline:
     chunks: list[dict[str, np.ndarray]] = []
     not_kept: Counter[str] = Counter()
     raw = RawEvents()
+    DECODE_NOTES.clear()
     for chunk in iter_event_chunks(env, path, progress=options.progress):
         source.events_read += len(chunk)
         xs = []
@@ -72,6 +73,7 @@ def read(path: Path, data: bytes, options: ReadOptions) -> Timeline:
         source.not_kept[reason] = source.not_kept.get(reason, 0) + n
     source.warnings.extend(mapped.warnings)
     source.events_kept = len(events)
+    add_decode_notes(source)
     ts = events["ts_ns"].to_numpy()
     epoch = bool(len(ts)) and float(np.median(ts)) / 1000 > _EPOCH_US_FLOOR
     tl = Timeline(events=events, sources=[source],
