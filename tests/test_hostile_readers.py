@@ -404,11 +404,32 @@ def test_log_dir_thousands_of_levels_deep_is_bounded_and_said(tmp_path):
         Path("w.9.pt.trace.json").write_text(_text())
     finally:
         os.chdir(cwd)
-    found = logdir.discover(deep)
-    assert found is not None and [r.files[0].name for r in found.runs] == ["w.1.pt.trace.json"]
-    assert any(f"more than {logdir.MAX_DEPTH} levels" in s for s in found.skipped)
-    code, err, data = _report(root, tmp_path)
-    assert code == 0, err
+    try:
+        found = logdir.discover(deep)
+        assert found is not None and [r.files[0].name for r in found.runs] == ["w.1.pt.trace.json"]
+        assert any(f"more than {logdir.MAX_DEPTH} levels" in s for s in found.skipped)
+        code, err, data = _report(root, tmp_path)
+        assert code == 0, err
+    finally:
+        _remove_chain(root)
+
+
+def _remove_chain(root: Path) -> None:
+    """Remove a chain of nested `d` folders without recursion (shutil.rmtree recurses per level)."""
+    cwd = os.getcwd()
+    try:
+        os.chdir(root)
+        depth = 0
+        while os.path.isdir("d"):
+            os.chdir("d")
+            depth += 1
+        for _ in range(depth):
+            for name in os.listdir("."):
+                os.remove(name)
+            os.chdir("..")
+            os.rmdir("d")
+    finally:
+        os.chdir(cwd)
 
 
 def test_unreadable_folder_in_a_log_dir_is_said(tmp_path, monkeypatch):
@@ -444,3 +465,63 @@ def test_every_reader_accounts_for_every_event(tmp_path):
     assert src.events_read == src.events_kept + sum(src.not_kept.values())
     assert {"negative_duration", "malformed_event", "time_out_of_range", "instant", "no_duration"} <= set(src.not_kept)
     assert np.isfinite(src.events_kept)
+
+
+# --- XSpace ----------------------------------------------------------------------------------------
+
+
+def _xspace_variant(tmp_path: Path, change) -> Path:
+    from test_tf_xplane import _space
+
+    from traceanalyzer.formats._xplane_pb import XSpace
+
+    space = XSpace()
+    space.ParseFromString(_space())
+    change(space)
+    path = tmp_path / "host.xplane.pb"
+    path.write_bytes(space.SerializeToString())
+    return path
+
+
+def test_xspace_times_beyond_int64_are_dropped_and_counted_not_wrapped(tmp_path):
+    def far(space):
+        [line for plane in space.planes for line in plane.lines][0].timestamp_ns = 2**63 - 1
+
+    src = load_paths([_xspace_variant(tmp_path, far)]).sources[0]
+    assert src.not_kept["time_out_of_range"] >= 1
+    assert src.events_read == src.events_kept + sum(src.not_kept.values())
+
+
+def test_xspace_stats_beyond_int64_and_huge_gpu_numbers_are_no_internal_error(tmp_path):
+    def hostile(space):
+        for plane in space.planes:
+            if plane.name.startswith("/device:GPU"):
+                plane.name = "/device:GPU:99999999999999999999999"
+            for stat in plane.stats:
+                stat.uint64_value = 2**64 - 1
+            for line in plane.lines:
+                for event in line.events:
+                    for stat in event.stats:
+                        stat.uint64_value = 2**64 - 1
+
+    src = load_paths([_xspace_variant(tmp_path, hostile)]).sources[0]
+    # profile_start_time 2^64-1 puts every timed event beyond 2200: dropped and counted
+    assert src.not_kept == {"time_out_of_range": 11, "aggregated": 1}
+
+    def gpu_only(space):
+        for plane in space.planes:
+            if plane.name.startswith("/device:GPU"):
+                plane.name = "/device:GPU:99999999999999999999999"
+
+    src = load_paths([_xspace_variant(tmp_path, gpu_only)]).sources[0]
+    assert src.not_kept.get("plane /device:GPU:99999999999999999999999", 0) >= 1
+    assert src.events_read == src.events_kept + sum(src.not_kept.values())
+
+
+def test_tf_json_malformed_events_are_counted(tmp_path):
+    path = tmp_path / "host.trace.json"
+    path.write_text(json.dumps(_tf([{"ph": "X", "name": "bad", "pid": 1, "tid": 2, "ts": 1, "dur": 1,
+                                     "args": "oops"}])))
+    src = load_paths([path]).sources[0]
+    assert src.not_kept.get("malformed_event") == 1
+    assert src.events_read == src.events_kept + sum(src.not_kept.values())
