@@ -232,6 +232,10 @@ def _parse_stamps(path: Path, stamps: pd.Series, line_nos: list[int]) -> tuple[n
     parsed = pd.to_datetime(text, format="%Y/%m/%d %H:%M:%S.%f", errors="coerce")
     if parsed.isna().any():  # other nvidia-smi builds / locales: accept any unambiguous form
         retry = pd.to_datetime(text[parsed.isna()], format="ISO8601", errors="coerce")
+        if getattr(retry.dt, "tz", None) is not None:  # a zone suffix: keep the wall time like the rest
+            retry = retry.dt.tz_localize(None)
+        if retry.dtype != parsed.dtype:
+            retry = retry.astype(parsed.dtype)
         parsed = parsed.fillna(retry) if not retry.isna().all() else parsed
     if parsed.isna().any():
         k = int(np.flatnonzero(parsed.isna().to_numpy())[0])
