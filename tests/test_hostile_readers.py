@@ -229,6 +229,7 @@ VARIANTS = [
     ("stream_list", '"stream": 7', '"stream": [7]', None),
     ("name_object", '"name": "gemm_kernel"', '"name": {"a": [1]}', None),
     ("duplicate_keys", '"ph": "X"', '"ph": "X", "ph": "B"', "phase_B"),
+    ("phase_list", '"ph": "X"', '"ph": [1]', "phase_list"),
     ("rank_huge", '"schemaVersion": 1', '"schemaVersion": 1, "distributedInfo": {"rank": 99999999999999999999}', None),
     ("props_wrong_types", '"deviceProperties": [{"id": 0, "name": "Test GPU"}]',
      '"deviceProperties": [{"id": [0], "name": {"x": 1}, "totalGlobalMem": "x" }, 7, null]', None),
@@ -263,6 +264,23 @@ def test_hostile_headers_are_one_line_errors(tmp_path, name, old, new, message):
     assert code == 2
     line = err.strip()
     assert "\n" not in line and f"{name}.json" in line and message in line
+
+
+def test_host_thread_ids_beyond_32_bits_are_analysed(tmp_path):
+    path = tmp_path / "pids.json"
+    path.write_text(_text().replace('"pid": 4242', '"pid": 1099511627776').replace('"tid": 4243', '"tid": 4398046511104'))
+    code, err, data = _report(path, tmp_path)
+    assert code == 0, err
+    assert _source(data)["events_kept"] == 12
+
+
+def test_tf_metadata_ids_of_wrong_shape_are_no_internal_error(tmp_path):
+    doc = _tf([])
+    doc["traceEvents"][1]["pid"] = [[1, 2]]
+    path = tmp_path / "host.trace.json"
+    path.write_text(json.dumps(doc))
+    src = load_paths([path]).sources[0]
+    assert src.events_read == src.events_kept + sum(src.not_kept.values())
 
 
 def test_many_devices_are_refused_with_a_clear_error(tmp_path):

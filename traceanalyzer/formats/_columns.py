@@ -99,7 +99,8 @@ def to_int_id(values: Sequence[Any], missing: int = -1) -> np.ndarray:
     25738), anything else (None, "", "Spans") -> `missing`."""
     try:
         arr = np.array(values, dtype=np.int64)
-        return arr
+        if arr.ndim == 1:  # lists among the values make a 2-D array: not ids
+            return arr
     except (TypeError, ValueError, OverflowError):
         pass
     obj = np.empty(len(values), dtype=object)

@@ -256,6 +256,8 @@ class _Collector:
         phs = list(map(_PH, chunk))
         n_x = phs.count("X")
         if n_x != n:
+            if not all(isinstance(ph, (str, int, float)) or ph is None for ph in phs):
+                phs = [ph if isinstance(ph, (str, int, float)) or ph is None else type(ph).__name__ for ph in phs]
             for ph, count in Counter(phs).items():
                 if ph != "X":
                     self.not_kept[_phase_reason(ph)] += count
@@ -487,7 +489,7 @@ def _phase_reason(ph: Any) -> str:
         return "flow"
     if ph == "C":
         return "counter"
-    return f"phase_{ph}"
+    return f"phase_{str(ph)[:32]}"
 
 
 def _step_number(name: str) -> int:

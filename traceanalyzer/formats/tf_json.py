@@ -47,7 +47,7 @@ def read(path: Path, data: bytes, options: ReadOptions) -> Timeline:
     for chunk in iter_event_chunks(env, path, progress=options.progress):
         source.events_read += len(chunk)
         xs = []
-        for e in chunk:
+        for e in chunk:  # one pass to split phases (M events need per-event handling anyway)
             if e.ph == "X":
                 xs.append(e)
             elif e.ph == "M":
@@ -135,4 +135,4 @@ def _phase_reason(ph: Any) -> str:
         return "flow"
     if ph == "C":
         return "counter"
-    return f"phase_{ph}"
+    return f"phase_{str(ph)[:32] if isinstance(ph, (str, int, float)) else type(ph).__name__}"
