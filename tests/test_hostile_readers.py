@@ -543,3 +543,14 @@ def test_tf_json_malformed_events_are_counted(tmp_path):
     src = load_paths([path]).sources[0]
     assert src.not_kept.get("malformed_event") == 1
     assert src.events_read == src.events_kept + sum(src.not_kept.values())
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--dmon-interval", "0s"], "--dmon-interval must be longer than 0"),
+    (["--dmon-interval", "99999999h"], "outside the years 1970 to 2200"),
+])
+def test_absurd_sample_spacing_is_a_one_line_usage_error(tmp_path, args, message):
+    path = tmp_path / "s.log"
+    path.write_text("# gpu sm\n# Idx %\n 0 5\n 0 6\n")
+    res = CliRunner().invoke(main, ["report", str(path), "-o", str(tmp_path / "x.json"), "-q", *args])
+    assert res.exit_code == 2 and message in res.output

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from .. import timeline as T
-from ..errors import InputError
+from ..errors import InputError, UsageError
 from ..timeline import Source
 from ._base import MAX_DEVICE_INDEX, MAX_DEVICES, ReadOptions
 
@@ -123,11 +123,15 @@ def number_samples(devices: np.ndarray) -> np.ndarray:
 def numbered_times(sample: np.ndarray, options: ReadOptions) -> tuple[np.ndarray, str]:
     """Times for numbered samples: `--dmon-start` + n x `--dmon-interval`, or n x interval on
     the CLOCK_SAMPLES clock when no start was given."""
-    ts = sample.astype(np.int64) * np.int64(options.dmon_interval_ns)
-    if options.dmon_start is None:
-        return ts, T.CLOCK_SAMPLES
-    start_ns, clock = options.dmon_start
-    return ts + np.int64(start_ns), clock
+    interval = options.dmon_interval_ns
+    start_ns, clock = options.dmon_start if options.dmon_start is not None else (0, T.CLOCK_SAMPLES)
+    last = (int(sample.max()) if len(sample) else 0) * interval + start_ns
+    if interval <= 0:
+        raise UsageError("--dmon-interval must be longer than 0 (samples would all fall at one time)")
+    if not 0 <= start_ns <= MAX_LOG_TIME_NS or last > MAX_LOG_TIME_NS:
+        raise UsageError(f"--dmon-interval / --dmon-start put the log's {len(sample)} samples outside the years "
+                         f"1970 to 2200")
+    return sample.astype(np.int64) * np.int64(interval) + np.int64(start_ns), clock
 
 
 def counters_frame(ts_ns: np.ndarray, device: np.ndarray, metrics: dict[str, np.ndarray],
