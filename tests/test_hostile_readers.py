@@ -554,3 +554,14 @@ def test_absurd_sample_spacing_is_a_one_line_usage_error(tmp_path, args, message
     path.write_text("# gpu sm\n# Idx %\n 0 5\n 0 6\n")
     res = CliRunner().invoke(main, ["report", str(path), "-o", str(tmp_path / "x.json"), "-q", *args])
     assert res.exit_code == 2 and message in res.output
+
+
+def test_leading_blanks_of_any_length_are_skipped_not_held(tmp_path):
+    event = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, "dur": 5, "args": {"device": 0}}
+    lead, blank = tmp_path / "lead.json.gz", tmp_path / "blank.json.gz"
+    with gzip.open(lead, "wb", compresslevel=1) as f:
+        f.write(b" " * (20 << 20) + json.dumps({"traceEvents": [event]}).encode())
+    blank.write_bytes(gzip.compress(b" \n" * (10 << 20), compresslevel=1))
+    assert load_paths([lead]).sources[0].events_kept == 1
+    with pytest.raises(InputError, match="no content: expected a profiler trace"):
+        load_paths([blank])

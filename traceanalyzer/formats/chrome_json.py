@@ -331,7 +331,11 @@ class EventStream:
         while not r.eof and len(r.buf) < 64 * 1024:
             r.more()
         lead = len(r.buf) - len(r.buf.lstrip(_SPACE))
-        if r.buf[lead:lead + 1] != b"{":
+        while lead == len(r.buf) and not r.eof:  # a blank start (squeezed while read)
+            r.more()
+            lead = len(r.buf) - len(r.buf.lstrip(_SPACE))
+        if r.buf[lead:lead + 1] != b"{":  # not an object: say so without reading the rest
+            parse_envelope(bytes(r.buf[lead:lead + 64 * 1024]), self.path)
             return False
         depth = 0
         pos = lead
