@@ -565,3 +565,20 @@ def test_leading_blanks_of_any_length_are_skipped_not_held(tmp_path):
     assert load_paths([lead]).sources[0].events_kept == 1
     with pytest.raises(InputError, match="no content: expected a profiler trace"):
         load_paths([blank])
+
+
+def test_a_newest_run_that_cannot_be_used_is_said_when_an_older_one_is_analysed(tmp_path):
+    root = tmp_path / "logs"
+    old = root / "plugins" / "profile" / "2024_01_01_10_00_00"
+    new = root / "plugins" / "profile" / "2024_06_01_10_00_00"
+    old.mkdir(parents=True)
+    new.mkdir(parents=True)
+    from test_tf_xplane import _space
+
+    (old / "host.xplane.pb").write_bytes(_space())
+    (new / "overview_page.pb").write_bytes(b"\x00")
+    found = logdir.discover(root)
+    assert found is not None and found.left_out == ["plugins/profile/2024_06_01_10_00_00"]
+    lines = logdir.describe(found, logdir.select(found, None, False), False)
+    assert "the only run that could be used (1 left out: plugins/profile/2024_06_01_10_00_00" in lines[1]
+    assert any("no <host>.xplane.pb" in line for line in lines)

@@ -64,6 +64,7 @@ class LogDir:
     ordered_by: str  # how "newest" was decided, for the message
     skipped: list[str] = field(default_factory=list)  # files left out, with why
     notes: list[str] = field(default_factory=list)  # oddities that do not leave anything out
+    left_out: list[str] = field(default_factory=list)  # run folders that could not be used (unreadable, no trace)
 
     def find(self, name: str) -> Run:
         for run in self.runs:
@@ -83,8 +84,10 @@ def discover(root: Path) -> LogDir | None:
         where = _relative(root, Path(exc.filename)) if exc.filename else "?"
         skipped.append(f"folder {where or '.'}: cannot be read ({exc.strerror or exc}); any run in it is "
                        f"left out, so the run analysed may not be the newest")
+        left_out.append(where or ".")
 
     too_deep: list[str] = []
+    left_out: list[str] = []
     for dirpath, dirnames, filenames in os.walk(root, onerror=unreadable):
         dirnames.sort()
         here = Path(dirpath)
@@ -95,6 +98,8 @@ def discover(root: Path) -> LogDir | None:
             run = _tf_run(root, here, sorted(filenames), skipped)
             if run is not None:
                 tf_runs.append(run)
+            else:
+                left_out.append(_relative(root, here) or here.name)
             continue
         for name in sorted(filenames):
             if PT_TRACE.match(name):
@@ -109,7 +114,7 @@ def discover(root: Path) -> LogDir | None:
             raise InputError(root, "log dir holds no trace: " + "; ".join(skipped))
         return None
     ordered_by = _order(runs, single_pt_dir=len(pt_files) == 1 and not tf_runs)
-    return LogDir(root, runs, ordered_by, skipped, notes)
+    return LogDir(root, runs, ordered_by, skipped, notes, left_out)
 
 
 def select(logdir: LogDir, run: str | None, all_runs: bool) -> list[Run]:
@@ -136,10 +141,15 @@ def describe(logdir: LogDir, chosen: list[Run], all_runs: bool) -> list[str]:
     elif len(logdir.runs) > 1:
         run = chosen[0]
         how = "as asked (--run)" if run is not logdir.runs[-1] else f"the newest by {logdir.ordered_by}"
+        if run is logdir.runs[-1] and logdir.left_out:
+            how += (f" among the runs that could be used ({len(logdir.left_out)} left out: "
+                    f"{', '.join(logdir.left_out[:3])}; see 'skipped' below)")
         lines.append(f"analysing {run.label}, {how}: {', '.join(f.name for f in run.files)}"
                      f" (--run NAME picks another, --all-runs reports each)")
     else:
-        lines.append(f"analysing {chosen[0].label}: {', '.join(f.name for f in chosen[0].files)}")
+        how = (f", the only run that could be used ({len(logdir.left_out)} left out: "
+               f"{', '.join(logdir.left_out[:3])}; see 'skipped' below)") if logdir.left_out else ""
+        lines.append(f"analysing {chosen[0].label}{how}: {', '.join(f.name for f in chosen[0].files)}")
     lines.extend(f"skipped {s}" for s in logdir.skipped)
     lines.extend(f"note: {s}" for s in logdir.notes)
     return lines
