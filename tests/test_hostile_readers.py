@@ -582,3 +582,23 @@ def test_a_newest_run_that_cannot_be_used_is_said_when_an_older_one_is_analysed(
     lines = logdir.describe(found, logdir.select(found, None, False), False)
     assert "the only run that could be used (1 left out: plugins/profile/2024_06_01_10_00_00" in lines[1]
     assert any("no <host>.xplane.pb" in line for line in lines)
+
+
+@pytest.mark.parametrize("field,value", [("Total Allocated", 1e308), ("Bytes", 1e308), ("Total Reserved", 1e308),
+                                         ("Device Id", [[0]]), ("Total Allocated", [1])])
+def test_memory_instants_with_absurd_sizes_are_no_internal_error(tmp_path, field, value):
+    doc = _trace().document()
+    for i in range(3):
+        args = {"Device Type": 1, "Device Id": 0, "Total Allocated": 1000 * i, "Total Reserved": 4000, "Bytes": 1000}
+        if i == 1:
+            args[field] = value
+        doc["traceEvents"].append({"ph": "i", "s": "t", "name": "[memory]", "pid": 4242, "tid": 4243,
+                                   "ts": i * 500, "args": args})
+    path = tmp_path / "mem.json"
+    path.write_text(json.dumps(doc))
+    code, err, data = _report(path, tmp_path)
+    assert code == 0, err
+    src = _source(data)
+    assert src["events_read"] == src["events_kept"] + sum(src["not_kept"].values())
+    if field == "Total Allocated":  # no usable allocated total: the instant is dropped and counted
+        assert src["not_kept"]["memory_event_unusable"] == 1

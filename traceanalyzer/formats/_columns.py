@@ -89,9 +89,14 @@ def names_cut_warning(*interners: Interner) -> list[str]:
 def to_float(values: Sequence[Any]) -> np.ndarray:
     """Numbers as float64; anything else (None, strings) becomes NaN."""
     try:
-        return np.array(values, dtype=np.float64)
+        arr = np.array(values, dtype=np.float64)
+        if arr.ndim == 1:  # lists among the values make a 2-D array: not numbers
+            return arr
     except (TypeError, ValueError):
-        return pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").to_numpy(np.float64)
+        pass
+    obj = np.empty(len(values), dtype=object)
+    obj[:] = [v if v is None or isinstance(v, (int, float, str)) else None for v in values]
+    return pd.to_numeric(pd.Series(obj), errors="coerce").to_numpy(np.float64)
 
 
 def to_int_id(values: Sequence[Any], missing: int = -1) -> np.ndarray:

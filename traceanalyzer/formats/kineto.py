@@ -333,7 +333,7 @@ class _Collector:
         if not self.memory_parts:
             return T.empty_memory()
         ts, dtype, dev, alloc, reserved, nbytes = (np.concatenate(c) for c in zip(*self.memory_parts))
-        bad = ~np.isfinite(ts) | (np.abs(ts + base_ns / 1000.0) > MAX_ABS_TIME_US) | ~np.isfinite(alloc)
+        bad = ~np.isfinite(ts) | (np.abs(ts + base_ns / 1000.0) > MAX_ABS_TIME_US) | ~(np.abs(alloc) < _MAX_BYTES)
         bad |= np.isfinite(dev) & ((dev > MAX_DEVICE_ID) | (dev < -1))
         if bad.any():
             self.dropped["memory_event_unusable"] += int(bad.sum())
@@ -344,8 +344,8 @@ class _Collector:
         return T.memory_frame({
             "rank": np.zeros(len(ts), dtype=np.int32), "device_type": types, "device": device,
             "ts_ns": us_to_ns(ts) + np.int64(base_ns), "allocated_bytes": alloc,
-            "reserved_bytes": np.where(np.isfinite(reserved), reserved, -1.0),
-            "bytes": np.nan_to_num(nbytes, nan=0.0),
+            "reserved_bytes": np.where(np.abs(reserved) < _MAX_BYTES, reserved, -1.0),
+            "bytes": np.where(np.abs(nbytes) < _MAX_BYTES, nbytes, 0.0),
         })
 
     def _add_typed(self, xs: list[KinetoEvent]) -> None:
@@ -578,6 +578,7 @@ def _devices(header: dict[str, Any], events: pd.DataFrame, memory: pd.DataFrame)
 
 
 _MAX_PROPERTIES = 64  # deviceProperties keys kept per device
+_MAX_BYTES = 9e18  # memory sizes beyond int64 (or not finite) are no sizes
 
 # Header keys a trace may name its machine under (torch.profiler's add_metadata_json lets a job add one).
 HOST_KEYS = ("hostname", "hostName", "host_name", "host")
