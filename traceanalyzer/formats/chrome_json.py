@@ -96,6 +96,7 @@ _BYTE_POS = re.compile(r"\(byte (\d+)\)")
 _SPACE = b" \t\r\n"
 # Whitespace runs this long are squeezed while streaming (see _StreamReader._append_squeezed).
 _SPACE_RUN = b" " * 65536
+_SPACE_BYTES = (b" ", b"\t", b"\r", b"\n")
 _LONG_SPACE = re.compile(rb"[ \t\r\n]{65536,}")
 
 
@@ -544,7 +545,8 @@ class _StreamReader:
             block = None
         if block is None:
             self.eof = True
-        elif _SPACE_RUN in block or (len(block) >= len(_SPACE_RUN) and not block.strip(_SPACE)):
+        elif _SPACE_RUN in block or (len(block) >= len(_SPACE_RUN) and block[:1] in _SPACE_BYTES
+                                     and block[-1:] in _SPACE_BYTES and not block.strip(_SPACE)):
             self._append_squeezed(block)
         else:
             self.buf += block
