@@ -602,3 +602,20 @@ def test_memory_instants_with_absurd_sizes_are_no_internal_error(tmp_path, field
     assert src["events_read"] == src["events_kept"] + sum(src["not_kept"].values())
     if field == "Total Allocated":  # no usable allocated total: the instant is dropped and counted
         assert src["not_kept"]["memory_event_unusable"] == 1
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--dmon-offset", "99999999999h"], "moves g.log beyond the times that can be represented"),
+    (["--dmon-offset", "-99999999999h"], "moves g.log beyond the times that can be represented"),
+    (["--dmon-gpu", "0=99999999999"], "indices up to 2147483647"),
+])
+def test_absurd_alignment_options_are_usage_errors(tmp_path, args, message):
+    trace = KinetoTrace(base_ns=1_700_000_000_000_000_000)
+    for i in range(5):
+        trace.step(i, i * 1_000_000, 900_000).launched(i * 1_000_000 + 10, 5, i * 1_000_000 + 20, 500_000)
+    trace.write(tmp_path / "t.json")
+    (tmp_path / "g.log").write_text("#Date Time gpu sm\n#YYYYMMDD HH:MM:SS Idx %\n"
+                                    + "".join(f"20231114 22:13:{20 + i:02d} 0 {50 + i}\n" for i in range(8)))
+    res = CliRunner().invoke(main, ["report", str(tmp_path / "t.json"), "--dmon", str(tmp_path / "g.log"),
+                                    "-o", str(tmp_path / "x.json"), "-q", *args])
+    assert res.exit_code == 2 and message in res.output
