@@ -9,6 +9,7 @@ themselves (analysis, rendering).
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -92,9 +93,25 @@ def _size(paths: list[Path]) -> int:
     for p in paths:
         try:
             if p.is_dir():
-                total += sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
+                total += _dir_size(p)
             else:
                 total += p.stat().st_size
         except OSError:
             pass
+    return total
+
+
+def _dir_size(root: Path, max_depth: int = 32) -> int:
+    """Bytes of the files under `root`, at most `max_depth` levels down (a hostile tree thousands
+    of levels deep must not exhaust the stack; the log-dir search goes no deeper either)."""
+    total = 0
+    base = len(root.parts)
+    for dirpath, dirnames, filenames in os.walk(root):
+        if len(Path(dirpath).parts) - base >= max_depth:
+            dirnames[:] = []
+        for name in filenames:
+            try:
+                total += os.stat(os.path.join(dirpath, name)).st_size
+            except OSError:
+                pass
     return total

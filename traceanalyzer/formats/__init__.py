@@ -16,7 +16,7 @@ from ..errors import InputError, UsageError
 from ..inert import terminal
 from ..timeline import Timeline
 from ._base import ReadOptions
-from ._io import read_head, read_input
+from ._io import first_content, read_head, read_input
 
 
 def readers() -> tuple[ModuleType, ...]:
@@ -37,9 +37,10 @@ def read_file(path: Path, options: ReadOptions) -> Timeline:
     if path.stat().st_size == 0:
         raise InputError(path, "empty file: expected a profiler trace")
     head = read_head(path)
-    if not head.strip():
-        read_input(path, options.max_input_bytes)  # raises the precise gzip error, if any
-        raise InputError(path, "no content: expected a profiler trace")
+    if not head.strip():  # blank start: find the content, holding none of the blanks
+        head = first_content(path, options.max_input_bytes)  # raises the precise gzip error, if any
+        if not head:
+            raise InputError(path, "no content: expected a profiler trace")
     for reader in readers():
         if reader.sniff(head):
             read_path = getattr(reader, "read_path", None)

@@ -24,9 +24,21 @@ import numpy as np
 import pandas as pd
 
 from .. import timeline as T
+from ..errors import InputError
 from ..timeline import DeviceInfo, RankInfo, Source, Timeline
 from ._base import ReadOptions
-from ._columns import ID_OUT_OF_RANGE, Interner, int_or_none, to_float, to_int_id, us_to_ns
+from ._columns import (
+    ID_OUT_OF_RANGE,
+    Interner,
+    cut_text,
+    int_or_none,
+    names_cut_warning,
+    small_int_or_none,
+    to_float,
+    to_int_id,
+    us_to_ns,
+)
+from ._counters import check_device_count
 from .chrome_json import (
     CHUNK_BYTES,
     DECODE_NOTES,
@@ -146,6 +158,7 @@ def add_decode_notes(source: Source) -> None:
     """What decoding dropped or repaired (chrome_json.DECODE_NOTES) into the source's counts."""
     bad = DECODE_NOTES.pop("malformed_event", 0)
     if bad:
+        source.events_read += bad  # read, though never decoded into an event
         source.not_kept["malformed_event"] = source.not_kept.get("malformed_event", 0) + bad
         source.warnings.append(f"{bad} malformed events dropped (a field of the wrong type, e.g. args not an object)")
     utf8 = DECODE_NOTES.pop("invalid_utf8", 0)
@@ -181,6 +194,9 @@ def _timeline(cols: _Collector, header: dict[str, Any], path: Path, fmt: str) ->
             source.not_kept[phase] = n
 
     base_ns = int_or_none(header.get("baseTimeNanoseconds")) or 0
+    if not 0 <= base_ns <= MAX_ABS_TIME_US * 1000:
+        raise InputError(path, f"baseTimeNanoseconds {str(base_ns)[:30]} is out of range (negative or "
+                               f"beyond the year 2200): every event time would be wrong")
     events = cols.frame(base_ns)
     events, dropped = _drop_bad(events)
     for reason, n in cols.dropped.items():
@@ -198,6 +214,7 @@ def _timeline(cols: _Collector, header: dict[str, Any], path: Path, fmt: str) ->
     if duplicates:
         source.not_kept["duplicate"] = duplicates
         source.warnings.append(f"{duplicates} exact duplicate events removed")
+    source.warnings.extend(names_cut_warning(cols.names, cols.cats, cols.copy_kinds))
     unknown = {c: n for c, n in cols.categories.items() if c not in CATEGORY_KINDS}
     if unknown:
         listed = ", ".join(f"{c or '(none)'} ({n})" for c, n in sorted(unknown.items()))
@@ -211,14 +228,20 @@ def _timeline(cols: _Collector, header: dict[str, Any], path: Path, fmt: str) ->
     source.events_kept = len(events) + len(memory)
 
     info = header.get("distributedInfo") if isinstance(header.get("distributedInfo"), dict) else {}
-    rank = int_or_none(info.get("rank")) if info else None
-    world = int_or_none(info.get("world_size")) if info else None
+    rank = small_int_or_none(info.get("rank")) if info else None
+    world = small_int_or_none(info.get("world_size")) if info else None
+    for key, value in (("rank", rank), ("world_size", world)):
+        if info and info.get(key) is not None and value is None:
+            source.warnings.append(f"distributedInfo.{key} {str(info.get(key))[:40]!r} is not a plausible "
+                                   f"number; ignored")
     ts_us_median = float(np.median(events["ts_ns"].to_numpy())) / 1000 if len(events) else 0.0
     epoch = bool(base_ns) or ts_us_median > 1e15  # > 2001-09-09 in epoch microseconds
     tl = Timeline(events=events, memory=memory, sources=[source],
                   ranks=[RankInfo(index=0, rank=rank, source=0, world_size=world,
                                   clock="epoch" if epoch else "relative", framework="pytorch",
                                   host=host_of(header, path))])
+    devices = np.concatenate([events["device"].to_numpy(), memory["device"].to_numpy()]).astype(np.int64)
+    check_device_count(path, devices[devices >= 0])
     tl.devices = _devices(header, events, memory)
     return tl.validate()
 
@@ -256,6 +279,8 @@ class _Collector:
         phs = list(map(_PH, chunk))
         n_x = phs.count("X")
         if n_x != n:
+            if not all(isinstance(ph, (str, int, float)) or ph is None for ph in phs):
+                phs = [ph if isinstance(ph, (str, int, float)) or ph is None else type(ph).__name__ for ph in phs]
             phases = Counter(phs)
             for ph, count in phases.items():
                 if ph != "X":
@@ -308,7 +333,7 @@ class _Collector:
         if not self.memory_parts:
             return T.empty_memory()
         ts, dtype, dev, alloc, reserved, nbytes = (np.concatenate(c) for c in zip(*self.memory_parts))
-        bad = ~np.isfinite(ts) | (np.abs(ts + base_ns / 1000.0) > MAX_ABS_TIME_US) | ~np.isfinite(alloc)
+        bad = ~np.isfinite(ts) | (np.abs(ts + base_ns / 1000.0) > MAX_ABS_TIME_US) | ~(np.abs(alloc) < _MAX_BYTES)
         bad |= np.isfinite(dev) & ((dev > MAX_DEVICE_ID) | (dev < -1))
         if bad.any():
             self.dropped["memory_event_unusable"] += int(bad.sum())
@@ -319,8 +344,8 @@ class _Collector:
         return T.memory_frame({
             "rank": np.zeros(len(ts), dtype=np.int32), "device_type": types, "device": device,
             "ts_ns": us_to_ns(ts) + np.int64(base_ns), "allocated_bytes": alloc,
-            "reserved_bytes": np.where(np.isfinite(reserved), reserved, -1.0),
-            "bytes": np.nan_to_num(nbytes, nan=0.0),
+            "reserved_bytes": np.where(np.abs(reserved) < _MAX_BYTES, reserved, -1.0),
+            "bytes": np.where(np.abs(nbytes) < _MAX_BYTES, nbytes, 0.0),
         })
 
     def _add_typed(self, xs: list[KinetoEvent]) -> None:
@@ -545,11 +570,15 @@ def _devices(header: dict[str, Any], events: pd.DataFrame, memory: pd.DataFrame)
     out = []
     for d in used:
         entry = by_id.get(d, {})
-        name = entry.get("name") if isinstance(entry.get("name"), str) else ""
-        out.append(DeviceInfo(rank=0, index=d, name=name or "",
-                              properties={k: v for k, v in entry.items() if isinstance(v, (int, float, str))}))
+        name = cut_text(entry["name"], 256) if isinstance(entry.get("name"), str) else ""
+        out.append(DeviceInfo(rank=0, index=d, name=name or "", properties={
+            cut_text(k, 256): cut_text(v, 1024) if isinstance(v, str) else v
+            for k, v in list(entry.items())[:_MAX_PROPERTIES] if isinstance(v, (int, float, str))}))
     return out
 
+
+_MAX_PROPERTIES = 64  # deviceProperties keys kept per device
+_MAX_BYTES = 9e18  # memory sizes beyond int64 (or not finite) are no sizes
 
 # Header keys a trace may name its machine under (torch.profiler's add_metadata_json lets a job add one).
 HOST_KEYS = ("hostname", "hostName", "host_name", "host")
@@ -578,12 +607,14 @@ def _phase_reason(ph: Any) -> str:
         return "flow"
     if ph == "C":
         return "counter"
-    return f"phase_{ph}"
+    return f"phase_{str(ph)[:32]}"
 
 
 def _step_number(name: str) -> int:
     m = STEP_NAME.match(name)
-    return int(m.group(1)) if m else -1
+    if not m:
+        return -1
+    return int(m.group(1)) if len(m.group(1)) <= 18 else MAX_STEP_NUMBER + 1
 
 
 def _copy_direction(name: str) -> str:
