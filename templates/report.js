@@ -90,14 +90,26 @@
     return lo;
   }
 
-  function Timeline(box, rank) {
+  // Many ranks: every timeline on the job clock (DATA.job_shift_us: where each rank's window starts
+  // on it), with one shared view, so zooming or panning one moves them all.
+  var SHIFTS = DATA.job_shift_us || [];
+  var JOB_SPAN = 0;
+  DATA.ranks.forEach(function (r, i) {
+    if (SHIFTS.length === DATA.ranks.length && r.timeline) JOB_SPAN = Math.max(JOB_SPAN, SHIFTS[i] + (r.timeline.window_us || 0));
+  });
+
+  function Timeline(box, rank, index) {
     var tl = rank.timeline;
     this.box = box;
     this.canvas = box.querySelector("canvas");
     this.range = box.querySelector(".tl-range");
     this.ctx = this.canvas.getContext("2d");
     this.full = tl ? (tl.window_us || 0) : 0;
-    this.v0 = 0; this.v1 = this.full;
+    this.shift = JOB_SPAN > 0 ? SHIFTS[index] : 0;  // this rank's time 0 on the job clock
+    this.lo = -this.shift;  // the view's bounds, in this rank's time
+    this.hi = JOB_SPAN > 0 ? JOB_SPAN - this.shift : this.full;
+    this.peers = [];
+    this.v0 = this.lo; this.v1 = this.hi;
     this.lanes = [];
     var y = AXIS_H + 4, lanes = this.lanes;
     function add(type, label, h, data, extra) {
@@ -135,12 +147,16 @@
 
   Timeline.prototype.plotW = function () { return Math.max(this.canvas.clientWidth - LABEL_W - 6, 10); };
 
-  Timeline.prototype.setView = function (v0, v1) {
-    var span = Math.min(Math.max(v1 - v0, Math.min(1, this.full)), this.full);
-    if (v0 < 0) v0 = 0;
-    if (v0 + span > this.full) v0 = this.full - span;
+  Timeline.prototype.setView = function (v0, v1, fromPeer) {
+    var whole = this.hi - this.lo;
+    var span = Math.min(Math.max(v1 - v0, Math.min(1, whole)), whole);
+    if (v0 < this.lo) v0 = this.lo;
+    if (v0 + span > this.hi) v0 = this.hi - span;
     this.v0 = v0; this.v1 = v0 + span;
     this.schedule();
+    if (fromPeer) return;
+    var self = this;
+    this.peers.forEach(function (p) { p.setView(v0 + self.shift - p.shift, v0 + span + self.shift - p.shift, true); });
   };
 
   Timeline.prototype.zoom = function (factor, atT) {
@@ -156,7 +172,7 @@
         var act = b.getAttribute("data-act");
         if (act === "in") self.zoom(0.5);
         else if (act === "out") self.zoom(2);
-        else self.setView(0, self.full);
+        else self.setView(self.lo, self.hi);
       });
     });
     if (!this.lanes.length) return;
@@ -190,7 +206,7 @@
     c.addEventListener("pointerup", end);
     c.addEventListener("pointercancel", end);
     c.addEventListener("pointerleave", hideTip);
-    c.addEventListener("dblclick", function () { self.setView(0, self.full); });
+    c.addEventListener("dblclick", function () { self.setView(self.lo, self.hi); });
   };
 
   Timeline.prototype.draw = function () {
@@ -214,9 +230,16 @@
     }
     var v0 = this.v0, v1 = this.v1, pw = this.plotW(), scale = pw / (v1 - v0), x0 = LABEL_W;
     var X = function (t) { return x0 + (t - v0) * scale; };
-    this.range.textContent = (v0 === 0 && v1 === this.full)
-      ? "window " + fmtUs(this.full)
-      : fmtUs(v0) + " – " + fmtUs(v1) + " of " + fmtUs(this.full);
+    var sh = this.shift, whole = this.hi - this.lo;
+    if (JOB_SPAN > 0) {
+      this.range.textContent = (v0 === this.lo && v1 === this.hi)
+        ? "job clock " + fmtUs(whole) + "; this rank starts at " + fmtUs(sh)
+        : fmtUs(v0 + sh) + " – " + fmtUs(v1 + sh) + " of " + fmtUs(whole) + " (job clock)";
+    } else {
+      this.range.textContent = (v0 === 0 && v1 === this.full)
+        ? "window " + fmtUs(this.full)
+        : fmtUs(v0) + " – " + fmtUs(v1) + " of " + fmtUs(this.full);
+    }
 
     // time axis and grid
     var step = niceStep((v1 - v0) / Math.max(2, pw / 110));
@@ -224,8 +247,8 @@
     ctx.strokeStyle = "#e9edf2";
     ctx.lineWidth = 1;
     ctx.textAlign = "center";
-    for (var t = Math.ceil(v0 / step) * step; t <= v1; t += step) {
-      var gx = Math.round(X(t)) + 0.5;
+    for (var t = Math.ceil((v0 + sh) / step) * step; t <= v1 + sh; t += step) {  // axis in job-clock time
+      var gx = Math.round(X(t - sh)) + 0.5;
       ctx.beginPath(); ctx.moveTo(gx, AXIS_H); ctx.lineTo(gx, this.height); ctx.stroke();
       ctx.fillText(fmtShort(t), Math.min(Math.max(gx, x0 + 24), x0 + pw - 24), AXIS_H / 2);
     }
@@ -444,8 +467,10 @@
   // ---- wire up --------------------------------------------------------------------------------
   var timelines = [];
   document.querySelectorAll(".tl[data-rank]").forEach(function (box) {
-    timelines.push(new Timeline(box, DATA.ranks[+box.getAttribute("data-rank")]));
+    var i = +box.getAttribute("data-rank");
+    timelines.push(new Timeline(box, DATA.ranks[i], i));
   });
+  if (JOB_SPAN > 0) timelines.forEach(function (t) { t.peers = timelines.filter(function (p) { return p !== t; }); });
   function drawCharts() {
     document.querySelectorAll(".stepchart[data-rank]").forEach(function (box) {
       stepChart(box, DATA.ranks[+box.getAttribute("data-rank")].charts.per_step);

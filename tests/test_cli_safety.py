@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 from kineto_builder import KinetoTrace
 
-from traceanalyzer.commands import one_line
 from traceanalyzer.commands._output import unique_targets
 
 ROOT = Path(__file__).parent.parent
@@ -116,8 +115,8 @@ BAD_OPTIONS = [
     (["--dmon-interval", "99999999999999999999999h"], "accepted 1ms to 1h"),
     (["--dmon-start", "0001-01-01 00:00:00"], "from 1970-01-01 to before 2200-01-01"),
     (["--dmon-start", "9999-12-31T23:59:59+05:00"], "from 1970-01-01 to before 2200-01-01"),
-    (["--dmon-gpu", "0=99999999999"], "0 to 2147483647"),
-    (["--dmon-gpu", "9" * 5000 + "=0"], "0 to 2147483647"),
+    (["--dmon-gpu", "0=99999999999"], "up to 2147483647"),
+    (["--dmon-gpu", "9" * 5000 + "=0"], "up to 2147483647"),
     (["--dmon-gpu", "-1=0"], "DMON_INDEX=DEVICE"),
     (["--min-gap", "-5us"], "accepted 0 to 24h"),
     (["--min-gap", "100000h"], "accepted 0 to 24h"),
@@ -152,8 +151,7 @@ def test_error_lines_are_inert(tmp_path):
     """A file name with a newline and an escape sequence cannot forge a line or steer the terminal."""
     name = tmp_path / "evil\n\x1b[2Jtraceanalyzer: all fine\u202e.json"
     line = one_error_line(run(["report", name, "-q"]), "no such file")
-    assert "\x1b" not in line and "\u202e" not in line and "\\x1b[2J" in line
-    assert one_line("a\nb\x00\x9b\u200bc") == "a\\nb\\x00\\x9b\\u200bc"
+    assert "\x1b" not in line and "\u202e" not in line and "evil\\ntraceanalyzer: all fine" in line
 
 
 def test_closed_pipe_ends_quietly(tmp_path):

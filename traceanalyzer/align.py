@@ -35,6 +35,7 @@ import pandas as pd
 from . import timeline as T
 from .analyses import _intervals as iv
 from .analyses.counters import device_series, trace_busy_sets, trace_span
+from .errors import UsageError
 from .timeline import UTIL_METRIC, Timeline
 
 GIVEN, CLOCK, SEARCHED = "given", "clock", "searched"
@@ -50,6 +51,8 @@ RUNNER_UP_EXCLUSION_NS = 5 * 10**9  # "distant" = further than this (and 3 bins)
 MIN_VARIANCE = 0.005**2  # utilisation (as a fraction) flatter than 0.5% std has no features
 MAX_BINS = 1_000_000  # bins per correlation (log + trace); coarser bins beyond, then refined
 _DAY_NS = 86_400 * 10**9
+_MAX_GPU_INDEX = 2**31 - 1  # device indices are int32
+_MAX_TIME_NS = 9 * 10**18  # moved log times must stay within int64 nanoseconds
 
 
 @dataclass(frozen=True)
@@ -108,18 +111,13 @@ def parse_zone(text: str) -> tzinfo:
                          f"UTC, or an offset such as +05:30") from None
 
 
-MAX_GPU_INDEX = 2**31 - 1  # device ids are int32 in the Timeline
-
-
 def parse_gpu_map(items: list[str] | tuple[str, ...]) -> tuple[tuple[int, int], ...]:
     """['1=0', '3=1'] -> ((1, 0), (3, 1)); ValueError naming the bad item."""
     pairs: dict[int, int] = {}
     for item in items:
-        m = re.fullmatch(r"\s*(\d+)\s*=\s*(\d+)\s*", item)
-        if not m:
-            raise ValueError(f"{item!r} is not DMON_INDEX=DEVICE (e.g. 1=0)")
-        if len(m.group(1)) > 10 or len(m.group(2)) > 10 or max(int(m.group(1)), int(m.group(2))) > MAX_GPU_INDEX:
-            raise ValueError(f"{item!r}: GPU indices and devices are 0 to {MAX_GPU_INDEX}")
+        m = re.fullmatch(r"\s*(\d{1,10})\s*=\s*(\d{1,10})\s*", item)
+        if not m or max(int(m.group(1)), int(m.group(2))) > _MAX_GPU_INDEX:
+            raise ValueError(f"{item!r} is not DMON_INDEX=DEVICE (e.g. 1=0; indices up to {_MAX_GPU_INDEX})")
         pairs[int(m.group(1))] = int(m.group(2))
     targets = list(pairs.values())
     if len(set(targets)) != len(targets):
@@ -175,6 +173,10 @@ def _align_source(trace: Timeline, logs: Timeline, source: int, options: AlignOp
     times = counters["ts_ns"].to_numpy()
     first_ns = int(times.min()) if len(times) else 0
     last_ns = int(times.max()) if len(times) else 0
+    if options.offset_ns is not None and not (-_MAX_TIME_NS <= first_ns + options.offset_ns
+                                              and last_ns + options.offset_ns <= _MAX_TIME_NS):
+        raise UsageError(f"--dmon-offset {options.offset_ns / 3.6e12:.0f} h moves {src.path} beyond the "
+                         f"times that can be represented; offsets are at most a few centuries")
 
     # What the clocks alone say, and the candidates the search may try.
     clock = src.clock if epoch_trace else T.CLOCK_SAMPLES

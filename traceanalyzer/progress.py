@@ -9,11 +9,14 @@ themselves (analysis, rendering).
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
 from pathlib import Path
 from typing import TextIO
+
+from .inert import terminal
 
 PROGRESS_MIN_BYTES = 100 * 1024 * 1024
 _REFRESH_S = 0.25
@@ -78,7 +81,7 @@ class Progress:
             return
         with self._lock:
             self._last = now
-            text = self.line()
+            text = terminal(self.line())
             pad = max(self._width - len(text), 0)
             self._width = max(self._width, len(text))
             self.stream.write("\r" + text + " " * pad)
@@ -90,9 +93,25 @@ def _size(paths: list[Path]) -> int:
     for p in paths:
         try:
             if p.is_dir():
-                total += sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
+                total += _dir_size(p)
             else:
                 total += p.stat().st_size
         except OSError:
             pass
+    return total
+
+
+def _dir_size(root: Path, max_depth: int = 32) -> int:
+    """Bytes of the files under `root`, at most `max_depth` levels down (a hostile tree thousands
+    of levels deep must not exhaust the stack; the log-dir search goes no deeper either)."""
+    total = 0
+    base = len(root.parts)
+    for dirpath, dirnames, filenames in os.walk(root):
+        if len(Path(dirpath).parts) - base >= max_depth:
+            dirnames[:] = []
+        for name in filenames:
+            try:
+                total += os.stat(os.path.join(dirpath, name)).st_size
+            except OSError:
+                pass
     return total

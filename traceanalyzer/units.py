@@ -94,3 +94,15 @@ def parse_size_bytes(text: str) -> int:
     if not math.isfinite(size) or size > INT64_MAX:
         raise OutOfRange(f"{text!r} is too large a size")
     return int(size)
+
+
+def format_bytes(n: float | None) -> str:
+    """Bytes in binary units for prose and tables: 512 B, 1.5 KiB, 3.2 GiB; "n/a" for None."""
+    if n is None:
+        return "n/a"
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} TiB"  # pragma: no cover (the loop returns)

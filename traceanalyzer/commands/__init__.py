@@ -5,14 +5,14 @@ Every error a user can cause is a `TraceAnalyzerError`: printed as one line on s
 are one line too (`traceanalyzer: error: ... (see traceanalyzer report --help)`), exit 2. Anything
 else is a bug: one line, exit 3, and a traceback only with TRACEANALYZER_DEBUG=1. When the reader
 of standard output goes away (`... -o - | head -c1`), the command stops quietly with exit 141
-(128 + SIGPIPE, what a shell reports for a process ended by a closed pipe). Every line printed
-here has its control characters escaped, so a file name cannot forge lines or steer the terminal.
+(128 + SIGPIPE, what a shell reports for a process ended by a closed pipe). Messages quote file
+names and trace text, so they pass through `inert.terminal` (no escape sequence reaches the
+terminal, a newline in a name shows as `\\n` instead of starting a line).
 """
 
 from __future__ import annotations
 
 import os
-import re
 import sys
 import warnings
 from typing import Any
@@ -21,20 +21,13 @@ import click
 
 from .. import __version__
 from ..errors import EXIT_BAD_INPUT, EXIT_INTERNAL, TraceAnalyzerError
+from ..inert import terminal
 
 EXIT_BROKEN_PIPE = 128 + 13  # 128 + SIGPIPE: the reader of standard output went away
 
-# C0/C1 controls (ESC, CR, LF, NUL...), zero-width and bidi-override characters.
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
-
-
-def one_line(text: str) -> str:
-    """`text` made one inert line: every control, zero-width or bidi character as a visible \\x.. escape."""
-    return _UNSAFE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
-
 
 def _error(line: str) -> None:
-    click.echo(f"traceanalyzer: {one_line(line)}", err=True)
+    click.echo(f"traceanalyzer: {terminal(line)}", err=True)
 
 
 def _stdout_gone() -> None:

@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from ..inert import terminal
 from ._options import analysis_options, build_options, output_format, output_options, stem
 from ._output import check_target, say, write
 
@@ -80,7 +81,7 @@ def diff_command(base: Path, head: Path, output: Path | None, fmt: str | None, f
     if not quiet:
         say(render_diff_text(comparison), target)
         if str(target) != "-":
-            say(f"Comparison ({fmt}) written to {target}\n", target)
+            say(f"Comparison ({fmt}) written to {terminal(target)}\n", target)
     message = failed_message(comparison.gates)
     if message:
         raise GateFailed(message)

@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from ..inert import terminal
 from ._options import SUFFIX_BY_FORMAT, analysis_options, build_options, output_format, output_options, stem
 from ._output import check_target, say, unique_targets, write
 
@@ -84,9 +85,9 @@ def report_command(traces: tuple[Path, ...], output: Path | None, fmt: str | Non
             if not quiet:
                 say(render_text(analysis), target)
                 if str(target) != "-":
-                    say(f"Report ({fmt}) written to {target}\n", target)
+                    say(f"Report ({fmt}) written to {terminal(target)}\n", target)
                 for g in gates:
-                    say(f"gate {'passed' if g.passed else 'FAILED'}: {g.rule} ({g.detail})\n", target)
+                    say(terminal(f"gate {'passed' if g.passed else 'FAILED'}: {g.rule} ({g.detail})") + "\n", target)
             message = failed_message(gates)
             if message:
                 failures.append(message if len(runs) == 1 else f"{_label}: {message}")

@@ -143,9 +143,9 @@ def host_activity(tl: Timeline, rank: int) -> HostActivity:
     threads, basis, launch_calls = launching_threads(tl, rank)
     ev = tl.rank_events(rank)
     if threads:
-        key = ev["pid"].to_numpy() * (1 << 32) + ev["tid"].to_numpy()
-        wanted = np.array([p * (1 << 32) + t for p, t in threads], dtype=np.int64)
-        mine = np.isin(key, wanted) & ev["kind"].isin(_ACTIVITY_KINDS).to_numpy()
+        # (pid, tid) pairs matched as pairs: pid * 2^32 + tid overflows int64 on hostile ids
+        key = pd.MultiIndex.from_arrays([ev["pid"].to_numpy(), ev["tid"].to_numpy()])
+        mine = key.isin(list(threads)) & ev["kind"].isin(_ACTIVITY_KINDS).to_numpy()
         events = ev[mine].copy()
     else:
         events = ev.iloc[0:0].copy()

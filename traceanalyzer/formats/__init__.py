@@ -13,9 +13,10 @@ from pathlib import Path
 from types import ModuleType
 
 from ..errors import InputError, UsageError
+from ..inert import terminal
 from ..timeline import Timeline
 from ._base import ReadOptions
-from ._io import read_head, read_input
+from ._io import first_content, read_head, read_input
 
 
 def readers() -> tuple[ModuleType, ...]:
@@ -36,9 +37,10 @@ def read_file(path: Path, options: ReadOptions) -> Timeline:
     if path.stat().st_size == 0:
         raise InputError(path, "empty file: expected a profiler trace")
     head = read_head(path)
-    if not head.strip():
-        read_input(path, options.max_input_bytes)  # raises the precise gzip error, if any
-        raise InputError(path, "no content: expected a profiler trace")
+    if not head.strip():  # blank start: find the content, holding none of the blanks
+        head = first_content(path, options.max_input_bytes)  # raises the precise gzip error, if any
+        if not head:
+            raise InputError(path, "no content: expected a profiler trace")
     for reader in readers():
         if reader.sniff(head):
             read_path = getattr(reader, "read_path", None)
@@ -139,7 +141,8 @@ def _label(paths: list[Path]) -> str:
 
 
 def _stderr(line: str) -> None:
-    sys.stderr.write(f"traceanalyzer: {line}\n")
+    """Default `notify`: run and folder names come from the file system, so made inert."""
+    sys.stderr.write(f"traceanalyzer: {terminal(line)}\n")
 
 
 def counter_readers() -> tuple[ModuleType, ...]:

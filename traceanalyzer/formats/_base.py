@@ -10,6 +10,12 @@ from typing import Protocol
 from ..timeline import Timeline
 from ._io import DEFAULT_MAX_INPUT_BYTES
 
+# No machine has more GPUs than this: a file naming more distinct devices is refused with a
+# clear message instead of making every per-device figure crawl.
+MAX_DEVICES = 128
+# Device indices are int32 in the Timeline; larger ones would wrap onto another device.
+MAX_DEVICE_INDEX = 2**31 - 1
+
 
 @dataclass
 class ReadOptions:

@@ -13,15 +13,36 @@ import pandas as pd
 _TRAILING_INT = re.compile(r"(-?\d+)\s*$")
 
 
+# Strings longer than this (a name, a category) are cut to it: no profiler writes such names,
+# and a hostile 100 MB name would otherwise be copied through every table and report.
+MAX_NAME_CHARS = 64 * 1024
+CUT_MARK = "\u2026[cut]"
+
+
+def cut_text(value: str, limit: int = MAX_NAME_CHARS) -> str:
+    """`value`, cut to `limit` characters with a visible mark when longer."""
+    return value if len(value) <= limit else value[:limit] + CUT_MARK
+
+
 class Interner:
-    """Maps strings to stable int codes across chunks; becomes a pandas Categorical at the end."""
+    """Maps strings to stable int codes across chunks; becomes a pandas Categorical at the end.
+
+    Strings longer than MAX_NAME_CHARS are cut (`cut` counts the distinct ones)."""
 
     def __init__(self) -> None:
         self._index: dict[str, int] = {}
         self.values: list[str] = []
+        self._cut: set[str] = set()
+
+    @property
+    def cut(self) -> int:
+        return len(self._cut)
 
     def code(self, value: Any) -> int:
-        key = value if isinstance(value, str) else ("" if value is None else str(value))
+        key = value if isinstance(value, str) else ("" if value is None else _short_str(value))
+        if len(key) > MAX_NAME_CHARS:
+            key = cut_text(key)
+            self._cut.add(key)
         found = self._index.get(key)
         if found is None:
             found = self._index[key] = len(self.values)
@@ -39,26 +60,42 @@ class Interner:
             pass
         try:
             local = {u: self.code(u) for u in dict.fromkeys(values)}
-        except TypeError:  # unhashable values (lists): pandas compares them as objects
-            codes, uniques = pd.factorize(np.asarray(values, dtype=object), use_na_sentinel=False)
-            mapping = np.fromiter((self.code(u) for u in uniques), dtype=np.int32, count=len(uniques))
-            return mapping[codes]
+        except TypeError:  # unhashable values (lists, objects): by their bounded text
+            return self.codes([v if isinstance(v, str) or v is None else _short_str(v) for v in values])
         return np.fromiter(map(local.__getitem__, values), dtype=np.int32, count=n)
 
     def categorical(self, codes: np.ndarray) -> pd.Categorical:
         return pd.Categorical.from_codes(codes.astype(np.int32), categories=pd.Index(self.values, dtype=object))
 
 
+def _short_str(value: Any) -> str:
+    """str() of a non-string value (a number, a list), bounded: a huge nested value is not copied whole."""
+    if isinstance(value, (list, dict)) and len(value) > 1000:
+        return f"<{type(value).__name__} of {len(value)} items>"
+    try:
+        return str(value)
+    except (ValueError, RecursionError):  # ints beyond the str() digit limit, deep nesting
+        return f"<{type(value).__name__}>"
+
+
+def names_cut_warning(*interners: Interner) -> list[str]:
+    """The one warning for names cut to MAX_NAME_CHARS, if any were."""
+    n = sum(i.cut for i in interners)
+    if not n:
+        return []
+    return [f"names cut: {n} names longer than {MAX_NAME_CHARS} characters cut to that length"]
+
+
 def to_float(values: Sequence[Any]) -> np.ndarray:
     """Numbers as float64; anything else (None, strings) becomes NaN."""
     try:
         arr = np.array(values, dtype=np.float64)
-        if arr.ndim == 1:  # lists as values (hostile input) would make a 2-D array
+        if arr.ndim == 1:  # lists among the values make a 2-D array: not numbers
             return arr
     except (TypeError, ValueError):
         pass
     obj = np.empty(len(values), dtype=object)
-    obj[:] = list(values)
+    obj[:] = [v if v is None or isinstance(v, (int, float, str)) else None for v in values]
     return pd.to_numeric(pd.Series(obj), errors="coerce").to_numpy(np.float64)
 
 
@@ -67,17 +104,13 @@ def to_int_id(values: Sequence[Any], missing: int = -1) -> np.ndarray:
     25738), anything else (None, "", "Spans") -> `missing`."""
     try:
         arr = np.array(values, dtype=np.int64)
-        if arr.ndim == 1:  # lists as ids (hostile input) would make a 2-D array
+        if arr.ndim == 1:  # lists among the values make a 2-D array: not ids
             return arr
     except (TypeError, ValueError, OverflowError):
         pass
     obj = np.empty(len(values), dtype=object)
-    obj[:] = list(values)
-    try:
-        codes, uniques = pd.factorize(obj, use_na_sentinel=False)
-    except TypeError:  # a list or object as an id (hostile input): not an id
-        obj[:] = [v if v is None or isinstance(v, (int, float, str)) else None for v in values]
-        codes, uniques = pd.factorize(obj, use_na_sentinel=False)
+    obj[:] = [v if v is None or isinstance(v, (int, float, str)) else None for v in values]  # lists, dicts: no id
+    codes, uniques = pd.factorize(obj, use_na_sentinel=False)
     parsed = np.fromiter((_parse_id(u, missing) for u in uniques), dtype=np.int64, count=len(uniques))
     return parsed[codes] if len(obj) else np.zeros(0, dtype=np.int64)
 
@@ -114,7 +147,8 @@ def us_to_ns(us: np.ndarray) -> np.ndarray:
     about 0.25 us at epoch-microsecond magnitudes (1.7e15), more than the parse itself lost.
     NaN becomes 0 (callers mark missing values themselves).
     """
-    us = np.nan_to_num(np.asarray(us, dtype=np.float64), nan=0.0)
+    us = np.nan_to_num(np.asarray(us, dtype=np.float64), nan=0.0, posinf=0.0, neginf=0.0)
+    us = np.where(np.abs(us) < 9e15, us, 0.0)  # beyond int64 ns: callers drop such values first
     whole = np.floor(us)
     frac_ns = np.rint((us - whole) * 1000.0).astype(np.int64)
     return whole.astype(np.int64) * 1000 + frac_ns
@@ -128,6 +162,12 @@ def int_or_none(value: Any) -> int | None:
         return value
     if isinstance(value, float) and value.is_integer():
         return int(value)
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit() and len(value.strip()) <= 40:
         return int(value)
     return None
+
+
+def small_int_or_none(value: Any, limit: int = 2**31 - 1) -> int | None:
+    """`int_or_none` limited to 0..limit (ranks, world sizes, device ids); None beyond."""
+    found = int_or_none(value)
+    return found if found is not None and 0 <= found <= limit else None

@@ -17,9 +17,15 @@ import numpy as np
 import pandas as pd
 
 from .. import timeline as T
-from ..errors import InputError
+from ..errors import InputError, UsageError
 from ..timeline import Source
-from ._base import ReadOptions
+from ._base import MAX_DEVICE_INDEX, MAX_DEVICES, ReadOptions
+
+# nvidia-smi dmon writes about 30 columns, --query-gpu a few dozen fields: a header with more is
+# refused (each column becomes a metric series; 40,000 of them would take minutes).
+MAX_LOG_COLUMNS = 256
+# Dates a counter log may hold (epoch ns): 1970 to 2200; others are refused, never shifted.
+MAX_LOG_TIME_NS = 7_258_118_400 * 10**9
 
 
 class _Rows(Protocol):
@@ -49,6 +55,56 @@ def parse_numbers(values: Sequence[str] | pd.Series) -> tuple[np.ndarray, np.nda
     return parsed, bad
 
 
+def check_columns(path: Path, n: int, line_no: int) -> None:
+    if n > MAX_LOG_COLUMNS:
+        raise InputError(path, f"line {line_no}: a header of {n} columns; counter logs have at most "
+                               f"{MAX_LOG_COLUMNS} (is this an nvidia-smi / DCGM log?)")
+
+
+def device_indices(path: Path, values: np.ndarray, line_nos: Sequence[int], what: str) -> np.ndarray:
+    """GPU indices (floats as parsed) -> int32, refusing non-integers, negatives, indices beyond
+    int32 (which would wrap onto another GPU) and more than MAX_DEVICES distinct GPUs."""
+    values = np.asarray(values, dtype=np.float64)
+    bad = ~np.isfinite(values) | (values < 0) | (values > MAX_DEVICE_INDEX)
+    bad[~bad] = values[~bad] % 1 != 0
+    if bad.any():
+        k = int(np.flatnonzero(bad)[0])
+        raise InputError(path, f"line {line_nos[k]}: {what} {values[k]:g} is not a GPU index "
+                               f"(expected a whole number from 0 to {MAX_DEVICE_INDEX})")
+    devices = values.astype(np.int32)
+    check_device_count(path, devices)
+    return devices
+
+
+def check_device_count(path: Path, devices: np.ndarray) -> None:
+    distinct = len(np.unique(devices))
+    if distinct > MAX_DEVICES:
+        raise InputError(path, f"{distinct} distinct GPUs in one file; at most {MAX_DEVICES} are read "
+                               f"(no machine has more)")
+
+
+def datetimes_to_ns(path: Path, parsed: pd.Series, line_nos: Sequence[int], text: Sequence[str]) -> np.ndarray:
+    """Parsed dates (no NaT) -> int64 ns, refusing years before 1970 or after 2200 before the
+    cast (a cast of year 1600 to ns would wrap, not fail)."""
+    year = parsed.dt.year.to_numpy()
+    bad = (year < 1970) | (year > 2200)
+    if bad.any():
+        k = int(np.flatnonzero(bad)[0])
+        raise InputError(path, f"line {line_nos[k]}: time {str(text[k])[:40]!r} is out of range (before 1970 "
+                               f"or after 2200): refused rather than shifted")
+    return parsed.to_numpy().astype("datetime64[ns]").astype(np.int64)
+
+
+def check_log_times(path: Path, ts_ns: np.ndarray, line_nos: Sequence[int], text: Sequence[str] | None = None) -> None:
+    """Refuse dates before 1970 or after 2200 (a wrong clock or a corrupt row), naming the line."""
+    bad = (ts_ns < 0) | (ts_ns > MAX_LOG_TIME_NS)
+    if bad.any():
+        k = int(np.flatnonzero(bad)[0])
+        shown = f" {str(text[k])[:40]!r}" if text is not None else ""
+        raise InputError(path, f"line {line_nos[k]}: time{shown} is out of range (before 1970 or after "
+                               f"2200): refused rather than shifted")
+
+
 def number_samples(devices: np.ndarray) -> np.ndarray:
     """Sample number per row for logs without times: a new sample starts when a GPU index that
     the current sample already holds appears again (0 1 2 0 1 2 -> 0 0 0 1 1 1; '-i 3,1' gives
@@ -67,11 +123,15 @@ def number_samples(devices: np.ndarray) -> np.ndarray:
 def numbered_times(sample: np.ndarray, options: ReadOptions) -> tuple[np.ndarray, str]:
     """Times for numbered samples: `--dmon-start` + n x `--dmon-interval`, or n x interval on
     the CLOCK_SAMPLES clock when no start was given."""
-    ts = sample.astype(np.int64) * np.int64(options.dmon_interval_ns)
-    if options.dmon_start is None:
-        return ts, T.CLOCK_SAMPLES
-    start_ns, clock = options.dmon_start
-    return ts + np.int64(start_ns), clock
+    interval = options.dmon_interval_ns
+    start_ns, clock = options.dmon_start if options.dmon_start is not None else (0, T.CLOCK_SAMPLES)
+    last = (int(sample.max()) if len(sample) else 0) * interval + start_ns
+    if interval <= 0:
+        raise UsageError("--dmon-interval must be longer than 0 (samples would all fall at one time)")
+    if not 0 <= start_ns <= MAX_LOG_TIME_NS or last > MAX_LOG_TIME_NS:
+        raise UsageError(f"--dmon-interval / --dmon-start put the log's {len(sample)} samples outside the years "
+                         f"1970 to 2200")
+    return sample.astype(np.int64) * np.int64(interval) + np.int64(start_ns), clock
 
 
 def counters_frame(ts_ns: np.ndarray, device: np.ndarray, metrics: dict[str, np.ndarray],

@@ -85,6 +85,19 @@ def read_head(path: Path, size: int = 65536) -> bytes:
         return b""
 
 
+def first_content(path: Path, max_bytes: int = DEFAULT_MAX_INPUT_BYTES, size: int = 65536) -> bytes:
+    """Up to `size` bytes from the first non-whitespace byte of the content (b"" when it is all
+    whitespace), read block by block: leading blanks, however many, are never held."""
+    out = b""
+    for block in iter_input_blocks(path, max_bytes):
+        if not out:
+            block = block.lstrip(b" \t\r\n")
+        out += block[: size - len(out)]
+        if len(out) >= size:
+            break
+    return out
+
+
 def _strip_bom(data: bytes) -> bytes:
     """A UTF-8 byte-order mark some editors and Windows tools write: not part of the content."""
     return data[len(UTF8_BOM):] if data[:3] == UTF8_BOM else data

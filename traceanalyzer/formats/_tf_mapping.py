@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from .. import timeline as T
-from ._columns import Interner
+from ._columns import Interner, names_cut_warning
 
 GPU_PLANE = re.compile(r"^/device:GPU:(\d+)$")
 HOST_PLANE = re.compile(r"^/host:CPU$")
@@ -103,7 +103,7 @@ def to_events(raw: RawEvents) -> Mapped:
     details = raw.column("details", np.int64)
     n = len(ts)
     not_kept: Counter[str] = Counter()
-    warnings: list[str] = []
+    warnings: list[str] = names_cut_warning(raw.names, raw.planes, raw.lines, raw.details)
 
     # --- per plane: host, GPU N, or something we do not map ---------------------------------
     plane_names = raw.planes.values
@@ -122,7 +122,7 @@ def to_events(raw: RawEvents) -> Mapped:
     # --- per line: GPU stream (and what the line name says it carries), Steps, other ---------
     line_names = raw.lines.values
     parsed = [STREAM_LINE.match(v) for v in line_names]
-    line_stream = np.array([int(m.group(1)) if m else -1 for m in parsed] or [-1], dtype=np.int64)
+    line_stream = np.array([_small_int(m.group(1)) if m else -1 for m in parsed] or [-1], dtype=np.int64)
     line_copy = np.array([bool(m and m.group(2) and COPY_NAME.search(m.group(2))) for m in parsed]
                          or [False])
     line_memset = np.array([bool(m and m.group(2) and MEMSET_NAME.search(m.group(2))) for m in parsed]
@@ -243,9 +243,19 @@ def framework_of(names: list[str]) -> str:
     return "tensorflow"
 
 
+# Device and stream numbers beyond int32 are no real GPU's: such a plane or line is not mapped
+# (its events are counted as not kept) rather than wrapped onto another device.
+_MAX_INDEX = 2**31 - 1
+
+
+def _small_int(digits: str) -> int:
+    """A run of digits as an int, -1 beyond _MAX_INDEX (never converts thousands of digits)."""
+    return int(digits) if len(digits) <= 10 and int(digits) <= _MAX_INDEX else -1
+
+
 def _gpu_index(plane_name: str) -> int:
     m = GPU_PLANE.match(plane_name)
-    return int(m.group(1)) if m else -1
+    return _small_int(m.group(1)) if m else -1
 
 
 def _direction(text: str) -> str:
@@ -257,7 +267,7 @@ def _direction(text: str) -> str:
 
 def _detail_size(text: str) -> int:
     m = DETAIL_SIZE.search(text)
-    return int(m.group(1)) if m else -1
+    return int(m.group(1)) if m and len(m.group(1)) <= 18 else -1
 
 
 def _detail_direction(text: str) -> str:
@@ -267,7 +277,7 @@ def _detail_direction(text: str) -> str:
 
 def _number(text: str) -> int:
     m = DIGITS.search(text)
-    return int(m.group(1)) if m and text.strip().isdigit() else -1
+    return int(m.group(1)) if m and text.strip().isdigit() and len(m.group(1)) <= 18 else -1
 
 
 def _order_numbers(ts: np.ndarray) -> np.ndarray:

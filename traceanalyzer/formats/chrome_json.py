@@ -50,12 +50,21 @@ class ChromeArgs(msgspec.Struct, gc=False):
     external_id_2021: Any = msgspec.field(default=None, name="external id")
     bytes: Any = None
     collective: Any = msgspec.field(default=None, name="Collective name")
+    in_nelems: Any = msgspec.field(default=None, name="In msg nelems")  # NCCL kernels: message size
+    out_nelems: Any = msgspec.field(default=None, name="Out msg nelems")
+    dtype: Any = None
     kind: Any = None  # ROCm memcpy direction ("HtoD")
     step_num: Any = None  # TF "Profiled batch"
     correlation_id: Any = None  # TF / xprof trace viewer: kernel <-> launch
     memcpy_details: Any = None  # TF / xprof: "kind:HtoD size:655360 dest:2 async:1"
     memset_details: Any = None
     input_dims: Any = msgspec.field(default=None, name="Input Dims")
+    # torch.profiler(profile_memory=True) "[memory]" instants
+    device_type: Any = msgspec.field(default=None, name="Device Type")
+    device_id: Any = msgspec.field(default=None, name="Device Id")
+    total_allocated: Any = msgspec.field(default=None, name="Total Allocated")
+    total_reserved: Any = msgspec.field(default=None, name="Total Reserved")
+    mem_bytes: Any = msgspec.field(default=None, name="Bytes")
 
 
 class ChromeEvent(msgspec.Struct, gc=False):
@@ -80,9 +89,15 @@ _RAW_LIST_DECODER = msgspec.json.Decoder(list[msgspec.Raw])
 DECODE_NOTES: Counter[str] = Counter()
 _ENVELOPE_DECODER = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _EVENT_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
-_TRACE_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*')
+# Strings (a lone '"' when the buffer ends inside one) and brackets: the header's structure.
+_HEADER_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|"|[\[\]{}]', re.DOTALL)
+_KEY_COLON = re.compile(rb'[ \t\r\n]*(:?)[ \t\r\n]*')
 _BYTE_POS = re.compile(r"\(byte (\d+)\)")
 _SPACE = b" \t\r\n"
+# Whitespace runs this long are squeezed while streaming (see _StreamReader._append_squeezed).
+_SPACE_RUN = b" " * 65536
+_SPACE_BYTES = (b" ", b"\t", b"\r", b"\n")
+_LONG_SPACE = re.compile(rb"[ \t\r\n]{65536,}")
 
 
 @dataclass
@@ -150,6 +165,7 @@ def iter_event_chunks(env: Envelope, path: Path, chunk_bytes: int = CHUNK_BYTES,
                 progress(end - pos)
             return
         search_from = pos + chunk_bytes
+        skip = 0
         while True:
             m = _EVENT_BOUNDARY.search(raw, search_from)
             if m is None:
@@ -163,7 +179,8 @@ def iter_event_chunks(env: Envelope, path: Path, chunk_bytes: int = CHUNK_BYTES,
                 events = _decode(piece, decoder)
             except msgspec.DecodeError as exc:
                 if "truncated" in str(exc) or _error_at_end(exc, len(piece)):
-                    search_from = m.end()
+                    search_from = m.end() + skip  # inside a string or nested value: try further on
+                    skip = _next_skip(skip)
                     continue
                 raise InputError(path, describe_decode_error(exc, env.data, env.events_offset + pos - 1)) from None
             break
@@ -171,6 +188,19 @@ def iter_event_chunks(env: Envelope, path: Path, chunk_bytes: int = CHUNK_BYTES,
         if progress:
             progress(m.end() - 1 - pos)
         pos = m.end() - 1  # at the '{' of the next event
+
+
+# After a split candidate fails (it sat inside a string or nested value), the next one is looked
+# for this much further on, doubling each time: a value holding a million `},{` costs a few
+# dozen decodes of the piece, not a million.
+_FIRST_SKIP = 64 * 1024
+# A piece of the events list longer than this without a usable event boundary is refused: no
+# profiler writes such an event, and holding it would take the memory of a hostile input's size.
+_MAX_PIECE_BYTES = 2 * 1024**3
+
+
+def _next_skip(skip: int) -> int:
+    return max(2 * skip, _FIRST_SKIP)
 
 
 class NestingError(ValueError):
@@ -303,44 +333,82 @@ class EventStream:
             raise InputError(self.path, f"not a trace: {exc}") from None
 
     def _find_events_start(self, r: _StreamReader) -> bool:
-        """Read up to the '[' of a top-level traceEvents list; decode the keys before it."""
+        """Read up to the '[' of a top-level traceEvents list; decode the keys before it.
+
+        One pass over strings and brackets (linear however many `"traceEvents"` keys are nested
+        in values before the real one); the keys before it are decoded once.
+        """
         while not r.eof and len(r.buf) < 64 * 1024:
             r.more()
-        first = r.buf.lstrip(_SPACE)[:1]
-        if first != b"{":
+        lead = len(r.buf) - len(r.buf.lstrip(_SPACE))
+        while lead == len(r.buf) and not r.eof:  # a blank start (squeezed while read)
+            r.more()
+            lead = len(r.buf) - len(r.buf.lstrip(_SPACE))
+        if r.buf[lead:lead + 1] != b"{":  # not an object: say so without reading the rest
+            parse_envelope(bytes(r.buf[lead:lead + 64 * 1024]), self.path)
             return False
-        search = 0
+        depth = 0
+        pos = lead
         while True:
-            m = _TRACE_EVENTS_KEY.search(r.buf, search)
-            if m is None or m.end() >= len(r.buf):
+            m = _HEADER_TOKEN.search(r.buf, pos)
+            # None found, or a lone '"': a string cut by the buffer's end.
+            if m is None or (m.end() - m.start() == 1 and r.buf[m.start()] == 0x22):
                 if r.eof or len(r.buf) > _MAX_HEADER_BYTES:
                     return False
-                r.more()
+                if m is None:
+                    pos = len(r.buf)
+                    r.more()
+                else:  # rescan the cut string once the buffer has doubled: linear overall
+                    r.more_until(2 * len(r.buf))
                 continue
-            search = m.start() + 1
-            prefix = bytes(r.buf[:m.start()]).rstrip(_SPACE)
-            if prefix.endswith(b","):
-                prefix = prefix[:-1]
-            elif not prefix.endswith(b"{"):
-                continue
-            try:  # decodes only if the key sits at the top level (not in a string or nested value)
-                top = _ENVELOPE_DECODER.decode(prefix + b"}")
-            except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
-                continue
-            if r.buf[m.end():m.end() + 1] != b"[":
-                return False
-            self.header = _decode_values(top)
-            r.drop(m.end())  # buf now starts with '['
-            return True
+            tok = r.buf[m.start()]
+            if tok in b"{[":
+                depth += 1
+            elif tok in b"}]":
+                depth -= 1
+                if depth <= 0:
+                    return False  # the top-level object closed without a traceEvents key
+            elif depth == 1 and m.end() - m.start() == 13 and r.buf[m.start():m.end()] == b'"traceEvents"':
+                colon = _KEY_COLON.match(r.buf, m.end())
+                if colon is None or colon.end() >= len(r.buf):
+                    if r.eof or len(r.buf) > _MAX_HEADER_BYTES:
+                        return False
+                    r.more()
+                    continue  # search again from the same token
+                if colon.group(1) == b"":  # a value "traceEvents", not a key
+                    pos = m.end()
+                    continue
+                return self._header_before(r, m.start(), colon.end())
+            pos = m.end()
+
+    def _header_before(self, r: _StreamReader, key_start: int, list_start: int) -> bool:
+        """Decode the top-level keys before `"traceEvents":` and drop them from the buffer."""
+        if r.buf[list_start:list_start + 1] != b"[":
+            return False
+        prefix = bytes(r.buf[:key_start]).rstrip(_SPACE)
+        if prefix.endswith(b","):
+            prefix = prefix[:-1]
+        try:
+            top = _ENVELOPE_DECODER.decode(prefix + b"}")
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, UnicodeDecodeError):
+            return False  # the whole-content path says what is wrong
+        self.header = _decode_values(top)
+        r.drop(list_start)  # buf now starts with '['
+        return True
 
     def _stream(self, r: _StreamReader) -> Iterator[list[Any]]:
         pos = 1  # in r.buf: the start of the next event, after '[' (or ',')
         chunk = self.chunk_bytes
         while True:
             search_from = pos + chunk
+            skip = 0
             while len(r.buf) < search_from + 4096 and not r.eof:
                 r.more()
             while True:
+                if len(r.buf) - pos > _MAX_PIECE_BYTES:
+                    raise InputError(self.path, f"no end of an event in {len(r.buf) - pos} bytes from byte "
+                                                f"{r.offset(pos)}: not a profiler trace (or one event larger "
+                                                f"than {_MAX_PIECE_BYTES} bytes)")
                 m = _EVENT_BOUNDARY.search(r.buf, search_from) if len(r.buf) > search_from else None
                 if m is None:
                     if r.eof:
@@ -352,7 +420,9 @@ class EventStream:
                     events = r.decode(pos - 1, m.start() + 1, self.decoder)
                 except msgspec.DecodeError as exc:
                     if "truncated" in str(exc) or _error_at_end(exc, m.start() + 2 - (pos - 1)):
-                        search_from = m.end()
+                        # The candidate is inside a string or nested value: try one further on.
+                        search_from = m.end() + skip
+                        skip = _next_skip(skip)
                         continue
                     if "trailing characters" in str(exc):  # the array ends in this piece
                         while not r.eof:
@@ -413,7 +483,7 @@ class EventStream:
                     if pos_tail is not None and "truncated" in str(exc):  # cut inside the keys after the list
                         events = r.decode_closed(pos - 1, comma, self.decoder)
                         self.truncated = (f"the JSON document ends inside the keys after the event list "
-                                          f"(content cut at byte {r.base + len(buf)}; e.g. baseTimeNanoseconds "
+                                          f"(content cut at byte {r.offset(len(buf))}; e.g. baseTimeNanoseconds "
                                           f"may be missing)")
                         yield events
                         return
@@ -439,7 +509,7 @@ class EventStream:
                 break
             except msgspec.DecodeError:
                 continue
-        where = r.base + len(r.buf)
+        where = r.offset(len(r.buf))
         self.truncated = (r.cut or "the JSON document ends inside the event list") + \
             f" (content cut at byte {where})"
         return events
@@ -460,6 +530,10 @@ class _StreamReader:
         self.lines_before = 0  # newlines in the content before buf[0]
         self.last_newline = -1  # content offset of the last newline before buf[0]
         self.cut: str | None = None  # the compressed stream ended early (what the gunzip said)
+        # Long whitespace runs are not kept (a hostile gzip can hold gigabytes of it): where
+        # they were (offset in the kept content, i.e. base + index), bytes and newlines skipped.
+        self.holes: list[tuple[int, int, int]] = []
+        self.skipped_bytes = 0
 
     def more(self) -> None:
         if self.eof:
@@ -471,8 +545,50 @@ class _StreamReader:
             block = None
         if block is None:
             self.eof = True
+        elif _SPACE_RUN in block or (len(block) >= len(_SPACE_RUN) and block[:1] in _SPACE_BYTES
+                                     and block[-1:] in _SPACE_BYTES and not block.strip(_SPACE)):
+            self._append_squeezed(block)
         else:
             self.buf += block
+
+    def _append_squeezed(self, block: bytes) -> None:
+        """Append `block` with each long run of whitespace kept as its first byte."""
+        if not block.strip(_SPACE):
+            runs = [(0, len(block))]
+        else:
+            runs = [m.span() for m in _LONG_SPACE.finditer(block)]
+        prev = 0
+        for lo, hi in runs:
+            self.buf += block[prev:lo + 1]
+            at = self.base + len(self.buf)
+            newlines = block.count(b"\n", lo + 1, hi)
+            if self.holes and self.holes[-1][0] >= at - 1:
+                _, n0, nl0 = self.holes[-1]
+                self.holes[-1] = (self.holes[-1][0], n0 + hi - lo - 1, nl0 + newlines)
+            else:
+                self.holes.append((at, hi - lo - 1, newlines))
+            self.skipped_bytes += hi - lo - 1
+            prev = hi
+        self.buf += block[prev:]
+
+    def _skipped_before(self, kept_offset: int) -> tuple[int, int]:
+        """(bytes, newlines) of whitespace skipped before this offset in the kept content."""
+        n = lines = 0
+        for at, size, newlines in self.holes:
+            if at > kept_offset:
+                break
+            n += size
+            lines += newlines
+        return n, lines
+
+    def offset(self, index: int) -> int:
+        """The content (file or decompressed) offset of buf[index]."""
+        kept = self.base + index
+        return kept + self._skipped_before(kept)[0]
+
+    def more_until(self, size: int) -> None:
+        while not self.eof and len(self.buf) < size:
+            self.more()
 
     def close(self) -> None:
         close = getattr(self.blocks, "close", None)
@@ -485,7 +601,7 @@ class _StreamReader:
         newlines = self.buf.count(b"\n", 0, n)
         if newlines:
             self.lines_before += newlines
-            self.last_newline = self.base + self.buf.rfind(b"\n", 0, n)
+            self.last_newline = self.offset(self.buf.rfind(b"\n", 0, n))
         del self.buf[:n]
         self.base += n
 
@@ -545,16 +661,16 @@ class _StreamReader:
         if "truncated" in text:
             while not self.eof:  # the content's length, as the whole-content path says it
                 self.more()
-            return (f"truncated JSON: the document ends early at byte {self.base + len(self.buf)}; "
+            return (f"truncated JSON: the document ends early at byte {self.offset(len(self.buf))}; "
                     f"expected more events")
         m = _BYTE_POS.search(text)
         if not m:
             return f"malformed JSON: {text}"
         rel = start + int(m.group(1))
-        offset = self.base + rel
-        line = self.lines_before + self.buf.count(b"\n", 0, rel) + 1
+        offset = self.offset(rel)
+        line = self.lines_before + self.buf.count(b"\n", 0, rel) + self._skipped_before(self.base + rel)[1] + 1
         nl = self.buf.rfind(b"\n", 0, rel)
-        last_newline = self.base + nl if nl >= 0 else self.last_newline
+        last_newline = self.offset(nl) if nl >= 0 else self.last_newline
         column = offset - (last_newline + 1) + 1
         what = _BYTE_POS.sub("", text).replace("JSON is malformed: ", "").strip()
         return f"malformed JSON at line {line}, column {column} (byte {offset}): {what}"

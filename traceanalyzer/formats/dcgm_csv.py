@@ -20,7 +20,15 @@ from .. import timeline as T
 from ..errors import InputError
 from ..timeline import Source, Timeline
 from ._base import ReadOptions
-from ._counters import long_counters_frame, parse_numbers, unknown_columns_warning
+from ._counters import (
+    MAX_LOG_COLUMNS,
+    check_log_times,
+    device_indices,
+    drop_wrong_rows,
+    long_counters_frame,
+    parse_numbers,
+    unknown_columns_warning,
+)
 
 FORMAT = "dcgm-csv"
 HEADER = ("gpuid", "timestampus", "field", "values")
@@ -37,9 +45,6 @@ FIELDS: dict[str, str] = {
 }
 
 
-MAX_TIME_US = 7_258_118_400_000_000  # 2200-01-01 in epoch microseconds: later stamps are not plausible
-
-
 def sniff(head: bytes) -> bool:
     first = head.lstrip().split(b"\n", 1)[0].strip().decode("utf-8", errors="replace")
     return tuple(p.strip().lower() for p in first.split(",")) == HEADER
@@ -53,6 +58,16 @@ def read(path: Path, data: bytes, options: ReadOptions) -> Timeline:
         text = text[: text.rindex("\n") + 1]
         source.not_kept["truncated_row"] = 1
         source.warnings.append("last line cut off before its end; dropped")
+    lines = pd.Series(text.split("\n"))
+    filled = (lines.str.strip() != "").to_numpy()
+    header_at = int(np.flatnonzero(filled)[0]) if filled.any() else 0
+    wrong = (lines.str.count(",").to_numpy() != len(HEADER) - 1) & filled
+    wrong[: header_at + 1] = False
+    data_lines = np.flatnonzero(filled & ~wrong)
+    line_nos = (data_lines[data_lines > header_at] + 1).tolist()  # file line of each row read
+    if wrong.any():  # rows with more or fewer fields than the header: dropped and counted (README)
+        drop_wrong_rows(source, (np.flatnonzero(wrong) + 1).tolist())
+        text = "\n".join(lines[~wrong].tolist())
     try:
         frame = pd.read_csv(io.StringIO(text), dtype=str, skipinitialspace=True, on_bad_lines="error")
     except (pd.errors.ParserError, ValueError) as exc:
@@ -62,24 +77,29 @@ def read(path: Path, data: bytes, options: ReadOptions) -> Timeline:
         raise InputError(path, "no data rows under the GPUId,TimeStampUs,Field,Values header")
     gpu = pd.to_numeric(frame["gpuid"].str.strip(), errors="coerce")
     stamp_us = pd.to_numeric(frame["timestampus"].str.strip(), errors="coerce")
-    broken = (gpu.isna() | stamp_us.isna() | (gpu % 1 != 0) | (stamp_us % 1 != 0)
-              | ~gpu.between(0, 2**31 - 1) | ~stamp_us.between(0, MAX_TIME_US)).to_numpy()  # int32 ids, int64 ns
+    broken = (gpu.isna() | stamp_us.isna() | (gpu % 1 != 0) | (stamp_us % 1 != 0)).to_numpy()
     if broken.any():
         k = int(np.flatnonzero(broken)[0])
-        raise InputError(path, f"line {k + 2}: GPUId {frame['gpuid'].iloc[k]!r} / TimeStampUs "
-                               f"{frame['timestampus'].iloc[k]!r}: expected integers (a GPU index and "
-                               f"microseconds since 1970, before the year 2200)")
+        raise InputError(path, f"line {line_nos[k]}: GPUId {frame['gpuid'].iloc[k]!r} / TimeStampUs "
+                               f"{frame['timestampus'].iloc[k]!r}: expected integers")
+    device = device_indices(path, gpu.to_numpy(np.float64), line_nos, "GPUId")
+    if (stamp_us.abs() > 9e15).any():
+        k = int(np.flatnonzero((stamp_us.abs() > 9e15).to_numpy())[0])
+        raise InputError(path, f"line {line_nos[k]}: TimeStampUs {frame['timestampus'].iloc[k]!r} is out of range")
+    ts_ns = stamp_us.to_numpy().astype(np.int64) * 1000
+    check_log_times(path, ts_ns, line_nos, frame["timestampus"].to_numpy())
     values, bad = parse_numbers(frame["values"])
-    names = frame["field"].fillna("").astype(str).str.strip().str.lower()
+    names = frame["field"].fillna("").astype(str).str.strip().str.lower().str.slice(0, 128)
     names = names.str.replace(r"^dcgm_fi_(dev|prof)_", "", regex=True)
-    source.events_read = source.events_kept = len(frame)
+    if names.nunique() > MAX_LOG_COLUMNS:
+        raise InputError(path, f"{names.nunique()} distinct fields; DCGM logs have at most {MAX_LOG_COLUMNS}")
+    source.events_read = len(frame) + sum(source.not_kept.values())
+    source.events_kept = len(frame)
     if bad.any():
         source.warnings.append(f"{int(bad.sum())} values that are not numbers read as missing")
 
     unknown = sorted({n for n in names.unique() if n not in FIELDS})
     metric = names.map(lambda n: FIELDS.get(n, f"dcgm_{n}")).to_numpy(dtype=object)
     source.warnings.extend(unknown_columns_warning(unknown, "dcgm_"))
-    counters = long_counters_frame(stamp_us.to_numpy().astype(np.int64) * 1000,
-                                   gpu.to_numpy().astype(np.int32),
-                                   pd.Categorical(metric), values)
+    counters = long_counters_frame(ts_ns, device, pd.Categorical(metric), values)
     return Timeline(counters=counters, sources=[source]).validate()

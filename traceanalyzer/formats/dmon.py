@@ -16,6 +16,7 @@ A last line cut off before its newline (a logger killed mid-write) is dropped wi
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,7 +28,10 @@ from ..errors import InputError
 from ..timeline import Source, Timeline
 from ._base import ReadOptions
 from ._counters import (
+    check_columns,
     counters_frame,
+    datetimes_to_ns,
+    device_indices,
     drop_cut_last_row,
     drop_wrong_rows,
     number_samples,
@@ -102,31 +106,31 @@ def read(path: Path, data: bytes, options: ReadOptions) -> Timeline:
         table = np.array(seg.rows, dtype=object)
         col = {c: table[:, i] for i, c in enumerate(seg.columns)}
         devices, bad = parse_numbers(col[GPU])
-        with np.errstate(invalid="ignore"):
-            bad = bad | ~((devices >= 0) & (devices <= 2**31 - 1) & (devices % 1 == 0))  # NaN, inf, huge
-        if bad.any():
-            k = int(np.flatnonzero(bad)[0])
-            raise InputError(path, f"line {seg.line_nos[k]}: GPU index {col[GPU][k]!r} is not a GPU index; "
+        if bad.any() or np.isnan(devices).any():
+            k = int(np.flatnonzero(bad | np.isnan(devices))[0])
+            raise InputError(path, f"line {seg.line_nos[k]}: GPU index {col[GPU][k]!r} is not a number; "
                                    "expected the dmon 'gpu' column to hold 0, 1, ...")
-        device_parts.append(devices.astype(np.int32))
+        device_parts.append(device_indices(path, devices, seg.line_nos, "GPU index"))
         if DATE in col:
             date_parts.append(col[DATE].astype(str))
         if TIME in col:
             time_parts.append(col[TIME].astype(str))
-        for name in seg.columns:
-            if name in (GPU, DATE, TIME):
-                continue
+        names = [c for c in seg.columns if c not in (GPU, DATE, TIME)]
+        if names:  # every value column of the segment parsed at once, not one column at a time
+            block = table[:, [seg.columns.index(c) for c in names]]
+            if "tviol" in names:
+                j = names.index("tviol")
+                block[:, j] = [_BOOL_TEXT.get(str(v).lower(), v) for v in block[:, j]]
+            parsed, bad = parse_numbers(block.T.ravel())
+            bad_values += int(bad.sum())
+            parsed = parsed.reshape(len(names), len(seg.rows))
+        for j, name in enumerate(names):
             metric = COLUMNS.get(name)
             if metric is None:
                 metric = f"dmon_{name}"
                 if name not in unknown:
                     unknown.append(name)
-            values = col[name]
-            if name == "tviol":
-                values = np.array([_BOOL_TEXT.get(str(v).lower(), v) for v in values], dtype=object)
-            parsed, bad = parse_numbers(values)
-            bad_values += int(bad.sum())
-            metric_parts.setdefault(metric, []).append((offset, parsed))
+            metric_parts.setdefault(metric, []).append((offset, parsed[j]))
         offset += len(seg.rows)
 
     n = offset
@@ -185,7 +189,8 @@ def _segments(path: Path, lines: list[str], cut: bool, source: Source) -> list[_
 
 
 def _check_header(path: Path, tokens: list[str], line_no: int) -> None:
-    dupes = sorted({t for t in tokens if tokens.count(t) > 1})
+    check_columns(path, len(tokens), line_no)
+    dupes = sorted(t for t, k in Counter(tokens).items() if k > 1)
     if dupes:
         raise InputError(path, f"line {line_no}: column {dupes[0]!r} appears twice in the dmon header")
 
@@ -216,10 +221,11 @@ def _times(path: Path, kind: str, date_parts: list[np.ndarray], time_parts: list
         stamp = pd.Series(np.concatenate(date_parts)) + " " + times
         parsed = pd.to_datetime(stamp, format="%Y%m%d %H:%M:%S", errors="coerce")
         _fail_on_nat(path, parsed.isna().to_numpy(), stamp, line_nos, "YYYYMMDD HH:MM:SS")
-        return parsed.to_numpy().astype("datetime64[ns]").astype(np.int64), T.CLOCK_WALL
+        ns = datetimes_to_ns(path, parsed, line_nos, stamp.to_numpy())
+        return ns, T.CLOCK_WALL
     tod = pd.to_timedelta(times, errors="coerce")
-    _fail_on_nat(path, tod.isna().to_numpy(), times, line_nos, "HH:MM:SS")
     ns = tod.to_numpy().astype("timedelta64[ns]").astype(np.int64)
+    _fail_on_nat(path, tod.isna().to_numpy() | (ns < 0) | (ns >= _DAY_NS), times, line_nos, "HH:MM:SS")
     # Passing midnight: the time of day drops by more than half a day.
     wrapped = np.r_[False, np.diff(ns) < -_HALF_DAY_NS]
     ns = ns + np.cumsum(wrapped) * np.int64(_DAY_NS)

@@ -35,6 +35,10 @@ TF_TRACE_SUFFIXES = (".trace.json.gz", ".trace.json")
 _EPOCH_NS_FLOOR = 10**18
 _EPOCH_MS_FLOOR = 10**12
 
+# Folders deeper than this below the log dir are not searched (said in `skipped`): the walk
+# stays bounded on a hostile tree thousands of levels deep.
+MAX_DEPTH = 32
+
 TENSORFLOW = "tensorflow"
 PYTORCH = "pytorch"
 
@@ -60,6 +64,7 @@ class LogDir:
     ordered_by: str  # how "newest" was decided, for the message
     skipped: list[str] = field(default_factory=list)  # files left out, with why
     notes: list[str] = field(default_factory=list)  # oddities that do not leave anything out
+    left_out: list[str] = field(default_factory=list)  # run folders that could not be used (unreadable, no trace)
 
     def find(self, name: str) -> Run:
         for run in self.runs:
@@ -75,17 +80,33 @@ def discover(root: Path) -> LogDir | None:
     pt_files: dict[Path, list[Path]] = defaultdict(list)
     skipped: list[str] = []
     notes: list[str] = []
-    for dirpath, dirnames, filenames in os.walk(root):
+    def unreadable(exc: OSError) -> None:
+        where = _relative(root, Path(exc.filename)) if exc.filename else "?"
+        skipped.append(f"folder {where or '.'}: cannot be read ({exc.strerror or exc}); any run in it is "
+                       f"left out, so the run analysed may not be the newest")
+        left_out.append(where or ".")
+
+    too_deep: list[str] = []
+    left_out: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(root, onerror=unreadable):
         dirnames.sort()
         here = Path(dirpath)
+        if dirnames and len(here.relative_to(root).parts) >= MAX_DEPTH:
+            too_deep.append(_relative(root, here))
+            dirnames[:] = []
         if _is_run_folder(here):
             run = _tf_run(root, here, sorted(filenames), skipped)
             if run is not None:
                 tf_runs.append(run)
+            else:
+                left_out.append(_relative(root, here) or here.name)
             continue
         for name in sorted(filenames):
             if PT_TRACE.match(name):
                 pt_files[here].append(here / name)
+    if too_deep:
+        skipped.append(f"folders more than {MAX_DEPTH} levels below the log dir (not searched): "
+                       f"{len(too_deep)} below {too_deep[0][:200]}")
     pt_runs = [run for d, files in sorted(pt_files.items()) for run in _pytorch_spans(root, d, files, notes)]
     runs = tf_runs + pt_runs
     if not runs:
@@ -93,7 +114,7 @@ def discover(root: Path) -> LogDir | None:
             raise InputError(root, "log dir holds no trace: " + "; ".join(skipped))
         return None
     ordered_by = _order(runs, single_pt_dir=len(pt_files) == 1 and not tf_runs)
-    return LogDir(root, runs, ordered_by, skipped, notes)
+    return LogDir(root, runs, ordered_by, skipped, notes, left_out)
 
 
 def select(logdir: LogDir, run: str | None, all_runs: bool) -> list[Run]:
@@ -120,10 +141,15 @@ def describe(logdir: LogDir, chosen: list[Run], all_runs: bool) -> list[str]:
     elif len(logdir.runs) > 1:
         run = chosen[0]
         how = "as asked (--run)" if run is not logdir.runs[-1] else f"the newest by {logdir.ordered_by}"
+        if run is logdir.runs[-1] and logdir.left_out:
+            how += (f" among the runs that could be used ({len(logdir.left_out)} left out: "
+                    f"{', '.join(logdir.left_out[:3])}; see 'skipped' below)")
         lines.append(f"analysing {run.label}, {how}: {', '.join(f.name for f in run.files)}"
                      f" (--run NAME picks another, --all-runs reports each)")
     else:
-        lines.append(f"analysing {chosen[0].label}: {', '.join(f.name for f in chosen[0].files)}")
+        how = (f", the only run that could be used ({len(logdir.left_out)} left out: "
+               f"{', '.join(logdir.left_out[:3])}; see 'skipped' below)") if logdir.left_out else ""
+        lines.append(f"analysing {chosen[0].label}{how}: {', '.join(f.name for f in chosen[0].files)}")
     lines.extend(f"skipped {s}" for s in logdir.skipped)
     lines.extend(f"note: {s}" for s in logdir.notes)
     return lines

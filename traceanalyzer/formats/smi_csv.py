@@ -24,7 +24,11 @@ from ..errors import InputError
 from ..timeline import Source, Timeline
 from ._base import ReadOptions
 from ._counters import (
+    check_columns,
+    check_device_count,
     counters_frame,
+    datetimes_to_ns,
+    device_indices,
     drop_cut_last_row,
     drop_wrong_rows,
     number_samples,
@@ -148,8 +152,8 @@ def read(path: Path, data: bytes, options: ReadOptions) -> Timeline:
         for start, values in parts:
             full[start:start + len(values)] = values
         metrics[metric] = full
-    device = _device_numbers(np.concatenate(gpu_ids))
     line_nos = [ln for s in segments for ln in s.line_nos]
+    device = _device_numbers(path, np.concatenate(gpu_ids), line_nos)
     if stamps:
         ts_ns, source.clock = _parse_stamps(path, pd.concat(stamps, ignore_index=True), line_nos)
     else:
@@ -173,6 +177,7 @@ def _segments(path: Path, lines: list[str], cut: bool, source: Source) -> list[_
             continue
         names = _header_names(line.strip())
         if names is not None:
+            check_columns(path, len(names), i + 1)
             segments.append(_Segment(names=names))
             continue
         if not segments:
@@ -212,12 +217,13 @@ def _gpu_ids(col: dict[str, np.ndarray], n: int) -> np.ndarray:
     return np.full(n, "0", dtype=object)
 
 
-def _device_numbers(ids: np.ndarray) -> np.ndarray:
+def _device_numbers(path: Path, ids: np.ndarray, line_nos: list[int]) -> np.ndarray:
     """`index` values as they are; bus ids / uuids numbered in order of first appearance."""
     parsed, bad = parse_numbers(ids)
     if not bad.any() and not np.isnan(parsed).any():
-        return parsed.astype(np.int32)
+        return device_indices(path, parsed, line_nos, "GPU index")
     codes, _ = pd.factorize(pd.Series(ids, dtype=object))
+    check_device_count(path, codes)
     return codes.astype(np.int32)
 
 
@@ -226,9 +232,14 @@ def _parse_stamps(path: Path, stamps: pd.Series, line_nos: list[int]) -> tuple[n
     parsed = pd.to_datetime(text, format="%Y/%m/%d %H:%M:%S.%f", errors="coerce")
     if parsed.isna().any():  # other nvidia-smi builds / locales: accept any unambiguous form
         retry = pd.to_datetime(text[parsed.isna()], format="ISO8601", errors="coerce")
+        if getattr(retry.dt, "tz", None) is not None:  # a zone suffix: keep the wall time like the rest
+            retry = retry.dt.tz_localize(None)
+        if retry.dtype != parsed.dtype:
+            retry = retry.astype(parsed.dtype)
         parsed = parsed.fillna(retry) if not retry.isna().all() else parsed
     if parsed.isna().any():
         k = int(np.flatnonzero(parsed.isna().to_numpy())[0])
         raise InputError(path, f"line {line_nos[k]}: timestamp {text.iloc[k]!r} is not a date and time; "
                                "expected YYYY/MM/DD HH:MM:SS.mmm")
-    return parsed.to_numpy().astype("datetime64[ns]").astype(np.int64), T.CLOCK_WALL
+    ns = datetimes_to_ns(path, parsed, line_nos, text.to_numpy())
+    return ns, T.CLOCK_WALL

@@ -19,8 +19,10 @@ import numpy as np
 from ..timeline import DeviceInfo, RankInfo, Source, Timeline
 from ._base import ReadOptions
 from ._columns import to_float, to_int_id, us_to_ns
+from ._counters import check_device_count
 from ._tf_mapping import RawEvents, framework_of, to_events
-from .chrome_json import iter_event_chunks, looks_like_json_object, parse_envelope
+from .chrome_json import DECODE_NOTES, iter_event_chunks, looks_like_json_object, parse_envelope
+from .kineto import MAX_ABS_TIME_US, MAX_DURATION_US, add_decode_notes
 
 FORMAT = "tf-trace-json"
 
@@ -41,10 +43,11 @@ def read(path: Path, data: bytes, options: ReadOptions) -> Timeline:
     chunks: list[dict[str, np.ndarray]] = []
     not_kept: Counter[str] = Counter()
     raw = RawEvents()
+    DECODE_NOTES.clear()
     for chunk in iter_event_chunks(env, path, progress=options.progress):
         source.events_read += len(chunk)
         xs = []
-        for e in chunk:
+        for e in chunk:  # one pass to split phases (M events need per-event handling anyway)
             if e.ph == "X":
                 xs.append(e)
             elif e.ph == "M":
@@ -53,7 +56,7 @@ def read(path: Path, data: bytes, options: ReadOptions) -> Timeline:
             else:
                 not_kept[_phase_reason(e.ph)] += 1
         if xs:
-            chunks.append(_columns(xs, raw))
+            chunks.append(_columns(xs, raw, not_kept))
     # Plane and line names are known only once every M event is read (they may come last).
     for cols in chunks:
         pid, tid = cols.pop("pid"), cols.pop("tid")
@@ -62,26 +65,44 @@ def read(path: Path, data: bytes, options: ReadOptions) -> Timeline:
         raw.add(plane=plane_codes, line=raw.lines.codes(line_names), line_id=tid, **cols)
     for reason, n in sorted(not_kept.items()):
         source.not_kept[reason] = n
+        if reason in _DROPPED:
+            source.warnings.append(f"{n} events dropped: {_DROPPED[reason]}")
     mapped = to_events(raw)
     events = mapped.events
     for reason, n in mapped.not_kept.items():
         source.not_kept[reason] = source.not_kept.get(reason, 0) + n
     source.warnings.extend(mapped.warnings)
     source.events_kept = len(events)
+    add_decode_notes(source)
     ts = events["ts_ns"].to_numpy()
     epoch = bool(len(ts)) and float(np.median(ts)) / 1000 > _EPOCH_US_FLOOR
     tl = Timeline(events=events, sources=[source],
                   ranks=[RankInfo(index=0, rank=None, source=0, clock="epoch" if epoch else "relative",
                                   framework=framework_of(raw.names.values))])
+    check_device_count(path, np.asarray(mapped.devices, dtype=np.int64))
     tl.devices = [DeviceInfo(rank=0, index=d) for d in mapped.devices]
     return tl.validate()
 
 
-def _columns(xs: list[Any], raw: RawEvents) -> dict[str, np.ndarray]:
+# Events dropped for their values (not their phase), with what the warning says.
+_DROPPED = {"no_timestamp": "no timestamp (ts missing or not a number)",
+            "time_out_of_range": "time out of range (beyond the year 2200)",
+            "duration_out_of_range": "duration out of range (longer than about 28 hours)"}
+
+
+def _columns(xs: list[Any], raw: RawEvents, not_kept: Counter[str]) -> dict[str, np.ndarray]:
     args = [e.args for e in xs]
     ts = to_float([e.ts for e in xs])
     dur = to_float([e.dur for e in xs])
-    ok = ~np.isnan(ts)
+    no_ts = ~np.isfinite(ts)
+    far = ~no_ts & (np.abs(ts) > MAX_ABS_TIME_US)
+    long = ~no_ts & ~far & (np.isinf(dur) | (np.nan_to_num(dur) > MAX_DURATION_US))
+    for reason, mask in (("no_timestamp", no_ts), ("time_out_of_range", far), ("duration_out_of_range", long)):
+        if mask.any():
+            not_kept[reason] += int(mask.sum())
+    ok = ~(no_ts | far | long)
+    ts = np.where(ok, ts, 0.0)
+    dur = np.where(ok & np.isfinite(dur), dur, np.nan)
     details = [(a.memcpy_details or a.memset_details) if a is not None else None for a in args]
     cols = {
         "ts_ns": us_to_ns(np.nan_to_num(ts)), "dur_ns": np.where(np.isnan(dur), 0, us_to_ns(np.nan_to_num(dur))),
@@ -114,4 +135,4 @@ def _phase_reason(ph: Any) -> str:
         return "flow"
     if ph == "C":
         return "counter"
-    return f"phase_{ph}"
+    return f"phase_{str(ph)[:32] if isinstance(ph, (str, int, float)) else type(ph).__name__}"

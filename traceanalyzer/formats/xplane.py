@@ -20,6 +20,7 @@ from ..errors import InputError
 from ..timeline import DeviceInfo, RankInfo, Source, Timeline
 from ._base import ReadOptions
 from ._columns import int_or_none
+from ._counters import check_device_count
 from ._tf_mapping import (
     DATALOADER_NAME,
     GPU_PLANE,
@@ -27,6 +28,7 @@ from ._tf_mapping import (
     RUNTIME_NAME,
     STEPS_LINE,
     RawEvents,
+    _gpu_index,
     framework_of,
     to_events,
 )
@@ -46,6 +48,8 @@ _STAT_STEP = "step_num"
 _STAT_CORRELATION = "correlation_id"
 _STAT_DETAILS = ("memcpy_details", "memset_details")
 _PS_PER_NS = 1000
+_MAX_ABS_TIME_NS = 7.3e18  # the year 2200 in epoch nanoseconds
+_MAX_DURATION_NS = 1e14  # about 28 hours
 _UTF8_REPLACEMENT = b"\xef\xbf\xbd"
 
 
@@ -82,17 +86,24 @@ def timeline_from_space(space: Any, path: Path) -> Timeline:
     raw = RawEvents()
     aggregated = 0
     no_metadata = 0
+    implausible: list[int] = []
     device_props: dict[int, dict[str, Any]] = {}
     for plane in space.planes:
         gpu = GPU_PLANE.match(plane.name)
         if gpu:
-            device_props[int(gpu.group(1))] = _plane_stats(plane)
+            index = _gpu_index(plane.name)
+            if index >= 0:
+                device_props[index] = _plane_stats(plane)
         if not plane.lines:
             continue
-        counts = _read_plane(plane, raw, base_ns, bool(gpu))
+        counts = _read_plane(plane, raw, base_ns, bool(gpu), implausible)
         source.events_read += counts[0]
         aggregated += counts[1]
         no_metadata += counts[2]
+    if implausible:
+        source.not_kept["time_out_of_range"] = len(implausible)
+        source.warnings.append(f"{len(implausible)} events dropped: time or duration out of range "
+                               f"(beyond the year 2200, or longer than about 28 hours)")
     if aggregated:
         source.not_kept["aggregated"] = aggregated
         source.warnings.append(f"{aggregated} aggregated events (num_occurrences, no time) not kept")
@@ -106,6 +117,7 @@ def timeline_from_space(space: Any, path: Path) -> Timeline:
     for message in list(space.errors)[:5]:
         source.warnings.append(f"profiler error recorded in the XSpace: {message}")
     source.events_kept = len(events)
+    check_device_count(path, np.asarray(sorted(set(mapped.devices) | set(device_props)), dtype=np.int64))
     hosts = [h for h in space.hostnames if h]
     tl = Timeline(events=events, sources=[source],
                   ranks=[RankInfo(index=0, rank=None, source=0,
@@ -125,7 +137,7 @@ def _time_base(space: Any) -> tuple[int, bool]:
             ids = {sid: sm.name for sid, sm in plane.stat_metadata.items()}
             for stat in plane.stats:
                 if ids.get(stat.metadata_id) == "profile_start_time":
-                    start = int(_stat_value(stat, {}) or 0)
+                    start = int_or_none(_stat_value(stat, {})) or 0
     line_ts = [line.timestamp_ns for plane in space.planes for line in plane.lines]
     if line_ts and min(line_ts) >= _EPOCH_NS_FLOOR:
         return 0, True
@@ -134,7 +146,8 @@ def _time_base(space: Any) -> tuple[int, bool]:
     return 0, False
 
 
-def _read_plane(plane: Any, raw: RawEvents, base_ns: int, is_gpu: bool) -> tuple[int, int, int]:
+def _read_plane(plane: Any, raw: RawEvents, base_ns: int, is_gpu: bool,
+                implausible: list[int]) -> tuple[int, int, int]:
     """Append one plane's events to `raw`; returns (events read, aggregated, without metadata)."""
     md_ids = np.fromiter(plane.event_metadata.keys(), dtype=np.int64, count=len(plane.event_metadata))
     md_names = [md.display_name or md.name for md in plane.event_metadata.values()]
@@ -188,8 +201,20 @@ def _read_plane(plane: Any, raw: RawEvents, base_ns: int, is_gpu: bool) -> tuple
                 elif sid in want_details:
                     details[i] = raw.details.code(str(_stat_value(stat, ref_names)))
 
+        # Times beyond the year 2200 or durations beyond a day are dropped and counted (the
+        # int64 sums below would wrap on them); checked in float first.
+        far = (np.abs(float(base_ns) + float(line.timestamp_ns) + offset_ps / 1000.0) > _MAX_ABS_TIME_NS) | \
+            (np.abs(dur_ps / 1000.0) > _MAX_DURATION_NS)
+        if far.any():
+            implausible.extend(np.flatnonzero(far & timed).tolist())
+            timed = timed & ~far
+            offset_ps = np.where(far, 0, offset_ps)
+            dur_ps = np.where(far, 0, dur_ps)
         # Offsets are rounded to ns before adding the epoch base: epoch ps overflow int64.
-        line_ns = np.int64(base_ns) + np.int64(line.timestamp_ns)
+        if abs(float(base_ns) + float(line.timestamp_ns)) > _MAX_ABS_TIME_NS:
+            line_ns = np.int64(0)
+        else:
+            line_ns = np.int64(base_ns) + np.int64(line.timestamp_ns)
         start_ns = line_ns + _ps_to_ns(offset_ps)
         end_ns = line_ns + _ps_to_ns(offset_ps + dur_ps)
         kept = int(timed.sum())
@@ -229,4 +254,4 @@ def _stat_value(stat: Any, ref_names: dict[int, str]) -> Any:
 
 def _as_int(value: Any) -> int:
     found = int_or_none(value)
-    return -1 if found is None else found
+    return -1 if found is None or not 0 <= found < 2**62 else found
