@@ -167,9 +167,11 @@ BASIC = SEEDS["kineto"][1]
 FOUND = {
     "invalid UTF-8 in a header key": ("t.json", BASIC.replace(b'"schemaVersion"', b'"\xf3chemaVersion"', 1)),
     "lists as pid and tid": ("t.json", BASIC.replace(b'"pid": 4242, "tid": 4243', b'"pid": [1, 2], "tid": [3, 4]')),
+    "one list among int pids": ("t.json", BASIC.replace(b'"pid": 4242', b'"pid": [1, 2]', 1)),
     "lists as times": ("t.json", BASIC.replace(b'"ts": 1700000000000000', b'"ts": [1, 2]')),
     "an object as a pid": ("t.json", BASIC.replace(b'"pid": 4242', b'"pid": {"a": 1}', 1)),
     "dmon GPU index inf": ("gpu.log", SEEDS["dmon"][1].replace(b"       0    250", b"     inf    250", 1)),
+    "dmon GPU index 1e308": ("gpu.log", SEEDS["dmon"][1].replace(b"       0    250", b"   1e308    250", 1)),
     "dmon GPU index 2^40": ("gpu.log", SEEDS["dmon"][1].replace(b"       0    250", b"1099511627776    250", 1)),
     "DCGM time stamp 2^63": ("gpu.csv", DCGM_CSV.replace(b"0,1718783836956328", b"0,9223372036854775807", 1)),
     "DCGM GPU id 2^40": ("gpu.csv", DCGM_CSV.replace(b"0,1718783836956328", b"1099511627776,1718783836956328", 1)),
