@@ -178,3 +178,23 @@ def test_closed_stdout(tmp_path):
     res = subprocess.run(["/bin/bash", "-c", '"$@" >&-', "sh", *cmd, "-o", str(tmp_path / "r.md")],
                          stderr=subprocess.PIPE, text=True, env=env, timeout=120)
     assert res.returncode == 0 and res.stderr == "" and (tmp_path / "r.md").exists(), res.stderr
+
+
+def test_library_checks_stay_behind_the_option_ranges(tmp_path):
+    """The API (no option parsing) still refuses the values the command line keeps out."""
+    import traceanalyzer as ta
+    from traceanalyzer.errors import UsageError
+
+    log = tmp_path / "s.log"
+    log.write_text("# gpu sm\n# Idx %\n 0 5\n 0 6\n")
+    with pytest.raises(UsageError, match="--dmon-interval must be longer than 0"):
+        ta.analyze(log, ta.Options(dmon_interval_ns=0, cache=False))
+    trace = KinetoTrace(base_ns=1_700_000_000_000_000_000)
+    for i in range(5):
+        trace.step(i, i * 1_000_000, 900_000).launched(i * 1_000_000 + 10, 5, i * 1_000_000 + 20, 500_000)
+    trace.write(tmp_path / "t.json")
+    (tmp_path / "g.log").write_text("#Date Time gpu sm\n#YYYYMMDD HH:MM:SS Idx %\n"
+                                    + "".join(f"20231114 22:13:{20 + i:02d} 0 {50 + i}\n" for i in range(8)))
+    with pytest.raises(ta.errors.TraceAnalyzerError, match="beyond the times that can be represented"):
+        ta.analyze(tmp_path / "t.json", ta.Options(counter_logs=(tmp_path / "g.log",), cache=False,
+                                                   dmon_offset_ns=99999999999 * 3_600_000_000_000))
