@@ -189,12 +189,15 @@ def run_cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
                           timeout=60, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
 
 
-def cli_checks(folder: Path, name: str, data: bytes, fmt: str) -> None:
-    """End to end: exit 0 or 2, at most one line on stderr (besides notes), no traceback, input unchanged."""
+def cli_checks(folder: Path, name: str, data: bytes, fmt: str, mode: str = "report") -> None:
+    """End to end: exit 0 or 2, at most one line on stderr (besides notes), no traceback, input unchanged.
+    `mode`: the mutated file reported alone, as the HEAD of a diff, or as the --dmon log of a good trace."""
     path = folder / name
     path.write_bytes(data)
     before = hashlib.sha256(path.read_bytes()).hexdigest()
-    res = run_cli(["report", name, "-o", f"out.{fmt}", "--force", "-q"], folder)
+    good = str(SAMPLES / "basic.json")
+    args = {"report": ["report", name], "diff": ["diff", good, name], "dmon": ["report", good, "--dmon", name]}[mode]
+    res = run_cli([*args, "-o", f"out.{fmt}", "--force", "-q"], folder)
     assert res.returncode in (0, 2), res.stderr
     assert "Traceback" not in res.stderr and "Warning" not in res.stderr, res.stderr
     errors = [line for line in res.stderr.splitlines() if "error" in line]
@@ -211,6 +214,38 @@ def test_cli_on_mutated_inputs(tmp_path_factory, case, fmt):
 
 @pytest.mark.slow
 @settings(FUZZ, max_examples=40)
-@given(case=mutated(), fmt=st.sampled_from(["html", "md", "json"]))
-def test_cli_on_mutated_inputs_more(tmp_path_factory, case, fmt):
-    cli_checks(tmp_path_factory.mktemp("cli"), *case, fmt)
+@given(case=mutated(), fmt=st.sampled_from(["html", "md", "json"]), mode=st.sampled_from(["report", "diff", "dmon"]))
+def test_cli_on_mutated_inputs_more(tmp_path_factory, case, fmt, mode):
+    cli_checks(tmp_path_factory.mktemp("cli"), *case, fmt, mode)
+
+
+OPTION_TEXT = st.one_of(
+    st.text(max_size=30),
+    st.from_regex(r"\A[+-]?[0-9]{0,25}(\.[0-9]{0,5})?(ns|us|ms|s|m|h|B|KB|GiB|TB|%)?\Z"),
+    st.sampled_from(["nan", "inf", "-inf", "1e308", "0", "-0", "9" * 400 + "h", "0=0", "1=99999999999",
+                     "0001-01-01", "9999-12-31T23:59:59+14:00", "\x1b[2J", "+99:00", "UTC+99"]),
+)
+FUZZED_OPTIONS = ["--min-gap", "--max-input-size", "--dmon-offset", "--dmon-interval", "--dmon-start", "--dmon-gpu",
+                  "--dmon-tz", "--run", "--fail-on", "--tolerance"]
+
+
+@settings(FUZZ, max_examples=80)
+@given(option=st.sampled_from(FUZZED_OPTIONS), value=OPTION_TEXT)
+def test_option_values_never_crash(tmp_path_factory, option, value):
+    """Any option value: accepted, or one usage line (exit 2); never an internal error."""
+    from click.testing import CliRunner
+
+    from traceanalyzer.commands import main
+
+    folder = tmp_path_factory.mktemp("opt")
+    command = "diff" if option == "--tolerance" else "report"
+    trace = str(SAMPLES / "basic.json")
+    args = [command, trace, *([trace] if command == "diff" else []), "--dmon", str(SAMPLES / "dmon" / "idle_runs.log"),
+            "-o", str(folder / "out.json"), "-q", option, value]
+    with time_limit(EXAMPLE_SECONDS):
+        res = CliRunner().invoke(main, args)
+    assert res.exit_code in (0, 1, 2), (res.exit_code, res.output)  # 1: a --fail-on gate that holds
+    assert "internal error" not in res.output and "Traceback" not in res.output, res.output
+    if res.exit_code == 2:
+        errors = [line for line in res.output.splitlines() if "error" in line]
+        assert len(errors) == 1, res.output

@@ -103,10 +103,13 @@ def parse_zone(text: str) -> tzinfo:
     m = _FIXED_ZONE.match(value)
     if m:
         sign = -1 if m.group(1) == "-" else 1
-        return timezone(sign * timedelta(hours=int(m.group(2)), minutes=int(m.group(3) or 0)))
+        hours, minutes = int(m.group(2)), int(m.group(3) or 0)
+        if hours > 23 or minutes > 59:
+            raise ValueError(f"time zone offset {text!r} out of range: expected -23:59 to +23:59")
+        return timezone(sign * timedelta(hours=hours, minutes=minutes))
     try:
         return ZoneInfo(value)
-    except (ZoneInfoNotFoundError, ValueError):
+    except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a name too long for a file name
         raise ValueError(f"unknown time zone {text!r}: expected a zone name such as Europe/Berlin, "
                          f"UTC, or an offset such as +05:30") from None
 
