@@ -85,9 +85,9 @@ def time_limit(seconds: int):
 
 
 @st.composite
-def mutated(draw, seeds=tuple(SEEDS)):
-    """(file name, mutated bytes) from one seed and a few mutations of it."""
-    name, data = SEEDS[draw(st.sampled_from(seeds))]
+def mutated(draw, seeds=tuple(SEEDS), table=SEEDS):
+    """(file name, mutated bytes) from one seed of `table` and a few mutations of it."""
+    name, data = table[draw(st.sampled_from(seeds))]
     buf = bytearray(data)
     for _ in range(draw(st.integers(1, 3))):
         kind = draw(st.sampled_from(["truncate", "flip", "insert", "hostile", "number", "delete"]))
@@ -160,6 +160,28 @@ def test_mutated_inputs_never_crash_the_pipeline_more(tmp_path_factory, case):
 def test_truncated_inputs_never_crash_the_pipeline(tmp_path_factory, seed, cut):
     name, data = SEEDS[seed]
     analyse_in_process(tmp_path_factory.mktemp("cut"), name, data[: int(len(data) * cut)])
+
+
+def corpus_seeds() -> dict[str, tuple[str, bytes]]:
+    """Small real files of other kinds: a TF XSpace profile, its trace-viewer JSON, nvidia-smi CSVs."""
+    from conftest import corpus_path
+
+    root = corpus_path()
+    tf = root / "local_tf_input_bound" / "xprof_converted"
+    files = {"xplane": ("vm.xplane.pb", tf / "xspace_copy" / "vm.xplane.pb"),
+             "tf_trace_json": ("vm.trace.json.gz", next((tf / "plugins" / "profile").glob("*/vm.trace.json.gz"))),
+             "smi_csv": ("gpu.csv", root / "smi_csv_1gpu_15s" / "gpu_usage.csv"),
+             "smi_lms": ("gpu.csv", root / "dmon_doc_xuesongtap" / "query_gpu_lms.csv")}
+    return {k: (name, path.read_bytes()) for k, (name, path) in files.items() if path.is_file()}
+
+
+@pytest.mark.slow
+@settings(FUZZ, max_examples=150)
+@given(data=st.data())
+def test_mutated_corpus_files_never_crash_the_pipeline(tmp_path_factory, data):
+    seeds = corpus_seeds()
+    name, mutant = data.draw(mutated(tuple(sorted(seeds)), seeds))
+    analyse_in_process(tmp_path_factory.mktemp("corpus"), name, mutant)
 
 
 BASIC = SEEDS["kineto"][1]
