@@ -4,6 +4,7 @@ accepted range, and ends quietly when its reader goes away."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -199,3 +200,66 @@ def test_library_checks_stay_behind_the_option_ranges(tmp_path):
     with pytest.raises(ta.errors.TraceAnalyzerError, match="beyond the times that can be represented"):
         ta.analyze(tmp_path / "t.json", ta.Options(counter_logs=(tmp_path / "g.log",), cache=False,
                                                    dmon_offset_ns=99999999999 * 3_600_000_000_000))
+
+
+def _edge_inputs(folder: Path) -> list[Path]:
+    """Degenerate but valid inputs, where divisions by zero and empty reductions hide."""
+    docs = {
+        "no_events.json": {"traceEvents": []},
+        "metadata_only.json": {"traceEvents": [{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "x"}}]},
+        "one_kernel.json": {"traceEvents": [{"ph": "X", "name": "k", "cat": "kernel", "ts": 5, "dur": 1, "pid": 0,
+                                             "tid": 7, "args": {"device": 0, "stream": 7}}]},
+    }
+    paths = []
+    for name, doc in docs.items():
+        (folder / name).write_text(json.dumps(doc))
+        paths.append(folder / name)
+    paths.append(KinetoTrace().step(1, 0, 1000).write(folder / "step_without_kernels.json"))
+    paths.append(KinetoTrace().step(1, 0, 0).kernel(0, 0).write(folder / "zero_length.json"))
+    paths.append(KinetoTrace().step(1, 0, 1000).memcpy(10, 0, nbytes=0).write(folder / "empty_copy.json"))
+    (folder / "dashes.log").write_text("#Date Time gpu pwr sm\n#YYYYMMDD HH:MM:SS Idx W %\n"
+                                       + "".join(f"20240104 13:00:{s:02d} 0 - -\n" for s in range(5)))
+    paths.append(folder / "dashes.log")
+    return paths
+
+
+@pytest.mark.slow
+def test_no_runtime_warnings_on_degenerate_inputs(tmp_path):
+    """Warnings are prevented where they arise: with the command line's safety net off
+    (TRACEANALYZER_DEBUG) and RuntimeWarning an error, every degenerate input still reports."""
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "TRACEANALYZER_DEBUG": "1"}
+    for i, path in enumerate(_edge_inputs(tmp_path)):
+        for fmt in (("html", "md", "json")[i % 3],):
+            res = subprocess.run([sys.executable, "-W", "error::RuntimeWarning", "-m", "traceanalyzer", "report",
+                                  str(path), "-o", str(tmp_path / f"out.{fmt}"), "--force", "-q"],
+                                 capture_output=True, text=True, timeout=120, env=env)
+            assert res.returncode in (0, 2) and "Warning" not in res.stderr, (path.name, res.stderr[-800:])
+
+
+def test_a_stray_warning_never_reaches_stderr(tmp_path, monkeypatch):
+    """The safety net: a warning raised anyway is not printed (with its source path) on stderr."""
+    import warnings
+
+    from click.testing import CliRunner
+
+    import traceanalyzer.pipeline as pipeline
+    from traceanalyzer.commands import main
+
+    real = pipeline.analyze_timeline
+
+    def noisy(*args, **kwargs):
+        warnings.warn("invalid value encountered in divide", RuntimeWarning, stacklevel=1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "analyze_timeline", noisy)
+    trace = KinetoTrace().step(1, 0, 1000).kernel(100, 300).write(tmp_path / "t.json")
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.simplefilter("always")
+        res = CliRunner().invoke(main, ["report", str(trace), "-o", str(tmp_path / "r.json"), "-q"])
+    assert res.exit_code == 0 and "Warning" not in res.output and "divide" not in res.output, res.output
+    assert not [w for w in shown if "divide" in str(w.message)]  # never shown, not merely captured
+    monkeypatch.setenv("TRACEANALYZER_DEBUG", "1")  # debugging: the warning is shown
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.simplefilter("always")
+        CliRunner().invoke(main, ["report", str(trace), "-o", str(tmp_path / "r.json"), "-q", "--force"])
+    assert [w for w in shown if "divide" in str(w.message)]
