@@ -14,7 +14,9 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterable, Sequence
+from dataclasses import fields
 from pathlib import Path
+from typing import Any
 
 from ..errors import InputError, UsageError
 
@@ -82,6 +84,17 @@ def input_clash(target: Path, inputs: Sequence[Path]) -> Path | None:
             if _key(f) == key:
                 return f
     return None
+
+
+def option_inputs(options: Any) -> list[Path]:
+    """Every path an Options instance names (counter logs today, any log a later option adds), so a
+    new input option is protected without touching the commands."""
+    found: list[Path] = []
+    for f in fields(options):
+        value = getattr(options, f.name)
+        values = value if isinstance(value, (tuple, list)) else (value,)
+        found += [Path(v) for v in values if isinstance(v, (Path, os.PathLike))]
+    return found
 
 
 def check_target(target: Path, force: bool, inputs: Sequence[Path] = ()) -> None:

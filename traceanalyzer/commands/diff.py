@@ -9,7 +9,7 @@ import click
 
 from ..inert import terminal
 from ._options import analysis_options, build_options, output_format, output_options, stem
-from ._output import check_target, say, write
+from ._output import check_target, option_inputs, say, write
 
 
 def _tolerance(text: str) -> float:
@@ -73,7 +73,7 @@ def diff_command(base: Path, head: Path, output: Path | None, fmt: str | None, f
     fmt = output_format(output, fmt)
     target = output or Path.cwd() / f"{stem(head)}.diff.{fmt}"
     options = build_options(params)
-    check_target(target, force, [base, head, *options.counter_logs])
+    check_target(target, force, [base, head, *option_inputs(options)])
     sides = [load(p) if is_saved_report(p) else analyze(p, options) for p in (base, head)]
     comparison = compare(sides[0], sides[1], tol, root=str(Path.cwd()))
     comparison = with_gates(comparison, evaluate_all(rules, sides[1], comparison))

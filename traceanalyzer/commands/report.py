@@ -9,7 +9,7 @@ import click
 
 from ..inert import terminal
 from ._options import SUFFIX_BY_FORMAT, analysis_options, build_options, output_format, output_options, stem
-from ._output import check_target, say, unique_targets, write
+from ._output import check_target, option_inputs, say, unique_targets, write
 
 
 @click.command("report")
@@ -72,7 +72,7 @@ def report_command(traces: tuple[Path, ...], output: Path | None, fmt: str | Non
     try:
         runs = plan_runs(list(traces), options, all_runs=all_runs)
         targets = unique_targets([run_target(base, label) if all_runs else base for label, _ in runs])
-        inputs = [*traces, *options.counter_logs]
+        inputs = [*traces, *option_inputs(options)]
         for target in targets:  # every output path is checked before the first analysis starts
             check_target(target, force, inputs)
         for (_label, analyse), target in zip(runs, targets):
