@@ -82,6 +82,7 @@ def test_report_never_writes_over_an_input(work, case, force):
     assert {p: digest(p) for p in work.rglob("*") if p.is_file()} == before
 
 
+@pytest.mark.slow
 def test_report_and_diff_refuse_an_input_even_with_force(work):
     before = digest(work / "t.json")
     one_error_line(run(["report", "t.json", "-o", "hard.json", "--force"], cwd=work), "is an input", "(it is t.json)")
@@ -142,11 +143,30 @@ def test_absurd_option_values_are_one_line_usage_errors(tmp_path, args, says):
     assert not (tmp_path / "r.html").exists()
 
 
+def invoke(args):
+    """In process (fast), stdout and stderr apart."""
+    from click.testing import CliRunner
+
+    from traceanalyzer.commands import main
+
+    res = CliRunner().invoke(main, [str(a) for a in args], prog_name="traceanalyzer")
+    return subprocess.CompletedProcess(args, res.exit_code, res.stdout, res.stderr)
+
+
 def test_diff_option_errors_are_one_line(tmp_path):
     trace = KinetoTrace().step(1, 0, 1000).kernel(100, 300).write(tmp_path / "t.json")
-    one_error_line(run(["diff", trace, trace, "--tolerance", "nan%"]), "--tolerance")
-    one_error_line(run(["diff", trace]), "Missing argument", "(see traceanalyzer diff --help)")
-    one_error_line(run(["nosuchcommand"]), "No such command", "(see traceanalyzer --help)")
+    one_error_line(invoke(["diff", trace, trace, "--tolerance", "nan%"]), "--tolerance")
+    one_error_line(invoke(["diff", trace]), "Missing argument", "(see traceanalyzer diff --help)")
+    one_error_line(invoke(["nosuchcommand"]), "No such command", "(see traceanalyzer --help)")
+
+
+def test_an_input_is_never_an_output_in_process(work):
+    """The quick check of the slow subprocess cases above: a hard link and a dmon log, --force."""
+    before = {p: digest(p) for p in (work / "t.json", work / "gpu.log")}
+    one_error_line(invoke(["report", work / "t.json", "-o", work / "hard.json", "--force"]), "is an input")
+    one_error_line(invoke(["diff", work / "t.json", work / "t.json", "--dmon", work / "gpu.log",
+                           "-o", work / "gpu.log", "--force"]), "is an input")
+    assert {p: digest(p) for p in before} == before
 
 
 def test_error_lines_are_inert(tmp_path):
@@ -156,6 +176,7 @@ def test_error_lines_are_inert(tmp_path):
     assert "\x1b" not in line and "\u202e" not in line and "evil\\ntraceanalyzer: all fine" in line
 
 
+@pytest.mark.slow
 def test_closed_pipe_ends_quietly(tmp_path):
     """`report ... -o - | head -c1`: the reader went away; exit 141 (128 + SIGPIPE), nothing on stderr."""
     trace = KinetoTrace().step(1, 0, 1000).kernel(100, 300).write(tmp_path / "t.json")
@@ -169,6 +190,7 @@ def test_closed_pipe_ends_quietly(tmp_path):
         assert res.returncode == 141 and res.stderr == "", (args, res.returncode, res.stderr)
 
 
+@pytest.mark.slow
 def test_closed_stdout(tmp_path):
     """stdout closed before the start (`>&-`): a report to stdout is one error line; to a file, fine."""
     trace = KinetoTrace().step(1, 0, 1000).kernel(100, 300).write(tmp_path / "t.json")

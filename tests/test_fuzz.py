@@ -228,6 +228,7 @@ def cli_checks(folder: Path, name: str, data: bytes, fmt: str, mode: str = "repo
     shutil.rmtree(folder)
 
 
+@pytest.mark.slow
 @settings(FUZZ, max_examples=6)
 @given(case=mutated(), fmt=st.sampled_from(["html", "md", "json"]))
 def test_cli_on_mutated_inputs(tmp_path_factory, case, fmt):
