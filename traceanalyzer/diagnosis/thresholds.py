@@ -81,3 +81,16 @@ HOST_INPUT_BOUND_SHARE = 0.20
 TOP_GAPS = 10  # longest gaps listed per rank, with evidence
 EVIDENCE_NAMES = 3  # host event names listed per gap or finding
 TOP_KERNELS_NAMED = 3  # kernels named in a gpu_bound finding
+
+# --- input-bound split (host logs: glances) -------------------------------------------------------
+# The CPU is saturated when user + system time during the DataLoader waits is at least this share of
+# all cores (glances' own CPU "critical" level is 90% for user time; 85 leaves room for its 1 s means).
+INPUT_CPU_SATURATED_PCT = 85.0
+# Storage-bound when, with the CPU below that, iowait during the waits is at least this share of all
+# cores (a synchronous reader on one of N cores shows at most 100/N %; 5 is a tenth of a core on two) ...
+INPUT_IOWAIT_PCT = 5.0
+# ... or disks read at least this many bytes/s during the waits.
+INPUT_DISK_READ_BYTES_PER_S = 100_000_000
+# The host log must cover at least this share of the DataLoader wait time, with this many samples.
+INPUT_MIN_WAIT_COVERAGE = 0.5
+INPUT_MIN_SAMPLES = 3
