@@ -80,8 +80,11 @@ def classify(w: WaitFigures) -> tuple[str, str]:
     where = f"During the DataLoader waits ({coverage:.0%} of them covered by {w.samples} host samples): {figures}"
     if busy is not None and busy >= INPUT_CPU_SATURATED_PCT:
         return CPU, f"{where}: the CPU is saturated, so the input pipeline is CPU-bound."
-    if (iowait is not None and iowait >= INPUT_IOWAIT_PCT) or (read is not None and read >= INPUT_DISK_READ_BYTES_PER_S):
-        return STORAGE, f"{where}: the CPU has headroom while reads wait on storage, so the input pipeline is storage-bound."
+    waits_on_disk = iowait is not None and iowait >= INPUT_IOWAIT_PCT
+    reads_hard = read is not None and read >= INPUT_DISK_READ_BYTES_PER_S
+    if waits_on_disk or reads_hard:
+        return STORAGE, (f"{where}: the CPU has headroom while reads wait on storage, so the input pipeline "
+                         f"is storage-bound.")
     return UNKNOWN, (f"{where}: neither a saturated CPU nor storage waits; the pipeline may be serial (too few "
                      f"workers) or wait on something glances does not show (network file system, a lock).")
 

@@ -206,9 +206,9 @@ def _host_log(path: Path, source: Source, names: list[str], rows: list[list[str]
             bad_values += int(bad.sum())
     cores = None
     for plugin, fld in CORES:
-        i = col.get(f"{plugin}.{fld}", col.get(f"{plugin}_{fld}"))
-        if i is not None:
-            values, _ = parse_numbers(table[:, i])
+        k = col.get(f"{plugin}.{fld}", col.get(f"{plugin}_{fld}"))
+        if k is not None:
+            values, _ = parse_numbers(table[:, k])
             if np.isfinite(values).any():
                 cores = int(np.nanmax(values))
                 break

@@ -106,9 +106,10 @@ def render_diff_text(c: Comparison) -> str:
     lines = _wrap(c.headline, f"Change: {c.change_verdict.upper()}: ", "  ")
     lines.append(f"median step {fmt_us(st.base_median_us)} -> {fmt_us(st.head_median_us)} "
                  f"({st.base_steps} vs {st.head_steps} steps)")
-    if c.base.samples_per_s is not None and c.head.samples_per_s is not None:
-        lines.append(f"samples/s {c.base.samples_per_s:,.1f} -> {c.head.samples_per_s:,.1f} "
-                     f"({_pct_change(c.head.samples_per_s / c.base.samples_per_s - 1 if c.base.samples_per_s else None)})")
+    b_rate, h_rate = c.base.samples_per_s, c.head.samples_per_s
+    if b_rate is not None and h_rate is not None:
+        change = _pct_change(h_rate / b_rate - 1 if b_rate else None)
+        lines.append(f"samples/s {b_rate:,.1f} -> {h_rate:,.1f} ({change})")
     for p in c.attribution[:5]:
         lines.append(f"  {_signed_us(p.delta_per_step_us):>10} per step  {_clean(p.label)}")
     for g in c.gates:

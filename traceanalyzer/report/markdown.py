@@ -14,6 +14,7 @@ from typing import Any
 from ..causes import CAUSE_LIST, VERDICT_LIST
 from ..result import AnalysisData as Analysis
 from ..result import PlainData as Report
+from .host import host_markdown, throughput_figures
 from .text import fmt_pct, fmt_us
 
 MAX_CHARS = 65_536
@@ -76,6 +77,7 @@ def _render(report: Report, rows: dict[str, int]) -> str:
         out += _headline_table(report, diag, rows["ranks"])
         out += _gaps(report, diag, rows["gaps"])
     out += _counters(report)
+    out += host_markdown(report, _md)
     more = _details(report, rows)
     if more:
         out += ["<details><summary>More: per-step breakdown, top kernels, memcpy, inputs</summary>", ""]
@@ -112,6 +114,7 @@ def _verdict(report: Report, diag: dict[str, Any] | None) -> list[str]:
                f"**{s['steps']}** step(s)"]
     if s.get("samples_per_s") is not None:
         figures.append(f"**{s['samples_per_s']:.1f}** samples/s")
+    figures += throughput_figures(s)
     if not s["devices"]:
         figures[0] = "no GPU activity"
     return out + [" · ".join(figures), ""]
