@@ -219,8 +219,9 @@ def test_counter_lane_in_browser(browser, tmp_path):
 
 def test_host_chart_in_browser(browser, tmp_path):
     """The glances section: CPU lines and the DataLoader-wait spans drawn at a real size, the split said."""
-    import traceanalyzer as ta
     from glances_builder import BASE_S, glances4_csv, input_bound_trace
+
+    import traceanalyzer as ta
 
     trace = input_bound_trace(tmp_path / "t.json")
     log = glances4_csv(tmp_path / "host.csv", [BASE_S + k for k in range(1, 11)], [80.0] * 10, [12.0] * 10, [1.0] * 10)

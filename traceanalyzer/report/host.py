@@ -83,8 +83,12 @@ def host_text(report: Report) -> list[str]:
     for h in report.get("host_logs") or []:
         wait = h["during_dataloader_wait"]
         during = ", ".join(f"{label} {_value(k, wait[k])}" for k, label in TEXT_LABELS.items() if k in wait)
-        lines.append(f"{h['path']}: {h['format']}, {h['samples_kept']} samples"
-                     + (f"; during DataLoader waits: {during}" if during else "; no sample inside a DataLoader wait"))
+        if during:
+            tail = f"; during DataLoader waits: {during}"
+        else:
+            tail = "; no DataLoader wait to compare with" if h.get("wait_covered_fraction") is None else \
+                "; no sample inside a DataLoader wait"
+        lines.append(f"{h['path']}: {h['format']}, {h['samples_kept']} samples{tail}")
     for who, label in _splits(report):
         lines.append(f"Input pipeline of {who}: {label}")
     return lines
