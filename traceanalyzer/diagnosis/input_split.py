@@ -98,7 +98,8 @@ def _extend(findings: tuple[Finding, ...], evidence: str, advice: tuple[str, ...
     out, done = [], False
     for f in findings:
         if not done and f.cause == DATALOADER:
-            f = replace(f, evidence=f.evidence + (evidence,), advice=advice + f.advice)
+            # first: the reports that show a few evidence lines show this one
+            f = replace(f, evidence=(evidence,) + f.evidence, advice=advice + f.advice)
             done = True
         out.append(f)
     return tuple(out)
