@@ -145,9 +145,10 @@ def _csv_rows(path: Path, text: str, source: Source) -> tuple[list[str], list[li
     drop_wrong_rows(source, wrong)
     if wrong:
         source.warnings.append(
-            "glances 3 writes the CSV header once while plugins such as irq or connections vary their "
-            "columns from row to row, so rows that do not match the header cannot be read; export with "
-            "glances 4, or disable the varying plugins (--disable-plugin irq,connections,sensors,fs,percpu)")
+            "glances 3 writes the CSV header once while its columns vary from row to row (plugins such as "
+            "irq or connections, disks or interfaces that come and go, a plugin missing a refresh), so rows "
+            "that do not match the header cannot be read; export with glances 4, or disable the varying "
+            "plugins (--disable-plugin irq,connections,sensors,fs,percpu) and hide loop devices")
     source.events_read = len(rows) + sum(source.not_kept.values())
     return names, rows
 
