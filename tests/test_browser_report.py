@@ -295,3 +295,35 @@ def test_straggler_job_in_browser(browser, tmp_path):
     finally:
         page.close()
     assert errors == [] and refused == [] and dialogs == []
+
+
+def test_host_chart_in_browser(browser, tmp_path):
+    """The glances section: CPU lines and the DataLoader-wait spans drawn at a real size, the split said."""
+    from glances_builder import BASE_S, glances4_csv, input_bound_trace
+
+    import traceanalyzer as ta
+
+    trace = input_bound_trace(tmp_path / "t.json")
+    log = glances4_csv(tmp_path / "host.csv", [BASE_S + k for k in range(1, 11)], [80.0] * 10, [12.0] * 10, [1.0] * 10)
+    report = ta.analyze([trace, log])
+    html_path = tmp_path / "host.html"
+    html_path.write_text(render_html(report), encoding="utf-8")
+    page, errors, refused, dialogs = open_report(browser, html_path)
+    try:
+        check_page(page, report)
+        chart = page.locator("#host figure.hostchart svg")
+        assert chart.count() == 1
+        b = box(chart)
+        assert b["width"] > 300 and b["height"] > 100
+        for key in ("cpu_user_pct", "cpu_system_pct", "cpu_iowait_pct"):
+            line = chart.locator(f"polyline.{key}")
+            assert line.count() == 1 and len(line.get_attribute("points").split()) == 10
+            assert box(line)["width"] > 200
+        waits = chart.locator("rect.wait")
+        assert waits.count() == 10 and all(box(waits.nth(i))["width"] > 5 for i in range(10))
+        assert "input pipeline CPU-bound" in page.locator("#host .host-split").text_content()
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.locator("#host").screenshot(path=str(ARTIFACTS / "report-host.png"))
+    finally:
+        page.close()
+    assert errors == [] and refused == [] and dialogs == []

@@ -183,16 +183,7 @@ def _align_source(trace: Timeline, logs: Timeline, source: int, options: AlignOp
 
     # What the clocks alone say, and the candidates the search may try.
     clock = src.clock if epoch_trace else T.CLOCK_SAMPLES
-    zone = ""
-    if span is None or clock == T.CLOCK_EPOCH:
-        base = 0
-    elif clock == T.CLOCK_WALL:
-        zoff, zone = zone_offset_ns(first_ns, options.tz)
-        base = -zoff
-    elif clock == T.CLOCK_TIME_OF_DAY:
-        base, zone = _time_of_day_base(first_ns, last_ns, span, options.tz)
-    else:  # samples, or a trace without epoch times: the log is taken to start with the trace
-        base = span[0] - first_ns + _period_ns(counters)
+    base, zone = clock_base(clock, span, first_ns, last_ns, _period_ns(counters), options.tz)
 
     log = _log_for_fit(trace, counters, device_map)
     if span is None or not log.ends:
@@ -241,6 +232,52 @@ def _align_source(trace: Timeline, logs: Timeline, source: int, options: AlignOp
                     f"what the clocks say ({how})")
     return Alignment(source, src.clock, SEARCHED, best, base, found_zone or zone, skew, fit,
                      device_map, tuple(warnings))
+
+
+def clock_base(clock: str, span: tuple[int, int] | None, first_ns: int, last_ns: int, period_ns: int,
+               tz: str | None) -> tuple[int, str]:
+    """What the clocks alone say: the offset (log time + offset = trace time) of a log on `clock`
+    whose samples run first_ns..last_ns, and the zone behind it ("" when none). `clock` is
+    CLOCK_SAMPLES for a trace without epoch times: the log is then taken to start with the trace."""
+    if span is None or clock == T.CLOCK_EPOCH:
+        return 0, ""
+    if clock == T.CLOCK_WALL:
+        zoff, zone = zone_offset_ns(first_ns, tz)
+        return -zoff, zone
+    if clock == T.CLOCK_TIME_OF_DAY:
+        return _time_of_day_base(first_ns, last_ns, span, tz)
+    return span[0] - first_ns + period_ns, ""
+
+
+@dataclass(frozen=True)
+class HostLogAlignment:
+    """How a host monitor log (glances) was put on the trace clock: by the clocks (or --dmon-offset) only,
+    as host figures have nothing to correlate with GPU activity."""
+
+    offset_ns: int  # log time + offset_ns = trace time
+    method: str  # GIVEN | CLOCK
+    zone: str
+    warnings: tuple[str, ...] = ()
+
+
+def host_log_offset(trace: Timeline | None, clock: str, first_ns: int, last_ns: int, period_ns: int | None,
+                    options: AlignOptions) -> HostLogAlignment:
+    """The offset of a host log on `clock` (its Source.clock), by the same rules as counter logs:
+    the zone (`--dmon-tz`, else this machine's), the trace's date for time-of-day logs, then the
+    given skew (`--dmon-offset`)."""
+    span = trace_span(trace) if trace is not None else None
+    epoch_trace = trace is not None and bool(trace.ranks) and all(r.clock == "epoch" for r in trace.ranks)
+    kind = clock if epoch_trace else T.CLOCK_SAMPLES
+    base, zone = clock_base(kind, span, first_ns, last_ns, period_ns or 10**9, options.tz)
+    warnings: list[str] = []
+    if span is not None and not epoch_trace:
+        warnings.append("the trace has no wall-clock times: the host log is taken to start with the trace; "
+                        "set --dmon-offset to place it")
+    offset = base + (options.offset_ns or 0)
+    if span is not None and (first_ns + offset > span[1] or last_ns + offset < span[0]):
+        warnings.append(f"the host log does not overlap the trace (it is {_s(first_ns + offset - span[0])} from "
+                        f"the trace's start after the clock offset {_s(offset)}); check --dmon-tz / --dmon-offset")
+    return HostLogAlignment(offset, GIVEN if options.offset_ns is not None else CLOCK, zone, tuple(warnings))
 
 
 def place_counters(logs: Timeline, alignments: tuple[Alignment, ...]) -> Timeline:

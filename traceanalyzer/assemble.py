@@ -17,10 +17,12 @@ from . import __version__
 from . import result as R
 from . import timeline as T
 from .align import Alignment
+from .analyses import throughput as TP
 from .analyses import tracks as TR
-from .analyses.counters import CROSS_CHECK_MARGIN_PCT
+from .analyses.counters import CROSS_CHECK_MARGIN_PCT, trace_window
 from .analyses.counters import DeviceCounters as CounterFigures
 from .analyses.figures import TOP_KERNELS
+from .analyses.host_logs import SERIES_METRICS, SERIES_POINTS, HostLogFigures
 from .analyses.memory import MemoryFigures
 from .analyses.summary import DeviceAnalysis, Figures, RankAnalysis
 from .analysis import Analysis
@@ -52,7 +54,8 @@ def _r(x: float | None, digits: int = 3) -> float | None:
 # --- the whole result ------------------------------------------------------------------------------
 def assemble(tl: Timeline, figures: Figures, diagnosis: Diagnosis | None = None,
              counters: tuple[CounterFigures, ...] | None = None, alignments: tuple[Alignment, ...] = (),
-             counters_aligned: bool = False, warnings: tuple[str, ...] = (), include_warmup: bool = False) -> Analysis:
+             counters_aligned: bool = False, warnings: tuple[str, ...] = (), include_warmup: bool = False,
+             host_logs: tuple[HostLogFigures, ...] = (), batch_size: int | None = None) -> Analysis:
     diag_by_index = {d.index: d for d in diagnosis.ranks} if diagnosis else {}
     max_blocks = TR.blocks_per_track(TR.count_tracks(tl))
     all_warnings = list(tl.warnings) + list(warnings)
@@ -62,35 +65,41 @@ def assemble(tl: Timeline, figures: Figures, diagnosis: Diagnosis | None = None,
         counter_logs, device_counters, counter_warnings = _counters(tl, counters, alignments, counters_aligned)
         all_warnings += counter_warnings
     by_device = {c.device: c for c in device_counters} if counters_aligned else {}
-    ranks = tuple(_rank(tl, r, diag_by_index.get(r.index), figures.min_gap_ns, max_blocks, by_device)
+    ranks = tuple(_rank(tl, r, diag_by_index.get(r.index), figures.min_gap_ns, max_blocks, by_device, batch_size)
                   for r in figures.ranks)
     all_warnings += _memory_warnings(tl, figures)
+    warmup = {n for d in diag_by_index.values() for n in d.warmup_steps}
+    rate = TP.throughput([{s.step: s.duration_us for s in r.per_step} for r in ranks], warmup, batch_size)
+    hosts = tuple(_host_log(h, tl) for h in host_logs)
+    all_warnings += [f"{h.path}: {w}" for h in hosts for w in h.warnings]
     return Analysis(
         schema=R.SCHEMA,
         tool=R.ToolInfo("traceanalyzer", __version__),
-        options=R.OptionsInfo(_us0(figures.min_gap_ns), include_warmup),
+        options=R.OptionsInfo(_us0(figures.min_gap_ns), include_warmup, batch_size),
         inputs=tuple(R.InputInfo(s.path, s.format, s.events_read, s.events_kept, dict(sorted(s.not_kept.items())),
                                  tuple(s.warnings)) for s in tl.sources),
         warnings=tuple(all_warnings),
         ranks=ranks,
-        summary=_summary(ranks, len(device_counters)),
+        summary=_summary(ranks, len(device_counters), rate),
         definitions=dict(FIGURES),
         diagnosis=_diagnosis(diagnosis) if diagnosis else None,
         counter_logs=counter_logs,
         counters=device_counters,
+        host_logs=hosts,
     )
 
 
 # --- ranks and devices -----------------------------------------------------------------------------
 def _rank(tl: Timeline, r: RankAnalysis, dr: RankDiagnosis | None, min_gap_ns: int, max_blocks: int,
-          counters: dict[int, R.DeviceCounters]) -> R.RankResult:
+          counters: dict[int, R.DeviceCounters], batch_size: int | None = None) -> R.RankResult:
     info = tl.ranks[r.index]
     attributed = {d.device: d for d in dr.devices} if dr else {}
     mem = r.memory
     mem_devices = mem.devices if mem else {}
     per_step = tuple(R.StepRow(s.step, _us0(s.start_ns - r.window.start_ns), _us0(s.dur_ns), _us0(s.gpu_busy_ns),
                                _us0(s.memcpy_ns), _us0(s.dataloader_ns), _us0(s.idle_ns), _us0(s.comm_ns),
-                               _us0(s.exposed_comm_ns)) for s in r.per_step)
+                               _us0(s.exposed_comm_ns), _r(TP.samples_per_s(batch_size, s.dur_ns / 1000.0)))
+                     for s in r.per_step)
     return R.RankResult(
         rank=r.rank,
         input=tl.sources[info.source].path,
@@ -188,8 +197,9 @@ def _device(d: DeviceAnalysis, attr: DeviceAttribution | None, counters: R.Devic
     )
 
 
-def _summary(ranks: tuple[R.RankResult, ...], logged_gpus: int = 0) -> R.Summary:
+def _summary(ranks: tuple[R.RankResult, ...], logged_gpus: int = 0, rate: TP.Throughput | None = None) -> R.Summary:
     """`logged_gpus`: GPUs seen in nvidia-smi logs, counted when no trace shows any."""
+    rate = rate or TP.throughput([])
     devices = [d for r in ranks for d in r.devices]
     busy = float(sum(d.gpu_busy_us or 0.0 for d in devices))
     window = float(sum(d.window_us or 0.0 for d in devices))
@@ -210,7 +220,12 @@ def _summary(ranks: tuple[R.RankResult, ...], logged_gpus: int = 0) -> R.Summary
         gaps=sum(d.gaps.count for d in devices),
         gaps_total_us=round(float(sum(d.gaps.total_us for d in devices)), 3),
         # Needs the batch size, which no trace records reliably: null unless given.
-        samples_per_s=None,
+        samples_per_s=_r(rate.samples_per_s),
+        steps_per_s=_r(rate.steps_per_s, 6),
+        step_time_median_us=_r(rate.step_time_median_us),
+        step_time_p10_us=_r(rate.step_time_p10_us),
+        step_time_p90_us=_r(rate.step_time_p90_us),
+        batch_size=rate.batch_size,
     )
 
 
@@ -339,7 +354,7 @@ def _rank_diagnosis(r: RankDiagnosis) -> R.RankDiagnosisResult:
         per_step=tuple(R.StepCausesResult(p.step, _causes_us(p.idle_by_cause)) for p in r.per_step),
         gaps=tuple(_gap(g) for g in r.gaps),
         runner_up=r.runner_up, runner_up_share=r.runner_up_share, confidence=r.confidence,
-        warmup_steps=tuple(r.warmup_steps), startup_us=_us0(r.startup_ns),
+        warmup_steps=tuple(r.warmup_steps), startup_us=_us0(r.startup_ns), input_split=r.input_split,
     )
 
 
@@ -426,6 +441,43 @@ def _device_counters(tl: Timeline, d: CounterFigures, clock: str, by_source: dic
             cc.samples, _r(cc.trace_busy_pct, 2), _r(cc.log_util_pct, 2), _r(cc.difference_pct, 2),
             CROSS_CHECK_MARGIN_PCT, cc.disagrees),
         utilisation=tuple(R.UtilPoint(_r((t - d.first_ns) / 1e9, 3), _r(v, 2)) for t, v in d.utilisation),
+    )
+
+
+# --- host logs (glances) ----------------------------------------------------------------------------
+def _host_log(h: HostLogFigures, tl: Timeline) -> R.HostLogResult:
+    """A host log's figures; its drawing payload in seconds from the trace window's start (else the
+    log's first sample): the CPU series, at most SERIES_POINTS samples, and the DataLoader-wait spans."""
+    log = h.log
+    window = trace_window(tl) if len(tl.events) else None
+    origin = window[0] if window else (int(h.ts_ns[0]) if len(h.ts_ns) else 0)
+    step = max(1, -(-len(h.ts_ns) // SERIES_POINTS))
+    pick = np.arange(0, len(h.ts_ns), step)
+    to_s = lambda ns: [round(float(v), 3) for v in ((np.asarray(ns, dtype=np.int64) - origin) / 1e9).tolist()]  # noqa: E731
+    series: dict[str, Any] = {
+        "t_s": to_s(h.ts_ns[pick]),
+        "period_s": None if h.period_ns is None else round(h.period_ns / 1e9, 3),
+        "window_s": None if window is None else round((window[1] - window[0]) / 1e9, 3),
+        "waits": {"start_s": to_s(h.wait_spans[0]), "end_s": to_s(h.wait_spans[1])},
+    }
+    for m in SERIES_METRICS:
+        if m in log.metrics:
+            series[m] = [None if np.isnan(v) else round(float(v), 2) for v in log.metrics[m][pick]]
+    w = h.during_wait
+    return R.HostLogResult(
+        path=log.source.path, format=log.source.format, samples_read=log.source.events_read,
+        samples_kept=log.source.events_kept,
+        period_s=None if h.period_ns is None else _r(h.period_ns / 1e9, 6),
+        offset_s=_r(h.offset_ns / 1e9, 6), offset_method=h.method,
+        metrics={m.metric: R.MetricSummary(m.samples, _r(m.mean), _r(m.min), _r(m.max), m.window_samples,
+                                           _r(m.window_mean), m.outside_samples, _r(m.outside_mean))
+                 for m in h.metrics},
+        during_dataloader_wait={k: round(v, 3) for k, v in w.means.items()},
+        series=series,
+        warnings=tuple(log.source.warnings) + tuple(h.warnings),
+        clock=log.source.clock, zone=h.zone or None, cores=log.cores,
+        wait_samples=w.samples, wait_covered_fraction=_frac(w.covered_fraction),
+        not_kept=dict(sorted(log.source.not_kept.items())),
     )
 
 

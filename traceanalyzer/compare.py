@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from . import __version__
+from .analyses.throughput import job_step_durations, step_time_stats
 from .causes import CAUSES, cause_label
 from .result import AnalysisData, to_data
 
@@ -110,6 +111,8 @@ class Side:
     sm_util_mean_pct: float | None  # nvidia-smi logs, mean over GPUs, when present
     step_durations_us: tuple[float, ...]  # the job's step durations (for charts)
     step_parts_us: dict[str, tuple[float, ...]]  # per step, each part (for side-by-side charts)
+    samples_per_s: float | None = None  # with --batch-size (Summary.samples_per_s)
+    batch_size: int | None = None
 
 
 @dataclass(frozen=True)
@@ -176,14 +179,10 @@ def _display(path: str, root: str | None) -> str:
 
 
 def _job_steps(a: AnalysisData) -> tuple[list[int], np.ndarray]:
-    """Step numbers present on every rank with steps, and the job's step duration (the slowest rank's)."""
-    ranks = [r for r in a.ranks if r.per_step]
-    if not ranks:
-        return [], np.zeros(0)
-    common = sorted(set.intersection(*(set(s.step for s in r.per_step) for r in ranks)))
-    dur = np.array([max(next(s.duration_us for s in r.per_step if s.step == n) for r in ranks) for n in common],
-                   dtype=np.float64)
-    return common, dur
+    """Steady job steps (present on every rank with steps, warm-up left out) and each one's duration
+    (the slowest rank's): the same measure as the report's step time (analyses/throughput.py)."""
+    warmup = {n for r in a.diagnosis.ranks for n in r.warmup_steps} if a.diagnosis else set()
+    return job_step_durations([{s.step: s.duration_us for s in r.per_step} for r in a.ranks], warmup)
 
 
 def _step_parts(a: AnalysisData, steps: list[int]) -> dict[str, np.ndarray]:
@@ -252,6 +251,8 @@ def _side(a: AnalysisData, root: str | None) -> tuple[Side, np.ndarray, dict[str
         sm_util_mean_pct=_r(mean(sm)),
         step_durations_us=tuple(round(float(v), 3) for v in dur),
         step_parts_us={k: tuple(round(float(x), 3) for x in v) for k, v in parts.items() if np.any(v > 0)},
+        samples_per_s=a.summary.samples_per_s,
+        batch_size=a.summary.batch_size,
     )
     return side, dur, parts
 
@@ -261,10 +262,6 @@ def _r(x: float | None, digits: int = 3) -> float | None:
 
 
 # --- step time ------------------------------------------------------------------------------------
-def _pct(x: np.ndarray, q: float) -> float | None:
-    return float(np.percentile(x, q)) if len(x) else None
-
-
 def bootstrap_change(base: np.ndarray, head: np.ndarray, resamples: int = BOOTSTRAP_RESAMPLES,
                      seed: int = BOOTSTRAP_SEED) -> tuple[float, float, float]:
     """Relative change of the median (head / base - 1) and its percentile-bootstrap interval."""
@@ -285,9 +282,10 @@ def step_time(base: np.ndarray, head: np.ndarray) -> StepTime:
         change, low, high = bootstrap_change(base, head)
     elif len(base) and len(head) and np.median(base) > 0:
         change = float(np.median(head) / np.median(base) - 1.0)
-    med = lambda x: float(np.median(x)) if len(x) else None  # noqa: E731
-    return StepTime(len(base), len(head), _r(med(base)), _r(med(head)), _r(_pct(base, 10)), _r(_pct(base, 90)),
-                    _r(_pct(head, 10)), _r(_pct(head, 90)), _r(change, 6), _r(low, 6), _r(high, 6))
+    b_med, b_p10, b_p90 = step_time_stats(base)
+    h_med, h_p10, h_p90 = step_time_stats(head)
+    return StepTime(len(base), len(head), _r(b_med), _r(h_med), _r(b_p10), _r(b_p90),
+                    _r(h_p10), _r(h_p90), _r(change, 6), _r(low, 6), _r(high, 6))
 
 
 def change_verdict(st: StepTime, tolerance: float) -> str:

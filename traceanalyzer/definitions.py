@@ -166,4 +166,41 @@ FIGURES: dict[str, str] = {
         "Growth per step = the median of the growths after the first step. A leak shows as growth "
         "in every step."
     ),
+    "throughput": (
+        "Over steady job steps (steps present on every rank, warm-up steps the diagnosis names left "
+        "out; none with `--include-warmup`), each lasting as long as its slowest rank: step time "
+        "median, p10 and p90 (linear percentiles), steps/s = steps / their summed duration, and with "
+        "`--batch-size N` (samples each rank takes per step, as given; never guessed from shapes) "
+        "samples/s = N x ranks with steps x steps / their summed duration. Per step: samples/s = N / "
+        "the step's duration. `diff` measures step time the same way."
+    ),
+    "host_metrics": (
+        "From a glances export (`--export csv`, or its JSON export, which keeps only the latest "
+        "sample), columns matched by name (glances 3 `cpu_user`, glances 4 `cpu.user`): CPU user, "
+        "system, iowait, idle and total as % of all cores, load averages, memory and swap used %, "
+        "disk read/write bytes/s summed over whole disks (partitions, loop, ram and zram devices, and"
+        " device-mapper devices beside physical disks left out), network rx/tx bytes/s summed over "
+        "interfaces except loopback. Rates are glances' own, or bytes since the last refresh / the "
+        "refresh's length. Per metric: mean, min, max, and the means inside and outside the trace "
+        "window as for counter logs. Rows whose number of values differs from the header are dropped "
+        "and counted."
+    ),
+    "host_alignment": (
+        "glances 4 writes each sample's time with its UTC offset (`now.iso`): epoch time, placed as "
+        "it is. Other exports give local time (`timestamp`), put on the trace clock like nvidia-smi "
+        "logs: minus the UTC offset of `--dmon-tz` (default this machine's zone), plus "
+        "`--dmon-offset` when given. No search: host figures have nothing to match against the trace."
+    ),
+    "during_dataloader_wait": (
+        "A host sample at time t describes its refresh period [t - period, t). Each metric's mean "
+        "over the samples whose period overlaps the trace's DataLoader waits (the union over ranks; "
+        "per rank for the input split), weighted by the wait time inside the period. Coverage = wait "
+        "time inside sampled periods / all wait time."
+    ),
+    "input_split": (
+        "For an input-bound rank with a host log covering at least half of its DataLoader wait time "
+        "(3 samples or more): `cpu` when user + system during the waits is at least 85% of all cores;"
+        " `storage` when it is below that and iowait is at least 5% or disks read at least 100 MB/s; "
+        "otherwise, or without a host log, `unknown`."
+    ),
 }

@@ -49,6 +49,7 @@ class Options:
     cache: bool = True  # decoded columns of big traces cached in the user's cache directory
     # nvidia-smi / DCGM logs
     counter_logs: tuple[Path, ...] = ()  # logs to put on the trace's clock (besides those among the inputs)
+    host_logs: tuple[Path, ...] = ()  # glances exports (besides those among the inputs), same clock options
     find_logs_beside: bool = True  # without counter_logs: use logs found beside the trace
     dmon_interval_ns: int = 1_000_000_000  # sample period of a log without timestamps
     dmon_start: tuple[int, str] | None = None  # first sample time of such a log: (ns, clock)
@@ -105,8 +106,10 @@ def plan_runs(inputs: PathLike | Sequence[PathLike], options: Options | None = N
 
 def _analyze_set(inputs, options: Options, read) -> Analysis:  # type: ignore[no-untyped-def]
     from .align import AlignOptions, combine
-    from .formats import load_counter_logs, load_set, split_counter_logs
+    from .formats import load_counter_logs, load_host_logs, load_set, split_counter_logs, split_host_logs
 
+    inputs, host_paths = split_host_logs(inputs, list(options.host_logs))
+    host_logs = load_host_logs(host_paths, read)
     split = split_counter_logs(inputs, list(options.counter_logs), find_beside=options.find_logs_beside)
     trace = load_set(split.traces, read) if split.traces.files else None
     logs = load_counter_logs(split.logs, read)
@@ -119,17 +122,20 @@ def _analyze_set(inputs, options: Options, read) -> Analysis:  # type: ignore[no
         notes += (f"nvidia-smi logs beside the trace not used (their names do not start with the trace's, "
                   f"so they may belong to other runs): {shown}{more}; pass the right one with --dmon",)
     return analyze_timeline(tl, options, alignments=alignments, counters_aligned=trace is not None,
-                            with_counters=logs is not None, warnings=notes)
+                            with_counters=logs is not None, warnings=notes, host_logs=host_logs)
 
 
 def analyze_timeline(tl: Timeline, options: Options | None = None, alignments: tuple = (),
                      counters_aligned: bool = False, with_counters: bool | None = None,
-                     warnings: tuple[str, ...] = ()) -> Analysis:
-    """The figures, diagnosis and counter figures of a Timeline, as one typed Analysis."""
+                     warnings: tuple[str, ...] = (), host_logs: tuple = ()) -> Analysis:
+    """The figures, diagnosis and counter figures of a Timeline, as one typed Analysis.
+    `host_logs`: glances exports read (formats.glances.HostLog), put on the trace's clock here."""
     from .analyses.counters import counter_figures, trace_window
+    from .analyses.host_logs import host_logs_on_trace
     from .analyses.summary import analyze as figures_of
     from .assemble import assemble
     from .diagnosis import diagnose
+    from .diagnosis.input_split import split_input_bound
 
     options = options or Options()
     if options.stage:
@@ -144,8 +150,10 @@ def analyze_timeline(tl: Timeline, options: Options | None = None, alignments: t
             from .diagnosis.counters import diagnose_counters
 
             diagnosis = diagnose_counters(counters)
+    hosts = host_logs_on_trace(tl, host_logs, options.dmon_tz, options.dmon_offset_ns)
+    diagnosis = split_input_bound(diagnosis, hosts, bool(host_logs))
     analysis = assemble(tl, figures, diagnosis, counters, alignments, counters_aligned, warnings,
-                        options.include_warmup)
+                        options.include_warmup, hosts, options.batch_size)
     if len(tl.ranks) > 1:  # many ranks: one clock, collectives matched, stragglers
         from .analyses.collectives import collective_table
         from .job import with_job

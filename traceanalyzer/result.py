@@ -496,6 +496,12 @@ class HostLogResult:
     during_dataloader_wait: dict[str, float]  # metric -> mean over samples inside DataLoader waits
     series: PlainData  # bounded drawing payload
     warnings: tuple[str, ...]
+    clock: str = ""  # the log's own clock: "epoch" (glances 4 now.iso) | "wall" (local timestamp)
+    zone: str | None = None  # the zone behind the offset, for wall-clock logs
+    cores: int | None = None  # logical CPUs of the host, as glances counted them
+    wait_samples: int = 0  # samples whose period overlaps a DataLoader wait
+    wait_covered_fraction: float | None = None  # DataLoader wait time inside sampled periods / all of it
+    not_kept: dict[str, int] = field(default_factory=dict)  # rows dropped, by reason
 
 
 # --- the whole result ---------------------------------------------------------------------------------

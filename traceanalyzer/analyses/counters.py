@@ -193,6 +193,9 @@ def _metric(metric: str, values: np.ndarray, ts: np.ndarray, period: int,
         float(v.max()) if len(v) else None, len(vin), _mean(vin), len(vout), _mean(vout))
 
 
+metric_figures = _metric  # the same summary for host logs (analyses/host_logs.py)
+
+
 def _mean(v: np.ndarray) -> float | None:
     return float(v.mean()) if len(v) else None
 

@@ -137,6 +137,14 @@ def analysis_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--dmon-gpu", "dmon_gpu", multiple=True, type=ParsedType("DMON_INDEX=DEVICE", _gpu),
                      help="Log GPU index -> trace device, when CUDA_VISIBLE_DEVICES renumbered them "
                           "(repeatable)."),
+        click.option("--host-log", "host_log", multiple=True, type=click.Path(path_type=Path),
+                     help="glances export (glances --export csv --export-csv-file FILE) recorded during "
+                          "training, put on the trace's clock like nvidia-smi logs (--dmon-tz, --dmon-offset); "
+                          "tells a CPU-bound input pipeline from a storage-bound one (repeatable). Such files "
+                          "among the inputs are recognised by content too."),
+        click.option("--batch-size", "batch_size", type=click.IntRange(min=1), metavar="N",
+                     help="Samples each rank takes per step (the DataLoader's batch_size): adds samples/s "
+                          "overall and per step. Never guessed from the trace."),
     ]
     for decorate in reversed(decorators):
         fn = decorate(fn)
@@ -152,7 +160,8 @@ def build_options(params: dict[str, Any], **callbacks: Any) -> Any:
         include_warmup=params.pop("include_warmup"), force_job=params.pop("force_job"),
         counter_logs=tuple(params.pop("dmon")), dmon_interval_ns=params.pop("dmon_interval_ns"),
         dmon_start=params.pop("dmon_start"), dmon_tz=params.pop("dmon_tz"),
-        dmon_offset_ns=params.pop("dmon_offset_ns"), dmon_gpu=tuple(params.pop("dmon_gpu")), **callbacks)
+        dmon_offset_ns=params.pop("dmon_offset_ns"), dmon_gpu=tuple(params.pop("dmon_gpu")),
+        host_logs=tuple(params.pop("host_log")), batch_size=params.pop("batch_size"), **callbacks)
 
 
 def output_options(fn: Callable[..., Any]) -> Callable[..., Any]:

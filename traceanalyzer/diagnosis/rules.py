@@ -129,6 +129,7 @@ class RankDiagnosis:
     confidence: str | None = None  # "clear" (top >= CLEAR_MARGIN x runner-up) | "close"
     warmup_steps: tuple[int, ...] = ()  # leading steps left out of the verdict
     startup_ns: int = 0  # start-up cause idle + time lost inside warm-up steps
+    input_split: str | None = None  # input-bound only: "cpu" | "storage" | "unknown" (diagnosis/input_split.py)
 
 
 @dataclass(frozen=True)

@@ -107,3 +107,15 @@ MEMORY_LEAK_MIN_STEPS = 3
 MEMORY_LEAK_MIN_GROWTH_BYTES = 1
 # A leak is "high" severity when at its median growth the device would be full within this many steps.
 MEMORY_LEAK_SOON_STEPS = 10_000
+# --- input-bound split (host logs: glances) -------------------------------------------------------
+# The CPU is saturated when user + system time during the DataLoader waits is at least this share of
+# all cores (glances' own CPU "critical" level is 90% for user time; 85 leaves room for its 1 s means).
+INPUT_CPU_SATURATED_PCT = 85.0
+# Storage-bound when, with the CPU below that, iowait during the waits is at least this share of all
+# cores (a synchronous reader on one of N cores shows at most 100/N %; 5 is a tenth of a core on two) ...
+INPUT_IOWAIT_PCT = 5.0
+# ... or disks read at least this many bytes/s during the waits.
+INPUT_DISK_READ_BYTES_PER_S = 100_000_000
+# The host log must cover at least this share of the DataLoader wait time, with this many samples.
+INPUT_MIN_WAIT_COVERAGE = 0.5
+INPUT_MIN_SAMPLES = 3

@@ -164,7 +164,40 @@ def is_counter_log(path: Path) -> bool:
         head = read_head(path, 4096)
     except InputError:
         return False
-    return any(r.sniff(head) for r in counter_readers())
+    return not _is_glances(path) and any(r.sniff(head) for r in counter_readers())
+
+
+def _is_glances(path: Path) -> bool:
+    from . import glances
+
+    try:
+        return path.is_file() and glances.sniff(read_head(path))
+    except InputError:
+        return False
+
+
+def split_host_logs(inputs: InputSet, explicit: list[Path] | None = None) -> tuple[InputSet, list[Path]]:
+    """Host monitor logs (glances exports, by content) taken out of the set, plus `explicit` ones
+    (`--host-log`)."""
+    logs = [f for f in inputs.files if _is_glances(f)]
+    rest = InputSet(inputs.label, [f for f in inputs.files if f not in logs], inputs.from_dir, list(inputs.warnings))
+    return rest, logs + list(explicit or [])
+
+
+def load_host_logs(paths: list[Path], options: ReadOptions):  # type: ignore[no-untyped-def]
+    """Each host log read (glances CSV / JSON) -> tuple[glances.HostLog, ...]."""
+    from . import glances
+
+    out = []
+    for p in paths:
+        if not p.exists():
+            raise InputError(p, "no such file or directory")
+        head = read_head(p)
+        if not glances.sniff(head):
+            raise InputError(p, "not a glances export: expected the CSV of `glances --export csv` (a header "
+                                "starting with timestamp and naming cpu.user / cpu_user) or its JSON export")
+        out.append(glances.read(p, read_input(p, options.max_input_bytes), options))
+    return tuple(out)
 
 
 def _logs_in(folder: Path) -> list[Path]:

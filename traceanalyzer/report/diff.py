@@ -61,6 +61,7 @@ def _markdown(c: Comparison, rows: dict[str, int]) -> str:
             f"{fmt_pct(c.head.dataloader_wait_fraction)} | |"]
     if c.base.sm_util_mean_pct is not None and c.head.sm_util_mean_pct is not None:
         out.append(f"| nvidia-smi SM util | {c.base.sm_util_mean_pct:.1f}% | {c.head.sm_util_mean_pct:.1f}% | |")
+    out += _samples_rows(c)
     out.append("")
     if c.gates:
         out += ["### Gates", ""]
@@ -91,11 +92,25 @@ def _markdown(c: Comparison, rows: dict[str, int]) -> str:
     return "\n".join(out) + "\n"
 
 
+def _samples_rows(c: Comparison) -> list[str]:
+    """Samples/s on both sides, when both were given a batch size (step time alone is not comparable
+    across batch sizes)."""
+    b, h = c.base.samples_per_s, c.head.samples_per_s
+    if b is None or h is None:
+        return []
+    change = _pct_change(h / b - 1 if b else None)
+    return [f"| samples/s (batch {c.base.batch_size} / {c.head.batch_size}) | {b:,.1f} | {h:,.1f} | {change} |"]
+
+
 def render_diff_text(c: Comparison) -> str:
     st = c.step_time
     lines = _wrap(c.headline, f"Change: {c.change_verdict.upper()}: ", "  ")
     lines.append(f"median step {fmt_us(st.base_median_us)} -> {fmt_us(st.head_median_us)} "
                  f"({st.base_steps} vs {st.head_steps} steps)")
+    b_rate, h_rate = c.base.samples_per_s, c.head.samples_per_s
+    if b_rate is not None and h_rate is not None:
+        change = _pct_change(h_rate / b_rate - 1 if b_rate else None)
+        lines.append(f"samples/s {b_rate:,.1f} -> {h_rate:,.1f} ({change})")
     for p in c.attribution[:5]:
         lines.append(f"  {_signed_us(p.delta_per_step_us):>10} per step  {_clean(p.label)}")
     for g in c.gates:

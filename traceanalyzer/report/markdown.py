@@ -17,6 +17,7 @@ from .. import inert
 from ..causes import CAUSE_LIST, VERDICT_LIST
 from ..result import AnalysisData as Analysis
 from ..result import PlainData as Report
+from .host import host_markdown, throughput_figures
 from .memory import markdown_lines as memory_markdown
 from .ranks import markdown_lines as ranks_markdown
 from .text import fmt_pct, fmt_us
@@ -79,6 +80,7 @@ def _render(report: Report, rows: dict[str, int]) -> str:
         out += _gaps(report, diag, rows["gaps"])
         out += memory_markdown(report, _md, _who)
     out += _counters(report)
+    out += host_markdown(report, _md)
     more = _details(report, rows)
     if more:
         out += ["<details><summary>More: per-step breakdown, top kernels, memcpy, inputs</summary>", ""]
@@ -115,6 +117,7 @@ def _verdict(report: Report, diag: dict[str, Any] | None) -> list[str]:
                f"**{s['steps']}** step(s)"]
     if s.get("samples_per_s") is not None:
         figures.append(f"**{s['samples_per_s']:.1f}** samples/s")
+    figures += throughput_figures(s)
     if not s["devices"]:
         figures[0] = "no GPU activity"
     return out + [" · ".join(figures), ""]

@@ -48,6 +48,8 @@ def _wrap(text: str, first: str, rest: str) -> list[str]:
 
 
 def render_text(analysis: Analysis) -> str:
+    from .host import host_text
+
     report = analysis.to_data()
     lines: list[str] = []
     ranks = report["ranks"]
@@ -78,6 +80,7 @@ def render_text(analysis: Analysis) -> str:
         lines.append(f"... and {len(ranks) - MAX_RANKS_SHOWN} more rank(s) in the report")
     lines.extend(memory_text_lines(report))
     lines.extend(counter_lines(report))
+    lines.extend(_clean(line) for line in host_text(report))
     warnings = sum(len(i["warnings"]) for i in report["inputs"]) + len(report["warnings"])
     if warnings:
         lines.append(f"{warnings} warning(s) while reading; see the report's Inputs section")

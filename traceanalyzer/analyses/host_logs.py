@@ -1,0 +1,118 @@
+"""Figures from host monitor logs (glances): pure functions of a `HostLog` on the trace's clock and
+the trace's DataLoader waits -> frozen results.
+
+A sample taken at time t describes its refresh period [t - period, t) (glances' CPU percentages are
+"since the last refresh"). Metric summaries are those of GPU counter logs (`counters.metric_figures`:
+all samples, inside the trace window, outside it). **During DataLoader waits**: each metric's mean
+over the samples whose period overlaps the waits, weighted by the wait time inside that period, so a
+sample half covered by waits counts half as much as one fully covered.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..formats.glances import HostLog
+from ..timeline import Timeline
+from . import _intervals as iv
+from . import figures as F
+from .counters import MetricFigures, metric_figures
+
+SERIES_POINTS = 600  # samples drawn per host log (every k-th beyond)
+SERIES_METRICS = ("cpu_user_pct", "cpu_system_pct", "cpu_iowait_pct")
+MAX_WAIT_SPANS = 2000  # DataLoader-wait spans drawn (the longest beyond)
+
+
+@dataclass(frozen=True)
+class WaitFigures:
+    """Host figures over the DataLoader waits of a set of ranks."""
+
+    samples: int  # samples whose period overlaps a wait
+    covered_ns: int  # wait time inside sampled periods
+    wait_ns: int  # all wait time (union) of those ranks in the window
+    means: dict[str, float]  # metric -> wait-weighted mean
+
+    @property
+    def covered_fraction(self) -> float | None:
+        return self.covered_ns / self.wait_ns if self.wait_ns > 0 else None
+
+
+@dataclass(frozen=True)
+class HostLogFigures:
+    log: HostLog
+    offset_ns: int  # log time + offset = trace time
+    method: str
+    zone: str
+    warnings: tuple[str, ...]
+    ts_ns: np.ndarray  # sample times on the trace clock
+    period_ns: int | None
+    metrics: tuple[MetricFigures, ...]
+    during_wait: WaitFigures  # all ranks' waits together
+    by_rank: dict[int, WaitFigures]  # rank index -> its own waits
+    wait_spans: tuple[np.ndarray, np.ndarray]  # the waits drawn (union over ranks), trace clock
+
+
+def host_log_figures(log: HostLog, offset_ns: int, method: str, zone: str, warnings: tuple[str, ...],
+                     tl: Timeline | None, window: tuple[int, int] | None) -> HostLogFigures:
+    ts = log.ts_ns.astype(np.int64) + np.int64(offset_ns)
+    period = log.period_ns
+    metrics = tuple(metric_figures(m, v, ts, period or 0, window) for m, v in log.metrics.items())
+    waits = {r.index: _waits(tl, r.index) for r in tl.ranks} if tl is not None else {}
+    by_rank = {i: wait_figures(log, ts, period, w) for i, w in waits.items()}
+    all_s = np.concatenate([w[0] for w in waits.values()]) if waits else np.zeros(0, np.int64)
+    all_e = np.concatenate([w[1] for w in waits.values()]) if waits else np.zeros(0, np.int64)
+    union = iv.union(all_s, all_e)
+    return HostLogFigures(log, offset_ns, method, zone, warnings, ts, period, metrics,
+                          wait_figures(log, ts, period, union), by_rank, _drawn(union))
+
+
+def _waits(tl: Timeline, rank: int) -> iv.IntervalSet:
+    w = F.rank_window(tl, rank)
+    return iv.clip(F.dataloader_union(tl, rank), w.start_ns, w.end_ns)
+
+
+def wait_figures(log: HostLog, ts_ns: np.ndarray, period_ns: int | None, waits: iv.IntervalSet) -> WaitFigures:
+    """Wait-weighted means of every metric over the samples whose period overlaps `waits`."""
+    wait_ns = iv.total(waits)
+    if not period_ns or not len(ts_ns) or wait_ns == 0:
+        return WaitFigures(0, 0, wait_ns, {})
+    weight = iv.overlap_per_window(waits, ts_ns - period_ns, ts_ns).astype(np.float64)
+    hit = weight > 0
+    means: dict[str, float] = {}
+    for metric, values in log.metrics.items():
+        ok = hit & ~np.isnan(values)
+        if ok.any():
+            means[metric] = float(np.average(values[ok], weights=weight[ok]))
+    return WaitFigures(int(hit.sum()), int(weight.sum()), wait_ns, means)
+
+
+def _drawn(waits: iv.IntervalSet) -> tuple[np.ndarray, np.ndarray]:
+    s, e = waits
+    if len(s) <= MAX_WAIT_SPANS:
+        return s, e
+    keep = np.sort(np.argsort(e - s, kind="stable")[::-1][:MAX_WAIT_SPANS])
+    return s[keep], e[keep]
+
+
+
+
+
+def host_logs_on_trace(tl: Timeline, logs: tuple[HostLog, ...], tz: str | None,
+                       offset_ns: int | None) -> tuple[HostLogFigures, ...]:
+    """Every host log put on the trace's clock (`align.host_log_offset`: the counter logs' zone and
+    skew options) and summarised against the trace's window and DataLoader waits."""
+    from ..align import AlignOptions, host_log_offset
+    from .counters import trace_window
+
+    out = []
+    trace = tl if len(tl.events) else None
+    window = trace_window(tl) if trace is not None else None
+    for log in logs:
+        ts = log.ts_ns
+        first, last = (int(ts[0]), int(ts[-1])) if len(ts) else (0, 0)
+        a = host_log_offset(trace, log.source.clock, first, last, log.period_ns, AlignOptions(tz, offset_ns))
+        out.append(host_log_figures(log, a.offset_ns, a.method, a.zone, a.warnings, trace, window))
+    return tuple(out)
+__all__ = ["HostLogFigures", "WaitFigures", "host_log_figures", "host_logs_on_trace", "wait_figures"]
