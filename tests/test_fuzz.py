@@ -54,6 +54,8 @@ SEEDS: dict[str, tuple[str, bytes]] = {
     "dmon": ("gpu.log", (SAMPLES / "dmon" / "idle_runs.log").read_bytes()),
     "smi_csv": ("gpu.csv", SMI_CSV),
     "dcgm_csv": ("gpu.csv", DCGM_CSV),
+    "glances_csv": ("host.csv", (SAMPLES / "glances" / "cpu_aug.csv").read_bytes()),
+    "glances_json": ("host.json", (SAMPLES / "glances" / "cpu_aug.json").read_bytes()),
 }
 TEXT_SEEDS = [k for k in SEEDS if not SEEDS[k][0].endswith(".gz")]
 
@@ -198,6 +200,8 @@ FOUND = {
     "DCGM time stamp 2^63": ("gpu.csv", DCGM_CSV.replace(b"0,1718783836956328", b"0,9223372036854775807", 1)),
     "DCGM GPU id 2^40": ("gpu.csv", DCGM_CSV.replace(b"0,1718783836956328", b"1099511627776,1718783836956328", 1)),
     "DCGM row with an empty field name": ("gpu.csv", DCGM_CSV.replace(b",power_usage_instant,", b",,", 1)),
+    "glances CSV with a bare carriage return in a row": (
+        "host.csv", SEEDS["glances_csv"][1].replace(b"\n", b"\n\rx,", 3).replace(b"\n\rx,", b"\n", 2)),
 }
 
 

@@ -117,7 +117,10 @@ def read(path: Path, data: bytes, options: ReadOptions | None = None) -> HostLog
         names, rows = _json_rows(path, text, source)
     else:
         source = Source(path=str(path), format=FORMAT_CSV)
-        names, rows = _csv_rows(path, text, source)
+        try:
+            names, rows = _csv_rows(path, text, source)
+        except csv.Error as exc:  # e.g. a bare carriage return inside a row
+            raise InputError(path, f"not a glances CSV export: {exc}") from None
     return _host_log(path, source, names, rows)
 
 
