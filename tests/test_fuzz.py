@@ -276,3 +276,15 @@ def test_option_values_never_crash(tmp_path_factory, option, value):
     if res.exit_code == 2:
         errors = [line for line in res.output.splitlines() if "error" in line]
         assert len(errors) == 1, res.output
+
+
+def test_absurd_host_log_values_beside_a_trace(tmp_path):
+    """Found by fuzzing: a glances value of 1e308 overflowed the wait-weighted mean (RuntimeWarning)."""
+    data = (SAMPLES / "glances" / "cpu_aug.csv").read_bytes()
+    log = tmp_path / "host.csv"
+    log.write_bytes(re.sub(rb"(?<=,)\d+\.\d+(?=,)", b"1e308", data))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        analysis = ta.analyze(SAMPLES / "glances" / "cpu_aug.trace.json",
+                              ta.Options(host_logs=(log,), cache=False, jobs=1))
+    render_text(analysis)

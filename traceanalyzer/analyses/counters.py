@@ -197,7 +197,8 @@ metric_figures = _metric  # the same summary for host logs (analyses/host_logs.p
 
 
 def _mean(v: np.ndarray) -> float | None:
-    return float(v.mean()) if len(v) else None
+    # summed in extended precision: absurd but finite values (1e308) must not overflow to inf
+    return float(v.mean(dtype=np.longdouble)) if len(v) else None
 
 
 def zero_runs(values: np.ndarray, ts: np.ndarray, period: int) -> ZeroRuns:

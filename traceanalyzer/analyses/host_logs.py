@@ -84,7 +84,8 @@ def wait_figures(log: HostLog, ts_ns: np.ndarray, period_ns: int | None, waits: 
     for metric, values in log.metrics.items():
         ok = hit & ~np.isnan(values)
         if ok.any():
-            means[metric] = float(np.average(values[ok], weights=weight[ok]))
+            # extended precision: absurd but finite values (1e308) must not overflow the weighted sum
+            means[metric] = float(np.average(values[ok].astype(np.longdouble), weights=weight[ok]))
     return WaitFigures(int(hit.sum()), int(weight.sum()), wait_ns, means)
 
 
