@@ -288,3 +288,26 @@ def test_absurd_host_log_values_beside_a_trace(tmp_path):
         analysis = ta.analyze(SAMPLES / "glances" / "cpu_aug.trace.json",
                               ta.Options(host_logs=(log,), cache=False, jobs=1))
     render_text(analysis)
+
+
+@pytest.mark.slow
+@settings(FUZZ, max_examples=80)
+@given(case=mutated(("glances_csv", "glances_json", "dmon", "smi_csv", "dcgm_csv")))
+def test_mutated_logs_beside_a_trace_never_crash(tmp_path_factory, case):
+    """A mutated host log (--host-log) or counter log (--dmon) put on a good trace's clock."""
+    name, data = case
+    log = tmp_path_factory.mktemp("log") / name
+    log.write_bytes(data)
+    host = name.startswith("host")
+    options = ta.Options(host_logs=(log,) if host else (), counter_logs=() if host else (log,), cache=False, jobs=1)
+    trace = SAMPLES / "glances" / "cpu_aug.trace.json" if host else SAMPLES / "basic.json"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        with time_limit(EXAMPLE_SECONDS):
+            try:
+                analysis = ta.analyze(trace, options)
+            except TraceAnalyzerError as exc:
+                assert exc.exit_code == EXIT_BAD_INPUT, exc
+                return
+            render_text(analysis)
+            render(analysis, "md")
