@@ -35,6 +35,14 @@ def read_file(path: Path, options: ReadOptions) -> Timeline:
         raise InputError(path, "no such file or directory")
     if path.stat().st_size == 0:
         raise InputError(path, "empty file: expected a profiler trace")
+    if options.cache:
+        from ..cache import cached_read
+
+        return cached_read(path, options.max_input_bytes, lambda: _read_file(path, options), options.progress)
+    return _read_file(path, options)
+
+
+def _read_file(path: Path, options: ReadOptions) -> Timeline:
     head = read_head(path)
     if not head.strip():
         read_input(path, options.max_input_bytes)  # raises the precise gzip error, if any
