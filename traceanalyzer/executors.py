@@ -81,7 +81,7 @@ def _processes(fn: Callable[[T], R], tasks: Sequence[T], n: int,
 def _dask(fn: Callable[[T], R], tasks: Sequence[T], address: str,
           on_done: Callable[[int, int], None] | None) -> list[R]:
     try:
-        from distributed import Client, as_completed
+        from distributed import Client
     except ImportError:
         raise UsageError("--scheduler needs Dask: pip install 'traceanalyzer[dask]'") from None
     try:
@@ -90,13 +90,12 @@ def _dask(fn: Callable[[T], R], tasks: Sequence[T], address: str,
         raise UsageError(f"cannot reach the Dask scheduler at {address}: {exc}") from None
     with client:
         futures = client.map(fn, list(tasks), pure=False)
-        index = {f.key: i for i, f in enumerate(futures)}
-        results: list[Any] = [None] * len(tasks)
+        results: list[Any] = []
         try:
-            for done_count, fut in enumerate(as_completed(futures), start=1):
-                results[index[fut.key]] = fut.result()  # re-raises a worker's exception here
+            for fut in futures:  # in order: progress moves when the next rank in line is done
+                results.append(fut.result())  # re-raises a worker's exception here
                 if on_done:
-                    on_done(done_count, len(tasks))
+                    on_done(len(results), len(tasks))
         except BaseException:
             client.cancel(futures)
             raise
