@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 from conftest import corpus_path
@@ -267,6 +268,12 @@ def test_cache_hit_gives_the_same_analysis(tmp_path, cache_dir, reads):
     assert reads == [path, path]  # the second analysis did not decode; --no-cache always does
     assert len(list(cache_dir.glob("*.npz"))) == 1
     assert C.cache_dir() == cache_dir
+    fresh = formats.read_file(path, ReadOptions())
+    cached = formats.read_file(path, ReadOptions(cache=True))
+    pd.testing.assert_frame_equal(cached.events, fresh.events)
+    pd.testing.assert_frame_equal(cached.counters, fresh.counters)
+    assert (cached.sources, cached.ranks, cached.devices, cached.warnings) == \
+        (fresh.sources, fresh.ranks, fresh.devices, fresh.warnings)
 
 
 def test_cache_not_used_for_small_inputs_or_when_off(tmp_path, monkeypatch, cache_dir, reads):

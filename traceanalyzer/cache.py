@@ -27,7 +27,7 @@ import orjson
 import pandas as pd
 
 from . import __version__
-from .timeline import COUNTER_COLUMNS, EVENT_COLUMNS, DeviceInfo, RankInfo, Source, Timeline
+from .timeline import COPY_KINDS, COUNTER_COLUMNS, EVENT_COLUMNS, EVENT_KINDS, DeviceInfo, RankInfo, Source, Timeline
 
 CACHE_FORMAT = 1  # bump when the entry layout or the Timeline's columns change
 CACHE_MIN_BYTES = 32 * 1024 * 1024  # smaller inputs decode in about a second: not worth the disk
@@ -207,7 +207,11 @@ def _table(npz: Any, prefix: str, columns: dict[str, str], rows: int) -> pd.Data
             if str(values.dtype) != dtype or values.ndim != 1 or len(values) != rows:
                 raise _Bad(col)
             data[col] = values
-    return pd.DataFrame(data, columns=list(columns))
+    frame = pd.DataFrame(data, columns=list(columns))
+    if prefix == "events":  # the fixed vocabularies, as `events_frame` sets them
+        frame["kind"] = frame["kind"].cat.set_categories(EVENT_KINDS)
+        frame["copy_kind"] = frame["copy_kind"].cat.set_categories(COPY_KINDS)
+    return frame
 
 
 def _timeline(npz: Any, ident: dict[str, Any]) -> Timeline:
