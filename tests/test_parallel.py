@@ -343,3 +343,22 @@ def test_cache_size_is_bounded_oldest_first(tmp_path, cache_dir, monkeypatch):
     big = _rank_trace(3, 4).write(tmp_path / "t3.json")
     ta.analyze(big, Options(jobs=1))
     assert not C.entry_path(C.identity(big, Options().max_input_bytes)).exists()  # over the bound: not kept
+
+
+def test_per_rank_extras_reach_the_job_reducers(job, monkeypatch):
+    """The seam job-wide analyses plug into: a compact value per rank, a reduce over all ranks."""
+    from dataclasses import replace
+
+    from traceanalyzer import per_rank as P
+
+    monkeypatch.setitem(P.RANK_EXTRAS, "kernels", lambda tl, i: int((tl.rank_events(i)["kind"] == "kernel").sum()))
+    seen = []
+
+    def reducer(outputs, analysis):  # type: ignore[no-untyped-def]
+        seen.extend((o.result.rank, o.extras["kernels"]) for o in outputs)
+        return replace(analysis, warnings=analysis.warnings + ("reduced",))
+
+    monkeypatch.setattr(P, "JOB_REDUCERS", [reducer])
+    a = ta.analyze(job, Options(jobs=1))
+    assert a.warnings[-1] == "reduced"
+    assert seen == [(n, 4 * 300 + 4) for n in range(4)]  # 4 steps of 300 kernels and an all-reduce

@@ -137,8 +137,11 @@ def analyze_set(inputs: InputSet, options: Any, notes: tuple[str, ...] = ()) -> 
     jobs = options.jobs
     if jobs is None and _size(files) < PARALLEL_MIN_BYTES:
         jobs = 1  # starting processes costs more than reading a small job
+    parallel = remote or (jobs != 1 and len(tasks) > 1)
+    if parallel:
+        done(0, len(tasks))
     outputs = map_tasks(analyze_file, tasks, jobs=jobs, scheduler=options.scheduler,
-                        on_done=done if remote or jobs != 1 else None, in_process=here)
+                        on_done=done if parallel else None, in_process=here)
     if stage:
         stage("analysing")
     return reduce_job(outputs, inputs, options.min_gap_ns, options.include_warmup, options.diagnose,
