@@ -362,3 +362,12 @@ def test_per_rank_extras_reach_the_job_reducers(job, monkeypatch):
     a = ta.analyze(job, Options(jobs=1))
     assert a.warnings[-1] == "reduced"
     assert seen == [(n, 4 * 300 + 4) for n in range(4)]  # 4 steps of 300 kernels and an all-reduce
+
+
+def test_cli_jobs_gives_the_api_bytes(job, tmp_path):
+    out = tmp_path / "r.json"
+    result = CliRunner().invoke(main, ["report", *map(str, job), "--jobs", "2", "--no-cache", "-q", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert out.read_bytes() == ta.analyze(job, Options(jobs=1)).to_json()
+    result = CliRunner().invoke(main, ["report", str(job[0]), "--jobs", "0", "-o", str(tmp_path / "x.json")])
+    assert result.exit_code == 2 and "--jobs" in result.output
