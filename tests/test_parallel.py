@@ -371,3 +371,12 @@ def test_cli_jobs_gives_the_api_bytes(job, tmp_path):
     assert out.read_bytes() == ta.analyze(job, Options(jobs=1)).to_json()
     result = CliRunner().invoke(main, ["report", str(job[0]), "--jobs", "0", "-o", str(tmp_path / "x.json")])
     assert result.exit_code == 2 and "--jobs" in result.output
+
+
+def _die(code: int) -> int:
+    os._exit(code)  # a worker killed (e.g. by the kernel's out-of-memory killer)
+
+
+def test_a_worker_that_dies_is_one_clear_error():
+    with pytest.raises(UsageError, match="worker process ended abruptly.*fewer --jobs"):
+        X.map_tasks(_die, [3, 3], jobs=2)

@@ -13,6 +13,7 @@ import multiprocessing
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
 from .errors import UsageError
@@ -72,6 +73,9 @@ def _processes(fn: Callable[[T], R], tasks: Sequence[T], n: int,
                     done_count += 1
                     if on_done:
                         on_done(done_count, len(tasks))
+        except BrokenProcessPool:
+            raise UsageError(f"a worker process ended abruptly (out of memory?) while {n} ranks were read at "
+                             f"once; retry with fewer --jobs") from None
         except BaseException:
             pool.shutdown(wait=True, cancel_futures=True)
             raise
