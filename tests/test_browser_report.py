@@ -34,6 +34,8 @@ CORPUS_CASES = {
     "cpu_only": (["hta_cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"], "real"),
     "xdit_largest": (["tl_xdit_sd35/profile_trace_rank_0.json.gz"], "real"),
     "fake_diagnosis_edge_cases": (["hta_nccl/nccl_data.json.gz"], True),
+    "memory_pressure_rocm": (["tl_vllm_graph_capture/graph_capture_rank_0.1773709742341309550.pt.trace.json.gz"],
+                             "real"),
 }
 
 
@@ -114,6 +116,22 @@ def check_page(page, analysis) -> None:
         assert b["width"] > 200 and b["height"] > 100
     for section in ("verdict", "figures", "timeline", "steps", "gaps", "memcpy", "kernels", "inputs", "definitions"):
         assert box(page.locator(f"#{section}"))["height"] > 20
+    check_memory_charts(page, report)
+
+
+def check_memory_charts(page, report) -> None:
+    """One memory chart per GPU (and host) with memory events, drawn at a real size with its lines."""
+    memories = [m for r in report["ranks"] for m in [*(d["memory"] for d in r["devices"]), r["host_memory"]] if m]
+    charts = page.locator("#memory .memchart svg")
+    assert charts.count() == len(memories)
+    for i, m in enumerate(memories):
+        chart = charts.nth(i)
+        chart.scroll_into_view_if_needed()
+        b = box(chart)
+        assert b["width"] > 300 and b["height"] > 100
+        assert box(chart.locator("path.mem-allocated"))["width"] > 0
+        assert chart.locator("line.mem-total").count() == (1 if m["total_bytes"] else 0)
+        assert chart.locator("path.mem-reserved").count() == (1 if m["series"]["reserved_bytes"] else 0)
 
 
 def interact(page, report) -> None:
@@ -157,6 +175,23 @@ def test_corpus_report_in_browser(browser, corpus, tmp_path, name):
         page.mouse.move(0, 0)
         page.evaluate("window.scrollTo(0, 0)")
         page.screenshot(path=str(ARTIFACTS / f"report-{name}.png"), full_page=True)
+    finally:
+        page.close()
+    assert errors == [] and refused == [] and dialogs == []
+
+
+def test_memory_chart_of_a_real_torch_trace_in_browser(browser, tmp_path):
+    """A CPU trace with a leak: the host memory chart and the leak finding on the page."""
+    report = report_for([ROOT / "sample_traces" / "torch_memory_leak.json.gz"], diagnosed="real")
+    assert report.ranks[0].host_memory is not None
+    html_path = tmp_path / "memory.html"
+    html_path.write_text(render_html(report), encoding="utf-8")
+    page, errors, refused, dialogs = open_report(browser, html_path)
+    try:
+        check_memory_charts(page, report.to_data())
+        assert "Memory grows every step" in page.locator("#findings").text_content()
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.locator("#memory").screenshot(path=str(ARTIFACTS / "report-memory.png"))
     finally:
         page.close()
     assert errors == [] and refused == [] and dialogs == []
@@ -212,6 +247,38 @@ def test_counter_lane_in_browser(browser, tmp_path):
         b = box(canvas)
         page.mouse.move(b["x"] + 400, b["y"] + b["height"] - 12)  # the counter lane is the last one
         assert page.locator("#tip .t").text_content() == "cuda:0 sm_util_pct"
+    finally:
+        page.close()
+    assert errors == [] and refused == [] and dialogs == []
+
+
+def test_straggler_job_in_browser(browser, tmp_path):
+    """Ranks and stragglers: the per-rank bars are drawn at a real size, the straggler's lateness bar
+    is the only one, and the sentence names it."""
+    from test_stragglers import write_job
+
+    import traceanalyzer as ta
+
+    report = ta.analyze(write_job(tmp_path))
+    html_path = tmp_path / "stragglers.html"
+    html_path.write_text(render_html(report), encoding="utf-8")
+    page, errors, refused, dialogs = open_report(browser, html_path)
+    try:
+        check_page(page, report)
+        section = page.locator("#stragglers")
+        assert box(section)["height"] > 100
+        assert "rank 5 is late by 30 ms per step" in section.locator(".straggler-line").text_content()
+        rows = section.locator(".rank-row")
+        assert rows.count() == 8
+        for i in range(8):
+            assert box(rows.nth(i).locator(".rank-bars.step .rbar").first)["width"] > 50  # compute
+        late = [box(rows.nth(i).locator(".rbar.late"))["width"] for i in range(8)]
+        assert late[5] > 100 and all(w == 0 for i, w in enumerate(late) if i != 5)
+        waits = [box(rows.nth(i).locator(".rbar.wait"))["width"] for i in range(8)]
+        assert waits[5] == 0 and all(w > 50 for i, w in enumerate(waits) if i != 5)
+        ARTIFACTS.mkdir(exist_ok=True)
+        section.scroll_into_view_if_needed()
+        section.screenshot(path=str(ARTIFACTS / "report-stragglers.png"))
     finally:
         page.close()
     assert errors == [] and refused == [] and dialogs == []

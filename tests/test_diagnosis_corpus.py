@@ -9,6 +9,7 @@ from test_corpus_kineto import FILES, NOT_TRACES
 from traceanalyzer import timeline as T
 from traceanalyzer.analyses.summary import analyze
 from traceanalyzer.diagnosis import CAUSES, VERDICTS
+from traceanalyzer.diagnosis.thresholds import STARTUP_DOMINATED_MIN_SHARE
 from traceanalyzer.formats import load_paths
 from traceanalyzer.pipeline import analyze_timeline
 
@@ -43,6 +44,11 @@ def test_corpus_diagnosis(path):
         assert rank["idle_by_cause_us"]["dataloader"] > 0
         assert (ev["kind"] == T.DATALOADER).any()
         assert any(e.startswith("enumerate(DataLoader)#") for e in d["findings"][0]["evidence"])
+    if d["primary"] == "startup_dominated":  # a capture of the first iterations: start-up is most of the loss
+        assert rank["startup_us"] >= STARTUP_DOMINATED_MIN_SHARE * rank["lost_us"] > 0
+        assert "profile steady-state steps" in d["headline"]
+    elif d["primary"] == "undetermined" and "GPU busy only" in rank["reason"]:
+        assert rank["startup_us"] < STARTUP_DOMINATED_MIN_SHARE * rank["lost_us"] or rank["lost_us"] == 0
     for f in d["findings"]:
         assert f["advice"] and f["evidence"]
 

@@ -380,3 +380,23 @@ def _die(code: int) -> int:
 def test_a_worker_that_dies_is_one_clear_error():
     with pytest.raises(UsageError, match="worker process ended abruptly.*fewer --jobs"):
         X.map_tasks(_die, [3, 3], jobs=2)
+
+
+def test_cache_stores_every_table_of_a_timeline():
+    """A table added to Timeline must be added to the cache too (else a cache hit would drop it)."""
+    import dataclasses
+
+    from traceanalyzer.timeline import Timeline
+
+    tables = {f.name for f in dataclasses.fields(Timeline) if isinstance(getattr(Timeline(), f.name), pd.DataFrame)}
+    assert tables == set(C.TABLES)
+
+
+def test_memory_events_survive_the_cache(cache_dir, reads):
+    from conftest import SAMPLES
+
+    path = SAMPLES / "torch_memory_leak.json.gz"
+    first = ta.analyze(path, Options(jobs=1))
+    again = ta.analyze(path, Options(jobs=1))
+    assert reads == [path] and again.to_json() == first.to_json()
+    assert again.ranks[0].host_memory is not None  # a CPU capture: host memory events

@@ -83,6 +83,35 @@ def test_include_warmup_counts_the_warm_up_steps(tmp_path):
     assert a.diagnosis.primary == "startup_dominated"  # the start-up cause itself still dominates
 
 
+def test_a_capture_that_is_mostly_start_up_is_not_too_little_work(tmp_path):
+    """Busy share is judged after start-up: 3 short steady steps behind a long start-up are a
+    start-up capture (profile later), not 'too little GPU work to judge'."""
+    t = KinetoTrace()
+    t.step(0, 0, 200_000)
+    t.runtime("cudaStreamCreateWithPriority", 10, 300)
+    t.launched(1_000, 150_000, 151_100, 500, "gemm_kernel")  # a 150 ms first launch
+    s = 200_000
+    for i in range(1, 4):  # steady steps: the GPU busy 90% of each
+        t.step(i, s, 1_000)
+        _kernels(t, s + 50, s + 950, 6)
+        s += 1_000
+    a = ta.analyze(t.write(tmp_path / "t.json"))
+    assert a.diagnosis.primary == "startup_dominated"
+    assert a.diagnosis.ranks[0].startup_us > 150_000
+    assert a.ranks[0].devices[0].gpu_idle_fraction > 0.95  # by the whole window it looked idle
+
+
+def test_few_gpu_events_stay_undetermined_even_after_start_up(tmp_path):
+    t = KinetoTrace()
+    t.step(0, 0, 200_000)
+    t.launched(1_000, 150_000, 151_100, 500, "gemm_kernel")
+    t.step(1, 200_000, 1_000)
+    t.launched(200_010, 5, 200_100, 800, "gemm_kernel")
+    d = ta.analyze(t.write(tmp_path / "t.json")).diagnosis
+    assert d.primary == "undetermined" and "only 2 GPU activities" in d.ranks[0].reason
+    assert d.ranks[0].runner_up is None and d.ranks[0].confidence is None
+
+
 def test_moderate_start_up_leaves_the_steady_verdict(tmp_path):
     t = KinetoTrace()
     t.step(0, 0, 3000)

@@ -21,6 +21,7 @@ from .analyses import tracks as TR
 from .analyses.counters import CROSS_CHECK_MARGIN_PCT
 from .analyses.counters import DeviceCounters as CounterFigures
 from .analyses.figures import TOP_KERNELS
+from .analyses.memory import MemoryFigures
 from .analyses.summary import DeviceAnalysis, Figures, RankAnalysis
 from .analysis import Analysis
 from .causes import CAUSES
@@ -63,6 +64,7 @@ def assemble(tl: Timeline, figures: Figures, diagnosis: Diagnosis | None = None,
     by_device = {c.device: c for c in device_counters} if counters_aligned else {}
     ranks = tuple(_rank(tl, r, diag_by_index.get(r.index), figures.min_gap_ns, max_blocks, by_device)
                   for r in figures.ranks)
+    all_warnings += memory_warnings(tl, figures)
     return Analysis(
         schema=R.SCHEMA,
         tool=R.ToolInfo("traceanalyzer", __version__),
@@ -92,6 +94,8 @@ def rank_result(tl: Timeline, r: RankAnalysis, dr: RankDiagnosis | None, counter
     """One rank's typed result, with its drawn timeline (`timeline_data`) made by the caller."""
     info = tl.ranks[r.index]
     attributed = {d.device: d for d in dr.devices} if dr else {}
+    mem = r.memory
+    mem_devices = mem.devices if mem else {}
     per_step = tuple(R.StepRow(s.step, _us0(s.start_ns - r.window.start_ns), _us0(s.dur_ns), _us0(s.gpu_busy_ns),
                                _us0(s.memcpy_ns), _us0(s.dataloader_ns), _us0(s.idle_ns), _us0(s.comm_ns),
                                _us0(s.exposed_comm_ns)) for s in r.per_step)
@@ -108,9 +112,12 @@ def rank_result(tl: Timeline, r: RankAnalysis, dr: RankDiagnosis | None, counter
         dataloader_wait_us=_us(r.dataloader_wait_ns),
         dataloader_wait_fraction=_frac(r.dataloader_wait_fraction),
         per_step=per_step,
-        devices=tuple(_device(d, attributed.get(d.device), counters.get(d.device)) for d in r.devices),
+        devices=tuple(_device(d, attributed.get(d.device), counters.get(d.device), mem_devices.get(d.device))
+                      for d in r.devices),
         timeline=timeline,
         charts={"per_step": _per_step_chart(per_step, dr)},
+        host=info.host,
+        host_memory=_memory(mem.host, r.window.start_ns) if mem and mem.host else None,
     )
 
 
@@ -121,7 +128,38 @@ def _causes_of(attr: DeviceAttribution | None) -> np.ndarray | None:
     return np.array(CAUSES, dtype=object)[attr.causes] if len(attr.causes) else np.zeros(0, dtype=object)
 
 
-def _device(d: DeviceAnalysis, attr: DeviceAttribution | None, counters: R.DeviceCounters | None) -> R.DeviceResult:
+def _memory(m: MemoryFigures, origin_ns: int) -> R.MemoryResult:
+    """Memory figures in the report's units; the series in us from `origin_ns` (the window start)."""
+    series: dict[str, Any] = {
+        "t_us": _rel_us(m.series_ts_ns, origin_ns),
+        "allocated_bytes": [int(v) for v in m.series_allocated.tolist()],
+        "reserved_bytes": None if m.series_reserved is None else [int(v) for v in m.series_reserved.tolist()],
+        "total_bytes": m.total_bytes,
+        "samples": m.samples,
+    }
+    return R.MemoryResult(
+        samples=m.samples, peak_allocated_bytes=m.peak_allocated_bytes, peak_reserved_bytes=m.peak_reserved_bytes,
+        total_bytes=m.total_bytes, peak_allocated_fraction=_frac(m.peak_allocated_fraction),
+        headroom_fraction=_frac(m.headroom_fraction),
+        growth_per_step_bytes=_r(m.growth_per_step_bytes, 1),
+        per_step=tuple(R.MemoryStepRow(s.step, s.peak_allocated_bytes, s.end_allocated_bytes, s.growth_bytes)
+                       for s in m.per_step[:MAX_STEP_BARS]),
+        series=series)
+
+
+def memory_warnings(tl: Timeline, figures: Figures) -> list[str]:
+    """GPU memory events that no reported GPU can show (the trace has no GPU work on that device)."""
+    out = []
+    for r in figures.ranks:
+        if r.memory and r.memory.unmatched:
+            gpus = ", ".join(f"cuda:{d}" for d in r.memory.unmatched)
+            out.append(f"{tl.sources[tl.ranks[r.index].source].path}: memory events of {gpus} not reported: the "
+                       f"trace has no GPU work on it (profile with ProfilerActivity.CUDA for per-GPU figures)")
+    return out
+
+
+def _device(d: DeviceAnalysis, attr: DeviceAttribution | None, counters: R.DeviceCounters | None,
+            memory: MemoryFigures | None = None) -> R.DeviceResult:
     b, g, m = d.busy, d.gaps, d.memcpy
     w = b.window
     causes = _causes_of(attr)
@@ -154,6 +192,7 @@ def _device(d: DeviceAnalysis, attr: DeviceAttribution | None, counters: R.Devic
         top_kernels=kernels[:TOP_KERNELS],
         counters=counters,
         kernel_table=kernels,
+        memory=None if memory is None else _memory(memory, w.start_ns),
     )
 
 

@@ -15,6 +15,7 @@ Where: `$TRACEANALYZER_CACHE_DIR`, else `$XDG_CACHE_HOME/traceanalyzer`, else
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import tempfile
@@ -27,9 +28,26 @@ import orjson
 import pandas as pd
 
 from . import __version__
-from .timeline import COPY_KINDS, COUNTER_COLUMNS, EVENT_COLUMNS, EVENT_KINDS, DeviceInfo, RankInfo, Source, Timeline
+from .timeline import (
+    COPY_KINDS,
+    COUNTER_COLUMNS,
+    EVENT_COLUMNS,
+    EVENT_KINDS,
+    MEMORY_COLUMNS,
+    MEMORY_DEVICE_TYPES,
+    DeviceInfo,
+    RankInfo,
+    Source,
+    Timeline,
+)
 
-CACHE_FORMAT = 1  # bump when the entry layout or the Timeline's columns change
+CACHE_FORMAT = 2  # bump when the entry layout or the Timeline's columns change
+# Every table of a Timeline, with its column contract (a test checks none is missing).
+TABLES: dict[str, dict[str, str]] = {"events": EVENT_COLUMNS, "counters": COUNTER_COLUMNS, "memory": MEMORY_COLUMNS}
+# Categories with a fixed vocabulary, set as the readers set them.
+VOCABULARIES: dict[tuple[str, str], tuple[str, ...]] = {
+    ("events", "kind"): EVENT_KINDS, ("events", "copy_kind"): COPY_KINDS,
+    ("memory", "device_type"): MEMORY_DEVICE_TYPES}
 CACHE_MIN_BYTES = 32 * 1024 * 1024  # smaller inputs decode in about a second: not worth the disk
 DEFAULT_MAX_BYTES = 2 * 1024**3
 SUFFIX = ".npz"
@@ -115,18 +133,15 @@ def store(entry: Path, ident: dict[str, Any], tl: Timeline) -> None:
     """Write `tl` as the entry for `ident`, atomically, then trim the cache to its bound."""
     meta = {
         "identity": ident,
-        "rows": [len(tl.events), len(tl.counters)],
-        "sources": [{"path": s.path, "format": s.format, "events_read": s.events_read,
-                     "events_kept": s.events_kept, "not_kept": s.not_kept, "warnings": s.warnings,
-                     "clock": s.clock} for s in tl.sources],
-        "ranks": [{"index": r.index, "rank": r.rank, "source": r.source, "world_size": r.world_size,
-                   "clock": r.clock, "framework": r.framework} for r in tl.ranks],
-        "devices": [{"rank": d.rank, "index": d.index, "name": d.name, "properties": d.properties}
-                    for d in tl.devices],
+        "rows": {name: len(getattr(tl, name)) for name in TABLES},
+        "sources": [dataclasses.asdict(x) for x in tl.sources],
+        "ranks": [dataclasses.asdict(x) for x in tl.ranks],
+        "devices": [dataclasses.asdict(x) for x in tl.devices],
         "warnings": tl.warnings,
     }
-    arrays = _table_arrays("events", tl.events, EVENT_COLUMNS)
-    arrays.update(_table_arrays("counters", tl.counters, COUNTER_COLUMNS))
+    arrays: dict[str, np.ndarray] = {}
+    for name, columns in TABLES.items():
+        arrays.update(_table_arrays(name, getattr(tl, name), columns))
     arrays["meta"] = np.frombuffer(orjson.dumps(meta), dtype=np.uint8)
     limit = max_bytes()
     if sum(a.nbytes for a in arrays.values()) > limit:
@@ -208,9 +223,9 @@ def _table(npz: Any, prefix: str, columns: dict[str, str], rows: int) -> pd.Data
                 raise _Bad(col)
             data[col] = values
     frame = pd.DataFrame(data, columns=list(columns))
-    if prefix == "events":  # the fixed vocabularies, as `events_frame` sets them
-        frame["kind"] = frame["kind"].cat.set_categories(EVENT_KINDS)
-        frame["copy_kind"] = frame["copy_kind"].cat.set_categories(COPY_KINDS)
+    for (table, col), vocabulary in VOCABULARIES.items():
+        if table == prefix:
+            frame[col] = frame[col].cat.set_categories(vocabulary)
     return frame
 
 
@@ -218,15 +233,12 @@ def _timeline(npz: Any, ident: dict[str, Any]) -> Timeline:
     meta = orjson.loads(npz["meta"].tobytes())
     if meta.get("identity") != ident:
         raise _Bad("identity")
-    n_events, n_counters = meta["rows"]
+    rows = meta["rows"]
     tl = Timeline(
-        events=_table(npz, "events", EVENT_COLUMNS, n_events),
-        counters=_table(npz, "counters", COUNTER_COLUMNS, n_counters),
-        sources=[Source(s["path"], s["format"], s["events_read"], s["events_kept"], dict(s["not_kept"]),
-                        list(s["warnings"]), s["clock"]) for s in meta["sources"]],
-        ranks=[RankInfo(r["index"], r["rank"], r["source"], r["world_size"], r["clock"], r["framework"])
-               for r in meta["ranks"]],
-        devices=[DeviceInfo(d["rank"], d["index"], d["name"], d["properties"]) for d in meta["devices"]],
+        **{name: _table(npz, name, columns, rows[name]) for name, columns in TABLES.items()},
+        sources=[Source(**x) for x in meta["sources"]],
+        ranks=[RankInfo(**x) for x in meta["ranks"]],
+        devices=[DeviceInfo(**x) for x in meta["devices"]],
         warnings=list(meta["warnings"]),
     )
     return tl.validate()

@@ -105,4 +105,63 @@ FIGURES: dict[str, str] = {
         "them. They disagree when more than 15 percentage points apart (with at least 5 samples): "
         "another process used the GPU, or the alignment is wrong."
     ),
+    "job_clock": (
+        "Several ranks are put on one clock, the job's. Ranks of one host share a clock (the host is "
+        "a `hostname` key of the trace header, else the host part of torch.profiler's default file "
+        "name `<host>_<pid>.<time>.pt.trace.json`; ranks with neither are taken as one host). A "
+        "collective ends at nearly the same moment on every rank, so each other host's offset is the "
+        "median, over the collectives found on every rank, of (the reference rank's end - this host's "
+        "end); the reference is the host of the lowest rank. Ranks taken to share a clock whose own "
+        "medians differ by more than 0.5 ms get one offset each. Collectives whose ends still differ "
+        "by more than 1 ms once shifted are not the same collective (sampled or trimmed traces) and "
+        "are left out, and the offsets are estimated again from the rest. A host's residual is the "
+        "median |end - the median rank's end| of its ranks' matched collectives on the job clock."
+    ),
+    "collectives": (
+        "A collective is a communication kernel on a rank's first device that runs any. It belongs to "
+        "the host step whose span holds its launch call (same correlation id; else its own start), "
+        "and `seq` is its order among the kernels of its name in that step. Collectives are matched "
+        "across ranks by (name, step, seq) and kept when found on every rank that runs collectives "
+        "and ending together (see job_clock). Warm-up steps are left out."
+    ),
+    "rank_communication": (
+        "Per rank, per steady-state step. Step time, compute (GPU busy minus exposed communication), "
+        "communication, exposed communication and overlapped communication (communication - exposed) "
+        "are medians over the steps of the per_step figures. Over the matched collectives on the job "
+        "clock, summed and divided by the number of steps they span: waiting in collectives = the "
+        "time from the rank's start to the last rank's start (at most its kernel's length); caused "
+        "wait = the waiting of all other ranks in the collectives this rank started last; lateness = "
+        "the rank's start - the median rank's start; last in = collectives it started last in while "
+        "others waited. Bus bandwidth = message bytes (`In/Out msg nelems` x `dtype` size, the "
+        "larger) x the collective's factor (all-reduce 2(n-1)/n; all-gather, reduce-scatter, "
+        "all-to-all (n-1)/n; others 1; n = ranks analysed) / the time from the last rank's start to "
+        "the end, over collectives that record a size (GB/s)."
+    ),
+    "stragglers": (
+        "A straggler is a rank whose lateness per step is at least `STRAGGLER_MIN_LATENESS_NS` (1 ms) "
+        "and at least `STRAGGLER_MIN_STEP_SHARE` (5%) of the median step time, and that started last "
+        "in at least one matched collective; listed latest first, each with the time the other ranks "
+        "waited for it per step and its own largest idle cause per steady-state step (mean over those "
+        "steps) as the diagnosis attributed it."
+    ),
+    "memory": (
+        "From torch.profiler's memory events (`profile_memory=True`; the `[memory]` instants), "
+        "per GPU and, kept apart, for the host: after each allocation or release, the bytes "
+        "allocated to tensors (`Total Allocated`) and reserved by the caching allocator (`Total "
+        "Reserved`: allocated plus cached blocks). Peak allocated / peak reserved = the largest "
+        "value over the trace. Total = the device's memory from the trace's `deviceProperties` "
+        "(`totalGlobalMem`). Peak allocated fraction = peak allocated / total; headroom = 1 - "
+        "peak reserved / total (peak allocated when the events carry no reserved total). Only "
+        "this process's allocator is seen: the CUDA context and other processes are not. The "
+        "series drawn holds every sample, or above 1000 the maximum per equal time bin; times "
+        "from the device's window start. A GPU whose events name another index than its kernels "
+        "(visible vs physical numbering) is matched when the rank has one of each."
+    ),
+    "memory_per_step": (
+        "For each host step span: peak allocated = the largest allocated value in the span, "
+        "including the value carried in from before it; allocated at the end = the last value at "
+        "or before the span's end; growth = that minus the previous step's (0 for the first). "
+        "Growth per step = the median of the growths after the first step. A leak shows as growth "
+        "in every step."
+    ),
 }

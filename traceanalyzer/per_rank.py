@@ -33,10 +33,32 @@ from .timeline import Timeline
 # Without --jobs, a job smaller than this is read in this process (a worker takes ~1 s to start).
 PARALLEL_MIN_BYTES = 64 * 1024 * 1024
 
+
+
+def _collectives(tl: Timeline, rank: int) -> Any:
+    from .analyses.collectives import collective_table
+
+    return collective_table(tl, rank)
+
+
+def _job(outputs: tuple[RankOutput, ...], analysis: Analysis) -> Analysis:
+    """Many ranks: one clock, collectives matched, stragglers (`job.with_job`), from the ranks' tables;
+    each table's rank column is set to the rank's number in the job (known only here)."""
+    if len(outputs) < 2:
+        return analysis
+    import numpy as np
+
+    from .job import with_job
+
+    tables = [o.extras["collectives"].assign(rank=np.full(len(o.extras["collectives"]), o.result.rank,
+                                                          dtype=np.int64)) for o in outputs]
+    return with_job(tables, analysis)
+
+
 # Worker side: name -> fn(tl, rank_index) -> compact per-rank value (e.g. a rank's collective table).
-RANK_EXTRAS: dict[str, Callable[[Timeline, int], Any]] = {}
+RANK_EXTRAS: dict[str, Callable[[Timeline, int], Any]] = {"collectives": _collectives}
 # Reduce side: fn(outputs, analysis) -> analysis, over every rank's output in job order.
-JOB_REDUCERS: list[Callable[[tuple[RankOutput, ...], Analysis], Analysis]] = []
+JOB_REDUCERS: list[Callable[[tuple[RankOutput, ...], Analysis], Analysis]] = [_job]
 
 
 @dataclass(frozen=True)
@@ -73,6 +95,7 @@ class FileOutput:
     ranks: tuple[RankOutput, ...] = ()
     error_path: str | None = None
     error_message: str | None = None
+    late_warnings: tuple[str, ...] = ()  # warnings that follow the job's own (memory events not shown)
 
 
 def analyze_file(task: RankTask, progress: Callable[[int], None] | None = None) -> FileOutput:
@@ -90,7 +113,7 @@ def analyze_file(task: RankTask, progress: Callable[[int], None] | None = None) 
 def analyze_rank_timeline(tl: Timeline, task: RankTask) -> FileOutput:
     """The per-rank results of a Timeline read from one file."""
     from .analyses.summary import analyze as figures_of
-    from .assemble import rank_diagnosis, rank_result, rank_tracks
+    from .assemble import memory_warnings, rank_diagnosis, rank_result, rank_tracks
     from .diagnosis import diagnose
     from .formats import rank_metas
 
@@ -112,7 +135,8 @@ def analyze_rank_timeline(tl: Timeline, task: RankTask) -> FileOutput:
             extras={name: fn(tl, r.index) for name, fn in RANK_EXTRAS.items()}))
     inputs = tuple(R.InputInfo(s.path, s.format, s.events_read, s.events_kept, dict(sorted(s.not_kept.items())),
                                tuple(s.warnings)) for s in tl.sources)
-    return FileOutput(task.path, inputs, tuple(tl.warnings), tuple(ranks))
+    return FileOutput(task.path, inputs, tuple(tl.warnings), tuple(ranks),
+                      late_warnings=tuple(memory_warnings(tl, figures)))
 
 
 def analyze_set(inputs: InputSet, options: Any, notes: tuple[str, ...] = ()) -> Analysis:
@@ -202,7 +226,7 @@ def reduce_job(outputs: list[FileOutput], inputs: InputSet, min_gap_ns: int, inc
         tool=R.ToolInfo("traceanalyzer", __version__),
         options=R.OptionsInfo(_us0(min_gap_ns), include_warmup),
         inputs=tuple(i for p in parts for i in p.inputs),
-        warnings=tuple(warnings) + tuple(notes),
+        warnings=tuple(warnings) + tuple(notes) + tuple(w for p in parts for w in p.late_warnings),
         ranks=rank_results,
         summary=summary(rank_results),
         definitions=dict(FIGURES),

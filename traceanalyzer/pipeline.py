@@ -150,8 +150,14 @@ def analyze_timeline(tl: Timeline, options: Options | None = None, alignments: t
             from .diagnosis.counters import diagnose_counters
 
             diagnosis = diagnose_counters(counters)
-    return assemble(tl, figures, diagnosis, counters, alignments, counters_aligned, warnings,
-                    options.include_warmup)
+    analysis = assemble(tl, figures, diagnosis, counters, alignments, counters_aligned, warnings,
+                        options.include_warmup)
+    if len(tl.ranks) > 1:  # many ranks: one clock, collectives matched, stragglers
+        from .analyses.collectives import collective_table
+        from .job import with_job
+
+        analysis = with_job([collective_table(tl, r.index) for r in tl.ranks], analysis)
+    return analysis
 
 
 def load(path: PathLike) -> Analysis:

@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import TextIO
 
+from .inert import terminal
+
 PROGRESS_MIN_BYTES = 100 * 1024 * 1024
 _REFRESH_S = 0.25
 
@@ -78,7 +80,7 @@ class Progress:
             return
         with self._lock:
             self._last = now
-            text = self.line()
+            text = terminal(self.line())
             pad = max(self._width - len(text), 0)
             self._width = max(self._width, len(text))
             self.stream.write("\r" + text + " " * pad)

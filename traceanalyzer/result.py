@@ -455,7 +455,7 @@ class RankCommRow:
     rank: int
     host: str | None
     step_time_us: float | None
-    compute_us: float  # GPU busy minus communication
+    compute_us: float  # GPU busy minus exposed communication (time some other GPU work runs)
     comm_us: float  # communication kernels (union)
     exposed_comm_us: float  # communication with no compute running beside it
     overlapped_comm_us: float
@@ -463,6 +463,7 @@ class RankCommRow:
     caused_wait_us: float  # time the other ranks waited for this one
     lateness_us: float  # arrival at collectives vs the median rank (positive: late)
     bus_bandwidth_gbps: float | None  # collective bytes / time, where sizes are known
+    last_arrivals: int = 0  # matched collectives in which this rank started last and held others up
 
 
 @dataclass(frozen=True)
@@ -473,6 +474,7 @@ class JobResult:
     collectives_matched: int  # collectives found on every rank and matched across them
     ranks: tuple[RankCommRow, ...]
     chart: PlainData  # per-rank bars: compute, exposed communication, waiting, caused wait
+    straggler_min_lateness_us: float | None = None  # lateness per step from which a rank is a straggler
 
 
 # --- host logs (glances) ---------------------------------------------------------------------------------

@@ -5,6 +5,8 @@ A Timeline holds two tables with fixed, validated columns and a little metadata:
 * `events`: one row per duration event (GPU kernels, copies, host ops, steps, waits).
   Times are int64 nanoseconds; strings are pandas categories.
 * `counters`: one row per sampled counter value (e.g. nvidia-smi SM utilisation).
+* `memory`: one row per allocator event of torch.profiler(profile_memory=True) (the `[memory]`
+  instants): the bytes allocated and reserved on a device (or the host) after that event.
 
 Readers classify their format's events into the fixed vocabulary `EVENT_KINDS`, so that
 analyses never look at format-specific categories or names to decide what an event is.
@@ -71,6 +73,22 @@ COUNTER_COLUMNS: dict[str, str] = {
     "metric": "category",  # e.g. "sm_util_pct", "mem_util_pct", "power_w", "sm_clock_mhz"
     "value": "float64",  # NaN when the log said the value was missing
     "source": "int32",  # index into Timeline.sources
+}
+
+# Device types of memory rows: GPU memory (CUDA, and HIP on ROCm builds) and host memory, kept apart.
+MEMORY_GPU = "cuda"
+MEMORY_CPU = "cpu"
+MEMORY_OTHER = "other"  # another accelerator type (XPU, MTIA, ...): kept, not analysed
+MEMORY_DEVICE_TYPES = (MEMORY_GPU, MEMORY_CPU, MEMORY_OTHER)
+
+MEMORY_COLUMNS: dict[str, str] = {
+    "rank": "int32",  # index into Timeline.ranks
+    "device_type": "category",  # one of MEMORY_DEVICE_TYPES
+    "device": "int32",  # device index (GPU index as the events use it; -1 for the host)
+    "ts_ns": "int64",  # when the allocation or release happened, on the rank's events clock
+    "allocated_bytes": "int64",  # bytes held by tensors on that device after the event
+    "reserved_bytes": "int64",  # bytes the caching allocator holds (allocated + cached); -1 when absent
+    "bytes": "int64",  # the event's own size: > 0 allocation, < 0 release
 }
 
 # --- counter metrics -----------------------------------------------------------------------------
@@ -158,6 +176,7 @@ class RankInfo:
     # "epoch": ts_ns is nanoseconds since the Unix epoch; "relative": an unknown origin.
     clock: str = "relative"
     framework: str = ""  # e.g. "pytorch", "tensorflow"
+    host: str | None = None  # the machine it ran on (trace metadata); ranks of one host share a clock
 
 
 def empty_events() -> pd.DataFrame:
@@ -166,6 +185,22 @@ def empty_events() -> pd.DataFrame:
 
 def empty_counters() -> pd.DataFrame:
     return _empty(COUNTER_COLUMNS)
+
+
+def empty_memory() -> pd.DataFrame:
+    return memory_frame({c: [] for c in MEMORY_COLUMNS})
+
+
+def memory_frame(columns: dict[str, Any]) -> pd.DataFrame:
+    """A memory table from arrays (every column of MEMORY_COLUMNS), typed by the contract."""
+    data: dict[str, Any] = {}
+    for col, dtype in MEMORY_COLUMNS.items():
+        value = columns[col]
+        if dtype == "category":
+            data[col] = pd.Categorical(value, categories=MEMORY_DEVICE_TYPES)
+        else:
+            data[col] = np.asarray(value).astype(dtype, copy=False)
+    return pd.DataFrame(data)
 
 
 def _empty(columns: dict[str, str]) -> pd.DataFrame:
@@ -210,6 +245,7 @@ def validate_columns(frame: pd.DataFrame, columns: dict[str, str], what: str) ->
 class Timeline:
     events: pd.DataFrame = field(default_factory=empty_events)
     counters: pd.DataFrame = field(default_factory=empty_counters)
+    memory: pd.DataFrame = field(default_factory=empty_memory)
     sources: list[Source] = field(default_factory=list)
     ranks: list[RankInfo] = field(default_factory=list)
     devices: list[DeviceInfo] = field(default_factory=list)
@@ -219,6 +255,11 @@ class Timeline:
         """Check the column contracts and the invariants analyses rely on; return self."""
         validate_columns(self.events, EVENT_COLUMNS, "events")
         validate_columns(self.counters, COUNTER_COLUMNS, "counters")
+        validate_columns(self.memory, MEMORY_COLUMNS, "memory")
+        if len(self.memory):
+            ranks = self.memory["rank"].to_numpy()
+            if ranks.min() < 0 or ranks.max() >= max(len(self.ranks), 1):
+                raise TimelineError("memory: rank index outside Timeline.ranks")
         ev = self.events
         if len(ev):
             if (ev["dur_ns"].to_numpy() < 0).any():
@@ -235,13 +276,13 @@ class Timeline:
     def concat(parts: list[Timeline]) -> Timeline:
         """Join timelines (e.g. one per rank file), renumbering rank and source indices."""
         out = Timeline()
-        frames, counter_frames = [], []
+        frames, counter_frames, memory_frames = [], [], []
         for part in parts:
             rank_offset, source_offset = len(out.ranks), len(out.sources)
             out.sources.extend(part.sources)
             for r in part.ranks:
                 out.ranks.append(RankInfo(r.index + rank_offset, r.rank, r.source + source_offset,
-                                          r.world_size, r.clock, r.framework))
+                                          r.world_size, r.clock, r.framework, r.host))
             for d in part.devices:
                 out.devices.append(DeviceInfo(d.rank + rank_offset, d.index, d.name, d.properties))
             out.warnings.extend(part.warnings)
@@ -251,9 +292,13 @@ class Timeline:
             co = part.counters.copy()
             co["source"] = (co["source"] + source_offset).astype("int32")
             counter_frames.append(co)
+            mem = part.memory.copy()
+            mem["rank"] = (mem["rank"] + rank_offset).astype("int32")
+            memory_frames.append(mem)
         if frames:
             out.events = _concat_frames(frames, EVENT_COLUMNS)
             out.counters = _concat_frames(counter_frames, COUNTER_COLUMNS)
+            out.memory = _concat_frames(memory_frames, MEMORY_COLUMNS)
         return out.validate()
 
     # --- convenience views used by analyses (no computation beyond selection) -----------------
@@ -284,4 +329,6 @@ def _concat_frames(frames: list[pd.DataFrame], columns: dict[str, str]) -> pd.Da
     if "kind" in out:
         out["kind"] = out["kind"].cat.set_categories(EVENT_KINDS)
         out["copy_kind"] = out["copy_kind"].cat.set_categories(COPY_KINDS)
+    if "device_type" in out:
+        out["device_type"] = out["device_type"].cat.set_categories(MEMORY_DEVICE_TYPES)
     return out

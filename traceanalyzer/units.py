@@ -65,3 +65,15 @@ def parse_size_bytes(text: str) -> int:
     if not m or unit not in _SIZE_UNITS and unit != "":
         raise ValueError(f"{text!r} is not a size: expected a number and a unit, e.g. 500MB, 16GiB")
     return int(float(m.group(1)) * _SIZE_UNITS.get(unit, 1))
+
+
+def format_bytes(n: float | None) -> str:
+    """Bytes in binary units for prose and tables: 512 B, 1.5 KiB, 3.2 GiB; "n/a" for None."""
+    if n is None:
+        return "n/a"
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} TiB"  # pragma: no cover (the loop returns)

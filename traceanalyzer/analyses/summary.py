@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from ..timeline import Timeline
 from . import _intervals as iv
 from . import figures as F
+from .memory import RankMemory, rank_memory
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,7 @@ class RankAnalysis:
     dataloader_wait_ns: int
     dataloader_wait_fraction: float | None
     devices: tuple[DeviceAnalysis, ...]
+    memory: RankMemory | None = None  # from profile_memory events (analyses/memory.py)
 
 
 @dataclass(frozen=True)
@@ -63,7 +65,8 @@ def analyze_rank(tl: Timeline, rank: int, min_gap_ns: int = F.DEFAULT_MIN_GAP_NS
     wait = F.dataloader_wait_ns(tl, rank, rank_window)
     st = F.per_step(tl, rank)
     return RankAnalysis(rank, tl.ranks[rank].rank, rank_window, len(st), st, wait,
-                        wait / rank_window.dur_ns if rank_window.dur_ns > 0 else None, tuple(devices))
+                        wait / rank_window.dur_ns if rank_window.dur_ns > 0 else None, tuple(devices),
+                        rank_memory(tl, rank, [d.device for d in devices]))
 
 
 Analysis = Figures  # the name before the typed result took it

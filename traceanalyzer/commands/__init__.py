@@ -2,7 +2,9 @@
 
 Every error a user can cause is a `TraceAnalyzerError`: printed as one line on stderr
 (`traceanalyzer: error: FILE: what was wrong`) and exiting with its `exit_code`. Anything else is
-a bug: one line, exit 3, and a traceback only with TRACEANALYZER_DEBUG=1.
+a bug: one line, exit 3, and a traceback only with TRACEANALYZER_DEBUG=1. Messages quote file
+names and trace text, so they pass through `inert.terminal` (no escape sequence reaches the
+terminal, a newline in a name shows as `\\n` instead of starting a line).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import click
 
 from .. import __version__
 from ..errors import EXIT_INTERNAL, TraceAnalyzerError
+from ..inert import terminal
 
 
 class _Group(click.Group):
@@ -24,7 +27,7 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except TraceAnalyzerError as exc:
-            click.echo(f"traceanalyzer: error: {exc}", err=True)
+            click.echo(f"traceanalyzer: error: {terminal(exc)}", err=True)
             sys.exit(exc.exit_code)
         except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
             raise
@@ -37,7 +40,7 @@ class _Group(click.Group):
         except Exception as exc:  # a bug: one line, unless debugging
             if os.environ.get("TRACEANALYZER_DEBUG"):
                 raise
-            click.echo(f"traceanalyzer: internal error: {type(exc).__name__}: {exc} "
+            click.echo(f"traceanalyzer: internal error: {type(exc).__name__}: {terminal(exc)} "
                        f"(set TRACEANALYZER_DEBUG=1 for a traceback, and please report it)", err=True)
             sys.exit(EXIT_INTERNAL)
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from ..inert import terminal
 from ._options import analysis_options, build_options, execution_options, output_format, output_options, stem
 from ._output import check_target, write
 
@@ -83,7 +84,7 @@ def diff_command(base: Path, head: Path, output: Path | None, fmt: str | None, f
         stream = sys.stderr if str(target) == "-" else sys.stdout
         stream.write(render_diff_text(comparison))
         if str(target) != "-":
-            stream.write(f"Comparison ({fmt}) written to {target}\n")
+            stream.write(f"Comparison ({fmt}) written to {terminal(target)}\n")
     message = failed_message(comparison.gates)
     if message:
         raise GateFailed(message)

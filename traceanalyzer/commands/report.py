@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from ..inert import terminal
 from ._options import (
     SUFFIX_BY_FORMAT,
     analysis_options,
@@ -94,9 +95,9 @@ def report_command(traces: tuple[Path, ...], output: Path | None, fmt: str | Non
                 stream = sys.stderr if str(target) == "-" else sys.stdout
                 stream.write(render_text(analysis))
                 if str(target) != "-":
-                    stream.write(f"Report ({fmt}) written to {target}\n")
+                    stream.write(f"Report ({fmt}) written to {terminal(target)}\n")
                 for g in gates:
-                    stream.write(f"gate {'passed' if g.passed else 'FAILED'}: {g.rule} ({g.detail})\n")
+                    stream.write(terminal(f"gate {'passed' if g.passed else 'FAILED'}: {g.rule} ({g.detail})") + "\n")
             message = failed_message(gates)
             if message:
                 failures.append(message if len(runs) == 1 else f"{_label}: {message}")

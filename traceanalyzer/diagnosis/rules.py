@@ -143,7 +143,9 @@ class Diagnosis:
 
 def diagnose(tl: Timeline, analysis: Figures, include_warmup: bool = False) -> Diagnosis:
     """The verdict for every rank and for the job (the rank losing the most GPU time)."""
-    ranks = tuple(diagnose_rank(tl, r, include_warmup) for r in analysis.ranks)
+    from .memory import add_memory_findings  # here: diagnosis.memory builds on this module's types
+
+    ranks = tuple(add_memory_findings(diagnose_rank(tl, r, include_warmup), r) for r in analysis.ranks)
     if not ranks:
         return Diagnosis(UNDETERMINED, None, "Nothing to diagnose: the input holds no events.", None, (), ())
     pick = ranks[job_rank([r.lost_ns for r in ranks], [bool(r.devices) for r in ranks])]
@@ -201,19 +203,7 @@ def diagnose_rank(tl: Timeline, ra: RankAnalysis, include_warmup: bool = False) 
                              findings=findings, host_shares=shares, **base)  # type: ignore[arg-type]
 
     findings = _findings(tl, ra, devices, lost_by_cause, window_ns, lost_ns, host, periodic, info.framework)
-    n_gpu = _gpu_events(tl, rank, devices)
-    idle_pct = _pct(idle_ns / window_ns) if window_ns else "n/a"
-    busy_share = 1 - idle_ns / window_ns if window_ns else 0.0
-    if n_gpu < MIN_GPU_EVENTS or busy_share < MIN_BUSY_SHARE:
-        why = (f"only {n_gpu} GPU activities in the window" if n_gpu < MIN_GPU_EVENTS
-               else f"GPU busy only {_pct(busy_share)} of the window") + ": too little GPU work to judge"
-        shares = host_shares(tl, rank, ra, host)
-        host_primary, host_findings, host_line = _host_verdict(shares, info.framework)
-        return RankDiagnosis(primary=UNDETERMINED, host_primary=host_primary, reason=why,
-                             headline=f"{host_line} ({why})." if host_line else f"Undetermined: {why}.",
-                             findings=host_findings or findings, host_shares=shares,
-                             **base)  # type: ignore[arg-type]
-    # --- the verdict: steady-state lost time by cause, robust to single gaps, start-up apart
+    # --- steady-state lost time by cause, robust to single gaps, start-up apart
     warmup = warmup_steps(st) if not include_warmup else np.zeros(0, dtype=np.int64)
     in_warmup = _lost_in_steps(devices, st, warmup)
     steady = robust_lost_by_cause(devices, st, warmup, lost_by_cause, in_warmup)
@@ -223,6 +213,22 @@ def diagnose_rank(tl: Timeline, ra: RankAnalysis, include_warmup: bool = False) 
     warmup_ns = int((st.end_ns[warmup] - st.start_ns[warmup]).sum()) * len(devices) if len(warmup) else 0
     steady_window = max(window_ns - warmup_ns, 1)
     startup_dominates = startup_ns > steady[ranked[0]] and startup_ns >= STARTUP_DOMINATED_MIN_SHARE * lost_ns
+    n_gpu = _gpu_events(tl, rank, devices)
+    idle_pct = _pct(idle_ns / window_ns) if window_ns else "n/a"
+    # Busy share of the window once one-off start-up is set apart: a capture of the first
+    # iterations is judged on what follows them, and one that is mostly start-up says so.
+    busy_share = (window_ns - idle_ns) / max(window_ns - startup_ns, 1) if window_ns else 0.0
+    if n_gpu < MIN_GPU_EVENTS or (busy_share < MIN_BUSY_SHARE and not startup_dominates):
+        why = (f"only {n_gpu} GPU activities in the window" if n_gpu < MIN_GPU_EVENTS
+               else f"GPU busy only {_pct(busy_share)} of the window"
+               + (" after start-up" if startup_ns else "")) + ": too little GPU work to judge"
+        shares = host_shares(tl, rank, ra, host)
+        host_primary, host_findings, host_line = _host_verdict(shares, info.framework)
+        return RankDiagnosis(primary=UNDETERMINED, host_primary=host_primary, reason=why,
+                             headline=f"{host_line} ({why})." if host_line else f"Undetermined: {why}.",
+                             findings=host_findings or findings, host_shares=shares,
+                             **base)  # type: ignore[arg-type]
+    # --- the verdict
     if steady_total < GPU_BOUND_MAX_LOST_SHARE * steady_window and not startup_dominates:
         gpu = _gpu_bound_finding(tl, ra, window_ns, idle_ns, info.framework)
         return RankDiagnosis(primary=GPU_BOUND, host_primary=None,

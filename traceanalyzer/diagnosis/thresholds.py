@@ -46,7 +46,8 @@ COPY_WAIT_MIN_NS = 100_000
 # --- verdict --------------------------------------------------------------------------------------
 # Too little GPU work to judge (tiny test traces, graph capture, GPU left unused): fewer GPU
 # activities (kernels, copies, memsets) than MIN_GPU_EVENTS in the window, or GPU busy less than
-# MIN_BUSY_SHARE of it. Such ranks get the host-loop verdict, as CPU-only traces do.
+# MIN_BUSY_SHARE of the window after start-up (unless start-up dominates the capture). Such ranks
+# get the host-loop verdict, as CPU-only traces do.
 MIN_GPU_EVENTS = 5
 MIN_BUSY_SHARE = 0.01
 # A cause wins the verdict clearly when its lost time is at least this multiple of the runner-up's.
@@ -81,3 +82,28 @@ HOST_INPUT_BOUND_SHARE = 0.20
 TOP_GAPS = 10  # longest gaps listed per rank, with evidence
 EVIDENCE_NAMES = 3  # host event names listed per gap or finding
 TOP_KERNELS_NAMED = 3  # kernels named in a gpu_bound finding
+
+# --- stragglers -----------------------------------------------------------------------------------
+# A rank is a straggler when it starts its collectives, summed per step, at least this much later
+# than the median rank ... (one clock's jitter and launch noise stay far below a millisecond)
+STRAGGLER_MIN_LATENESS_NS = 1_000_000
+# ... and at least this share of the median step time (a 1 ms lag in a 10 s step is no straggler).
+STRAGGLER_MIN_STEP_SHARE = 0.05
+# --- memory (profile_memory events; findings, not causes of idle time) ---------------------------------
+# High memory pressure: the peak reserved (else allocated) memory is at least this share of the
+# device's memory. The caching allocator then retries / frees its cache and an OOM is one batch away.
+MEMORY_PRESSURE_FRACTION = 0.90
+# ... "high" severity from this share on.
+MEMORY_PRESSURE_HIGH_FRACTION = 0.95
+# Headroom: the peak reserved (else allocated) memory is at most this share of the device's memory
+# (seed 001: fill the GPU; a larger batch often raises throughput). Not said when the verdict is
+# already allocator-bound.
+MEMORY_HEADROOM_MAX_USED_FRACTION = 0.40
+# A leak: the memory allocated at the end of a step grows from every step to the next, over at least
+# this many consecutive step-to-step changes ...
+MEMORY_LEAK_MIN_STEPS = 3
+# ... by at least this many bytes each (any retained tensor: steady training ends every step with
+# exactly the same bytes allocated).
+MEMORY_LEAK_MIN_GROWTH_BYTES = 1
+# A leak is "high" severity when at its median growth the device would be full within this many steps.
+MEMORY_LEAK_SOON_STEPS = 10_000

@@ -13,6 +13,7 @@ from pathlib import Path
 from types import ModuleType
 
 from ..errors import InputError, UsageError
+from ..inert import terminal
 from ..timeline import Timeline
 from ._base import ReadOptions
 from ._io import read_head, read_input
@@ -147,7 +148,8 @@ def _label(paths: list[Path]) -> str:
 
 
 def _stderr(line: str) -> None:
-    sys.stderr.write(f"traceanalyzer: {line}\n")
+    """Default `notify`: run and folder names come from the file system, so made inert."""
+    sys.stderr.write(f"traceanalyzer: {terminal(line)}\n")
 
 
 def counter_readers() -> tuple[ModuleType, ...]:

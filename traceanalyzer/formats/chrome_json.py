@@ -50,12 +50,21 @@ class ChromeArgs(msgspec.Struct, gc=False):
     external_id_2021: Any = msgspec.field(default=None, name="external id")
     bytes: Any = None
     collective: Any = msgspec.field(default=None, name="Collective name")
+    in_nelems: Any = msgspec.field(default=None, name="In msg nelems")  # NCCL kernels: message size
+    out_nelems: Any = msgspec.field(default=None, name="Out msg nelems")
+    dtype: Any = None
     kind: Any = None  # ROCm memcpy direction ("HtoD")
     step_num: Any = None  # TF "Profiled batch"
     correlation_id: Any = None  # TF / xprof trace viewer: kernel <-> launch
     memcpy_details: Any = None  # TF / xprof: "kind:HtoD size:655360 dest:2 async:1"
     memset_details: Any = None
     input_dims: Any = msgspec.field(default=None, name="Input Dims")
+    # torch.profiler(profile_memory=True) "[memory]" instants
+    device_type: Any = msgspec.field(default=None, name="Device Type")
+    device_id: Any = msgspec.field(default=None, name="Device Id")
+    total_allocated: Any = msgspec.field(default=None, name="Total Allocated")
+    total_reserved: Any = msgspec.field(default=None, name="Total Reserved")
+    mem_bytes: Any = msgspec.field(default=None, name="Bytes")
 
 
 class ChromeEvent(msgspec.Struct, gc=False):

@@ -69,6 +69,9 @@ MEMCPY_DIRECTION = re.compile(r"\b(HtoD|DtoH|DtoD|PtoP|HtoH)\b")
 COMM_PREFIXES = ("nccl", "rccl")
 
 _FLOW_PHASES = {"s", "f", "t"}
+MEMORY_EVENT = "[memory]"  # torch.profiler(profile_memory=True): one instant per allocation / release
+# c10::DeviceType numbers as Kineto writes them in "Device Type" (HIP: the GPU of ROCm builds).
+_MEMORY_DEVICE_TYPE = {0: T.MEMORY_CPU, 1: T.MEMORY_GPU, 6: T.MEMORY_GPU}
 
 
 def sniff(head: bytes) -> bool:
@@ -85,7 +88,16 @@ class KinetoArgs(msgspec.Struct, gc=False):
     correlation: int | str = -1
     bytes: int | str = -1
     collective: Any = msgspec.field(default=None, name="Collective name")
+    in_nelems: Any = msgspec.field(default=None, name="In msg nelems")  # NCCL kernels: message size
+    out_nelems: Any = msgspec.field(default=None, name="Out msg nelems")
+    dtype: Any = None
     kind: str = ""  # ROCm memcpy direction ("HtoD")
+    # "[memory]" instants (profile_memory=True); loosely typed, read only for those events
+    device_type: Any = msgspec.field(default=None, name="Device Type")
+    device_id: Any = msgspec.field(default=None, name="Device Id")
+    total_allocated: Any = msgspec.field(default=None, name="Total Allocated")
+    total_reserved: Any = msgspec.field(default=None, name="Total Reserved")
+    mem_bytes: Any = msgspec.field(default=None, name="Bytes")
 
 
 class KinetoEvent(msgspec.Struct, gc=False):
@@ -165,7 +177,8 @@ def _timeline(cols: _Collector, header: dict[str, Any], path: Path, fmt: str) ->
     source = Source(path=str(path), format=fmt)
     source.events_read = cols.events_read
     for phase, n in sorted(cols.not_kept.items()):
-        source.not_kept[phase] = n
+        if n:
+            source.not_kept[phase] = n
 
     base_ns = int_or_none(header.get("baseTimeNanoseconds")) or 0
     events = cols.frame(base_ns)
@@ -189,17 +202,24 @@ def _timeline(cols: _Collector, header: dict[str, Any], path: Path, fmt: str) ->
     if unknown:
         listed = ", ".join(f"{c or '(none)'} ({n})" for c, n in sorted(unknown.items()))
         source.warnings.append(f"categories not recognised, kept as 'other': {listed}")
-    source.events_kept = len(events)
+    memory = cols.memory(base_ns)
+    n_memory_dropped = cols.dropped.pop("memory_event_unusable", 0)
+    if n_memory_dropped:
+        source.not_kept["memory_event_unusable"] = n_memory_dropped
+        source.warnings.append(f"{n_memory_dropped} [memory] events dropped: no time, no allocated total, "
+                               f"or an implausible time or device")
+    source.events_kept = len(events) + len(memory)
 
     info = header.get("distributedInfo") if isinstance(header.get("distributedInfo"), dict) else {}
     rank = int_or_none(info.get("rank")) if info else None
     world = int_or_none(info.get("world_size")) if info else None
     ts_us_median = float(np.median(events["ts_ns"].to_numpy())) / 1000 if len(events) else 0.0
     epoch = bool(base_ns) or ts_us_median > 1e15  # > 2001-09-09 in epoch microseconds
-    tl = Timeline(events=events, sources=[source],
+    tl = Timeline(events=events, memory=memory, sources=[source],
                   ranks=[RankInfo(index=0, rank=rank, source=0, world_size=world,
-                                  clock="epoch" if epoch else "relative", framework="pytorch")])
-    tl.devices = _devices(header, events)
+                                  clock="epoch" if epoch else "relative", framework="pytorch",
+                                  host=host_of(header, path))])
+    tl.devices = _devices(header, events, memory)
     return tl.validate()
 
 
@@ -225,6 +245,8 @@ class _Collector:
         self.dropped: Counter[str] = Counter()  # events dropped for implausible values, by reason
         self.steps_out_of_range: list[int] = []  # name codes of ProfilerStep#N with N beyond int32
         self.odd_steps = 0  # such events: kept as annotations
+        # "[memory]" instants: ts, device type, device id, allocated, reserved, bytes (kept apart)
+        self.memory_parts: list[tuple[np.ndarray, ...]] = []
 
     def add(self, chunk: list[Any]) -> None:
         n = len(chunk)
@@ -234,9 +256,12 @@ class _Collector:
         phs = list(map(_PH, chunk))
         n_x = phs.count("X")
         if n_x != n:
-            for ph, count in Counter(phs).items():
+            phases = Counter(phs)
+            for ph, count in phases.items():
                 if ph != "X":
                     self.not_kept[_phase_reason(ph)] += count
+            if phases.get("i") or phases.get("I"):
+                self._add_memory(chunk, phs)
         if not n_x:
             return
         xs = chunk if n_x == n else list(compress(chunk, map(eq, phs, repeat("X"))))
@@ -257,8 +282,46 @@ class _Collector:
         p["bytes"].append(to_int_id([a.bytes if a is not None else None for a in args]))
         p["correlation"].append(to_int_id([a.correlation if a is not None else None for a in args]))
         p["copy_kind"].append(self.copy_kinds.codes([a.kind if a is not None else None for a in args]))
-        p["collective"].append(np.fromiter(
-            (a is not None and a.collective is not None for a in args), dtype=bool, count=len(args)))
+        collective = np.fromiter((a is not None and a.collective is not None for a in args), dtype=bool,
+                                 count=len(args))
+        p["collective"].append(collective)
+        _message_bytes(p["bytes"][-1], args, collective)
+
+    def _add_memory(self, chunk: list[Any], phs: list[Any]) -> None:
+        """The "[memory]" instants of a chunk, as columns (the other instants stay not kept)."""
+        mem = [e for e in compress(chunk, map(_IS_INSTANT, phs)) if e.name == MEMORY_EVENT and e.args is not None]
+        if not mem:
+            return
+        self.not_kept["instant"] -= len(mem)
+        args = [e.args for e in mem]
+        self.memory_parts.append((
+            to_float([e.ts for e in mem]),
+            np.array([_memory_device_type(a.device_type) for a in args], dtype=np.int8),
+            to_float([a.device_id for a in args]),
+            to_float([a.total_allocated for a in args]),
+            to_float([a.total_reserved for a in args]),
+            to_float([a.mem_bytes for a in args]),
+        ))
+
+    def memory(self, base_ns: int) -> pd.DataFrame:
+        """The memory table; events without a time or an allocated total are dropped and counted."""
+        if not self.memory_parts:
+            return T.empty_memory()
+        ts, dtype, dev, alloc, reserved, nbytes = (np.concatenate(c) for c in zip(*self.memory_parts))
+        bad = ~np.isfinite(ts) | (np.abs(ts + base_ns / 1000.0) > MAX_ABS_TIME_US) | ~np.isfinite(alloc)
+        bad |= np.isfinite(dev) & ((dev > MAX_DEVICE_ID) | (dev < -1))
+        if bad.any():
+            self.dropped["memory_event_unusable"] += int(bad.sum())
+            keep = ~bad
+            ts, dtype, dev, alloc, reserved, nbytes = (a[keep] for a in (ts, dtype, dev, alloc, reserved, nbytes))
+        types = np.array(T.MEMORY_DEVICE_TYPES, dtype=object)[dtype.astype(np.intp)]
+        device = np.where(np.isfinite(dev) & (types != T.MEMORY_CPU), np.nan_to_num(dev, nan=-1.0), -1.0)
+        return T.memory_frame({
+            "rank": np.zeros(len(ts), dtype=np.int32), "device_type": types, "device": device,
+            "ts_ns": us_to_ns(ts) + np.int64(base_ns), "allocated_bytes": alloc,
+            "reserved_bytes": np.where(np.isfinite(reserved), reserved, -1.0),
+            "bytes": np.nan_to_num(nbytes, nan=0.0),
+        })
 
     def _add_typed(self, xs: list[KinetoEvent]) -> None:
         """`add` for typed structs: the same columns, one C-level pass per field."""
@@ -286,6 +349,7 @@ class _Collector:
             nbytes[on_device] = _ids(sub, _BYTES)
             copy_kind[on_device] = self.copy_kinds.codes(list(map(_KIND, sub)))
             collective[on_device] = [c is not None for c in map(_COLLECTIVE, sub)]
+            _message_bytes(nbytes, [e.args for e in xs], collective)
         p["device"].append(device)
         p["stream"].append(stream)
         p["bytes"].append(nbytes)
@@ -338,7 +402,7 @@ class _Collector:
         stream = np.where(on_device, np.where(p["stream"] >= 0, p["stream"], p["tid"]), -1)
         pid = np.where(on_device, -1, p["pid"])
         tid = np.where(on_device, -1, p["tid"])
-        moved = (kind == code_of[T.MEMCPY]) | (kind == code_of[T.MEMSET])
+        moved = (kind == code_of[T.MEMCPY]) | (kind == code_of[T.MEMSET]) | comm
         nbytes = np.where(moved, p["bytes"], -1)
 
         ts = p["ts"].astype(np.float64, copy=False)
@@ -383,6 +447,38 @@ class _Collector:
 _PH, _TS, _DUR, _NAME, _CAT, _PID, _TID = (attrgetter(a) for a in ("ph", "ts", "dur", "name", "cat", "pid", "tid"))
 _DEVICE, _STREAM, _BYTES, _CORRELATION, _KIND, _COLLECTIVE = (
     attrgetter(f"args.{a}") for a in ("device", "stream", "bytes", "correlation", "kind", "collective"))
+
+
+# Bytes per element of the dtypes NCCL kernels record ("dtype" arg, torch's scalar type names).
+DTYPE_BYTES = {"Float": 4, "Double": 8, "Half": 2, "BFloat16": 2, "Long": 8, "Int": 4, "Short": 2,
+               "Char": 1, "Byte": 1, "Bool": 1, "Float8_e4m3fn": 1, "Float8_e5m2": 1, "ComplexFloat": 8}
+
+
+MAX_MESSAGE_BYTES = 1 << 50  # a larger message is no real one: left unknown
+
+
+def _message_bytes(nbytes: np.ndarray, args: list[Any], collective: np.ndarray) -> None:
+    """Communication kernels that record their message (`In/Out msg nelems`, `dtype`): its size in
+    bytes (the larger of input and output, as collective benchmarks count it) into `nbytes`. Only
+    rows flagged `collective` are looked at: a few per step."""
+    for i in np.flatnonzero(collective).tolist():
+        a = args[i]
+        size = DTYPE_BYTES.get(a.dtype) if isinstance(a.dtype, str) else None
+        counts = [v for v in (int_or_none(a.in_nelems), int_or_none(a.out_nelems)) if v is not None and v >= 0]
+        if size and counts and nbytes[i] < 0 and max(counts) * size < MAX_MESSAGE_BYTES:
+            nbytes[i] = max(counts) * size
+def _IS_INSTANT(ph: Any) -> bool:  # noqa: N802 (used like the attrgetters above)
+    return ph == "i" or ph == "I"
+
+
+def _memory_device_type(value: Any) -> int:
+    """Index into T.MEMORY_DEVICE_TYPES of a "Device Type" value (a c10 number, or a name)."""
+    if isinstance(value, str):
+        v = value.strip().lower()
+        kind = T.MEMORY_CPU if v == "cpu" else T.MEMORY_GPU if v in ("cuda", "hip", "gpu") else T.MEMORY_OTHER
+    else:
+        kind = _MEMORY_DEVICE_TYPE.get(int_or_none(value), T.MEMORY_OTHER)  # type: ignore[arg-type]
+    return T.MEMORY_DEVICE_TYPES.index(kind)
 
 
 def _ids(xs: list[KinetoEvent], get: attrgetter[Any]) -> np.ndarray:
@@ -432,7 +528,8 @@ def _drop_bad(events: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, int]]:
             {"no_timestamp": int(no_ts.sum()), "negative_duration": int(negative.sum())})
 
 
-def _devices(header: dict[str, Any], events: pd.DataFrame) -> list[DeviceInfo]:
+def _devices(header: dict[str, Any], events: pd.DataFrame, memory: pd.DataFrame) -> list[DeviceInfo]:
+    """GPUs with work or with GPU memory events, with their deviceProperties (name, totalGlobalMem)."""
     props = header.get("deviceProperties")
     if not isinstance(props, list):
         props = header.get("computeProperties")
@@ -442,7 +539,9 @@ def _devices(header: dict[str, Any], events: pd.DataFrame) -> list[DeviceInfo]:
             if isinstance(entry, dict) and int_or_none(entry.get("id")) is not None:
                 by_id[int(entry["id"])] = entry
     work = events["kind"].isin(T.GPU_WORK_KINDS).to_numpy()
-    used = sorted(int(d) for d in np.unique(events["device"].to_numpy()[work]))
+    gpu_memory = (memory["device_type"] == T.MEMORY_GPU).to_numpy() & (memory["device"].to_numpy() >= 0)
+    used = sorted({int(d) for d in np.unique(events["device"].to_numpy()[work])}
+                  | {int(d) for d in np.unique(memory["device"].to_numpy()[gpu_memory])})
     out = []
     for d in used:
         entry = by_id.get(d, {})
@@ -450,6 +549,24 @@ def _devices(header: dict[str, Any], events: pd.DataFrame) -> list[DeviceInfo]:
         out.append(DeviceInfo(rank=0, index=d, name=name or "",
                               properties={k: v for k, v in entry.items() if isinstance(v, (int, float, str))}))
     return out
+
+
+# Header keys a trace may name its machine under (torch.profiler's add_metadata_json lets a job add one).
+HOST_KEYS = ("hostname", "hostName", "host_name", "host")
+# torch.profiler.tensorboard_trace_handler's default file name: "<hostname>_<pid>.<time>.pt.trace.json".
+HANDLER_FILE_NAME = re.compile(r"^(?P<host>[A-Za-z0-9][A-Za-z0-9.-]*)_\d+\.\d+\.pt\.trace\.json(\.gz)?$")
+MAX_HOST_CHARS = 255  # a DNS name's limit
+
+
+def host_of(header: dict[str, Any], path: Path) -> str | None:
+    """The machine a trace was taken on: a host key of the header, else the trace handler's default
+    file name; None when neither says (ranks of unknown hosts are placed on one clock by collectives)."""
+    for key in HOST_KEYS:
+        value = header.get(key)
+        if isinstance(value, str) and 0 < len(value.strip()) <= MAX_HOST_CHARS:
+            return value.strip()
+    m = HANDLER_FILE_NAME.match(path.name)
+    return m.group("host")[:MAX_HOST_CHARS] if m else None
 
 
 def _phase_reason(ph: Any) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import orjson
 
+from .. import inert
 from ..causes import VERDICT_BY_ID
 from ..compare import Comparison
 from .html import template_env
@@ -63,7 +64,7 @@ def _markdown(c: Comparison, rows: dict[str, int]) -> str:
     out.append("")
     if c.gates:
         out += ["### Gates", ""]
-        out += [f"- {'✅' if g.passed else '❌'} `{_md(g.rule)}`: {_md(g.detail, 300)}" for g in c.gates]
+        out += [f"- {'✅' if g.passed else '❌'} {inert.markdown_code(g.rule)}: {_md(g.detail, 300)}" for g in c.gates]
         out.append("")
     if c.attribution:
         out += ["### Where the per-step change comes from", "",
@@ -105,7 +106,7 @@ def render_diff_text(c: Comparison) -> str:
 
 
 def render_diff_json(c: Comparison) -> bytes:
-    return orjson.dumps(c.to_data(), option=orjson.OPT_INDENT_2) + b"\n"
+    return inert.json_text(orjson.dumps(c.to_data(), option=orjson.OPT_INDENT_2)) + b"\n"
 
 
 def render_diff_html(c: Comparison) -> str:

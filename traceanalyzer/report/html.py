@@ -3,7 +3,10 @@
 The page is offline and deterministic: its CSS and JS (our own, in `templates/`) are inlined,
 the data the scripts draw is embedded once with `|tojson` in a `<script type="application/json">`
 block and read with JSON.parse, and every string from a trace is either autoescaped by jinja2 or
-set with `textContent` by the scripts. Nothing here computes a figure: `page_data` only selects
+set with `textContent` by the scripts. Control, bidi and zero-width characters in those strings
+are shown as visible escapes (`\\u202e`): for every `{{ ... }}` of the templates by the
+environment's `finalize`, and in the scripts' data by `page_data`, so a kernel name cannot
+reorder or hide what the page shows. Nothing here computes a figure: `page_data` only selects
 what the scripts need from the Report, and the cause / verdict vocabulary below is presentation.
 """
 
@@ -15,9 +18,12 @@ from typing import Any
 import jinja2
 import markupsafe
 
+from .. import inert
 from ..causes import PALETTE, page_registry
 from ..result import AnalysisData as Analysis
 from ..result import PlainData as Report
+from ..units import format_bytes
+from .ranks import straggler_sentence
 from .text import fmt_pct, fmt_us
 
 # Labels and colours of causes and verdicts come from the one registry (traceanalyzer/causes.py).
@@ -35,22 +41,33 @@ def template_env() -> jinja2.Environment:
     except (ImportError, ValueError):  # running from a source checkout that is not installed
         loader = jinja2.FileSystemLoader(Path(__file__).resolve().parents[2] / "templates")
     env = jinja2.Environment(loader=loader, autoescape=True, trim_blocks=True, lstrip_blocks=True,
-                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
+                             finalize=_visible_text)
     env.filters["us"] = fmt_us
     env.filters["pct"] = fmt_pct
     env.filters["rank_label"] = rank_label
     env.filters["nbytes"] = fmt_bytes
+    env.filters["gib"] = format_bytes
     env.filters["code_spans"] = code_spans
+    env.globals["straggler_sentence"] = straggler_sentence
+    env.filters["visible"] = inert.visible
     return env
+
+
+def _visible_text(value: Any) -> Any:
+    """Every plain string a template prints, with invisible characters shown (`inert.visible`);
+    markup we made ourselves (inlined CSS/JS, `tojson`, `code_spans`) is left as it is."""
+    return inert.visible(value) if type(value) is str else value
 
 
 def code_spans(text: str) -> markupsafe.Markup:
     """`a` -> <code>a</code> for our own definition texts; every piece is escaped first."""
     parts = str(text).split("`")
     if len(parts) % 2 == 0:  # unbalanced: show as written
-        return markupsafe.escape(text)
+        return markupsafe.escape(inert.visible(text))
     return markupsafe.Markup("").join(
-        markupsafe.Markup("<code>%s</code>") % p if i % 2 else markupsafe.escape(p) for i, p in enumerate(parts))
+        markupsafe.Markup("<code>%s</code>") % inert.visible(p) if i % 2 else markupsafe.escape(inert.visible(p))
+        for i, p in enumerate(parts))
 
 
 def rank_label(rank: dict[str, Any]) -> str:
@@ -70,8 +87,9 @@ def fmt_bytes(n: int | None) -> str:
 
 
 def page_data(report: Report) -> dict[str, Any]:
-    """What the page's scripts draw: a selection of the Report, nothing computed."""
-    return {
+    """What the page's scripts draw: a selection of the Report, nothing computed; its strings
+    with invisible characters shown (the scripts set them with textContent or draw them)."""
+    return inert.visible_data({
         "min_gap_us": report["options"]["min_gap_us"],
         "causes": CAUSES,
         "palette": PALETTE,
@@ -81,7 +99,7 @@ def page_data(report: Report) -> dict[str, Any]:
              "devices": [{"device": d["device"], "histogram": d["gaps"]["histogram"]} for d in r["devices"]]}
             for r in report["ranks"]
         ],
-    }
+    })
 
 
 def render_html(analysis: Analysis) -> str:

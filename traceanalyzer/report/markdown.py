@@ -2,8 +2,10 @@
 
 Always within GitHub's comment limit (`MAX_CHARS`), however large the trace: tables are cut to a
 number of rows with a note saying how many were left out, and the row limits shrink until the
-whole text fits. Every string from a trace is escaped (Markdown punctuation and HTML), so a
-kernel name can neither format the comment nor inject markup.
+whole text fits. Every string from an input goes through `_md` (`inert.markdown`): Markdown
+punctuation and HTML escaped, mentions, issue references and autolinks broken, control and bidi
+characters dropped, so a kernel name can neither format the comment, notify anyone, link
+anything nor hide what it says.
 """
 
 from __future__ import annotations
@@ -11,9 +13,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from .. import inert
 from ..causes import CAUSE_LIST, VERDICT_LIST
 from ..result import AnalysisData as Analysis
 from ..result import PlainData as Report
+from .memory import markdown_lines as memory_markdown
+from .ranks import markdown_lines as ranks_markdown
 from .text import fmt_pct, fmt_us
 
 MAX_CHARS = 65_536
@@ -22,15 +27,11 @@ ROWS = {"findings": 6, "ranks": 40, "gaps": 15, "steps": 40, "kernels": 15, "inp
 MAX_CELL_CHARS = 160
 VERDICT_LABELS = {v.id: v.label for v in VERDICT_LIST}
 CAUSE_LABELS = {c.id: c.label for c in CAUSE_LIST}
-_ESCAPE = {c: "\\" + c for c in "\\`*_[]<>|~&"}
 
 
 def _md(text: object, limit: int = MAX_CELL_CHARS) -> str:
-    """Inline-safe text: one line, Markdown punctuation and HTML escaped, cut to `limit` chars."""
-    s = " ".join(str(text).split())
-    if len(s) > limit:
-        s = s[: limit - 1] + "…"
-    return "".join(_ESCAPE.get(c, c) for c in s)
+    """Inline-safe, inert text: one line, cut to `limit` characters (see `inert.markdown`)."""
+    return inert.markdown(text, limit)
 
 
 def _who(r: dict[str, Any]) -> str:
@@ -72,9 +73,11 @@ def _render(report: Report, rows: dict[str, int]) -> str:
     out = _verdict(report, diag)
     share_of = ("idle" if report["summary"]["devices"] else "step time") if report["ranks"] else "samples"
     out += _findings(diag, rows["findings"], share_of)
+    out += ranks_markdown(report, rows["ranks"])
     if report["ranks"]:  # nvidia-smi logs alone have no trace figures: their own section says it all
         out += _headline_table(report, diag, rows["ranks"])
         out += _gaps(report, diag, rows["gaps"])
+        out += memory_markdown(report, _md, _who)
     out += _counters(report)
     more = _details(report, rows)
     if more:
@@ -128,11 +131,13 @@ def _findings(diag: dict[str, Any] | None, limit: int, share_of: str = "idle") -
         share = f.get("share_of_idle")
         # without a GPU the host-loop findings are shares of step time, not of GPU idle time
         explains = [] if share is None else [f"{fmt_pct(share)} of {share_of}"]
-        if f.get("explains_us") is not None:
+        if not share and not f.get("explains_us"):  # a finding that is no idle time (e.g. memory)
+            explains = []
+        elif f.get("explains_us") is not None:
             explains.append(fmt_us(f["explains_us"]))
         tail = f" ({', '.join(explains)})" if explains else ""
         out.append(f"{i}. **{_md(f.get('title') or f.get('id') or 'finding', 300)}** "
-                   f"`{_md(f.get('severity') or '')}`{tail}")
+                   f"{inert.markdown_code(f.get('severity') or '–')}{tail}")
         for a in f.get("advice") or []:
             out.append(f"   - {_md(a, 400)}")
         for e in (f.get("evidence") or [])[:3]:

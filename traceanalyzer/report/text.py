@@ -1,12 +1,18 @@
-"""Report -> the short summary shown on the terminal after every run (fits 80 columns)."""
+"""Report -> the short summary shown on the terminal after every run (fits 80 columns).
+
+Every line goes through `inert.terminal` before it is returned: escape sequences in a trace
+name or file name are removed, other control and bidi characters shown escaped (`\\n`, `\\u202e`).
+"""
 
 from __future__ import annotations
 
 import textwrap
 from typing import Any
 
+from .. import inert
 from ..result import AnalysisData as Analysis
 from ..result import PlainData as Report
+from .memory import text_lines as memory_text_lines
 
 WIDTH = 80
 TOP_FINDINGS = 3  # findings shown in the summary
@@ -32,8 +38,8 @@ MAX_RANKS_SHOWN = 8
 
 
 def _clean(text: object) -> str:
-    """One line of printable text: control characters (e.g. terminal escapes in a trace name) dropped."""
-    return "".join(c if c.isprintable() else " " for c in " ".join(str(text).split()))
+    """One line of printable text: terminal escapes removed, other control characters shown escaped."""
+    return " ".join(inert.terminal(text).split())
 
 
 def _wrap(text: str, first: str, rest: str) -> list[str]:
@@ -54,6 +60,9 @@ def render_text(analysis: Analysis) -> str:
         lines += _wrap(diag["headline"], "Verdict: ", "  ")
     if diag:
         lines.extend(_diagnosis_lines(diag))
+    from .ranks import text_lines  # many ranks: stragglers and the job clock (here: no import cycle)
+
+    lines.extend(text_lines(report))
     s = report.get("summary")
     if s and len(ranks) > 1:
         lines += _wrap(f"GPU idle {fmt_pct(s['gpu_idle_fraction'])}, memcpy {fmt_pct(s['memcpy_share_of_busy'])} of "
@@ -67,11 +76,12 @@ def render_text(analysis: Analysis) -> str:
             lines.extend(_device_lines(d))
     if len(ranks) > MAX_RANKS_SHOWN:
         lines.append(f"... and {len(ranks) - MAX_RANKS_SHOWN} more rank(s) in the report")
+    lines.extend(memory_text_lines(report))
     lines.extend(counter_lines(report))
     warnings = sum(len(i["warnings"]) for i in report["inputs"]) + len(report["warnings"])
     if warnings:
         lines.append(f"{warnings} warning(s) while reading; see the report's Inputs section")
-    return "\n".join(fit(lines)) + "\n"
+    return "\n".join(fit([inert.terminal(line) for line in lines])) + "\n"
 
 
 def fit(lines: list[str]) -> list[str]:

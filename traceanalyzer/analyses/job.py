@@ -1,0 +1,292 @@
+"""A many-rank job on one clock: the reduce half of the job analysis (per-rank half: collectives.py).
+
+`job_figures(tables, ranks, diagnoses)` takes each rank's compact collective table and its
+already-computed `RankResult` (and `RankDiagnosisResult`, when diagnosed) and returns the job's
+figures (`result.JobResult`) plus warnings. It never sees events, so it runs wherever the per-rank
+results are gathered.
+
+1. Clock. Ranks of one host share a clock. A collective ends at nearly the same moment on every
+   rank (no rank leaves before the last one has sent its part), so each other host's offset is the
+   median, over the collectives found on every rank, of (reference end - its end); the reference is
+   the host of the lowest rank. Ranks whose host is unknown are taken as one host, unless their own
+   medians disagree by more than CLOCK_SPLIT_TOLERANCE_NS: then each gets its own clock.
+   Collectives whose aligned ends still spread by more than MATCH_END_TOLERANCE_NS are not the
+   same collective (traces sampled or cut differently) and are left out; offsets are estimated
+   once more from the rest.
+2. Waiting. In each matched collective the rank that starts last holds everyone up: every other
+   rank waits from its own start to that last start (at most its kernel's length). Per rank: the
+   time it waited, the time the others waited for it (charged to the last arrival), its lateness
+   (start minus the median rank's start), all summed and divided by the steps the collectives span.
+3. Bandwidth: message bytes x the collective's bus factor (all-reduce 2(n-1)/n, all-gather,
+   reduce-scatter and all-to-all (n-1)/n, others 1; n = ranks analysed) / the time from the last
+   arrival to the end, where the trace records sizes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .. import result as R
+from .collectives import COLUMNS
+
+# Ranks said (or taken) to share a clock whose collectives end further apart than this (median)
+# are on different clocks after all: each gets its own offset. Ends of one collective differ by
+# microseconds on one clock; a clock step or a wrong host name by far more.
+CLOCK_SPLIT_TOLERANCE_NS = 500_000
+# A collective matched by (name, step, seq) whose ends, on the job clock, spread by more than this
+# is not one collective (sampled or trimmed traces): left out of the figures.
+MATCH_END_TOLERANCE_NS = 1_000_000
+MAX_CHART_RANKS = 1024  # ranks drawn in the per-rank chart
+
+
+@dataclass(frozen=True)
+class JobFigures:
+    job: R.JobResult
+    warnings: tuple[str, ...]
+
+
+def _us(ns: float) -> float:
+    return round(float(ns) / 1000.0, 3)
+
+
+def _key(r: R.RankResult, i: int) -> int:
+    return r.rank if r.rank is not None else i
+
+
+def job_figures(tables: Sequence[pd.DataFrame], ranks: Sequence[R.RankResult],
+                diagnoses: Sequence[R.RankDiagnosisResult] = ()) -> JobFigures:
+    """The job's clock, matched collectives and per-rank communication (see the module text)."""
+    numbers = [_key(r, i) for i, r in enumerate(ranks)]
+    host_of = {n: r.host for n, r in zip(numbers, ranks)}
+    clock_of = {n: r.clock for n, r in zip(numbers, ranks)}
+    warmup = {d.rank: set(d.warmup_steps) for d in diagnoses if d.rank is not None}
+    parts = [t for t in tables if len(t)]
+    table = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame({c: [] for c in COLUMNS})
+    taking = sorted(int(r) for r in pd.unique(table["rank"])) if len(table) else []
+    warnings: list[str] = []
+    groups = _groups(numbers, host_of, clock_of)
+    m = _matrices(table, taking) if len(taking) >= 2 else None
+    offsets: dict[int, int] = {n: 0 for n in numbers}
+    clocks: list[R.HostClock] = []
+    keep = np.zeros(0, dtype=bool)
+    if m is not None:
+        ends = m.end
+        groups, split = _split(groups, taking, ends)
+        warnings += split
+        offsets, keep = _offsets(groups, taking, ends, np.ones(len(ends), dtype=bool))
+        if keep.any():
+            offsets, keep = _offsets(groups, taking, ends, keep)
+        dropped = int((~keep).sum())
+        if dropped:
+            warnings.append(f"{dropped} of {len(keep)} collectives found on every rank do not end together "
+                            f"on the job clock (more than {MATCH_END_TOLERANCE_NS / 1e6:g} ms apart) and were "
+                            f"left out: the traces may be sampled, trimmed or of different captures")
+    clocks = _clocks(groups, taking, offsets, m, keep)
+    figures = _waiting(m, keep, taking, offsets, warmup) if m is not None and keep.any() else {}
+    rows = tuple(_row(n, r, diag_of(diagnoses, n), figures.get(n)) for n, r in zip(numbers, ranks))
+    job = R.JobResult(clocks=tuple(clocks), collectives_matched=int(keep.sum()), ranks=rows,
+                      chart=_chart(rows))
+    return JobFigures(job, tuple(warnings))
+
+
+def diag_of(diagnoses: Sequence[R.RankDiagnosisResult], rank: int) -> R.RankDiagnosisResult | None:
+    return next((d for d in diagnoses if d.rank == rank), None)
+
+
+# --- clocks -----------------------------------------------------------------------------------------
+def _groups(numbers: list[int], host_of: dict[int, str | None],
+            clock_of: dict[int, str]) -> list[tuple[str, list[int]]]:
+    """(label, ranks) per clock: one per host; unknown hosts on epoch clocks together; a relative
+    clock (unknown origin) alone."""
+    out: dict[str, list[int]] = {}
+    for n in sorted(numbers):
+        if clock_of[n] != "epoch":
+            label = f"rank {n} (own clock)"
+        else:
+            label = host_of[n] or "host not recorded"
+        out.setdefault(label, []).append(n)
+    return list(out.items())
+
+
+@dataclass(frozen=True)
+class _Matrices:
+    start: np.ndarray  # [collectives, ranks taking part] on each rank's own clock
+    end: np.ndarray
+    nbytes: np.ndarray
+    step: np.ndarray  # [collectives]
+    name: np.ndarray
+
+
+def _matrices(table: pd.DataFrame, taking: list[int]) -> _Matrices | None:
+    """Collectives found on every rank that has any, as rank-by-collective matrices."""
+    key = ["name", "step", "seq"]
+    size = table.groupby(key, sort=False)["rank"].transform("size").to_numpy()
+    full = table[size == len(taking)]
+    if not len(full):
+        return None
+    full = full.sort_values(key + ["rank"], kind="stable")
+    shape = (len(full) // len(taking), len(taking))
+    first = full.iloc[::len(taking)]
+    order = np.argsort(full["start_ns"].to_numpy().reshape(shape).min(axis=1), kind="stable")
+    return _Matrices(full["start_ns"].to_numpy().reshape(shape)[order], full["end_ns"].to_numpy().reshape(shape)[order],
+                     full["bytes"].to_numpy().reshape(shape)[order], first["step"].to_numpy()[order],
+                     first["name"].to_numpy()[order])
+
+
+def _split(groups: list[tuple[str, list[int]]], taking: list[int],
+           ends: np.ndarray) -> tuple[list[tuple[str, list[int]]], list[str]]:
+    """Groups whose ranks' collectives end apart (their own medians) split into one clock per rank."""
+    col = {n: j for j, n in enumerate(taking)}
+    ends = ends - int(ends.min())
+    ref = ends[:, 0]
+    out, warnings = [], []
+    for label, members in groups:
+        inside = [n for n in members if n in col]
+        med = [float(np.median(ends[:, col[n]] - ref)) for n in inside]
+        if len(med) > 1 and max(med) - min(med) > CLOCK_SPLIT_TOLERANCE_NS:
+            warnings.append(f"ranks {', '.join(str(n) for n in inside)} ({label}) were taken to share a clock, "
+                            f"but their collectives end up to {(max(med) - min(med)) / 1e6:.3f} ms apart: "
+                            f"each rank was put on the job clock by its own offset")
+            out += [(f"{label} / rank {n}", [n]) for n in members]
+        else:
+            out.append((label, members))
+    return out, warnings
+
+
+def _offsets(groups: list[tuple[str, list[int]]], taking: list[int], ends: np.ndarray,
+             use: np.ndarray) -> tuple[dict[int, int], np.ndarray]:
+    """Each rank's offset (ns added to its times) from the collectives in `use`, and which
+    collectives end together once shifted."""
+    col = {n: j for j, n in enumerate(taking)}
+    ends = ends - int(ends.min())  # differences only: small numbers keep float64 medians exact
+    ref = ends[use, 0]
+    offsets: dict[int, int] = {}
+    for _label, members in groups:
+        cols = [col[n] for n in members if n in col]
+        off = 0
+        if cols and 0 not in cols:
+            off = -int(np.round(np.median(ends[use][:, cols] - ref[:, None])))
+        for n in members:
+            offsets[n] = off
+    shift = np.array([offsets[n] for n in taking], dtype=np.int64)
+    aligned = ends + shift[None, :]
+    spread = aligned.max(axis=1) - aligned.min(axis=1)
+    return offsets, spread <= MATCH_END_TOLERANCE_NS
+
+
+def _clocks(groups: list[tuple[str, list[int]]], taking: list[int], offsets: dict[int, int],
+            m: _Matrices | None, keep: np.ndarray) -> list[R.HostClock]:
+    col = {n: j for j, n in enumerate(taking)}
+    out = []
+    job_end = None
+    if m is not None and keep.any():
+        shift = np.array([offsets[n] for n in taking], dtype=np.int64)
+        aligned = m.end[keep] + shift[None, :] - int(m.end[keep].min())  # small numbers: exact medians
+        job_end = np.median(aligned, axis=1)
+    for label, members in groups:
+        cols = [col[n] for n in members if n in col]
+        residual = None
+        if job_end is not None and cols:
+            residual = _us(float(np.median(np.abs(aligned[:, cols] - job_end[:, None]))))
+        used = int(keep.sum()) if cols else 0
+        method = "reference" if 0 in cols else ("collectives" if cols and used else "none")
+        out.append(R.HostClock(label, tuple(members), _us(offsets[members[0]]), method, used, residual))
+    return out
+
+
+# --- waiting ----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _RankWait:
+    wait_ns: float  # per step
+    caused_ns: float
+    lateness_ns: float
+    last: int  # collectives it arrived last in (and held someone up)
+    bus_gbps: float | None
+
+
+def _bus_factor(name: str, n: int) -> float:
+    low = name.lower().replace("_", "")
+    if "allreduce" in low:
+        return 2.0 * (n - 1) / n
+    if any(k in low for k in ("allgather", "reducescatter", "alltoall")):
+        return (n - 1) / n
+    return 1.0
+
+
+def _waiting(m: _Matrices, keep: np.ndarray, taking: list[int], offsets: dict[int, int],
+             warmup: dict[int, set[int]]) -> dict[int, _RankWait]:
+    shift = np.array([offsets[n] for n in taking], dtype=np.int64)[None, :]
+    base = int(m.start[keep].min())  # times from the first start: medians in float64 stay exact to the ns
+    start, end, nbytes = m.start[keep] + shift - base, m.end[keep] + shift - base, m.nbytes[keep]
+    step, name = m.step[keep], m.name[keep]
+    skipped = set().union(*warmup.values()) if warmup else set()
+    steady = ~np.isin(step, sorted(skipped)) if skipped else np.ones(len(step), dtype=bool)
+    if steady.any():
+        start, end, nbytes, step, name = start[steady], end[steady], nbytes[steady], step[steady], name[steady]
+    steps = max(len(np.unique(step)), 1)
+    latest = start.max(axis=1)
+    wait = np.clip(latest[:, None] - start, 0, np.maximum(end - start, 0))
+    held = wait.sum(axis=1)
+    last = start.argmax(axis=1)
+    caused = np.zeros(len(taking))
+    arrivals = np.zeros(len(taking), dtype=np.int64)
+    np.add.at(caused, last, held)
+    np.add.at(arrivals, last[held > 0], 1)
+    lateness = start - np.median(start, axis=1)[:, None]
+    factor = np.array([_bus_factor(str(x), len(taking)) for x in name])[:, None]
+    transfer = np.maximum(end - latest[:, None], 0)
+    known = (nbytes >= 0) & (transfer > 0)
+    moved = (nbytes * factor * known).sum(axis=0)
+    took = (transfer * known).sum(axis=0)
+    return {n: _RankWait(wait[:, j].sum() / steps, caused[j] / steps, lateness[:, j].sum() / steps,
+                         int(arrivals[j]), round(float(moved[j] / took[j]), 3) if took[j] > 0 else None)
+            for j, n in enumerate(taking)}
+
+
+# --- per rank ---------------------------------------------------------------------------------------
+def _median(values: list[float]) -> float:
+    return float(np.median(values)) if values else 0.0
+
+
+def _row(n: int, r: R.RankResult, d: R.RankDiagnosisResult | None, w: _RankWait | None) -> R.RankCommRow:
+    skip = set(d.warmup_steps) if d else set()
+    steps = [s for s in r.per_step if s.step not in skip] or list(r.per_step)
+    if steps:
+        step_us: float | None = _median([s.duration_us for s in steps])
+        compute = _median([max(s.gpu_busy_us - s.exposed_comm_us, 0.0) for s in steps])
+        comm = _median([s.comm_us for s in steps])
+        exposed = _median([s.exposed_comm_us for s in steps])
+    else:  # no steps: over the window
+        step_us = None
+        comm = float(sum(dv.communication_us or 0.0 for dv in r.devices))
+        exposed = float(sum(dv.exposed_communication_us or 0.0 for dv in r.devices))
+        compute = max(float(sum(dv.gpu_busy_us or 0.0 for dv in r.devices)) - exposed, 0.0)
+    return R.RankCommRow(
+        rank=n, host=r.host, step_time_us=None if step_us is None else round(step_us, 3),
+        compute_us=round(compute, 3), comm_us=round(comm, 3), exposed_comm_us=round(exposed, 3),
+        overlapped_comm_us=round(max(comm - exposed, 0.0), 3),
+        wait_in_collectives_us=_us(w.wait_ns) if w else 0.0, caused_wait_us=_us(w.caused_ns) if w else 0.0,
+        lateness_us=_us(w.lateness_ns) if w else 0.0, bus_bandwidth_gbps=w.bus_gbps if w else None,
+        last_arrivals=w.last if w else 0)
+
+
+def _chart(rows: tuple[R.RankCommRow, ...]) -> R.PlainData:
+    shown = rows[:MAX_CHART_RANKS]
+    return {
+        "rank": [r.rank for r in shown],
+        "series": [
+            {"key": "compute", "values": [r.compute_us for r in shown]},
+            {"key": "exposed_comm", "values": [r.exposed_comm_us for r in shown]},
+            {"key": "waiting", "values": [r.wait_in_collectives_us for r in shown]},
+            {"key": "caused_wait", "values": [r.caused_wait_us for r in shown]},
+        ],
+        "lateness_us": [r.lateness_us for r in shown],
+        "omitted": max(len(rows) - len(shown), 0),
+    }
+
+
+__all__ = ["CLOCK_SPLIT_TOLERANCE_NS", "MATCH_END_TOLERANCE_NS", "JobFigures", "job_figures"]

@@ -1,0 +1,155 @@
+"""Inert text: every string that comes from an input, made harmless for the place it is shown.
+
+Names in traces, file names and paths are written by whoever made the input. Shown as they are,
+they can notify people and link issues from a pull-request comment, clear the screen or set the
+window title of a terminal, forge a second output line, or reorder what is displayed (bidi
+overrides). One function per destination:
+
+- `markdown`: GitHub-flavoured Markdown. One line; control, format (bidi, zero-width) and other
+  invisible characters removed; Markdown and HTML punctuation backslash-escaped; @mentions,
+  `#123` / `owner/repo#1` / `GH-1` / `JIRA-1` references, commit-like hex words, bare URLs, `www.` links
+  and e-mail addresses broken with a zero-width space (`&#8203;`, written as an entity so the
+  file itself holds no invisible character); cut to a length with an ellipsis.
+- `markdown_code`: the same inside a code span (GitHub links nothing there).
+- `visible`: for HTML and as the last step for terminals. Every non-printable character
+  (controls, bidi, zero-width, line separators) replaced by a visible escape such as `\\u202e`.
+- `terminal`: escape sequences (CSI, OSC incl. hyperlinks and window titles, DCS, other ESC)
+  removed whole, then `visible`, so a newline in a file name shows as `\\n` on the same line.
+- `json_text`: JSON output with C1 controls, bidi, zero-width and separator characters written
+  as `\\u` escapes (the JSON encoder already escapes C0), so the values read back unchanged but
+  the bytes, printed with `-o -`, hold nothing a terminal would act on.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+ELLIPSIS = "…"
+ZWSP = "&#8203;"  # zero-width space as an entity: breaks GitHub's patterns, invisible when rendered
+
+# Backslash-escaped in Markdown: everything that can start emphasis, code, links, HTML, tables,
+# strikethrough or math. `#`, `@` and `:` are handled by the reference patterns below.
+_MD_ESCAPE = {c: "\\" + c for c in "\\`*_[]<>|~&$"}
+
+# What GitHub turns into links or notifications, matched on already escaped text.
+_MD_LINKY = re.compile(
+    r"(?P<at>@)"                            # @user, @org/team, user@host, owner/repo@sha
+    r"|(?P<hash>#)"                         # #123, owner/repo#1, GH-style refs
+    r"|(?P<ref>(?<=[A-Za-z])-(?=\d))"       # GH-123 and a repository's own autolink prefixes (JIRA-12)
+    r"|(?P<scheme>:(?=//))"                 # https://, ftp://, any scheme
+    r"|(?P<www>(?i:www)(?=\.))"             # www.example
+    r"|(?P<sha>\b[0-9A-Fa-f]{7,40}\b)"      # commit SHAs (linked when they exist in the repository)
+)
+
+# Terminal escape sequences, 7-bit and 8-bit forms. OSC/DCS/PM/APC/SOS run to their terminator
+# (BEL or ST) or, unterminated, to the end of the string.
+_TERMINAL_SEQ = re.compile(
+    r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]"                                # CSI (colours, screen clear)
+    r"|(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c|$)"  # OSC 8, titles, DCS
+    r"|\x1b[ -/]*[0-~]"                                                # other ESC sequences
+)
+
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape_char(c: str) -> str:
+    if c in _NAMED:
+        return _NAMED[c]
+    n = ord(c)
+    if n < 0x100:
+        return f"\\x{n:02x}"
+    if n < 0x10000:
+        return f"\\u{n:04x}"
+    return f"\\U{n:08x}"
+
+
+def visible(text: object) -> str:
+    """Every non-printable character (C0/C1 controls, bidi and zero-width marks, separators other
+    than the space, lone surrogates) shown as a visible escape such as `\\x1b` or `\\u202e`."""
+    s = str(text)
+    if s.isprintable():  # the common case, at C speed
+        return s
+    return "".join(c if c.isprintable() else _escape_char(c) for c in s)
+
+
+def terminal(text: object) -> str:
+    """Text safe to print: escape sequences removed whole, tabs made spaces, everything else
+    non-printable visible (so a newline cannot start a line of its own)."""
+    s = str(text)
+    if s.isprintable():
+        return s
+    return visible(_TERMINAL_SEQ.sub("", s).replace("\t", " "))
+
+
+def shorten(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: max(limit - 1, 0)] + ELLIPSIS
+
+
+def _plain_line(text: object, limit: int) -> str:
+    """One line of printable characters: whitespace collapsed, terminal escape sequences and
+    invisible characters dropped, cut."""
+    s = " ".join(str(text).split())
+    if not s.isprintable():
+        s = "".join(c for c in _TERMINAL_SEQ.sub("", s) if c.isprintable())
+    return shorten(s, limit)
+
+
+def _unlink(m: re.Match[str]) -> str:
+    s = m.group(0)
+    if m.lastgroup != "sha":
+        return s + ZWSP
+    return ZWSP.join(s[i:i + 6] for i in range(0, len(s), 6))  # no piece long enough to be a SHA
+
+
+def markdown(text: object, limit: int = 160) -> str:
+    """Inline-safe GitHub Markdown: one line, nothing that formats, links, mentions or hides."""
+    s = _plain_line(text, limit)
+    s = "".join(_MD_ESCAPE.get(c, c) for c in s)
+    return _MD_LINKY.sub(_unlink, s)
+
+
+def markdown_code(text: object, limit: int = 160) -> str:
+    """A code span holding `text` literally (GitHub links and mentions nothing inside code); not
+    for table cells, where a pipe would end the cell."""
+    s = _plain_line(text, limit)
+    run = max((len(r) for r in re.findall(r"`+", s)), default=0)
+    fence = "`" * (run + 1)
+    pad = " " if s.startswith("`") or s.endswith("`") or run else ""
+    return f"{fence}{pad}{s}{pad}{fence}" if s else "` `"
+
+
+def visible_data(data: Any) -> Any:
+    """`visible` applied to every string (keys too) in plain data for the page's scripts."""
+    if isinstance(data, str):
+        return visible(data)
+    if isinstance(data, dict):
+        return {visible(k) if isinstance(k, str) else k: visible_data(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        if data and not isinstance(data[0], (str, dict, list, tuple)):  # a numeric series: nothing to do
+            if all(not isinstance(v, (str, dict, list, tuple)) for v in data):
+                return data
+        return [visible_data(v) for v in data]
+    return data
+
+
+# What a JSON encoder leaves raw but a terminal or an editor acts on: C1 controls, soft hyphen,
+# bidi marks, zero-width and line/paragraph separators, invisible operators, BOM, tag characters.
+_JSON_INVISIBLE = re.compile("[\x7f-\x9f\xad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f"
+                             "\ufeff\ufff9-\ufffb\U000e0000-\U000e007f]")
+
+
+def _json_escape(m: re.Match[str]) -> str:
+    n = ord(m.group(0))
+    if n < 0x10000:
+        return f"\\u{n:04x}"
+    n -= 0x10000  # a UTF-16 surrogate pair, as JSON writes characters beyond the BMP
+    return f"\\u{0xD800 + (n >> 10):04x}\\u{0xDC00 + (n & 0x3FF):04x}"
+
+
+def json_text(data: bytes) -> bytes:
+    """UTF-8 JSON with the characters above escaped (they only occur inside strings)."""
+    text = data.decode("utf-8")
+    if not _JSON_INVISIBLE.search(text):
+        return data
+    return _JSON_INVISIBLE.sub(_json_escape, text).encode("utf-8")
