@@ -77,6 +77,7 @@ def test_jobs_1_and_2_give_the_bytes_of_the_whole_job(job):
     assert a.summary.ranks == 4 and a.summary.devices == 4
     assert [r.rank for r in a.ranks] == [0, 1, 2, 3]  # the rank without distributedInfo numbered last
     assert a.diagnosis is not None and a.diagnosis.headline.startswith("Rank ")
+    assert a.job is not None and len(a.job.ranks) == 4  # job figures from the ranks' collective tables
     read = ReadOptions()
     limit = TR.blocks_per_track(TR.count_tracks(load_set(input_sets(list(job), read)[0], read)))
     assert a.ranks[0].timeline["max_blocks"] == limit < TR.MAX_BLOCKS_PER_TRACK
