@@ -401,3 +401,17 @@ def test_memory_events_survive_the_cache(cache_dir, reads):
     again = ta.analyze(path, Options(jobs=1))
     assert reads == [path] and again.to_json() == first.to_json()
     assert again.ranks[0].host_memory is not None  # a CPU capture: host memory events
+
+
+def test_straggler_job_alike_in_parallel(tmp_path):
+    """An 8-rank job on two hosts with a clock offset and one slow-input rank: the clocks, waits and
+    the straggler come out the same with 1 or 2 processes, and as when read whole."""
+    from test_stragglers import write_job
+
+    paths = write_job(tmp_path, steps=12, offsets_us={r: 5_000 for r in range(4, 8)},
+                      hosts={r: "a" if r < 4 else "b" for r in range(8)})
+    whole = _whole(paths, Options())
+    assert ta.analyze(paths, Options(jobs=1)).to_json() == whole
+    two = ta.analyze(paths, Options(jobs=2))
+    assert two.to_json() == whole
+    assert two.diagnosis is not None and [s.rank for s in two.diagnosis.stragglers][:1] == [5]
