@@ -131,10 +131,31 @@ def analysis_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
+def execution_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Options that change where and how fast the analysis runs, never what it finds."""
+    decorators = [
+        click.option("-j", "--jobs", "jobs", type=click.IntRange(min=1), metavar="N",
+                     help="Rank files read and analysed in N parallel processes. Default: the cores "
+                          "(capped by the ranks; a job under 64 MB is read in one process)."),
+        click.option("--scheduler", "scheduler", metavar="ADDRESS",
+                     help="Run the per-rank tasks on a Dask cluster (e.g. tcp://10.0.0.5:8786); the "
+                          "workers must see the input files at the same absolute paths. Needs "
+                          "pip install 'traceanalyzer[dask]'."),
+        click.option("--no-cache", "no_cache", is_flag=True,
+                     help="Neither use nor fill the cache of decoded big traces (in $TRACEANALYZER_CACHE_DIR, "
+                          "else $XDG_CACHE_HOME/traceanalyzer or ~/.cache/traceanalyzer)."),
+    ]
+    for decorate in reversed(decorators):
+        fn = decorate(fn)
+    return fn
+
+
 def build_options(params: dict[str, Any], **callbacks: Any) -> Any:
-    """pipeline.Options from the parsed analysis options (pops them from `params`)."""
+    """pipeline.Options from the parsed analysis (and execution) options (pops them from `params`)."""
     from ..pipeline import Options
 
+    callbacks.update(jobs=params.pop("jobs", None), scheduler=params.pop("scheduler", None),
+                     cache=not params.pop("no_cache", False))
     return Options(
         min_gap_ns=params.pop("min_gap_ns"), run=params.pop("run"), max_input_bytes=params.pop("max_input_bytes"),
         include_warmup=params.pop("include_warmup"), force_job=params.pop("force_job"),
