@@ -177,7 +177,7 @@ def main() -> None:
                 rows.append((label, "orjson.loads (bare)", base_t, base_rss, 1.0, 1.0, base_rss / fsize))
                 out = work / "report.json"
                 t, rss, rc = measure([sys.executable, "-m", "traceanalyzer", "report", str(path),
-                                      "--format", "json", "-o", str(out), "--force", "-q"], env=env)
+                                      "--format", "json", "-o", str(out), "--force", "-q", "--no-cache"], env=env)
                 rows.append((label, "traceanalyzer report" + (" (FAILED)" if rc else ""), t, rss,
                              t / base_t, rss / base_rss, rss / fsize))
                 if hta_python and path.suffix == ".json" and size <= args.hta_max_mb * MB:

@@ -17,6 +17,14 @@ CORPUS = Path(os.environ.get("TRACEANALYZER_CORPUS", ROOT.parent / "shared" / "c
 SAMPLES = ROOT / "sample_traces"
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _private_cache_dir(tmp_path_factory):
+    """The cache of decoded big traces goes to a folder of this test session, not the user's."""
+    if not os.environ.get("TRACEANALYZER_CACHE_DIR"):
+        os.environ["TRACEANALYZER_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
+    yield
+
+
 def corpus_path() -> Path:
     if not CORPUS.is_dir():
         if os.environ.get("CI"):

@@ -128,6 +128,8 @@ BAD_OPTIONS = [
     (["--dmon-tz", "9" * 300 + "h"], "unknown time zone"),
     (["--fail-on", "gpu_idle>nan"], "is not a number"),
     (["--fail-on", "step_time_ms>1e999"], "is not a number"),
+    (["--batch-size", "9" * 30], "is not in the range 1<=x<=1000000000000"),
+    (["--jobs", "99999999999999999999"], "is not in the range 1<=x<=4096"),
     (["--no-such-option"], "No such option"),
     (["--format", "pdf"], "'pdf' is not one of"),
 ]
@@ -264,16 +266,16 @@ def test_a_stray_warning_never_reaches_stderr(tmp_path, monkeypatch):
 
     from click.testing import CliRunner
 
-    import traceanalyzer.pipeline as pipeline
+    import traceanalyzer.report as report
     from traceanalyzer.commands import main
 
-    real = pipeline.analyze_timeline
+    real = report.render
 
     def noisy(*args, **kwargs):
         warnings.warn("invalid value encountered in divide", RuntimeWarning, stacklevel=1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(pipeline, "analyze_timeline", noisy)
+    monkeypatch.setattr(report, "render", noisy)
     trace = KinetoTrace().step(1, 0, 1000).kernel(100, 300).write(tmp_path / "t.json")
     with warnings.catch_warnings(record=True) as shown:
         warnings.simplefilter("always")

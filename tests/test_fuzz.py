@@ -253,7 +253,7 @@ OPTION_TEXT = st.one_of(
                      "0001-01-01", "9999-12-31T23:59:59+14:00", "\x1b[2J", "+99:00", "UTC+99"]),
 )
 FUZZED_OPTIONS = ["--min-gap", "--max-input-size", "--dmon-offset", "--dmon-interval", "--dmon-start", "--dmon-gpu",
-                  "--dmon-tz", "--run", "--fail-on", "--tolerance"]
+                  "--dmon-tz", "--run", "--fail-on", "--tolerance", "--batch-size", "--jobs", "--host-log"]
 
 
 @settings(FUZZ, max_examples=80)

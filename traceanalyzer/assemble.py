@@ -67,7 +67,7 @@ def assemble(tl: Timeline, figures: Figures, diagnosis: Diagnosis | None = None,
     by_device = {c.device: c for c in device_counters} if counters_aligned else {}
     ranks = tuple(_rank(tl, r, diag_by_index.get(r.index), figures.min_gap_ns, max_blocks, by_device, batch_size)
                   for r in figures.ranks)
-    all_warnings += _memory_warnings(tl, figures)
+    all_warnings += memory_warnings(tl, figures)
     warmup = {n for d in diag_by_index.values() for n in d.warmup_steps}
     rate = TP.throughput([{s.step: s.duration_us for s in r.per_step} for r in ranks], warmup, batch_size)
     hosts = tuple(_host_log(h, tl) for h in host_logs)
@@ -92,6 +92,14 @@ def assemble(tl: Timeline, figures: Figures, diagnosis: Diagnosis | None = None,
 # --- ranks and devices -----------------------------------------------------------------------------
 def _rank(tl: Timeline, r: RankAnalysis, dr: RankDiagnosis | None, min_gap_ns: int, max_blocks: int,
           counters: dict[int, R.DeviceCounters], batch_size: int | None = None) -> R.RankResult:
+    attributed = {d.device: d for d in dr.devices} if dr else {}
+    tracks = rank_tracks(tl, r, attributed, min_gap_ns, max_blocks)
+    return rank_result(tl, r, dr, counters, timeline_data(tracks, max_blocks), batch_size)
+
+
+def rank_result(tl: Timeline, r: RankAnalysis, dr: RankDiagnosis | None, counters: dict[int, R.DeviceCounters],
+                timeline: dict[str, Any], batch_size: int | None = None) -> R.RankResult:
+    """One rank's typed result, with its drawn timeline (`timeline_data`) made by the caller."""
     info = tl.ranks[r.index]
     attributed = {d.device: d for d in dr.devices} if dr else {}
     mem = r.memory
@@ -115,7 +123,7 @@ def _rank(tl: Timeline, r: RankAnalysis, dr: RankDiagnosis | None, min_gap_ns: i
         per_step=per_step,
         devices=tuple(_device(d, attributed.get(d.device), counters.get(d.device), mem_devices.get(d.device))
                       for d in r.devices),
-        timeline=_timeline(tl, r, attributed, min_gap_ns, max_blocks),
+        timeline=timeline,
         charts={"per_step": _per_step_chart(per_step, dr)},
         host=info.host,
         host_memory=_memory(mem.host, r.window.start_ns) if mem and mem.host else None,
@@ -148,7 +156,7 @@ def _memory(m: MemoryFigures, origin_ns: int) -> R.MemoryResult:
         series=series)
 
 
-def _memory_warnings(tl: Timeline, figures: Figures) -> list[str]:
+def memory_warnings(tl: Timeline, figures: Figures) -> list[str]:
     """GPU memory events that no reported GPU can show (the trace has no GPU work on that device)."""
     out = []
     for r in figures.ranks:
@@ -252,12 +260,17 @@ def _blocks(b: TR.Blocks, origin_ns: int) -> dict[str, Any]:
     }
 
 
-def _timeline(tl: Timeline, r: RankAnalysis, attributed: dict[int, DeviceAttribution], min_gap_ns: int,
-              max_blocks: int) -> dict[str, Any]:
-    w = r.window
+def rank_tracks(tl: Timeline, r: RankAnalysis, attributed: dict[int, DeviceAttribution], min_gap_ns: int,
+                max_blocks: int) -> TR.RankTracks:
+    """A rank's drawn tracks, its gaps carrying the causes the attribution gave them."""
     gap_sets = {d.device: TR.GapSet(d.idle[0], d.idle[1], _causes_of(attributed.get(d.device)))
                 for d in r.devices}
-    t = TR.rank_tracks(tl, r.index, w, gap_sets, min_gap_ns, max_blocks)
+    return TR.rank_tracks(tl, r.index, r.window, gap_sets, min_gap_ns, max_blocks)
+
+
+def timeline_data(t: TR.RankTracks, max_blocks: int) -> dict[str, Any]:
+    """A rank's drawn tracks as the result's `timeline` (microseconds from the rank's window start)."""
+    w = t.window
     origin = w.start_ns
     return {
         "window_us": _us(w.dur_ns),
@@ -361,6 +374,32 @@ def _rank_diagnosis(r: RankDiagnosis) -> R.RankDiagnosisResult:
 def _diagnosis(d: Diagnosis) -> R.DiagnosisResult:
     return R.DiagnosisResult(d.primary, d.host_primary, d.headline, tuple(_finding(f) for f in d.findings),
                              tuple(_rank_diagnosis(r) for r in d.ranks))
+
+
+def rank_diagnosis(r: RankDiagnosis) -> R.RankDiagnosisResult:
+    """One rank's typed diagnosis (what a per-rank task returns)."""
+    return _rank_diagnosis(r)
+
+
+def job_diagnosis(ranks: tuple[R.RankDiagnosisResult, ...]) -> R.DiagnosisResult:
+    """The job's diagnosis from its ranks' typed diagnoses: the same rule as `diagnosis.diagnose`
+    (the rank losing the most GPU time speaks for the job), so a job analysed rank by rank in other
+    processes gets the verdict it gets when analysed whole."""
+    from .diagnosis.rules import job_headline, job_rank
+
+    pick = ranks[job_rank([r.lost_us for r in ranks], [bool(r.devices) for r in ranks])]
+    host_primary = pick.host_primary
+    if host_primary is None:
+        host_primary = next((r.host_primary for r in ranks if r.host_primary), None)
+    return R.DiagnosisResult(pick.primary, host_primary, job_headline(pick.rank, pick.headline, len(ranks)),
+                             pick.findings, ranks)
+
+
+def summary(ranks: tuple[R.RankResult, ...], warmup: set[int] | None = None,
+            batch_size: int | None = None) -> R.Summary:
+    """The job's summary figures from its ranks' results (throughput over steps not in `warmup`)."""
+    rate = TP.throughput([{s.step: s.duration_us for s in r.per_step} for r in ranks], warmup or set(), batch_size)
+    return _summary(ranks, 0, rate)
 
 
 # --- counter logs ----------------------------------------------------------------------------------

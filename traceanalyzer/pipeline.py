@@ -73,7 +73,7 @@ def _read_options(options: Options):  # type: ignore[no-untyped-def]
 
     return ReadOptions(max_input_bytes=options.max_input_bytes, progress=options.progress, run=options.run,
                        notify=options.notify, dmon_interval_ns=options.dmon_interval_ns,
-                       dmon_start=options.dmon_start, force_job=options.force_job)
+                       dmon_start=options.dmon_start, force_job=options.force_job, cache=options.cache)
 
 
 def analyze(inputs: Inputs, options: Options | None = None) -> Analysis:
@@ -111,16 +111,22 @@ def _analyze_set(inputs, options: Options, read) -> Analysis:  # type: ignore[no
     inputs, host_paths = split_host_logs(inputs, list(options.host_logs))
     host_logs = load_host_logs(host_paths, read)
     split = split_counter_logs(inputs, list(options.counter_logs), find_beside=options.find_logs_beside)
-    trace = load_set(split.traces, read) if split.traces.files else None
-    logs = load_counter_logs(split.logs, read)
-    tl, alignments = combine(trace, logs, AlignOptions(options.dmon_tz, options.dmon_offset_ns,
-                                                       tuple(options.dmon_gpu)))
     notes = tuple(f"nvidia-smi log found beside the trace and used: {p}" for p in split.found_beside)
     if split.ignored_beside:
         shown = ", ".join(str(p) for p in split.ignored_beside[:10])
         more = f" and {len(split.ignored_beside) - 10} more" if len(split.ignored_beside) > 10 else ""
         notes += (f"nvidia-smi logs beside the trace not used (their names do not start with the trace's, "
                   f"so they may belong to other runs): {shown}{more}; pass the right one with --dmon",)
+    if split.traces.files and not split.logs and not host_logs:
+        # Traces alone: rank by rank (in parallel with --jobs / --scheduler), memory bounded by a few ranks.
+        from .per_rank import analyze_set
+
+        return analyze_set(split.traces, options, notes)
+    # Counter and host logs are aligned with the whole job's trace: read as one Timeline.
+    trace = load_set(split.traces, read) if split.traces.files else None
+    logs = load_counter_logs(split.logs, read)
+    tl, alignments = combine(trace, logs, AlignOptions(options.dmon_tz, options.dmon_offset_ns,
+                                                       tuple(options.dmon_gpu)))
     return analyze_timeline(tl, options, alignments=alignments, counters_aligned=trace is not None,
                             with_counters=logs is not None, warnings=notes, host_logs=host_logs)
 

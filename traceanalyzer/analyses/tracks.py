@@ -48,6 +48,11 @@ class Blocks:
     name_idx: np.ndarray
     names: tuple[str, ...]
     intervals: int  # disjoint intervals before merging (== len(start_ns) when nothing merged)
+    # Per block, its longest event: duration, position among the clipped events, full name. Kept
+    # so that `recoarsen` can cut the blocks to fewer later (per-rank results, job-wide budget).
+    longest_ns: np.ndarray | None = None
+    longest_pos: np.ndarray | None = None
+    longest_name: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -130,6 +135,9 @@ def coarsen(starts: np.ndarray, ends: np.ndarray, names: np.ndarray | None, lo: 
     count = np.bincount(which, minlength=len(b_start)).astype(np.int64) if len(b_start) else np.zeros(0, np.int64)
     name_idx = np.full(len(b_start), -1, dtype=np.int64)
     table: tuple[str, ...] = ()
+    longest_ns = np.full(len(b_start), -1, dtype=np.int64)
+    longest_pos = np.full(len(b_start), -1, dtype=np.int64)
+    longest_name = np.full(len(b_start), "", dtype=object)
     if names is not None and len(starts) and len(b_start):
         ev_names = np.asarray(names, dtype=object)[inside]
         # Longest event of each block: sort by (block, -duration), take each block's first.
@@ -138,7 +146,64 @@ def coarsen(starts: np.ndarray, ends: np.ndarray, names: np.ndarray | None, lo: 
         uniq, inverse = np.unique(ev_names[firsts].astype(str), return_inverse=True)
         table = tuple(s[:MAX_NAME_CHARS] for s in uniq.tolist())
         name_idx[which[firsts]] = inverse
-    return Blocks(b_start, b_end, covered.astype(np.int64), count, name_idx, table, n)
+        longest_ns[which[firsts]] = (ends - starts)[firsts]
+        longest_pos[which[firsts]] = firsts
+        longest_name[which[firsts]] = ev_names[firsts].astype(str)
+    return Blocks(b_start, b_end, covered.astype(np.int64), count, name_idx, table, n,
+                  longest_ns, longest_pos, longest_name)
+
+
+def recoarsen(b: Blocks, max_blocks: int) -> Blocks:
+    """Blocks cut to at most `max_blocks`, exactly as `coarsen` would have cut the events.
+
+    `coarsen` splits the union at its longest separations (ties: the earlier first); the
+    separations between `b`'s blocks are the longest ones, in order, so the first `max_blocks - 1`
+    of them are the same. Each merged block keeps its longest event (ties: the earlier event)."""
+    n = len(b.start_ns)
+    if n <= max_blocks:
+        return b
+    if b.longest_ns is None or b.longest_pos is None or b.longest_name is None:
+        raise ValueError("these blocks carry no longest-event columns: cut them with coarsen")
+    separations = b.start_ns[1:] - b.end_ns[:-1]
+    keep = np.argsort(-separations, kind="stable")[: max_blocks - 1]
+    split = np.zeros(n - 1, dtype=bool)
+    split[keep] = True
+    first = np.flatnonzero(np.r_[True, split])
+    group = np.cumsum(np.r_[True, split]) - 1
+    b_start, b_end = b.start_ns[first], b.end_ns[np.r_[first[1:] - 1, n - 1]]
+    covered = np.add.reduceat(b.covered_ns, first)
+    count = np.add.reduceat(b.count, first)
+    # Longest event per merged block: sort by (group, -duration, position), take each group's first.
+    order = np.lexsort((b.longest_pos, -b.longest_ns, group))
+    firsts = order[np.r_[True, group[order][1:] != group[order][:-1]]]
+    has = b.longest_pos[firsts] >= 0
+    name_idx = np.full(len(first), -1, dtype=np.int64)
+    table: tuple[str, ...] = ()
+    if has.any():
+        uniq, inverse = np.unique(b.longest_name[firsts][has].astype(str), return_inverse=True)
+        table = tuple(s[:MAX_NAME_CHARS] for s in uniq.tolist())
+        name_idx[group[firsts][has]] = inverse
+    return Blocks(b_start, b_end, covered.astype(np.int64), count.astype(np.int64), name_idx, table, b.intervals,
+                  b.longest_ns[firsts], b.longest_pos[firsts], b.longest_name[firsts])
+
+
+def recut_gaps(g: GapTrack, max_gaps: int) -> GapTrack:
+    """The `max_gaps` longest of the drawn gaps, as `_gap_track` would have chosen them."""
+    if len(g.start_ns) <= max_gaps:
+        return g
+    keep = np.sort(np.argsort(-g.dur_ns, kind="stable")[:max_gaps])
+    return GapTrack(g.start_ns[keep], g.dur_ns[keep], g.step[keep], g.total, tuple(g.cause[i] for i in keep))
+
+
+def recut_tracks(t: RankTracks, max_blocks: int) -> RankTracks:
+    """A rank's tracks drawn at `MAX_BLOCKS_PER_TRACK`, cut to the job's per-track limit."""
+    if max_blocks >= MAX_BLOCKS_PER_TRACK:
+        return t
+    devices = tuple(DeviceTrack(d.device, recoarsen(d.busy, max_blocks), recoarsen(d.copies, max_blocks),
+                                recut_gaps(d.gaps, max_blocks), recoarsen(d.comm, max_blocks)) for d in t.devices)
+    host = tuple(HostTrack(h.kind, recoarsen(h.blocks, max_blocks)) for h in t.host)
+    return RankTracks(t.window, t.step_number, t.step_start_ns, t.step_end_ns, t.steps_total, devices, host,
+                      t.counters)
 
 
 def _frame_arrays(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -245,12 +310,15 @@ def rank_tracks(tl: Timeline, rank: int, window: Window, gap_sets: dict[int, Gap
 
 def count_tracks(tl: Timeline) -> int:
     """How many block tracks the whole timeline will draw (for sharing the budget)."""
-    n = 0
-    for r in tl.ranks:
-        ev = tl.rank_events(r.index)
-        n += 3 * len(tl.device_indices(r.index))  # busy, copies, gaps
-        n += int(ev["comm"].to_numpy().any())  # a communication lane
-        host = ev[ev["device"].to_numpy() < 0]
-        n += int(host["kind"].isin((T.CPU_OP, T.ANNOTATION)).any()) + int((host["kind"] == T.DATALOADER).any())
-        n += 2 * int((host["kind"] == T.RUNTIME).any())
+    return sum(count_rank_tracks(tl, r.index) for r in tl.ranks)
+
+
+def count_rank_tracks(tl: Timeline, rank: int) -> int:
+    """How many block tracks one rank will draw."""
+    ev = tl.rank_events(rank)
+    n = 3 * len(tl.device_indices(rank))  # busy, copies, gaps
+    n += int(ev["comm"].to_numpy().any())  # a communication lane
+    host = ev[ev["device"].to_numpy() < 0]
+    n += int(host["kind"].isin((T.CPU_OP, T.ANNOTATION)).any()) + int((host["kind"] == T.DATALOADER).any())
+    n += 2 * int((host["kind"] == T.RUNTIME).any())
     return n

@@ -49,12 +49,16 @@ class _Group(click.Group):
         """click's main, with every option error on one line (click prints usage text over several)."""
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        quiet = not os.environ.get("TRACEANALYZER_DEBUG")
+        saved = os.environ.get("PYTHONWARNINGS")
         try:
             with warnings.catch_warnings():
                 # Safety net only: warnings are prevented where they arise (np.errstate, guarded
-                # divisions); one that slips through must not print a source path on stderr.
-                if not os.environ.get("TRACEANALYZER_DEBUG"):
+                # divisions); one that slips through must not print a source path on stderr, from
+                # this process or from the worker processes of --jobs (they read PYTHONWARNINGS).
+                if quiet:
                     warnings.simplefilter("ignore")
+                    os.environ["PYTHONWARNINGS"] = "ignore"
                 code = super().main(args, prog_name or "traceanalyzer", complete_var, False, **extra)
             if sys.stdout is not None:
                 sys.stdout.flush()
@@ -73,6 +77,12 @@ class _Group(click.Group):
         except click.exceptions.Abort:
             _error("aborted")
             sys.exit(1)
+        finally:
+            if quiet:  # as it was (the command line may run inside another program, e.g. a test)
+                if saved is None:
+                    os.environ.pop("PYTHONWARNINGS", None)
+                else:
+                    os.environ["PYTHONWARNINGS"] = saved
         sys.exit(code if isinstance(code, int) else 0)
 
     def invoke(self, ctx: click.Context) -> Any:

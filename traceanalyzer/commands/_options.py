@@ -19,6 +19,8 @@ MIN_GAP_RANGE_NS = (0, 24 * HOUR_NS)
 DMON_OFFSET_RANGE_NS = (-366 * 24 * HOUR_NS, 366 * 24 * HOUR_NS)  # clock skew after the zone: < a year
 DMON_INTERVAL_RANGE_NS = (1_000_000, HOUR_NS)  # nvidia-smi samples every 1 ms (-lms) to every hour
 MAX_INPUT_RANGE_BYTES = (1, 2**50)  # 1 byte to 1 PiB
+MAX_BATCH_SIZE = 10**12  # samples per step; larger would overflow the JSON report's 64-bit integers
+MAX_JOBS = 4096  # worker processes
 
 
 class DurationType(click.ParamType):
@@ -142,7 +144,7 @@ def analysis_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                           "training, put on the trace's clock like nvidia-smi logs (--dmon-tz, --dmon-offset); "
                           "tells a CPU-bound input pipeline from a storage-bound one (repeatable). Such files "
                           "among the inputs are recognised by content too."),
-        click.option("--batch-size", "batch_size", type=click.IntRange(min=1), metavar="N",
+        click.option("--batch-size", "batch_size", type=click.IntRange(min=1, max=MAX_BATCH_SIZE), metavar="N",
                      help="Samples each rank takes per step (the DataLoader's batch_size): adds samples/s "
                           "overall and per step. Never guessed from the trace."),
     ]
@@ -151,10 +153,31 @@ def analysis_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
+def execution_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Options that change where and how fast the analysis runs, never what it finds."""
+    decorators = [
+        click.option("-j", "--jobs", "jobs", type=click.IntRange(min=1, max=MAX_JOBS), metavar="N",
+                     help="Rank files read and analysed in N parallel processes. Default: the cores "
+                          "(capped by the ranks; a job under 64 MB is read in one process)."),
+        click.option("--scheduler", "scheduler", metavar="ADDRESS",
+                     help="Run the per-rank tasks on a Dask cluster (e.g. tcp://10.0.0.5:8786); the "
+                          "workers must see the input files at the same absolute paths. Needs "
+                          "pip install 'traceanalyzer[dask]'."),
+        click.option("--no-cache", "no_cache", is_flag=True,
+                     help="Neither use nor fill the cache of decoded big traces (in $TRACEANALYZER_CACHE_DIR, "
+                          "else $XDG_CACHE_HOME/traceanalyzer or ~/.cache/traceanalyzer)."),
+    ]
+    for decorate in reversed(decorators):
+        fn = decorate(fn)
+    return fn
+
+
 def build_options(params: dict[str, Any], **callbacks: Any) -> Any:
-    """pipeline.Options from the parsed analysis options (pops them from `params`)."""
+    """pipeline.Options from the parsed analysis (and execution) options (pops them from `params`)."""
     from ..pipeline import Options
 
+    callbacks.update(jobs=params.pop("jobs", None), scheduler=params.pop("scheduler", None),
+                     cache=not params.pop("no_cache", False))
     return Options(
         min_gap_ns=params.pop("min_gap_ns"), run=params.pop("run"), max_input_bytes=params.pop("max_input_bytes"),
         include_warmup=params.pop("include_warmup"), force_job=params.pop("force_job"),

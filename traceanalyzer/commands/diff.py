@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from ..inert import terminal
-from ._options import analysis_options, build_options, output_format, output_options, stem
+from ._options import analysis_options, build_options, execution_options, output_format, output_options, stem
 from ._output import check_target, option_inputs, say, write
 
 
@@ -34,6 +34,7 @@ def _tolerance(text: str) -> float:
 @click.option("--tolerance", default="2%", show_default=True, metavar="PCT",
               help="A change whose 95% interval lies within +-PCT is 'unchanged'.")
 @analysis_options
+@execution_options
 def diff_command(base: Path, head: Path, output: Path | None, fmt: str | None, force: bool, quiet: bool,
                  fail_on: tuple[str, ...], tolerance: str, **params: Any) -> None:
     """Compare BASE (before a change) with HEAD (after it).

@@ -8,7 +8,15 @@ from typing import Any
 import click
 
 from ..inert import terminal
-from ._options import SUFFIX_BY_FORMAT, analysis_options, build_options, output_format, output_options, stem
+from ._options import (
+    SUFFIX_BY_FORMAT,
+    analysis_options,
+    build_options,
+    execution_options,
+    output_format,
+    output_options,
+    stem,
+)
 from ._output import check_target, option_inputs, say, unique_targets, write
 
 
@@ -16,6 +24,7 @@ from ._output import check_target, option_inputs, say, unique_targets, write
 @click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=Path))
 @output_options
 @analysis_options
+@execution_options
 @click.option("--all-runs", is_flag=True,
               help="Log dirs: one report per run, named <output>.<run>.<format>.")
 @click.option("--fail-on", "fail_on", multiple=True, metavar="RULE",

@@ -149,15 +149,26 @@ def diagnose(tl: Timeline, analysis: Figures, include_warmup: bool = False) -> D
     ranks = tuple(add_memory_findings(diagnose_rank(tl, r, include_warmup), r) for r in analysis.ranks)
     if not ranks:
         return Diagnosis(UNDETERMINED, None, "Nothing to diagnose: the input holds no events.", None, (), ())
-    with_gpu = [r for r in ranks if r.devices]
-    pick = max(with_gpu, key=lambda r: (r.lost_ns, -r.index)) if with_gpu else ranks[0]
-    headline = pick.headline
-    if len(ranks) > 1:
-        headline = f"{'Rank ?' if pick.rank is None else f'Rank {pick.rank}'} (loses the most GPU time): {headline}"
+    pick = ranks[job_rank([r.lost_ns for r in ranks], [bool(r.devices) for r in ranks])]
+    headline = job_headline(pick.rank, pick.headline, len(ranks))
     host_primary = pick.host_primary
     if host_primary is None:
         host_primary = next((r.host_primary for r in ranks if r.host_primary), None)
     return Diagnosis(pick.primary, host_primary, headline, pick.index, pick.findings, ranks)
+
+
+def job_rank(lost: list[float], with_gpu: list[bool]) -> int:
+    """Position of the rank whose verdict is the job's: among ranks with GPU work, the one losing the
+    most GPU time (ties: the first); the first rank when none has GPU work."""
+    candidates = [i for i, g in enumerate(with_gpu) if g]
+    return max(candidates, key=lambda i: (lost[i], -i)) if candidates else 0
+
+
+def job_headline(rank: int | None, headline: str, n_ranks: int) -> str:
+    """The job's headline: the chosen rank's, naming it when the job has several."""
+    if n_ranks <= 1:
+        return headline
+    return f"{'Rank ?' if rank is None else f'Rank {rank}'} (loses the most GPU time): {headline}"
 
 
 def diagnose_rank(tl: Timeline, ra: RankAnalysis, include_warmup: bool = False) -> RankDiagnosis:

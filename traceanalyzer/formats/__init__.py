@@ -36,6 +36,14 @@ def read_file(path: Path, options: ReadOptions) -> Timeline:
         raise InputError(path, "no such file or directory")
     if path.stat().st_size == 0:
         raise InputError(path, "empty file: expected a profiler trace")
+    if options.cache:
+        from ..cache import cached_read
+
+        return cached_read(path, options.max_input_bytes, lambda: _read_file(path, options), options.progress)
+    return _read_file(path, options)
+
+
+def _read_file(path: Path, options: ReadOptions) -> Timeline:
     head = read_head(path)
     if not head.strip():  # blank start: find the content, holding none of the blanks
         head = first_content(path, options.max_input_bytes)  # raises the precise gzip error, if any
@@ -315,36 +323,63 @@ def same_files(files: list[Path]) -> list[tuple[Path, Path]]:
     return pairs
 
 
+@dataclass(frozen=True)
+class RankMeta:
+    """What the job-level checks need of one rank, so they run on per-rank results as well."""
+
+    name: str  # the rank's input file, as given
+    rank: int | None  # from the trace (distributedInfo)
+    world_size: int | None
+    clock: str
+    device_names: tuple[str, ...]  # of its devices, in the Timeline's order
+    span_ns: tuple[int, int] | None  # first event start, last event end (None: no events)
+
+
+def rank_metas(tl: Timeline) -> list[RankMeta]:
+    """One RankMeta per rank of `tl`."""
+    ev = tl.events
+    ranks_col = ev["rank"].to_numpy()
+    out = []
+    for r in tl.ranks:
+        mine = ranks_col == r.index
+        span = None
+        if mine.any():
+            ts = ev["ts_ns"].to_numpy()[mine]
+            span = (int(ts.min()), int((ts + ev["dur_ns"].to_numpy()[mine]).max()))
+        out.append(RankMeta(tl.sources[r.source].path, r.rank, r.world_size, r.clock,
+                            tuple(d.name for d in tl.devices if d.rank == r.index), span))
+    return out
+
+
 def job_mismatch(tl: Timeline) -> str | None:
-    """Why the ranks of `tl` look like unrelated runs rather than one job, or None.
+    """Why the ranks of `tl` look like unrelated runs rather than one job, or None."""
+    return metas_mismatch(rank_metas(tl))
+
+
+def metas_mismatch(metas: list[RankMeta]) -> str | None:
+    """Why these ranks look like unrelated runs rather than one job, or None.
 
     Ranks of one job share the world size their traces record, have distinct rank numbers, run on
     one GPU model, and (on epoch clocks) overlap in wall-clock time.
     """
-    names = [tl.sources[r.source].path for r in tl.ranks]
-    sizes = {r.world_size for r in tl.ranks if r.world_size is not None}
+    sizes = {m.world_size for m in metas if m.world_size is not None}
     if len(sizes) > 1:
         return f"their world sizes differ ({', '.join(str(s) for s in sorted(sizes))})"
     numbers: dict[int, str] = {}
-    for r, name in zip(tl.ranks, names):
-        if r.rank is not None:
-            if r.rank in numbers:
-                return f"{numbers[r.rank]} and {name} are both rank {r.rank}"
-            numbers[r.rank] = name
+    for m in metas:
+        if m.rank is not None:
+            if m.rank in numbers:
+                return f"{numbers[m.rank]} and {m.name} are both rank {m.rank}"
+            numbers[m.rank] = m.name
     models: dict[str, str] = {}
-    for d in tl.devices:
-        if d.name:
-            models.setdefault(d.name, names[d.rank])
+    for m in metas:
+        for device_name in m.device_names:
+            if device_name:
+                models.setdefault(device_name, m.name)
     if len(models) > 1:
         return "they ran on different GPU models (" + ", ".join(f"{m} in {f}" for m, f in models.items()) + ")"
-    if all(r.clock == "epoch" for r in tl.ranks):
-        ev = tl.events
-        spans = []
-        for r in tl.ranks:
-            mine = ev[ev["rank"].to_numpy() == r.index]
-            if len(mine):
-                ts = mine["ts_ns"].to_numpy()
-                spans.append((int(ts.min()), int((ts + mine["dur_ns"].to_numpy()).max()), names[r.index]))
+    if all(m.clock == "epoch" for m in metas):
+        spans = [(m.span_ns[0], m.span_ns[1], m.name) for m in metas if m.span_ns is not None]
         if len(spans) > 1:
             latest_start = max(spans, key=lambda x: x[0])
             earliest_end = min(spans, key=lambda x: x[1])
@@ -357,15 +392,27 @@ def assign_ranks(tl: Timeline) -> None:
     """Ranks from the traces' own distributedInfo; the rest numbered in name order, never twice."""
     if len(tl.ranks) < 2:
         return
+    numbers, warnings = number_ranks([r.rank for r in tl.ranks])
+    tl.warnings.extend(warnings)
+    for r, n in zip(tl.ranks, numbers):
+        r.rank = n
+
+
+def number_ranks(found: list[int | None]) -> tuple[list[int | None], list[str]]:
+    """Rank numbers for a job's ranks in order: the traces' own, the rest (and repeats) numbered in
+    order with the numbers left free; with the warnings to give. One rank keeps what it has."""
+    if len(found) < 2:
+        return list(found), []
     seen: set[int] = set()
-    for r in tl.ranks:
-        if r.rank is not None:
-            if r.rank in seen:
-                tl.warnings.append(f"rank {r.rank} appears in more than one trace; renumbered in name order")
-                r.rank = None
+    numbers: list[int | None] = []
+    warnings = []
+    for n in found:
+        if n is not None:
+            if n in seen:
+                warnings.append(f"rank {n} appears in more than one trace; renumbered in name order")
+                n = None
             else:
-                seen.add(r.rank)
+                seen.add(n)
+        numbers.append(n)
     free = (i for i in range(10**9) if i not in seen)
-    for r in tl.ranks:
-        if r.rank is None:
-            r.rank = next(free)
+    return [next(free) if n is None else n for n in numbers], warnings

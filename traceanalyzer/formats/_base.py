@@ -34,6 +34,8 @@ class ReadOptions:
     dmon_start: tuple[int, str] | None = None
     # Several files are ranks of one job only when they look like one; True analyses them as one anyway.
     force_job: bool = False
+    # Decoded columns of big traces kept in (and taken from) the user's cache directory (`cache`).
+    cache: bool = False
 
 
 class Reader(Protocol):
