@@ -35,7 +35,9 @@ import pandas as pd
 from . import timeline as T
 from .analyses import _intervals as iv
 from .analyses.counters import device_series, trace_busy_sets, trace_span
+from .analyses.host_logs import HostLogFigures, host_log_figures
 from .errors import UsageError
+from .formats.glances import HostLog
 from .timeline import UTIL_METRIC, Timeline
 
 GIVEN, CLOCK, SEARCHED = "given", "clock", "searched"
@@ -563,3 +565,20 @@ def combine(trace: Timeline | None, logs: Timeline | None,
     merged = Timeline.concat([trace, place_counters(logs, alignments)])
     shift = len(trace.sources)
     return merged, tuple(replace(a, source=a.source + shift) for a in alignments)
+
+
+def host_logs_on_trace(tl: Timeline, logs: tuple[HostLog, ...], tz: str | None,
+                       offset_ns: int | None) -> tuple[HostLogFigures, ...]:
+    """Every host log put on the trace's clock (`host_log_offset`: the counter logs' zone and
+    skew options) and summarised against the trace's window and DataLoader waits."""
+    from .analyses.counters import trace_window
+
+    out = []
+    trace = tl if len(tl.events) else None
+    window = trace_window(tl) if trace is not None else None
+    for log in logs:
+        ts = log.ts_ns
+        first, last = (int(ts[0]), int(ts[-1])) if len(ts) else (0, 0)
+        a = host_log_offset(trace, log.source.clock, first, last, log.period_ns, AlignOptions(tz, offset_ns))
+        out.append(host_log_figures(log, a.offset_ns, a.method, a.zone, a.warnings, trace, window))
+    return tuple(out)

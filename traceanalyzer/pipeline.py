@@ -136,8 +136,8 @@ def analyze_timeline(tl: Timeline, options: Options | None = None, alignments: t
                      warnings: tuple[str, ...] = (), host_logs: tuple = ()) -> Analysis:
     """The figures, diagnosis and counter figures of a Timeline, as one typed Analysis.
     `host_logs`: glances exports read (formats.glances.HostLog), put on the trace's clock here."""
+    from .align import host_logs_on_trace
     from .analyses.counters import counter_figures, trace_window
-    from .analyses.host_logs import host_logs_on_trace
     from .analyses.summary import analyze as figures_of
     from .assemble import assemble
     from .diagnosis import diagnose

@@ -97,23 +97,4 @@ def _drawn(waits: iv.IntervalSet) -> tuple[np.ndarray, np.ndarray]:
     return s[keep], e[keep]
 
 
-
-
-
-def host_logs_on_trace(tl: Timeline, logs: tuple[HostLog, ...], tz: str | None,
-                       offset_ns: int | None) -> tuple[HostLogFigures, ...]:
-    """Every host log put on the trace's clock (`align.host_log_offset`: the counter logs' zone and
-    skew options) and summarised against the trace's window and DataLoader waits."""
-    from ..align import AlignOptions, host_log_offset
-    from .counters import trace_window
-
-    out = []
-    trace = tl if len(tl.events) else None
-    window = trace_window(tl) if trace is not None else None
-    for log in logs:
-        ts = log.ts_ns
-        first, last = (int(ts[0]), int(ts[-1])) if len(ts) else (0, 0)
-        a = host_log_offset(trace, log.source.clock, first, last, log.period_ns, AlignOptions(tz, offset_ns))
-        out.append(host_log_figures(log, a.offset_ns, a.method, a.zone, a.warnings, trace, window))
-    return tuple(out)
-__all__ = ["HostLogFigures", "WaitFigures", "host_log_figures", "host_logs_on_trace", "wait_figures"]
+__all__ = ["HostLogFigures", "WaitFigures", "host_log_figures", "wait_figures"]

@@ -6,6 +6,7 @@ holds the next steps per framework and `thresholds` every constant the rules use
 """
 
 from .host import CAUSES
-from .rules import VERDICTS, Diagnosis, Finding, RankDiagnosis, diagnose
+from .job import diagnose
+from .rules import VERDICTS, Diagnosis, Finding, RankDiagnosis
 
 __all__ = ["CAUSES", "VERDICTS", "Diagnosis", "Finding", "RankDiagnosis", "diagnose"]

@@ -16,7 +16,7 @@ import numpy as np
 from .. import timeline as T
 from ..analyses import _intervals as iv
 from ..analyses import figures as F
-from ..analyses.summary import Figures, RankAnalysis
+from ..analyses.summary import RankAnalysis
 from ..causes import CAUSE_BY_ID as _CAUSE_BY_ID
 from ..causes import (
     COMMUNICATION_BOUND,
@@ -61,7 +61,7 @@ TITLES = {v.id: v.title for v in VERDICT_BY_ID.values()}
 PHRASE = {c.id: c.phrase for c in _CAUSE_BY_ID.values()}
 __all__ = ["COMMUNICATION_BOUND", "GPU_BOUND", "HOST_BOUND", "INPUT_BOUND", "LAUNCH_BOUND", "MEMCPY_BOUND",
            "PERIODIC_STALL", "SYNC_BOUND", "UNDETERMINED", "UNEXPLAINED", "VERDICTS", "VERDICT_OF_CAUSE",
-           "Diagnosis", "Finding", "RankDiagnosis", "diagnose"]
+           "Diagnosis", "Finding", "RankDiagnosis"]
 # Kernel-name hints (informative only): memory-bound kernel families and precision.
 MEMORY_BOUND_KERNEL = re.compile(
     r"elementwise|reduce|norm|softmax|copy|fill|cat_|index|gather|scatter|transpose|pool|embedding|dropout"
@@ -140,21 +140,6 @@ class Diagnosis:
     primary_rank: int | None  # index into ranks
     findings: tuple[Finding, ...]
     ranks: tuple[RankDiagnosis, ...]
-
-
-def diagnose(tl: Timeline, analysis: Figures, include_warmup: bool = False) -> Diagnosis:
-    """The verdict for every rank and for the job (the rank losing the most GPU time)."""
-    from .memory import add_memory_findings  # here: diagnosis.memory builds on this module's types
-
-    ranks = tuple(add_memory_findings(diagnose_rank(tl, r, include_warmup), r) for r in analysis.ranks)
-    if not ranks:
-        return Diagnosis(UNDETERMINED, None, "Nothing to diagnose: the input holds no events.", None, (), ())
-    pick = ranks[job_rank([r.lost_ns for r in ranks], [bool(r.devices) for r in ranks])]
-    headline = job_headline(pick.rank, pick.headline, len(ranks))
-    host_primary = pick.host_primary
-    if host_primary is None:
-        host_primary = next((r.host_primary for r in ranks if r.host_primary), None)
-    return Diagnosis(pick.primary, host_primary, headline, pick.index, pick.findings, ranks)
 
 
 def job_rank(lost: list[float], with_gpu: list[bool]) -> int:

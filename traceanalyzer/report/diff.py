@@ -12,9 +12,9 @@ import orjson
 from .. import inert
 from ..causes import VERDICT_BY_ID
 from ..compare import Comparison
+from ._format import WIDTH, _clean, _md, _wrap, fmt_pct, fmt_us
 from .html import template_env
-from .markdown import MAX_CHARS, _md
-from .text import WIDTH, _clean, _wrap, fmt_pct, fmt_us
+from .markdown import MAX_CHARS
 
 STICKY_MARKER = "<!-- traceanalyzer-diff -->"
 ICONS = {"regressed": "🔴", "improved": "🟢", "unchanged": "⚪", "inconclusive": "🟡"}

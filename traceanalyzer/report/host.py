@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .text import fmt_us
+from ._format import fmt_us
 
 Report = dict[str, Any]
 SPLIT_LABELS = {"cpu": "CPU-bound", "storage": "storage-bound", "unknown": "not split"}

@@ -23,8 +23,8 @@ from ..causes import PALETTE, page_registry
 from ..result import AnalysisData as Analysis
 from ..result import PlainData as Report
 from ..units import format_bytes
+from ._format import fmt_pct, fmt_us
 from .ranks import straggler_sentence
-from .text import fmt_pct, fmt_us
 
 # Labels and colours of causes and verdicts come from the one registry (traceanalyzer/causes.py).
 CAUSES: dict[str, dict[str, str]] = page_registry()["causes"]

@@ -17,22 +17,16 @@ from .. import inert
 from ..causes import CAUSE_LIST, VERDICT_LIST
 from ..result import AnalysisData as Analysis
 from ..result import PlainData as Report
+from ._format import _md, _table, fmt_pct, fmt_us
 from .host import host_markdown, throughput_figures
 from .memory import markdown_lines as memory_markdown
 from .ranks import markdown_lines as ranks_markdown
-from .text import fmt_pct, fmt_us
 
 MAX_CHARS = 65_536
 # Row limits of the first attempt; each retry halves them until the text fits.
 ROWS = {"findings": 6, "ranks": 40, "gaps": 15, "steps": 40, "kernels": 15, "inputs": 30, "warnings": 20}
-MAX_CELL_CHARS = 160
 VERDICT_LABELS = {v.id: v.label for v in VERDICT_LIST}
 CAUSE_LABELS = {c.id: c.label for c in CAUSE_LIST}
-
-
-def _md(text: object, limit: int = MAX_CELL_CHARS) -> str:
-    """Inline-safe, inert text: one line, cut to `limit` characters (see `inert.markdown`)."""
-    return inert.markdown(text, limit)
 
 
 def _who(r: dict[str, Any]) -> str:
@@ -40,19 +34,6 @@ def _who(r: dict[str, Any]) -> str:
     if r.get("rank") is not None:
         return str(r["rank"])
     return _md(str(r.get("input") or "trace").replace("\\", "/").rsplit("/", 1)[-1], 60)
-
-
-def _table(header: list[str], rows: Iterable[list[str]], limit: int, total: int, what: str) -> list[str]:
-    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    shown = 0
-    for row in rows:
-        if shown >= limit:
-            break
-        out.append("| " + " | ".join(row) + " |")
-        shown += 1
-    if total > shown:
-        out += ["", f"_{total - shown} more {what} not shown; see the HTML or JSON report._"]
-    return out + [""]
 
 
 def render_markdown(analysis: Analysis) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .text import _wrap, fmt_us
+from ._format import _md, _table, _wrap, fmt_us
 
 MAX_CLOCK_LINES = 8  # host clocks listed on the terminal
 
@@ -61,7 +61,6 @@ def text_lines(report: dict[str, Any]) -> list[str]:
 def markdown_lines(report: dict[str, Any], limit: int) -> list[str]:
     """The "Ranks and stragglers" section: the sentence, the per-rank table (at most `limit` rows)
     and the host clocks when there are several."""
-    from .markdown import _md, _table
 
     sentence = straggler_sentence(report)
     if sentence is None:

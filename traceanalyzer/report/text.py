@@ -12,39 +12,14 @@ from typing import Any
 from .. import inert
 from ..result import AnalysisData as Analysis
 from ..result import PlainData as Report
+from ._format import WIDTH, _clean, _wrap, fmt_pct, fmt_us
 from .memory import text_lines as memory_text_lines
 
-WIDTH = 80
 TOP_FINDINGS = 3  # findings shown in the summary
 ADVICE_PER_FINDING = 2
 
 
-def fmt_us(us: float | None) -> str:
-    """A duration in the most readable unit: 850 us, 12.3 ms, 4.56 s."""
-    if us is None:
-        return "n/a"
-    if abs(us) >= 1_000_000:
-        return f"{us / 1_000_000:.2f} s"
-    if abs(us) >= 1_000:
-        return f"{us / 1_000:.1f} ms"
-    return f"{us:.0f} us"
-
-
-def fmt_pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.1f}%"
-
-
 MAX_RANKS_SHOWN = 8
-
-
-def _clean(text: object) -> str:
-    """One line of printable text: terminal escapes removed, other control characters shown escaped."""
-    return " ".join(inert.terminal(text).split())
-
-
-def _wrap(text: str, first: str, rest: str) -> list[str]:
-    return textwrap.wrap(_clean(text), WIDTH, initial_indent=first, subsequent_indent=rest,
-                         break_long_words=True, break_on_hyphens=False) or [first.rstrip()]
 
 
 def render_text(analysis: Analysis) -> str:
