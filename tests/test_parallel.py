@@ -23,6 +23,9 @@ from traceanalyzer.errors import InputError, UsageError
 from traceanalyzer.formats import ReadOptions, input_sets, load_set
 from traceanalyzer.pipeline import Options, analyze_timeline
 
+# Worker processes take about a second each to start: the whole file runs with the full suite.
+pytestmark = pytest.mark.slow
+
 
 # --- a multi-rank job built in code ------------------------------------------------------------------
 def _rank_trace(rank: int | None, world: int, steps: int = 4, kernels: int = 300, stall_us: int = 0) -> KinetoTrace:
