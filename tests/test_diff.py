@@ -236,3 +236,30 @@ def test_workflow_commands_in_the_readme_run_locally(tmp_path, monkeypatch):
         assert code in (0, 1), (command, output)
     assert Path("report.html").exists() and Path("diff.md").read_text().startswith(STICKY_MARKER)
     assert STICKY_MARKER in summary.read_text()
+
+
+def test_memory_peak_and_stragglers_are_compared(tmp_path):
+    """Both sides with memory events: the GPU memory peak in every format; a many-rank job whose
+    straggler goes away: named on the base side, 'none' on the head."""
+    from test_memory import MiB, gpu_trace
+    from test_stragglers import write_job
+
+    base = gpu_trace([(1500, 300 * MiB, 400 * MiB)], steps=5).write(tmp_path / "base.json")
+    head = gpu_trace([(1500, 300 * MiB, 600 * MiB)], steps=5).write(tmp_path / "head.json")
+    c = compare(ta.analyze(base), ta.analyze(head))
+    assert (c.base.peak_memory_bytes, c.head.peak_memory_bytes) == (400 * MiB, 600 * MiB)
+    md = render_diff_markdown(c)
+    assert "| GPU memory peak | 400.0 MiB | 600.0 MiB | +50.0% |" in md
+    assert c.to_data()["head"]["peak_memory_bytes"] == 600 * MiB
+    from traceanalyzer.report.diff import render_diff_text
+
+    assert "GPU memory peak 400.0 MiB -> 600.0 MiB" in render_diff_text(c)
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    slow = ta.analyze(write_job(tmp_path / "a"))
+    even = ta.analyze(write_job(tmp_path / "b", slow=None))
+    c = compare(slow, even)
+    assert c.base.stragglers == (5,) and c.head.stragglers == ()
+    assert c.base.straggler_wait_per_step_us == pytest.approx(210_000, rel=0.01)
+    assert "| stragglers | rank 5 (210.0 ms wait/step) | none | |" in render_diff_markdown(c)

@@ -113,6 +113,9 @@ class Side:
     step_parts_us: dict[str, tuple[float, ...]]  # per step, each part (for side-by-side charts)
     samples_per_s: float | None = None  # with --batch-size (Summary.samples_per_s)
     batch_size: int | None = None
+    peak_memory_bytes: int | None = None  # largest GPU peak reserved (else allocated), memory events
+    stragglers: tuple[int, ...] = ()  # straggler ranks, worst first (many-rank jobs)
+    straggler_wait_per_step_us: float | None = None  # wait the worst straggler causes per step
 
 
 @dataclass(frozen=True)
@@ -253,8 +256,18 @@ def _side(a: AnalysisData, root: str | None) -> tuple[Side, np.ndarray, dict[str
         step_parts_us={k: tuple(round(float(x), 3) for x in v) for k, v in parts.items() if np.any(v > 0)},
         samples_per_s=a.summary.samples_per_s,
         batch_size=a.summary.batch_size,
+        peak_memory_bytes=_peak_memory(a),
+        stragglers=tuple(s.rank for s in diag.stragglers) if diag else (),
+        straggler_wait_per_step_us=diag.stragglers[0].caused_wait_per_step_us if diag and diag.stragglers else None,
     )
     return side, dur, parts
+
+
+def _peak_memory(a: AnalysisData) -> int | None:
+    """The largest GPU memory peak of the run: reserved where the events carry it, else allocated."""
+    peaks = [m.peak_reserved_bytes if m.peak_reserved_bytes is not None else m.peak_allocated_bytes
+             for r in a.ranks for d in r.devices if (m := d.memory) is not None]
+    return max(peaks) if peaks else None
 
 
 def _r(x: float | None, digits: int = 3) -> float | None:

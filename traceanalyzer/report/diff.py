@@ -11,7 +11,8 @@ import orjson
 
 from .. import inert
 from ..causes import VERDICT_BY_ID
-from ..compare import Comparison
+from ..compare import Comparison, Side
+from ..units import format_bytes
 from ._format import WIDTH, _clean, _md, _wrap, fmt_pct, fmt_us
 from .html import template_env
 from .markdown import MAX_CHARS
@@ -62,6 +63,7 @@ def _markdown(c: Comparison, rows: dict[str, int]) -> str:
     if c.base.sm_util_mean_pct is not None and c.head.sm_util_mean_pct is not None:
         out.append(f"| nvidia-smi SM util | {c.base.sm_util_mean_pct:.1f}% | {c.head.sm_util_mean_pct:.1f}% | |")
     out += _samples_rows(c)
+    out += _memory_and_straggler_rows(c)
     out.append("")
     if c.gates:
         out += ["### Gates", ""]
@@ -102,6 +104,25 @@ def _samples_rows(c: Comparison) -> list[str]:
     return [f"| samples/s (batch {c.base.batch_size} / {c.head.batch_size}) | {b:,.1f} | {h:,.1f} | {change} |"]
 
 
+def _memory_and_straggler_rows(c: Comparison) -> list[str]:
+    """GPU memory peak when both sides have memory events; stragglers when either side has one."""
+    rows = []
+    b, h = c.base.peak_memory_bytes, c.head.peak_memory_bytes
+    if b is not None and h is not None:
+        rows.append(f"| GPU memory peak | {format_bytes(b)} | {format_bytes(h)} | "
+                    f"{_pct_change(h / b - 1 if b else None)} |")
+    if c.base.stragglers or c.head.stragglers:
+        rows.append(f"| stragglers | {_ranks_text(c.base)} | {_ranks_text(c.head)} | |")
+    return rows
+
+
+def _ranks_text(s: Side) -> str:
+    if not s.stragglers:
+        return "none"
+    wait = f" ({fmt_us(s.straggler_wait_per_step_us)} wait/step)" if s.straggler_wait_per_step_us else ""
+    return "rank " + ", ".join(str(r) for r in s.stragglers[:5]) + wait
+
+
 def render_diff_text(c: Comparison) -> str:
     st = c.step_time
     lines = _wrap(c.headline, f"Change: {c.change_verdict.upper()}: ", "  ")
@@ -111,6 +132,11 @@ def render_diff_text(c: Comparison) -> str:
     if b_rate is not None and h_rate is not None:
         change = _pct_change(h_rate / b_rate - 1 if b_rate else None)
         lines.append(f"samples/s {b_rate:,.1f} -> {h_rate:,.1f} ({change})")
+    if c.base.peak_memory_bytes is not None and c.head.peak_memory_bytes is not None:
+        lines.append(f"GPU memory peak {format_bytes(c.base.peak_memory_bytes)} -> "
+                     f"{format_bytes(c.head.peak_memory_bytes)}")
+    if c.base.stragglers or c.head.stragglers:
+        lines.append(f"stragglers {_ranks_text(c.base)} -> {_ranks_text(c.head)}")
     for p in c.attribution[:5]:
         lines.append(f"  {_signed_us(p.delta_per_step_us):>10} per step  {_clean(p.label)}")
     for g in c.gates:
