@@ -98,3 +98,15 @@ def smi_csv_text(ends_ns: np.ndarray, util: np.ndarray, zone: str, skew_ns: int)
         stamp = wall.strftime("%Y/%m/%d %H:%M:%S.") + f"{wall.microsecond // 1000:03d}"
         lines.append(f"{stamp}, 0, NVIDIA Test GPU, {u} %, {u // 2} %, {60 + u:.2f} W")
     return "\n".join(lines) + "\n"
+
+
+def trace_with_dated_log(tmp: Path) -> tuple[Path, Path]:
+    """A 5-step epoch-clock trace and an 8-sample dated dmon log beside it (for option-bound tests)."""
+    trace = KinetoTrace(base_ns=1_700_000_000_000_000_000)
+    for i in range(5):
+        trace.step(i, i * 1_000_000, 900_000).launched(i * 1_000_000 + 10, 5, i * 1_000_000 + 20, 500_000)
+    trace_path = trace.write(tmp / "t.json")
+    log = tmp / "g.log"
+    log.write_text("#Date Time gpu sm\n#YYYYMMDD HH:MM:SS Idx %\n"
+                   + "".join(f"20231114 22:13:{20 + i:02d} 0 {50 + i}\n" for i in range(8)))
+    return trace_path, log

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from dmon_builder import trace_with_dated_log
 from kineto_builder import KinetoTrace
 
 from traceanalyzer.commands._output import unique_targets
@@ -215,12 +216,7 @@ def test_library_checks_stay_behind_the_option_ranges(tmp_path):
     log.write_text("# gpu sm\n# Idx %\n 0 5\n 0 6\n")
     with pytest.raises(UsageError, match="--dmon-interval must be longer than 0"):
         ta.analyze(log, ta.Options(dmon_interval_ns=0, cache=False))
-    trace = KinetoTrace(base_ns=1_700_000_000_000_000_000)
-    for i in range(5):
-        trace.step(i, i * 1_000_000, 900_000).launched(i * 1_000_000 + 10, 5, i * 1_000_000 + 20, 500_000)
-    trace.write(tmp_path / "t.json")
-    (tmp_path / "g.log").write_text("#Date Time gpu sm\n#YYYYMMDD HH:MM:SS Idx %\n"
-                                    + "".join(f"20231114 22:13:{20 + i:02d} 0 {50 + i}\n" for i in range(8)))
+    trace_with_dated_log(tmp_path)
     with pytest.raises(ta.errors.TraceAnalyzerError, match="beyond the times that can be represented"):
         ta.analyze(tmp_path / "t.json", ta.Options(counter_logs=(tmp_path / "g.log",), cache=False,
                                                    dmon_offset_ns=99999999999 * 3_600_000_000_000))

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from dmon_builder import trace_with_dated_log
 from kineto_builder import KinetoTrace
 
 from traceanalyzer.commands import main
@@ -611,12 +612,7 @@ def test_memory_instants_with_absurd_sizes_are_no_internal_error(tmp_path, field
     (["--dmon-gpu", "0=99999999999"], "indices up to 2147483647"),
 ])
 def test_absurd_alignment_options_are_usage_errors(tmp_path, args, message):
-    trace = KinetoTrace(base_ns=1_700_000_000_000_000_000)
-    for i in range(5):
-        trace.step(i, i * 1_000_000, 900_000).launched(i * 1_000_000 + 10, 5, i * 1_000_000 + 20, 500_000)
-    trace.write(tmp_path / "t.json")
-    (tmp_path / "g.log").write_text("#Date Time gpu sm\n#YYYYMMDD HH:MM:SS Idx %\n"
-                                    + "".join(f"20231114 22:13:{20 + i:02d} 0 {50 + i}\n" for i in range(8)))
+    trace_with_dated_log(tmp_path)
     res = CliRunner().invoke(main, ["report", str(tmp_path / "t.json"), "--dmon", str(tmp_path / "g.log"),
                                     "-o", str(tmp_path / "x.json"), "-q", *args])
     assert res.exit_code == 2 and message in res.output

@@ -29,6 +29,7 @@ from . import __version__
 from .analyses.throughput import job_step_durations, step_time_stats
 from .causes import CAUSES, cause_label
 from .result import AnalysisData, to_data
+from .units import format_us
 
 SCHEMA = "traceanalyzer-diff/1"
 MIN_STEPS = 3  # fewer steps on a side: the change is inconclusive
@@ -385,15 +386,6 @@ def _part_label(key: str) -> str:
     return PART_LABELS.get(key, key)
 
 
-def _fmt_us(us: float) -> str:
-    a = abs(us)
-    if a >= 1_000_000:
-        return f"{us / 1_000_000:.2f} s"
-    if a >= 1_000:
-        return f"{us / 1_000:.1f} ms"
-    return f"{us:.0f} us"
-
-
 def _with_headline(c: Comparison) -> Comparison:
     from dataclasses import replace
 
@@ -419,7 +411,7 @@ def _with_headline(c: Comparison) -> Comparison:
     if movers and c.change_verdict in (REGRESSED, IMPROVED):
         p = movers[0]
         more_less = "more" if p.delta_per_step_us > 0 else "less"
-        text += (f"; {_fmt_us(abs(p.delta_per_step_us))} {more_less} {p.label} per step explains "
+        text += (f"; {format_us(abs(p.delta_per_step_us))} {more_less} {p.label} per step explains "
                  f"{min(p.share_of_change or 0.0, 9.99) * 100:.0f}% of it")
     if c.verdict_changed:
         text += f"; verdict changed {c.base.primary or 'none'} → {c.head.primary or 'none'}"

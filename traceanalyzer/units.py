@@ -47,6 +47,17 @@ def format_duration(ns: int) -> str:
     return f"{ns}ns"
 
 
+def format_us(us: float | None) -> str:
+    """A duration in the most readable unit for prose and tables: 850 us, 12.3 ms, 4.56 s."""
+    if us is None:
+        return "n/a"
+    if abs(us) >= 1_000_000:
+        return f"{us / 1_000_000:.2f} s"
+    if abs(us) >= 1_000:
+        return f"{us / 1_000:.1f} ms"
+    return f"{us:.0f} us"
+
+
 def ns_to_us(ns: float) -> float:
     return float(ns) / 1000.0
 

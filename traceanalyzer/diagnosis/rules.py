@@ -35,6 +35,7 @@ from ..causes import (
     VERDICTS,
 )
 from ..timeline import Timeline
+from ..units import format_us
 from . import attribution as A
 from . import host as H
 from .advice import advice_for
@@ -510,9 +511,4 @@ def _pct(x: float) -> str:
 
 
 def _fmt_ns(ns: float) -> str:
-    us = ns / 1000
-    if abs(us) >= 1_000_000:
-        return f"{us / 1_000_000:.2f} s"
-    if abs(us) >= 1_000:
-        return f"{us / 1_000:.1f} ms"
-    return f"{us:.0f} us"
+    return format_us(ns / 1000)

@@ -7,20 +7,10 @@ import textwrap
 from collections.abc import Iterable
 
 from .. import inert
+from ..units import format_us as fmt_us  # noqa: F401  (the renderers' name for it)
 
 WIDTH = 80  # terminal lines
 MAX_CELL_CHARS = 160  # a Markdown cell
-
-
-def fmt_us(us: float | None) -> str:
-    """A duration in the most readable unit: 850 us, 12.3 ms, 4.56 s."""
-    if us is None:
-        return "n/a"
-    if abs(us) >= 1_000_000:
-        return f"{us / 1_000_000:.2f} s"
-    if abs(us) >= 1_000:
-        return f"{us / 1_000:.1f} ms"
-    return f"{us:.0f} us"
 
 
 def fmt_pct(x: float | None) -> str:
