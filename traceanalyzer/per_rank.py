@@ -72,6 +72,7 @@ class RankTask:
     max_input_bytes: int
     cache: bool
     batch_size: int | None = None  # samples per step (per-step samples/s)
+    decode_workers: int = 1  # processes decoding this one file (a job of one big file: the cores)
 
 
 @dataclass(frozen=True)
@@ -105,7 +106,7 @@ def analyze_file(task: RankTask, progress: Callable[[int], None] | None = None) 
 
     try:
         tl = read_file(Path(task.path), ReadOptions(max_input_bytes=task.max_input_bytes, progress=progress,
-                                                    cache=task.cache))
+                                                    cache=task.cache, decode_workers=task.decode_workers))
     except InputError as exc:  # returned, not raised: the reduce decides (skip or stop), and says it as before
         return FileOutput(task.path, error_path=exc.path, error_message=exc.message)
     return analyze_rank_timeline(tl, task)
@@ -150,8 +151,13 @@ def analyze_set(inputs: InputSet, options: Any, notes: tuple[str, ...] = ()) -> 
     for first, again in same_files(files):
         raise InputError(again, f"the same file is given twice ({first} and {again})")
     remote = bool(options.scheduler)
+    from .executors import workers
+
+    # One file: its ranges are decoded by the processes that ranks would otherwise take.
+    decode = workers(options.jobs, 1 << 30) if len(files) == 1 and not remote else 1
     tasks = [RankTask(os.path.abspath(f) if remote else str(f), options.min_gap_ns, options.diagnose,
-                      options.include_warmup, options.max_input_bytes, options.cache, options.batch_size)
+                      options.include_warmup, options.max_input_bytes, options.cache, options.batch_size,
+                      decode)
              for f in files]
     stage = options.stage
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Union
 
@@ -123,6 +123,10 @@ def _analyze_set(inputs, options: Options, read) -> Analysis:  # type: ignore[no
 
         return analyze_set(split.traces, options, notes)
     # Counter and host logs are aligned with the whole job's trace: read as one Timeline.
+    if len(split.traces.files) == 1:  # one file: its ranges decoded by the cores --jobs allows
+        from .executors import workers
+
+        read = replace(read, decode_workers=workers(options.jobs, 1 << 30))
     trace = load_set(split.traces, read) if split.traces.files else None
     logs = load_counter_logs(split.logs, read)
     tl, alignments = combine(trace, logs, AlignOptions(options.dmon_tz, options.dmon_offset_ns,

@@ -225,7 +225,9 @@ def events_frame(columns: dict[str, Any]) -> pd.DataFrame:
             data[col] = value if isinstance(value, pd.Categorical) else pd.Categorical(value)
         else:
             data[col] = np.asarray(value).astype(dtype, copy=False)
-    frame = pd.DataFrame(data)
+    # copy=False: the columns are the arrays given (made for this table), not stacked into a second
+    # copy of every row: a GB-size trace's table would otherwise be held twice while it is built.
+    frame = pd.DataFrame(data, copy=False)
     frame["kind"] = frame["kind"].cat.set_categories(EVENT_KINDS)
     frame["copy_kind"] = frame["copy_kind"].cat.set_categories(COPY_KINDS)
     return frame

@@ -36,6 +36,9 @@ class ReadOptions:
     force_job: bool = False
     # Decoded columns of big traces kept in (and taken from) the user's cache directory (`cache`).
     cache: bool = False
+    # Processes (this one included) that decode one big uncompressed trace file in ranges
+    # (`chrome_parallel`); 1 streams it in this process alone.
+    decode_workers: int = 1
 
 
 class Reader(Protocol):

@@ -50,16 +50,19 @@ def read_input(path: Path, max_bytes: int = DEFAULT_MAX_INPUT_BYTES,
 
 def iter_input_blocks(path: Path, max_bytes: int = DEFAULT_MAX_INPUT_BYTES,
                       progress: Callable[[int], None] | None = None,
-                      block_size: int = _READ_BLOCK) -> Iterator[bytes]:
+                      block_size: int = _READ_BLOCK, start: int = 0) -> Iterator[bytes]:
     """The content of `path` (gunzipped when gzip) in blocks of about `block_size` bytes.
 
-    `progress` is called with the on-disk bytes consumed since its last call.
+    `progress` is called with the on-disk bytes consumed since its last call. `start` (a file offset,
+    uncompressed files only) reads from there on, as is (no byte-order mark removed).
     """
     try:
         with open(path, "rb") as fh:
             head = fh.read(2)
-            fh.seek(0)
-            first = True
+            if start and head == GZIP_MAGIC:
+                raise ValueError("a compressed file is read from its start")
+            fh.seek(start)
+            first = not start
             for block in _blocks(fh, path, max_bytes, head == GZIP_MAGIC, progress, block_size):
                 if first:
                     block = _strip_bom(block)
@@ -67,6 +70,20 @@ def iter_input_blocks(path: Path, max_bytes: int = DEFAULT_MAX_INPUT_BYTES,
                 yield block
     except OSError as exc:
         raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
+
+
+def plain_file_layout(path: Path) -> tuple[int, int] | None:
+    """(file size, length of a leading UTF-8 byte-order mark) of an uncompressed file, whose
+    content offsets are then file offsets less that length; None for a gzip file."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(3)
+            size = os.fstat(fh.fileno()).st_size
+    except OSError as exc:
+        raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
+    if head[:2] == GZIP_MAGIC:
+        return None
+    return size, len(UTF8_BOM) if head == UTF8_BOM else 0
 
 
 def read_head(path: Path, size: int = 65536) -> bytes:

@@ -238,6 +238,21 @@ def _decode_one_by_one(piece: Any) -> list[Any]:
     return out
 
 
+def _decode_span(buf: bytearray, start: int, end: int, decoder: msgspec.json.Decoder | None) -> list[Any]:
+    """Decode buf[start:end] as a list, with '[' written over buf[start] and ']' over buf[end]
+    (both restored after): the events between two boundaries, without copying them."""
+    saved_start = buf[start]
+    saved_end = buf[end]
+    buf[start] = 0x5B  # '['
+    buf[end] = 0x5D  # ']'
+    try:
+        with memoryview(buf) as view:
+            return _decode(view[start:end + 1], decoder)
+    finally:
+        buf[start] = saved_start
+        buf[end] = saved_end
+
+
 def _decode_piece(piece: bytes, env: Envelope, path: Path, base: int,
                   decoder: msgspec.json.Decoder | None = None) -> list[Any]:
     try:
@@ -317,8 +332,13 @@ class EventStream:
             yield from self._whole_content()
             return
         self.streamed = True
+        yield from self.events_from(reader)
+
+    def events_from(self, r: _StreamReader) -> Iterator[list[Any]]:
+        """The events from `r` on to the end of the document, whose `buf[0]` is the array's '[' or
+        the byte before an event's '{' (see `chrome_parallel`, which streams a file's tail so)."""
         try:
-            yield from self._stream(reader)
+            yield from self._stream(r)
         except NestingError as exc:
             raise InputError(self.path, f"not a trace: {exc}") from None
 
@@ -493,15 +513,18 @@ class EventStream:
         yield self._salvage(r, pos)
 
     def _salvage(self, r: _StreamReader, pos: int) -> list[Any]:
-        """The complete events before a cut: the array is closed after the last event boundary
-        that decodes (tried from the end, a bounded number of times)."""
+        """The complete events before a cut: the array is closed after the last complete event (found
+        by following strings and brackets from `pos`, so `}, {` inside strings cannot mislead it);
+        if that does not decode, after the last event boundary that does (tried from the end, a
+        bounded number of times)."""
         r.buf = buf = bytearray(r.buf)  # a fresh copy: views left by the failed decode pin the old one
         ends = [m.start() + 1 for m in _EVENT_BOUNDARY.finditer(buf, max(pos - 1, len(buf) - (4 << 20)))]
         last = buf.rfind(b"}")
         if last >= pos:
             ends.append(last + 1)
+        exact = _last_event_end(buf, pos) if len(buf) - pos <= _MAX_SALVAGE_SCAN else pos
         events: list[Any] = []
-        for end in sorted(set(ends), reverse=True)[:_SALVAGE_TRIES]:
+        for end in ([exact] if exact > pos else []) + sorted(set(ends), reverse=True)[:_SALVAGE_TRIES]:
             if end >= len(buf):
                 buf += b" "
             try:
@@ -516,6 +539,29 @@ class EventStream:
 
 
 _SALVAGE_TRIES = 64
+# The exact scan of `_salvage` follows at most this many bytes (a Python step per string or bracket).
+_MAX_SALVAGE_SCAN = 64 * 1024 * 1024
+
+
+def _last_event_end(buf: bytearray, pos: int) -> int:
+    """Index just after the last object that closes at depth 0 from `pos` (an event's '{') on, i.e.
+    the end of the last complete event before a cut; `pos` when none closes."""
+    depth = 0
+    end = pos
+    for m in _HEADER_TOKEN.finditer(buf, pos):
+        tok = buf[m.start()]
+        if tok == 0x22:  # a string; a lone '"' is one the cut left open
+            if m.end() - m.start() == 1:
+                break
+        elif tok in b"{[":
+            depth += 1
+        else:
+            depth -= 1
+            if depth == 0 and tok == 0x7D:
+                end = m.end()
+            elif depth < 0:  # the array's own ']': nothing to salvage beyond it
+                break
+    return end
 
 
 class _StreamReader:
@@ -607,17 +653,7 @@ class _StreamReader:
 
     def decode(self, start: int, end: int, decoder: msgspec.json.Decoder | None) -> list[Any]:
         """Decode buf[start:end] as a list, with '[' written over buf[start] and ']' over buf[end]."""
-        buf = self.buf
-        saved_start = buf[start]
-        saved_end = buf[end]
-        buf[start] = 0x5B  # '['
-        buf[end] = 0x5D  # ']'
-        try:
-            with memoryview(buf) as view:
-                return _decode(view[start:end + 1], decoder)
-        finally:
-            buf[start] = saved_start
-            buf[end] = saved_end
+        return _decode_span(self.buf, start, end, decoder)
 
     def decode_closed(self, start: int, end: int, decoder: msgspec.json.Decoder | None) -> list[Any]:
         """Decode buf[start:end] (which ends with its own ']') with '[' written over buf[start]."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 import gc
 import re
 from collections import Counter
+from collections.abc import Callable
 from itertools import compress, repeat
 from operator import attrgetter, eq
 from pathlib import Path
@@ -48,6 +49,7 @@ from .chrome_json import (
     parse_envelope,
     stream_events,
 )
+from .chrome_parallel import RangeResult, RangeTask, collect_events, decode_range
 
 # Plausibility bounds: an event outside them is dropped and counted (see the README).
 MAX_ABS_TIME_US = 7.3e15  # |time| beyond the year 2200 in epoch microseconds
@@ -142,7 +144,10 @@ def read_path(path: Path, options: ReadOptions, chunk_bytes: int = CHUNK_BYTES, 
     stream = stream_events(path, max_bytes=options.max_input_bytes, chunk_bytes=chunk_bytes,
                            progress=options.progress, decoder=TYPED_DECODER if typed else None)
     DECODE_NOTES.clear()
-    cols = _collect(stream.chunks())
+    if typed and options.decode_workers > 1:  # a big uncompressed file: ranges decoded in parallel
+        cols = _paused_gc(lambda: collect_events(stream, _Collector, decode_range_task, options.decode_workers))
+    else:
+        cols = _collect(stream.chunks())
     tl = _timeline(cols, stream.header, path, FORMAT)
     source = tl.sources[0]
     add_decode_notes(source)
@@ -172,18 +177,30 @@ def timeline_from_envelope(env: Envelope, path: Path, options: ReadOptions, fmt:
 
 
 def _collect(chunks: Any) -> _Collector:
-    """Columns from decoded chunks, with the cyclic garbage collector paused: decoding creates
-    millions of short-lived objects and a collection pass over them would only cost time."""
-    cols = _Collector()
+    """Columns from decoded chunks."""
+    def run() -> _Collector:
+        cols = _Collector()
+        for chunk in chunks:
+            cols.add(chunk)
+        return cols
+    return _paused_gc(run)
+
+
+def _paused_gc(fn: Callable[[], _Collector]) -> _Collector:
+    """`fn()` with the cyclic garbage collector paused: decoding creates millions of short-lived
+    objects and a collection pass over them would only cost time."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        for chunk in chunks:
-            cols.add(chunk)
+        return fn()
     finally:
         if was_enabled:
             gc.enable()
-    return cols
+
+
+def decode_range_task(task: RangeTask) -> RangeResult:
+    """One range of a big file decoded into typed columns (run by `chrome_parallel`'s workers)."""
+    return decode_range(task, TYPED_DECODER, _Collector)
 
 
 def _timeline(cols: _Collector, header: dict[str, Any], path: Path, fmt: str) -> Timeline:
@@ -246,12 +263,59 @@ def _timeline(cols: _Collector, header: dict[str, Any], path: Path, fmt: str) ->
     return tl.validate()
 
 
+class _NameFacts:
+    """What a name, a category or a copy-kind value says about its events, per interned code: computed
+    once per distinct value as new ones appear, then spread to rows by code."""
+
+    def __init__(self) -> None:
+        self.n_names = self.n_cats = self.n_copy_kinds = 0
+        self.step = np.zeros(0, dtype=np.int32)  # ProfilerStep#N: N (-1: not a step, or N beyond int32)
+        self.odd_step = np.zeros(0, dtype=bool)  # ProfilerStep#N with N beyond int32
+        self.loader = np.zeros(0, dtype=bool)
+        self.direction = np.zeros(0, dtype=np.int8)  # copy direction from the name (T.COPY_KINDS index)
+        self.pinned = np.zeros(0, dtype=np.int8)
+        self.comm = np.zeros(0, dtype=bool)
+        self.kind = np.zeros(0, dtype=np.int8)  # by category: T.EVENT_KINDS index
+        self.arg_direction = np.zeros(0, dtype=np.int8)  # by "kind" arg value
+
+    def update(self, names: list[str], cats: list[str], copy_kinds: list[str]) -> None:
+        if len(names) > self.n_names:
+            new = names[self.n_names:]
+            numbers = [_step_number(v) for v in new]
+            self.step = np.r_[self.step, np.array([v if v <= MAX_STEP_NUMBER else -1 for v in numbers], np.int32)]
+            self.odd_step = np.r_[self.odd_step, np.array([v > MAX_STEP_NUMBER for v in numbers], bool)]
+            self.loader = np.r_[self.loader, np.array([bool(DATALOADER_NAME.match(v)) for v in new], bool)]
+            self.direction = np.r_[self.direction, np.array([_COPY_CODE[_copy_direction(v)] for v in new], np.int8)]
+            self.pinned = np.r_[self.pinned, np.array([_pinned(v) for v in new], np.int8)]
+            self.comm = np.r_[self.comm, np.array([_is_comm_name(v) for v in new], bool)]
+            self.n_names = len(names)
+        if len(cats) > self.n_cats:
+            new = cats[self.n_cats:]
+            self.kind = np.r_[self.kind, np.array([_KIND_CODE[CATEGORY_KINDS.get(c, T.OTHER)] for c in new], np.int8)]
+            self.n_cats = len(cats)
+        if len(copy_kinds) > self.n_copy_kinds:
+            new = copy_kinds[self.n_copy_kinds:]
+            self.arg_direction = np.r_[self.arg_direction, np.array([_COPY_CODE.get(v, 0) for v in new], np.int8)]
+            self.n_copy_kinds = len(copy_kinds)
+
+
+_KIND_CODE = {k: np.int8(i) for i, k in enumerate(T.EVENT_KINDS)}
+_COPY_CODE = {k: np.int8(i) for i, k in enumerate(T.COPY_KINDS)}
+_DEVICE_KIND = np.array([k in T.DEVICE_KINDS for k in T.EVENT_KINDS])
+# The columns a chunk leaves, and those holding interned codes (remapped when collectors merge).
+_PARTS = ("ts", "dur", "ts_ns", "dur_ns", "name", "cat", "kind", "step", "device", "stream", "pid", "tid",
+          "bytes", "copy_kind", "pinned", "comm", "correlation", "bad_id", "bad_device")
+_CODED_PARTS = ("name", "cat")
+
+
 class _Collector:
     """Accumulates typed columns chunk by chunk; no per-event objects survive a chunk.
 
-    Args that only device events use (device, stream, bytes, copy direction, collective) are
-    read only for events whose category is a device one; other rows get the "absent" value,
-    which `frame` would mask for them anyway.
+    Everything a row's own values decide (its kind, step, copy direction, nanosecond times, which
+    ids are implausible) is computed per chunk, where the chunk was decoded (in parallel for big
+    files, see `chrome_parallel`); `frame` then only joins the chunks and drops what the header's
+    base time makes implausible. Args that only device events use (device, stream, bytes, copy
+    direction, collective) are read only for events whose category is a device one.
     """
 
     def __init__(self) -> None:
@@ -259,15 +323,13 @@ class _Collector:
         self.cats = Interner()
         self.copy_kinds = Interner()
         self.copy_kinds.code("")  # code 0: no direction
-        self.parts: dict[str, list[np.ndarray]] = {k: [] for k in (
-            "ts", "dur", "name", "cat", "pid", "tid", "device", "stream", "bytes",
-            "correlation", "copy_kind", "collective")}
+        self.facts = _NameFacts()
+        self.parts: dict[str, list[np.ndarray]] = {k: [] for k in _PARTS}
         self.events_read = 0
         self.not_kept: Counter[str] = Counter()
         self.categories: Counter[str] = Counter()
         self.dropped: Counter[str] = Counter()  # events dropped for implausible values, by reason
-        self.steps_out_of_range: list[int] = []  # name codes of ProfilerStep#N with N beyond int32
-        self.odd_steps = 0  # such events: kept as annotations
+        self.odd_steps = 0  # ProfilerStep#N events with N beyond int32: kept as annotations
         # "[memory]" instants: ts, device type, device id, allocated, reserved, bytes (kept apart)
         self.memory_parts: list[tuple[np.ndarray, ...]] = []
 
@@ -279,7 +341,8 @@ class _Collector:
         phs = list(map(_PH, chunk))
         n_x = phs.count("X")
         if n_x != n:
-            if not all(isinstance(ph, (str, int, float)) or ph is None for ph in phs):
+            typed = type(chunk[0]) is KinetoEvent  # a chunk holds one kind of struct; typed ph: str | None
+            if not typed and not all(isinstance(ph, (str, int, float)) or ph is None for ph in phs):
                 phs = [ph if isinstance(ph, (str, int, float)) or ph is None else type(ph).__name__ for ph in phs]
             phases = Counter(phs)
             for ph, count in phases.items():
@@ -294,23 +357,101 @@ class _Collector:
             self._add_typed(xs)
             return
         args = [e.args for e in xs]
-        p = self.parts
-        p["ts"].append(to_float([e.ts for e in xs]))
-        p["dur"].append(to_float([e.dur for e in xs]))
-        p["name"].append(self.names.codes([e.name for e in xs]))
-        cat_codes = self.cats.codes([e.cat for e in xs])
-        p["cat"].append(cat_codes)
-        p["pid"].append(to_int_id([e.pid for e in xs]))
-        p["tid"].append(to_int_id([e.tid for e in xs]))
-        p["device"].append(to_int_id([a.device if a is not None else None for a in args]))
-        p["stream"].append(to_int_id([a.stream if a is not None else None for a in args]))
-        p["bytes"].append(to_int_id([a.bytes if a is not None else None for a in args]))
-        p["correlation"].append(to_int_id([a.correlation if a is not None else None for a in args]))
-        p["copy_kind"].append(self.copy_kinds.codes([a.kind if a is not None else None for a in args]))
+        ts = to_float([e.ts for e in xs])
+        dur = to_float([e.dur for e in xs])
+        names = self.names.codes([e.name for e in xs])
+        cats = self.cats.codes([e.cat for e in xs])
+        nbytes = to_int_id([a.bytes if a is not None else None for a in args])
         collective = np.fromiter((a is not None and a.collective is not None for a in args), dtype=bool,
                                  count=len(args))
-        p["collective"].append(collective)
-        _message_bytes(p["bytes"][-1], args, collective)
+        _message_bytes(nbytes, args, collective)
+        self._add_rows(ts, dur, names, cats,
+                       pid=to_int_id([e.pid for e in xs]), tid=to_int_id([e.tid for e in xs]),
+                       device=to_int_id([a.device if a is not None else None for a in args]),
+                       stream=to_int_id([a.stream if a is not None else None for a in args]),
+                       nbytes=nbytes,
+                       correlation=to_int_id([a.correlation if a is not None else None for a in args]),
+                       copy_kind=self.copy_kinds.codes([a.kind if a is not None else None for a in args]),
+                       collective=collective)
+
+    def _add_typed(self, xs: list[KinetoEvent]) -> None:
+        """`add` for typed structs: the same columns, one C-level pass per field."""
+        n = len(xs)
+        ts = np.fromiter(map(_TS, xs), np.float64, count=n)
+        dur = np.fromiter(map(_DUR, xs), np.float64, count=n)
+        names = self.names.codes(list(map(_NAME, xs)))
+        cats = self.cats.codes(list(map(_CAT, xs)))
+        self.facts.update(self.names.values, self.cats.values, self.copy_kinds.values)
+        on_device = np.flatnonzero(_DEVICE_KIND[self.facts.kind[cats]])
+        device = np.full(n, -1, dtype=np.int64)
+        stream = np.full(n, -1, dtype=np.int64)
+        nbytes = np.full(n, -1, dtype=np.int64)
+        copy_kind = np.zeros(n, dtype=np.int32)
+        collective = np.zeros(n, dtype=bool)
+        if len(on_device):
+            sub = [xs[i] for i in on_device.tolist()]
+            device[on_device] = _ids(sub, _DEVICE)
+            stream[on_device] = _ids(sub, _STREAM)
+            nbytes[on_device] = _ids(sub, _BYTES)
+            copy_kind[on_device] = self.copy_kinds.codes(list(map(_KIND, sub)))
+            collective[on_device] = [c is not None for c in map(_COLLECTIVE, sub)]
+            _message_bytes(nbytes, [e.args for e in xs], collective)
+        self._add_rows(ts, dur, names, cats, pid=_ids(xs, _PID), tid=_ids(xs, _TID), device=device, stream=stream,
+                       nbytes=nbytes, correlation=_ids(xs, _CORRELATION), copy_kind=copy_kind, collective=collective)
+
+    def _add_rows(self, ts: np.ndarray, dur: np.ndarray, names: np.ndarray, cats: np.ndarray, *, pid: np.ndarray,
+                  tid: np.ndarray, device: np.ndarray, stream: np.ndarray, nbytes: np.ndarray,
+                  correlation: np.ndarray, copy_kind: np.ndarray, collective: np.ndarray) -> None:
+        """A chunk's rows, from its raw values: event kinds and copy directions as small-int codes
+        (from per-name / per-category facts spread by code, never per row on strings)."""
+        f = self.facts
+        f.update(self.names.values, self.cats.values, self.copy_kinds.values)
+        name_codes = names.astype(np.intp)
+        kind = f.kind[cats.astype(np.intp)]
+        on_device = _DEVICE_KIND[kind]
+        host_op = (kind == _KIND_CODE[T.CPU_OP]) | (kind == _KIND_CODE[T.ANNOTATION])
+        step = np.where(host_op, f.step[name_codes], np.int32(-1)).astype(np.int32)
+        kind = np.where(step >= 0, _KIND_CODE[T.STEP], kind)
+        kind = np.where(host_op & f.loader[name_codes] & (step < 0), _KIND_CODE[T.DATALOADER], kind)
+        self.odd_steps += int(f.odd_step[name_codes].sum())
+
+        is_copy = kind == _KIND_CODE[T.MEMCPY]
+        direction = np.where(is_copy, f.direction[name_codes], np.int8(0))
+        direction = np.where(is_copy & (direction == 0), f.arg_direction[copy_kind.astype(np.intp)], direction)
+        pinned = np.where(is_copy, f.pinned[name_codes], np.int8(-1)).astype(np.int8)
+        comm = (kind == _KIND_CODE[T.KERNEL]) & (f.comm[name_codes] | collective)
+        moved = (kind == _KIND_CODE[T.MEMCPY]) | (kind == _KIND_CODE[T.MEMSET]) | comm
+
+        bad_id = np.zeros(len(ts), dtype=bool)
+        for ids in (pid, tid, device, stream, correlation, nbytes):
+            bad_id |= ids == ID_OUT_OF_RANGE
+        dev = np.where(on_device, np.where(device >= 0, device, pid), -1)
+        p = self.parts
+        for key, value in (
+                ("ts", ts), ("dur", dur), ("ts_ns", us_to_ns(ts)), ("dur_ns", us_to_ns(dur)),
+                ("name", names), ("cat", cats), ("kind", kind.astype(np.int8)), ("step", step), ("device", dev),
+                ("stream", np.where(on_device, np.where(stream >= 0, stream, tid), -1)),
+                ("pid", np.where(on_device, -1, pid)), ("tid", np.where(on_device, -1, tid)),
+                ("bytes", np.where(moved, nbytes, -1)), ("copy_kind", direction.astype(np.int8)),
+                ("pinned", pinned), ("comm", comm), ("correlation", correlation), ("bad_id", bad_id),
+                ("bad_device", on_device & ((dev > MAX_DEVICE_ID) | (dev < -1)) & ~bad_id)):
+            p[key].append(value)
+
+    def merge(self, later: _Collector) -> None:
+        """Append the columns `later` collected from the stretch of the file after this one's (in
+        another process): its interned codes are mapped onto this collector's."""
+        for key, mine, theirs in (("name", self.names, later.names), ("cat", self.cats, later.cats)):
+            codes = np.fromiter(map(mine.code, theirs.values), dtype=np.int32, count=len(theirs.values))
+            self.parts[key].extend(codes[p] for p in later.parts[key])
+        for value in later.copy_kinds.values:  # rows hold directions; the values only count cut names
+            self.copy_kinds.code(value)
+        for key, parts in later.parts.items():
+            if key not in _CODED_PARTS:
+                self.parts[key].extend(parts)
+        self.events_read += later.events_read
+        self.not_kept.update(later.not_kept)
+        self.odd_steps += later.odd_steps
+        self.memory_parts.extend(later.memory_parts)
 
     def _add_memory(self, chunk: list[Any], phs: list[Any]) -> None:
         """The "[memory]" instants of a chunk, as columns (the other instants stay not kept)."""
@@ -348,124 +489,46 @@ class _Collector:
             "bytes": np.where(np.abs(nbytes) < _MAX_BYTES, nbytes, 0.0),
         })
 
-    def _add_typed(self, xs: list[KinetoEvent]) -> None:
-        """`add` for typed structs: the same columns, one C-level pass per field."""
-        p = self.parts
-        n = len(xs)
-        p["ts"].append(np.fromiter(map(_TS, xs), np.float64, count=n))
-        p["dur"].append(np.fromiter(map(_DUR, xs), np.float64, count=n))
-        p["name"].append(self.names.codes(list(map(_NAME, xs))))
-        cat_codes = self.cats.codes(list(map(_CAT, xs)))
-        p["cat"].append(cat_codes)
-        p["pid"].append(_ids(xs, _PID))
-        p["tid"].append(_ids(xs, _TID))
-        p["correlation"].append(_ids(xs, _CORRELATION))
-        device_cat = np.array([CATEGORY_KINDS.get(c, T.OTHER) in T.DEVICE_KINDS for c in self.cats.values])
-        on_device = np.flatnonzero(device_cat[cat_codes])
-        device = np.full(n, -1, dtype=np.int64)
-        stream = np.full(n, -1, dtype=np.int64)
-        nbytes = np.full(n, -1, dtype=np.int64)
-        copy_kind = np.zeros(n, dtype=np.int32)
-        collective = np.zeros(n, dtype=bool)
-        if len(on_device):
-            sub = [xs[i] for i in on_device.tolist()]
-            device[on_device] = _ids(sub, _DEVICE)
-            stream[on_device] = _ids(sub, _STREAM)
-            nbytes[on_device] = _ids(sub, _BYTES)
-            copy_kind[on_device] = self.copy_kinds.codes(list(map(_KIND, sub)))
-            collective[on_device] = [c is not None for c in map(_COLLECTIVE, sub)]
-            _message_bytes(nbytes, [e.args for e in xs], collective)
-        p["device"].append(device)
-        p["stream"].append(stream)
-        p["bytes"].append(nbytes)
-        p["copy_kind"].append(copy_kind)
-        p["collective"].append(collective)
-
     def frame(self, base_ns: int) -> pd.DataFrame:
-        """The events table; event kinds and copy directions are computed as small-int codes
-        (per distinct category / name, then spread by code), never per row on strings."""
+        """The events table: the chunks joined; rows with values no real capture holds dropped and
+        counted (times beyond the plausible range only once the base time is known)."""
         p = {k: (np.concatenate(v) if v else np.zeros(0, dtype=np.int64)) for k, v in self.parts.items()}
         n = len(p["ts"])
-        cat_values = self.cats.values
         cat_codes = p["cat"].astype(np.intp)
-        counts: Any = np.bincount(cat_codes, minlength=len(cat_values)) if n else []
-        for value, count in zip(cat_values, counts):
+        counts: Any = np.bincount(cat_codes, minlength=len(self.cats.values)) if n else []
+        for value, count in zip(self.cats.values, counts):
             if count:
                 self.categories[value] += int(count)
-        code_of = {k: np.int8(i) for i, k in enumerate(T.EVENT_KINDS)}
-        kind_of_cat = np.array([code_of[CATEGORY_KINDS.get(c, T.OTHER)] for c in cat_values] or [0], dtype=np.int8)
-        kind = kind_of_cat[cat_codes]
-        device_kind = np.array([k in T.DEVICE_KINDS for k in T.EVENT_KINDS])
-        on_device = device_kind[kind]
-
-        name_values = self.names.values
-        name_codes = p["name"].astype(np.intp)
-        # Name-based refinements are computed once per distinct name, then spread by code.
-        numbers = [_step_number(v) for v in name_values]
-        self.steps_out_of_range = [i for i, v in enumerate(numbers) if v > MAX_STEP_NUMBER]
-        step_no = np.array([v if v <= MAX_STEP_NUMBER else -1 for v in numbers] or [-1], dtype=np.int32)
-        is_loader = np.array([bool(DATALOADER_NAME.match(v)) for v in name_values] or [False])
-        host_op = (kind == code_of[T.CPU_OP]) | (kind == code_of[T.ANNOTATION])
-        step = np.where(host_op, step_no[name_codes], np.int32(-1)).astype(np.int32)
-        kind = np.where(step >= 0, code_of[T.STEP], kind)
-        kind = np.where(host_op & is_loader[name_codes] & (step < 0), code_of[T.DATALOADER], kind)
-
-        copy_code = {k: np.int8(i) for i, k in enumerate(T.COPY_KINDS)}
-        dir_of_name = np.array([copy_code[_copy_direction(v)] for v in name_values] or [0], dtype=np.int8)
-        dir_of_arg = np.array([copy_code.get(v, 0) for v in self.copy_kinds.values], dtype=np.int8)
-        pinned_of_name = np.array([_pinned(v) for v in name_values] or [-1], dtype=np.int8)
-        is_copy = kind == code_of[T.MEMCPY]
-        direction = np.where(is_copy, dir_of_name[name_codes], np.int8(0))
-        arg_dir = dir_of_arg[p["copy_kind"].astype(np.intp)]
-        direction = np.where(is_copy & (direction == 0), arg_dir, direction)
-        pinned = np.where(is_copy, pinned_of_name[name_codes], np.int8(-1)).astype(np.int8)
-
-        comm_of_name = np.array([_is_comm_name(v) for v in name_values] or [False])
-        comm = (kind == code_of[T.KERNEL]) & (comm_of_name[name_codes] | p["collective"].astype(bool))
-
-        device = np.where(on_device, np.where(p["device"] >= 0, p["device"], p["pid"]), -1)
-        stream = np.where(on_device, np.where(p["stream"] >= 0, p["stream"], p["tid"]), -1)
-        pid = np.where(on_device, -1, p["pid"])
-        tid = np.where(on_device, -1, p["tid"])
-        moved = (kind == code_of[T.MEMCPY]) | (kind == code_of[T.MEMSET]) | comm
-        nbytes = np.where(moved, p["bytes"], -1)
-
         ts = p["ts"].astype(np.float64, copy=False)
         dur = p["dur"].astype(np.float64, copy=False)
-        # Values no real capture holds are dropped and counted, never wrapped or silently kept.
         abs_us = ts + base_ns / 1000.0
         bad = {
             "time_out_of_range": np.isfinite(ts) & (np.abs(abs_us) > MAX_ABS_TIME_US),
             "no_duration": ~np.isfinite(dur) & np.isfinite(ts),
             "duration_out_of_range": np.isfinite(dur) & (dur > MAX_DURATION_US),
-            "id_out_of_range": np.zeros(n, dtype=bool),
-            "device_id_out_of_range": on_device & ((device > MAX_DEVICE_ID) | (device < -1)),
+            "id_out_of_range": p["bad_id"].astype(bool),
+            "device_id_out_of_range": p["bad_device"].astype(bool),
         }
-        for col in ("pid", "tid", "device", "stream", "correlation", "bytes"):
-            bad["id_out_of_range"] |= p[col] == ID_OUT_OF_RANGE
-        bad["device_id_out_of_range"] &= ~bad["id_out_of_range"]
         drop = np.zeros(n, dtype=bool)
         for reason, mask in bad.items():
             mask &= ~drop
             if mask.any():
                 self.dropped[reason] += int(mask.sum())
             drop |= mask
-        if self.steps_out_of_range:
-            self.odd_steps += int(np.isin(name_codes, self.steps_out_of_range).sum())
         keep = ~drop
-        ts_ns = us_to_ns(np.where(keep, ts, 0.0)) + np.int64(base_ns)
+        ts_ns = np.where(keep, p["ts_ns"], 0) + np.int64(base_ns)
         ts_ns = np.where(np.isnan(ts), np.iinfo(np.int64).min, ts_ns)
-        dur_ns = np.where(np.isnan(dur) | ~keep, 0, us_to_ns(np.where(keep, dur, 0.0)))
+        dur_ns = np.where(np.isnan(dur) | ~keep, 0, p["dur_ns"])
         k = (lambda a: a[keep]) if drop.any() else (lambda a: a)
         return T.events_frame({
             "ts_ns": k(ts_ns), "dur_ns": k(dur_ns),
-            "kind": pd.Categorical.from_codes(k(kind), categories=T.EVENT_KINDS),
-            "name": self.names.categorical(k(name_codes).astype(np.int32)),
+            "kind": pd.Categorical.from_codes(k(p["kind"].astype(np.int8)), categories=T.EVENT_KINDS),
+            "name": self.names.categorical(k(p["name"]).astype(np.int32)),
             "category": self.cats.categorical(k(cat_codes).astype(np.int32)),
-            "rank": 0, "device": k(device), "stream": k(stream), "pid": k(pid), "tid": k(tid),
-            "step": k(step), "bytes": k(nbytes),
-            "copy_kind": pd.Categorical.from_codes(k(direction), categories=T.COPY_KINDS),
-            "pinned": k(pinned), "comm": k(comm), "correlation": k(p["correlation"]),
+            "rank": 0, "device": k(p["device"]), "stream": k(p["stream"]), "pid": k(p["pid"]), "tid": k(p["tid"]),
+            "step": k(p["step"]), "bytes": k(p["bytes"]),
+            "copy_kind": pd.Categorical.from_codes(k(p["copy_kind"].astype(np.int8)), categories=T.COPY_KINDS),
+            "pinned": k(p["pinned"]), "comm": k(p["comm"]), "correlation": k(p["correlation"]),
         })
 
 

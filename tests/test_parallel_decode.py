@@ -1,0 +1,143 @@
+"""One big uncompressed trace decoded in ranges by several processes gives exactly what streaming it
+in one process gives: the same events table, counts, warnings, errors (with their line and column)
+and truncation salvage, on layouts built to fool a splitter (`}, {` inside strings at range edges,
+keys after the events, pretty-printed CRLF JSON, a byte-order mark). Ranges are made tiny here
+(`chunk_bytes`), and the size above which a file is split is lowered, so small files take the path.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from test_chunked_decode import layouts, tricky_trace
+
+from traceanalyzer.errors import InputError
+from traceanalyzer.formats import ReadOptions, chrome_parallel, kineto
+
+CHUNK = 4096
+
+
+@pytest.fixture
+def split_small_files(monkeypatch):
+    """Files of any size are split (only the parent process reads these two constants)."""
+    monkeypatch.setattr(chrome_parallel, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(chrome_parallel, "TAIL_BYTES", 1024)
+
+
+def big_tricky_doc(copies: int = 40) -> dict:
+    """The tricky trace's events repeated (shifted in time) with long names full of `}, {` so that
+    range edges fall inside strings."""
+    base = tricky_trace()
+    doc = base.document()
+    events = []
+    for c in range(copies):
+        for e in base.events:
+            e = dict(e)
+            if "ts" in e and isinstance(e["ts"], (int, float)):
+                e["ts"] = e["ts"] + c * 10_000
+            if isinstance(e.get("name"), str) and e["name"].startswith("ProfilerStep#"):
+                e["name"] = f"ProfilerStep#{c * 10 + int(e['name'][13:])}"
+            events.append(e)
+        events.append({"ph": "X", "cat": "cpu_op", "name": "long " + '}, {"ph": "X"}, {' * 700, "pid": 4242,
+                       "tid": 4243, "ts": c * 10_000 + 500, "dur": 2, "args": {}})
+    doc["traceEvents"] = events
+    return doc
+
+
+def read_both(path: Path) -> tuple:
+    one = kineto.read_path(path, ReadOptions(), chunk_bytes=CHUNK)
+    two = kineto.read_path(path, ReadOptions(decode_workers=2), chunk_bytes=CHUNK)
+    return one, two
+
+
+def assert_same(one, two) -> None:
+    pd.testing.assert_frame_equal(two.events, one.events)
+    pd.testing.assert_frame_equal(two.memory, one.memory)
+    assert two.sources == one.sources
+    assert two.ranks == one.ranks and two.devices == one.devices
+    assert two.warnings == one.warnings
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("layout", ["default", "minified", "pretty_crlf", "events_middle", "non_ascii_raw"])
+def test_ranges_decode_like_the_stream(tmp_path, split_small_files, layout):
+    path = tmp_path / "t.json"
+    path.write_bytes(layouts(big_tricky_doc())[layout])
+    assert path.stat().st_size > 20 * CHUNK
+    one, two = read_both(path)
+    assert_same(one, two)
+    assert two.sources[0].events_read == 40 * (len(tricky_trace().events) + 1)
+
+
+def test_ranges_meet_at_the_same_boundary(tmp_path):
+    """Each range ends where the next one starts, unless the next one started inside a string: then
+    it starts elsewhere, and the parent streams from the last boundary both agree on."""
+    path = tmp_path / "t.json"
+    path.write_bytes(json.dumps(big_tricky_doc()).encode())
+    data = path.read_bytes()
+    at = data.index(b'"traceEvents": [') + len(b'"traceEvents": ')
+    end = len(data) - 1024
+    tasks = [chrome_parallel.RangeTask(str(path), lo, min(lo + CHUNK, end), lo == at, CHUNK)
+             for lo in range(at, end, CHUNK)]
+    results = [kineto.decode_range_task(t) for t in tasks]
+    met = fake = 0
+    for before, after in zip(results, results[1:]):
+        if not before.complete:  # it started inside a string itself: its end means nothing
+            continue
+        assert data[before.end + 1:before.end + 2] == b"{"  # a true boundary: an event starts right after
+        if after.start == before.end:
+            met += 1
+        else:  # its first boundary sat inside a string, before the true one: it is not accepted
+            fake += 1
+            assert after.start < before.end
+    assert met > 10 and fake > 0
+
+
+@pytest.mark.slow
+def test_a_bad_event_is_reported_at_the_same_line_and_column(tmp_path, split_small_files):
+    text = json.dumps(big_tricky_doc(), indent=1)
+    cut = text.index('"dur"', len(text) // 2)
+    path = tmp_path / "t.json"
+    path.write_text(text[:cut] + '"dur": tru, ' + text[cut:])
+    with pytest.raises(InputError) as a:
+        kineto.read_path(path, ReadOptions(), chunk_bytes=CHUNK)
+    with pytest.raises(InputError) as b:
+        kineto.read_path(path, ReadOptions(decode_workers=2), chunk_bytes=CHUNK)
+    assert "line" in a.value.message and b.value.message == a.value.message
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("where", [0.5, 0.97])
+def test_a_cut_file_is_salvaged_the_same(tmp_path, split_small_files, where):
+    data = json.dumps(big_tricky_doc()).encode()
+    path = tmp_path / "t.json"
+    path.write_bytes(data[:int(len(data) * where)])
+    one, two = read_both(path)
+    assert_same(one, two)
+    assert two.sources[0].warnings[0].startswith("TRUNCATED")
+
+
+@pytest.mark.slow
+def test_byte_order_mark_and_keys_after_a_short_array(tmp_path, split_small_files):
+    doc = big_tricky_doc(copies=4)
+    doc["zz_after"] = [{"k": "}, {" * 50} for _ in range(2000)]  # the array ends well before the file does
+    path = tmp_path / "t.json"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps(doc).encode())
+    one, two = read_both(path)
+    assert_same(one, two)
+    assert two.ranks[0].rank == 1
+
+
+def test_gzip_and_small_files_are_streamed(tmp_path, monkeypatch):
+    """No process is started for them: they are streamed here, with the same result."""
+    calls = []
+    monkeypatch.setattr(chrome_parallel, "_run_ranges", lambda *a: calls.append(a))
+    small = tricky_trace().write(tmp_path / "t.json")
+    assert_same(kineto.read_path(small, ReadOptions()), kineto.read_path(small, ReadOptions(decode_workers=2)))
+    monkeypatch.setattr(chrome_parallel, "PARALLEL_MIN_BYTES", 0)
+    zipped = tricky_trace().write(tmp_path / "t.json.gz")
+    assert_same(kineto.read_path(zipped, ReadOptions()), kineto.read_path(zipped, ReadOptions(decode_workers=2)))
+    assert not calls

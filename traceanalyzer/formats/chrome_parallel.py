@@ -1,0 +1,269 @@
+"""One big uncompressed Chrome-trace file decoded by several processes at once.
+
+The events array is cut into byte ranges of about `CHUNK_BYTES`. A range's events start at the
+first `}` `,` `{` at or after its first byte and end at the first such boundary at or after its
+last byte that closes a piece which decodes, so neighbouring ranges meet at the same boundary
+without talking to each other. Each range is decoded and reduced to a reader's compact columns
+(a *collector*: `add(chunk)`, `merge(later)`) where it was decoded — in a spawned worker, or here
+while the workers run — and the collectors are merged here in file order.
+
+Trust, not hope: the first range starts at the array's `[` (found by the streaming header scan), and
+a piece that decodes from a true event start ends at a true event end (a cut inside a string or a
+nested value leaves it unclosed). So the ranges are accepted one after the other only while each
+starts exactly where the accepted one before it ended; at the first range that does not (a
+boundary inside a string, a decode error, the array ending early, a worker lost), everything from
+the last accepted boundary on is streamed here as `chrome_json.EventStream` streams a whole file,
+with its error messages, line numbers and truncation salvage. The tail of the file (the last
+events, the `]`, the keys after it) always goes that way. Gzip files are never split (a gzip stream
+is read from its start); they are streamed as before.
+"""
+
+from __future__ import annotations
+
+import gc
+import multiprocessing
+import os
+from collections import deque
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO, Protocol, TypeVar
+
+import msgspec
+
+from ._io import iter_input_blocks, plain_file_layout
+from .chrome_json import (
+    _EVENT_BOUNDARY,
+    DECODE_NOTES,
+    EventStream,
+    NestingError,
+    _decode_span,
+    _error_at_end,
+    _next_skip,
+    _StreamReader,
+)
+
+# Smaller files are not worth starting processes for (about a second each).
+PARALLEL_MIN_BYTES = 128 * 1024 * 1024
+# The end of the file is streamed here, never split: the array's end and the keys after it.
+TAIL_BYTES = 4 * 1024 * 1024
+# A range is read with this much of what follows it, and more in steps of it while its end boundary
+# is looked for; no boundary within `MAX_OVERRUN_BYTES` past its end: the range gives up (the
+# streamed path then says what is there).
+_SLACK_BYTES = 1024 * 1024
+MAX_OVERRUN_BYTES = 256 * 1024 * 1024
+
+
+class Collector(Protocol):
+    def add(self, chunk: list[Any]) -> None: ...
+
+    def merge(self, later: Any) -> None: ...
+
+
+C = TypeVar("C", bound=Collector)
+
+
+@dataclass(frozen=True)
+class RangeTask:
+    """A stretch of the file to decode: file offsets [lo, hi); `first`: lo is the array's '['."""
+
+    path: str
+    lo: int
+    hi: int
+    first: bool
+    chunk_bytes: int
+
+
+@dataclass
+class RangeResult:
+    """What a range held. `start`/`end`: file offsets of the byte before its first event (the '['
+    for the first range) and before the event after its last one; -1 when no start was found.
+    `complete`: it decoded up to a boundary at or past its last byte (else it stopped early, at
+    `end`). `newlines`/`last_newline`: for line numbers in messages about what follows."""
+
+    start: int
+    end: int
+    complete: bool
+    part: Any
+    newlines: int = 0
+    last_newline: int = -1
+    notes: dict[str, int] = field(default_factory=dict)
+
+
+def decode_range(task: RangeTask, decoder: msgspec.json.Decoder | None,
+                 factory: Callable[[], Collector]) -> RangeResult:
+    """Decode one range into a fresh collector (in a worker, or here). Never raises for what the
+    file holds: a range it cannot follow comes back incomplete."""
+    saved = DECODE_NOTES.copy()
+    DECODE_NOTES.clear()
+    was_enabled = gc.isenabled()
+    gc.disable()  # decoding makes millions of short-lived acyclic objects
+    try:
+        with open(task.path, "rb", buffering=0) as fh:
+            result = _decode_range(_Window(fh, task), task, decoder, factory())
+        result.notes = dict(DECODE_NOTES)
+        return result
+    finally:
+        DECODE_NOTES.clear()
+        DECODE_NOTES.update(saved)
+        if was_enabled:
+            gc.enable()
+
+
+class _Window:
+    """The bytes of a range and what follows it, read with pread and grown on demand."""
+
+    def __init__(self, fh: BinaryIO, task: RangeTask) -> None:
+        self.fd = fh.fileno()
+        self.lo = task.lo
+        self.limit = task.hi - task.lo + MAX_OVERRUN_BYTES
+        want = task.hi - task.lo + _SLACK_BYTES
+        self.buf = bytearray(want)  # read straight into it: no second copy of the range
+        fh.seek(task.lo)
+        got = 0
+        with memoryview(self.buf) as view:
+            while got < want and (n := fh.readinto(view[got:])):  # type: ignore[attr-defined]
+                got += n
+        del self.buf[got:]
+        self.eof = got < want
+
+    def more(self) -> bool:
+        if self.eof or len(self.buf) >= self.limit:
+            return False
+        block = os.pread(self.fd, _SLACK_BYTES, self.lo + len(self.buf))
+        self.eof = len(block) < _SLACK_BYTES
+        self.buf += block
+        return bool(block)
+
+
+def _decode_range(w: _Window, task: RangeTask, decoder: msgspec.json.Decoder | None,
+                  part: Collector) -> RangeResult:
+    if task.first:
+        pos = 1  # buf[0] is the array's '['
+    else:
+        while (m := _EVENT_BOUNDARY.search(w.buf)) is None:
+            if not w.more():
+                return RangeResult(-1, -1, False, part)
+        pos = m.end() - 1  # at the '{' of the range's first event
+    first = pos - 1
+    target = task.hi - task.lo
+
+    def result(complete: bool) -> RangeResult:
+        end = pos - 1
+        nl = w.buf.rfind(b"\n", first, end)
+        return RangeResult(w.lo + first, w.lo + end, complete, part, w.buf.count(b"\n", first, end),
+                           w.lo + nl if nl >= 0 else -1)
+
+    while True:
+        search_from = pos + task.chunk_bytes if pos + task.chunk_bytes < target else max(target, pos)
+        skip = 0
+        while True:
+            m = _EVENT_BOUNDARY.search(w.buf, search_from)
+            if m is None:
+                if w.more():
+                    continue
+                return result(False)  # the array ends here, or no boundary near: streamed instead
+            try:
+                events = _decode_span(w.buf, pos - 1, m.start() + 1, decoder)
+            except msgspec.DecodeError as exc:
+                if "truncated" in str(exc) or _error_at_end(exc, m.start() + 2 - (pos - 1)):
+                    search_from = m.end() + skip  # inside a string or nested value: one further on
+                    skip = _next_skip(skip)
+                    continue
+                return result(False)
+            except NestingError:
+                return result(False)
+            break
+        part.add(events)
+        del events
+        pos = m.end() - 1
+        if m.start() >= target:
+            return result(True)
+
+
+def collect_events(stream: EventStream, factory: Callable[[], C],
+                   range_fn: Callable[[RangeTask], RangeResult], workers: int) -> C:
+    """Every event of `stream`'s file into one collector made by `factory`: in ranges decoded by
+    `workers` processes (this one included) when the file is big and uncompressed, else streamed.
+    `range_fn` is a module-level function (workers import it by name) that calls `decode_range`."""
+    collector = factory()
+    layout = plain_file_layout(stream.path) if workers > 1 else None
+    if layout is None or not PARALLEL_MIN_BYTES <= layout[0] <= stream.max_bytes:
+        return _add_all(collector, stream.chunks())
+    size, bom = layout
+    r = _StreamReader(iter_input_blocks(stream.path, stream.max_bytes))
+    if not stream._find_events_start(r):  # a layout the scanner does not follow: the whole-content path
+        r.close()
+        return _add_all(collector, stream._whole_content())
+    stream.streamed = True
+    at = bom + r.offset(0)  # file offset of the array's '['
+    lines, last_newline = r.lines_before, (r.last_newline + bom if r.last_newline >= 0 else -1)
+    r.close()
+    if stream.progress:
+        stream.progress(at)
+    end = size - TAIL_BYTES
+    chunk = stream.chunk_bytes
+    if end - at >= 2 * chunk:
+        tasks = [RangeTask(str(stream.path), lo, min(lo + chunk, end), lo == at, chunk) for lo in range(at, end, chunk)]
+        at, lines, last_newline = _run_ranges(tasks, range_fn, workers, collector, stream.progress, lines, last_newline)
+    # The rest, streamed here: the last events, the array's end and the keys after it (or a cut).
+    t = _StreamReader(iter_input_blocks(stream.path, stream.max_bytes, stream.progress, start=at))
+    t.base = at - bom
+    t.lines_before = lines
+    t.last_newline = last_newline - bom if last_newline >= 0 else -1
+    t.more()
+    return _add_all(collector, stream.events_from(t))
+
+
+def _add_all(collector: C, chunks: Iterable[list[Any]]) -> C:
+    for chunk in chunks:
+        collector.add(chunk)
+    return collector
+
+
+def _run_ranges(tasks: list[RangeTask], range_fn: Callable[[RangeTask], RangeResult], workers: int,
+                collector: Collector, progress: Callable[[int], None] | None, lines: int,
+                last_newline: int) -> tuple[int, int, int]:
+    """Decode the ranges (workers - 1 spawned processes from the front, this one from the back) and
+    merge them in order while each starts where the last accepted one ended. Returns the offset the
+    accepted ranges reach, with the newlines before it and the last one's offset."""
+    # "spawn": safe although this process may run threads (the progress ticker), which fork is not.
+    pool = ProcessPoolExecutor(max_workers=workers - 1, mp_context=multiprocessing.get_context("spawn"))
+    queue = deque(range(len(tasks)))
+    running: dict[int, Future[RangeResult]] = {}
+    here: dict[int, RangeResult] = {}
+    expected = tasks[0].lo
+    nxt = 0
+    stopped = False
+    try:
+        while nxt < len(tasks) and not stopped:
+            while queue and len(running) < 2 * (workers - 1):
+                i = queue.popleft()
+                running[i] = pool.submit(range_fn, tasks[i])
+            front_busy = nxt in running and not running[nxt].done()
+            if front_busy and queue:
+                i = queue.pop()  # this process decodes too, from the back, while the front is worked on
+                here[i] = range_fn(tasks[i])
+                continue
+            if nxt in here:
+                res: RangeResult | None = here.pop(nxt)
+            else:
+                try:
+                    res = running.pop(nxt).result()
+                except Exception:  # a worker lost (killed, out of memory): stream from here instead
+                    res = None
+            if res is None or res.start != expected:
+                break
+            collector.merge(res.part)
+            DECODE_NOTES.update(res.notes)
+            lines += res.newlines
+            if res.last_newline >= 0:
+                last_newline = res.last_newline
+            if progress:
+                progress(res.end - res.start)
+            expected = res.end
+            nxt += 1
+            stopped = not res.complete
+    finally:
+        pool.shutdown(wait=nxt >= len(tasks), cancel_futures=True)
+    return expected, lines, last_newline
