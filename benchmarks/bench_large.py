@@ -25,6 +25,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -116,16 +117,55 @@ def _shift(body: bytes, shift_us: int, step_shift: int) -> bytes:
 
 
 def measure(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, int, int]:
-    """(wall seconds, peak RSS bytes, exit status) of one subprocess."""
+    """(wall seconds, peak RSS bytes, exit status) of one subprocess. The peak RSS is the largest sum
+    over the process and all its descendants (sampled every 20 ms from /proc), or the kernel's
+    ru_maxrss of the process when that is larger: work spread over worker processes is counted whole."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    peak = [0]
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.wait(0.02):
+            peak[0] = max(peak[0], tree_rss(proc.pid))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
+    stop.set()
+    sampler.join()
     proc.returncode = os.waitstatus_to_exitcode(status)
     err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
     if proc.returncode:
         print(f"  ! {' '.join(cmd[:3])}... exited {proc.returncode}: {err.strip()[-400:]}", file=sys.stderr)
-    return wall, usage.ru_maxrss * 1024, proc.returncode  # ru_maxrss is KiB on Linux
+    return wall, max(usage.ru_maxrss * 1024, peak[0]), proc.returncode  # ru_maxrss is KiB on Linux
+
+
+def tree_rss(root: int) -> int:
+    """Resident bytes of `root` and every process descending from it (Linux /proc; 0 elsewhere)."""
+    parents: dict[int, int] = {}
+    rss: dict[int, int] = {}
+    page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+    for entry in os.scandir("/proc") if os.path.isdir("/proc") else []:
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        pid = int(entry.name)
+        parents[pid] = int(fields[1])
+        rss[pid] = int(fields[21]) * page
+    total = 0
+    for pid in rss:
+        p = pid
+        while p and p != root:
+            p = parents.get(p, 0)
+        if p == root:
+            total += rss[pid]
+    return total
 
 
 ORJSON_LOAD = "import sys, orjson\nwith open(sys.argv[1], 'rb') as f: data = f.read()\norjson.loads(data)\n"

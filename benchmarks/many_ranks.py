@@ -53,6 +53,7 @@ def main() -> None:
     ap.add_argument("--ranks", type=int, default=16)
     ap.add_argument("--rank-mb", type=int, default=100, help="size of each rank file, MiB")
     ap.add_argument("--big-mb", type=int, default=1024, help="size of the one big trace, MiB (0: skip)")
+    ap.add_argument("--huge-mb", type=int, default=0, help="also one trace of this many MiB, report only (e.g. 4096)")
     ap.add_argument("--quick", action="store_true", help="10 MiB ranks and a 100 MiB big trace")
     ap.add_argument("--repeat", type=int, default=1, help="runs of each job command; the fastest is shown")
     ap.add_argument("--workdir", type=Path, default=None, help="where to write (default: a temp dir in /tmp)")
@@ -62,7 +63,7 @@ def main() -> None:
 
     source = args.source or largest_kineto_trace(args.corpus)
     base = args.workdir or Path(tempfile.gettempdir())
-    need = (args.ranks * args.rank_mb * 2 + args.big_mb) * MB  # rank files, their cache entries, the big trace
+    need = (args.ranks * args.rank_mb * 2 + max(args.big_mb, args.huge_mb)) * MB  # rank files, their cache entries, the big trace
     free = shutil.disk_usage(base).free
     if free < need + 2 * 1024**3:
         sys.exit(f"not enough free disk in {base}: {free / 1e9:.1f} GB free, about {need / 1e9:.1f} GB needed")
@@ -123,10 +124,26 @@ def main() -> None:
             label = f"1 trace, {bbytes / 1e6:.0f} MB"
             tb, rssb, _ = measure([sys.executable, "-c", ORJSON_LOAD, str(big)])
             rows.append((label, "orjson.loads (bare), baseline", tb, rssb, 1.0, rssb / bbytes))
-            t, rss, rc = measure(report([big], out, "--no-cache"), env=env)
-            rows.append((label, "report --no-cache" + (" (FAILED)" if rc else ""), t, rss, t / tb, rss / bbytes))
-            summary.append(f"one big trace: report / orjson.loads = {t / tb:.2f}x the time, "
-                           f"peak RSS {rss / bbytes:.2f}x the file")
+            big_runs = {}
+            for jobs in ("1", "2"):  # --jobs 2: its ranges decoded by two processes
+                t, rss, rc = measure(report([big], out, "--no-cache", "--jobs", jobs), env=env)
+                big_runs[jobs] = t
+                rows.append((label, f"report --jobs {jobs} --no-cache" + (" (FAILED)" if rc else ""), t, rss,
+                             t / tb, rss / bbytes))
+                summary.append(f"one big trace, --jobs {jobs}: report / orjson.loads = {t / tb:.2f}x the time, "
+                               f"peak RSS (all processes) {rss / bbytes:.2f}x the file")
+            summary.append(f"one big trace: --jobs 2 / --jobs 1 = {big_runs['2'] / big_runs['1']:.2f}x the time")
+            big.unlink()
+        if args.huge_mb:  # no orjson baseline: it would need several times the machine's memory
+            huge = work / "huge.json"
+            copies, hbytes = build_replica(source, huge, args.huge_mb * MB)
+            label = f"1 trace, {hbytes / 1e6:.0f} MB"
+            t, rss, rc = measure(report([huge], out, "--no-cache", "--jobs", "2"), env=env)
+            rows.append((label, "report --jobs 2 --no-cache" + (" (FAILED)" if rc else " (completed)"), t, rss,
+                         math.nan, rss / hbytes))
+            mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") if hasattr(os, "sysconf") else 0
+            summary.append(f"huge trace: {'failed' if rc else 'completed'} in {t:.0f} s, peak RSS {rss / 1e9:.1f} GB "
+                           f"({rss / hbytes:.2f}x the file) on a machine with {mem / 1e9:.0f} GB of memory")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print_table(rows, summary)
@@ -143,7 +160,8 @@ def print_table(rows: list[Row], summary: list[str]) -> None:
         if math.isnan(t):
             print(f"| {label} | {what} | - | - | - | - |")
             continue
-        print(f"| {label} | {what} | {t:.1f} | {rss / 1e9:.2f} | {rt:.2f}x | {rf:.2f}x |")
+        ratio = "-" if math.isnan(rt) else f"{rt:.2f}x"
+        print(f"| {label} | {what} | {t:.1f} | {rss / 1e9:.2f} | {ratio} | {rf:.2f}x |")
     print()
     for line in summary:
         print(f"- {line}")
