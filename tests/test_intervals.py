@@ -1,4 +1,6 @@
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from traceanalyzer.analyses import _intervals as iv
 
@@ -43,3 +45,33 @@ def test_random_against_brute_force():
         assert iv.total(iv.intersect(a, b)) == (ga & gb).sum()
         assert iv.total(iv.subtract(a, b)) == (ga & ~gb).sum()
         assert iv.total(iv.complement(a, lo, hi)) == (~ga).sum()
+
+
+def _covered(s, n):
+    """A disjoint set as a boolean array over [0, n)."""
+    out = np.zeros(n, dtype=bool)
+    for lo, hi in zip(*s):
+        out[lo:hi] = True
+    return out
+
+
+def _as_set(mask):
+    edges = np.diff(np.r_[0, mask.astype(np.int8), 0])
+    return np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+
+
+_spans = st.lists(st.tuples(st.integers(0, 60), st.integers(0, 12)), max_size=25)
+
+
+@settings(max_examples=300, derandomize=True, deadline=None)
+@given(_spans, _spans)
+def test_intersect_and_subtract_match_a_grid_reference(xs, ys):
+    """Against coverage on an integer grid: the same points covered, and the canonical form (sorted,
+    disjoint, touching pieces merged) that `union` gives."""
+    a = iv.union(np.array([s for s, _ in xs], dtype=np.int64), np.array([s + d for s, d in xs], dtype=np.int64))
+    b = iv.union(np.array([s for s, _ in ys], dtype=np.int64), np.array([s + d for s, d in ys], dtype=np.int64))
+    ca, cb = _covered(a, 80), _covered(b, 80)
+    for got, want in ((iv.intersect(a, b), ca & cb), (iv.subtract(a, b), ca & ~cb)):
+        ref = _as_set(want)
+        assert got[0].tolist() == ref[0].tolist() and got[1].tolist() == ref[1].tolist()
+        assert got[0].dtype == np.int64 and got[1].dtype == np.int64

@@ -84,18 +84,28 @@ def overlap_per_window(s: IntervalSet, lo: np.ndarray, hi: np.ndarray) -> np.nda
 
 
 def intersect(a: IntervalSet, b: IntervalSet) -> IntervalSet:
-    """Intersection of two disjoint sets."""
+    """Intersection of two disjoint sets: every overlapping pair (a_i, b_j), found with two binary
+    searches per interval of `a`, cut to its common part; pieces that touch are merged."""
     a_s, a_e = a
     b_s, b_e = b
     if a_s.size == 0 or b_s.size == 0:
         return empty()
-    # Candidate pieces: each boundary of either set cuts; keep pieces covered by both.
-    cuts = np.unique(np.r_[a_s, a_e, b_s, b_e])
-    lo, hi = cuts[:-1], cuts[1:]
-    mid_cov_a = overlap_per_window(a, lo, hi) == (hi - lo)
-    mid_cov_b = overlap_per_window(b, lo, hi) == (hi - lo)
-    keep = mid_cov_a & mid_cov_b
-    return union(lo[keep], hi[keep])
+    first = np.searchsorted(b_e, a_s, side="right")  # the first b ending after a_i starts
+    last = np.searchsorted(b_s, a_e, side="left")  # one past the last b starting before a_i ends
+    counts = np.maximum(last - first, 0)
+    n = int(counts.sum())
+    if n == 0:
+        return empty()
+    i = np.repeat(np.arange(a_s.size), counts)
+    j = np.repeat(first - np.cumsum(counts) + counts, counts) + np.arange(n)
+    starts = np.maximum(a_s[i], b_s[j])
+    ends = np.minimum(a_e[i], b_e[j])
+    keep = ends > starts
+    starts, ends = starts[keep], ends[keep]
+    if starts.size == 0:
+        return empty()
+    new_block = np.r_[True, starts[1:] > ends[:-1]]  # sorted and disjoint already: merge touching ones
+    return starts[new_block].astype(np.int64), ends[np.r_[new_block[1:], True]].astype(np.int64)
 
 
 def subtract(a: IntervalSet, b: IntervalSet) -> IntervalSet:
