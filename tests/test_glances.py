@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ from conftest import SAMPLES
 from glances_builder import BASE_S, glances3_csv, glances4_csv, input_bound_trace
 
 import traceanalyzer as ta
+from traceanalyzer.analyses.host_logs import host_period_ns
 from traceanalyzer.commands import main
 from traceanalyzer.errors import InputError
 from traceanalyzer.formats import glances as G
@@ -26,7 +28,13 @@ pytestmark = pytest.mark.usefixtures("machine_in_new_york")
 
 
 def _read(path):
-    return G.read(path, path.read_bytes())
+    """The reader's Timeline seen as one log: its source, sample times, metrics and host facts."""
+    tl = G.read(path, path.read_bytes())
+    assert len(tl.sources) == 1 and len(tl.host_logs) == 1 and not tl.ranks and not len(tl.events)
+    ts, metrics = tl.host_samples(0)
+    info = tl.host_logs[0]
+    return SimpleNamespace(source=tl.sources[0], ts_ns=ts, metrics=metrics, cores=info.cores, disks=info.disks,
+                           interfaces=info.interfaces, period_ns=host_period_ns(ts))
 
 
 def _plain_rows(path):
