@@ -20,6 +20,10 @@ For each log, `align_logs` finds `offset_ns` with  log time + offset_ns = trace 
 
 A log sample at time t describes [t - period, t) (nvidia-smi utilisation is "over the past
 sample period"). `place_counters` moves the counters onto the trace clock and maps GPU indices.
+
+Host monitor logs (glances; `Timeline.host_metrics`) follow the same clock rules without the search
+(`host_log_offset`: host figures have nothing to correlate with GPU work): `combine_host_logs` adds
+them to the trace's Timeline and `place_host_logs` moves their rows onto its clock.
 """
 
 from __future__ import annotations
