@@ -317,3 +317,15 @@ def test_a_timeline_holding_a_host_log_on_its_own_clock_is_placed_by_analyze(tmp
     by_timeline = ta.analyze(T.Timeline.concat([load_paths([trace]), logs]), options)
     assert by_timeline.host_logs == by_paths.host_logs and by_timeline.host_logs[0].wait_samples == 10
     assert by_timeline.to_json() == by_paths.to_json()
+
+
+def test_html_host_table_shows_byte_rates_in_binary_units_per_second(tmp_path):
+    from traceanalyzer.report.html import render_html
+
+    trace = input_bound_trace(tmp_path / "t.json")
+    g4 = glances4_csv(tmp_path / "g.csv", [BASE_S + k for k in range(1, 11)], [95] * 10, [3] * 10, [0] * 10,
+                      [2_097_152.0] * 10)
+    html = render_html(ta.analyze([trace, g4]))
+    assert "<tr><td>disk_read_bytes_per_s</td>" + "<td>2.0 MiB/s</td>" * 5 + "</tr>" in html
+    assert "<tr><td>disk_write_bytes_per_s</td>" + "<td>1000 B/s</td>" * 5 + "</tr>" in html
+    assert "<tr><td>cpu_user_pct</td><td>95.0</td><td>95.0</td><td>95.0</td><td>95.0</td><td>95.0</td></tr>" in html
