@@ -1,6 +1,6 @@
 """The one model: every reader produces a `Timeline`, every analysis reads only a `Timeline`.
 
-A Timeline holds two tables with fixed, validated columns and a little metadata:
+A Timeline holds tables with fixed, validated columns and a little metadata:
 
 * `events`: one row per duration event (GPU kernels, copies, host ops, steps, waits).
   Times are int64 nanoseconds; strings are pandas categories.
