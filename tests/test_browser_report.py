@@ -315,6 +315,8 @@ def test_host_chart_in_browser(browser, tmp_path):
         assert chart.count() == 1
         b = box(chart)
         assert b["width"] > 300 and b["height"] > 100
+        table = box(page.locator("#host .scroll").first)  # the section's content width
+        assert b["x"] == pytest.approx(table["x"], abs=1) and b["width"] == pytest.approx(table["width"], abs=1)
         for key in ("cpu_user_pct", "cpu_system_pct", "cpu_iowait_pct"):
             line = chart.locator(f"polyline.{key}")
             assert line.count() == 1 and len(line.get_attribute("points").split()) == 10

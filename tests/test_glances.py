@@ -5,18 +5,22 @@ from __future__ import annotations
 
 import csv
 import json
+from types import SimpleNamespace
 
 import numpy as np
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 from conftest import SAMPLES
 from glances_builder import BASE_S, glances3_csv, glances4_csv, input_bound_trace
 
 import traceanalyzer as ta
+from traceanalyzer import timeline as T
+from traceanalyzer.analyses.host_logs import host_period_ns
 from traceanalyzer.commands import main
 from traceanalyzer.errors import InputError
+from traceanalyzer.formats import ReadOptions, is_counter_log, load_host_logs, load_paths
 from traceanalyzer.formats import glances as G
-from traceanalyzer.formats import is_counter_log
 from traceanalyzer.pipeline import Options
 
 REAL = SAMPLES / "glances"
@@ -26,7 +30,13 @@ pytestmark = pytest.mark.usefixtures("machine_in_new_york")
 
 
 def _read(path):
-    return G.read(path, path.read_bytes())
+    """The reader's Timeline seen as one log: its source, sample times, metrics and host facts."""
+    tl = G.read(path, path.read_bytes())
+    assert len(tl.sources) == 1 and len(tl.host_logs) == 1 and not tl.ranks and not len(tl.events)
+    ts, metrics = tl.host_samples(0)
+    info = tl.host_logs[0]
+    return SimpleNamespace(source=tl.sources[0], ts_ns=ts, metrics=metrics, cores=info.cores, disks=info.disks,
+                           interfaces=info.interfaces, period_ns=host_period_ns(ts))
 
 
 def _plain_rows(path):
@@ -198,3 +208,124 @@ def test_cli_host_log_option_and_a_missing_file(tmp_path):
     assert res.exit_code != 0 and "no such file" in res.output
     res = CliRunner().invoke(main, ["report", str(trace), "--host-log", str(trace), "-o", "-", "-q"])
     assert res.exit_code != 0 and "not a glances export" in res.output
+
+
+# --- the host table in the one model ------------------------------------------------------------------
+def test_reader_fills_the_timelines_host_table_exactly(tmp_path):
+    t = [BASE_S + 1, BASE_S + 2]
+    path = glances4_csv(tmp_path / "g4.csv", t, [10, 20], [5, 6], [1, 2], [1e6, 2e6], cores=8)
+    tl = G.read(path, path.read_bytes())
+    assert not len(tl.events) and not len(tl.counters) and not len(tl.memory) and not tl.ranks
+    src = tl.sources[0]
+    assert (src.path, src.format, src.clock, src.events_read, src.events_kept) == (str(path), G.FORMAT_CSV, "epoch", 2, 2)
+    assert src.not_kept == {} and src.warnings == []
+    assert tl.host_logs == [T.HostLogInfo(source=0, cores=8, disks=("sda",), interfaces=("eth0",))]
+    t1, t2 = (s * 10**9 for s in t)
+    expected = [(metric, v1, v2) for metric, v1, v2 in [
+        ("cpu_user_pct", 10.0, 20.0), ("cpu_system_pct", 5.0, 6.0), ("cpu_iowait_pct", 1.0, 2.0),
+        ("cpu_idle_pct", 84.0, 72.0), ("cpu_total_pct", 16.0, 28.0), ("load_1m", 1.5, 1.5),
+        ("mem_used_pct", 40.0, 40.0), ("disk_read_bytes_per_s", 1e6, 2e6), ("disk_write_bytes_per_s", 1000.0, 1000.0),
+        ("net_rx_bytes_per_s", 2000.0, 2000.0), ("net_tx_bytes_per_s", 100.0, 100.0)]]
+    rows = [(m, t1, v1) for m, v1, _ in expected] + [(m, t2, v2) for m, _, v2 in expected]
+    hm = tl.host_metrics
+    assert list(hm.columns) == list(T.HOST_METRIC_COLUMNS) and str(hm["ts_ns"].dtype) == "int64"
+    got = sorted(zip(hm["metric"].astype(str), hm["ts_ns"].tolist(), hm["value"].tolist(), hm["source"].tolist()))
+    assert got == sorted((m, ts, v, 0) for m, ts, v in rows)
+
+
+def test_reader_metrics_are_the_timelines_host_metrics_in_order():
+    assert G.METRICS == tuple(T.HOST_METRICS)
+
+
+def _host_table(**changes):
+    cols = {"ts_ns": np.array([1, 2], dtype=np.int64), "metric": ["cpu_user_pct", "cpu_user_pct"],
+            "value": [1.0, 2.0], "source": [0, 0]}
+    return T.host_metrics_frame({**cols, **changes})
+
+
+def test_timeline_rejects_a_host_table_that_breaks_its_contract():
+    good = _host_table()
+    T.Timeline(host_metrics=good, sources=[T.Source("h.csv", G.FORMAT_CSV)], host_logs=[T.HostLogInfo(0)]).validate()
+    with pytest.raises(T.TimelineError, match="ts_ns"):
+        T.Timeline(host_metrics=good.astype({"ts_ns": "float64"}))  # checked when the Timeline is built
+    with pytest.raises(T.TimelineError, match="columns"):
+        T.Timeline(host_metrics=good.rename(columns={"value": "value_pct"}))
+    with pytest.raises(T.TimelineError, match="HOST_METRICS"):
+        T.Timeline(host_metrics=good.assign(metric=pd.Categorical(["cpu_user", "cpu_user"])))
+    with pytest.raises(T.TimelineError, match="host_logs does not describe"):
+        T.Timeline(host_metrics=good, sources=[T.Source("h.csv", G.FORMAT_CSV)]).validate()
+    with pytest.raises(T.TimelineError, match="outside Timeline.sources"):
+        T.Timeline(host_metrics=good, host_logs=[T.HostLogInfo(0)]).validate()
+
+
+def test_host_logs_renumbered_when_timelines_are_joined(tmp_path):
+    trace = load_paths([input_bound_trace(tmp_path / "t.json")])
+    g4 = glances4_csv(tmp_path / "g4.csv", [BASE_S + 1, BASE_S + 2], [10, 20], [5, 6], [1, 2])
+    g3 = glances3_csv(tmp_path / "g3.csv", [BASE_S + 1, BASE_S + 3, BASE_S + 5], [1, 2, 3], [1] * 3, [0] * 3)
+    logs = load_host_logs([g4, g3], ReadOptions())
+    assert logs is not None and [h.source for h in logs.host_logs] == [0, 1]
+    joined = trace.with_host_logs(logs)
+    assert joined.events is trace.events  # a big trace is not copied to add a small log
+    assert [s.path for s in joined.sources] == [trace.sources[0].path, str(g4), str(g3)]
+    assert [(h.source, h.cores) for h in joined.host_logs] == [(1, 8), (2, 4)] and joined.host_log_sources() == {1, 2}
+    assert T.Timeline.concat([trace, logs]).host_metrics.equals(joined.host_metrics)
+    ts, metrics = joined.host_samples(2)
+    assert ts.tolist() == [(BASE_S + k) * 10**9 for k in (1, 3, 5)] and metrics["cpu_user_pct"].tolist() == [1, 2, 3]
+    assert host_period_ns(ts) == 2 * 10**9
+
+
+def test_host_tables_survive_the_cache(tmp_path):
+    from traceanalyzer import cache as C
+
+    g3 = glances3_csv(tmp_path / "g3.csv", [BASE_S + 1, BASE_S + 3], [1, 2], [1] * 2, [0] * 2)
+    tl = load_host_logs([g3], ReadOptions())
+    assert tl is not None
+    ident = {"format": C.CACHE_FORMAT, "path": str(g3)}
+    C.store(tmp_path / "entry.npz", ident, tl)
+    back = C.load(tmp_path / "entry.npz", ident)
+    assert back is not None and back.host_logs == tl.host_logs and back.host_metrics.equals(tl.host_metrics)
+
+
+def test_analyze_gives_the_host_figures_it_gave_before():
+    """The real CPU-bound run: the figures the report held when host logs were passed beside the Timeline."""
+    a = ta.analyze(REAL / "cpu_aug.trace.json", Options(host_logs=(REAL / "cpu_aug.csv",), cache=False))
+    h = a.host_logs[0]
+    assert [i.path for i in a.inputs] == [str(REAL / "cpu_aug.trace.json")]
+    assert (h.format, h.samples_read, h.samples_kept, h.period_s, h.offset_s, h.offset_method, h.clock, h.zone,
+            h.cores) == (G.FORMAT_CSV, 28, 28, 1.0, 0.0, "clock", "epoch", None, 2)
+    assert (h.wait_samples, h.wait_covered_fraction, h.not_kept, h.warnings) == (25, 0.990883, {}, ())
+    user = h.metrics["cpu_user_pct"]
+    assert (user.samples, user.mean, user.min, user.max, user.window_samples, user.window_mean, user.outside_samples,
+            user.outside_mean) == (28, 73.821, 46.2, 87.6, 24, 75.85, 3, 55.267)
+    assert h.metrics["disk_read_bytes_per_s"].window_mean == 257767.167
+    assert {k: h.during_dataloader_wait[k] for k in ("cpu_user_pct", "cpu_system_pct", "cpu_iowait_pct",
+                                                     "disk_read_bytes_per_s")} == {
+        "cpu_user_pct": 76.437, "cpu_system_pct": 22.131, "cpu_iowait_pct": 0.085, "disk_read_bytes_per_s": 285126.941}
+    assert len(h.series["t_s"]) == 28 and h.series["t_s"][:3] == [-2.255, -1.255, -0.255]
+    assert len(h.series["waits"]["start_s"]) == 161
+    assert a.diagnosis is not None and a.diagnosis.ranks[0].input_split == "cpu"
+
+
+def test_a_timeline_holding_a_host_log_on_its_own_clock_is_placed_by_analyze(tmp_path):
+    trace = input_bound_trace(tmp_path / "t.json")
+    g3 = glances3_csv(tmp_path / "g3.csv", [BASE_S + k for k in range(1, 11)], [90] * 10, [5] * 10, [0] * 10,
+                      utc_offset_s=5 * 3600 + 1800)
+    options = Options(dmon_tz="Asia/Kolkata", cache=False)
+    by_paths = ta.analyze([trace, g3], options)
+    logs = load_host_logs([g3], ReadOptions())
+    assert logs is not None
+    by_timeline = ta.analyze(T.Timeline.concat([load_paths([trace]), logs]), options)
+    assert by_timeline.host_logs == by_paths.host_logs and by_timeline.host_logs[0].wait_samples == 10
+    assert by_timeline.to_json() == by_paths.to_json()
+
+
+def test_html_host_table_shows_byte_rates_in_binary_units_per_second(tmp_path):
+    from traceanalyzer.report.html import render_html
+
+    trace = input_bound_trace(tmp_path / "t.json")
+    g4 = glances4_csv(tmp_path / "g.csv", [BASE_S + k for k in range(1, 11)], [95] * 10, [3] * 10, [0] * 10,
+                      [2_097_152.0] * 10)
+    html = render_html(ta.analyze([trace, g4]))
+    assert "<tr><td>disk_read_bytes_per_s</td>" + "<td>2.0 MiB/s</td>" * 5 + "</tr>" in html
+    assert "<tr><td>disk_write_bytes_per_s</td>" + "<td>1000 B/s</td>" * 5 + "</tr>" in html
+    assert "<tr><td>cpu_user_pct</td><td>95.0</td><td>95.0</td><td>95.0</td><td>95.0</td><td>95.0</td></tr>" in html

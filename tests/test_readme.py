@@ -22,3 +22,12 @@ def test_ci_runs_the_readme_test_command():
     commands = re.findall(r"```sh\n(.*?)\n```", readme, re.DOTALL)
     test_cmd = next(c for c in commands if "pytest" in c)
     assert test_cmd in (ROOT / ".ci" / "run").read_text()
+
+
+def test_the_readme_lists_every_host_metric_as_the_timeline_defines_it():
+    from traceanalyzer.timeline import HOST_METRICS
+
+    readme = (ROOT / "README.md").read_text()
+    listed = re.findall(r"^\| `(\w+)` \| (.+) \|$", readme.split("Host metrics (units in the name", 1)[1].split("\n\n")[1],
+                        re.MULTILINE)
+    assert dict(listed) == HOST_METRICS

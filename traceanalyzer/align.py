@@ -20,6 +20,10 @@ For each log, `align_logs` finds `offset_ns` with  log time + offset_ns = trace 
 
 A log sample at time t describes [t - period, t) (nvidia-smi utilisation is "over the past
 sample period"). `place_counters` moves the counters onto the trace clock and maps GPU indices.
+
+Host monitor logs (glances; `Timeline.host_metrics`) follow the same clock rules without the search
+(`host_log_offset`: host figures have nothing to correlate with GPU work): `combine_host_logs` adds
+them to the trace's Timeline and `place_host_logs` moves their rows onto its clock.
 """
 
 from __future__ import annotations
@@ -35,9 +39,8 @@ import pandas as pd
 from . import timeline as T
 from .analyses import _intervals as iv
 from .analyses.counters import device_series, trace_busy_sets, trace_span
-from .analyses.host_logs import HostLogFigures, host_log_figures
+from .analyses.host_logs import host_period_ns
 from .errors import UsageError
-from .formats.glances import HostLog
 from .timeline import UTIL_METRIC, Timeline
 
 GIVEN, CLOCK, SEARCHED = "given", "clock", "searched"
@@ -256,15 +259,16 @@ class HostLogAlignment:
     """How a host monitor log (glances) was put on the trace clock: by the clocks (or --dmon-offset) only,
     as host figures have nothing to correlate with GPU activity."""
 
+    source: int  # index into the Timeline's sources: the log
     offset_ns: int  # log time + offset_ns = trace time
     method: str  # GIVEN | CLOCK
     zone: str
     warnings: tuple[str, ...] = ()
 
 
-def host_log_offset(trace: Timeline | None, clock: str, first_ns: int, last_ns: int, period_ns: int | None,
-                    options: AlignOptions) -> HostLogAlignment:
-    """The offset of a host log on `clock` (its Source.clock), by the same rules as counter logs:
+def host_log_offset(trace: Timeline | None, source: int, clock: str, first_ns: int, last_ns: int,
+                    period_ns: int | None, options: AlignOptions) -> HostLogAlignment:
+    """The offset of host log `source` on `clock` (its Source.clock), by the same rules as counter logs:
     the zone (`--dmon-tz`, else this machine's), the trace's date for time-of-day logs, then the
     given skew (`--dmon-offset`)."""
     span = trace_span(trace) if trace is not None else None
@@ -279,7 +283,7 @@ def host_log_offset(trace: Timeline | None, clock: str, first_ns: int, last_ns: 
     if span is not None and (first_ns + offset > span[1] or last_ns + offset < span[0]):
         warnings.append(f"the host log does not overlap the trace (it is {_s(first_ns + offset - span[0])} from "
                         f"the trace's start after the clock offset {_s(offset)}); check --dmon-tz / --dmon-offset")
-    return HostLogAlignment(offset, GIVEN if options.offset_ns is not None else CLOCK, zone, tuple(warnings))
+    return HostLogAlignment(source, offset, GIVEN if options.offset_ns is not None else CLOCK, zone, tuple(warnings))
 
 
 def place_counters(logs: Timeline, alignments: tuple[Alignment, ...]) -> Timeline:
@@ -567,18 +571,34 @@ def combine(trace: Timeline | None, logs: Timeline | None,
     return merged, tuple(replace(a, source=a.source + shift) for a in alignments)
 
 
-def host_logs_on_trace(tl: Timeline, logs: tuple[HostLog, ...], tz: str | None,
-                       offset_ns: int | None) -> tuple[HostLogFigures, ...]:
-    """Every host log put on the trace's clock (`host_log_offset`: the counter logs' zone and
-    skew options) and summarised against the trace's window and DataLoader waits."""
-    from .analyses.counters import trace_window
+def combine_host_logs(tl: Timeline, logs: Timeline | None,
+                      options: AlignOptions) -> tuple[Timeline, tuple[HostLogAlignment, ...]]:
+    """The host logs of `logs` added to `tl` (a trace, with its counter logs, or empty) and put on its
+    clock (`place_host_logs`); alignments index the merged Timeline's sources."""
+    if logs is None:
+        return tl, ()
+    return place_host_logs(tl.with_host_logs(logs), options)
 
-    out = []
+
+def place_host_logs(tl: Timeline, options: AlignOptions) -> tuple[Timeline, tuple[HostLogAlignment, ...]]:
+    """Every host log of `tl` moved from its own clock onto the trace's (`host_log_offset`: the counter
+    logs' zone and skew options), with how; the other tables are left as they are."""
+    if not tl.host_logs:
+        return tl, ()
     trace = tl if len(tl.events) else None
-    window = trace_window(tl) if trace is not None else None
-    for log in logs:
-        ts = log.ts_ns
-        first, last = (int(ts[0]), int(ts[-1])) if len(ts) else (0, 0)
-        a = host_log_offset(trace, log.source.clock, first, last, log.period_ns, AlignOptions(tz, offset_ns))
-        out.append(host_log_figures(log, a.offset_ns, a.method, a.zone, a.warnings, trace, window))
-    return tuple(out)
+    hm = tl.host_metrics
+    ts = hm["ts_ns"].to_numpy().copy()
+    source = hm["source"].to_numpy()
+    out = []
+    for h in tl.host_logs:
+        rows = source == h.source
+        mine = np.unique(ts[rows])
+        first, last = (int(mine[0]), int(mine[-1])) if len(mine) else (0, 0)
+        a = host_log_offset(trace, h.source, tl.sources[h.source].clock, first, last, host_period_ns(mine),
+                            options)
+        ts[rows] += np.int64(a.offset_ns)
+        out.append(a)
+    moved = hm.copy()
+    moved["ts_ns"] = ts
+    return replace(tl, host_metrics=moved).validate(), tuple(out)
+

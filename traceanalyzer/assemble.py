@@ -71,13 +71,14 @@ def assemble(tl: Timeline, figures: Figures, diagnosis: Diagnosis | None = None,
     warmup = {n for d in diag_by_index.values() for n in d.warmup_steps}
     rate = TP.throughput([{s.step: s.duration_us for s in r.per_step} for r in ranks], warmup, batch_size)
     hosts = tuple(_host_log(h, tl) for h in host_logs)
+    host_sources = tl.host_log_sources()  # said in host_logs, not among the inputs
     all_warnings += [f"{h.path}: {w}" for h in hosts for w in h.warnings]
     return Analysis(
         schema=R.SCHEMA,
         tool=R.ToolInfo("traceanalyzer", __version__),
         options=R.OptionsInfo(_us0(figures.min_gap_ns), include_warmup, batch_size),
         inputs=tuple(R.InputInfo(s.path, s.format, s.events_read, s.events_kept, dict(sorted(s.not_kept.items())),
-                                 tuple(s.warnings)) for s in tl.sources),
+                                 tuple(s.warnings)) for i, s in enumerate(tl.sources) if i not in host_sources),
         warnings=tuple(all_warnings),
         ranks=ranks,
         summary=_summary(ranks, len(device_counters), rate),
@@ -410,8 +411,9 @@ def _counters(tl: Timeline, figures: tuple[CounterFigures, ...], alignments: tup
     trace_clock = "epoch" if tl.ranks and all(r.clock == "epoch" for r in tl.ranks) else "trace"
     warnings: list[str] = []
     logs = []
+    host_sources = tl.host_log_sources()
     for i, src in enumerate(tl.sources):
-        if not src.clock:
+        if not src.clock or i in host_sources:
             continue
         a = by_source.get(i)
         logs.append(_log(src, a))
@@ -487,7 +489,6 @@ def _device_counters(tl: Timeline, d: CounterFigures, clock: str, by_source: dic
 def _host_log(h: HostLogFigures, tl: Timeline) -> R.HostLogResult:
     """A host log's figures; its drawing payload in seconds from the trace window's start (else the
     log's first sample): the CPU series, at most SERIES_POINTS samples, and the DataLoader-wait spans."""
-    log = h.log
     window = trace_window(tl) if len(tl.events) else None
     origin = window[0] if window else (int(h.ts_ns[0]) if len(h.ts_ns) else 0)
     step = max(1, -(-len(h.ts_ns) // SERIES_POINTS))
@@ -500,12 +501,12 @@ def _host_log(h: HostLogFigures, tl: Timeline) -> R.HostLogResult:
         "waits": {"start_s": to_s(h.wait_spans[0]), "end_s": to_s(h.wait_spans[1])},
     }
     for m in SERIES_METRICS:
-        if m in log.metrics:
-            series[m] = [None if np.isnan(v) else round(float(v), 2) for v in log.metrics[m][pick]]
+        if m in h.values:
+            series[m] = [None if np.isnan(v) else round(float(v), 2) for v in h.values[m][pick]]
     w = h.during_wait
     return R.HostLogResult(
-        path=log.source.path, format=log.source.format, samples_read=log.source.events_read,
-        samples_kept=log.source.events_kept,
+        path=h.source.path, format=h.source.format, samples_read=h.source.events_read,
+        samples_kept=h.source.events_kept,
         period_s=None if h.period_ns is None else _r(h.period_ns / 1e9, 6),
         offset_s=_r(h.offset_ns / 1e9, 6), offset_method=h.method,
         metrics={m.metric: R.MetricSummary(m.samples, _r(m.mean), _r(m.min), _r(m.max), m.window_samples,
@@ -513,10 +514,10 @@ def _host_log(h: HostLogFigures, tl: Timeline) -> R.HostLogResult:
                  for m in h.metrics},
         during_dataloader_wait={k: round(v, 3) for k, v in w.means.items()},
         series=series,
-        warnings=tuple(log.source.warnings) + tuple(h.warnings),
-        clock=log.source.clock, zone=h.zone or None, cores=log.cores,
+        warnings=tuple(h.source.warnings) + tuple(h.warnings),
+        clock=h.source.clock, zone=h.zone or None, cores=h.cores,
         wait_samples=w.samples, wait_covered_fraction=_frac(w.covered_fraction),
-        not_kept=dict(sorted(log.source.not_kept.items())),
+        not_kept=dict(sorted(h.source.not_kept.items())),
     )
 
 

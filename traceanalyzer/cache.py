@@ -33,21 +33,25 @@ from .timeline import (
     COUNTER_COLUMNS,
     EVENT_COLUMNS,
     EVENT_KINDS,
+    HOST_METRIC_COLUMNS,
+    HOST_METRICS,
     MEMORY_COLUMNS,
     MEMORY_DEVICE_TYPES,
     DeviceInfo,
+    HostLogInfo,
     RankInfo,
     Source,
     Timeline,
 )
 
-CACHE_FORMAT = 2  # bump when the entry layout or the Timeline's columns change
+CACHE_FORMAT = 3  # bump when the entry layout or the Timeline's columns change
 # Every table of a Timeline, with its column contract (a test checks none is missing).
-TABLES: dict[str, dict[str, str]] = {"events": EVENT_COLUMNS, "counters": COUNTER_COLUMNS, "memory": MEMORY_COLUMNS}
+TABLES: dict[str, dict[str, str]] = {"events": EVENT_COLUMNS, "counters": COUNTER_COLUMNS, "memory": MEMORY_COLUMNS,
+                                     "host_metrics": HOST_METRIC_COLUMNS}
 # Categories with a fixed vocabulary, set as the readers set them.
 VOCABULARIES: dict[tuple[str, str], tuple[str, ...]] = {
     ("events", "kind"): EVENT_KINDS, ("events", "copy_kind"): COPY_KINDS,
-    ("memory", "device_type"): MEMORY_DEVICE_TYPES}
+    ("memory", "device_type"): MEMORY_DEVICE_TYPES, ("host_metrics", "metric"): tuple(HOST_METRICS)}
 CACHE_MIN_BYTES = 32 * 1024 * 1024  # smaller inputs decode in about a second: not worth the disk
 DEFAULT_MAX_BYTES = 2 * 1024**3
 SUFFIX = ".npz"
@@ -137,6 +141,7 @@ def store(entry: Path, ident: dict[str, Any], tl: Timeline) -> None:
         "sources": [dataclasses.asdict(x) for x in tl.sources],
         "ranks": [dataclasses.asdict(x) for x in tl.ranks],
         "devices": [dataclasses.asdict(x) for x in tl.devices],
+        "host_logs": [dataclasses.asdict(x) for x in tl.host_logs],
         "warnings": tl.warnings,
     }
     arrays: dict[str, np.ndarray] = {}
@@ -239,6 +244,8 @@ def _timeline(npz: Any, ident: dict[str, Any]) -> Timeline:
         sources=[Source(**x) for x in meta["sources"]],
         ranks=[RankInfo(**x) for x in meta["ranks"]],
         devices=[DeviceInfo(**x) for x in meta["devices"]],
+        host_logs=[HostLogInfo(x["source"], x["cores"], tuple(x["disks"]), tuple(x["interfaces"]))
+                   for x in meta["host_logs"]],
         warnings=list(meta["warnings"]),
     )
     return tl.validate()

@@ -105,7 +105,7 @@ def plan_runs(inputs: PathLike | Sequence[PathLike], options: Options | None = N
 
 
 def _analyze_set(inputs, options: Options, read) -> Analysis:  # type: ignore[no-untyped-def]
-    from .align import AlignOptions, combine
+    from .align import AlignOptions, combine, combine_host_logs
     from .formats import load_counter_logs, load_host_logs, load_set, split_counter_logs, split_host_logs
 
     inputs, host_paths = split_host_logs(inputs, list(options.host_logs))
@@ -117,7 +117,7 @@ def _analyze_set(inputs, options: Options, read) -> Analysis:  # type: ignore[no
         more = f" and {len(split.ignored_beside) - 10} more" if len(split.ignored_beside) > 10 else ""
         notes += (f"nvidia-smi logs beside the trace not used (their names do not start with the trace's, "
                   f"so they may belong to other runs): {shown}{more}; pass the right one with --dmon",)
-    if split.traces.files and not split.logs and not host_logs:
+    if split.traces.files and not split.logs and host_logs is None:
         # Traces alone: rank by rank (in parallel with --jobs / --scheduler), memory bounded by a few ranks.
         from .per_rank import analyze_set
 
@@ -129,19 +129,22 @@ def _analyze_set(inputs, options: Options, read) -> Analysis:  # type: ignore[no
         read = replace(read, decode_workers=workers(options.jobs, 1 << 30))
     trace = load_set(split.traces, read) if split.traces.files else None
     logs = load_counter_logs(split.logs, read)
-    tl, alignments = combine(trace, logs, AlignOptions(options.dmon_tz, options.dmon_offset_ns,
-                                                       tuple(options.dmon_gpu)))
+    align = AlignOptions(options.dmon_tz, options.dmon_offset_ns, tuple(options.dmon_gpu))
+    tl, alignments = combine(trace, logs, align)
+    tl, host_alignments = combine_host_logs(tl, host_logs, align)
     return analyze_timeline(tl, options, alignments=alignments, counters_aligned=trace is not None,
-                            with_counters=logs is not None, warnings=notes, host_logs=host_logs)
+                            with_counters=logs is not None, warnings=notes, host_alignments=host_alignments)
 
 
 def analyze_timeline(tl: Timeline, options: Options | None = None, alignments: tuple = (),
                      counters_aligned: bool = False, with_counters: bool | None = None,
-                     warnings: tuple[str, ...] = (), host_logs: tuple = ()) -> Analysis:
+                     warnings: tuple[str, ...] = (), host_alignments: tuple | None = None) -> Analysis:
     """The figures, diagnosis and counter figures of a Timeline, as one typed Analysis.
-    `host_logs`: glances exports read (formats.glances.HostLog), put on the trace's clock here."""
-    from .align import host_logs_on_trace
+    `host_alignments`: how its host logs were put on the trace's clock (`align.combine_host_logs`);
+    None: they are still on their own clocks and are placed here."""
+    from .align import AlignOptions, place_host_logs
     from .analyses.counters import counter_figures, trace_window
+    from .analyses.host_logs import host_figures
     from .analyses.summary import analyze as figures_of
     from .assemble import assemble
     from .diagnosis import diagnose
@@ -160,8 +163,10 @@ def analyze_timeline(tl: Timeline, options: Options | None = None, alignments: t
             from .diagnosis.counters import diagnose_counters
 
             diagnosis = diagnose_counters(counters)
-    hosts = host_logs_on_trace(tl, host_logs, options.dmon_tz, options.dmon_offset_ns)
-    diagnosis = split_input_bound(diagnosis, hosts, bool(host_logs))
+    if host_alignments is None:
+        tl, host_alignments = place_host_logs(tl, AlignOptions(options.dmon_tz, options.dmon_offset_ns))
+    hosts = host_figures(tl, host_alignments)
+    diagnosis = split_input_bound(diagnosis, hosts, bool(tl.host_logs))
     analysis = assemble(tl, figures, diagnosis, counters, alignments, counters_aligned, warnings,
                         options.include_warmup, hosts, options.batch_size)
     if len(tl.ranks) > 1:  # many ranks: one clock, collectives matched, stragglers

@@ -1,12 +1,14 @@
 """The one model: every reader produces a `Timeline`, every analysis reads only a `Timeline`.
 
-A Timeline holds two tables with fixed, validated columns and a little metadata:
+A Timeline holds tables with fixed, validated columns and a little metadata:
 
 * `events`: one row per duration event (GPU kernels, copies, host ops, steps, waits).
   Times are int64 nanoseconds; strings are pandas categories.
 * `counters`: one row per sampled counter value (e.g. nvidia-smi SM utilisation).
 * `memory`: one row per allocator event of torch.profiler(profile_memory=True) (the `[memory]`
   instants): the bytes allocated and reserved on a device (or the host) after that event.
+* `host_metrics`: one row per sampled host figure of a host monitor log (glances: CPU, load,
+  memory, disk and network), `host_logs` saying what each log's sums are made of.
 
 Readers classify their format's events into the fixed vocabulary `EVENT_KINDS`, so that
 analyses never look at format-specific categories or names to decide what an event is.
@@ -14,7 +16,7 @@ analyses never look at format-specific categories or names to decide what an eve
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -89,6 +91,34 @@ MEMORY_COLUMNS: dict[str, str] = {
     "allocated_bytes": "int64",  # bytes held by tensors on that device after the event
     "reserved_bytes": "int64",  # bytes the caching allocator holds (allocated + cached); -1 when absent
     "bytes": "int64",  # the event's own size: > 0 allocation, < 0 release
+}
+
+# Host monitor logs (glances). Rows of one source and metric are in sample order; every metric a log
+# has holds one row per sample of that log (NaN where the sample had no number for it).
+HOST_METRIC_COLUMNS: dict[str, str] = {
+    "ts_ns": "int64",  # sample time (the end of the refresh period it describes), nanoseconds: the log's
+                       # own clock (Source.clock) as read, the trace's clock once align.place_host_logs moved it
+    "metric": "category",  # one of HOST_METRICS
+    "value": "float64",  # in the metric's unit (its name says which); NaN when missing
+    "source": "int32",  # index into Timeline.sources: the log
+}
+
+# Host metrics (units in the name), what a host monitor log's columns map onto; the README lists them.
+HOST_METRICS: dict[str, str] = {
+    "cpu_user_pct": "CPU time in user space over the refresh period, % of all cores",
+    "cpu_system_pct": "CPU time in the kernel, % of all cores",
+    "cpu_iowait_pct": "CPU time idle while waiting for disk I/O, % of all cores",
+    "cpu_idle_pct": "CPU time idle, % of all cores",
+    "cpu_total_pct": "CPU time busy (all but idle), % of all cores",
+    "load_1m": "load average over 1 minute (runnable and waiting tasks)",
+    "load_5m": "load average over 5 minutes",
+    "load_15m": "load average over 15 minutes",
+    "mem_used_pct": "memory in use, % of physical memory",
+    "swap_used_pct": "swap in use, % of swap space",
+    "disk_read_bytes_per_s": "bytes read per second, summed over whole disks (`HostLogInfo.disks`)",
+    "disk_write_bytes_per_s": "bytes written per second, summed over whole disks",
+    "net_rx_bytes_per_s": "bytes received per second, summed over network interfaces (`HostLogInfo.interfaces`)",
+    "net_tx_bytes_per_s": "bytes sent per second, summed over network interfaces",
 }
 
 # --- counter metrics -----------------------------------------------------------------------------
@@ -166,6 +196,16 @@ class DeviceInfo:
 
 
 @dataclass
+class HostLogInfo:
+    """A host monitor log's facts beside its `host_metrics` rows: what its sums are made of."""
+
+    source: int  # index into Timeline.sources (format, clock, counts and warnings are there)
+    cores: int | None = None  # logical CPUs of the host, as the log counted them
+    disks: tuple[str, ...] = ()  # the disks summed into disk_*_bytes_per_s
+    interfaces: tuple[str, ...] = ()  # the network interfaces summed into net_*_bytes_per_s
+
+
+@dataclass
 class RankInfo:
     """One process of the job (one trace file, usually)."""
 
@@ -189,6 +229,22 @@ def empty_counters() -> pd.DataFrame:
 
 def empty_memory() -> pd.DataFrame:
     return memory_frame({c: [] for c in MEMORY_COLUMNS})
+
+
+def empty_host_metrics() -> pd.DataFrame:
+    return host_metrics_frame({c: [] for c in HOST_METRIC_COLUMNS})
+
+
+def host_metrics_frame(columns: dict[str, Any]) -> pd.DataFrame:
+    """A host-metrics table from arrays (every column of HOST_METRIC_COLUMNS), typed by the contract."""
+    data: dict[str, Any] = {}
+    for col, dtype in HOST_METRIC_COLUMNS.items():
+        value = columns[col]
+        if dtype == "category":
+            data[col] = pd.Categorical(value, categories=tuple(HOST_METRICS))
+        else:
+            data[col] = np.asarray(value).astype(dtype, copy=False)
+    return pd.DataFrame(data)
 
 
 def memory_frame(columns: dict[str, Any]) -> pd.DataFrame:
@@ -248,16 +304,28 @@ class Timeline:
     events: pd.DataFrame = field(default_factory=empty_events)
     counters: pd.DataFrame = field(default_factory=empty_counters)
     memory: pd.DataFrame = field(default_factory=empty_memory)
+    host_metrics: pd.DataFrame = field(default_factory=empty_host_metrics)
     sources: list[Source] = field(default_factory=list)
     ranks: list[RankInfo] = field(default_factory=list)
     devices: list[DeviceInfo] = field(default_factory=list)
+    host_logs: list[HostLogInfo] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        # Cheap (columns and dtypes only), so a host table built wrong fails where it is built.
+        _validate_host_columns(self.host_metrics)
 
     def validate(self) -> Timeline:
         """Check the column contracts and the invariants analyses rely on; return self."""
         validate_columns(self.events, EVENT_COLUMNS, "events")
         validate_columns(self.counters, COUNTER_COLUMNS, "counters")
         validate_columns(self.memory, MEMORY_COLUMNS, "memory")
+        _validate_host_columns(self.host_metrics)
+        logs = {h.source for h in self.host_logs}
+        if any(not 0 <= s < len(self.sources) for s in logs) or len(logs) != len(self.host_logs):
+            raise TimelineError("host_logs: source index outside Timeline.sources, or one log twice")
+        if len(self.host_metrics) and not set(np.unique(self.host_metrics["source"].to_numpy()).tolist()) <= logs:
+            raise TimelineError("host_metrics: rows of a source that Timeline.host_logs does not describe")
         if len(self.memory):
             ranks = self.memory["rank"].to_numpy()
             if ranks.min() < 0 or ranks.max() >= max(len(self.ranks), 1):
@@ -288,6 +356,7 @@ class Timeline:
             for d in part.devices:
                 out.devices.append(DeviceInfo(d.rank + rank_offset, d.index, d.name, d.properties))
             out.warnings.extend(part.warnings)
+            _add_host_logs(out, part, source_offset)
             ev = part.events.copy()
             ev["rank"] = (ev["rank"] + rank_offset).astype("int32")
             frames.append(ev)
@@ -303,7 +372,31 @@ class Timeline:
             out.memory = _concat_frames(memory_frames, MEMORY_COLUMNS)
         return out.validate()
 
+    def with_host_logs(self, logs: Timeline) -> Timeline:
+        """This Timeline with the host logs of `logs` added (their sources appended and renumbered);
+        the other tables are shared, not copied, so adding a small log to a big trace costs little."""
+        out = replace(self, sources=list(self.sources), host_logs=list(self.host_logs),
+                      warnings=list(self.warnings))
+        _add_host_logs(out, logs, len(out.sources))
+        out.sources.extend(logs.sources)
+        out.warnings.extend(logs.warnings)
+        return out.validate()
+
+    def host_log_sources(self) -> frozenset[int]:
+        """Indices of the sources that are host monitor logs (neither ranks nor counter logs)."""
+        return frozenset(h.source for h in self.host_logs)
+
     # --- convenience views used by analyses (no computation beyond selection) -----------------
+    def host_samples(self, source: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """One host log's sample times and its metrics (HOST_METRICS order, NaN: missing) per sample."""
+        hm = self.host_metrics
+        rows = hm[hm["source"].to_numpy() == source]
+        codes = rows["metric"].cat.codes.to_numpy()
+        ts, values = rows["ts_ns"].to_numpy(), rows["value"].to_numpy()
+        metrics = {m: values[codes == k] for k, m in enumerate(HOST_METRICS) if (codes == k).any()}
+        first = int(codes.min()) if len(codes) else -1
+        return ts[codes == first].astype(np.int64), metrics
+
     def rank_events(self, rank: int) -> pd.DataFrame:
         ev = self.events
         return ev[ev["rank"].to_numpy() == rank]
@@ -313,6 +406,31 @@ class Timeline:
         ev = self.rank_events(rank)
         work = ev[ev["kind"].isin(GPU_WORK_KINDS).to_numpy()]
         return sorted(int(d) for d in np.unique(work["device"].to_numpy()))
+
+
+def _validate_host_columns(frame: pd.DataFrame) -> None:
+    validate_columns(frame, HOST_METRIC_COLUMNS, "host_metrics")
+    metric = frame["metric"]
+    if list(metric.cat.categories) != list(HOST_METRICS) or (len(frame) and bool(metric.isna().any())):
+        raise TimelineError("host_metrics: metric outside HOST_METRICS")
+
+
+def _add_host_logs(out: Timeline, part: Timeline, source_offset: int) -> None:
+    """`part`'s host logs appended to `out`'s, their source indices moved by `source_offset`."""
+    out.host_logs.extend(replace(h, source=h.source + source_offset) for h in part.host_logs)
+    if not len(part.host_metrics):
+        return
+    both = [f for f in (out.host_metrics, part.host_metrics) if len(f)]
+    shift = [0] * (len(both) - 1) + [source_offset]
+    # Through the metric codes (the contract fixes the categories): pandas concatenates categoricals
+    # whose categories differ only in dtype (str / object) to plain objects.
+    out.host_metrics = pd.DataFrame({
+        "ts_ns": np.concatenate([f["ts_ns"].to_numpy() for f in both]),
+        "metric": pd.Categorical.from_codes(np.concatenate([f["metric"].cat.codes.to_numpy() for f in both]),
+                                            categories=list(HOST_METRICS)),
+        "value": np.concatenate([f["value"].to_numpy() for f in both]),
+        "source": np.concatenate([f["source"].to_numpy() + k for f, k in zip(both, shift)]).astype(np.int32),
+    })
 
 
 def _concat_frames(frames: list[pd.DataFrame], columns: dict[str, str]) -> pd.DataFrame:

@@ -1,5 +1,6 @@
-"""Figures from host monitor logs (glances): pure functions of a `HostLog` on the trace's clock and
-the trace's DataLoader waits -> frozen results.
+"""Figures from host monitor logs (glances): pure functions of a Timeline whose `host_metrics` are on
+the trace's clock (`align.place_host_logs`, whose alignments say how) and of the trace's DataLoader
+waits -> frozen results.
 
 A sample taken at time t describes its refresh period [t - period, t) (glances' CPU percentages are
 "since the last refresh"). Metric summaries are those of GPU counter logs (`counters.metric_figures`:
@@ -11,14 +12,17 @@ sample half covered by waits counts half as much as one fully covered.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..formats.glances import HostLog
-from ..timeline import Timeline
+from ..timeline import Source, Timeline
 from . import _intervals as iv
 from . import figures as F
-from .counters import MetricFigures, metric_figures
+from .counters import MetricFigures, metric_figures, trace_window
+
+if TYPE_CHECKING:
+    from ..align import HostLogAlignment
 
 SERIES_POINTS = 600  # samples drawn per host log (every k-th beyond)
 SERIES_METRICS = ("cpu_user_pct", "cpu_system_pct", "cpu_iowait_pct")
@@ -41,12 +45,14 @@ class WaitFigures:
 
 @dataclass(frozen=True)
 class HostLogFigures:
-    log: HostLog
+    source: Source  # the log as read: path, format, sample counts, own clock, warnings
+    cores: int | None  # logical CPUs of the host (HostLogInfo.cores)
     offset_ns: int  # log time + offset = trace time
     method: str
     zone: str
     warnings: tuple[str, ...]
     ts_ns: np.ndarray  # sample times on the trace clock
+    values: dict[str, np.ndarray]  # metric -> value per sample (NaN: missing), HOST_METRICS order
     period_ns: int | None
     metrics: tuple[MetricFigures, ...]
     during_wait: WaitFigures  # all ranks' waits together
@@ -54,18 +60,37 @@ class HostLogFigures:
     wait_spans: tuple[np.ndarray, np.ndarray]  # the waits drawn (union over ranks), trace clock
 
 
-def host_log_figures(log: HostLog, offset_ns: int, method: str, zone: str, warnings: tuple[str, ...],
-                     tl: Timeline | None, window: tuple[int, int] | None) -> HostLogFigures:
-    ts = log.ts_ns.astype(np.int64) + np.int64(offset_ns)
-    period = log.period_ns
-    metrics = tuple(metric_figures(m, v, ts, period or 0, window) for m, v in log.metrics.items())
+def host_figures(tl: Timeline, alignments: tuple[HostLogAlignment, ...]) -> tuple[HostLogFigures, ...]:
+    """Every host log of `tl` (already on the trace's clock, placed as `alignments` say), summarised
+    against the trace's window and DataLoader waits."""
+    trace = tl if len(tl.events) else None
+    window = trace_window(tl) if trace is not None else None
+    info = {h.source: h for h in tl.host_logs}
+    out = []
+    for a in alignments:
+        ts, values = tl.host_samples(a.source)
+        out.append(host_log_figures(tl.sources[a.source], info[a.source].cores, ts, values, host_period_ns(ts),
+                                    a, trace, window))
+    return tuple(out)
+
+
+def host_log_figures(source: Source, cores: int | None, ts: np.ndarray, values: dict[str, np.ndarray],
+                     period: int | None, a: HostLogAlignment, tl: Timeline | None,
+                     window: tuple[int, int] | None) -> HostLogFigures:
+    metrics = tuple(metric_figures(m, v, ts, period or 0, window) for m, v in values.items())
     waits = {r.index: _waits(tl, r.index) for r in tl.ranks} if tl is not None else {}
-    by_rank = {i: wait_figures(log, ts, period, w) for i, w in waits.items()}
+    by_rank = {i: wait_figures(values, ts, period, w) for i, w in waits.items()}
     all_s = np.concatenate([w[0] for w in waits.values()]) if waits else np.zeros(0, np.int64)
     all_e = np.concatenate([w[1] for w in waits.values()]) if waits else np.zeros(0, np.int64)
     union = iv.union(all_s, all_e)
-    return HostLogFigures(log, offset_ns, method, zone, warnings, ts, period, metrics,
-                          wait_figures(log, ts, period, union), by_rank, _drawn(union))
+    return HostLogFigures(source, cores, a.offset_ns, a.method, a.zone, a.warnings, ts, values, period, metrics,
+                          wait_figures(values, ts, period, union), by_rank, _drawn(union))
+
+
+def host_period_ns(ts_ns: np.ndarray) -> int | None:
+    """A host log's refresh period: the median spacing of its distinct sample times (None: one sample)."""
+    d = np.diff(np.unique(ts_ns))
+    return int(np.median(d)) if len(d) else None
 
 
 def _waits(tl: Timeline, rank: int) -> iv.IntervalSet:
@@ -73,7 +98,8 @@ def _waits(tl: Timeline, rank: int) -> iv.IntervalSet:
     return iv.clip(F.dataloader_union(tl, rank), w.start_ns, w.end_ns)
 
 
-def wait_figures(log: HostLog, ts_ns: np.ndarray, period_ns: int | None, waits: iv.IntervalSet) -> WaitFigures:
+def wait_figures(values: dict[str, np.ndarray], ts_ns: np.ndarray, period_ns: int | None,
+                 waits: iv.IntervalSet) -> WaitFigures:
     """Wait-weighted means of every metric over the samples whose period overlaps `waits`."""
     wait_ns = iv.total(waits)
     if not period_ns or not len(ts_ns) or wait_ns == 0:
@@ -81,11 +107,11 @@ def wait_figures(log: HostLog, ts_ns: np.ndarray, period_ns: int | None, waits: 
     weight = iv.overlap_per_window(waits, ts_ns - period_ns, ts_ns).astype(np.float64)
     hit = weight > 0
     means: dict[str, float] = {}
-    for metric, values in log.metrics.items():
-        ok = hit & ~np.isnan(values)
+    for metric, v in values.items():
+        ok = hit & ~np.isnan(v)
         if ok.any():
             # extended precision: absurd but finite values (1e308) must not overflow the weighted sum
-            means[metric] = float(np.average(values[ok].astype(np.longdouble), weights=weight[ok]))
+            means[metric] = float(np.average(v[ok].astype(np.longdouble), weights=weight[ok]))
     return WaitFigures(int(hit.sum()), int(weight.sum()), wait_ns, means)
 
 
@@ -97,4 +123,5 @@ def _drawn(waits: iv.IntervalSet) -> tuple[np.ndarray, np.ndarray]:
     return s[keep], e[keep]
 
 
-__all__ = ["HostLogFigures", "WaitFigures", "host_log_figures", "wait_figures"]
+__all__ = ["HostLogFigures", "WaitFigures", "host_figures", "host_log_figures", "host_period_ns",
+           "wait_figures"]

@@ -192,11 +192,12 @@ def split_host_logs(inputs: InputSet, explicit: list[Path] | None = None) -> tup
     return rest, logs + list(explicit or [])
 
 
-def load_host_logs(paths: list[Path], options: ReadOptions):  # type: ignore[no-untyped-def]
-    """Each host log read (glances CSV / JSON) -> tuple[glances.HostLog, ...]."""
+def load_host_logs(paths: list[Path], options: ReadOptions) -> Timeline | None:
+    """Host monitor logs (glances CSV / JSON exports) into one Timeline of host metrics (one source
+    each, on their own clocks), or None without any."""
     from . import glances
 
-    out = []
+    parts = []
     for p in paths:
         if not p.exists():
             raise InputError(p, "no such file or directory")
@@ -204,8 +205,10 @@ def load_host_logs(paths: list[Path], options: ReadOptions):  # type: ignore[no-
         if not glances.sniff(head):
             raise InputError(p, "not a glances export: expected the CSV of `glances --export csv` (a header "
                                 "starting with timestamp and naming cpu.user / cpu_user) or its JSON export")
-        out.append(glances.read(p, read_input(p, options.max_input_bytes), options))
-    return tuple(out)
+        parts.append(glances.read(p, read_input(p, options.max_input_bytes), options))
+    if not parts:
+        return None
+    return Timeline.concat(parts) if len(parts) > 1 else parts[0]
 
 
 def _logs_in(folder: Path) -> list[Path]:

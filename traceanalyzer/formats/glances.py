@@ -1,5 +1,6 @@
-"""glances exports (`--export csv`, `--export json`) -> `HostLog`: the host's CPU, load, memory,
-disk and network figures over time, for telling a CPU-bound input pipeline from a storage-bound one.
+"""glances exports (`--export csv`, `--export json`) -> a `Timeline` holding the host's CPU, load,
+memory, disk and network figures over time (`host_metrics`, described by one `HostLogInfo`), for
+telling a CPU-bound input pipeline from a storage-bound one.
 
 Detected by content, never by name: a CSV whose header starts with `timestamp` and names glances
 plugin fields (`cpu.user` in glances 4, `cpu_user` in glances 3), or JSON objects keyed by glances
@@ -27,7 +28,6 @@ from __future__ import annotations
 import csv
 import io
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -36,7 +36,7 @@ import pandas as pd
 
 from .. import timeline as T
 from ..errors import InputError
-from ..timeline import Source
+from ..timeline import HostLogInfo, Source, Timeline
 from ._base import ReadOptions
 from ._counters import drop_cut_last_row, drop_wrong_rows, parse_numbers
 
@@ -52,7 +52,7 @@ SCALARS = {
 }
 CORES = (("load", "cpucore"), ("cpu", "cpucore"), ("core", "log"))
 RATES = ("disk_read_bytes_per_s", "disk_write_bytes_per_s", "net_rx_bytes_per_s", "net_tx_bytes_per_s")
-METRICS = tuple(SCALARS.values()) + RATES  # every metric a HostLog may hold, in display order
+METRICS = tuple(SCALARS.values()) + RATES  # every metric a log may hold, in display order
 
 _ITEM = {
     "diskio": re.compile(r"^(?P<item>.+?)[._](?P<field>read_bytes_rate_per_sec|write_bytes_rate_per_sec"
@@ -81,25 +81,6 @@ _CSV_FIELD = re.compile(rb"(?:^|,)\"?(?:cpu[._](?:user|system|iowait|total)|load
 _JSON_CPU = re.compile(rb"\"cpu\"\s*:\s*\{[^{}]*\"(?:user|iowait|total)\"")
 
 
-@dataclass
-class HostLog:
-    """One glances export: times (on the log's own clock, `source.clock`) and metric arrays (NaN: missing)."""
-
-    source: Source
-    ts_ns: np.ndarray  # int64, ascending
-    metrics: dict[str, np.ndarray]  # metric -> float64 per sample
-    cores: int | None = None
-    disks: tuple[str, ...] = ()  # the disks summed into disk_*_bytes_per_s
-    interfaces: tuple[str, ...] = ()  # the interfaces summed into net_*_bytes_per_s
-    extra: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def period_ns(self) -> int | None:
-        d = np.diff(self.ts_ns)
-        d = d[d > 0]
-        return int(np.median(d)) if len(d) else None
-
-
 def sniff(head: bytes) -> bool:
     """A glances CSV header or a glances JSON object at the start of `head`."""
     text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
@@ -109,8 +90,9 @@ def sniff(head: bytes) -> bool:
     return text.startswith(b"{") and b"traceEvents" not in text[:4096] and bool(_JSON_CPU.search(text[:65536]))
 
 
-def read(path: Path, data: bytes, options: ReadOptions | None = None) -> HostLog:
-    """A glances CSV or JSON export -> HostLog; InputError when nothing in it can be used."""
+def read(path: Path, data: bytes, options: ReadOptions | None = None) -> Timeline:
+    """A glances CSV or JSON export -> a Timeline of its host metrics (one source, on the log's own
+    clock); InputError when nothing in it can be used."""
     text = data.decode("utf-8", errors="replace").lstrip("\ufeff")
     if text.lstrip().startswith("{"):
         source = Source(path=str(path), format=FORMAT_JSON)
@@ -189,7 +171,7 @@ def _json_rows(path: Path, text: str, source: Source) -> tuple[list[str], list[l
 
 
 # --- rows -> metrics ---------------------------------------------------------------------------------
-def _host_log(path: Path, source: Source, names: list[str], rows: list[list[str]]) -> HostLog:
+def _host_log(path: Path, source: Source, names: list[str], rows: list[list[str]]) -> Timeline:
     if not rows:
         raise InputError(path, "a glances export with no usable sample (no row matches its header)")
     table = np.array(rows, dtype=object)
@@ -256,8 +238,15 @@ def _host_log(path: Path, source: Source, names: list[str], rows: list[list[str]
     if bad_values:
         source.warnings.append(f"{bad_values} values that are not numbers read as missing")
     source.events_kept = n
-    ordered = {m: metrics[m] for m in METRICS if m in metrics}
-    return HostLog(source, ts_ns, ordered, cores, tuple(disks), tuple(nets))
+    present = [m for m in METRICS if m in metrics]
+    frame = T.host_metrics_frame({
+        "ts_ns": np.tile(ts_ns, len(present)),
+        "metric": np.repeat(np.array(present, dtype=object), n),
+        "value": np.concatenate([metrics[m] for m in present]).astype(np.float64),
+        "source": np.zeros(n * len(present), dtype=np.int32),
+    })
+    return Timeline(host_metrics=frame, sources=[source],
+                    host_logs=[HostLogInfo(0, cores, tuple(disks), tuple(nets))]).validate()
 
 
 def _kept_disks(disks: list[str]) -> list[str]:
@@ -291,4 +280,4 @@ def _times(path: Path, table: np.ndarray, col: dict[str, int]) -> tuple[np.ndarr
                            "JSON export has none: use --export csv")
 
 
-__all__ = ["FORMAT_CSV", "FORMAT_JSON", "METRICS", "HostLog", "read", "sniff"]
+__all__ = ["FORMAT_CSV", "FORMAT_JSON", "METRICS", "read", "sniff"]

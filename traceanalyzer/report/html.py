@@ -48,6 +48,7 @@ def template_env() -> jinja2.Environment:
     env.filters["rank_label"] = rank_label
     env.filters["nbytes"] = fmt_bytes
     env.filters["gib"] = format_bytes
+    env.filters["rate"] = fmt_rate
     env.filters["code_spans"] = code_spans
     env.globals["straggler_sentence"] = straggler_sentence
     env.filters["visible"] = inert.visible
@@ -84,6 +85,11 @@ def fmt_bytes(n: int | None) -> str:
         if n >= size:
             return f"{n / size:.1f} {unit}"
     return f"{n} B"
+
+
+def fmt_rate(bytes_per_s: float) -> str:
+    """A byte rate for tables: 1.5 MiB/s (the units of `format_bytes`, per second)."""
+    return f"{format_bytes(bytes_per_s)}/s"
 
 
 def page_data(report: Report) -> dict[str, Any]:
