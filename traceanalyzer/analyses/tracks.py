@@ -20,6 +20,7 @@ import pandas as pd
 from .. import timeline as T
 from ..timeline import Timeline
 from . import _intervals as iv
+from ._names import name_flags
 from .figures import Window, steps
 
 MAX_BLOCKS_PER_TRACK = 2000
@@ -282,12 +283,11 @@ def rank_tracks(tl: Timeline, rank: int, window: Window, gap_sets: dict[int, Gap
     host = ev[device_col < 0]
     host_kind = host["kind"].to_numpy()
     runtime = host[host_kind == T.RUNTIME]
-    rt_names = runtime["name"].astype(str)
     host_sets = (
         ("ops", host[np.isin(host_kind, (T.CPU_OP, T.ANNOTATION))]),
         ("dataloader", host[host_kind == T.DATALOADER]),
-        ("sync", runtime[rt_names.str.contains(HOST_SYNC_PATTERN).to_numpy(dtype=bool)]),
-        ("copy", runtime[rt_names.str.contains(HOST_COPY_PATTERN).to_numpy(dtype=bool)]),
+        ("sync", runtime[name_flags(runtime, HOST_SYNC_PATTERN)]),
+        ("copy", runtime[name_flags(runtime, HOST_COPY_PATTERN)]),
     )
     host_tracks = tuple(h for h in (HostTrack(k, coarsen(*_frame_arrays(f), lo, hi, max_blocks))
                                     for k, f in host_sets if len(f)) if len(h.blocks.start_ns))

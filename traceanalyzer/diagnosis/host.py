@@ -14,6 +14,7 @@ import pandas as pd
 
 from .. import timeline as T
 from ..analyses import _intervals as iv
+from ..analyses._names import name_flags
 from ..causes import (
     ALLOCATOR,
     CAUSES,
@@ -95,14 +96,6 @@ class HostActivity:
     launch_calls: int  # runtime launch calls on the rank
 
 
-def _name_flags(frame: pd.DataFrame, pattern: re.Pattern[str]) -> np.ndarray:
-    """pattern.search on each distinct name once, spread to rows by category code."""
-    names = frame["name"].cat.categories
-    hits = np.fromiter((bool(pattern.search(str(n))) for n in names), dtype=bool, count=len(names))
-    codes = frame["name"].cat.codes.to_numpy()
-    return np.where(codes >= 0, hits[np.clip(codes, 0, None)] if len(hits) else False, False)
-
-
 def launching_threads(tl: Timeline, rank: int) -> tuple[tuple[tuple[int, int], ...], str, int]:
     """The host threads that enqueue the rank's GPU work.
 
@@ -115,7 +108,7 @@ def launching_threads(tl: Timeline, rank: int) -> tuple[tuple[tuple[int, int], .
     if not len(host):
         return (), "none", 0
     runtime = host[(host["kind"] == T.RUNTIME).to_numpy()]
-    launches = runtime[_name_flags(runtime, LAUNCH_CALL)] if len(runtime) else runtime
+    launches = runtime[name_flags(runtime, LAUNCH_CALL)] if len(runtime) else runtime
     loop = host[host["kind"].isin((T.STEP, T.DATALOADER)).to_numpy()]
     loop_threads = _threads_by_count(loop)
     if len(launches):
@@ -152,11 +145,11 @@ def host_activity(tl: Timeline, rank: int) -> HostActivity:
     kind = events["kind"].to_numpy()
     # First-call costs only among operators and runtime calls: python frames and annotations nest under
     # one name (the outermost `_call_impl` spans the whole model), so their first call is not an outlier.
-    is_startup = _name_flags(events, STARTUP_CALL) | (first_call_costs(events) & np.isin(kind, (T.CPU_OP, T.RUNTIME)))
+    is_startup = name_flags(events, STARTUP_CALL) | (first_call_costs(events) & np.isin(kind, (T.CPU_OP, T.RUNTIME)))
     is_loader = (kind == T.DATALOADER) & ~is_startup
-    is_comm = _name_flags(events, COMM_CALL) & ~is_loader & ~is_startup
-    is_alloc = _name_flags(events, ALLOC_CALL) & ~is_startup & ~is_comm
-    is_copy = _name_flags(events, MEMCPY_CALL) & ~is_loader & ~is_comm & ~is_startup & ~is_alloc
+    is_comm = name_flags(events, COMM_CALL) & ~is_loader & ~is_startup
+    is_alloc = name_flags(events, ALLOC_CALL) & ~is_startup & ~is_comm
+    is_copy = name_flags(events, MEMCPY_CALL) & ~is_loader & ~is_comm & ~is_startup & ~is_alloc
     # A copy call whose GPU copy (same correlation id) is a small device-to-host copy is the host reading
     # a result back (.item(), .cpu(), .tolist()): it waits for the GPU, a synchronisation. So is a copy
     # call that lasts far longer than its GPU copy: the host waited for earlier GPU work, then copied.
@@ -165,7 +158,7 @@ def host_activity(tl: Timeline, rank: int) -> HostActivity:
     call_ns = events["dur_ns"].to_numpy()
     waiting = is_copy & (gpu_ns >= 0) & (call_ns >= COPY_WAIT_MIN_NS) & (gpu_ns < COPY_WAIT_MAX_GPU_SHARE * call_ns)
     is_copy &= ~readback & ~waiting
-    is_sync_name = _name_flags(events, SYNC_CALL) | readback | waiting
+    is_sync_name = name_flags(events, SYNC_CALL) | readback | waiting
     is_sync = is_sync_name & ~is_loader & ~is_comm & ~is_copy & ~is_startup & ~is_alloc
     klass = np.select([is_startup, is_loader, is_comm, is_alloc, is_copy, is_sync], list(HOST_CLASSES[:6]),
                       default="host")

@@ -16,6 +16,7 @@ import numpy as np
 from .. import timeline as T
 from ..analyses import _intervals as iv
 from ..analyses import figures as F
+from ..analyses._names import name_flags
 from ..analyses.summary import RankAnalysis
 from ..causes import CAUSE_BY_ID as _CAUSE_BY_ID
 from ..causes import (
@@ -432,9 +433,8 @@ def _gpu_bound_finding(tl: Timeline, ra: RankAnalysis, window_ns: int, idle_ns: 
             evidence.append(f"top kernel {row.name[:80]}: {_fmt_ns(row.total_ns)} "
                             f"({_pct(row.total_ns / ktotal) if ktotal else 'n/a'} of kernel time, {row.count}x)")
     if ktotal:
-        names = k["name"].astype(str)
-        mem = int(k["dur_ns"].to_numpy()[names.str.contains(MEMORY_BOUND_KERNEL).to_numpy()].sum())
-        fp32 = int(k["dur_ns"].to_numpy()[names.str.contains(FP32_MATMUL_KERNEL).to_numpy()].sum())
+        mem = int(k["dur_ns"].to_numpy()[name_flags(k, MEMORY_BOUND_KERNEL)].sum())
+        fp32 = int(k["dur_ns"].to_numpy()[name_flags(k, FP32_MATMUL_KERNEL)].sum())
         evidence.append(f"{_pct(mem / ktotal)} of kernel time in memory-bound kernels (elementwise, "
                         f"reductions, normalisation, copies; by name)")
         if fp32 > 0.1 * ktotal:
