@@ -141,3 +141,26 @@ def test_gzip_and_small_files_are_streamed(tmp_path, monkeypatch):
     zipped = tricky_trace().write(tmp_path / "t.json.gz")
     assert_same(kineto.read_path(zipped, ReadOptions()), kineto.read_path(zipped, ReadOptions(decode_workers=2)))
     assert not calls
+
+
+@pytest.mark.parametrize("jobs, files, want", [(2, 1, [2]), (1, 1, [1]), (None, 2, [1, 1])])
+def test_one_file_gets_the_jobs_a_job_of_several_files_gives_each_one(tmp_path, monkeypatch, jobs, files, want):
+    """`--jobs` decodes one file's ranges in that many processes; with several files, the processes
+    go to the files and each file is decoded by one (small files: read here, one after the other)."""
+    from traceanalyzer import Options, analyze
+
+    seen = []
+    real = kineto.read_path
+
+    def spy(path, options, *a, **k):
+        seen.append(options.decode_workers)
+        return real(path, options, *a, **k)
+
+    monkeypatch.setattr(kineto, "read_path", spy)
+    paths = []
+    for i in range(files):
+        t = tricky_trace()
+        t.header["distributedInfo"] = {"backend": "nccl", "rank": i, "world_size": files}
+        paths.append(t.write(tmp_path / f"rank{i}.json"))
+    analyze(paths if files > 1 else paths[0], Options(jobs=jobs, cache=False))
+    assert seen == want
