@@ -136,12 +136,16 @@ def host_activity(tl: Timeline, rank: int) -> HostActivity:
     threads, basis, launch_calls = launching_threads(tl, rank)
     ev = tl.rank_events(rank)
     if threads:
-        # (pid, tid) pairs matched as pairs: pid * 2^32 + tid overflows int64 on hostile ids
-        key = pd.MultiIndex.from_arrays([ev["pid"].to_numpy(), ev["tid"].to_numpy()])
-        mine = key.isin(list(threads)) & ev["kind"].isin(_ACTIVITY_KINDS).to_numpy()
-        events = ev[mine].copy()
+        # (pid, tid) pairs matched as pairs (pid * 2^32 + tid overflows int64 on hostile ids): one
+        # comparison pass per thread, a handful of them
+        pid, tid = ev["pid"].to_numpy(), ev["tid"].to_numpy()
+        mine = np.zeros(len(ev), dtype=bool)
+        for p, t in threads:
+            mine |= (pid == p) & (tid == t)
+        mine &= ev["kind"].isin(_ACTIVITY_KINDS).to_numpy()
+        events = ev[mine]  # a new table (no deep copy: that would also re-stack every column)
     else:
-        events = ev.iloc[0:0].copy()
+        events = ev.iloc[0:0]
     kind = events["kind"].to_numpy()
     # First-call costs only among operators and runtime calls: python frames and annotations nest under
     # one name (the outermost `_call_impl` spans the whole model), so their first call is not an outlier.
@@ -162,7 +166,7 @@ def host_activity(tl: Timeline, rank: int) -> HostActivity:
     is_sync = is_sync_name & ~is_loader & ~is_comm & ~is_copy & ~is_startup & ~is_alloc
     klass = np.select([is_startup, is_loader, is_comm, is_alloc, is_copy, is_sync], list(HOST_CLASSES[:6]),
                       default="host")
-    events["klass"] = klass
+    events = events.assign(klass=klass)
     ts = events["ts_ns"].to_numpy()
     end = ts + events["dur_ns"].to_numpy()
     exclusive: dict[str, iv.IntervalSet] = {}
