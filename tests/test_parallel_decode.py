@@ -164,3 +164,15 @@ def test_one_file_gets_the_jobs_a_job_of_several_files_gives_each_one(tmp_path, 
         paths.append(t.write(tmp_path / f"rank{i}.json"))
     analyze(paths if files > 1 else paths[0], Options(jobs=jobs, cache=False))
     assert seen == want
+
+
+@pytest.mark.slow
+def test_a_long_blank_stretch_between_events(tmp_path, split_small_files):
+    """Ranges that hold only blanks find no boundary and give up; the stream squeezes the blanks."""
+    doc = big_tricky_doc(copies=3)
+    text = json.dumps(doc).encode()
+    cut = text.index(b', {"ph": "X", "cat": "kernel"', len(text) // 2) + 1  # a true boundary
+    path = tmp_path / "t.json"
+    path.write_bytes(text[:cut] + b" \n" * (40 * CHUNK) + text[cut:])
+    one, two = read_both(path)
+    assert_same(one, two)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import gc
 import multiprocessing
 import os
+import re
 from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -51,7 +52,7 @@ TAIL_BYTES = 4 * 1024 * 1024
 # is looked for; no boundary within `MAX_OVERRUN_BYTES` past its end: the range gives up (the
 # streamed path then says what is there).
 _SLACK_BYTES = 1024 * 1024
-MAX_OVERRUN_BYTES = 256 * 1024 * 1024
+MAX_OVERRUN_BYTES = 64 * 1024 * 1024
 
 
 class Collector(Protocol):
@@ -136,14 +137,28 @@ class _Window:
         return bool(block)
 
 
+def _next_boundary(w: _Window, start: int) -> re.Match[bytes] | None:
+    """The first event boundary at or after `start`, reading on as needed; None at the end of the
+    file or the window's limit. Linear however far it is: after more is read, the search resumes at
+    the last '}' already read (a boundary crossing the old end can only start there)."""
+    while True:
+        m = _EVENT_BOUNDARY.search(w.buf, start)
+        if m is not None:
+            return m
+        old = len(w.buf)
+        if not w.more():
+            return None
+        brace = w.buf.rfind(b"}", start, old)
+        start = brace if brace >= 0 else old
+
+
 def _decode_range(w: _Window, task: RangeTask, decoder: msgspec.json.Decoder | None,
                   part: Collector) -> RangeResult:
     if task.first:
         pos = 1  # buf[0] is the array's '['
     else:
-        while (m := _EVENT_BOUNDARY.search(w.buf)) is None:
-            if not w.more():
-                return RangeResult(-1, -1, False, part)
+        if (m := _next_boundary(w, 0)) is None:
+            return RangeResult(-1, -1, False, part)
         pos = m.end() - 1  # at the '{' of the range's first event
     first = pos - 1
     target = task.hi - task.lo
@@ -158,10 +173,8 @@ def _decode_range(w: _Window, task: RangeTask, decoder: msgspec.json.Decoder | N
         search_from = pos + task.chunk_bytes if pos + task.chunk_bytes < target else max(target, pos)
         skip = 0
         while True:
-            m = _EVENT_BOUNDARY.search(w.buf, search_from)
+            m = _next_boundary(w, search_from)
             if m is None:
-                if w.more():
-                    continue
                 return result(False)  # the array ends here, or no boundary near: streamed instead
             try:
                 events = _decode_span(w.buf, pos - 1, m.start() + 1, decoder)
