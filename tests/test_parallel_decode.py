@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from test_chunked_decode import layouts, tricky_trace
 
 from traceanalyzer.errors import InputError
@@ -176,3 +178,59 @@ def test_a_long_blank_stretch_between_events(tmp_path, split_small_files):
     path.write_bytes(text[:cut] + b" \n" * (40 * CHUNK) + text[cut:])
     one, two = read_both(path)
     assert_same(one, two)
+
+
+class _HereExecutor:
+    """A stand-in for the process pool that runs each range at once, here: the acceptance logic is
+    fuzzed without starting processes."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        pass
+
+    def submit(self, fn, *args):
+        from concurrent.futures import Future
+
+        fut: Future = Future()
+        try:
+            fut.set_result(fn(*args))
+        except Exception as exc:  # noqa: BLE001 - handed over as a lost worker would be
+            fut.set_exception(exc)
+        return fut
+
+    def shutdown(self, wait=True, cancel_futures=False) -> None:
+        pass
+
+
+_SEED = json.dumps(big_tricky_doc(copies=6)).encode()
+
+
+@settings(max_examples=60, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.data())
+def test_mutated_files_read_in_ranges_like_the_stream(tmp_path, monkeypatch, data):
+    """Cut, overwritten or spliced bytes anywhere: the ranges give the same table, counts and
+    warnings as the stream, or the same error message."""
+    monkeypatch.setattr(chrome_parallel, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(chrome_parallel, "TAIL_BYTES", 1024)
+    monkeypatch.setattr(chrome_parallel, "ProcessPoolExecutor", _HereExecutor)
+    buf = bytearray(_SEED)
+    for _ in range(data.draw(st.integers(0, 3))):
+        at = data.draw(st.integers(0, len(buf) - 1))
+        what = data.draw(st.sampled_from([b"}, {", b'"', b"]", b"\n", b"\x00", b"{", b"}, {\"ph\": \"X\"}"]))
+        buf[at:at + data.draw(st.integers(0, 3))] = what
+    if data.draw(st.booleans()):
+        del buf[data.draw(st.integers(len(buf) // 3, len(buf))):]
+    path = tmp_path / "t.json"
+    path.write_bytes(bytes(buf))
+    outcomes = []
+    for workers in (1, 2):
+        try:
+            tl = kineto.read_path(path, ReadOptions(decode_workers=workers), chunk_bytes=CHUNK)
+            outcomes.append(("ok", tl))
+        except InputError as exc:
+            outcomes.append(("error", exc.message))
+    (kind1, one), (kind2, two) = outcomes
+    assert kind1 == kind2
+    if kind1 == "ok":
+        assert_same(one, two)
+    else:
+        assert one == two
