@@ -398,8 +398,11 @@ class Timeline:
         return ts[codes == first].astype(np.int64), metrics
 
     def rank_events(self, rank: int) -> pd.DataFrame:
+        """The rank's rows (read-only: the table itself when every row is the rank's, as in a
+        one-rank file, which analyses ask for many times: no copy of millions of rows each time)."""
         ev = self.events
-        return ev[ev["rank"].to_numpy() == rank]
+        mine = ev["rank"].to_numpy() == rank
+        return ev if mine.all() else ev[mine]
 
     def device_indices(self, rank: int) -> list[int]:
         """Devices of a rank that have GPU work, sorted."""
