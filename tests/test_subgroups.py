@@ -172,3 +172,16 @@ def test_group_identity_forms() -> None:
     assert group_identity("[0, 1, ...]", 2) == "pg:2"  # ranks not all listed: by the group's name
     assert group_identity(None, None) == "" and group_identity("[]", "") == ""
     assert isinstance(pd.Series([group_identity([0], None)]).iloc[0], str)
+
+
+def test_decoded_table_cache_keeps_the_group(tmp_path: Path) -> None:
+    from traceanalyzer import cache
+
+    path = write_subgroup_job(tmp_path)[5]
+    tl = read_file(path, ReadOptions())
+    ident = cache.identity(path, 10**9)
+    cache.store(tmp_path / "entry.npz", ident, tl)
+    back = cache.load(tmp_path / "entry.npz", ident)
+    assert back is not None
+    assert back.events["comm_group"].astype(str).tolist() == tl.events["comm_group"].astype(str).tolist()
+    assert back.events["comm_group"].astype(str).value_counts().to_dict() == {"": 90, "4,5": 18, "1,3,5,7": 6}
