@@ -267,7 +267,7 @@ def test_straggler_job_in_browser(browser, tmp_path):
         check_page(page, report)
         section = page.locator("#stragglers")
         assert box(section)["height"] > 100
-        assert "rank 5 is late by 30 ms per step" in section.locator(".straggler-line").text_content()
+        assert "rank 5 is late by 30.0 ms per step" in section.locator(".straggler-line").text_content()
         rows = section.locator(".rank-row")
         assert rows.count() == 8
         for i in range(8):

@@ -78,7 +78,7 @@ def test_straggler_named_with_its_cause_and_exact_waits(tmp_path: Path) -> None:
     s = st[0]
     assert s.top_cause == "dataloader" and s.top_cause_per_step_us == 30_000.0
     assert s.caused_wait_per_step_us == 210_000.0 and s.collectives == 6
-    assert s.text.startswith("rank 5 is late by 30 ms per step; its DataLoader wait is 30 ms per step")
+    assert s.text.startswith("rank 5 is late by 30.0 ms per step; its DataLoader wait is 30.0 ms per step")
     (clock,) = job.clocks
     assert clock.method == "reference" and clock.ranks == tuple(range(8)) and clock.residual_us == 0.0
     assert [r.host for r in a.ranks] == [None] * 8

@@ -44,7 +44,7 @@ from .timeline import (
     Timeline,
 )
 
-CACHE_FORMAT = 3  # bump when the entry layout or the Timeline's columns change
+CACHE_FORMAT = 4  # bump when the entry layout or the Timeline's columns change
 # Every table of a Timeline, with its column contract (a test checks none is missing).
 TABLES: dict[str, dict[str, str]] = {"events": EVENT_COLUMNS, "counters": COUNTER_COLUMNS, "memory": MEMORY_COLUMNS,
                                      "host_metrics": HOST_METRIC_COLUMNS}

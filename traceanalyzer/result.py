@@ -422,7 +422,7 @@ class StragglerResult:
     collectives: int  # collectives in which it arrived last
     top_cause: str | None  # its own largest cause of lost time
     top_cause_per_step_us: float | None
-    text: str  # e.g. "rank 5 is late by 31 ms per step; its DataLoader wait is 30 ms per step"
+    text: str  # e.g. "rank 5 is late by 31.0 ms per step; its DataLoader wait is 30.0 ms per step"
 
 
 @dataclass(frozen=True)

@@ -67,6 +67,9 @@ EVENT_COLUMNS: dict[str, str] = {
     "pinned": "int8",  # copies: 1 pinned host memory, 0 pageable, -1 unknown / not a host copy
     "comm": "bool",  # collective-communication kernel (NCCL/RCCL)
     "correlation": "int64",  # links a runtime launch to its GPU activity, -1 when absent
+    # communication kernels: their process group, "0,1,2,3" (its ranks) when the trace lists them,
+    # else "pg:<name>", else "" (no group recorded: every rank's collectives are taken as one group)
+    "comm_group": "category",
 }
 
 COUNTER_COLUMNS: dict[str, str] = {
@@ -269,6 +272,7 @@ def events_frame(columns: dict[str, Any]) -> pd.DataFrame:
     defaults: dict[str, Any] = {
         "category": "", "rank": 0, "device": -1, "stream": -1, "pid": -1, "tid": -1,
         "step": -1, "bytes": -1, "copy_kind": "", "pinned": -1, "comm": False, "correlation": -1,
+        "comm_group": "",
     }
     data: dict[str, Any] = {}
     for col, dtype in EVENT_COLUMNS.items():

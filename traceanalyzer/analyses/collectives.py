@@ -9,8 +9,11 @@ so a process that read a rank can hand it back instead of the rank's events.
 A kernel belongs to the step whose host span holds the launch call that enqueued it (matched by
 correlation id): kernels of step N run after the host has moved on, but they are still step N's.
 Without a launch call the kernel's own start decides. Ranks running the same schedule number their
-steps alike (ProfilerStep#N), so (name, step, seq) names the same collective on every rank, even
-when the captures cover different stretches of the run.
+steps alike (ProfilerStep#N), so (group, name, step, seq) names the same collective on every rank
+of its process group, even when the captures cover different stretches of the run. `group` is the
+kernel's process group (the events' `comm_group`: "0,1" for the ranks 0 and 1, "pg:<name>", or ""
+when the trace does not record it) and `seq` counts within (group, name, step): a tensor-parallel
+all-reduce and a data-parallel one of the same kernel name are told apart.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ COLUMNS: dict[str, str] = {
     "rank": "int64",  # the job rank (RankInfo.rank; its index when unknown)
     "host": "object",  # the machine (RankInfo.host) or None
     "clock": "object",  # the rank's clock ("epoch" | "relative"): relative clocks never share an origin
+    "group": "object",  # process group (events' comm_group): "0,1,2,3", "pg:<name>", "" unknown
     "name": "object",  # kernel name
     "step": "int64",  # host step number, -1 outside steps
     "seq": "int64",  # order of this name's kernels in the step on this rank, from 0
@@ -61,12 +65,14 @@ def collective_table(tl: Timeline, rank: int) -> pd.DataFrame:
         idx = iv.locate(when, st.start_ns, st.end_ns) if _disjoint(st) else _last_started(when, st.start_ns)
         step = np.where(idx >= 0, st.number[np.clip(idx, 0, None)], -1).astype(np.int64)
     names = comm["name"].astype(str).to_numpy()
-    frame = pd.DataFrame({"name": names, "step": step})
-    seq = frame.groupby(["name", "step"], sort=False).cumcount().to_numpy().astype(np.int64)
+    groups = comm["comm_group"].astype(str).to_numpy()
+    frame = pd.DataFrame({"group": groups, "name": names, "step": step})
+    seq = frame.groupby(["group", "name", "step"], sort=False).cumcount().to_numpy().astype(np.int64)
     return pd.DataFrame({
         "rank": np.full(len(comm), info.rank if info.rank is not None else rank, dtype=np.int64),
         "host": pd.Series([info.host] * len(comm), dtype=object),
         "clock": pd.Series([info.clock] * len(comm), dtype=object),
+        "group": pd.Series(groups, dtype=object),
         "name": pd.Series(names, dtype=object),
         "step": step,
         "seq": seq,

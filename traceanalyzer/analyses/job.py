@@ -73,19 +73,20 @@ def job_figures(tables: Sequence[pd.DataFrame], ranks: Sequence[R.RankResult],
     offsets: dict[int, int] = {n: 0 for n in numbers}
     clocks: list[R.HostClock] = []
     keep = np.zeros(0, dtype=bool)
+    used_of: dict[str, int] = {}
     if m is not None:
         ends = m.end
-        groups, split = _split(groups, taking, ends)
+        groups, split = _split(groups, taking, ends, m.part)
         warnings += split
-        offsets, keep = _offsets(groups, taking, ends, np.ones(len(ends), dtype=bool))
+        offsets, used_of, keep = _offsets(groups, taking, ends, m.part, np.ones(len(ends), dtype=bool))
         if keep.any():
-            offsets, keep = _offsets(groups, taking, ends, keep)
+            offsets, used_of, keep = _offsets(groups, taking, ends, m.part, keep)
         dropped = int((~keep).sum())
         if dropped:
             warnings.append(f"{dropped} of {len(keep)} collectives found on every rank do not end together "
                             f"on the job clock (more than {MATCH_END_TOLERANCE_NS / 1e6:g} ms apart) and were "
                             f"left out: the traces may be sampled, trimmed or of different captures")
-    clocks = _clocks(groups, taking, offsets, m, keep)
+    clocks = _clocks(groups, taking, offsets, m, keep, used_of)
     figures = _waiting(m, keep, taking, offsets, warmup) if m is not None and keep.any() else {}
     rows = tuple(_row(n, r, diag_of(diagnoses, n), figures.get(n)) for n, r in zip(numbers, ranks))
     starts = [r.window_start_ns + offsets.get(n, 0) for n, r in zip(numbers, ranks)]
@@ -119,36 +120,67 @@ class _Matrices:
     start: np.ndarray  # [collectives, ranks taking part] on each rank's own clock
     end: np.ndarray
     nbytes: np.ndarray
+    part: np.ndarray  # [collectives, ranks]: the rank takes part (its cells of the others hold copies)
     step: np.ndarray  # [collectives]
     name: np.ndarray
+    group: np.ndarray
+
+
+_FIRST = np.iinfo(np.int64).min
+_LAST = np.iinfo(np.int64).max
 
 
 def _matrices(table: pd.DataFrame, taking: list[int]) -> _Matrices | None:
-    """Collectives found on every rank that has any, as rank-by-collective matrices."""
-    key = ["name", "step", "seq"]
+    """Matched collectives as rank-by-collective matrices: a collective (group, name, step, seq)
+    is matched when every rank that has collectives of its group has it (without group info:
+    every rank that has any collective), and at least two do."""
+    key = ["group", "name", "step", "seq"]
+    if "group" not in table:
+        table = table.assign(group="")
     size = table.groupby(key, sort=False)["rank"].transform("size").to_numpy()
-    full = table[size == len(taking)]
+    expected = table.groupby("group", sort=False)["rank"].transform("nunique").to_numpy()
+    full = table[(size == expected) & (expected >= 2)]
     if not len(full):
         return None
     full = full.sort_values(key + ["rank"], kind="stable")
-    shape = (len(full) // len(taking), len(taking))
-    first = full.iloc[::len(taking)]
-    order = np.argsort(full["start_ns"].to_numpy().reshape(shape).min(axis=1), kind="stable")
-    return _Matrices(full["start_ns"].to_numpy().reshape(shape)[order], full["end_ns"].to_numpy().reshape(shape)[order],
-                     full["bytes"].to_numpy().reshape(shape)[order], first["step"].to_numpy()[order],
-                     first["name"].to_numpy()[order])
+    row = full.groupby(key, sort=False).ngroup().to_numpy()
+    col = np.searchsorted(np.asarray(taking), full["rank"].to_numpy())
+    first = np.flatnonzero(np.r_[True, row[1:] != row[:-1]])
+    shape = (len(first), len(taking))
+    part = np.zeros(shape, dtype=bool)
+    part[row, col] = True
+    mats = []
+    for c in ("start_ns", "end_ns", "bytes"):
+        values = full[c].to_numpy().astype(np.int64)
+        m = np.repeat(values[first][:, None], len(taking), axis=1)  # copies: min / max stay the participants'
+        m[row, col] = values
+        mats.append(m)
+    start, end, nbytes = mats
+    order = np.argsort(start.min(axis=1), kind="stable")
+    head = full.iloc[first]
+    return _Matrices(start[order], end[order], nbytes[order], part[order], head["step"].to_numpy()[order],
+                     head["name"].to_numpy()[order], head["group"].to_numpy()[order])
 
 
-def _split(groups: list[tuple[str, list[int]]], taking: list[int],
-           ends: np.ndarray) -> tuple[list[tuple[str, list[int]]], list[str]]:
-    """Groups whose ranks' collectives end apart (their own medians) split into one clock per rank."""
+def _row_median(values: np.ndarray, part: np.ndarray) -> np.ndarray:
+    """Median of each row over its participants (all cells when every rank takes part)."""
+    if part.all():
+        return np.median(values, axis=1)
+    return np.nanmedian(np.where(part, values.astype(np.float64), np.nan), axis=1)
+
+
+def _split(groups: list[tuple[str, list[int]]], taking: list[int], ends: np.ndarray,
+           part: np.ndarray) -> tuple[list[tuple[str, list[int]]], list[str]]:
+    """Groups whose ranks' collectives end apart (their own medians vs the first rank, over the
+    collectives both take part in) split into one clock per rank."""
     col = {n: j for j, n in enumerate(taking)}
     ends = ends - int(ends.min())
     ref = ends[:, 0]
     out, warnings = [], []
     for label, members in groups:
         inside = [n for n in members if n in col]
-        med = [float(np.median(ends[:, col[n]] - ref)) for n in inside]
+        shared = [part[:, 0] & part[:, col[n]] for n in inside]
+        med = [float(np.median(ends[s, col[n]] - ref[s])) for n, s in zip(inside, shared) if s.any()]
         if len(med) > 1 and max(med) - min(med) > CLOCK_SPLIT_TOLERANCE_NS:
             warnings.append(f"ranks {', '.join(str(n) for n in inside)} ({label}) were taken to share a clock, "
                             f"but their collectives end up to {(max(med) - min(med)) / 1e6:.3f} ms apart: "
@@ -159,42 +191,75 @@ def _split(groups: list[tuple[str, list[int]]], taking: list[int],
     return out, warnings
 
 
-def _offsets(groups: list[tuple[str, list[int]]], taking: list[int], ends: np.ndarray,
-             use: np.ndarray) -> tuple[dict[int, int], np.ndarray]:
-    """Each rank's offset (ns added to its times) from the collectives in `use`, and which
-    collectives end together once shifted."""
+def _offsets(groups: list[tuple[str, list[int]]], taking: list[int], ends: np.ndarray, part: np.ndarray,
+             use: np.ndarray) -> tuple[dict[int, int], dict[str, int], np.ndarray]:
+    """Each rank's offset (ns added to its times) from the collectives in `use`, the collectives
+    each clock's offset was taken from, and which collectives end together once shifted.
+
+    A clock's offset: the median of (reference end - its ranks' ends) over the collectives its
+    ranks share with a rank already on the job clock (first the reference clock's, the lowest
+    rank's; then, pass by pass, those placed by the one before: subgroups may join the reference
+    host only through another host)."""
     col = {n: j for j, n in enumerate(taking)}
     ends = ends - int(ends.min())  # differences only: small numbers keep float64 medians exact
-    ref = ends[use, 0]
-    offsets: dict[int, int] = {}
-    for _label, members in groups:
+    offsets: dict[int, int] = {n: 0 for _label, members in groups for n in members}
+    used: dict[str, int] = {}
+    placed = np.zeros(len(taking), dtype=bool)
+    shift = np.zeros(len(taking), dtype=np.int64)
+    pending = []
+    for label, members in groups:
         cols = [col[n] for n in members if n in col]
-        off = 0
-        if cols and 0 not in cols:
-            off = -int(np.round(np.median(ends[use][:, cols] - ref[:, None])))
-        for n in members:
-            offsets[n] = off
-    shift = np.array([offsets[n] for n in taking], dtype=np.int64)
+        if 0 in cols:
+            placed[cols] = True
+            used[label] = int((use & part[:, cols].any(axis=1)).sum())
+        elif cols:
+            pending.append((label, members, cols))
+    rows = np.arange(len(ends))
+    while pending:
+        have = part & placed[None, :]
+        first = have.argmax(axis=1)  # the lowest placed rank taking part
+        ref = ends[rows, first] + shift[first]
+        usable = use & have.any(axis=1)
+        still = []
+        for label, members, cols in pending:
+            sel = usable[:, None] & part[:, cols]
+            if not sel.any():
+                still.append((label, members, cols))
+                continue
+            off = -int(np.round(np.median((ends[:, cols] - ref[:, None])[sel])))
+            for n in members:
+                offsets[n] = off
+            shift[cols] = off
+            used[label] = int(sel.any(axis=1).sum())
+        if len(still) == len(pending):
+            break
+        placed[[c for _label, _members, cols in pending for c in cols]] = True
+        placed[[c for _label, _members, cols in still for c in cols]] = False
+        pending = still
     aligned = ends + shift[None, :]
-    spread = aligned.max(axis=1) - aligned.min(axis=1)
-    return offsets, spread <= MATCH_END_TOLERANCE_NS
+    spread = np.where(part, aligned, _FIRST).max(axis=1) - np.where(part, aligned, _LAST).min(axis=1)
+    return offsets, used, spread <= MATCH_END_TOLERANCE_NS
 
 
 def _clocks(groups: list[tuple[str, list[int]]], taking: list[int], offsets: dict[int, int],
-            m: _Matrices | None, keep: np.ndarray) -> list[R.HostClock]:
+            m: _Matrices | None, keep: np.ndarray, used_of: dict[str, int]) -> list[R.HostClock]:
     col = {n: j for j, n in enumerate(taking)}
     out = []
     job_end = None
     if m is not None and keep.any():
         shift = np.array([offsets[n] for n in taking], dtype=np.int64)
+        part = m.part[keep]
         aligned = m.end[keep] + shift[None, :] - int(m.end[keep].min())  # small numbers: exact medians
-        job_end = np.median(aligned, axis=1)
+        job_end = _row_median(aligned, part)
     for label, members in groups:
         cols = [col[n] for n in members if n in col]
         residual = None
         if job_end is not None and cols:
-            residual = _us(float(np.median(np.abs(aligned[:, cols] - job_end[:, None]))))
-        used = int(keep.sum()) if cols else 0
+            if part.all():
+                residual = _us(float(np.median(np.abs(aligned[:, cols] - job_end[:, None]))))
+            elif part[:, cols].any():
+                residual = _us(float(np.median(np.abs(aligned[:, cols] - job_end[:, None])[part[:, cols]])))
+        used = used_of.get(label, 0) if cols and job_end is not None else 0
         method = "reference" if 0 in cols else ("collectives" if cols and used else "none")
         out.append(R.HostClock(label, tuple(members), _us(offsets[members[0]]), method, used, residual))
     return out
@@ -224,29 +289,52 @@ def _waiting(m: _Matrices, keep: np.ndarray, taking: list[int], offsets: dict[in
     shift = np.array([offsets[n] for n in taking], dtype=np.int64)[None, :]
     base = int(m.start[keep].min())  # times from the first start: medians in float64 stay exact to the ns
     start, end, nbytes = m.start[keep] + shift - base, m.end[keep] + shift - base, m.nbytes[keep]
-    step, name = m.step[keep], m.name[keep]
+    step, name, group, part = m.step[keep], m.name[keep], m.group[keep], m.part[keep]
     skipped = set().union(*warmup.values()) if warmup else set()
     steady = ~np.isin(step, sorted(skipped)) if skipped else np.ones(len(step), dtype=bool)
     if steady.any():
         start, end, nbytes, step, name = start[steady], end[steady], nbytes[steady], step[steady], name[steady]
+        group, part = group[steady], part[steady]
     steps = max(len(np.unique(step)), 1)
-    latest = start.max(axis=1)
-    wait = np.clip(latest[:, None] - start, 0, np.maximum(end - start, 0))
+    latest = np.where(part, start, _FIRST).max(axis=1)
+    wait = np.where(part, np.clip(latest[:, None] - start, 0, np.maximum(end - start, 0)), 0)
     held = wait.sum(axis=1)
-    last = start.argmax(axis=1)
+    last = np.where(part, start, _FIRST).argmax(axis=1)
     caused = np.zeros(len(taking))
     arrivals = np.zeros(len(taking), dtype=np.int64)
     np.add.at(caused, last, held)
     np.add.at(arrivals, last[held > 0], 1)
-    lateness = start - np.median(start, axis=1)[:, None]
-    factor = np.array([_bus_factor(str(x), len(taking)) for x in name])[:, None]
+    lateness = np.where(part, start - _row_median(start, part)[:, None], 0.0)
+    if len(set(group.tolist())) > 1:
+        lateness = _own_lateness(lateness, wait, start, part, step, group)
+    n = part.sum(axis=1)
+    factor = np.array([_bus_factor(str(x), int(k)) for x, k in zip(name, n)])[:, None]
     transfer = np.maximum(end - latest[:, None], 0)
-    known = (nbytes >= 0) & (transfer > 0)
+    known = (nbytes >= 0) & (transfer > 0) & part
     moved = (nbytes * factor * known).sum(axis=0)
     took = (transfer * known).sum(axis=0)
     return {n: _RankWait(wait[:, j].sum() / steps, caused[j] / steps, lateness[:, j].sum() / steps,
                          int(arrivals[j]), round(float(moved[j] / took[j]), 3) if took[j] > 0 else None)
             for j, n in enumerate(taking)}
+
+
+def _own_lateness(lateness: np.ndarray, wait: np.ndarray, start: np.ndarray, part: np.ndarray,
+                  step: np.ndarray, group: np.ndarray) -> np.ndarray:
+    """Lateness less what the rank waited, earlier in the step, in collectives of its other groups:
+    a rank held up in its tensor-parallel all-reduce reaches its data-parallel one late through no
+    fault of its own (inside one group every collective ends together, so nothing carries over)."""
+    rows, cols = np.nonzero(part)
+    cells = pd.DataFrame({"rank": cols, "step": step[rows], "group": group[rows], "t": start[rows, cols],
+                          "wait": wait[rows, cols].astype(np.float64), "row": rows})
+    cells = cells.sort_values(["rank", "step", "t", "row"], kind="stable")
+    before_all = cells.groupby(["rank", "step"], sort=False)["wait"].cumsum() - cells["wait"]
+    before_own = cells.groupby(["rank", "step", "group"], sort=False)["wait"].cumsum() - cells["wait"]
+    inherited = (before_all - before_own).to_numpy()
+    r, c = cells["row"].to_numpy(), cells["rank"].to_numpy()
+    out = lateness.copy()
+    late = out[r, c]
+    out[r, c] = late - np.minimum(inherited, np.maximum(late, 0.0))
+    return out
 
 
 # --- per rank ---------------------------------------------------------------------------------------

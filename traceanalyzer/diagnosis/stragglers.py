@@ -15,17 +15,14 @@ import numpy as np
 
 from .. import result as R
 from ..causes import cause_label
+from ..units import format_us
 from .thresholds import STRAGGLER_MIN_LATENESS_NS, STRAGGLER_MIN_STEP_SHARE
 
 
 def duration_text(us: float) -> str:
-    """31000.0 -> '31 ms', 1520 -> '1.52 ms', 850 -> '850 us', 2.5e6 -> '2.5 s'."""
-    a = abs(us)
-    if a >= 1e6:
-        return f"{us / 1e6:.3g} s"
-    if a >= 1e3:
-        return f"{us / 1e3:.3g} ms"
-    return f"{us:.3g} us"
+    """31000.0 -> '31.0 ms', 850 -> '850 us', 2.5e6 -> '2.50 s': `units.format_us`, as every other
+    sentence of the report writes durations."""
+    return format_us(us)
 
 
 def min_lateness_us(job: R.JobResult) -> float:

@@ -53,6 +53,10 @@ class ChromeArgs(msgspec.Struct, gc=False):
     in_nelems: Any = msgspec.field(default=None, name="In msg nelems")  # NCCL kernels: message size
     out_nelems: Any = msgspec.field(default=None, name="Out msg nelems")
     dtype: Any = None
+    pg_name: Any = msgspec.field(default=None, name="Process Group Name")  # NCCL kernels: process group
+    pg_desc: Any = msgspec.field(default=None, name="Process Group Description")
+    pg_ranks: Any = msgspec.field(default=None, name="Process Group Ranks")
+    group_size: Any = msgspec.field(default=None, name="Group size")
     kind: Any = None  # ROCm memcpy direction ("HtoD")
     step_num: Any = None  # TF "Profiled batch"
     correlation_id: Any = None  # TF / xprof trace viewer: kernel <-> launch

@@ -105,6 +105,11 @@ class KinetoArgs(msgspec.Struct, gc=False):
     in_nelems: Any = msgspec.field(default=None, name="In msg nelems")  # NCCL kernels: message size
     out_nelems: Any = msgspec.field(default=None, name="Out msg nelems")
     dtype: Any = None
+    # NCCL kernels (torch >= 2.1): the process group the collective runs in (see `group_identity`)
+    pg_name: Any = msgspec.field(default=None, name="Process Group Name")
+    pg_desc: Any = msgspec.field(default=None, name="Process Group Description")
+    pg_ranks: Any = msgspec.field(default=None, name="Process Group Ranks")
+    group_size: Any = msgspec.field(default=None, name="Group size")
     kind: str = ""  # ROCm memcpy direction ("HtoD")
     # "[memory]" instants (profile_memory=True); loosely typed, read only for those events
     device_type: Any = msgspec.field(default=None, name="Device Type")
@@ -304,8 +309,8 @@ _COPY_CODE = {k: np.int8(i) for i, k in enumerate(T.COPY_KINDS)}
 _DEVICE_KIND = np.array([k in T.DEVICE_KINDS for k in T.EVENT_KINDS])
 # The columns a chunk leaves, and those holding interned codes (remapped when collectors merge).
 _PARTS = ("ts", "dur", "ts_ns", "dur_ns", "name", "cat", "kind", "step", "device", "stream", "pid", "tid",
-          "bytes", "copy_kind", "pinned", "comm", "correlation", "bad_id", "bad_device")
-_CODED_PARTS = ("name", "cat")
+          "bytes", "copy_kind", "pinned", "comm", "correlation", "bad_id", "bad_device", "group")
+_CODED_PARTS = ("name", "cat", "group")
 
 
 class _Collector:
@@ -323,6 +328,8 @@ class _Collector:
         self.cats = Interner()
         self.copy_kinds = Interner()
         self.copy_kinds.code("")  # code 0: no direction
+        self.groups = Interner()  # communication kernels' process groups (`group_identity`)
+        self.groups.code("")  # code 0: no group recorded
         self.facts = _NameFacts()
         self.parts: dict[str, list[np.ndarray]] = {k: [] for k in _PARTS}
         self.events_read = 0
@@ -365,6 +372,7 @@ class _Collector:
         collective = np.fromiter((a is not None and a.collective is not None for a in args), dtype=bool,
                                  count=len(args))
         _message_bytes(nbytes, args, collective)
+        group = _group_codes(self.groups, args)
         self._add_rows(ts, dur, names, cats,
                        pid=to_int_id([e.pid for e in xs]), tid=to_int_id([e.tid for e in xs]),
                        device=to_int_id([a.device if a is not None else None for a in args]),
@@ -372,7 +380,7 @@ class _Collector:
                        nbytes=nbytes,
                        correlation=to_int_id([a.correlation if a is not None else None for a in args]),
                        copy_kind=self.copy_kinds.codes([a.kind if a is not None else None for a in args]),
-                       collective=collective)
+                       collective=collective, group=group)
 
     def _add_typed(self, xs: list[KinetoEvent]) -> None:
         """`add` for typed structs: the same columns, one C-level pass per field."""
@@ -388,6 +396,7 @@ class _Collector:
         nbytes = np.full(n, -1, dtype=np.int64)
         copy_kind = np.zeros(n, dtype=np.int32)
         collective = np.zeros(n, dtype=bool)
+        group = np.zeros(n, dtype=np.int32)
         if len(on_device):
             sub = [xs[i] for i in on_device.tolist()]
             device[on_device] = _ids(sub, _DEVICE)
@@ -396,14 +405,18 @@ class _Collector:
             copy_kind[on_device] = self.copy_kinds.codes(list(map(_KIND, sub)))
             collective[on_device] = [c is not None for c in map(_COLLECTIVE, sub)]
             _message_bytes(nbytes, [e.args for e in xs], collective)
+            group[on_device] = _group_codes(self.groups, [e.args for e in sub])
         self._add_rows(ts, dur, names, cats, pid=_ids(xs, _PID), tid=_ids(xs, _TID), device=device, stream=stream,
-                       nbytes=nbytes, correlation=_ids(xs, _CORRELATION), copy_kind=copy_kind, collective=collective)
+                       nbytes=nbytes, correlation=_ids(xs, _CORRELATION), copy_kind=copy_kind, collective=collective,
+                       group=group)
 
     def _add_rows(self, ts: np.ndarray, dur: np.ndarray, names: np.ndarray, cats: np.ndarray, *, pid: np.ndarray,
                   tid: np.ndarray, device: np.ndarray, stream: np.ndarray, nbytes: np.ndarray,
-                  correlation: np.ndarray, copy_kind: np.ndarray, collective: np.ndarray) -> None:
+                  correlation: np.ndarray, copy_kind: np.ndarray, collective: np.ndarray,
+                  group: np.ndarray) -> None:
         """A chunk's rows, from its raw values: event kinds and copy directions as small-int codes
-        (from per-name / per-category facts spread by code, never per row on strings)."""
+        (from per-name / per-category facts spread by code, never per row on strings). `group`:
+        interned process-group codes, kept for communication kernels only."""
         f = self.facts
         f.update(self.names.values, self.cats.values, self.copy_kinds.values)
         name_codes = names.astype(np.intp)
@@ -434,13 +447,15 @@ class _Collector:
                 ("pid", np.where(on_device, -1, pid)), ("tid", np.where(on_device, -1, tid)),
                 ("bytes", np.where(moved, nbytes, -1)), ("copy_kind", direction.astype(np.int8)),
                 ("pinned", pinned), ("comm", comm), ("correlation", correlation), ("bad_id", bad_id),
-                ("bad_device", on_device & ((dev > MAX_DEVICE_ID) | (dev < -1)) & ~bad_id)):
+                ("bad_device", on_device & ((dev > MAX_DEVICE_ID) | (dev < -1)) & ~bad_id),
+                ("group", np.where(comm, group, 0).astype(np.int32))):
             p[key].append(value)
 
     def merge(self, later: _Collector) -> None:
         """Append the columns `later` collected from the stretch of the file after this one's (in
         another process): its interned codes are mapped onto this collector's."""
-        for key, mine, theirs in (("name", self.names, later.names), ("cat", self.cats, later.cats)):
+        for key, mine, theirs in (("name", self.names, later.names), ("cat", self.cats, later.cats),
+                                  ("group", self.groups, later.groups)):
             codes = np.fromiter(map(mine.code, theirs.values), dtype=np.int32, count=len(theirs.values))
             self.parts[key].extend(codes[p] for p in later.parts[key])
         for value in later.copy_kinds.values:  # rows hold directions; the values only count cut names
@@ -529,6 +544,7 @@ class _Collector:
             "step": k(p["step"]), "bytes": k(p["bytes"]),
             "copy_kind": pd.Categorical.from_codes(k(p["copy_kind"].astype(np.int8)), categories=T.COPY_KINDS),
             "pinned": k(p["pinned"]), "comm": k(p["comm"]), "correlation": k(p["correlation"]),
+            "comm_group": self.groups.categorical(k(p["group"]).astype(np.int32)),
         })
 
 
@@ -555,6 +571,41 @@ def _message_bytes(nbytes: np.ndarray, args: list[Any], collective: np.ndarray) 
         counts = [v for v in (int_or_none(a.in_nelems), int_or_none(a.out_nelems)) if v is not None and v >= 0]
         if size and counts and nbytes[i] < 0 and max(counts) * size < MAX_MESSAGE_BYTES:
             nbytes[i] = max(counts) * size
+def group_identity(ranks: Any, name: Any) -> str:
+    """A collective's process group as one string: its ranks "0,1,2,3" when the trace lists them
+    (`Process Group Ranks`, a list or its text "[0, 1, 2, 3]"), else "pg:" + `Process Group Name`,
+    else "" (traces before torch 2.1: no group recorded)."""
+    items = ranks if isinstance(ranks, list) else (ranks.strip().strip("[]").split(",")
+                                                    if isinstance(ranks, str) else None)
+    if items:
+        numbers = [int_or_none(v) for v in items]
+        if all(v is not None and 0 <= v <= MAX_DEVICE_ID for v in numbers):
+            return ",".join(str(v) for v in numbers)
+    if name is not None and not isinstance(name, (list, dict)) and str(name) != "":
+        return "pg:" + str(name)
+    return ""
+
+
+def _group_codes(groups: Interner, args: list[Any]) -> np.ndarray:
+    """Interned `group_identity` of each of `args` (None: no args); distinct raw values are
+    turned into identities once (a trace repeats a handful of groups)."""
+    out = np.zeros(len(args), dtype=np.int32)
+    ranks = [getattr(a, "pg_ranks", None) for a in args]
+    names = [getattr(a, "pg_name", None) for a in args]
+    if ranks.count(None) == len(ranks) and names.count(None) == len(names):
+        return out
+    seen: dict[tuple[str, str], int] = {}
+    for i, (r, n) in enumerate(zip(ranks, names)):
+        if r is None and n is None:
+            continue
+        key = (repr(r), repr(n))
+        code = seen.get(key)
+        if code is None:
+            code = seen[key] = groups.code(group_identity(r, n))
+        out[i] = code
+    return out
+
+
 def _IS_INSTANT(ph: Any) -> bool:  # noqa: N802 (used like the attrgetters above)
     return ph == "i" or ph == "I"
 
