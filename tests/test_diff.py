@@ -212,6 +212,26 @@ def test_diff_html_in_a_browser(tmp_path, browser):
         page.screenshot(path=str(artifacts / "diff.png"), full_page=True)
 
 
+@pytest.mark.slow
+def test_diff_html_memory_and_straggler_rows_in_a_browser(tmp_path, browser):
+    """The rows the Markdown has for the straggler ranks are drawn on the page, one per side."""
+    from test_stragglers import write_job
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    write_job(tmp_path / "a")
+    write_job(tmp_path / "b", slow=None)
+    out = tmp_path / "d.html"
+    assert run("diff", str(tmp_path / "a"), str(tmp_path / "b"), "-o", str(out), "-q")[0] in (0, 1)
+    page, errors, refused, dialogs = open_report(browser, out)
+    assert not errors and not refused and not dialogs
+    rows = page.locator("#steps tr", has_text="stragglers")
+    assert rows.count() == 2
+    assert rows.nth(0).inner_text().split("\t") == ["stragglers", "rank 5 (210.0 ms wait/step)"]
+    assert rows.nth(1).inner_text().split("\t") == ["stragglers", "none"]
+    assert rows.nth(0).bounding_box()["height"] > 5
+
+
 def test_workflow_commands_in_the_readme_run_locally(tmp_path, monkeypatch):
     """The README's GitHub Actions workflow, its traceanalyzer commands run here on sample traces."""
     root = Path(__file__).resolve().parent.parent
@@ -254,6 +274,12 @@ def test_memory_peak_and_stragglers_are_compared(tmp_path):
     from traceanalyzer.report.diff import render_diff_text
 
     assert "GPU memory peak 400.0 MiB -> 600.0 MiB" in render_diff_text(c)
+    from traceanalyzer.report.diff import render_diff_html
+
+    page = render_diff_html(c)
+    assert page.count("<tr><td>GPU memory peak</td>") == 2
+    assert "<td>GPU memory peak</td><td>400.0 MiB</td>" in page and "<td>600.0 MiB</td>" in page
+    assert "<td>stragglers</td>" not in page
 
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
@@ -263,3 +289,7 @@ def test_memory_peak_and_stragglers_are_compared(tmp_path):
     assert c.base.stragglers == (5,) and c.head.stragglers == ()
     assert c.base.straggler_wait_per_step_us == pytest.approx(210_000, rel=0.01)
     assert "| stragglers | rank 5 (210.0 ms wait/step) | none | |" in render_diff_markdown(c)
+    page = render_diff_html(c)
+    assert "<tr><td>stragglers</td><td>rank 5 (210.0 ms wait/step)</td></tr>" in page
+    assert "<tr><td>stragglers</td><td>none</td></tr>" in page
+    assert "<td>GPU memory peak</td>" not in page

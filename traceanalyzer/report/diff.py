@@ -158,7 +158,21 @@ def render_diff_html(c: Comparison) -> str:
     steps_scale = max(list(c.base.step_durations_us) + list(c.head.step_durations_us) + [1e-9])
     return env.get_template("diff.html.j2").render(
         c=data, verdict_labels={k: v.label for k, v in VERDICT_BY_ID.items()}, scale=scale,
-        steps_scale=steps_scale, css=env.loader.get_source(env, "report.css")[0])  # type: ignore[union-attr]
+        steps_scale=steps_scale, extra_rows=_side_rows(c),
+        css=env.loader.get_source(env, "report.css")[0])  # type: ignore[union-attr]
+
+
+def _side_rows(c: Comparison) -> dict[str, list[tuple[str, str]]]:
+    """The rows the Markdown table adds for memory and stragglers, per side (label, formatted value),
+    under the same conditions: the memory peak when both sides have one, stragglers when either has."""
+    rows: dict[str, list[tuple[str, str]]] = {"base": [], "head": []}
+    both_memory = c.base.peak_memory_bytes is not None and c.head.peak_memory_bytes is not None
+    for name, side in (("base", c.base), ("head", c.head)):
+        if both_memory:
+            rows[name].append(("GPU memory peak", format_bytes(side.peak_memory_bytes or 0)))
+        if c.base.stragglers or c.head.stragglers:
+            rows[name].append(("stragglers", _ranks_text(side)))
+    return rows
 
 
 RENDERERS = {
