@@ -71,6 +71,7 @@ def test_notebook_three_lines():
     assert findings["top_host_op"].iloc[0].startswith("enumerate(DataLoader)#")
     devices = a.devices()
     assert devices["gpu_idle_fraction"].iloc[0] == a.summary.gpu_idle_fraction
+    assert devices[[c for c in devices.columns if c.startswith("memory_")]].isna().all(axis=None)  # no memory events
 
 
 def test_options_change_the_figures_and_are_echoed():

@@ -138,6 +138,11 @@ def test_gpu_figures_exact(tmp_path):
     assert m.headroom_fraction == pytest.approx(0.5)
     assert [(s.step, s.peak_allocated_bytes // MiB, s.end_allocated_bytes // MiB, s.growth_bytes // MiB)
             for s in m.per_step] == [(1, 300, 150, 0), (2, 350, 160, 10), (3, 250, 175, 15)]
+    row = a.devices().iloc[0]  # the notebook view carries the same figures
+    assert (row["memory_peak_allocated_bytes"], row["memory_peak_reserved_bytes"], row["memory_total_bytes"]) == (
+        350 * MiB, 500 * MiB, TOTAL)
+    assert row["memory_peak_allocated_fraction"] == pytest.approx(0.35)
+    assert row["memory_headroom_fraction"] == pytest.approx(0.5)
     assert m.growth_per_step_bytes == pytest.approx(12.5 * MiB)  # median of 10 and 15 MiB
     s = m.series
     assert s["allocated_bytes"][1] == 300 * MiB and s["reserved_bytes"][-1] == 450 * MiB

@@ -24,7 +24,11 @@ FINDING_COLUMNS = ["rank", "id", "cause", "severity", "explains_us", "share_of_i
                    "title", "top_host_op"]
 DEVICE_COLUMNS = ["rank", "device", "name", "window_us", "gpu_busy_us", "gpu_idle_fraction", "kernel_us",
                   "memcpy_us", "memcpy_share_of_busy", "communication_us", "exposed_communication_us", "gaps",
-                  "gaps_total_us"]
+                  "gaps_total_us", "memory_peak_allocated_bytes", "memory_peak_reserved_bytes", "memory_total_bytes",
+                  "memory_peak_allocated_fraction", "memory_headroom_fraction"]
+# The device's memory figures (result.MemoryResult fields) shown in devices(), NaN without memory events.
+_MEMORY_FIELDS = ("peak_allocated_bytes", "peak_reserved_bytes", "total_bytes", "peak_allocated_fraction",
+                  "headroom_fraction")
 
 
 def steps_frame(a: Analysis) -> pd.DataFrame:
@@ -67,5 +71,11 @@ def devices_frame(a: Analysis) -> pd.DataFrame:
              "gpu_busy_us": d.gpu_busy_us, "gpu_idle_fraction": d.gpu_idle_fraction, "kernel_us": d.kernel_us,
              "memcpy_us": d.memcpy_us, "memcpy_share_of_busy": d.memcpy_share_of_busy,
              "communication_us": d.communication_us, "exposed_communication_us": d.exposed_communication_us,
-             "gaps": d.gaps.count, "gaps_total_us": d.gaps.total_us} for r in a.ranks for d in r.devices]
+             "gaps": d.gaps.count, "gaps_total_us": d.gaps.total_us,
+             **{f"memory_{f}": _or_nan(getattr(d.memory, f) if d.memory else None) for f in _MEMORY_FIELDS}}
+            for r in a.ranks for d in r.devices]
     return pd.DataFrame(rows, columns=DEVICE_COLUMNS)
+
+
+def _or_nan(value: float | None) -> float:
+    return float("nan") if value is None else float(value)
