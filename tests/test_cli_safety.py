@@ -108,6 +108,9 @@ def test_all_runs_outputs_never_collide(tmp_path):
     assert len(outputs) == 2, outputs
     assert unique_targets([Path("o.x.json"), Path("o.x.json"), Path("o.x.2.json")]) == [
         Path("o.x.json"), Path("o.x.2.json"), Path("o.x.2.2.json")]
+    # runs named alike but for case are one file on case-insensitive file systems (macOS, Windows)
+    assert unique_targets([Path("o.Run.json"), Path("o.run.json"), Path("o.RUN.2.json")]) == [
+        Path("o.Run.json"), Path("o.run.2.json"), Path("o.RUN.2.2.json")]
 
 
 BAD_OPTIONS = [

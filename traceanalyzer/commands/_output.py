@@ -112,15 +112,16 @@ def check_target(target: Path, force: bool, inputs: Sequence[Path] = ()) -> None
 
 def unique_targets(targets: list[Path]) -> list[Path]:
     """Distinct output paths: a later run whose name collides with an earlier one's (runs 'a/b' and
-    'a_b' both make out.a_b.html) gets .2, .3... before its suffix, so no run overwrites another."""
+    'a_b' both make out.a_b.html) gets .2, .3... before its suffix, so no run overwrites another.
+    Names are compared casefolded: 'Run' and 'run' are one file on macOS and Windows."""
     seen: set[str] = set()
     out: list[Path] = []
     for t in targets:
         candidate, n = t, 1
-        while str(candidate) in seen:
+        while str(candidate).casefold() in seen:
             n += 1
             candidate = t.with_name(f"{t.stem}.{n}{t.suffix}")
-        seen.add(str(candidate))
+        seen.add(str(candidate).casefold())
         out.append(candidate)
     return out
 
