@@ -358,3 +358,15 @@ def test_cli_log_dir_messages_are_inert(tmp_path):
     assert res.returncode == 0, res.stderr
     assert f"run\\n{FORGED}\\u202e" in res.stderr and "worker\\u202e.2.pt.trace.json" in res.stderr
     assert_terminal_inert(res.stdout + res.stderr)
+
+
+def test_markdown_breaks_compatibility_forms_of_mentions_references_and_links():
+    """Full-width and small forms (NFKC-equal to @ # : / .) are written as ASCII and broken like it."""
+    md = inert.markdown("\uff20everyone \ufe6bteam \uff03123 \ufe5f7 https\uff1a\uff0f\uff0fevil\uff0eio www\uff0eexample")
+    assert "@&#8203;everyone" in md and "@&#8203;team" in md
+    assert "#&#8203;123" in md and "#&#8203;7" in md
+    assert "https:&#8203;//evil.io" in md and "www&#8203;.example" in md
+    assert not any(c in md for c in "\uff20\ufe6b\uff03\ufe5f\uff1a\uff0f\uff0e")
+    import unicodedata
+
+    assert "@everyone" not in unicodedata.normalize("NFKC", md.replace("&#8203;", "\u200b"))

@@ -9,7 +9,8 @@ overrides). One function per destination:
   invisible characters removed; Markdown and HTML punctuation backslash-escaped; @mentions,
   `#123` / `owner/repo#1` / `GH-1` / `JIRA-1` references, commit-like hex words, bare URLs, `www.` links
   and e-mail addresses broken with a zero-width space (`&#8203;`, written as an entity so the
-  file itself holds no invisible character); cut to a length with an ellipsis.
+  file itself holds no invisible character), their full-width and small compatibility forms
+  (e.g. `＠`) written as the ASCII character first; cut to a length with an ellipsis.
 - `markdown_code`: the same inside a code span (GitHub links nothing there).
 - `visible`: for HTML and as the last step for terminals. Every non-printable character
   (controls, bidi, zero-width, line separators) replaced by a visible escape such as `\\u202e`.
@@ -102,9 +103,17 @@ def _unlink(m: re.Match[str]) -> str:
     return ZWSP.join(s[i:i + 6] for i in range(0, len(s), 6))  # no piece long enough to be a SHA
 
 
+# Compatibility forms of the characters mentions, references and URLs are made of (every character
+# whose NFKC form is one of `@ # : / .`): written as that character, then broken like it, so that no
+# renderer that normalises text (NFKC) makes a mention or a link of `＠team` or `https：／／`.
+_LOOKALIKES = str.maketrans({"\uff20": "@", "\ufe6b": "@", "\uff03": "#", "\ufe5f": "#", "\uff1a": ":",
+                             "\ufe55": ":", "\ufe13": ":", "\uff0f": "/", "\uff0e": ".", "\ufe52": ".",
+                             "\u2024": "."})
+
+
 def markdown(text: object, limit: int = 160) -> str:
     """Inline-safe GitHub Markdown: one line, nothing that formats, links, mentions or hides."""
-    s = _plain_line(text, limit)
+    s = _plain_line(text, limit).translate(_LOOKALIKES)
     s = "".join(_MD_ESCAPE.get(c, c) for c in s)
     return _MD_LINKY.sub(_unlink, s)
 
