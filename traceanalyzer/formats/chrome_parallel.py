@@ -23,7 +23,10 @@ from __future__ import annotations
 import gc
 import multiprocessing
 import os
+import pickle
 import re
+import shutil
+import tempfile
 from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -53,6 +56,8 @@ TAIL_BYTES = 4 * 1024 * 1024
 # streamed path then says what is there).
 _SLACK_BYTES = 1024 * 1024
 MAX_OVERRUN_BYTES = 64 * 1024 * 1024
+# Ranges handed to each worker ahead (this process tops them up between ranges of its own).
+_QUEUED_PER_WORKER = 3
 
 
 class Collector(Protocol):
@@ -242,17 +247,49 @@ def _run_ranges(tasks: list[RangeTask], range_fn: Callable[[RangeTask], RangeRes
     accepted ranges reach, with the newlines before it and the last one's offset."""
     # "spawn": safe although this process may run threads (the progress ticker), which fork is not.
     pool = ProcessPoolExecutor(max_workers=workers - 1, mp_context=multiprocessing.get_context("spawn"))
+    spill = tempfile.mkdtemp(prefix="traceanalyzer-ranges-")
+    try:
+        return _accept_ranges(tasks, range_fn, workers, collector, progress, lines, last_newline, pool, spill)
+    finally:
+        shutil.rmtree(spill, ignore_errors=True)
+
+
+def _spilled(range_fn: Callable[[RangeTask], RangeResult], task: RangeTask, folder: str) -> str:
+    """`range_fn(task)` in a worker, its result written to a file in `folder` (private to this run):
+    only the file name goes back through the pool's pipe. A result of ~15 MB sent through the pipe
+    itself arrives in 64 KB pieces, each waiting for the parent's interpreter lock while the parent
+    decodes a range of its own, and the worker idles meanwhile."""
+    result = range_fn(task)
+    path = os.path.join(folder, f"{task.lo}.pickle")
+    with open(path, "wb") as fh:
+        pickle.dump(result, fh, protocol=pickle.HIGHEST_PROTOCOL)
+    return path
+
+
+def _unspill(path: str) -> RangeResult:
+    with open(path, "rb") as fh:
+        data = fh.read()
+    os.unlink(path)
+    result: RangeResult = pickle.loads(data)  # written by our own worker, just now, in a private folder
+    return result
+
+
+def _accept_ranges(tasks: list[RangeTask], range_fn: Callable[[RangeTask], RangeResult], workers: int,
+                   collector: Collector, progress: Callable[[int], None] | None, lines: int, last_newline: int,
+                   pool: ProcessPoolExecutor, spill: str) -> tuple[int, int, int]:
     queue = deque(range(len(tasks)))
-    running: dict[int, Future[RangeResult]] = {}
+    running: dict[int, Future[str]] = {}
     here: dict[int, RangeResult] = {}
     expected = tasks[0].lo
     nxt = 0
     stopped = False
     try:
         while nxt < len(tasks) and not stopped:
-            while queue and len(running) < 2 * (workers - 1):
+            # Keep every worker fed: ranges done but not merged yet (they wait for their turn) do not
+            # count, or a worker would idle while this process decodes a range of its own.
+            while queue and sum(not f.done() for f in running.values()) < _QUEUED_PER_WORKER * (workers - 1):
                 i = queue.popleft()
-                running[i] = pool.submit(range_fn, tasks[i])
+                running[i] = pool.submit(_spilled, range_fn, tasks[i], spill)
             front_busy = nxt in running and not running[nxt].done()
             if front_busy and queue:
                 i = queue.pop()  # this process decodes too, from the back, while the front is worked on
@@ -262,7 +299,7 @@ def _run_ranges(tasks: list[RangeTask], range_fn: Callable[[RangeTask], RangeRes
                 res: RangeResult | None = here.pop(nxt)
             else:
                 try:
-                    res = running.pop(nxt).result()
+                    res = _unspill(running.pop(nxt).result())
                 except Exception:  # a worker lost (killed, out of memory): stream from here instead
                     res = None
             if res is None or res.start != expected:
@@ -278,5 +315,5 @@ def _run_ranges(tasks: list[RangeTask], range_fn: Callable[[RangeTask], RangeRes
             nxt += 1
             stopped = not res.complete
     finally:
-        pool.shutdown(wait=nxt >= len(tasks), cancel_futures=True)
+        pool.shutdown(wait=True, cancel_futures=True)  # before the spill folder goes: no file left behind
     return expected, lines, last_newline
