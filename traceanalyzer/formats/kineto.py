@@ -646,7 +646,10 @@ def _drop_duplicates(events: pd.DataFrame) -> pd.DataFrame:
         h ^= values.astype(np.int64).view(np.uint64)
         h *= mult
         h ^= h >> np.uint64(31)
-    candidates = np.flatnonzero(pd.Series(h).duplicated(keep=False).to_numpy())
+    # rows whose hash occurs twice or more: one sort (no hash table over millions of rows)
+    sorted_h = np.sort(h)
+    repeated_h = sorted_h[1:][sorted_h[1:] == sorted_h[:-1]]
+    candidates = np.flatnonzero(np.isin(h, repeated_h)) if len(repeated_h) else np.zeros(0, dtype=np.intp)
     if not len(candidates):
         return events.reset_index(drop=True)
     repeated = events.iloc[candidates][_DUPLICATE_KEY].duplicated(keep="first").to_numpy()
