@@ -39,7 +39,7 @@ import pandas as pd
 from . import timeline as T
 from .analyses import _intervals as iv
 from .analyses.counters import device_series, trace_busy_sets, trace_span
-from .analyses.host_logs import host_period_ns
+from .analyses.host_logs import HostLogAlignment, host_period_ns
 from .errors import UsageError
 from .timeline import UTIL_METRIC, Timeline
 
@@ -252,18 +252,6 @@ def clock_base(clock: str, span: tuple[int, int] | None, first_ns: int, last_ns:
     if clock == T.CLOCK_TIME_OF_DAY:
         return _time_of_day_base(first_ns, last_ns, span, tz)
     return span[0] - first_ns + period_ns, ""
-
-
-@dataclass(frozen=True)
-class HostLogAlignment:
-    """How a host monitor log (glances) was put on the trace clock: by the clocks (or --dmon-offset) only,
-    as host figures have nothing to correlate with GPU activity."""
-
-    source: int  # index into the Timeline's sources: the log
-    offset_ns: int  # log time + offset_ns = trace time
-    method: str  # GIVEN | CLOCK
-    zone: str
-    warnings: tuple[str, ...] = ()
 
 
 def host_log_offset(trace: Timeline | None, source: int, clock: str, first_ns: int, last_ns: int,

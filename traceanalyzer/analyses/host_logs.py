@@ -12,7 +12,6 @@ sample half covered by waits counts half as much as one fully covered.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -21,12 +20,21 @@ from . import _intervals as iv
 from . import figures as F
 from .counters import MetricFigures, metric_figures, trace_window
 
-if TYPE_CHECKING:
-    from ..align import HostLogAlignment
-
 SERIES_POINTS = 600  # samples drawn per host log (every k-th beyond)
 SERIES_METRICS = ("cpu_user_pct", "cpu_system_pct", "cpu_iowait_pct")
 MAX_WAIT_SPANS = 2000  # DataLoader-wait spans drawn (the longest beyond)
+
+
+@dataclass(frozen=True)
+class HostLogAlignment:
+    """How a host monitor log (glances) was put on the trace clock: by the clocks (or --dmon-offset) only,
+    as host figures have nothing to correlate with GPU activity."""
+
+    source: int  # index into the Timeline's sources: the log
+    offset_ns: int  # log time + offset_ns = trace time
+    method: str  # align.GIVEN | align.CLOCK
+    zone: str
+    warnings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -123,5 +131,5 @@ def _drawn(waits: iv.IntervalSet) -> tuple[np.ndarray, np.ndarray]:
     return s[keep], e[keep]
 
 
-__all__ = ["HostLogFigures", "WaitFigures", "host_figures", "host_log_figures", "host_period_ns",
+__all__ = ["HostLogAlignment", "HostLogFigures", "WaitFigures", "host_figures", "host_log_figures", "host_period_ns",
            "wait_figures"]
