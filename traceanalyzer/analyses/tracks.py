@@ -108,7 +108,7 @@ def blocks_per_track(n_tracks: int) -> int:
     return int(min(MAX_BLOCKS_PER_TRACK, max(MIN_BLOCKS_PER_TRACK, TIMELINE_BLOCK_BUDGET // n_tracks)))
 
 
-def coarsen(starts: np.ndarray, ends: np.ndarray, names: np.ndarray | None, lo: int, hi: int,
+def coarsen(starts: np.ndarray, ends: np.ndarray, names: np.ndarray | pd.Categorical | None, lo: int, hi: int,
             max_blocks: int) -> Blocks:
     """Events [starts, ends) clipped to [lo, hi) -> at most `max_blocks` blocks.
 
@@ -140,16 +140,17 @@ def coarsen(starts: np.ndarray, ends: np.ndarray, names: np.ndarray | None, lo: 
     longest_pos = np.full(len(b_start), -1, dtype=np.int64)
     longest_name = np.full(len(b_start), "", dtype=object)
     if names is not None and len(starts) and len(b_start):
-        ev_names = np.asarray(names, dtype=object)[inside]
+        ev_names = names[inside] if isinstance(names, pd.Categorical) else np.asarray(names, dtype=object)[inside]
         # Longest event of each block: sort by (block, -duration), take each block's first.
         order = np.lexsort((-(ends - starts), which))
         firsts = order[np.r_[True, which[order][1:] != which[order][:-1]]]
-        uniq, inverse = np.unique(ev_names[firsts].astype(str), return_inverse=True)
+        chosen = np.asarray(ev_names[firsts], dtype=object).astype(str)
+        uniq, inverse = np.unique(chosen, return_inverse=True)
         table = tuple(s[:MAX_NAME_CHARS] for s in uniq.tolist())
         name_idx[which[firsts]] = inverse
         longest_ns[which[firsts]] = (ends - starts)[firsts]
         longest_pos[which[firsts]] = firsts
-        longest_name[which[firsts]] = ev_names[firsts].astype(str)
+        longest_name[which[firsts]] = chosen
     return Blocks(b_start, b_end, covered.astype(np.int64), count, name_idx, table, n,
                   longest_ns, longest_pos, longest_name)
 
@@ -207,11 +208,6 @@ def recut_tracks(t: RankTracks, max_blocks: int) -> RankTracks:
                       t.counters)
 
 
-def _frame_arrays(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    ts = frame["ts_ns"].to_numpy()
-    return ts, ts + frame["dur_ns"].to_numpy(), frame["name"].astype(str).to_numpy()
-
-
 @dataclass(frozen=True)
 class GapSet:
     """A device's idle set (every gap, any length) and, when attributed, each gap's cause."""
@@ -263,34 +259,40 @@ def rank_tracks(tl: Timeline, rank: int, window: Window, gap_sets: dict[int, Gap
     st = steps(tl, rank)
     lo, hi = window.start_ns, window.end_ns
     ev = tl.rank_events(rank)
-    kind = ev["kind"].to_numpy()
+    # Columns, not row selections of the table: each track takes its rows from these arrays.
+    kind = ev["kind"]
     device_col = ev["device"].to_numpy()
+    ts = ev["ts_ns"].to_numpy()
+    end = ts + ev["dur_ns"].to_numpy()
+    names = ev["name"].array  # a Categorical: names are looked up only for the blocks drawn
 
+    def blocks(mask: np.ndarray) -> Blocks:
+        return coarsen(ts[mask], end[mask], names[mask], lo, hi, max_blocks)
+
+    gpu_work = kind.isin(T.GPU_WORK_KINDS).to_numpy()
+    is_copy = (kind == T.MEMCPY).to_numpy()
+    is_comm = (kind == T.KERNEL).to_numpy() & ev["comm"].to_numpy()
     devices = []
     for device in tl.device_indices(rank):
         on_dev = device_col == device
-        work = ev[on_dev & np.isin(kind, T.GPU_WORK_KINDS)]
-        copies = ev[on_dev & (kind == T.MEMCPY)]
-        comm = ev[on_dev & (kind == T.KERNEL) & ev["comm"].to_numpy()]
         devices.append(DeviceTrack(
             device,
-            coarsen(*_frame_arrays(work), lo, hi, max_blocks),
-            coarsen(*_frame_arrays(copies), lo, hi, max_blocks),
+            blocks(on_dev & gpu_work),
+            blocks(on_dev & is_copy),
             _gap_track(gap_sets.get(device) or GapSet(np.zeros(0, np.int64), np.zeros(0, np.int64)),
                        st.number, st.start_ns, st.end_ns, min_gap_ns, max_blocks),
-            coarsen(*_frame_arrays(comm), lo, hi, max_blocks)))
+            blocks(on_dev & is_comm)))
 
-    host = ev[device_col < 0]
-    host_kind = host["kind"].to_numpy()
-    runtime = host[host_kind == T.RUNTIME]
+    on_host = device_col < 0
+    runtime = on_host & (kind == T.RUNTIME).to_numpy()
     host_sets = (
-        ("ops", host[np.isin(host_kind, (T.CPU_OP, T.ANNOTATION))]),
-        ("dataloader", host[host_kind == T.DATALOADER]),
-        ("sync", runtime[name_flags(runtime, HOST_SYNC_PATTERN)]),
-        ("copy", runtime[name_flags(runtime, HOST_COPY_PATTERN)]),
+        ("ops", on_host & kind.isin((T.CPU_OP, T.ANNOTATION)).to_numpy()),
+        ("dataloader", on_host & (kind == T.DATALOADER).to_numpy()),
+        ("sync", runtime & name_flags(ev, HOST_SYNC_PATTERN)),
+        ("copy", runtime & name_flags(ev, HOST_COPY_PATTERN)),
     )
-    host_tracks = tuple(h for h in (HostTrack(k, coarsen(*_frame_arrays(f), lo, hi, max_blocks))
-                                    for k, f in host_sets if len(f)) if len(h.blocks.start_ns))
+    host_tracks = tuple(h for h in (HostTrack(k, blocks(m)) for k, m in host_sets if m.any())
+                        if len(h.blocks.start_ns))
 
     counters = []
     co = tl.counters
@@ -318,7 +320,9 @@ def count_rank_tracks(tl: Timeline, rank: int) -> int:
     ev = tl.rank_events(rank)
     n = 3 * len(tl.device_indices(rank))  # busy, copies, gaps
     n += int(ev["comm"].to_numpy().any())  # a communication lane
-    host = ev[ev["device"].to_numpy() < 0]
-    n += int(host["kind"].isin((T.CPU_OP, T.ANNOTATION)).any()) + int((host["kind"] == T.DATALOADER).any())
-    n += 2 * int((host["kind"] == T.RUNTIME).any())
+    on_host = ev["device"].to_numpy() < 0
+    kind = ev["kind"]
+    n += int((on_host & kind.isin((T.CPU_OP, T.ANNOTATION)).to_numpy()).any())
+    n += int((on_host & (kind == T.DATALOADER).to_numpy()).any())
+    n += 2 * int((on_host & (kind == T.RUNTIME).to_numpy()).any())
     return n

@@ -201,7 +201,7 @@ def gap_evidence(host: H.HostActivity, lo: int, hi: int, cause: str) -> tuple[Ev
     mask = (ts < hi) & (end > lo_q)
     classes = _EVIDENCE_CLASSES.get(cause)
     if classes is not None:
-        mask &= np.isin(ev["klass"].to_numpy(), classes)
+        mask &= ev["klass"].isin(classes).to_numpy()
     return _rank_names(ev[mask], lo, hi, sync=cause == H.SYNC)
 
 
@@ -211,16 +211,24 @@ def _rank_names(ev: pd.DataFrame, lo: int, hi: int, sync: bool = False) -> tuple
     ts = ev["ts_ns"].to_numpy()
     end = ts + ev["dur_ns"].to_numpy()
     inside = np.clip(np.minimum(end, hi) - np.maximum(ts, lo), 0, None)
-    names = ev["name"].astype(str).to_numpy()
-    frame = {"name": names, "inside": inside, "dur": np.maximum(end - ts, 1)}
-    g = pd.DataFrame(frame).groupby("name", sort=False).agg(inside=("inside", "sum"), dur=("dur", "sum"))
-    share = np.minimum(g["inside"].to_numpy() / (hi - lo), 1.0)
-    specificity = g["inside"].to_numpy() / g["dur"].to_numpy()
+    names, inside_ns, dur_ns = _sum_by_name(ev, inside, np.maximum(end - ts, 1))
+    share = np.minimum(inside_ns / (hi - lo), 1.0)
+    specificity = inside_ns / dur_ns
     score = share * specificity
     order = np.argsort(-score, kind="stable")[:EVIDENCE_NAMES]
-    inside_ns = g["inside"].to_numpy()
-    return tuple(Evidence(str(g.index[i]), round(float(share[i]), 4), int(inside_ns[i])) for i in order
+    return tuple(Evidence(names[i], round(float(share[i]), 4), int(inside_ns[i])) for i in order
                  if share[i] > 0 or sync)
+
+
+def _sum_by_name(ev: pd.DataFrame, inside: np.ndarray, dur: np.ndarray) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """`inside` and `dur` summed per event name, names in order of first appearance: grouped by the
+    name column's category codes (integers), never by the strings of a million rows."""
+    codes = ev["name"].cat.codes.to_numpy()
+    frame = pd.DataFrame({"code": codes, "inside": inside, "dur": dur})
+    g = frame.groupby("code", sort=False).sum()
+    categories = ev["name"].cat.categories
+    names = [str(categories[c]) if c >= 0 else "nan" for c in g.index.to_numpy().tolist()]
+    return names, g["inside"].to_numpy(), g["dur"].to_numpy()
 
 
 def cause_evidence(host: H.HostActivity, devices: list[DeviceAttribution], cause: str) -> tuple[Evidence, ...]:
@@ -228,7 +236,7 @@ def cause_evidence(host: H.HostActivity, devices: list[DeviceAttribution], cause
     ev = host.events
     classes = _EVIDENCE_CLASSES.get(cause)
     if classes is not None:
-        ev = ev[np.isin(ev["klass"].to_numpy(), classes)]
+        ev = ev[ev["klass"].isin(classes).to_numpy()]
     if not len(ev):
         return ()
     code = _CAUSE_CODE[cause]
@@ -242,11 +250,9 @@ def cause_evidence(host: H.HostActivity, devices: list[DeviceAttribution], cause
         inside += iv.overlap_per_window((d.starts[m], d.ends[m]), ts, end)
     if total <= 0:
         return ()
-    g = pd.DataFrame({"name": ev["name"].astype(str).to_numpy(), "inside": inside,
-                      "dur": np.maximum(end - ts, 1)}).groupby("name", sort=False).sum()
-    share = np.minimum(g["inside"].to_numpy() / total, 1.0)
-    score = share * g["inside"].to_numpy() / g["dur"].to_numpy()
+    names, inside_ns, dur_ns = _sum_by_name(ev, inside, np.maximum(end - ts, 1))
+    share = np.minimum(inside_ns / total, 1.0)
+    score = share * inside_ns / dur_ns
     order = np.argsort(-score, kind="stable")[:EVIDENCE_NAMES]
-    inside_ns = g["inside"].to_numpy()
-    return tuple(Evidence(str(g.index[i]), round(float(share[i]), 4), int(inside_ns[i])) for i in order
+    return tuple(Evidence(names[i], round(float(share[i]), 4), int(inside_ns[i])) for i in order
                  if share[i] > 0)

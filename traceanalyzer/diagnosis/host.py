@@ -80,6 +80,8 @@ COMM_CALL = re.compile(
 
 # Host kinds that are activity of the thread (steps and the profiler span hold everything: not).
 _ACTIVITY_KINDS = (T.DATALOADER, T.CPU_OP, T.ANNOTATION, T.RUNTIME, T.PYTHON, T.OTHER)
+# The columns of those events that causes and evidence read.
+_HOST_EVENT_COLUMNS = ("ts_ns", "dur_ns", "name", "kind", "correlation")
 
 
 @dataclass(frozen=True)
@@ -88,7 +90,7 @@ class HostActivity:
 
     threads: tuple[tuple[int, int], ...]  # (pid, tid) of the launching threads; () if none
     basis: str  # how the threads were chosen: "launches" | "runtime" | "steps" | "busiest" | "none"
-    events: pd.DataFrame  # the threads' activity events, with an added `klass` column (HOST_CLASSES)
+    events: pd.DataFrame  # the threads' activity events (_HOST_EVENT_COLUMNS) and their `klass` (HOST_CLASSES)
     exclusive: dict[str, iv.IntervalSet]  # per HOST_CLASSES entry, minus every earlier class
     sync_calls: iv.IntervalSet  # union of blocking calls (for "blocked at the gap start")
     copy_calls: iv.IntervalSet  # union of host->device copy calls (pageable ones block the host)
@@ -104,22 +106,28 @@ def launching_threads(tl: Timeline, rank: int) -> tuple[tuple[tuple[int, int], .
     calls, else the one holding the steps, else the busiest host thread.
     """
     ev = tl.rank_events(rank)
-    host = ev[(ev["device"].to_numpy() < 0) & (ev["tid"].to_numpy() >= 0)]
-    if not len(host):
+    kind = ev["kind"]
+    host = (ev["device"].to_numpy() < 0) & (ev["tid"].to_numpy() >= 0)
+    if not host.any():
         return (), "none", 0
-    runtime = host[(host["kind"] == T.RUNTIME).to_numpy()]
-    launches = runtime[name_flags(runtime, LAUNCH_CALL)] if len(runtime) else runtime
-    loop = host[host["kind"].isin((T.STEP, T.DATALOADER)).to_numpy()]
-    loop_threads = _threads_by_count(loop)
+    # Thread ids only (the whole table has twenty-odd columns): a small frame per selection.
+    pid, tid = ev["pid"].to_numpy(), ev["tid"].to_numpy()
+
+    def threads_of(mask: np.ndarray) -> pd.DataFrame:
+        return pd.DataFrame({"pid": pid[mask], "tid": tid[mask]})
+
+    runtime = host & (kind == T.RUNTIME).to_numpy()
+    launches = threads_of(runtime & name_flags(ev, LAUNCH_CALL)) if runtime.any() else threads_of(runtime)
+    loop_threads = _threads_by_count(threads_of(host & kind.isin((T.STEP, T.DATALOADER)).to_numpy()))
     if len(launches):
         counts = launches.groupby(["pid", "tid"], observed=True).size()
         keep = counts[counts >= LAUNCH_THREAD_MIN_SHARE * counts.sum()].sort_values(ascending=False)
         threads = [(int(p), int(t)) for p, t in keep.index]
         threads += [t for t in loop_threads if t not in threads]
         return tuple(threads), "launches", len(launches)
-    for frame, basis in ((runtime, "runtime"), (loop, "steps"),
-                         (host[host["kind"].isin(_ACTIVITY_KINDS).to_numpy()], "busiest")):
-        ranked = _threads_by_count(frame)
+    for mask, basis in ((runtime, "runtime"), (host & kind.isin((T.STEP, T.DATALOADER)).to_numpy(), "steps"),
+                        (host & kind.isin(_ACTIVITY_KINDS).to_numpy(), "busiest")):
+        ranked = _threads_by_count(threads_of(mask))
         if ranked:
             return (ranked[0],), basis, 0
     return (), "none", 0
@@ -143,14 +151,18 @@ def host_activity(tl: Timeline, rank: int) -> HostActivity:
         for p, t in threads:
             mine |= (pid == p) & (tid == t)
         mine &= ev["kind"].isin(_ACTIVITY_KINDS).to_numpy()
-        events = ev[mine]  # a new table (no deep copy: that would also re-stack every column)
+        rows = np.flatnonzero(mine)
     else:
-        events = ev.iloc[0:0]
-    kind = events["kind"].to_numpy()
+        rows = np.zeros(0, dtype=np.intp)
+    # Only the columns the causes read, taken once (the whole table has twenty-odd columns).
+    events = pd.DataFrame({c: ev[c].array.take(rows) if ev[c].dtype == "category" else ev[c].to_numpy()[rows]
+                           for c in _HOST_EVENT_COLUMNS})
+    kind = events["kind"]
     # First-call costs only among operators and runtime calls: python frames and annotations nest under
     # one name (the outermost `_call_impl` spans the whole model), so their first call is not an outlier.
-    is_startup = name_flags(events, STARTUP_CALL) | (first_call_costs(events) & np.isin(kind, (T.CPU_OP, T.RUNTIME)))
-    is_loader = (kind == T.DATALOADER) & ~is_startup
+    is_startup = name_flags(events, STARTUP_CALL) | (first_call_costs(events)
+                                                     & kind.isin((T.CPU_OP, T.RUNTIME)).to_numpy())
+    is_loader = (kind == T.DATALOADER).to_numpy() & ~is_startup
     is_comm = name_flags(events, COMM_CALL) & ~is_loader & ~is_startup
     is_alloc = name_flags(events, ALLOC_CALL) & ~is_startup & ~is_comm
     is_copy = name_flags(events, MEMCPY_CALL) & ~is_loader & ~is_comm & ~is_startup & ~is_alloc
@@ -158,21 +170,21 @@ def host_activity(tl: Timeline, rank: int) -> HostActivity:
     # a result back (.item(), .cpu(), .tolist()): it waits for the GPU, a synchronisation. So is a copy
     # call that lasts far longer than its GPU copy: the host waited for earlier GPU work, then copied.
     direction, nbytes, gpu_ns = linked_copy(ev, events["correlation"].to_numpy())
-    readback = is_copy & (direction == "DtoH") & (nbytes < READBACK_MAX_BYTES)
+    readback = is_copy & np.asarray(direction == "DtoH") & (nbytes < READBACK_MAX_BYTES)
     call_ns = events["dur_ns"].to_numpy()
     waiting = is_copy & (gpu_ns >= 0) & (call_ns >= COPY_WAIT_MIN_NS) & (gpu_ns < COPY_WAIT_MAX_GPU_SHARE * call_ns)
     is_copy &= ~readback & ~waiting
     is_sync_name = name_flags(events, SYNC_CALL) | readback | waiting
     is_sync = is_sync_name & ~is_loader & ~is_comm & ~is_copy & ~is_startup & ~is_alloc
-    klass = np.select([is_startup, is_loader, is_comm, is_alloc, is_copy, is_sync], list(HOST_CLASSES[:6]),
-                      default="host")
-    events = events.assign(klass=klass)
+    code = np.select([is_startup, is_loader, is_comm, is_alloc, is_copy, is_sync], list(range(6)),
+                     default=len(HOST_CLASSES) - 1).astype(np.int8)
+    events["klass"] = pd.Categorical.from_codes(code, categories=HOST_CLASSES)
     ts = events["ts_ns"].to_numpy()
-    end = ts + events["dur_ns"].to_numpy()
+    end = ts + call_ns
     exclusive: dict[str, iv.IntervalSet] = {}
     claimed = iv.empty()
-    for c in HOST_CLASSES:
-        mask = klass == c
+    for i, c in enumerate(HOST_CLASSES):
+        mask = code == i
         u = iv.union(ts[mask], end[mask])
         exclusive[c] = iv.subtract(u, claimed)
         claimed = iv.union(np.r_[claimed[0], u[0]], np.r_[claimed[1], u[1]])
@@ -185,38 +197,54 @@ def first_call_costs(events: pd.DataFrame) -> np.ndarray:
 
     Per name with at least STARTUP_MIN_CALLS calls: the earliest call is flagged when it lasts at
     least STARTUP_FIRST_FACTOR x the median of the others and at least STARTUP_MIN_NS. Vectorized
-    over names (one sort and two groupbys).
+    over names: one sort by (name, time); the medians only for names whose first call is long.
     """
     n = len(events)
     out = np.zeros(n, dtype=bool)
     if n < STARTUP_MIN_CALLS:
         return out
     code = events["name"].cat.codes.to_numpy()
-    frame = pd.DataFrame({"code": code, "ts": events["ts_ns"].to_numpy(), "dur": events["dur_ns"].to_numpy(),
-                          "row": np.arange(n)})
-    frame = frame[frame["code"] >= 0].sort_values(["code", "ts"], kind="stable")
-    first = ~frame["code"].duplicated().to_numpy()
-    counts = frame.groupby("code")["dur"].transform("size").to_numpy()
-    rest_median = frame[~first].groupby("code")["dur"].median()
-    med = rest_median.reindex(frame["code"]).to_numpy()
-    dur = frame["dur"].to_numpy()
-    hit = first & (counts >= STARTUP_MIN_CALLS) & (dur >= STARTUP_MIN_NS) & (dur >= STARTUP_FIRST_FACTOR * med)
-    out[frame["row"].to_numpy()[hit]] = True
+    ts, dur = events["ts_ns"].to_numpy(), events["dur_ns"].to_numpy()
+    rows = np.flatnonzero(code >= 0)
+    if not len(rows):
+        return out
+    rows = rows[np.lexsort((ts[rows], code[rows]))]  # by name, then time (stable: ties keep row order)
+    c = code[rows]
+    starts = np.flatnonzero(np.r_[True, c[1:] != c[:-1]])
+    counts = np.diff(np.r_[starts, len(c)])
+    first_rows = rows[starts]
+    candidate = (counts >= STARTUP_MIN_CALLS) & (dur[first_rows] >= STARTUP_MIN_NS)
+    if not candidate.any():
+        return out
+    # the later calls of the candidate names, sorted by (name, duration): medians by position
+    later = np.ones(len(rows), dtype=bool)
+    later[starts] = False
+    later &= np.repeat(candidate, counts)
+    rest_code, rest_dur = c[later], dur[rows[later]]
+    order = np.lexsort((rest_dur, rest_code))
+    rest_dur = rest_dur[order]
+    m = counts[candidate] - 1
+    lo = np.r_[0, np.cumsum(m)[:-1]]
+    median = (rest_dur[lo + (m - 1) // 2] + rest_dur[lo + m // 2]) / 2
+    first_dur = dur[first_rows[candidate]]
+    out[first_rows[candidate][first_dur >= STARTUP_FIRST_FACTOR * median]] = True
     return out
 
 
-def linked_copy(ev: pd.DataFrame, correlation: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Direction ("" when none), bytes (-1 when unknown) and GPU duration (-1 when no copy) of the GPU
-    copy linked to each correlation id."""
+def linked_copy(ev: pd.DataFrame, correlation: np.ndarray) -> tuple[pd.Categorical, np.ndarray, np.ndarray]:
+    """Direction (a Categorical, missing when none), bytes (-1 when unknown) and GPU duration (-1 when
+    no copy) of the GPU copy linked to each correlation id."""
     copies = ev[(ev["kind"] == T.MEMCPY).to_numpy() & (ev["correlation"].to_numpy() >= 0)]
     copies = copies.drop_duplicates(subset="correlation")
     n = len(correlation)
     if not len(copies) or not n:
-        return np.full(n, "", dtype=object), np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)
-    corr = copies["correlation"].to_numpy()
-    direction = pd.Series(copies["copy_kind"].astype(str).to_numpy(), index=corr).reindex(correlation).to_numpy()
-    nbytes = pd.Series(copies["bytes"].to_numpy(), index=corr).reindex(correlation).to_numpy()
-    dur = pd.Series(copies["dur_ns"].to_numpy(), index=corr).reindex(correlation).to_numpy()
-    return (np.where(pd.isna(direction), "", direction).astype(object),
-            np.where(np.isnan(nbytes.astype(np.float64)), -1, nbytes).astype(np.int64),
-            np.where(np.isnan(dur.astype(np.float64)), -1, dur).astype(np.int64))
+        return (pd.Categorical.from_codes(np.full(n, -1), T.COPY_KINDS), np.full(n, -1, dtype=np.int64),
+                np.full(n, -1, dtype=np.int64))
+    at = pd.Index(copies["correlation"].to_numpy()).get_indexer(correlation)  # one hash lookup per call
+    found = at >= 0
+    pick = np.where(found, at, 0)
+    kinds = copies["copy_kind"].array  # a Categorical: codes gathered, not a million strings
+    direction = pd.Categorical.from_codes(np.where(found, kinds.codes[pick], -1), kinds.categories)
+    nbytes = np.where(found, copies["bytes"].to_numpy()[pick], -1).astype(np.int64)
+    dur = np.where(found, copies["dur_ns"].to_numpy()[pick], -1).astype(np.int64)
+    return direction, nbytes, dur

@@ -395,7 +395,7 @@ def _specific_evidence(tl: Timeline, ra: RankAnalysis, devices: list[A.DeviceAtt
                     bw = f", {c.bandwidth_gbps:.1f} GB/s" if c.bandwidth_gbps else ""
                     out.append(f"cuda:{dev.device}: {c.count} HtoD copies, {c.bytes / 1e6:.1f} MB{bw}")
     elif cause == H.SYNC:
-        syncs = host.events[host.events["klass"].to_numpy() == H.SYNC]
+        syncs = host.events[(host.events["klass"] == H.SYNC).to_numpy()]
         if len(syncs):
             counts = syncs["name"].astype(str).value_counts().head(3)
             out.append("blocking calls on the launching thread: "

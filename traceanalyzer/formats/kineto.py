@@ -626,7 +626,22 @@ def _ids(xs: list[KinetoEvent], get: attrgetter[Any]) -> np.ndarray:
     try:
         return np.fromiter(map(get, xs), np.int64, count=len(xs))
     except (TypeError, ValueError, OverflowError):
-        return to_int_id(list(map(get, xs)))
+        pass
+    values = list(map(get, xs))
+    # Usually a handful of strings among ints (the profiler's own "Spans" / "PyTorch Profiler" span):
+    # only those parsed, the ints taken as they are.
+    odd = np.flatnonzero(~np.fromiter(map(isinstance, values, repeat(int)), bool, count=len(values))).tolist()
+    if len(odd) * 8 > len(values):
+        return to_int_id(values)
+    ints = values.copy()
+    for i in odd:
+        ints[i] = 0
+    try:
+        out = np.fromiter(ints, np.int64, count=len(ints))
+    except OverflowError:  # an int beyond int64: the loose path marks it
+        return to_int_id(values)
+    out[odd] = to_int_id([values[i] for i in odd])
+    return out
 
 
 _DUPLICATE_KEY = ["kind", "name", "category", "pid", "tid", "device", "stream", "ts_ns", "dur_ns"]
