@@ -234,3 +234,51 @@ def test_mutated_files_read_in_ranges_like_the_stream(tmp_path, monkeypatch, dat
         assert_same(one, two)
     else:
         assert one == two
+
+
+class _IdleWorkerExecutor:
+    """A pool whose worker starts nothing until the first range's result is asked for: every other
+    range stays queued (cancellable), so this process must take them back rather than wait."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        self.submitted = 0
+        self.cancelled = 0
+
+    def submit(self, fn, *args):
+        from concurrent.futures import Future
+
+        pool = self
+
+        class _Deferred(Future):
+            def result(self, timeout=None):
+                if not self.done():
+                    self.set_result(fn(*args))
+                return super().result(timeout)
+
+            def cancel(self):
+                ok = super().cancel()
+                pool.cancelled += ok
+                return ok
+
+        self.submitted += 1
+        return _Deferred()
+
+    def shutdown(self, wait=True, cancel_futures=False) -> None:
+        pass
+
+
+def test_ranges_a_worker_has_not_started_are_taken_back(tmp_path, monkeypatch, split_small_files):
+    pools: list[_IdleWorkerExecutor] = []
+
+    def make_pool(*args, **kwargs):
+        pools.append(_IdleWorkerExecutor())
+        return pools[-1]
+
+    monkeypatch.setattr(chrome_parallel, "ProcessPoolExecutor", make_pool)
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(big_tricky_doc()))
+    one, two = read_both(path)
+    assert_same(one, two)
+    pool = pools[0]
+    # every range but the first (which the worker holds) came back here
+    assert pool.submitted >= 3 and pool.cancelled == pool.submitted - 1

@@ -1,6 +1,6 @@
 """One big uncompressed Chrome-trace file decoded by several processes at once.
 
-The events array is cut into byte ranges of about `CHUNK_BYTES`. A range's events start at the
+The events array is cut into byte ranges of `RANGE_BYTES`. A range's events start at the
 first `}` `,` `{` at or after its first byte and end at the first such boundary at or after its
 last byte that closes a piece which decodes, so neighbouring ranges meet at the same boundary
 without talking to each other. Each range is decoded and reduced to a reader's compact columns
@@ -49,6 +49,9 @@ from .chrome_json import (
 
 # Smaller files are not worth starting processes for (about a second each).
 PARALLEL_MIN_BYTES = 128 * 1024 * 1024
+# Ranges this long: small enough that the last ones, which the other processes wait for, are short;
+# decoding is no slower per byte than in longer ones (a range costs one extra read of _SLACK_BYTES).
+RANGE_BYTES = 8 * 1024 * 1024
 # The end of the file is streamed here, never split: the array's end and the keys after it.
 TAIL_BYTES = 4 * 1024 * 1024
 # A range is read with this much of what follows it, and more in steps of it while its end boundary
@@ -220,7 +223,7 @@ def collect_events(stream: EventStream, factory: Callable[[], C],
     if stream.progress:
         stream.progress(at)
     end = size - TAIL_BYTES
-    chunk = stream.chunk_bytes
+    chunk = min(stream.chunk_bytes, RANGE_BYTES)
     if end - at >= 2 * chunk:
         tasks = [RangeTask(str(stream.path), lo, min(lo + chunk, end), lo == at, chunk) for lo in range(at, end, chunk)]
         at, lines, last_newline = _run_ranges(tasks, range_fn, workers, collector, stream.progress, lines, last_newline)
@@ -291,6 +294,14 @@ def _accept_ranges(tasks: list[RangeTask], range_fn: Callable[[RangeTask], Range
                 i = queue.popleft()
                 running[i] = pool.submit(_spilled, range_fn, tasks[i], spill)
             front_busy = nxt in running and not running[nxt].done()
+            if front_busy and not queue:
+                # Nothing left to hand out: take back the last range a worker has not started (the
+                # pool cancels only those), rather than idle while the workers finish their queues.
+                for i in sorted(running, reverse=True):
+                    if i > nxt and running[i].cancel():
+                        del running[i]
+                        queue.append(i)
+                        break
             if front_busy and queue:
                 i = queue.pop()  # this process decodes too, from the back, while the front is worked on
                 here[i] = range_fn(tasks[i])
