@@ -303,6 +303,16 @@ def validate_columns(frame: pd.DataFrame, columns: dict[str, str], what: str) ->
             raise TimelineError(f"{what}: column {col!r} has dtype {actual}, contract says {dtype}")
 
 
+def category_mask(column: pd.Series, values: tuple[str, ...] | list[str]) -> np.ndarray:
+    """`column.isin(values)` for a categorical column, as one lookup of its codes in a per-category
+    table (the table has millions of rows and a handful of categories)."""
+    categories = column.cat.categories
+    table = np.zeros(len(categories) + 1, dtype=bool)  # the last slot: code -1 (missing) -> False
+    at = categories.get_indexer(list(values))
+    table[at[at >= 0]] = True
+    return table[column.cat.codes.to_numpy()]
+
+
 @dataclass
 class Timeline:
     events: pd.DataFrame = field(default_factory=empty_events)
@@ -314,6 +324,9 @@ class Timeline:
     devices: list[DeviceInfo] = field(default_factory=list)
     host_logs: list[HostLogInfo] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # Selections analyses ask for many times (`gpu_work`), made once per events table.
+    _derived: dict[Any, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _derived_of: Any = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # Cheap (columns and dtypes only), so a host table built wrong fails where it is built.
@@ -408,11 +421,20 @@ class Timeline:
         mine = ev["rank"].to_numpy() == rank
         return ev if mine.all() else ev[mine]
 
+    def gpu_work(self, rank: int) -> pd.DataFrame:
+        """The rank's GPU work rows (GPU_WORK_KINDS), selected once per events table: figures ask for
+        them per device and per kind, and each fresh selection would scan millions of host rows."""
+        if self._derived_of is not self.events:
+            self._derived, self._derived_of = {}, self.events
+        key = ("gpu_work", rank)
+        if key not in self._derived:
+            ev = self.rank_events(rank)
+            self._derived[key] = ev[category_mask(ev["kind"], GPU_WORK_KINDS)]
+        return self._derived[key]
+
     def device_indices(self, rank: int) -> list[int]:
         """Devices of a rank that have GPU work, sorted."""
-        ev = self.rank_events(rank)
-        work = ev[ev["kind"].isin(GPU_WORK_KINDS).to_numpy()]
-        return sorted(int(d) for d in np.unique(work["device"].to_numpy()))
+        return sorted(int(d) for d in np.unique(self.gpu_work(rank)["device"].to_numpy()))
 
 
 def _validate_host_columns(frame: pd.DataFrame) -> None:

@@ -13,6 +13,6 @@ def name_flags(frame: pd.DataFrame, pattern: re.Pattern[str] | str) -> np.ndarra
     by category code: a trace has millions of events but a few thousand names."""
     regex = re.compile(pattern) if isinstance(pattern, str) else pattern
     names = frame["name"].cat.categories
-    hits = np.fromiter((bool(regex.search(str(n))) for n in names), dtype=bool, count=len(names))
-    codes = frame["name"].cat.codes.to_numpy()
-    return np.where(codes >= 0, hits[np.clip(codes, 0, None)] if len(hits) else False, False)
+    hits = np.zeros(len(names) + 1, dtype=bool)  # the last slot: code -1 (missing) -> False
+    hits[:-1] = np.fromiter((bool(regex.search(str(n))) for n in names), dtype=bool, count=len(names))
+    return hits[frame["name"].cat.codes.to_numpy()]

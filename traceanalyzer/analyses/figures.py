@@ -58,11 +58,12 @@ def steps(tl: Timeline, rank: int) -> Steps:
 
 def _gpu_work(tl: Timeline, rank: int, device: int | None = None,
               kinds: tuple[str, ...] = T.GPU_WORK_KINDS) -> pd.DataFrame:
-    ev = tl.rank_events(rank)
-    mask = ev["kind"].isin(kinds).to_numpy()
+    work = tl.gpu_work(rank)
+    mask = T.category_mask(work["kind"], kinds) if set(kinds) != set(T.GPU_WORK_KINDS) else None
     if device is not None:
-        mask = mask & (ev["device"].to_numpy() == device)
-    return ev[mask]
+        on_device = work["device"].to_numpy() == device
+        mask = on_device if mask is None else mask & on_device
+    return work if mask is None else work[mask]
 
 
 def _span(frame: pd.DataFrame) -> tuple[int, int] | None:

@@ -269,7 +269,7 @@ def rank_tracks(tl: Timeline, rank: int, window: Window, gap_sets: dict[int, Gap
     def blocks(mask: np.ndarray) -> Blocks:
         return coarsen(ts[mask], end[mask], names[mask], lo, hi, max_blocks)
 
-    gpu_work = kind.isin(T.GPU_WORK_KINDS).to_numpy()
+    gpu_work = T.category_mask(kind, T.GPU_WORK_KINDS)
     is_copy = (kind == T.MEMCPY).to_numpy()
     is_comm = (kind == T.KERNEL).to_numpy() & ev["comm"].to_numpy()
     devices = []
@@ -286,7 +286,7 @@ def rank_tracks(tl: Timeline, rank: int, window: Window, gap_sets: dict[int, Gap
     on_host = device_col < 0
     runtime = on_host & (kind == T.RUNTIME).to_numpy()
     host_sets = (
-        ("ops", on_host & kind.isin((T.CPU_OP, T.ANNOTATION)).to_numpy()),
+        ("ops", on_host & T.category_mask(kind, (T.CPU_OP, T.ANNOTATION))),
         ("dataloader", on_host & (kind == T.DATALOADER).to_numpy()),
         ("sync", runtime & name_flags(ev, HOST_SYNC_PATTERN)),
         ("copy", runtime & name_flags(ev, HOST_COPY_PATTERN)),
@@ -322,7 +322,7 @@ def count_rank_tracks(tl: Timeline, rank: int) -> int:
     n += int(ev["comm"].to_numpy().any())  # a communication lane
     on_host = ev["device"].to_numpy() < 0
     kind = ev["kind"]
-    n += int((on_host & kind.isin((T.CPU_OP, T.ANNOTATION)).to_numpy()).any())
+    n += int((on_host & T.category_mask(kind, (T.CPU_OP, T.ANNOTATION))).any())
     n += int((on_host & (kind == T.DATALOADER).to_numpy()).any())
     n += 2 * int((on_host & (kind == T.RUNTIME).to_numpy()).any())
     return n

@@ -201,7 +201,7 @@ def gap_evidence(host: H.HostActivity, lo: int, hi: int, cause: str) -> tuple[Ev
     mask = (ts < hi) & (end > lo_q)
     classes = _EVIDENCE_CLASSES.get(cause)
     if classes is not None:
-        mask &= ev["klass"].isin(classes).to_numpy()
+        mask &= T.category_mask(ev["klass"], classes)
     return _rank_names(ev[mask], lo, hi, sync=cause == H.SYNC)
 
 
@@ -220,6 +220,30 @@ def _rank_names(ev: pd.DataFrame, lo: int, hi: int, sync: bool = False) -> tuple
                  if share[i] > 0 or sync)
 
 
+def _gap_positions(host: H.HostActivity, d: DeviceAttribution) -> tuple[np.ndarray, np.ndarray]:
+    """For each of the host's events: the last gap of `d` (any cause) starting at or before its start
+    and its end (-1: none). Two binary searches of a million events, made once per device and reused
+    for every cause."""
+    key = ("gap_positions", d.device)
+    cached = host.cache.get(key)
+    if cached is None or cached[0] is not d.starts:
+        ts = host.events["ts_ns"].to_numpy()
+        end = ts + host.events["dur_ns"].to_numpy()
+        cached = host.cache[key] = (d.starts, np.searchsorted(d.starts, ts, side="right") - 1,
+                                    np.searchsorted(d.starts, end, side="right") - 1)
+    return cached[1], cached[2]
+
+
+def _cause_cover(d: DeviceAttribution, of_cause: np.ndarray, t: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """Length of the gaps flagged `of_cause` inside (-inf, t], given `at` (the last gap starting at or
+    before t): the gaps are sorted and disjoint, so those before `at` lie wholly before t."""
+    lengths = np.where(of_cause, d.ends - d.starts, 0)
+    before = np.r_[np.int64(0), np.cumsum(lengths)]
+    safe = np.clip(at, 0, None)
+    partial = np.clip(t - d.starts[safe], 0, lengths[safe])
+    return np.where(at >= 0, before[safe] + partial, 0)
+
+
 def _sum_by_name(ev: pd.DataFrame, inside: np.ndarray, dur: np.ndarray) -> tuple[list[str], np.ndarray, np.ndarray]:
     """`inside` and `dur` summed per event name, names in order of first appearance: grouped by the
     name column's category codes (integers), never by the strings of a million rows."""
@@ -235,8 +259,8 @@ def cause_evidence(host: H.HostActivity, devices: list[DeviceAttribution], cause
     """The host events behind all gaps of one cause; share = their time inside those gaps / that idle."""
     ev = host.events
     classes = _EVIDENCE_CLASSES.get(cause)
-    if classes is not None:
-        ev = ev[ev["klass"].isin(classes).to_numpy()]
+    rows = T.category_mask(ev["klass"], classes) if classes is not None else np.ones(len(ev), dtype=bool)
+    ev = ev[rows]
     if not len(ev):
         return ()
     code = _CAUSE_CODE[cause]
@@ -246,8 +270,11 @@ def cause_evidence(host: H.HostActivity, devices: list[DeviceAttribution], cause
     total = 0
     for d in devices:
         m = d.causes == code
+        if not m.any():
+            continue
         total += int((d.ends[m] - d.starts[m]).sum())
-        inside += iv.overlap_per_window((d.starts[m], d.ends[m]), ts, end)
+        at_start, at_end = (p[rows] for p in _gap_positions(host, d))
+        inside += _cause_cover(d, m, end, at_end) - _cause_cover(d, m, ts, at_start)
     if total <= 0:
         return ()
     names, inside_ns, dur_ns = _sum_by_name(ev, inside, np.maximum(end - ts, 1))

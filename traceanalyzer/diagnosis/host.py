@@ -7,7 +7,7 @@ original `name` (CUDA/HIP runtime call names, ATen op names), classified once pe
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -96,6 +96,8 @@ class HostActivity:
     copy_calls: iv.IntervalSet  # union of host->device copy calls (pageable ones block the host)
     any_activity: iv.IntervalSet  # union of all the threads' activity
     launch_calls: int  # runtime launch calls on the rank
+    # what evidence computes once per device and reuses for every cause (see attribution)
+    cache: dict = field(default_factory=dict, compare=False, repr=False)
 
 
 def launching_threads(tl: Timeline, rank: int) -> tuple[tuple[tuple[int, int], ...], str, int]:
@@ -118,15 +120,15 @@ def launching_threads(tl: Timeline, rank: int) -> tuple[tuple[tuple[int, int], .
 
     runtime = host & (kind == T.RUNTIME).to_numpy()
     launches = threads_of(runtime & name_flags(ev, LAUNCH_CALL)) if runtime.any() else threads_of(runtime)
-    loop_threads = _threads_by_count(threads_of(host & kind.isin((T.STEP, T.DATALOADER)).to_numpy()))
+    loop_threads = _threads_by_count(threads_of(host & T.category_mask(kind, (T.STEP, T.DATALOADER))))
     if len(launches):
         counts = launches.groupby(["pid", "tid"], observed=True).size()
         keep = counts[counts >= LAUNCH_THREAD_MIN_SHARE * counts.sum()].sort_values(ascending=False)
         threads = [(int(p), int(t)) for p, t in keep.index]
         threads += [t for t in loop_threads if t not in threads]
         return tuple(threads), "launches", len(launches)
-    for mask, basis in ((runtime, "runtime"), (host & kind.isin((T.STEP, T.DATALOADER)).to_numpy(), "steps"),
-                        (host & kind.isin(_ACTIVITY_KINDS).to_numpy(), "busiest")):
+    for mask, basis in ((runtime, "runtime"), (host & T.category_mask(kind, (T.STEP, T.DATALOADER)), "steps"),
+                        (host & T.category_mask(kind, _ACTIVITY_KINDS), "busiest")):
         ranked = _threads_by_count(threads_of(mask))
         if ranked:
             return (ranked[0],), basis, 0
@@ -150,7 +152,7 @@ def host_activity(tl: Timeline, rank: int) -> HostActivity:
         mine = np.zeros(len(ev), dtype=bool)
         for p, t in threads:
             mine |= (pid == p) & (tid == t)
-        mine &= ev["kind"].isin(_ACTIVITY_KINDS).to_numpy()
+        mine &= T.category_mask(ev["kind"], _ACTIVITY_KINDS)
         rows = np.flatnonzero(mine)
     else:
         rows = np.zeros(0, dtype=np.intp)
@@ -161,7 +163,7 @@ def host_activity(tl: Timeline, rank: int) -> HostActivity:
     # First-call costs only among operators and runtime calls: python frames and annotations nest under
     # one name (the outermost `_call_impl` spans the whole model), so their first call is not an outlier.
     is_startup = name_flags(events, STARTUP_CALL) | (first_call_costs(events)
-                                                     & kind.isin((T.CPU_OP, T.RUNTIME)).to_numpy())
+                                                     & T.category_mask(kind, (T.CPU_OP, T.RUNTIME)))
     is_loader = (kind == T.DATALOADER).to_numpy() & ~is_startup
     is_comm = name_flags(events, COMM_CALL) & ~is_loader & ~is_startup
     is_alloc = name_flags(events, ALLOC_CALL) & ~is_startup & ~is_comm

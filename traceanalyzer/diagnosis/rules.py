@@ -492,8 +492,7 @@ def _no_gpu_reason(tl: Timeline, rank: int) -> str:
 
 # --- small helpers ------------------------------------------------------------------------------------
 def _gpu_events(tl: Timeline, rank: int, devices: list[A.DeviceAttribution]) -> int:
-    ev = tl.rank_events(rank)
-    work = ev[ev["kind"].isin(T.GPU_WORK_KINDS).to_numpy()]
+    work = tl.gpu_work(rank)
     ts = work["ts_ns"].to_numpy()
     dev = work["device"].to_numpy()
     n = 0

@@ -695,7 +695,7 @@ def _devices(header: dict[str, Any], events: pd.DataFrame, memory: pd.DataFrame)
         for entry in props:
             if isinstance(entry, dict) and int_or_none(entry.get("id")) is not None:
                 by_id[int(entry["id"])] = entry
-    work = events["kind"].isin(T.GPU_WORK_KINDS).to_numpy()
+    work = T.category_mask(events["kind"], T.GPU_WORK_KINDS)
     gpu_memory = (memory["device_type"] == T.MEMORY_GPU).to_numpy() & (memory["device"].to_numpy() >= 0)
     used = sorted({int(d) for d in np.unique(events["device"].to_numpy()[work])}
                   | {int(d) for d in np.unique(memory["device"].to_numpy()[gpu_memory])})
