@@ -4,6 +4,7 @@ against a bare `orjson.loads` of the same file, measured in one run.
 
     python benchmarks/many_ranks.py            # 16 ranks of ~100 MB, one 1 GiB trace
     python benchmarks/many_ranks.py --quick    # 16 ranks of ~10 MB, one 100 MiB trace
+    python benchmarks/many_ranks.py --repeat 3 --huge-mb 4096   # as quoted in the README
 
 Rank files are replicas of the corpus' largest Kineto trace (see bench_large.build_replica), one
 copy per rank, analysed as one job (--force-job: the copies carry the same rank number). Every
@@ -18,6 +19,7 @@ import argparse
 import math
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 from collections.abc import Callable
@@ -44,6 +46,10 @@ def best(cmd: list[str], env: dict[str, str] | None, repeat: int,
 def report(paths: list[Path], out: Path, *extra: str) -> list[str]:
     return [sys.executable, "-m", "traceanalyzer", "report", *map(str, paths), "--force-job", "--format", "json",
             "-o", str(out), "--force", "-q", *extra]
+
+
+def _of(n: int) -> str:
+    return f", median of {n}" if n > 1 else ""
 
 
 def main() -> None:
@@ -122,16 +128,28 @@ def main() -> None:
             big = work / "big.json"
             copies, bbytes = build_replica(source, big, args.big_mb * MB)
             label = f"1 trace, {bbytes / 1e6:.0f} MB"
-            tb, rssb, _ = measure([sys.executable, "-c", ORJSON_LOAD, str(big)])
-            rows.append((label, "orjson.loads (bare), baseline", tb, rssb, 1.0, rssb / bbytes))
+            # orjson, --jobs 1 and --jobs 2 in turn, `--repeat` times: each report is compared with the
+            # baseline measured just before it (the machine's speed drifts over minutes), the median
+            # of those ratios is quoted.
+            turns: list[tuple[tuple[float, int, int], ...]] = []
+            for _ in range(n):
+                turns.append((measure([sys.executable, "-c", ORJSON_LOAD, str(big)]),
+                              measure(report([big], out, "--no-cache", "--jobs", "1"), env=env),
+                              measure(report([big], out, "--no-cache", "--jobs", "2"), env=env)))
+            tb, rssb = statistics.median(t[0][0] for t in turns), max(t[0][1] for t in turns)
+            rows.append((label, "orjson.loads (bare), baseline" + _of(n), tb, rssb, 1.0, rssb / bbytes))
             big_runs = {}
-            for jobs in ("1", "2"):  # --jobs 2: its ranges decoded by two processes
-                t, rss, rc = measure(report([big], out, "--no-cache", "--jobs", jobs), env=env)
+            for k, jobs in ((1, "1"), (2, "2")):  # --jobs 2: its ranges decoded by two processes
+                t = statistics.median(turn[k][0] for turn in turns)
+                rss, rc = max(turn[k][1] for turn in turns), max(turn[k][2] for turn in turns)
+                ratio = statistics.median(turn[k][0] / turn[0][0] for turn in turns)
                 big_runs[jobs] = t
-                rows.append((label, f"report --jobs {jobs} --no-cache" + (" (FAILED)" if rc else ""), t, rss,
-                             t / tb, rss / bbytes))
-                summary.append(f"one big trace, --jobs {jobs}: report / orjson.loads = {t / tb:.2f}x the time, "
-                               f"peak RSS (all processes) {rss / bbytes:.2f}x the file")
+                rows.append((label, f"report --jobs {jobs} --no-cache" + _of(n) + (" (FAILED)" if rc else ""), t, rss,
+                             ratio, rss / bbytes))
+                summary.append(f"one big trace, --jobs {jobs}: report / orjson.loads = {ratio:.2f}x the time"
+                               + (f" (median of {n} ratios, each to the baseline just before it: "
+                                  + ", ".join(f"{turn[k][0] / turn[0][0]:.2f}" for turn in turns) + ")" if n > 1 else "")
+                               + f", peak RSS (all processes) {rss / bbytes:.2f}x the file")
             summary.append(f"one big trace: --jobs 2 / --jobs 1 = {big_runs['2'] / big_runs['1']:.2f}x the time")
             big.unlink()
         if args.huge_mb:  # no orjson baseline: it would need several times the machine's memory
