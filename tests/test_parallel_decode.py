@@ -294,9 +294,8 @@ def test_a_range_starts_warm_only_below_the_name_limit(monkeypatch):
 
 
 def test_warm_ranges_in_one_process_give_the_streamed_table(tmp_path, monkeypatch, split_small_files):
-    """Every range but the first decoded here from the back of the file, each starting with the names
-    of the range after it: names the front has not reached yet must not enter the table early."""
-    monkeypatch.setattr(chrome_parallel, "ProcessPoolExecutor", _IdleWorkerExecutor)
+    """Every range decoded here, one after another, each starting with the names of the one before."""
+    monkeypatch.setattr(chrome_parallel, "ProcessPoolExecutor", _HereExecutor)
     monkeypatch.setattr(kineto, "_LAST_RANGE", None)
     path = tmp_path / "t.json"
     path.write_text(json.dumps(big_tricky_doc()))
