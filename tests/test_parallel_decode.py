@@ -282,23 +282,3 @@ def test_ranges_a_worker_has_not_started_are_taken_back(tmp_path, monkeypatch, s
     pool = pools[0]
     # every range but the first (which the worker holds) came back here
     assert pool.submitted >= 3 and pool.cancelled == pool.submitted - 1
-
-
-def test_a_range_starts_warm_only_below_the_name_limit(monkeypatch):
-    last = kineto._Collector()
-    last.names.codes(["a", "b", "c"])
-    monkeypatch.setattr(kineto, "_LAST_RANGE", last)
-    assert kineto._warm_collector().names.values == ["a", "b", "c"]
-    monkeypatch.setattr(kineto, "WARM_MAX_NAMES", 2)  # a trace of endless distinct names: no copying
-    assert kineto._warm_collector().names.values == []
-
-
-def test_warm_ranges_in_one_process_give_the_streamed_table(tmp_path, monkeypatch, split_small_files):
-    """Every range decoded here, one after another, each starting with the names of the one before."""
-    monkeypatch.setattr(chrome_parallel, "ProcessPoolExecutor", _HereExecutor)
-    monkeypatch.setattr(kineto, "_LAST_RANGE", None)
-    path = tmp_path / "t.json"
-    path.write_text(json.dumps(big_tricky_doc()))
-    one, two = read_both(path)
-    assert_same(one, two)
-    assert kineto._LAST_RANGE is not None and len(kineto._LAST_RANGE.names.values) > 3
