@@ -64,11 +64,6 @@ class Interner:
             return self.codes([v if isinstance(v, str) or v is None else _short_str(v) for v in values])
         return np.fromiter(map(local.__getitem__, values), dtype=np.int32, count=n)
 
-    def copy(self) -> Interner:
-        out = Interner()
-        out._index, out.values, out._cut = dict(self._index), list(self.values), set(self._cut)
-        return out
-
     def categorical(self, codes: np.ndarray) -> pd.Categorical:
         return pd.Categorical.from_codes(codes.astype(np.int32), categories=pd.Index(self.values, dtype=object))
 

@@ -206,29 +206,7 @@ def _paused_gc(fn: Callable[[], _Collector]) -> _Collector:
 
 def decode_range_task(task: RangeTask) -> RangeResult:
     """One range of a big file decoded into typed columns (run by `chrome_parallel`'s workers)."""
-    global _LAST_RANGE
-    result = decode_range(task, TYPED_DECODER, _warm_collector)
-    _LAST_RANGE = result.part
-    return result
-
-
-# The collector of the last range this process decoded: the next range starts with its names and
-# their facts (a range repeats most names of the one before; looking each up and classifying it
-# again, range after range, cost more than a second per GB). Not past WARM_MAX_NAMES names, so a
-# trace of endless distinct names is not copied over and over.
-_LAST_RANGE: _Collector | None = None
-WARM_MAX_NAMES = 100_000
-_WARM_PARTS = ("name", "cat")  # the interned columns a warm collector starts with (every value is a row's)
-
-
-def _warm_collector() -> _Collector:
-    out = _Collector()
-    last = _LAST_RANGE
-    if last is not None and len(last.names.values) <= WARM_MAX_NAMES:
-        out.names, out.cats = last.names.copy(), last.cats.copy()
-        out.copy_kinds = last.copy_kinds.copy()  # (groups start fresh: few, and not all kept in rows)
-        out.facts = last.facts.copy()
-    return out
+    return decode_range(task, TYPED_DECODER, _Collector)
 
 
 def _timeline(cols: _Collector, header: dict[str, Any], path: Path, fmt: str) -> Timeline:
@@ -305,11 +283,6 @@ class _NameFacts:
         self.comm = np.zeros(0, dtype=bool)
         self.kind = np.zeros(0, dtype=np.int8)  # by category: T.EVENT_KINDS index
         self.arg_direction = np.zeros(0, dtype=np.int8)  # by "kind" arg value
-
-    def copy(self) -> _NameFacts:
-        out = _NameFacts()
-        out.__dict__.update(self.__dict__)  # numpy arrays are replaced, never changed in place, by update
-        return out
 
     def update(self, names: list[str], cats: list[str], copy_kinds: list[str]) -> None:
         if len(names) > self.n_names:
@@ -484,18 +457,7 @@ class _Collector:
         another process): its interned codes are mapped onto this collector's."""
         for key, mine, theirs in (("name", self.names, later.names), ("cat", self.cats, later.cats),
                                   ("group", self.groups, later.groups)):
-            # Only the values `later`'s rows use, in the order they first appear there (a collector
-            # started warm also holds the names of ranges before it): the codes this one gives new
-            # values are those a fresh collector's would have had.
-            if key in _WARM_PARTS:
-                used = np.concatenate(later.parts[key]) if later.parts[key] else np.zeros(0, dtype=np.int32)
-                values, first = np.unique(used, return_index=True)
-                order = values[np.argsort(first, kind="stable")].tolist()
-            else:
-                order = list(range(len(theirs.values)))
-            codes = np.zeros(len(theirs.values), dtype=np.int32)
-            for v in order:
-                codes[v] = mine.code(theirs.values[v])
+            codes = np.fromiter(map(mine.code, theirs.values), dtype=np.int32, count=len(theirs.values))
             self.parts[key].extend(codes[p] for p in later.parts[key])
         for value in later.copy_kinds.values:  # rows hold directions; the values only count cut names
             self.copy_kinds.code(value)
