@@ -79,3 +79,11 @@ def test_evidence_sums_per_name_in_order_of_first_appearance():
     names, inside, dur = A._sum_by_name(ev, np.array([1, 2, 3, 4]), np.array([10, 20, 30, 40]))
     assert names == ["z", "y", "x"]
     assert inside.tolist() == [4, 2, 4] and dur.tolist() == [40, 20, 40]
+
+
+def test_category_mask_equals_isin_and_leaves_missing_values_out():
+    column = pd.Series(pd.Categorical(["kernel", None, "cpu_op", "memcpy", "kernel"],
+                                      categories=list(T.EVENT_KINDS)))
+    assert T.category_mask(column, T.GPU_WORK_KINDS).tolist() == column.isin(T.GPU_WORK_KINDS).tolist()
+    assert T.category_mask(column, ("kernel", "not a kind")).tolist() == [True, False, False, False, True]
+    assert T.category_mask(column, T.GPU_WORK_KINDS).tolist() == [True, False, False, True, True]

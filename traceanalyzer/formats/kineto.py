@@ -15,7 +15,6 @@ import gc
 import re
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from itertools import compress, repeat
 from operator import attrgetter, eq
 from pathlib import Path
@@ -508,7 +507,7 @@ class _Collector:
     def frame(self, base_ns: int) -> pd.DataFrame:
         """The events table: the chunks joined; rows with values no real capture holds dropped and
         counted (times beyond the plausible range only once the base time is known)."""
-        p = _joined(self.parts)
+        p = {k: (np.concatenate(v) if v else np.zeros(0, dtype=np.int64)) for k, v in self.parts.items()}
         n = len(p["ts"])
         cat_codes = p["cat"].astype(np.intp)
         counts: Any = np.bincount(cat_codes, minlength=len(self.cats.values)) if n else []
@@ -547,19 +546,6 @@ class _Collector:
             "pinned": k(p["pinned"]), "comm": k(p["comm"]), "correlation": k(p["correlation"]),
             "comm_group": self.groups.categorical(k(p["group"]).astype(np.int32)),
         })
-
-
-def _joined(parts: dict[str, list[np.ndarray]]) -> dict[str, np.ndarray]:
-    """Each column's chunks joined into one array. Many chunks (a big file): columns joined by two
-    threads (numpy copies without holding the interpreter lock, and a fresh array's first touch of
-    its memory is the kernel's work), else here."""
-    def join(v: list[np.ndarray]) -> np.ndarray:
-        return np.concatenate(v) if v else np.zeros(0, dtype=np.int64)
-
-    if len(parts.get("ts", ())) < 8:
-        return {k: join(v) for k, v in parts.items()}
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        return dict(zip(parts, pool.map(join, parts.values())))
 
 
 _PH, _TS, _DUR, _NAME, _CAT, _PID, _TID = (attrgetter(a) for a in ("ph", "ts", "dur", "name", "cat", "pid", "tid"))
