@@ -65,7 +65,8 @@ class Interner:
         return np.fromiter(map(local.__getitem__, values), dtype=np.int32, count=n)
 
     def categorical(self, codes: np.ndarray) -> pd.Categorical:
-        return pd.Categorical.from_codes(codes.astype(np.int32), categories=pd.Index(self.values, dtype=object))
+        return pd.Categorical.from_codes(codes.astype(np.int32, copy=False),
+                                         categories=pd.Index(self.values, dtype=object))
 
 
 def _short_str(value: Any) -> str:

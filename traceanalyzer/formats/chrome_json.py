@@ -217,7 +217,7 @@ def _decode(piece: Any, decoder: msgspec.json.Decoder | None) -> list[Any]:
     try:
         if decoder is not None:
             try:
-                return decoder.decode(piece)  # type: ignore[no-any-return]
+                return decoder.decode(_unchanging(piece))  # type: ignore[no-any-return]
             except msgspec.ValidationError:
                 pass  # a value of an unexpected type somewhere in the piece: decode it loosely
         try:
@@ -230,6 +230,15 @@ def _decode(piece: Any, decoder: msgspec.json.Decoder | None) -> list[Any]:
         return _decode(fixed, decoder)
     except RecursionError:
         raise NestingError("JSON nested too deeply inside an event") from None
+
+
+def _unchanging(piece: Any) -> Any:
+    """`piece`, or a copy of it where it is a view of a buffer that may later be resized or
+    overwritten: typed structs keep undecoded values (msgspec.Raw) that point into what they were
+    decoded from."""
+    if isinstance(piece, bytes) or (isinstance(piece, memoryview) and isinstance(piece.obj, bytes)):
+        return piece
+    return bytes(piece)
 
 
 def _decode_one_by_one(piece: Any) -> list[Any]:

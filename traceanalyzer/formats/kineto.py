@@ -119,9 +119,25 @@ class KinetoArgs(msgspec.Struct, gc=False):
     mem_bytes: Any = msgspec.field(default=None, name="Bytes")
 
 
+# The same keys, any JSON value: what args of an unexpected type are read as (the columns then
+# coerce them as the loose path does); null: no args.
+_LooseKinetoArgs = msgspec.defstruct(
+    "_LooseKinetoArgs", [(f.name, Any, f.default) for f in msgspec.structs.fields(KinetoArgs)],
+    rename={f.name: f.encode_name for f in msgspec.structs.fields(KinetoArgs)}, gc=False)
+_ARGS_DECODER = msgspec.json.Decoder(list[KinetoArgs])
+_ONE_ARGS_DECODER = msgspec.json.Decoder(KinetoArgs)
+_LOOSE_ARGS_DECODER = msgspec.json.Decoder(_LooseKinetoArgs | None)
+_NO_ARGS = msgspec.Raw(b"{}")
+
+
 class KinetoEvent(msgspec.Struct, gc=False):
     """A Kineto event, typed. A piece of the events array with a value of another type (a null,
-    a string ts) fails validation and is decoded into loose `ChromeEvent`s instead."""
+    a string ts) fails validation and is decoded into loose `ChromeEvent`s instead.
+
+    `args` stays undecoded JSON: most events are operators and python frames whose args hold no key
+    this reader uses, and building a struct for each cost a quarter of the decoding. The args of the
+    events that need them are decoded together (`_decode_args`). The struct then refers to the
+    bytes it was decoded from, so the typed decoder is given bytes that never change (`_decode`)."""
 
     ph: str | None = None
     name: str = ""
@@ -130,10 +146,41 @@ class KinetoEvent(msgspec.Struct, gc=False):
     tid: int | str = -1
     ts: float = float("nan")
     dur: float = float("nan")
-    args: KinetoArgs = msgspec.field(default_factory=KinetoArgs)
+    args: msgspec.Raw = _NO_ARGS
 
 
 TYPED_DECODER = msgspec.json.Decoder(list[KinetoEvent])
+
+
+def _decode_args(raws: list[msgspec.Raw]) -> tuple[list[Any], list[int]]:
+    """The args of some events, decoded (one call for all in the usual case), and the positions of
+    those that are no JSON object (the event is malformed, as the loose path counts it). Values of
+    an unexpected type come back loosely typed; null or absent args as the defaults."""
+    if not raws:
+        return [], []
+    try:
+        return _ARGS_DECODER.decode(b"[" + b",".join(raws) + b"]"), []
+    except (msgspec.ValidationError, UnicodeDecodeError):
+        pass
+    out: list[Any] = []
+    bad: list[int] = []
+    for i, raw in enumerate(raws):
+        text: Any = raw
+        try:
+            out.append(_ONE_ARGS_DECODER.decode(text))
+            continue
+        except msgspec.ValidationError:
+            pass
+        except UnicodeDecodeError:  # invalid UTF-8 in a value: replaced, as in the rest of the file
+            DECODE_NOTES["invalid_utf8"] += 1
+            text = bytes(raw).decode("utf-8", "replace").encode("utf-8")
+        try:
+            args = _LOOSE_ARGS_DECODER.decode(text)
+        except msgspec.ValidationError:  # not an object: the event is malformed
+            bad.append(i)
+            args = None
+        out.append(KinetoArgs() if args is None else args)
+    return out, bad
 
 
 def read(path: Path, data: bytes, options: ReadOptions) -> Timeline:
@@ -307,6 +354,10 @@ class _NameFacts:
 _KIND_CODE = {k: np.int8(i) for i, k in enumerate(T.EVENT_KINDS)}
 _COPY_CODE = {k: np.int8(i) for i, k in enumerate(T.COPY_KINDS)}
 _DEVICE_KIND = np.array([k in T.DEVICE_KINDS for k in T.EVENT_KINDS])
+# Events of these categories carry no args key this reader uses (operators, python frames and
+# annotations hold ids of their own and input shapes, never a correlation or a device): their args
+# are not decoded. Every other category's are (runtime calls, GPU work, and any category not known).
+_ARGS_READ = np.array([k not in (T.CPU_OP, T.PYTHON, T.ANNOTATION) for k in T.EVENT_KINDS])
 # The columns a chunk leaves, and those holding interned codes (remapped when collectors merge).
 _PARTS = ("ts", "dur", "ts_ns", "dur_ns", "name", "cat", "kind", "step", "device", "stream", "pid", "tid",
           "bytes", "copy_kind", "pinned", "comm", "correlation", "bad_id", "bad_device", "group")
@@ -373,41 +424,61 @@ class _Collector:
                                  count=len(args))
         _message_bytes(nbytes, args, collective)
         group = _group_codes(self.groups, args)
+        self.facts.update(self.names.values, self.cats.values, self.copy_kinds.values)
+        correlation = to_int_id([a.correlation if a is not None else None for a in args])
+        correlation[~_ARGS_READ[self.facts.kind[cats]]] = -1  # as the typed path: args not read there
         self._add_rows(ts, dur, names, cats,
                        pid=to_int_id([e.pid for e in xs]), tid=to_int_id([e.tid for e in xs]),
                        device=to_int_id([a.device if a is not None else None for a in args]),
                        stream=to_int_id([a.stream if a is not None else None for a in args]),
                        nbytes=nbytes,
-                       correlation=to_int_id([a.correlation if a is not None else None for a in args]),
+                       correlation=correlation,
                        copy_kind=self.copy_kinds.codes([a.kind if a is not None else None for a in args]),
                        collective=collective, group=group)
 
     def _add_typed(self, xs: list[KinetoEvent]) -> None:
-        """`add` for typed structs: the same columns, one C-level pass per field."""
+        """`add` for typed structs: the same columns, one C-level pass per field; args decoded only
+        for the events whose category's args are read (`_ARGS_READ`)."""
         n = len(xs)
+        cats = self.cats.codes(list(map(_CAT, xs)))
+        self.facts.update(self.names.values, self.cats.values, self.copy_kinds.values)
+        kinds = self.facts.kind[cats]
+        read = np.flatnonzero(_ARGS_READ[kinds])
+        args, bad = _decode_args([xs[i].args for i in read.tolist()])
+        if bad:  # args that are no JSON object: those events dropped, counted as malformed
+            DECODE_NOTES["malformed_event"] += len(bad)
+            self.events_read -= len(bad)
+            drop = set(read[bad].tolist())
+            xs = [e for i, e in enumerate(xs) if i not in drop]
+            if xs:
+                self._add_typed(xs)
+            return
         ts = np.fromiter(map(_TS, xs), np.float64, count=n)
         dur = np.fromiter(map(_DUR, xs), np.float64, count=n)
         names = self.names.codes(list(map(_NAME, xs)))
-        cats = self.cats.codes(list(map(_CAT, xs)))
         self.facts.update(self.names.values, self.cats.values, self.copy_kinds.values)
-        on_device = np.flatnonzero(_DEVICE_KIND[self.facts.kind[cats]])
+        correlation = np.full(n, -1, dtype=np.int64)
+        correlation[read] = _ids(args, _A_CORRELATION)
         device = np.full(n, -1, dtype=np.int64)
         stream = np.full(n, -1, dtype=np.int64)
         nbytes = np.full(n, -1, dtype=np.int64)
         copy_kind = np.zeros(n, dtype=np.int32)
         collective = np.zeros(n, dtype=bool)
         group = np.zeros(n, dtype=np.int32)
+        on_device = np.flatnonzero(_DEVICE_KIND[kinds])  # device kinds are among those whose args are read
         if len(on_device):
-            sub = [xs[i] for i in on_device.tolist()]
-            device[on_device] = _ids(sub, _DEVICE)
-            stream[on_device] = _ids(sub, _STREAM)
-            nbytes[on_device] = _ids(sub, _BYTES)
-            copy_kind[on_device] = self.copy_kinds.codes(list(map(_KIND, sub)))
-            collective[on_device] = [c is not None for c in map(_COLLECTIVE, sub)]
-            _message_bytes(nbytes, [e.args for e in xs], collective)
-            group[on_device] = _group_codes(self.groups, [e.args for e in sub])
+            sub = [args[i] for i in np.searchsorted(read, on_device).tolist()]
+            device[on_device] = _ids(sub, _A_DEVICE)
+            stream[on_device] = _ids(sub, _A_STREAM)
+            sub_bytes = _ids(sub, _A_BYTES)
+            copy_kind[on_device] = self.copy_kinds.codes(list(map(_A_KIND, sub)))
+            sub_collective = np.array([c is not None for c in map(_A_COLLECTIVE, sub)], dtype=bool)
+            _message_bytes(sub_bytes, sub, sub_collective)
+            nbytes[on_device] = sub_bytes
+            collective[on_device] = sub_collective
+            group[on_device] = _group_codes(self.groups, sub)
         self._add_rows(ts, dur, names, cats, pid=_ids(xs, _PID), tid=_ids(xs, _TID), device=device, stream=stream,
-                       nbytes=nbytes, correlation=_ids(xs, _CORRELATION), copy_kind=copy_kind, collective=collective,
+                       nbytes=nbytes, correlation=correlation, copy_kind=copy_kind, collective=collective,
                        group=group)
 
     def _add_rows(self, ts: np.ndarray, dur: np.ndarray, names: np.ndarray, cats: np.ndarray, *, pid: np.ndarray,
@@ -471,10 +542,20 @@ class _Collector:
     def _add_memory(self, chunk: list[Any], phs: list[Any]) -> None:
         """The "[memory]" instants of a chunk, as columns (the other instants stay not kept)."""
         mem = [e for e in compress(chunk, map(_IS_INSTANT, phs)) if e.name == MEMORY_EVENT and e.args is not None]
+        if mem and type(mem[0]) is KinetoEvent:  # typed: args still undecoded
+            args, bad = _decode_args([e.args for e in mem])
+            if bad:  # args that are no JSON object: malformed events, not instants
+                DECODE_NOTES["malformed_event"] += len(bad)
+                self.events_read -= len(bad)
+                self.not_kept["instant"] -= len(bad)
+                drop = set(bad)
+                mem = [e for i, e in enumerate(mem) if i not in drop]
+                args = [a for i, a in enumerate(args) if i not in drop]
+        else:
+            args = [e.args for e in mem]
         if not mem:
             return
         self.not_kept["instant"] -= len(mem)
-        args = [e.args for e in mem]
         self.memory_parts.append((
             to_float([e.ts for e in mem]),
             np.array([_memory_device_type(a.device_type) for a in args], dtype=np.int8),
@@ -506,51 +587,79 @@ class _Collector:
 
     def frame(self, base_ns: int) -> pd.DataFrame:
         """The events table: the chunks joined; rows with values no real capture holds dropped and
-        counted (times beyond the plausible range only once the base time is known)."""
-        p = {k: (np.concatenate(v) if v else np.zeros(0, dtype=np.int64)) for k, v in self.parts.items()}
+        counted (times beyond the plausible range only once the base time is known).
+
+        Called once: each column's chunks are released as soon as they are joined, and the joined
+        columns are modified in place, so that a GB-size trace's rows are never held twice over
+        (on a small machine, fresh memory is what the end of a big read spends its time on)."""
+        p: dict[str, np.ndarray] = {}
+        for key in list(self.parts):
+            chunks = self.parts.pop(key)
+            p[key] = np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.int64)
+            del chunks
         n = len(p["ts"])
-        cat_codes = p["cat"].astype(np.intp)
+        cat_codes = p["cat"]
         counts: Any = np.bincount(cat_codes, minlength=len(self.cats.values)) if n else []
         for value, count in zip(self.cats.values, counts):
             if count:
                 self.categories[value] += int(count)
-        ts = p["ts"].astype(np.float64, copy=False)
-        dur = p["dur"].astype(np.float64, copy=False)
-        abs_us = ts + base_ns / 1000.0
-        bad = {
-            "time_out_of_range": np.isfinite(ts) & (np.abs(abs_us) > MAX_ABS_TIME_US),
-            "no_duration": ~np.isfinite(dur) & np.isfinite(ts),
-            "duration_out_of_range": np.isfinite(dur) & (dur > MAX_DURATION_US),
-            "id_out_of_range": p["bad_id"].astype(bool),
-            "device_id_out_of_range": p["bad_device"].astype(bool),
+        ts = p.pop("ts").astype(np.float64, copy=False)
+        dur = p.pop("dur").astype(np.float64, copy=False)
+        finite_ts = np.isfinite(ts)
+        finite_dur = np.isfinite(dur)
+        # The common case first: every value in range (a min/max per column, no mask per reason).
+        lo, hi = (float(np.min(ts[finite_ts])), float(np.max(ts[finite_ts]))) if finite_ts.any() else (0.0, 0.0)
+        clean = {
+            "time_out_of_range": max(abs(lo + base_ns / 1000.0), abs(hi + base_ns / 1000.0)) <= MAX_ABS_TIME_US,
+            "no_duration": bool(finite_dur.all()),
+            "duration_out_of_range": not finite_dur.any() or float(np.max(dur[finite_dur])) <= MAX_DURATION_US,
+            "id_out_of_range": not p["bad_id"].any(),
+            "device_id_out_of_range": not p["bad_device"].any(),
         }
         drop = np.zeros(n, dtype=bool)
-        for reason, mask in bad.items():
+        for reason, is_clean in clean.items():  # in this order: a row is counted for its first reason
+            if is_clean:
+                continue
+            if reason == "time_out_of_range":
+                mask = finite_ts & (np.abs(ts + base_ns / 1000.0) > MAX_ABS_TIME_US)
+            elif reason == "no_duration":
+                mask = ~finite_dur & finite_ts
+            elif reason == "duration_out_of_range":
+                mask = finite_dur & (dur > MAX_DURATION_US)
+            else:
+                mask = p["bad_id" if reason == "id_out_of_range" else "bad_device"].astype(bool)
             mask &= ~drop
             if mask.any():
                 self.dropped[reason] += int(mask.sum())
             drop |= mask
-        keep = ~drop
-        ts_ns = np.where(keep, p["ts_ns"], 0) + np.int64(base_ns)
-        ts_ns = np.where(np.isnan(ts), np.iinfo(np.int64).min, ts_ns)
-        dur_ns = np.where(np.isnan(dur) | ~keep, 0, p["dur_ns"])
-        k = (lambda a: a[keep]) if drop.any() else (lambda a: a)
+        # Times in place: the base added (a dropped row's value may wrap; it is dropped below), a row
+        # without a time marked for `_drop_bad`, a missing duration 0.
+        ts_ns = p["ts_ns"]
+        if base_ns:
+            ts_ns += np.int64(base_ns)
+        ts_ns[np.isnan(ts)] = np.iinfo(np.int64).min
+        dur_ns = p["dur_ns"]
+        dur_ns[np.isnan(dur)] = 0
+        del ts, dur, finite_ts, finite_dur
+        if drop.any():
+            keep = ~drop
+            p = {key: value[keep] for key, value in p.items()}
         return T.events_frame({
-            "ts_ns": k(ts_ns), "dur_ns": k(dur_ns),
-            "kind": pd.Categorical.from_codes(k(p["kind"].astype(np.int8)), categories=T.EVENT_KINDS),
-            "name": self.names.categorical(k(p["name"]).astype(np.int32)),
-            "category": self.cats.categorical(k(cat_codes).astype(np.int32)),
-            "rank": 0, "device": k(p["device"]), "stream": k(p["stream"]), "pid": k(p["pid"]), "tid": k(p["tid"]),
-            "step": k(p["step"]), "bytes": k(p["bytes"]),
-            "copy_kind": pd.Categorical.from_codes(k(p["copy_kind"].astype(np.int8)), categories=T.COPY_KINDS),
-            "pinned": k(p["pinned"]), "comm": k(p["comm"]), "correlation": k(p["correlation"]),
-            "comm_group": self.groups.categorical(k(p["group"]).astype(np.int32)),
+            "ts_ns": p["ts_ns"], "dur_ns": p["dur_ns"],
+            "kind": pd.Categorical.from_codes(p["kind"].astype(np.int8, copy=False), categories=T.EVENT_KINDS),
+            "name": self.names.categorical(p["name"]),
+            "category": self.cats.categorical(p["cat"]),
+            "rank": 0, "device": p["device"], "stream": p["stream"], "pid": p["pid"], "tid": p["tid"],
+            "step": p["step"], "bytes": p["bytes"],
+            "copy_kind": pd.Categorical.from_codes(p["copy_kind"].astype(np.int8, copy=False), categories=T.COPY_KINDS),
+            "pinned": p["pinned"], "comm": p["comm"], "correlation": p["correlation"],
+            "comm_group": self.groups.categorical(p["group"]),
         })
 
 
 _PH, _TS, _DUR, _NAME, _CAT, _PID, _TID = (attrgetter(a) for a in ("ph", "ts", "dur", "name", "cat", "pid", "tid"))
-_DEVICE, _STREAM, _BYTES, _CORRELATION, _KIND, _COLLECTIVE = (
-    attrgetter(f"args.{a}") for a in ("device", "stream", "bytes", "correlation", "kind", "collective"))
+_A_DEVICE, _A_STREAM, _A_BYTES, _A_CORRELATION, _A_KIND, _A_COLLECTIVE = (
+    attrgetter(a) for a in ("device", "stream", "bytes", "correlation", "kind", "collective"))
 
 
 # Bytes per element of the dtypes NCCL kernels record ("dtype" arg, torch's scalar type names).
@@ -620,7 +729,7 @@ def _memory_device_type(value: Any) -> int:
     return T.MEMORY_DEVICE_TYPES.index(kind)
 
 
-def _ids(xs: list[KinetoEvent], get: attrgetter[Any]) -> np.ndarray:
+def _ids(xs: list[Any], get: attrgetter[Any]) -> np.ndarray:
     """Ids as int64: ints straight through; a chunk with string ids ("Spans", "616") goes the
     way of the loose path (`to_int_id`), which also parses them."""
     try:
@@ -661,10 +770,15 @@ def _drop_duplicates(events: pd.DataFrame) -> pd.DataFrame:
         h ^= values.astype(np.int64).view(np.uint64)
         h *= mult
         h ^= h >> np.uint64(31)
-    # rows whose hash occurs twice or more: one sort (no hash table over millions of rows)
-    sorted_h = np.sort(h)
+    # rows whose hash occurs twice or more: one sort (no hash table over millions of rows), of the
+    # hash's top 32 bits (twice as fast as 64; the few rows that share them by chance are only
+    # candidates, compared exactly below)
+    h32 = (h >> np.uint64(32)).astype(np.uint32)
+    del h
+    sorted_h = np.sort(h32)
     repeated_h = sorted_h[1:][sorted_h[1:] == sorted_h[:-1]]
-    candidates = np.flatnonzero(np.isin(h, repeated_h)) if len(repeated_h) else np.zeros(0, dtype=np.intp)
+    del sorted_h
+    candidates = np.flatnonzero(np.isin(h32, repeated_h)) if len(repeated_h) else np.zeros(0, dtype=np.intp)
     if not len(candidates):
         return events.reset_index(drop=True)
     repeated = events.iloc[candidates][_DUPLICATE_KEY].duplicated(keep="first").to_numpy()
