@@ -68,9 +68,9 @@ class _Counting:
         self.calls = 0
         real = chrome_json._decode
 
-        def counted(piece, decoder):
+        def counted(piece, decoder, *rest):
             self.calls += 1
-            return real(piece, decoder)
+            return real(piece, decoder, *rest)
 
         monkeypatch.setattr(chrome_json, "_decode", counted)
 

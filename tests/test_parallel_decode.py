@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -282,3 +283,25 @@ def test_ranges_a_worker_has_not_started_are_taken_back(tmp_path, monkeypatch, s
     pool = pools[0]
     # every range but the first (which the worker holds) came back here
     assert pool.submitted >= 3 and pool.cancelled == pool.submitted - 1
+
+
+def test_a_range_reads_on_after_decoding_without_a_copy(tmp_path):
+    """Ranges decode straight from their window (no copy, see `_decode`'s `transient`): the events of
+    a piece must be let go of before the window grows. Here an event longer than the window's slack
+    follows the first piece, so the window grows right after it was decoded (BufferError if the
+    decoded args still pointed into it)."""
+    t = tricky_trace()
+    doc = t.document()
+    head = [dict(e, ts=e.get("ts", 0)) for e in doc["traceEvents"]][:20]
+    long_event = {"ph": "X", "cat": "kernel", "name": "k" * (2 * chrome_parallel._SLACK_BYTES), "pid": 0, "tid": 7,
+                  "ts": 5, "dur": 1, "args": {"device": 0, "stream": 7, "correlation": 77}}
+    doc["traceEvents"] = head + [long_event] + head
+    path = tmp_path / "t.json"
+    text = json.dumps(doc).encode()
+    path.write_bytes(text)
+    at = text.index(b"[", text.index(b'"traceEvents"'))
+    long_at = text.index(b'"kkkk')
+    task = chrome_parallel.RangeTask(str(path), at, long_at + 100, True, 512)  # ends inside the long event
+    res = chrome_parallel.decode_range(task, kineto.TYPED_DECODER, kineto._Collector)
+    assert res.complete and res.part.events_read == 21  # the head, then the long event
+    assert 77 in np.concatenate(res.part.parts["correlation"]).tolist()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -54,15 +55,16 @@ class Interner:
         n = len(values)
         if n == 0:
             return np.zeros(0, dtype=np.int32)
-        try:  # the common case once a trace's names have been seen: one dict lookup each
-            return np.fromiter(map(self._index.__getitem__, values), dtype=np.int32, count=n)
-        except (KeyError, TypeError):
-            pass
-        try:
-            local = {u: self.code(u) for u in dict.fromkeys(values)}
+        try:  # one dict lookup each; -1 where not seen yet
+            out = np.fromiter(map(self._index.get, values, repeat(-1)), dtype=np.int32, count=n)
         except TypeError:  # unhashable values (lists, objects): by their bounded text
             return self.codes([v if isinstance(v, str) or v is None else _short_str(v) for v in values])
-        return np.fromiter(map(local.__getitem__, values), dtype=np.int32, count=n)
+        unseen = np.flatnonzero(out < 0)
+        if len(unseen):  # new values (or None, long or non-string ones): coded once per distinct value
+            rest = [values[i] for i in unseen.tolist()]
+            local = {u: self.code(u) for u in dict.fromkeys(rest)}
+            out[unseen] = np.fromiter(map(local.__getitem__, rest), dtype=np.int32, count=len(rest))
+        return out
 
     def categorical(self, codes: np.ndarray) -> pd.Categorical:
         return pd.Categorical.from_codes(codes.astype(np.int32, copy=False),

@@ -211,13 +211,15 @@ class NestingError(ValueError):
     """JSON nested deeper than the decoder follows (a hostile or broken document)."""
 
 
-def _decode(piece: Any, decoder: msgspec.json.Decoder | None) -> list[Any]:
+def _decode(piece: Any, decoder: msgspec.json.Decoder | None, transient: bool = False) -> list[Any]:
     """A piece of the events array: typed structs, else loose ones; events that fit neither are
-    dropped one by one (counted in DECODE_NOTES); invalid UTF-8 is replaced, not fatal."""
+    dropped one by one (counted in DECODE_NOTES); invalid UTF-8 is replaced, not fatal.
+    `transient`: the caller lets go of the events before the buffer under `piece` changes, so
+    typed structs may point into it (else they are given a copy, see `_unchanging`)."""
     try:
         if decoder is not None:
             try:
-                return decoder.decode(_unchanging(piece))  # type: ignore[no-any-return]
+                return decoder.decode(piece if transient else _unchanging(piece))  # type: ignore[no-any-return]
             except msgspec.ValidationError:
                 pass  # a value of an unexpected type somewhere in the piece: decode it loosely
         try:
@@ -227,7 +229,7 @@ def _decode(piece: Any, decoder: msgspec.json.Decoder | None) -> list[Any]:
     except UnicodeDecodeError:
         DECODE_NOTES["invalid_utf8"] += 1
         fixed = bytes(piece).decode("utf-8", "replace").encode("utf-8")
-        return _decode(fixed, decoder)
+        return _decode(fixed, decoder, transient)
     except RecursionError:
         raise NestingError("JSON nested too deeply inside an event") from None
 
@@ -251,16 +253,18 @@ def _decode_one_by_one(piece: Any) -> list[Any]:
     return out
 
 
-def _decode_span(buf: bytearray, start: int, end: int, decoder: msgspec.json.Decoder | None) -> list[Any]:
+def _decode_span(buf: bytearray, start: int, end: int, decoder: msgspec.json.Decoder | None,
+                 transient: bool = False) -> list[Any]:
     """Decode buf[start:end] as a list, with '[' written over buf[start] and ']' over buf[end]
-    (both restored after): the events between two boundaries, without copying them."""
+    (both restored after): the events between two boundaries, without copying them. `transient`:
+    see `_decode` (the two bytes written lie outside every event)."""
     saved_start = buf[start]
     saved_end = buf[end]
     buf[start] = 0x5B  # '['
     buf[end] = 0x5D  # ']'
     try:
         with memoryview(buf) as view:
-            return _decode(view[start:end + 1], decoder)
+            return _decode(view[start:end + 1], decoder, transient)
     finally:
         buf[start] = saved_start
         buf[end] = saved_end

@@ -194,7 +194,8 @@ def _decode_range(w: _Window, task: RangeTask, decoder: msgspec.json.Decoder | N
             if m is None:
                 return result(False)  # the array ends here, or no boundary near: streamed instead
             try:
-                events = _decode_span(w.buf, pos - 1, m.start() + 1, decoder)
+                # transient: the events are let go of (below) before the window is read further
+                events = _decode_span(w.buf, pos - 1, m.start() + 1, decoder, transient=True)
             except msgspec.DecodeError as exc:
                 if "truncated" in str(exc) or _error_at_end(exc, m.start() + 2 - (pos - 1)):
                     search_from = m.end() + skip  # inside a string or nested value: one further on
