@@ -770,15 +770,13 @@ def _drop_duplicates(events: pd.DataFrame) -> pd.DataFrame:
         h ^= values.astype(np.int64).view(np.uint64)
         h *= mult
         h ^= h >> np.uint64(31)
-    # rows whose hash occurs twice or more: one sort (no hash table over millions of rows), of the
-    # hash's top 32 bits (twice as fast as 64; the few rows that share them by chance are only
-    # candidates, compared exactly below)
-    h32 = (h >> np.uint64(32)).astype(np.uint32)
-    del h
-    sorted_h = np.sort(h32)
+    # rows whose hash occurs twice or more: one sort (no hash table over millions of rows). All 64
+    # bits: with fewer, chance matches among millions of rows are certain, and finding their rows
+    # (np.isin over every row) costs more than the shorter sort saves.
+    sorted_h = np.sort(h)
     repeated_h = sorted_h[1:][sorted_h[1:] == sorted_h[:-1]]
     del sorted_h
-    candidates = np.flatnonzero(np.isin(h32, repeated_h)) if len(repeated_h) else np.zeros(0, dtype=np.intp)
+    candidates = np.flatnonzero(np.isin(h, repeated_h)) if len(repeated_h) else np.zeros(0, dtype=np.intp)
     if not len(candidates):
         return events.reset_index(drop=True)
     repeated = events.iloc[candidates][_DUPLICATE_KEY].duplicated(keep="first").to_numpy()
