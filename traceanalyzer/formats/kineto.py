@@ -444,10 +444,9 @@ class _Collector:
         self.facts.update(self.names.values, self.cats.values, self.copy_kinds.values)
         kinds = self.facts.kind[cats]
         read = np.flatnonzero(_ARGS_READ[kinds])
-        args, bad = _decode_args([xs[i].args for i in read.tolist()])
+        args, bad = _decode_args(list(map(_ARGS, map(xs.__getitem__, read.tolist()))))
         if bad:  # args that are no JSON object: those events dropped, counted as malformed
-            DECODE_NOTES["malformed_event"] += len(bad)
-            self.events_read -= len(bad)
+            self._malformed(len(bad))
             drop = set(read[bad].tolist())
             xs = [e for i, e in enumerate(xs) if i not in drop]
             if xs:
@@ -467,7 +466,7 @@ class _Collector:
         group = np.zeros(n, dtype=np.int32)
         on_device = np.flatnonzero(_DEVICE_KIND[kinds])  # device kinds are among those whose args are read
         if len(on_device):
-            sub = [args[i] for i in np.searchsorted(read, on_device).tolist()]
+            sub = list(map(args.__getitem__, np.searchsorted(read, on_device).tolist()))
             device[on_device] = _ids(sub, _A_DEVICE)
             stream[on_device] = _ids(sub, _A_STREAM)
             sub_bytes = _ids(sub, _A_BYTES)
@@ -539,14 +538,19 @@ class _Collector:
         self.odd_steps += later.odd_steps
         self.memory_parts.extend(later.memory_parts)
 
+    def _malformed(self, n: int) -> None:
+        """`n` events of this chunk dropped for args that are no JSON object: counted where the loose
+        path counts the events it cannot decode (they are read, but never became events)."""
+        DECODE_NOTES["malformed_event"] += n
+        self.events_read -= n
+
     def _add_memory(self, chunk: list[Any], phs: list[Any]) -> None:
         """The "[memory]" instants of a chunk, as columns (the other instants stay not kept)."""
         mem = [e for e in compress(chunk, map(_IS_INSTANT, phs)) if e.name == MEMORY_EVENT and e.args is not None]
         if mem and type(mem[0]) is KinetoEvent:  # typed: args still undecoded
-            args, bad = _decode_args([e.args for e in mem])
+            args, bad = _decode_args(list(map(_ARGS, mem)))
             if bad:  # args that are no JSON object: malformed events, not instants
-                DECODE_NOTES["malformed_event"] += len(bad)
-                self.events_read -= len(bad)
+                self._malformed(len(bad))
                 self.not_kept["instant"] -= len(bad)
                 drop = set(bad)
                 mem = [e for i, e in enumerate(mem) if i not in drop]
@@ -591,7 +595,7 @@ class _Collector:
 
         Called once: each column's chunks are released as soon as they are joined, and the joined
         columns are modified in place, so that a GB-size trace's rows are never held twice over
-        (on a small machine, fresh memory is what the end of a big read spends its time on)."""
+        (on a small machine, zeroing fresh memory is much of what the end of a big read costs)."""
         p: dict[str, np.ndarray] = {}
         for key in list(self.parts):
             chunks = self.parts.pop(key)
@@ -607,31 +611,20 @@ class _Collector:
         dur = p.pop("dur").astype(np.float64, copy=False)
         finite_ts = np.isfinite(ts)
         finite_dur = np.isfinite(dur)
-        # The common case first: every value in range (a min/max per column, no mask per reason).
-        lo, hi = (float(np.min(ts[finite_ts])), float(np.max(ts[finite_ts]))) if finite_ts.any() else (0.0, 0.0)
-        clean = {
-            "time_out_of_range": max(abs(lo + base_ns / 1000.0), abs(hi + base_ns / 1000.0)) <= MAX_ABS_TIME_US,
-            "no_duration": bool(finite_dur.all()),
-            "duration_out_of_range": not finite_dur.any() or float(np.max(dur[finite_dur])) <= MAX_DURATION_US,
-            "id_out_of_range": not p["bad_id"].any(),
-            "device_id_out_of_range": not p["bad_device"].any(),
+        bad = {  # in this order: a row is counted for its first reason
+            "time_out_of_range": finite_ts & (np.abs(ts + base_ns / 1000.0) > MAX_ABS_TIME_US),
+            "no_duration": ~finite_dur & finite_ts,
+            "duration_out_of_range": finite_dur & (dur > MAX_DURATION_US),
+            "id_out_of_range": p["bad_id"].astype(bool),
+            "device_id_out_of_range": p["bad_device"].astype(bool),
         }
         drop = np.zeros(n, dtype=bool)
-        for reason, is_clean in clean.items():  # in this order: a row is counted for its first reason
-            if is_clean:
-                continue
-            if reason == "time_out_of_range":
-                mask = finite_ts & (np.abs(ts + base_ns / 1000.0) > MAX_ABS_TIME_US)
-            elif reason == "no_duration":
-                mask = ~finite_dur & finite_ts
-            elif reason == "duration_out_of_range":
-                mask = finite_dur & (dur > MAX_DURATION_US)
-            else:
-                mask = p["bad_id" if reason == "id_out_of_range" else "bad_device"].astype(bool)
+        for reason, mask in bad.items():
             mask &= ~drop
             if mask.any():
                 self.dropped[reason] += int(mask.sum())
             drop |= mask
+        del bad
         # Times in place: the base added (a dropped row's value may wrap; it is dropped below), a row
         # without a time marked for `_drop_bad`, a missing duration 0.
         ts_ns = p["ts_ns"]
@@ -657,7 +650,8 @@ class _Collector:
         })
 
 
-_PH, _TS, _DUR, _NAME, _CAT, _PID, _TID = (attrgetter(a) for a in ("ph", "ts", "dur", "name", "cat", "pid", "tid"))
+_PH, _TS, _DUR, _NAME, _CAT, _PID, _TID, _ARGS = (
+    attrgetter(a) for a in ("ph", "ts", "dur", "name", "cat", "pid", "tid", "args"))
 _A_DEVICE, _A_STREAM, _A_BYTES, _A_CORRELATION, _A_KIND, _A_COLLECTIVE = (
     attrgetter(a) for a in ("device", "stream", "bytes", "correlation", "kind", "collective"))
 
