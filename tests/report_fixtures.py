@@ -16,7 +16,7 @@ from kineto_builder import KinetoTrace
 from traceanalyzer import Analysis, Options, analyze
 from traceanalyzer.formats import ReadOptions, load_paths
 from traceanalyzer.pipeline import analyze_timeline
-from traceanalyzer.result import DiagnosisResult, from_data
+from traceanalyzer.result.types import DiagnosisResult, from_data
 
 Report = dict[str, Any]
 

@@ -7,7 +7,7 @@ import pytest
 from test_corpus_kineto import FILES, NOT_TRACES
 
 from traceanalyzer import timeline as T
-from traceanalyzer.analyses.summary import analyze
+from traceanalyzer.analyses import figures_of
 from traceanalyzer.diagnosis import CAUSES, VERDICTS
 from traceanalyzer.diagnosis.thresholds import STARTUP_DOMINATED_MIN_SHARE
 from traceanalyzer.formats import load_paths
@@ -29,7 +29,7 @@ def test_corpus_diagnosis(path):
     assert d["primary"] in VERDICTS
     (rank,) = d["ranks"]
     # all idle time is attributed: per device, the causes add up to window - busy (within 0.1%)
-    report_devices = {f"cuda:{x.device}": x for x in analyze(tl, min_gap_ns=0).ranks[0].devices}
+    report_devices = {f"cuda:{x.device}": x for x in figures_of(tl, min_gap_ns=0).ranks[0].devices}
     for dev in rank["devices"]:
         ours = report_devices[dev["device"]]
         idle_us = (ours.busy.window.dur_ns - ours.busy.busy_ns) / 1000

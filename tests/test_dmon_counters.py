@@ -157,7 +157,7 @@ def test_corpus_log_report(corpus):
 def test_documented_thresholds_are_the_code_constants():
     from traceanalyzer import align as A
     from traceanalyzer.analyses import counters as C
-    from traceanalyzer.definitions import FIGURES
+    from traceanalyzer.result.definitions import FIGURES
 
     text = FIGURES["counter_alignment"]
     assert f"r >= {A.MIN_FIT_CORRELATION}" in text and f"by {A.AMBIGUITY_MARGIN}" in text

@@ -2,7 +2,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from traceanalyzer.analyses import _intervals as iv
+from traceanalyzer import intervals as iv
 
 
 def brute_cover(starts, ends, lo, hi):

@@ -20,8 +20,8 @@ from kineto_builder import HOST_PID, HOST_TID, KinetoTrace
 
 import traceanalyzer as ta
 from traceanalyzer import timeline as T
+from traceanalyzer.analyses import figures_of
 from traceanalyzer.analyses.memory import MAX_SERIES_POINTS
-from traceanalyzer.analyses.summary import analyze as figures_of
 from traceanalyzer.causes import ALLOCATOR_BOUND
 from traceanalyzer.diagnosis import diagnose
 from traceanalyzer.diagnosis.memory import HEADROOM, LEAK, PRESSURE, add_memory_findings

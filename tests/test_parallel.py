@@ -15,13 +15,13 @@ from kineto_builder import KinetoTrace
 
 import traceanalyzer as ta
 from traceanalyzer import cache as C
-from traceanalyzer import executors as X
 from traceanalyzer import formats
 from traceanalyzer.analyses import tracks as TR
 from traceanalyzer.commands import main
 from traceanalyzer.errors import InputError, UsageError
 from traceanalyzer.formats import ReadOptions, input_sets, load_set
 from traceanalyzer.pipeline import Options, analyze_timeline
+from traceanalyzer.run import executors as X
 
 # Worker processes take about a second each to start: the whole file runs with the full suite.
 pytestmark = pytest.mark.slow
@@ -353,7 +353,7 @@ def test_per_rank_extras_reach_the_job_reducers(job, monkeypatch):
     """The seam job-wide analyses plug into: a compact value per rank, a reduce over all ranks."""
     from dataclasses import replace
 
-    from traceanalyzer import per_rank as P
+    from traceanalyzer.run import map as P
 
     monkeypatch.setitem(P.RANK_EXTRAS, "kernels", lambda tl, i: int((tl.rank_events(i)["kind"] == "kernel").sum()))
     seen = []

@@ -4,7 +4,7 @@ import re
 
 from conftest import ROOT
 
-from traceanalyzer.definitions import FIGURES
+from traceanalyzer.result.definitions import FIGURES
 
 
 def _flat(text: str) -> str:

@@ -12,7 +12,7 @@ import pytest
 from report_fixtures import cpu_only, data_for, empty, multi_rank, report_with_counters, single_gpu
 
 from traceanalyzer.analyses import tracks as TR
-from traceanalyzer.assemble import MAX_STEP_BARS
+from traceanalyzer.result.build import MAX_STEP_BARS
 
 
 @pytest.fixture
@@ -110,7 +110,7 @@ def test_coarsen_keeps_the_longest_separations_and_the_busy_total():
     starts = np.sort(rng.integers(0, 10**9, 50_000))
     ends = starts + rng.integers(1, 20_000, 50_000)
     b = TR.coarsen(starts, ends, None, 0, 2 * 10**9, 500)
-    from traceanalyzer.analyses import _intervals as iv
+    from traceanalyzer import intervals as iv
 
     u_start, u_end = iv.union(starts, ends)
     assert len(b.start_ns) == 500 and b.intervals == len(u_start)
@@ -135,7 +135,7 @@ def test_tracks_are_bounded_by_the_shared_budget(tmp_path, monkeypatch):
 
 
 def test_per_step_chart_is_bounded(tmp_path, monkeypatch):
-    import traceanalyzer.assemble as B
+    import traceanalyzer.result.build as B
 
     monkeypatch.setattr(B, "MAX_STEP_BARS", 5)
     chart = data_for([single_gpu(tmp_path / "one.json", steps=8)])["ranks"][0]["charts"]["per_step"]

@@ -11,11 +11,11 @@ import pytest
 from markdown_it import MarkdownIt
 from report_fixtures import HOSTILE, cpu_only, empty, hostile, multi_rank, report_for, single_gpu
 
-from traceanalyzer.analysis import analysis_from_data
 from traceanalyzer.report.html import render_html
 from traceanalyzer.report.markdown import MAX_CHARS, render_markdown
 from traceanalyzer.report.text import WIDTH, render_text
-from traceanalyzer.result import DiagnosisResult, FindingResult
+from traceanalyzer.result import analysis_from_data
+from traceanalyzer.result.types import DiagnosisResult, FindingResult
 
 SECTIONS = ("verdict", "figures", "ranks", "timeline", "steps", "gaps", "memcpy", "kernels", "inputs", "definitions")
 CASES = {

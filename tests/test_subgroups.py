@@ -21,7 +21,7 @@ from test_stragglers import AR_NAME, BASE_NS, STEP_US, write_job
 
 import traceanalyzer as ta
 from traceanalyzer.analyses.collectives import collective_table
-from traceanalyzer.analyses.job import job_figures
+from traceanalyzer.analyses.collectives_job import job_figures
 from traceanalyzer.formats import ReadOptions, read_file
 
 MS = 1000  # builder times are microseconds

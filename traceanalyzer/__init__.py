@@ -7,11 +7,10 @@ figures a user can check by hand, names the bottleneck, and writes a report that
     a.to_html("report.html"); a.save("report.json"); ta.load("report.json")
 """
 
-__version__ = "0.2.0"
-
-from .analysis import Analysis  # noqa: E402
-from .errors import InputError, TraceAnalyzerError, UsageError  # noqa: E402
-from .pipeline import Options, analyze, load  # noqa: E402
+from ._version import __version__
+from .errors import InputError, TraceAnalyzerError, UsageError
+from .pipeline import Options, analyze, load
+from .result import Analysis
 
 __all__ = ["Analysis", "InputError", "Options", "TraceAnalyzerError", "UsageError", "__version__", "analyze",
            "load"]

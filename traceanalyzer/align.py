@@ -36,8 +36,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import numpy as np
 import pandas as pd
 
+from . import intervals as iv
 from . import timeline as T
-from .analyses import _intervals as iv
 from .analyses.counters import device_series, trace_busy_sets, trace_span
 from .analyses.host_logs import HostLogAlignment, host_period_ns
 from .errors import UsageError

@@ -27,7 +27,7 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from . import __version__
+from ._version import __version__
 from .timeline import (
     COPY_KINDS,
     COUNTER_COLUMNS,

@@ -25,10 +25,10 @@ from typing import Any
 
 import numpy as np
 
-from . import __version__
+from ._version import __version__
 from .analyses.throughput import job_step_durations, step_time_stats
 from .causes import CAUSES, cause_label
-from .result import AnalysisData, to_data
+from .result.types import AnalysisData, to_data
 from .units import format_us
 
 SCHEMA = "traceanalyzer-diff/1"

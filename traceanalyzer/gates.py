@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from .causes import VERDICTS
 from .compare import Comparison, GateResult
 from .errors import UsageError
-from .result import AnalysisData
+from .result.types import AnalysisData
 
 # Metric -> (description, figure of an analysis). Fractions are in [0, 1]; a value may be written "30%".
 METRICS: dict[str, tuple[str, Callable[[AnalysisData], float | None]]] = {

@@ -21,9 +21,9 @@ from typing import Union
 
 import orjson
 
-from .analysis import Analysis, analysis_from_data
 from .errors import InputError
-from .result import ResultFormatError
+from .result import Analysis, analysis_from_data
+from .result.types import ResultFormatError
 from .timeline import Timeline
 
 DEFAULT_MIN_GAP_NS = 100_000
@@ -119,12 +119,12 @@ def _analyze_set(inputs, options: Options, read) -> Analysis:  # type: ignore[no
                   f"so they may belong to other runs): {shown}{more}; pass the right one with --dmon",)
     if split.traces.files and not split.logs and host_logs is None:
         # Traces alone: rank by rank (in parallel with --jobs / --scheduler), memory bounded by a few ranks.
-        from .per_rank import analyze_set
+        from .run.map import analyze_set
 
         return analyze_set(split.traces, options, notes)
     # Counter and host logs are aligned with the whole job's trace: read as one Timeline.
     if len(split.traces.files) == 1:  # one file: its ranges decoded by the cores --jobs allows
-        from .executors import workers
+        from .run.executors import workers
 
         read = replace(read, decode_workers=workers(options.jobs, 1 << 30))
     trace = load_set(split.traces, read) if split.traces.files else None
@@ -143,12 +143,12 @@ def analyze_timeline(tl: Timeline, options: Options | None = None, alignments: t
     `host_alignments`: how its host logs were put on the trace's clock (`align.combine_host_logs`);
     None: they are still on their own clocks and are placed here."""
     from .align import AlignOptions, place_host_logs
+    from .analyses import figures_of
     from .analyses.counters import counter_figures, trace_window
     from .analyses.host_logs import host_figures
-    from .analyses.summary import analyze as figures_of
-    from .assemble import assemble
     from .diagnosis import diagnose
     from .diagnosis.input_split import split_input_bound
+    from .result.build import assemble
 
     options = options or Options()
     if options.stage:
@@ -171,7 +171,7 @@ def analyze_timeline(tl: Timeline, options: Options | None = None, alignments: t
                         options.include_warmup, hosts, options.batch_size)
     if len(tl.ranks) > 1:  # many ranks: one clock, collectives matched, stragglers
         from .analyses.collectives import collective_table
-        from .job import with_job
+        from .run.combine import with_job
 
         analysis = with_job([collective_table(tl, r.index) for r in tl.ranks], analysis)
     return analysis

@@ -21,9 +21,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .. import intervals as iv
 from .. import timeline as T
 from ..timeline import Timeline
-from . import _intervals as iv
 from .figures import steps
 
 COLUMNS: dict[str, str] = {

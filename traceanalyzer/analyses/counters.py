@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .. import intervals as iv
 from ..timeline import COUNTER_METRICS, UTIL_METRIC, Timeline
-from . import _intervals as iv
 from . import figures as F
 
 # The cross-check warns when trace busy and log utilisation differ by more than this (points).

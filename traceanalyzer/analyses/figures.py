@@ -11,9 +11,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .. import intervals as iv
 from .. import timeline as T
 from ..timeline import Timeline
-from . import _intervals as iv
 
 # Gap-length histogram bins (ns): [0,10us) [10us,100us) ... [1s, inf)
 GAP_HISTOGRAM_EDGES_NS = (0, 10_000, 100_000, 1_000_000, 10_000_000, 100_000_000, 1_000_000_000)

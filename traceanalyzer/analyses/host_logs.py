@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import intervals as iv
 from ..timeline import Source, Timeline
-from . import _intervals as iv
 from . import figures as F
 from .counters import MetricFigures, metric_figures, trace_window
 

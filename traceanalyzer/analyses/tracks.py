@@ -17,10 +17,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .. import intervals as iv
 from .. import timeline as T
+from ..names import name_flags
 from ..timeline import Timeline
-from . import _intervals as iv
-from ._names import name_flags
 from .figures import Window, steps
 
 MAX_BLOCKS_PER_TRACK = 2000

@@ -19,7 +19,7 @@ from typing import Any
 
 import click
 
-from .. import __version__
+from .._version import __version__
 from ..errors import EXIT_BAD_INPUT, EXIT_INTERNAL, TraceAnalyzerError
 from ..inert import terminal
 

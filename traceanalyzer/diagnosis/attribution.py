@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .. import intervals as iv
 from .. import timeline as T
-from ..analyses import _intervals as iv
 from ..analyses import figures as F
 from ..timeline import Timeline
 from . import host as H

@@ -12,9 +12,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from .. import intervals as iv
 from .. import timeline as T
-from ..analyses import _intervals as iv
-from ..analyses._names import name_flags
 from ..causes import (
     ALLOCATOR,
     CAUSES,
@@ -28,6 +27,7 @@ from ..causes import (
     SYNC,
     UNKNOWN,
 )
+from ..names import name_flags
 from ..timeline import Timeline
 from .thresholds import (
     COPY_WAIT_MAX_GPU_SHARE,

@@ -12,8 +12,8 @@ from dataclasses import replace
 
 import numpy as np
 
+from ..analyses import RankAnalysis
 from ..analyses.memory import MemoryFigures
-from ..analyses.summary import RankAnalysis
 from ..causes import ALLOCATOR_BOUND
 from ..units import format_bytes
 from .rules import Finding, RankDiagnosis

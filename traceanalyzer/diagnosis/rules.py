@@ -13,11 +13,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import intervals as iv
 from .. import timeline as T
-from ..analyses import _intervals as iv
+from ..analyses import RankAnalysis
 from ..analyses import figures as F
-from ..analyses._names import name_flags
-from ..analyses.summary import RankAnalysis
 from ..causes import CAUSE_BY_ID as _CAUSE_BY_ID
 from ..causes import (
     COMMUNICATION_BOUND,
@@ -35,6 +34,7 @@ from ..causes import (
     VERDICT_OF_CAUSE,
     VERDICTS,
 )
+from ..names import name_flags
 from ..timeline import Timeline
 from ..units import format_us
 from . import attribution as A

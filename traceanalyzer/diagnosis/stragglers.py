@@ -13,8 +13,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .. import result as R
 from ..causes import cause_label
+from ..result import types as R
 from ..units import format_us
 from .thresholds import STRAGGLER_MIN_LATENESS_NS, STRAGGLER_MIN_STEP_SHARE
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..result import AnalysisData as Analysis
+from ..result.types import AnalysisData as Analysis
 from .html import render_html
 from .jsonout import render_json
 from .markdown import render_markdown

@@ -20,8 +20,8 @@ import markupsafe
 
 from .. import inert
 from ..causes import PALETTE, page_registry
-from ..result import AnalysisData as Analysis
-from ..result import PlainData as Report
+from ..result.types import AnalysisData as Analysis
+from ..result.types import PlainData as Report
 from ..units import format_bytes
 from ._format import fmt_pct, fmt_us
 from .ranks import straggler_sentence

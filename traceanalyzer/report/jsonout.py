@@ -8,7 +8,7 @@ from __future__ import annotations
 import orjson
 
 from .. import inert
-from ..result import AnalysisData as Analysis
+from ..result.types import AnalysisData as Analysis
 
 
 def render_json(analysis: Analysis) -> bytes:

@@ -15,8 +15,8 @@ from typing import Any
 
 from .. import inert
 from ..causes import CAUSE_LIST, VERDICT_LIST
-from ..result import AnalysisData as Analysis
-from ..result import PlainData as Report
+from ..result.types import AnalysisData as Analysis
+from ..result.types import PlainData as Report
 from ._format import _md, _table, fmt_pct, fmt_us
 from .host import host_markdown, throughput_figures
 from .memory import markdown_lines as memory_markdown

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ..result import PlainData as Report
+from ..result.types import PlainData as Report
 from ..units import format_bytes
 
 MAX_ROWS = 40  # Markdown table rows

@@ -10,8 +10,8 @@ import textwrap
 from typing import Any
 
 from .. import inert
-from ..result import AnalysisData as Analysis
-from ..result import PlainData as Report
+from ..result.types import AnalysisData as Analysis
+from ..result.types import PlainData as Report
 from ._format import WIDTH, _clean, _wrap, fmt_pct, fmt_us
 from .memory import text_lines as memory_text_lines
 

@@ -13,24 +13,24 @@ from typing import Any
 
 import numpy as np
 
-from . import __version__
-from . import result as R
-from . import timeline as T
-from .align import Alignment
-from .analyses import throughput as TP
-from .analyses import tracks as TR
-from .analyses.counters import CROSS_CHECK_MARGIN_PCT, trace_window
-from .analyses.counters import DeviceCounters as CounterFigures
-from .analyses.figures import TOP_KERNELS
-from .analyses.host_logs import SERIES_METRICS, SERIES_POINTS, HostLogFigures
-from .analyses.memory import MemoryFigures
-from .analyses.summary import DeviceAnalysis, Figures, RankAnalysis
-from .analysis import Analysis
-from .causes import CAUSES
+from .. import timeline as T
+from .._version import __version__
+from ..align import Alignment
+from ..analyses import DeviceAnalysis, Figures, RankAnalysis
+from ..analyses import throughput as TP
+from ..analyses import tracks as TR
+from ..analyses.counters import CROSS_CHECK_MARGIN_PCT, trace_window
+from ..analyses.counters import DeviceCounters as CounterFigures
+from ..analyses.figures import TOP_KERNELS
+from ..analyses.host_logs import SERIES_METRICS, SERIES_POINTS, HostLogFigures
+from ..analyses.memory import MemoryFigures
+from ..causes import CAUSES
+from ..diagnosis import Diagnosis, Finding, RankDiagnosis
+from ..diagnosis.attribution import AttributedGap, DeviceAttribution, Evidence
+from ..timeline import Timeline
+from . import Analysis
+from . import types as R
 from .definitions import FIGURES
-from .diagnosis import Diagnosis, Finding, RankDiagnosis
-from .diagnosis.attribution import AttributedGap, DeviceAttribution, Evidence
-from .timeline import Timeline
 
 MAX_STEP_BARS = 500  # per-step chart: the first steps when a trace has more
 
@@ -386,7 +386,7 @@ def job_diagnosis(ranks: tuple[R.RankDiagnosisResult, ...]) -> R.DiagnosisResult
     """The job's diagnosis from its ranks' typed diagnoses: the same rule as `diagnosis.diagnose`
     (the rank losing the most GPU time speaks for the job), so a job analysed rank by rank in other
     processes gets the verdict it gets when analysed whole."""
-    from .diagnosis.rules import job_headline, job_rank
+    from ..diagnosis.rules import job_headline, job_rank
 
     pick = ranks[job_rank([r.lost_us for r in ranks], [bool(r.devices) for r in ranks])]
     host_primary = pick.host_primary

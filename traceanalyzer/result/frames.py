@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .result import AnalysisData as Analysis
-from .result import RankResult
+from .types import AnalysisData as Analysis
+from .types import RankResult
 
 
 def rank_name(r: RankResult) -> int | str:

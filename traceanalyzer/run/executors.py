@@ -16,7 +16,7 @@ from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wai
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
-from .errors import UsageError
+from ..errors import UsageError
 
 T = TypeVar("T")
 R = TypeVar("R")

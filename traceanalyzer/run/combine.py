@@ -13,9 +13,9 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from .analyses.job import job_figures
-from .analysis import Analysis
-from .diagnosis.stragglers import min_lateness_us, stragglers
+from ..analyses.collectives_job import job_figures
+from ..diagnosis.stragglers import min_lateness_us, stragglers
+from ..result import Analysis
 
 
 def with_job(tables: Sequence[pd.DataFrame], analysis: Analysis) -> Analysis:

@@ -1,8 +1,9 @@
-"""`Analysis`: the typed result of one analysis (`result.AnalysisData`) with its faces.
+"""The result: the typed tree of one analysis (`types`), built once from figures and findings (`build`),
+its DataFrame views (`frames`) and the definitions of its figures (`definitions`).
 
-The faces are what people do with a result: render it (HTML, Markdown, JSON, terminal text),
-look at it as pandas DataFrames, save it and load it back. They sit above the renderers and
-views, which read only the data.
+`Analysis` is that tree (`types.AnalysisData`) with its faces: render it (HTML, Markdown, JSON,
+terminal text), look at it as pandas DataFrames, save it and load it back. The renderers are imported
+when a face is used, so building or loading a result never imports jinja2.
 """
 
 from __future__ import annotations
@@ -13,10 +14,8 @@ from typing import Any
 
 import pandas as pd
 
-from .report import render
-from .report.text import render_text
-from .result import SCHEMA, AnalysisData, ResultFormatError, from_data
-from .views import devices_frame, findings_frame, gaps_frame, kernels_frame, steps_frame
+from .frames import devices_frame, findings_frame, gaps_frame, kernels_frame, steps_frame
+from .types import SCHEMA, AnalysisData, ResultFormatError, from_data
 
 
 @dataclass(frozen=True)
@@ -25,6 +24,8 @@ class Analysis(AnalysisData):
 
     # --- serialization
     def to_json(self) -> bytes:
+        from ..report import render
+
         return render(self, "json")
 
     def save(self, path: str | Path) -> Path:
@@ -36,16 +37,22 @@ class Analysis(AnalysisData):
     # --- renderers
     def to_html(self, path: str | Path | None = None) -> str:
         """The self-contained HTML report; written to `path` when given."""
+        from ..report import render
+
         data = render(self, "html")
         if path is not None:
             Path(path).write_bytes(data)
         return data.decode("utf-8")
 
     def to_markdown(self) -> str:
+        from ..report import render
+
         return render(self, "md").decode("utf-8")
 
     def to_text(self) -> str:
         """The short terminal summary."""
+        from ..report.text import render_text
+
         return render_text(self)
 
     # --- DataFrame views (pandas), one row per rank x ...

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .. import result as R
+from ..result import types as R
 from .collectives import COLUMNS
 
 # Ranks said (or taken) to share a clock whose collectives end further apart than this (median)

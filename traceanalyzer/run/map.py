@@ -22,13 +22,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from . import __version__
-from . import result as R
-from .analyses import tracks as TR
-from .analysis import Analysis
-from .errors import InputError
-from .formats import InputSet, RankMeta, metas_mismatch, number_ranks, same_files
-from .timeline import Timeline
+from .._version import __version__
+from ..analyses import tracks as TR
+from ..errors import InputError
+from ..formats import InputSet, RankMeta, metas_mismatch, number_ranks, same_files
+from ..result import Analysis
+from ..result import types as R
+from ..timeline import Timeline
 
 # Without --jobs, a job smaller than this is read in this process (a worker takes ~1 s to start).
 PARALLEL_MIN_BYTES = 64 * 1024 * 1024
@@ -36,7 +36,7 @@ PARALLEL_MIN_BYTES = 64 * 1024 * 1024
 
 
 def _collectives(tl: Timeline, rank: int) -> Any:
-    from .analyses.collectives import collective_table
+    from ..analyses.collectives import collective_table
 
     return collective_table(tl, rank)
 
@@ -48,7 +48,7 @@ def _job(outputs: tuple[RankOutput, ...], analysis: Analysis) -> Analysis:
         return analysis
     import numpy as np
 
-    from .job import with_job
+    from .combine import with_job
 
     tables = [o.extras["collectives"].assign(rank=np.full(len(o.extras["collectives"]), o.result.rank,
                                                           dtype=np.int64)) for o in outputs]
@@ -102,7 +102,7 @@ class FileOutput:
 
 def analyze_file(task: RankTask, progress: Callable[[int], None] | None = None) -> FileOutput:
     """Read, figure and diagnose one rank file (runs in a worker): a compact FileOutput."""
-    from .formats import ReadOptions, read_file
+    from ..formats import ReadOptions, read_file
 
     try:
         tl = read_file(Path(task.path), ReadOptions(max_input_bytes=task.max_input_bytes, progress=progress,
@@ -114,11 +114,11 @@ def analyze_file(task: RankTask, progress: Callable[[int], None] | None = None) 
 
 def analyze_rank_timeline(tl: Timeline, task: RankTask) -> FileOutput:
     """The per-rank results of a Timeline read from one file."""
-    from .analyses.summary import analyze as figures_of
-    from .assemble import memory_warnings, rank_diagnosis, rank_result, rank_tracks
-    from .diagnosis import diagnose
-    from .diagnosis.input_split import split_input_bound
-    from .formats import rank_metas
+    from ..analyses import figures_of
+    from ..diagnosis import diagnose
+    from ..diagnosis.input_split import split_input_bound
+    from ..formats import rank_metas
+    from ..result.build import memory_warnings, rank_diagnosis, rank_result, rank_tracks
 
     figures = figures_of(tl, min_gap_ns=task.min_gap_ns)
     diagnosis = diagnose(tl, figures, task.include_warmup) if task.diagnose else None
@@ -196,8 +196,8 @@ def reduce_job(outputs: list[FileOutput], inputs: InputSet, min_gap_ns: int, inc
                diagnose: bool, force_job: bool, notes: tuple[str, ...] = (),
                batch_size: int | None = None) -> Analysis:
     """The job from its files' outputs, in input order: what `load_set` + `analyze_timeline` give."""
-    from .assemble import _us0, job_diagnosis, summary, timeline_data
-    from .definitions import FIGURES
+    from ..result.build import _us0, job_diagnosis, summary, timeline_data
+    from ..result.definitions import FIGURES
 
     files = inputs.files
     skipped: list[str] = []
