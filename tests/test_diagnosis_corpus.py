@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 from test_corpus_kineto import FILES, NOT_TRACES
+from timelines import load_paths
 
 from traceanalyzer import timeline as T
 from traceanalyzer.analyses import figures_of
 from traceanalyzer.diagnosis import CAUSES, VERDICTS
 from traceanalyzer.diagnosis.thresholds import STARTUP_DOMINATED_MIN_SHARE
-from traceanalyzer.formats import load_paths
-from traceanalyzer.pipeline import analyze_timeline
+from traceanalyzer.pipeline import analyze
 
 pytestmark = pytest.mark.slow  # every corpus trace: runs with the full suite
 
@@ -19,7 +19,7 @@ TRACES = [p for p in FILES if not any(tag in p.name for tag in NOT_TRACES)]
 
 
 def _diagnosis(tl):
-    return analyze_timeline(tl).to_data()["diagnosis"]
+    return analyze(tl).to_data()["diagnosis"]
 
 
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: f"{p.parent.name}/{p.name}")

@@ -14,12 +14,11 @@ from typing import Any
 import numpy as np
 
 from .. import timeline as T
-from .._version import __version__
 from ..align import Alignment
 from ..analyses import DeviceAnalysis, Figures, RankAnalysis
 from ..analyses import throughput as TP
 from ..analyses import tracks as TR
-from ..analyses.counters import CROSS_CHECK_MARGIN_PCT, trace_window
+from ..analyses.counters import CROSS_CHECK_MARGIN_PCT
 from ..analyses.counters import DeviceCounters as CounterFigures
 from ..analyses.figures import TOP_KERNELS
 from ..analyses.host_logs import SERIES_METRICS, SERIES_POINTS, HostLogFigures
@@ -28,9 +27,7 @@ from ..causes import CAUSES
 from ..diagnosis import Diagnosis, Finding, RankDiagnosis
 from ..diagnosis.attribution import AttributedGap, DeviceAttribution, Evidence
 from ..timeline import Timeline
-from . import Analysis
 from . import types as R
-from .definitions import FIGURES
 
 MAX_STEP_BARS = 500  # per-step chart: the first steps when a trace has more
 
@@ -51,53 +48,7 @@ def _r(x: float | None, digits: int = 3) -> float | None:
     return None if x is None else round(float(x), digits)
 
 
-# --- the whole result ------------------------------------------------------------------------------
-def assemble(tl: Timeline, figures: Figures, diagnosis: Diagnosis | None = None,
-             counters: tuple[CounterFigures, ...] | None = None, alignments: tuple[Alignment, ...] = (),
-             counters_aligned: bool = False, warnings: tuple[str, ...] = (), include_warmup: bool = False,
-             host_logs: tuple[HostLogFigures, ...] = (), batch_size: int | None = None) -> Analysis:
-    diag_by_index = {d.index: d for d in diagnosis.ranks} if diagnosis else {}
-    max_blocks = TR.blocks_per_track(TR.count_tracks(tl))
-    all_warnings = list(tl.warnings) + list(warnings)
-    counter_logs: tuple[R.CounterLog, ...] = ()
-    device_counters: tuple[R.DeviceCounters, ...] = ()
-    if counters is not None:
-        counter_logs, device_counters, counter_warnings = _counters(tl, counters, alignments, counters_aligned)
-        all_warnings += counter_warnings
-    by_device = {c.device: c for c in device_counters} if counters_aligned else {}
-    ranks = tuple(_rank(tl, r, diag_by_index.get(r.index), figures.min_gap_ns, max_blocks, by_device, batch_size)
-                  for r in figures.ranks)
-    all_warnings += memory_warnings(tl, figures)
-    warmup = {n for d in diag_by_index.values() for n in d.warmup_steps}
-    rate = TP.throughput([{s.step: s.duration_us for s in r.per_step} for r in ranks], warmup, batch_size)
-    hosts = tuple(_host_log(h, tl) for h in host_logs)
-    host_sources = tl.host_log_sources()  # said in host_logs, not among the inputs
-    all_warnings += [f"{h.path}: {w}" for h in hosts for w in h.warnings]
-    return Analysis(
-        schema=R.SCHEMA,
-        tool=R.ToolInfo("traceanalyzer", __version__),
-        options=R.OptionsInfo(_us0(figures.min_gap_ns), include_warmup, batch_size),
-        inputs=tuple(R.InputInfo(s.path, s.format, s.events_read, s.events_kept, dict(sorted(s.not_kept.items())),
-                                 tuple(s.warnings)) for i, s in enumerate(tl.sources) if i not in host_sources),
-        warnings=tuple(all_warnings),
-        ranks=ranks,
-        summary=_summary(ranks, len(device_counters), rate),
-        definitions=dict(FIGURES),
-        diagnosis=_diagnosis(diagnosis) if diagnosis else None,
-        counter_logs=counter_logs,
-        counters=device_counters,
-        host_logs=hosts,
-    )
-
-
 # --- ranks and devices -----------------------------------------------------------------------------
-def _rank(tl: Timeline, r: RankAnalysis, dr: RankDiagnosis | None, min_gap_ns: int, max_blocks: int,
-          counters: dict[int, R.DeviceCounters], batch_size: int | None = None) -> R.RankResult:
-    attributed = {d.device: d for d in dr.devices} if dr else {}
-    tracks = rank_tracks(tl, r, attributed, min_gap_ns, max_blocks)
-    return rank_result(tl, r, dr, counters, timeline_data(tracks, max_blocks), batch_size)
-
-
 def rank_result(tl: Timeline, r: RankAnalysis, dr: RankDiagnosis | None, counters: dict[int, R.DeviceCounters],
                 timeline: dict[str, Any], batch_size: int | None = None) -> R.RankResult:
     """One rank's typed result, with its drawn timeline (`timeline_data`) made by the caller."""
@@ -204,6 +155,11 @@ def _device(d: DeviceAnalysis, attr: DeviceAttribution | None, counters: R.Devic
         kernel_table=kernels,
         memory=None if memory is None else _memory(memory, w.start_ns),
     )
+
+
+def options_info(min_gap_ns: int, include_warmup: bool, batch_size: int | None) -> R.OptionsInfo:
+    """The options that changed the figures, as the result states them."""
+    return R.OptionsInfo(_us0(min_gap_ns), include_warmup, batch_size)
 
 
 def _summary(ranks: tuple[R.RankResult, ...], logged_gpus: int = 0, rate: TP.Throughput | None = None) -> R.Summary:
@@ -372,7 +328,8 @@ def _rank_diagnosis(r: RankDiagnosis) -> R.RankDiagnosisResult:
     )
 
 
-def _diagnosis(d: Diagnosis) -> R.DiagnosisResult:
+def diagnosis_result(d: Diagnosis) -> R.DiagnosisResult:
+    """A job's diagnosis made whole in ns (logs alone: `diagnose_counters`) in the result's units."""
     return R.DiagnosisResult(d.primary, d.host_primary, d.headline, tuple(_finding(f) for f in d.findings),
                              tuple(_rank_diagnosis(r) for r in d.ranks))
 
@@ -397,31 +354,33 @@ def job_diagnosis(ranks: tuple[R.RankDiagnosisResult, ...]) -> R.DiagnosisResult
 
 
 def summary(ranks: tuple[R.RankResult, ...], warmup: set[int] | None = None,
-            batch_size: int | None = None) -> R.Summary:
-    """The job's summary figures from its ranks' results (throughput over steps not in `warmup`)."""
+            batch_size: int | None = None, logged_gpus: int = 0) -> R.Summary:
+    """The job's summary figures from its ranks' results (throughput over steps not in `warmup`);
+    `logged_gpus`: GPUs seen in nvidia-smi logs, counted when no trace shows any."""
     rate = TP.throughput([{s.step: s.duration_us for s in r.per_step} for r in ranks], warmup or set(), batch_size)
-    return _summary(ranks, 0, rate)
+    return _summary(ranks, logged_gpus, rate)
 
 
 # --- counter logs ----------------------------------------------------------------------------------
-def _counters(tl: Timeline, figures: tuple[CounterFigures, ...], alignments: tuple[Alignment, ...],
-              aligned: bool) -> tuple[tuple[R.CounterLog, ...], tuple[R.DeviceCounters, ...], list[str]]:
-    """`aligned`: counters are on the trace clock (a trace was read with the logs)."""
+def counter_results(sources: list[T.Source], figures: tuple[CounterFigures, ...], alignments: tuple[Alignment, ...],
+                    aligned: bool, trace_clock: str) -> tuple[tuple[R.CounterLog, ...], tuple[R.DeviceCounters, ...],
+                                                              list[str]]:
+    """The counter logs (`sources`: theirs, which figures and alignments index) and their figures in the
+    result's units, with the warnings they give. `aligned`: counters are on the trace clock (a trace was
+    read with the logs), whose kind `trace_clock` is ("epoch" or "trace")."""
     by_source = {a.source: a for a in alignments}
-    trace_clock = "epoch" if tl.ranks and all(r.clock == "epoch" for r in tl.ranks) else "trace"
     warnings: list[str] = []
     logs = []
-    host_sources = tl.host_log_sources()
-    for i, src in enumerate(tl.sources):
-        if not src.clock or i in host_sources:
+    for i, src in enumerate(sources):
+        if not src.clock:
             continue
         a = by_source.get(i)
         logs.append(_log(src, a))
         warnings.extend(f"{src.path}: {w}" for w in (a.warnings if a else ()))
     devices = []
     for d in figures:
-        clock = trace_clock if aligned else tl.sources[d.sources[0]].clock
-        entry = _device_counters(tl, d, clock, by_source)
+        clock = trace_clock if aligned else sources[d.sources[0]].clock
+        entry = _device_counters(sources, d, clock, by_source)
         devices.append(entry)
         cc = entry.cross_check
         if cc and cc.disagrees:
@@ -456,12 +415,13 @@ def _log(src: T.Source, a: Alignment | None) -> R.CounterLog:
     )
 
 
-def _device_counters(tl: Timeline, d: CounterFigures, clock: str, by_source: dict[int, Alignment]) -> R.DeviceCounters:
+def _device_counters(sources: list[T.Source], d: CounterFigures, clock: str,
+                     by_source: dict[int, Alignment]) -> R.DeviceCounters:
     a = next((by_source[s] for s in d.sources if s in by_source), None)
     z, cc = d.zero_runs, d.cross_check
     return R.DeviceCounters(
         device=d.device,
-        sources=tuple(tl.sources[s].path for s in d.sources),
+        sources=tuple(sources[s].path for s in d.sources),
         period_s=_r(d.period_ns / 1e9, 6),
         samples=d.samples,
         first_sample=time_text(d.first_ns, clock),
@@ -486,10 +446,10 @@ def _device_counters(tl: Timeline, d: CounterFigures, clock: str, by_source: dic
 
 
 # --- host logs (glances) ----------------------------------------------------------------------------
-def _host_log(h: HostLogFigures, tl: Timeline) -> R.HostLogResult:
-    """A host log's figures; its drawing payload in seconds from the trace window's start (else the
-    log's first sample): the CPU series, at most SERIES_POINTS samples, and the DataLoader-wait spans."""
-    window = trace_window(tl) if len(tl.events) else None
+def host_log_result(h: HostLogFigures, window: tuple[int, int] | None) -> R.HostLogResult:
+    """A host log's figures; its drawing payload in seconds from the trace window's start (`window`; None:
+    no trace events, then the log's first sample): the CPU series, at most SERIES_POINTS samples, and the
+    DataLoader-wait spans."""
     origin = window[0] if window else (int(h.ts_ns[0]) if len(h.ts_ns) else 0)
     step = max(1, -(-len(h.ts_ns) // SERIES_POINTS))
     pick = np.arange(0, len(h.ts_ns), step)
@@ -536,4 +496,5 @@ def time_text(ns: int, clock: str) -> str:
     return text + (" UTC" if clock == T.CLOCK_EPOCH else " (local)")
 
 
-__all__ = ["MAX_STEP_BARS", "assemble", "time_text"]
+__all__ = ["MAX_STEP_BARS", "counter_results", "diagnosis_result", "host_log_result", "job_diagnosis", "options_info",
+           "rank_diagnosis", "rank_result", "rank_tracks", "summary", "time_text", "timeline_data"]
