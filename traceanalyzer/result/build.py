@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import intervals as iv
 from .. import timeline as T
 from ..align import Alignment
 from ..analyses import DeviceAnalysis, Figures, RankAnalysis
@@ -30,6 +31,7 @@ from ..timeline import Timeline
 from . import types as R
 
 MAX_STEP_BARS = 500  # per-step chart: the first steps when a trace has more
+MAX_GAP_ROWS = 10_000  # per device in the gap table: the longest when a device has more
 
 
 def _us(ns: float | None) -> float | None:
@@ -56,6 +58,15 @@ def rank_result(tl: Timeline, r: RankAnalysis, dr: RankDiagnosis | None, counter
     attributed = {d.device: d for d in dr.devices} if dr else {}
     mem = r.memory
     mem_devices = mem.devices if mem else {}
+    memory_series: dict[str, Any] = {}
+    devices = []
+    for d in r.devices:
+        m = mem_devices.get(d.device)
+        devices.append(_device(d, attributed.get(d.device), counters.get(d.device), m, r))
+        if m is not None:
+            memory_series[f"cuda:{d.device}"] = _memory_series(m, d.busy.window.start_ns)
+    if mem and mem.host:
+        memory_series["host"] = _memory_series(mem.host, r.window.start_ns)
     per_step = tuple(R.StepRow(s.step, _us0(s.start_ns - r.window.start_ns), _us0(s.dur_ns), _us0(s.gpu_busy_ns),
                                _us0(s.memcpy_ns), _us0(s.dataloader_ns), _us0(s.idle_ns), _us0(s.comm_ns),
                                _us0(s.exposed_comm_ns), _r(TP.samples_per_s(batch_size, s.dur_ns / 1000.0)))
@@ -73,12 +84,11 @@ def rank_result(tl: Timeline, r: RankAnalysis, dr: RankDiagnosis | None, counter
         dataloader_wait_us=_us(r.dataloader_wait_ns),
         dataloader_wait_fraction=_frac(r.dataloader_wait_fraction),
         per_step=per_step,
-        devices=tuple(_device(d, attributed.get(d.device), counters.get(d.device), mem_devices.get(d.device))
-                      for d in r.devices),
-        timeline=timeline,
-        charts={"per_step": _per_step_chart(per_step, dr)},
+        devices=tuple(devices),
         host=info.host,
-        host_memory=_memory(mem.host, r.window.start_ns) if mem and mem.host else None,
+        host_memory=_memory(mem.host) if mem and mem.host else None,
+        diagnosis=_rank_diagnosis(dr) if dr else None,
+        drawing=R.RankDrawing(timeline, {"per_step": _per_step_chart(per_step, dr)}, memory_series),
     )
 
 
@@ -89,23 +99,26 @@ def _causes_of(attr: DeviceAttribution | None) -> np.ndarray | None:
     return np.array(CAUSES, dtype=object)[attr.causes] if len(attr.causes) else np.zeros(0, dtype=object)
 
 
-def _memory(m: MemoryFigures, origin_ns: int) -> R.MemoryResult:
-    """Memory figures in the report's units; the series in us from `origin_ns` (the window start)."""
-    series: dict[str, Any] = {
+def _memory_series(m: MemoryFigures, origin_ns: int) -> dict[str, Any]:
+    """The drawn memory series, in us from `origin_ns` (the window start)."""
+    return {
         "t_us": _rel_us(m.series_ts_ns, origin_ns),
         "allocated_bytes": [int(v) for v in m.series_allocated.tolist()],
         "reserved_bytes": None if m.series_reserved is None else [int(v) for v in m.series_reserved.tolist()],
         "total_bytes": m.total_bytes,
         "samples": m.samples,
     }
+
+
+def _memory(m: MemoryFigures) -> R.MemoryResult:
+    """Memory figures in the report's units."""
     return R.MemoryResult(
         samples=m.samples, peak_allocated_bytes=m.peak_allocated_bytes, peak_reserved_bytes=m.peak_reserved_bytes,
         total_bytes=m.total_bytes, peak_allocated_fraction=_frac(m.peak_allocated_fraction),
         headroom_fraction=_frac(m.headroom_fraction),
         growth_per_step_bytes=_r(m.growth_per_step_bytes, 1),
         per_step=tuple(R.MemoryStepRow(s.step, s.peak_allocated_bytes, s.end_allocated_bytes, s.growth_bytes)
-                       for s in m.per_step[:MAX_STEP_BARS]),
-        series=series)
+                       for s in m.per_step[:MAX_STEP_BARS]))
 
 
 def memory_warnings(tl: Timeline, figures: Figures) -> list[str]:
@@ -119,8 +132,32 @@ def memory_warnings(tl: Timeline, figures: Figures) -> list[str]:
     return out
 
 
+def _gap_table(d: DeviceAnalysis, causes: np.ndarray | None, r: RankAnalysis, min_gap_ns: int) -> R.GapTable:
+    """Every gap of the device's idle set at least `min_gap_ns` long, with its step and cause; past
+    MAX_GAP_ROWS the longest are kept, by start time."""
+    starts, ends = d.idle
+    keep = np.flatnonzero((ends - starts) >= max(min_gap_ns, 1))
+    omitted = 0
+    if len(keep) > MAX_GAP_ROWS:
+        longest = np.argsort(-(ends[keep] - starts[keep]), kind="stable")[:MAX_GAP_ROWS]
+        omitted = len(keep) - MAX_GAP_ROWS
+        keep = np.sort(keep[longest])
+    s, e = starts[keep], ends[keep]
+    st_start = np.array([x.start_ns for x in r.per_step], dtype=np.int64)
+    st_end = st_start + np.array([x.dur_ns for x in r.per_step], dtype=np.int64)
+    st_num = np.array([x.step for x in r.per_step], dtype=np.int64)
+    at = iv.locate(s, st_start, st_end) if len(st_start) else np.full(len(s), -1)
+    origin = d.busy.window.start_ns
+    return R.GapTable(
+        start_us=tuple(np.round((s - origin) / 1000.0, 3).tolist()),
+        duration_us=tuple(np.round((e - s) / 1000.0, 3).tolist()),
+        step=tuple(None if j < 0 else int(st_num[j]) for j in at.tolist()),
+        cause=tuple(None if causes is None else str(c) for c in (causes[keep] if causes is not None else keep)),
+        omitted=omitted)
+
+
 def _device(d: DeviceAnalysis, attr: DeviceAttribution | None, counters: R.DeviceCounters | None,
-            memory: MemoryFigures | None = None) -> R.DeviceResult:
+            memory: MemoryFigures | None, rank: RankAnalysis) -> R.DeviceResult:
     b, g, m = d.busy, d.gaps, d.memcpy
     w = b.window
     causes = _causes_of(attr)
@@ -153,7 +190,8 @@ def _device(d: DeviceAnalysis, attr: DeviceAttribution | None, counters: R.Devic
         top_kernels=kernels[:TOP_KERNELS],
         counters=counters,
         kernel_table=kernels,
-        memory=None if memory is None else _memory(memory, w.start_ns),
+        memory=None if memory is None else _memory(memory),
+        gap_table=_gap_table(d, causes, rank, g.min_gap_ns),
     )
 
 
@@ -308,7 +346,7 @@ def _gap(g: AttributedGap) -> R.AttributedGap:
 def _rank_diagnosis(r: RankDiagnosis) -> R.RankDiagnosisResult:
     s = r.host_shares
     return R.RankDiagnosisResult(
-        rank=r.rank, primary=r.primary, host_primary=r.host_primary, reason=r.reason, headline=r.headline,
+        primary=r.primary, host_primary=r.host_primary, reason=r.reason, headline=r.headline,
         lost_us=_us0(r.lost_ns), window_us=_us0(r.window_ns), idle_us=_us0(r.idle_ns),
         idle_by_cause_us=_causes_us(r.idle_by_cause), exposed_memcpy_us=_us0(r.exposed_memcpy_ns),
         exposed_communication_us=_us0(r.exposed_comm_ns),
@@ -328,29 +366,34 @@ def _rank_diagnosis(r: RankDiagnosis) -> R.RankDiagnosisResult:
     )
 
 
-def diagnosis_result(d: Diagnosis) -> R.DiagnosisResult:
-    """A job's diagnosis made whole in ns (logs alone: `diagnose_counters`) in the result's units."""
+def diagnosis_result(d: Diagnosis, speaker: int | None = None) -> R.DiagnosisResult:
+    """A job's diagnosis made in ns (logs alone: `diagnose_counters`) in the result's units; `speaker`: the
+    index (into the result's ranks) of the rank whose verdict is the job's."""
     return R.DiagnosisResult(d.primary, d.host_primary, d.headline, tuple(_finding(f) for f in d.findings),
-                             tuple(_rank_diagnosis(r) for r in d.ranks))
+                             speaker)
 
 
 def rank_diagnosis(r: RankDiagnosis) -> R.RankDiagnosisResult:
-    """One rank's typed diagnosis (what a per-rank task returns)."""
+    """One rank's typed diagnosis (combine makes it once the rank's input split is known)."""
     return _rank_diagnosis(r)
 
 
-def job_diagnosis(ranks: tuple[R.RankDiagnosisResult, ...]) -> R.DiagnosisResult:
+def job_diagnosis(ranks: tuple[R.RankResult, ...]) -> R.DiagnosisResult | None:
     """The job's diagnosis from its ranks' typed diagnoses: the same rule as `diagnosis.diagnose`
     (the rank losing the most GPU time speaks for the job), so a job analysed rank by rank in other
-    processes gets the verdict it gets when analysed whole."""
+    processes gets the verdict it gets when analysed whole. None when no rank is diagnosed."""
     from ..diagnosis.rules import job_headline, job_rank
 
-    pick = ranks[job_rank([r.lost_us for r in ranks], [bool(r.devices) for r in ranks])]
+    diagnosed = [(i, r, r.diagnosis) for i, r in enumerate(ranks) if r.diagnosis is not None]
+    if not diagnosed:
+        return None
+    k = job_rank([d.lost_us for _, _, d in diagnosed], [bool(d.devices) for _, _, d in diagnosed])
+    index, rank, pick = diagnosed[k]
     host_primary = pick.host_primary
     if host_primary is None:
-        host_primary = next((r.host_primary for r in ranks if r.host_primary), None)
-    return R.DiagnosisResult(pick.primary, host_primary, job_headline(pick.rank, pick.headline, len(ranks)),
-                             pick.findings, ranks)
+        host_primary = next((d.host_primary for _, _, d in diagnosed if d.host_primary), None)
+    return R.DiagnosisResult(pick.primary, host_primary, job_headline(rank.rank, pick.headline, len(diagnosed)),
+                             pick.findings, index)
 
 
 def summary(ranks: tuple[R.RankResult, ...], warmup: set[int] | None = None,
@@ -446,10 +489,10 @@ def _device_counters(sources: list[T.Source], d: CounterFigures, clock: str,
 
 
 # --- host logs (glances) ----------------------------------------------------------------------------
-def host_log_result(h: HostLogFigures, window: tuple[int, int] | None) -> R.HostLogResult:
-    """A host log's figures; its drawing payload in seconds from the trace window's start (`window`; None:
-    no trace events, then the log's first sample): the CPU series, at most SERIES_POINTS samples, and the
-    DataLoader-wait spans."""
+def host_log_result(h: HostLogFigures, window: tuple[int, int] | None) -> tuple[R.HostLogResult, dict[str, Any]]:
+    """A host log's figures, and its drawing payload in seconds from the trace window's start (`window`;
+    None: no trace events, then the log's first sample): the CPU series, at most SERIES_POINTS samples,
+    and the DataLoader-wait spans."""
     origin = window[0] if window else (int(h.ts_ns[0]) if len(h.ts_ns) else 0)
     step = max(1, -(-len(h.ts_ns) // SERIES_POINTS))
     pick = np.arange(0, len(h.ts_ns), step)
@@ -473,12 +516,11 @@ def host_log_result(h: HostLogFigures, window: tuple[int, int] | None) -> R.Host
                                            _r(m.window_mean), m.outside_samples, _r(m.outside_mean))
                  for m in h.metrics},
         during_dataloader_wait={k: round(v, 3) for k, v in w.means.items()},
-        series=series,
         warnings=tuple(h.source.warnings) + tuple(h.warnings),
         clock=h.source.clock, zone=h.zone or None, cores=h.cores,
         wait_samples=w.samples, wait_covered_fraction=_frac(w.covered_fraction),
         not_kept=dict(sorted(h.source.not_kept.items())),
-    )
+    ), series
 
 
 def time_text(ns: int, clock: str) -> str:

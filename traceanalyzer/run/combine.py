@@ -17,6 +17,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -24,7 +25,7 @@ import pandas as pd
 from .._version import __version__
 from ..align import Alignment, AlignOptions, TraceClock, align_logs, place_counters, place_host_logs
 from ..analyses import tracks as TR
-from ..analyses.collectives_job import job_figures
+from ..analyses.collectives_job import job_figures, job_key
 from ..analyses.counters import DeviceCounters, counter_figures, counter_tracks, job_window, merge_busy_sets
 from ..analyses.host_logs import HostLogFigures, host_figures
 from ..diagnosis.stragglers import min_lateness_us, stragglers
@@ -89,23 +90,24 @@ def combine(outputs: Sequence[FileOutput], job: JobInputs) -> Analysis:
 
     max_blocks = TR.blocks_per_track(sum(r.tracks_count for r in ranks))
     by_device = {c.device: c for c in logs.devices} if logs.on_trace_clock else {}
-    results, diagnoses = [], []
+    results = []
     for i, (r, number) in enumerate(zip(ranks, numbers)):
         tracks = r.tracks
         if logs.placed is not None and len(logs.placed.counters):
             tracks = replace(tracks, counters=counter_tracks(logs.placed.counters, [d.device for d in tracks.devices],
                                                              tracks.window.start_ns, tracks.window.end_ns))
-        result = replace(r.result, rank=number, timeline=timeline_data(TR.recut_tracks(tracks, max_blocks), max_blocks))
+        timeline = timeline_data(TR.recut_tracks(tracks, max_blocks), max_blocks)
+        drawing = replace(r.result.drawing, timeline=timeline) if r.result.drawing else None
+        result = replace(r.result, rank=number, drawing=drawing,
+                         diagnosis=_typed_diagnosis(r, i, logs.hosts, job.host_logs))
         if by_device:
             result = replace(result, devices=tuple(replace(d, counters=by_device.get(d.index)) for d in result.devices))
         results.append(result)
-        if r.diagnosis is not None:
-            diagnoses.append(replace(_typed_diagnosis(r, i, logs.hosts, job.host_logs), rank=number))
     rank_results = tuple(results)
-    if diagnoses:
-        diagnosis = job_diagnosis(tuple(diagnoses)) if o.diagnose else None
+    if ranks:
+        diagnosis = job_diagnosis(rank_results) if o.diagnose else None
     else:
-        diagnosis = _without_ranks(logs.counters) if o.diagnose and not ranks and logs.any else None
+        diagnosis = _without_ranks(logs.counters) if o.diagnose and logs.any else None
     analysis = Analysis(
         schema=R.SCHEMA,
         tool=R.ToolInfo("traceanalyzer", __version__),
@@ -113,13 +115,14 @@ def combine(outputs: Sequence[FileOutput], job: JobInputs) -> Analysis:
         inputs=tuple(i for p in parts for i in p.inputs) + logs.inputs,
         warnings=tuple(warnings),
         ranks=rank_results,
-        summary=summary(rank_results, {n for d in diagnoses for n in d.warmup_steps}, o.batch_size,
-                        len(logs.devices)),
+        summary=summary(rank_results, {n for r in rank_results if r.diagnosis for n in r.diagnosis.warmup_steps},
+                        o.batch_size, len(logs.devices)),
         definitions=dict(FIGURES),
         diagnosis=diagnosis,
         counter_logs=logs.counter_logs,
         counters=logs.devices,
         host_logs=logs.host_results,
+        drawing=R.JobDrawing(host_logs=logs.host_drawing),
     )
     final = tuple(replace(r, result=res) for r, res in zip(ranks, rank_results))
     for reduce in JOB_REDUCERS:
@@ -159,6 +162,7 @@ class _Logs:
     warnings: list[str] = dataclasses.field(default_factory=list)  # alignment and cross-check warnings
     hosts: tuple[HostLogFigures, ...] = ()
     host_results: tuple[R.HostLogResult, ...] = ()
+    host_drawing: dict[str, Any] = dataclasses.field(default_factory=dict)  # host log path -> its drawn series
     host_warnings: list[str] = dataclasses.field(default_factory=list)
 
 
@@ -194,19 +198,21 @@ def _logs(ranks: list[RankOutput], job: JobInputs) -> _Logs:
         hosts_tl, host_alignments = place_host_logs(job.host_logs, trace, job.align)
         waits = {i: r.logs.waits for i, r in enumerate(ranks) if r.logs is not None} if span is not None else None
         hosts = host_figures(hosts_tl, host_alignments, waits, window)
-        results = tuple(host_log_result(h, window) for h in hosts)
-        out = replace(out, hosts=hosts, host_results=results,
+        drawn = [host_log_result(h, window) for h in hosts]
+        results = tuple(h for h, _ in drawn)
+        out = replace(out, hosts=hosts, host_results=results, host_drawing={h.path: s for h, s in drawn},
                       host_warnings=[f"{h.path}: {w}" for h in results for w in h.warnings])
     return out
 
 
 def _typed_diagnosis(r: RankOutput, position: int, hosts: tuple[HostLogFigures, ...],
-                     host_logs: Timeline | None) -> R.RankDiagnosisResult:
+                     host_logs: Timeline | None) -> R.RankDiagnosisResult | None:
     """A rank's diagnosis with its input split (by the host logs' figures over its waits), typed."""
     from ..diagnosis.input_split import split_rank
     from ..result.build import rank_diagnosis
 
-    assert r.diagnosis is not None
+    if r.diagnosis is None:
+        return None
     have_logs = host_logs is not None and bool(host_logs.host_logs)
     return rank_diagnosis(split_rank(replace(r.diagnosis, index=position), hosts, have_logs))
 
@@ -229,9 +235,10 @@ def with_job(tables: Sequence[pd.DataFrame], analysis: Analysis) -> Analysis:
     if len(analysis.ranks) < 2:
         return analysis
     diag = analysis.diagnosis
-    figures = job_figures(tables, analysis.ranks, diag.ranks if diag else ())
+    figures = job_figures(tables, analysis.ranks)
     job = dataclasses.replace(figures.job, straggler_min_lateness_us=round(min_lateness_us(figures.job), 3))
-    new_diag = dataclasses.replace(diag, stragglers=stragglers(job, diag.ranks)) if diag else None
+    by_rank = {job_key(r, i): r.diagnosis for i, r in enumerate(analysis.ranks)}
+    new_diag = dataclasses.replace(diag, stragglers=stragglers(job, by_rank)) if diag else None
     return dataclasses.replace(analysis, job=job, diagnosis=new_diag,
                                warnings=analysis.warnings + figures.warnings)
 
