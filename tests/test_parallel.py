@@ -94,7 +94,7 @@ def test_jobs_1_and_2_combine_to_the_same_bytes(job):
 def test_options_that_change_figures_reach_the_workers(job):
     o = Options(jobs=2, min_gap_ns=0, include_warmup=True, diagnose=False)
     assert ta.analyze(job, o).to_json() == ta.analyze(job, replace(o, jobs=1)).to_json()
-    assert b'"min_gap_us":0.0' in ta.analyze(job, o).to_json()
+    assert ta.analyze(job, o).options.min_gap_us == 0.0
     assert ta.analyze(job, o).diagnosis is None
 
 

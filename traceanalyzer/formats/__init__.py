@@ -26,11 +26,11 @@ from .registry import (
     file_kind,
     read_file,
     read_host_log,
+    reader_modules,
     readers,
-    registry,
 )
 
 __all__ = ["COUNTERS", "COUNTER_LOG_SUFFIXES", "HOST", "KINDS", "TRACE", "TRACE_SUFFIXES", "InputSet", "JobInputs",
            "RankMeta", "ReadOptions", "classify_inputs", "file_kind", "input_sets", "is_counter_log",
            "load_counter_logs", "load_host_logs", "metas_mismatch", "number_ranks", "rank_metas", "read_file",
-           "read_host_log", "readers", "registry", "same_files"]
+           "read_host_log", "reader_modules", "readers", "same_files"]

@@ -3,7 +3,7 @@ a trace of ranks, a GPU counter log, a host monitor log), `sniff(head) -> bool` 
 `read(path, data, options) -> Timeline` (or `read_path(path, options)` for a reader that streams).
 A file's reader is picked by content, never by name.
 
-To add a format: write a module with those three names and put it in `REGISTRY`'s order, before
+To add a format: write a module with those three names and put it in `reader_modules()`'s order, before
 any reader whose sniff would also accept its files.
 """
 
@@ -26,7 +26,7 @@ COUNTER_LOG_SUFFIXES = (".log", ".csv", ".txt")
 _COUNTER_HEAD_BYTES = 4096  # what a counter log's sniff needs
 
 
-def registry() -> tuple[ModuleType, ...]:
+def reader_modules() -> tuple[ModuleType, ...]:
     """Every reader, in sniffing order."""
     from . import dcgm_csv, dmon, glances, kineto, smi_csv, tf_json, xplane
 
@@ -37,7 +37,7 @@ def registry() -> tuple[ModuleType, ...]:
 
 def readers(*kinds: str) -> tuple[ModuleType, ...]:
     """The readers of these kinds (all without any), in sniffing order."""
-    return tuple(r for r in registry() if not kinds or r.KIND in kinds)
+    return tuple(r for r in reader_modules() if not kinds or r.KIND in kinds)
 
 
 def file_kind(path: Path) -> str:
@@ -49,7 +49,7 @@ def file_kind(path: Path) -> str:
         head = read_head(path)
     except InputError:
         return TRACE
-    for reader in registry():
+    for reader in reader_modules():
         if reader.KIND == TRACE:
             continue
         if reader.sniff(head if reader.KIND == HOST else head[:_COUNTER_HEAD_BYTES]):
@@ -119,4 +119,4 @@ def _looks_binary(sample: bytes) -> bool:
 
 
 __all__ = ["COUNTERS", "COUNTER_LOG_SUFFIXES", "HOST", "KINDS", "TRACE", "TRACE_SUFFIXES", "file_kind", "read_file",
-           "read_host_log", "readers", "registry"]
+           "read_host_log", "reader_modules", "readers"]
