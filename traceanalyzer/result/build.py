@@ -19,6 +19,7 @@ from ..align import Alignment
 from ..analyses import DeviceAnalysis, Figures, RankAnalysis
 from ..analyses import throughput as TP
 from ..analyses import tracks as TR
+from ..analyses.collectives_job import JobFigures
 from ..analyses.counters import CROSS_CHECK_MARGIN_PCT
 from ..analyses.counters import DeviceCounters as CounterFigures
 from ..analyses.figures import TOP_KERNELS
@@ -27,6 +28,7 @@ from ..analyses.memory import MemoryFigures
 from ..causes import CAUSES
 from ..diagnosis import Diagnosis, Finding, RankDiagnosis
 from ..diagnosis.attribution import AttributedGap, DeviceAttribution, Evidence
+from ..diagnosis.stragglers import Straggler
 from ..timeline import Timeline
 from . import types as R
 
@@ -404,6 +406,34 @@ def summary(ranks: tuple[R.RankResult, ...], warmup: set[int] | None = None,
     return _summary(ranks, logged_gpus, rate)
 
 
+# --- the job: one clock, collectives, stragglers ------------------------------------------------------
+def job_result(f: JobFigures) -> R.JobResult:
+    """The job's clock and per-rank communication figures in the result's units."""
+    from ..diagnosis.stragglers import min_lateness
+    from ..diagnosis.thresholds import STRAGGLER_MIN_LATENESS_NS
+
+    rows = tuple(R.RankCommRow(
+        rank=r.rank, host=r.host, step_time_us=_us(r.step_time_ns), compute_us=_us0(r.compute_ns),
+        comm_us=_us0(r.comm_ns), exposed_comm_us=_us0(r.exposed_comm_ns),
+        overlapped_comm_us=_us0(r.overlapped_comm_ns), wait_in_collectives_us=_us0(r.wait_ns),
+        caused_wait_us=_us0(r.caused_wait_ns), lateness_us=_us0(r.lateness_ns),
+        bus_bandwidth_gbps=r.bus_bandwidth_gbps, last_arrivals=r.last_arrivals) for r in f.ranks)
+    floor_us = min_lateness([r.step_time_us for r in rows if r.step_time_us], STRAGGLER_MIN_LATENESS_NS / 1000.0)
+    return R.JobResult(
+        clocks=tuple(R.HostClock(c.host, c.ranks, _us0(c.offset_ns), c.method, c.collectives_used,
+                                 _us(c.residual_ns)) for c in f.clocks),
+        collectives_matched=f.collectives_matched,
+        ranks=rows,
+        straggler_min_lateness_us=round(floor_us, 3),
+        timeline_shift_us=tuple(_us0(s) for s in f.timeline_shift_ns))
+
+
+def straggler_result(s: Straggler) -> R.StragglerResult:
+    return R.StragglerResult(rank=s.rank, caused_wait_per_step_us=_us0(s.caused_wait_ns),
+                             lateness_per_step_us=_us0(s.lateness_ns), collectives=s.collectives,
+                             top_cause=s.top_cause, top_cause_per_step_us=_us(s.top_cause_ns), text=s.text)
+
+
 # --- counter logs ----------------------------------------------------------------------------------
 def counter_results(sources: list[T.Source], figures: tuple[CounterFigures, ...], alignments: tuple[Alignment, ...],
                     aligned: bool, trace_clock: str) -> tuple[tuple[R.CounterLog, ...], tuple[R.DeviceCounters, ...],
@@ -538,5 +568,6 @@ def time_text(ns: int, clock: str) -> str:
     return text + (" UTC" if clock == T.CLOCK_EPOCH else " (local)")
 
 
-__all__ = ["MAX_STEP_BARS", "counter_results", "diagnosis_result", "host_log_result", "job_diagnosis", "options_info",
-           "rank_diagnosis", "rank_result", "rank_tracks", "summary", "time_text", "timeline_data"]
+__all__ = ["MAX_STEP_BARS", "counter_results", "diagnosis_result", "host_log_result", "job_diagnosis", "job_result",
+           "options_info", "rank_diagnosis", "rank_result", "rank_tracks", "straggler_result", "summary", "time_text",
+           "timeline_data"]

@@ -20,15 +20,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from .._version import __version__
 from ..align import Alignment, AlignOptions, TraceClock, align_logs, place_counters, place_host_logs
 from ..analyses import tracks as TR
-from ..analyses.collectives_job import job_figures, job_key
+from ..analyses.collectives_job import job_figures
 from ..analyses.counters import DeviceCounters, counter_figures, counter_tracks, job_window, merge_busy_sets
 from ..analyses.host_logs import HostLogFigures, host_figures
-from ..diagnosis.stragglers import min_lateness_us, stragglers
+from ..diagnosis.stragglers import stragglers
 from ..errors import InputError
 from ..formats import metas_mismatch, number_ranks, same_files
 from ..result import Analysis
@@ -230,31 +229,29 @@ def _without_ranks(counters: tuple[DeviceCounters, ...] | None) -> R.DiagnosisRe
 
 
 # --- the job stage: one clock, collectives, stragglers ------------------------------------------------
-def with_job(tables: Sequence[pd.DataFrame], analysis: Analysis) -> Analysis:
-    """`analysis` with its job figures and stragglers; unchanged for fewer than two ranks."""
-    if len(analysis.ranks) < 2:
-        return analysis
-    diag = analysis.diagnosis
-    figures = job_figures(tables, analysis.ranks)
-    job = dataclasses.replace(figures.job, straggler_min_lateness_us=round(min_lateness_us(figures.job), 3))
-    by_rank = {job_key(r, i): r.diagnosis for i, r in enumerate(analysis.ranks)}
-    new_diag = dataclasses.replace(diag, stragglers=stragglers(job, by_rank)) if diag else None
-    return dataclasses.replace(analysis, job=job, diagnosis=new_diag,
-                               warnings=analysis.warnings + figures.warnings)
-
-
 def _job(outputs: tuple[RankOutput, ...], analysis: Analysis) -> Analysis:
-    """Many ranks: one clock, collectives matched, stragglers (`with_job`), from the ranks' tables;
-    each table's rank column is set to the rank's number in the job (known only here)."""
+    """Many ranks: one clock, collectives matched, per-rank communication and stragglers, from the ranks'
+    collective tables (their rank column set to the rank's number in the job, known only here) and job
+    facts; unchanged for fewer than two ranks."""
+    from ..result.build import job_result, straggler_result
+
     if len(outputs) < 2:
         return analysis
-    tables = [o.extras["collectives"].assign(rank=np.full(len(o.extras["collectives"]), o.result.rank,
-                                                          dtype=np.int64)) for o in outputs]
-    return with_job(tables, analysis)
+    numbers = [o.result.rank if o.result.rank is not None else i for i, o in enumerate(outputs)]
+    tables = [o.extras["collectives"].assign(rank=np.full(len(o.extras["collectives"]), n, dtype=np.int64))
+              for o, n in zip(outputs, numbers)]
+    warmups = [o.diagnosis.warmup_steps if o.diagnosis else () for o in outputs]
+    figures = job_figures(tables, [o.job for o in outputs], numbers, warmups)
+    diag = analysis.diagnosis
+    if diag is not None:
+        late = stragglers(figures, {n: o.diagnosis for n, o in zip(numbers, outputs)})
+        diag = dataclasses.replace(diag, stragglers=tuple(straggler_result(s) for s in late))
+    return dataclasses.replace(analysis, job=job_result(figures), diagnosis=diag,
+                               warnings=analysis.warnings + figures.warnings)
 
 
 # fn(outputs, analysis) -> analysis, over every rank's output in job order, after the logs' stages.
 JOB_REDUCERS: list[Callable[[tuple[RankOutput, ...], Analysis], Analysis]] = [_job]
 
 
-__all__ = ["JOB_REDUCERS", "JobInputs", "check_files", "combine", "with_job"]
+__all__ = ["JOB_REDUCERS", "JobInputs", "check_files", "combine"]

@@ -25,6 +25,7 @@ import numpy as np
 
 from .. import intervals as iv
 from ..analyses import tracks as TR
+from ..analyses.collectives_job import RankJobFacts, rank_job_facts
 from ..diagnosis import RankDiagnosis
 from ..errors import InputError
 from ..formats import RankMeta
@@ -85,6 +86,7 @@ class RankOutput:
     tracks: TR.RankTracks  # drawn at MAX_BLOCKS_PER_TRACK blocks, cut by combine
     tracks_count: int  # block tracks it draws (the job's budget is shared by all)
     window_ns: tuple[int, int] | None  # the rank's window (None: empty)
+    job: RankJobFacts  # what the job stage (clock, collectives, stragglers) needs of its figures
     logs: LogExtras | None = None
     extras: dict[str, Any] = field(default_factory=dict)  # RANK_EXTRAS results by name
 
@@ -140,6 +142,7 @@ def analyze_rank_timeline(tl: Timeline, options: AnalysisOptions, path: str = ""
             tracks=rank_tracks(tl, r, attributed, options.min_gap_ns, TR.MAX_BLOCKS_PER_TRACK),
             tracks_count=TR.count_rank_tracks(tl, r.index),
             window_ns=(r.window.start_ns, r.window.end_ns) if r.window.dur_ns > 0 else None,
+            job=rank_job_facts(tl.ranks[r.index], r),
             logs=logs,
             extras={name: fn(tl, r.index) for name, fn in RANK_EXTRAS.items()}))
     inputs = tuple(R.InputInfo(s.path, s.format, s.events_read, s.events_kept, dict(sorted(s.not_kept.items())),
