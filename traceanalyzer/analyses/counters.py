@@ -89,13 +89,8 @@ def rank_busy_sets(tl: Timeline, rank: int) -> dict[int, iv.IntervalSet]:
     return {device: F.work_union(tl, rank, device) for device in tl.device_indices(rank)}
 
 
-def trace_busy_sets(tl: Timeline) -> dict[int, iv.IntervalSet]:
-    """Per device index: union of kernel, memcpy and memset intervals over every rank."""
-    return merge_busy_sets([rank_busy_sets(tl, r) for r in range(len(tl.ranks))])
-
-
 def merge_busy_sets(parts: list[dict[int, iv.IntervalSet]]) -> dict[int, iv.IntervalSet]:
-    """Several ranks' `trace_busy_sets` as one: per device index, the union over the ranks."""
+    """Several ranks' `rank_busy_sets` as one: per device index, the union over the ranks."""
     out: dict[int, iv.IntervalSet] = {}
     for part in parts:
         for device, (s, e) in part.items():

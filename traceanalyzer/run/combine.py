@@ -62,47 +62,19 @@ def check_files(files: Sequence[Path]) -> None:
 
 def combine(outputs: Sequence[FileOutput], job: JobInputs) -> Analysis:
     """The job's Analysis from its files' outputs, in input order (see the module text)."""
-    from ..result.build import job_diagnosis, options_info, summary, timeline_data
+    from ..result.build import job_diagnosis, options_info, summary
     from ..result.definitions import FIGURES
 
     check_files(job.files)
     parts, warnings = _readable(outputs, job)
     ranks = [r for p in parts for r in p.ranks]
-    metas = [r.meta for r in ranks]
-    numbers: list[int | None] = [m.rank for m in metas]
-    if job.from_files:
-        if len(ranks) > 1:
-            why = metas_mismatch(metas)
-            if why and not job.force_job:
-                raise InputError(job.label, f"these files do not look like ranks of one job: {why}; compare two "
-                                            f"runs with `traceanalyzer diff A B` or report them separately "
-                                            f"(--force-job analyses them as one job anyway)")
-            if why:
-                warnings.append(f"analysed as one job although {why} (--force-job)")
-        numbers, renumbered = number_ranks(numbers)
-        warnings += renumbered
+    numbers = _numbers(ranks, job, warnings)
     for read in (job.counter_logs, job.host_logs):
         warnings += read.warnings if read is not None else []
     o = job.options
     logs = _logs(ranks, job)
     warnings += list(job.notes) + logs.warnings + [w for p in parts for w in p.late_warnings] + logs.host_warnings
-
-    max_blocks = TR.blocks_per_track(sum(r.tracks_count for r in ranks))
-    by_device = {c.device: c for c in logs.devices} if logs.on_trace_clock else {}
-    results = []
-    for i, (r, number) in enumerate(zip(ranks, numbers)):
-        tracks = r.tracks
-        if logs.placed is not None and len(logs.placed.counters):
-            tracks = replace(tracks, counters=counter_tracks(logs.placed.counters, [d.device for d in tracks.devices],
-                                                             tracks.window.start_ns, tracks.window.end_ns))
-        timeline = timeline_data(TR.recut_tracks(tracks, max_blocks), max_blocks)
-        drawing = replace(r.result.drawing, timeline=timeline) if r.result.drawing else None
-        result = replace(r.result, rank=number, drawing=drawing,
-                         diagnosis=_typed_diagnosis(r, i, logs.hosts, job.host_logs))
-        if by_device:
-            result = replace(result, devices=tuple(replace(d, counters=by_device.get(d.index)) for d in result.devices))
-        results.append(result)
-    rank_results = tuple(results)
+    rank_results = _rank_results(ranks, numbers, logs, job)
     if ranks:
         diagnosis = job_diagnosis(rank_results) if o.diagnose else None
     else:
@@ -127,6 +99,51 @@ def combine(outputs: Sequence[FileOutput], job: JobInputs) -> Analysis:
     for reduce in JOB_REDUCERS:
         analysis = reduce(final, analysis)
     return analysis
+
+
+def _numbers(ranks: list[RankOutput], job: JobInputs, warnings: list[str]) -> list[int | None]:
+    """The ranks' numbers in the job, after the check that they are ranks of one job (files only: a
+    Timeline handed in keeps its ranks as they are); what was forced or renumbered goes to `warnings`."""
+    metas = [r.meta for r in ranks]
+    numbers: list[int | None] = [m.rank for m in metas]
+    if not job.from_files:
+        return numbers
+    if len(ranks) > 1:
+        why = metas_mismatch(metas)
+        if why and not job.force_job:
+            raise InputError(job.label, f"these files do not look like ranks of one job: {why}; compare two "
+                                        f"runs with `traceanalyzer diff A B` or report them separately "
+                                        f"(--force-job analyses them as one job anyway)")
+        if why:
+            warnings.append(f"analysed as one job although {why} (--force-job)")
+    numbers, renumbered = number_ranks(numbers)
+    warnings += renumbered
+    return numbers
+
+
+def _rank_results(ranks: list[RankOutput], numbers: list[int | None], logs: _Logs,
+                  job: JobInputs) -> tuple[R.RankResult, ...]:
+    """Each rank's result as the job shows it: its number, its tracks cut to the job's shared block budget
+    (with the counter logs' samples drawn over them), its typed diagnosis with its input split, and the
+    counter figures of its GPUs when the logs are on the trace's clock."""
+    from ..result.build import timeline_data
+
+    max_blocks = TR.blocks_per_track(sum(r.tracks_count for r in ranks))
+    by_device = {c.device: c for c in logs.devices} if logs.on_trace_clock else {}
+    results = []
+    for i, (r, number) in enumerate(zip(ranks, numbers)):
+        tracks = r.tracks
+        if logs.placed is not None and len(logs.placed.counters):
+            tracks = replace(tracks, counters=counter_tracks(logs.placed.counters, [d.device for d in tracks.devices],
+                                                             tracks.window.start_ns, tracks.window.end_ns))
+        timeline = timeline_data(TR.recut_tracks(tracks, max_blocks), max_blocks)
+        drawing = replace(r.result.drawing, timeline=timeline) if r.result.drawing else None
+        result = replace(r.result, rank=number, drawing=drawing,
+                         diagnosis=_typed_diagnosis(r, i, logs.hosts, job.host_logs))
+        if by_device:
+            result = replace(result, devices=tuple(replace(d, counters=by_device.get(d.index)) for d in result.devices))
+        results.append(result)
+    return tuple(results)
 
 
 def _readable(outputs: Sequence[FileOutput], job: JobInputs) -> tuple[list[FileOutput], list[str]]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -198,25 +198,24 @@ def _compact(dr: RankDiagnosis | None) -> RankDiagnosis | None:
                                                  for d in dr.devices))
 
 
-def split_ranks(tl: Timeline) -> list[Timeline]:
-    """A Timeline of several ranks as one Timeline per rank (its events, devices, memory and source;
-    rank and source index 0), so that each goes through the map like a rank file. Counters, host logs
-    and warnings are the job's: they stay with the caller."""
+def split_ranks(tl: Timeline) -> Iterator[Timeline]:
+    """A Timeline of several ranks as one Timeline per rank, one at a time (its events, devices, memory
+    and source; rank and source index 0), so that each goes through the map like a rank file. Counters,
+    host logs and warnings are the job's: they stay with the caller."""
     if len(tl.ranks) == 1 and len(tl.sources) == 1 and not len(tl.counters) and not tl.host_logs and not tl.warnings:
-        return [tl]
+        yield tl
+        return
     ev_rank = tl.events["rank"].to_numpy()
     mem_rank = tl.memory["rank"].to_numpy()
-    out = []
     for r in tl.ranks:
         ev = tl.events[ev_rank == r.index].reset_index(drop=True)
         ev["rank"] = np.zeros(len(ev), dtype=np.int32)
         mem = tl.memory[mem_rank == r.index].reset_index(drop=True)
         mem["rank"] = np.zeros(len(mem), dtype=np.int32)
-        out.append(Timeline(
+        yield Timeline(
             events=ev, memory=mem, sources=[tl.sources[r.source]],
             ranks=[dataclasses.replace(r, index=0, source=0)],
-            devices=[dataclasses.replace(d, rank=0) for d in tl.devices if d.rank == r.index]).validate())
-    return out
+            devices=[dataclasses.replace(d, rank=0) for d in tl.devices if d.rank == r.index]).validate()
 
 
 __all__ = ["RANK_EXTRAS", "AnalysisOptions", "FileOutput", "LogExtras", "RankOutput", "RankTask", "analyze_file",
