@@ -8,9 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from traceanalyzer import timeline as T
-from traceanalyzer.diagnosis import attribution as A
-from traceanalyzer.diagnosis import host as H
-from traceanalyzer.diagnosis.thresholds import STARTUP_FIRST_FACTOR, STARTUP_MIN_CALLS, STARTUP_MIN_NS
+from traceanalyzer.analyses import gaps as A
+from traceanalyzer.analyses import host as H
+from traceanalyzer.analyses.thresholds import STARTUP_FIRST_FACTOR, STARTUP_MIN_CALLS, STARTUP_MIN_NS
 
 NAMES = ["a", "b", "c", "d", None]
 DURATIONS = [1, 10, 500_000, STARTUP_MIN_NS, 5_000_000, 20_000_000]
@@ -76,7 +76,7 @@ def test_linked_copy_equals_a_dictionary_lookup(copies, correlation):
 
 def test_evidence_sums_per_name_in_order_of_first_appearance():
     ev = pd.DataFrame({"name": pd.Categorical(["z", "y", "z", "x"], categories=["x", "y", "z"])})
-    names, inside, dur = A._sum_by_name(ev, np.array([1, 2, 3, 4]), np.array([10, 20, 30, 40]))
+    names, inside, dur = A.sum_by_name(ev, np.array([1, 2, 3, 4]), np.array([10, 20, 30, 40]))
     assert names == ["z", "y", "x"]
     assert inside.tolist() == [4, 2, 4] and dur.tolist() == [40, 20, 40]
 

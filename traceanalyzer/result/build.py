@@ -1,9 +1,9 @@
 """Timeline + figures + diagnosis + counter figures -> the typed `Analysis` (traceanalyzer.result).
 
 The last step of the pipeline: it converts units once (ns -> us rounded to whole ns, fractions
-clamped to [0, 1]), draws the bounded timeline tracks and per-step chart series, and attaches
-each gap's cause by its index in the device's gap set (made once by the figures, attributed once
-by the diagnosis). Renderers only format what this returns.
+clamped to [0, 1]), draws the bounded timeline tracks and per-step chart series; each gap's
+cause is read from the device's gap set, where the figures gave it (shown when the run is
+diagnosed). Renderers only format what this returns.
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ from ..analyses import tracks as TR
 from ..analyses.counters import CROSS_CHECK_MARGIN_PCT, trace_window
 from ..analyses.counters import DeviceCounters as CounterFigures
 from ..analyses.figures import TOP_KERNELS
+from ..analyses.gaps import AttributedGap, Evidence, GapSet
 from ..analyses.host_logs import SERIES_METRICS, SERIES_POINTS, HostLogFigures
 from ..analyses.memory import MemoryFigures
 from ..causes import CAUSES
 from ..diagnosis import Diagnosis, Finding, RankDiagnosis
-from ..diagnosis.attribution import AttributedGap, DeviceAttribution, Evidence
 from ..timeline import Timeline
 from . import Analysis
 from . import types as R
@@ -93,8 +93,7 @@ def assemble(tl: Timeline, figures: Figures, diagnosis: Diagnosis | None = None,
 # --- ranks and devices -----------------------------------------------------------------------------
 def _rank(tl: Timeline, r: RankAnalysis, dr: RankDiagnosis | None, min_gap_ns: int, max_blocks: int,
           counters: dict[int, R.DeviceCounters], batch_size: int | None = None) -> R.RankResult:
-    attributed = {d.device: d for d in dr.devices} if dr else {}
-    tracks = rank_tracks(tl, r, attributed, min_gap_ns, max_blocks)
+    tracks = rank_tracks(tl, r, min_gap_ns, max_blocks)
     return rank_result(tl, r, dr, counters, timeline_data(tracks, max_blocks), batch_size)
 
 
@@ -102,7 +101,6 @@ def rank_result(tl: Timeline, r: RankAnalysis, dr: RankDiagnosis | None, counter
                 timeline: dict[str, Any], batch_size: int | None = None) -> R.RankResult:
     """One rank's typed result, with its drawn timeline (`timeline_data`) made by the caller."""
     info = tl.ranks[r.index]
-    attributed = {d.device: d for d in dr.devices} if dr else {}
     mem = r.memory
     mem_devices = mem.devices if mem else {}
     per_step = tuple(R.StepRow(s.step, _us0(s.start_ns - r.window.start_ns), _us0(s.dur_ns), _us0(s.gpu_busy_ns),
@@ -122,20 +120,12 @@ def rank_result(tl: Timeline, r: RankAnalysis, dr: RankDiagnosis | None, counter
         dataloader_wait_us=_us(r.dataloader_wait_ns),
         dataloader_wait_fraction=_frac(r.dataloader_wait_fraction),
         per_step=per_step,
-        devices=tuple(_device(d, attributed.get(d.device), counters.get(d.device), mem_devices.get(d.device))
-                      for d in r.devices),
+        devices=tuple(_device(d, counters.get(d.device), mem_devices.get(d.device)) for d in r.devices),
         timeline=timeline,
         charts={"per_step": _per_step_chart(per_step, dr)},
         host=info.host,
         host_memory=_memory(mem.host, r.window.start_ns) if mem and mem.host else None,
     )
-
-
-def _causes_of(attr: DeviceAttribution | None) -> np.ndarray | None:
-    """Cause ids of every gap of the device's gap set, by index; None when not attributed."""
-    if attr is None:
-        return None
-    return np.array(CAUSES, dtype=object)[attr.causes] if len(attr.causes) else np.zeros(0, dtype=object)
 
 
 def _memory(m: MemoryFigures, origin_ns: int) -> R.MemoryResult:
@@ -168,11 +158,11 @@ def memory_warnings(tl: Timeline, figures: Figures) -> list[str]:
     return out
 
 
-def _device(d: DeviceAnalysis, attr: DeviceAttribution | None, counters: R.DeviceCounters | None,
+def _device(d: DeviceAnalysis, counters: R.DeviceCounters | None,
             memory: MemoryFigures | None = None) -> R.DeviceResult:
     b, g, m = d.busy, d.gaps, d.memcpy
     w = b.window
-    causes = _causes_of(attr)
+    causes = d.idle.cause
     kernels = tuple(R.KernelResult(k.name, k.count, _us0(k.total_ns), _us0(k.mean_ns), k.comm) for k in d.kernels)
     return R.DeviceResult(
         device=f"cuda:{d.device}",
@@ -261,12 +251,10 @@ def _blocks(b: TR.Blocks, origin_ns: int) -> dict[str, Any]:
     }
 
 
-def rank_tracks(tl: Timeline, r: RankAnalysis, attributed: dict[int, DeviceAttribution], min_gap_ns: int,
-                max_blocks: int) -> TR.RankTracks:
-    """A rank's drawn tracks, its gaps carrying the causes the attribution gave them."""
-    gap_sets = {d.device: TR.GapSet(d.idle[0], d.idle[1], _causes_of(attributed.get(d.device)))
-                for d in r.devices}
-    return TR.rank_tracks(tl, r.index, r.window, gap_sets, min_gap_ns, max_blocks)
+def rank_tracks(tl: Timeline, r: RankAnalysis, min_gap_ns: int, max_blocks: int) -> TR.RankTracks:
+    """A rank's drawn tracks, its gaps carrying the causes the figures gave them."""
+    gap_sets: dict[int, GapSet] = {d.device: d.idle for d in r.devices}
+    return TR.rank_tracks(tl, r.index, r.window, gap_sets, min_gap_ns, max_blocks, r.spans)
 
 
 def timeline_data(t: TR.RankTracks, max_blocks: int) -> dict[str, Any]:
