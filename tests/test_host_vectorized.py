@@ -87,3 +87,18 @@ def test_category_mask_equals_isin_and_leaves_missing_values_out():
     assert T.category_mask(column, T.GPU_WORK_KINDS).tolist() == column.isin(T.GPU_WORK_KINDS).tolist()
     assert T.category_mask(column, ("kernel", "not a kind")).tolist() == [True, False, False, False, True]
     assert T.category_mask(column, T.GPU_WORK_KINDS).tolist() == [True, False, False, True, True]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(NAMES), st.integers(0, 10**12), st.integers(1, 10**12)), max_size=40))
+def test_evidence_sums_per_name_equal_a_groupby(rows):
+    names = [n for n, _, _ in rows]
+    ev = pd.DataFrame({"name": pd.Categorical(names, categories=["a", "b", "c", "d", "unused"])})
+    inside = np.array([i for _, i, _ in rows], dtype=np.int64)
+    dur = np.array([d for _, _, d in rows], dtype=np.int64)
+    frame = pd.DataFrame({"code": ev["name"].cat.codes.to_numpy(), "inside": inside, "dur": dur})
+    g = frame.groupby("code", sort=False).sum()
+    want = ([("nan" if c < 0 else ["a", "b", "c", "d", "unused"][c]) for c in g.index.tolist()],
+            g["inside"].tolist(), g["dur"].tolist())
+    got_names, got_inside, got_dur = A.sum_by_name(ev, inside, dur)
+    assert (got_names, got_inside.tolist(), got_dur.tolist()) == want

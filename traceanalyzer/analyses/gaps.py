@@ -305,13 +305,19 @@ def _cause_cover(g: GapSet, of_cause: np.ndarray, t: np.ndarray, at: np.ndarray)
 
 def sum_by_name(ev: pd.DataFrame, inside: np.ndarray, dur: np.ndarray) -> tuple[list[str], np.ndarray, np.ndarray]:
     """`inside` and `dur` summed per event name, names in order of first appearance: grouped by the
-    name column's category codes (integers), never by the strings of a million rows."""
+    name column's category codes (integers, one stable sort), never by the strings of a million rows."""
     codes = ev["name"].cat.codes.to_numpy()
-    frame = pd.DataFrame({"code": codes, "inside": inside, "dur": dur})
-    g = frame.groupby("code", sort=False).sum()
+    if not len(codes):
+        return [], np.zeros(0, dtype=np.asarray(inside).dtype), np.zeros(0, dtype=np.asarray(dur).dtype)
+    order = np.argsort(codes, kind="stable")
+    c = codes[order]
+    starts = np.flatnonzero(np.r_[True, c[1:] != c[:-1]])
+    inside_sum = np.add.reduceat(np.asarray(inside)[order], starts)
+    dur_sum = np.add.reduceat(np.asarray(dur)[order], starts)
+    first = np.argsort(order[starts], kind="stable")  # groups by their first row
     categories = ev["name"].cat.categories
-    names = [str(categories[c]) if c >= 0 else "nan" for c in g.index.to_numpy().tolist()]
-    return names, g["inside"].to_numpy(), g["dur"].to_numpy()
+    names = [str(categories[k]) if k >= 0 else "nan" for k in c[starts][first].tolist()]
+    return names, inside_sum[first], dur_sum[first]
 
 
 def causes_evidence(host: H.HostActivity, devices: list[DeviceAttribution]) -> dict[str, tuple[Evidence, ...]]:
