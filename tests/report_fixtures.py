@@ -114,7 +114,7 @@ def fake_diagnosis(report: Report, evidence_name: str = "enumerate(DataLoader)#_
     ranks = []
     for r in report["ranks"]:
         gaps, by_cause = [], {c: 0.0 for c in CAUSE_CYCLE}
-        for d in r["timeline"]["devices"]:
+        for d in r["drawing"]["timeline"]["devices"]:
             g = d["gaps"]
             for i, (start, dur) in enumerate(zip(g["start_us"], g["dur_us"])):
                 cause = CAUSE_CYCLE[i % len(CAUSE_CYCLE)]

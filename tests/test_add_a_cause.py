@@ -80,10 +80,12 @@ def test_a_new_cause_gets_its_idle_time_a_finding_and_the_verdict(tmp_path: Path
 def test_the_new_cause_reaches_the_report(tmp_path: Path, gc_cause: None) -> None:
     a = ta.analyze(gc_trace(tmp_path / "gc.json"), ta.Options(cache=False))
     assert a.diagnosis is not None and a.diagnosis.primary == GC_BOUND
-    r = a.diagnosis.ranks[0]
-    assert r.idle_by_cause_us[GC] == STEPS * GAP_US
-    assert {g.cause for g in a.ranks[0].devices[0].gaps.top} == {GC}
-    assert a.ranks[0].timeline["devices"][0]["gaps"]["cause"].count(GC) == STEPS
+    rank = a.ranks[0]
+    assert rank.diagnosis is not None and rank.diagnosis.idle_by_cause_us[GC] == STEPS * GAP_US
+    device = rank.devices[0]
+    assert {g.cause for g in device.gaps.top} == {GC}
+    assert device.gap_table is not None and device.gap_table.cause.count(GC) == STEPS
+    assert rank.drawing is not None and rank.drawing.timeline["devices"][0]["gaps"]["cause"].count(GC) == STEPS
     assert GC_VERDICT.title in a.to_markdown()
 
 

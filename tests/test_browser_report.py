@@ -121,22 +121,23 @@ def check_page(page, analysis) -> None:
 
 def check_memory_charts(page, report) -> None:
     """One memory chart per GPU (and host) with memory events, drawn at a real size with its lines."""
-    memories = [m for r in report["ranks"] for m in [*(d["memory"] for d in r["devices"]), r["host_memory"]] if m]
+    memories = [(m, r["drawing"]["memory"][key]) for r in report["ranks"]
+                for key, m in [*((d["device"], d["memory"]) for d in r["devices"]), ("host", r["host_memory"])] if m]
     charts = page.locator("#memory .memchart svg")
     assert charts.count() == len(memories)
-    for i, m in enumerate(memories):
+    for i, (m, series) in enumerate(memories):
         chart = charts.nth(i)
         chart.scroll_into_view_if_needed()
         b = box(chart)
         assert b["width"] > 300 and b["height"] > 100
         assert box(chart.locator("path.mem-allocated"))["width"] > 0
         assert chart.locator("line.mem-total").count() == (1 if m["total_bytes"] else 0)
-        assert chart.locator("path.mem-reserved").count() == (1 if m["series"]["reserved_bytes"] else 0)
+        assert chart.locator("path.mem-reserved").count() == (1 if series["reserved_bytes"] else 0)
 
 
 def interact(page, report) -> None:
     """Hover over the first GPU lane shows a tooltip; wheel zoom changes the shown range."""
-    tl = report.ranks[0].timeline
+    tl = report.ranks[0].drawing.timeline
     if not tl["devices"] or not tl["window_us"]:
         return
     canvas = page.locator(".tl canvas").first

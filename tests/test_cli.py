@@ -43,7 +43,7 @@ def test_format_from_extension_and_flag(tmp_path):
     res = runner.invoke(main, ["report", str(trace), "-o", str(tmp_path / "r.json")])
     assert res.exit_code == 0, res.output
     doc = json.loads((tmp_path / "r.json").read_text())
-    assert doc["schema"] == "traceanalyzer/2"
+    assert doc["schema"] == "traceanalyzer/3"
     assert doc["ranks"][0]["devices"][0]["gpu_busy_us"] == 300
     res = runner.invoke(main, ["report", str(trace), "--format", "md", "-o", str(tmp_path / "r.txt")])
     assert res.exit_code == 0 and (tmp_path / "r.txt").read_text().startswith("## ")

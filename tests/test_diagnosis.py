@@ -18,7 +18,9 @@ STEP_US = 1000
 
 def diag_of(paths: list[Path]) -> dict:
     tl = load_paths(paths, ReadOptions())
-    return analyze_timeline(tl).to_data()["diagnosis"]
+    data = analyze_timeline(tl).to_data()
+    # the job's verdict, and each rank's diagnosis (with its rank number) as `ranks`
+    return dict(data["diagnosis"], ranks=[dict(r["diagnosis"], rank=r["rank"]) for r in data["ranks"]])
 
 
 def dominant(rank: dict) -> str:

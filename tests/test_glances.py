@@ -193,7 +193,8 @@ def test_host_log_given_by_option_or_among_inputs_is_the_same_and_survives_json(
     given = ta.analyze([trace], Options(host_logs=(g4,)))
     assert among.host_logs == given.host_logs and len(among.inputs) == 1  # not read as a trace
     assert ta.load(among.save(tmp_path / "r.json")).host_logs == among.host_logs
-    series = among.host_logs[0].series
+    assert ta.load(among.save(tmp_path / "r.json")).drawing == among.drawing
+    series = among.drawing.host_logs[among.host_logs[0].path]
     assert series["t_s"][0] == 1.0 and series["cpu_user_pct"] == [95.0] * 10
     assert series["waits"]["start_s"][:2] == [0.0, 1.0] and series["waits"]["end_s"][0] == 0.8
 
@@ -301,9 +302,10 @@ def test_analyze_gives_the_host_figures_it_gave_before():
     assert {k: h.during_dataloader_wait[k] for k in ("cpu_user_pct", "cpu_system_pct", "cpu_iowait_pct",
                                                      "disk_read_bytes_per_s")} == {
         "cpu_user_pct": 76.437, "cpu_system_pct": 22.131, "cpu_iowait_pct": 0.085, "disk_read_bytes_per_s": 285126.941}
-    assert len(h.series["t_s"]) == 28 and h.series["t_s"][:3] == [-2.255, -1.255, -0.255]
-    assert len(h.series["waits"]["start_s"]) == 161
-    assert a.diagnosis is not None and a.diagnosis.ranks[0].input_split == "cpu"
+    series = a.drawing.host_logs[h.path]
+    assert len(series["t_s"]) == 28 and series["t_s"][:3] == [-2.255, -1.255, -0.255]
+    assert len(series["waits"]["start_s"]) == 161
+    assert a.diagnosis is not None and a.ranks[0].diagnosis.input_split == "cpu"
 
 
 def test_a_timeline_holding_a_host_log_on_its_own_clock_is_placed_by_analyze(tmp_path):

@@ -32,7 +32,7 @@ def _run(tmp_path, user, system, iowait, read=None, wait_us=800_000, times=TIMES
 
 
 def _rank(a):
-    return a.diagnosis.ranks[0]
+    return a.ranks[0].diagnosis
 
 
 def _input_finding(a):
@@ -113,7 +113,7 @@ def test_real_runs_split_as_their_loops_were_built(folder, name):
                                     "--format", "json", "-o", "-", "-q"])
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
-    r = doc["diagnosis"]["ranks"][0]
+    r = doc["ranks"][0]["diagnosis"]
     assert r["primary"] == "input_bound"
     assert r["input_split"] == expected["expected_split"]
     assert doc["host_logs"][0]["wait_covered_fraction"] > 0.5

@@ -75,8 +75,13 @@ def gpu_memory(a: ta.Analysis, device: int = 0) -> Any:
     return next(d.memory for d in a.ranks[0].devices if d.index == device)
 
 
+def gpu_series(a: ta.Analysis, device: int = 0) -> Any:
+    """The drawn memory series of a device (presentation, under the rank's `drawing`)."""
+    return a.ranks[0].drawing.memory[f"cuda:{device}"]
+
+
 def memory_findings(a: ta.Analysis) -> dict[str, Any]:
-    return {f.id: f for f in a.diagnosis.ranks[0].findings if f.id.startswith("memory")}
+    return {f.id: f for f in a.ranks[0].diagnosis.findings if f.id.startswith("memory")}
 
 
 # --- the reader ----------------------------------------------------------------------------------------
@@ -144,7 +149,7 @@ def test_gpu_figures_exact(tmp_path):
     assert row["memory_peak_allocated_fraction"] == pytest.approx(0.35)
     assert row["memory_headroom_fraction"] == pytest.approx(0.5)
     assert m.growth_per_step_bytes == pytest.approx(12.5 * MiB)  # median of 10 and 15 MiB
-    s = m.series
+    s = gpu_series(a)
     assert s["allocated_bytes"][1] == 300 * MiB and s["reserved_bytes"][-1] == 450 * MiB
     assert s["t_us"][0] == pytest.approx(-100.0)  # 900 us: 100 us before the window start
     assert a.ranks[0].host_memory is None
@@ -162,11 +167,12 @@ def test_step_without_samples_holds_the_state_carried_in(tmp_path):
 
 def test_no_reserved_total_and_no_device_total(tmp_path):
     t = gpu_trace([(1100, 10 * MiB, None), (1200, 30 * MiB, None)], total=None)
-    m = gpu_memory(analyze(t, tmp_path / "t.json"))
+    a = analyze(t, tmp_path / "t.json")
+    m = gpu_memory(a)
     assert m.peak_allocated_bytes == 30 * MiB
     assert m.peak_reserved_bytes is None and m.total_bytes is None
     assert m.peak_allocated_fraction is None and m.headroom_fraction is None
-    assert m.series["reserved_bytes"] is None
+    assert gpu_series(a)["reserved_bytes"] is None
 
 
 def test_headroom_uses_allocated_without_reserved(tmp_path):
@@ -211,11 +217,12 @@ def test_series_is_bounded_and_keeps_the_peak(tmp_path):
     n = 5 * MAX_SERIES_POINTS
     allocs = [(1000 + i * 0.5, (i % 97) * MiB, 200 * MiB) for i in range(n)]
     allocs[1234] = (allocs[1234][0], 999 * MiB, 999 * MiB)
-    m = gpu_memory(analyze(gpu_trace(allocs, steps=3, step_us=1000), tmp_path / "t.json"))
+    a = analyze(gpu_trace(allocs, steps=3, step_us=1000), tmp_path / "t.json")
+    m, s = gpu_memory(a), gpu_series(a)
     assert m.samples == n
-    assert len(m.series["t_us"]) <= MAX_SERIES_POINTS
-    assert max(m.series["allocated_bytes"]) == 999 * MiB == m.peak_allocated_bytes
-    assert m.series["t_us"] == sorted(m.series["t_us"])
+    assert len(s["t_us"]) <= MAX_SERIES_POINTS
+    assert max(s["allocated_bytes"]) == 999 * MiB == m.peak_allocated_bytes
+    assert s["t_us"] == sorted(s["t_us"])
 
 
 # --- findings --------------------------------------------------------------------------------------------

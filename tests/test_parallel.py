@@ -83,8 +83,8 @@ def test_jobs_1_and_2_give_the_bytes_of_the_whole_job(job):
     assert a.job is not None and len(a.job.ranks) == 4  # job figures from the ranks' collective tables
     read = ReadOptions()
     limit = TR.blocks_per_track(TR.count_tracks(load_set(input_sets(list(job), read)[0], read)))
-    assert a.ranks[0].timeline["max_blocks"] == limit < TR.MAX_BLOCKS_PER_TRACK
-    busy = a.ranks[0].timeline["devices"][0]["busy"]
+    assert a.ranks[0].drawing.timeline["max_blocks"] == limit < TR.MAX_BLOCKS_PER_TRACK
+    busy = a.ranks[0].drawing.timeline["devices"][0]["busy"]
     assert busy["merged"] and len(busy["start_us"]) == limit  # cut to the job's budget afterwards
 
 

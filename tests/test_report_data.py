@@ -34,7 +34,7 @@ def test_summary_figures_single_gpu(single):
 
 
 def test_timeline_tracks_single_gpu(single):
-    tl = single["ranks"][0]["timeline"]
+    tl = single["ranks"][0]["drawing"]["timeline"]
     assert tl["window_us"] == 4000
     assert tl["steps"] == {"step": [1, 2, 3, 4], "start_us": [0.0, 1000.0, 2000.0, 3000.0],
                            "dur_us": [1000.0] * 4, "total": 4}
@@ -56,12 +56,12 @@ def test_timeline_tracks_single_gpu(single):
 
 def test_per_step_chart_without_and_with_diagnosis(tmp_path):
     trace = single_gpu(tmp_path / "one.json")
-    chart = data_for([trace])["ranks"][0]["charts"]["per_step"]
+    chart = data_for([trace])["ranks"][0]["drawing"]["charts"]["per_step"]
     series = {s["key"]: s["values"] for s in chart["series"]}
     assert chart["step"] == [1, 2, 3, 4] and chart["omitted"] == 0
     assert series == {"compute": [480.0] * 4, "memcpy": [50.0] * 4, "idle": [470.0] * 4}
     assert chart["dataloader_wait_us"] == [300.0] * 4
-    diagnosed = data_for([trace], diagnosed="real")["ranks"][0]["charts"]["per_step"]
+    diagnosed = data_for([trace], diagnosed="real")["ranks"][0]["drawing"]["charts"]["per_step"]
     series = {s["key"]: s["values"] for s in diagnosed["series"]}
     assert list(series) == ["compute", "memcpy", "idle:dataloader", "idle:unknown"]
     # The gap before each step's copy lies under the DataLoader wait (300 us, plus the 60 us tail of
@@ -73,7 +73,7 @@ def test_per_step_chart_without_and_with_diagnosis(tmp_path):
 
 def test_gap_causes_come_from_the_diagnosis_by_index(tmp_path):
     rep = data_for([single_gpu(tmp_path / "one.json")], diagnosed="real")
-    (dev,) = rep["ranks"][0]["timeline"]["devices"]
+    (dev,) = rep["ranks"][0]["drawing"]["timeline"]["devices"]
     assert dev["gaps"]["cause"] == ["dataloader"] * 4
     (top_dev,) = rep["ranks"][0]["devices"]
     assert [g["cause"] for g in top_dev["gaps"]["top"]] == ["dataloader"] * 4
@@ -88,21 +88,21 @@ def test_multi_rank(tmp_path):
     assert [d["device"] for r in rep["ranks"] for d in r["devices"]] == ["cuda:0", "cuda:1"]
     # rank 0 waits 200 us per 2000 us step, rank 1 400 us
     assert s["dataloader_wait_fraction"] == pytest.approx((600 + 1200) / 12000)
-    lanes = {h["kind"]: h for h in rep["ranks"][0]["timeline"]["host"]}
+    lanes = {h["kind"]: h for h in rep["ranks"][0]["drawing"]["timeline"]["host"]}
     assert sum(lanes["sync"]["covered_us"]) == 3 * 300 and sum(lanes["sync"]["count"]) == 3
-    assert rep["ranks"][0]["timeline"]["steps"]["step"] == [1, 2, 3]
+    assert rep["ranks"][0]["drawing"]["timeline"]["steps"]["step"] == [1, 2, 3]
 
 
 def test_cpu_only_and_empty(tmp_path):
     cpu = data_for([cpu_only(tmp_path / "cpu.json")])
     assert cpu["summary"]["devices"] == 0 and cpu["summary"]["gpu_idle_fraction"] is None
-    tl = cpu["ranks"][0]["timeline"]
+    tl = cpu["ranks"][0]["drawing"]["timeline"]
     assert tl["devices"] == [] and [h["kind"] for h in tl["host"]] == ["ops"]
     assert sum(tl["host"][0]["covered_us"]) == 3 * 400
     nothing = data_for([empty(tmp_path / "empty.json")])
     assert nothing["summary"]["gpu_idle_fraction"] is None and nothing["summary"]["steps"] == 0
-    assert nothing["ranks"][0]["timeline"]["window_us"] == 0
-    assert nothing["ranks"][0]["charts"]["per_step"]["step"] == []
+    assert nothing["ranks"][0]["drawing"]["timeline"]["window_us"] == 0
+    assert nothing["ranks"][0]["drawing"]["charts"]["per_step"]["step"] == []
 
 
 def test_coarsen_keeps_the_longest_separations_and_the_busy_total():
@@ -127,7 +127,7 @@ def test_tracks_are_bounded_by_the_shared_budget(tmp_path, monkeypatch):
     monkeypatch.setattr(TR, "MAX_BLOCKS_PER_TRACK", 40)
     monkeypatch.setattr(TR, "MIN_BLOCKS_PER_TRACK", 10)
     rep = data_for([single_gpu(tmp_path / "one.json", steps=30)])
-    tl = rep["ranks"][0]["timeline"]
+    tl = rep["ranks"][0]["drawing"]["timeline"]
     busy = tl["devices"][0]["busy"]
     assert busy["merged"] and len(busy["start_us"]) == 40 and busy["intervals"] == 30 * 7
     assert sum(busy["covered_us"]) == pytest.approx(rep["ranks"][0]["devices"][0]["gpu_busy_us"])
@@ -138,7 +138,7 @@ def test_per_step_chart_is_bounded(tmp_path, monkeypatch):
     import traceanalyzer.result.build as B
 
     monkeypatch.setattr(B, "MAX_STEP_BARS", 5)
-    chart = data_for([single_gpu(tmp_path / "one.json", steps=8)])["ranks"][0]["charts"]["per_step"]
+    chart = data_for([single_gpu(tmp_path / "one.json", steps=8)])["ranks"][0]["drawing"]["charts"]["per_step"]
     assert chart["step"] == [1, 2, 3, 4, 5] and chart["omitted"] == 3
     assert MAX_STEP_BARS >= 100
 
@@ -148,11 +148,11 @@ LARGEST = "tl_xdit_sd35/profile_trace_rank_0.json.gz"
 
 def test_largest_corpus_trace_report_is_bounded(corpus):
     rep = data_for([corpus / LARGEST], diagnosed=True)
-    blocks = sum(len(t["start_us"]) for r in rep["ranks"] for d in r["timeline"]["devices"]
+    blocks = sum(len(t["start_us"]) for r in rep["ranks"] for d in r["drawing"]["timeline"]["devices"]
                  for t in (d["busy"], d["copies"], d["gaps"]))
-    blocks += sum(len(h["start_us"]) for r in rep["ranks"] for h in r["timeline"]["host"])
+    blocks += sum(len(h["start_us"]) for r in rep["ranks"] for h in r["drawing"]["timeline"]["host"])
     assert blocks <= TR.TIMELINE_BLOCK_BUDGET
-    dev = rep["ranks"][0]["timeline"]["devices"][0]
+    dev = rep["ranks"][0]["drawing"]["timeline"]["devices"][0]
     assert dev["busy"]["merged"]  # 100k+ kernels were merged into drawable blocks
     assert sum(dev["busy"]["covered_us"]) == pytest.approx(rep["ranks"][0]["devices"][0]["gpu_busy_us"], rel=1e-4)
     assert len(orjson.dumps(rep)) < 3_000_000
@@ -163,7 +163,7 @@ def test_counters_in_the_window_become_a_bounded_lane(tmp_path):
     from traceanalyzer.report.html import render_html
 
     report = report_with_counters(tmp_path / "one.json", samples=3 * TR.MAX_COUNTER_POINTS).to_data()
-    (lane,) = report["ranks"][0]["timeline"]["counters"]
+    (lane,) = report["ranks"][0]["drawing"]["timeline"]["counters"]
     assert lane["device"] == "cuda:0" and lane["metric"] == "sm_util_pct"
     # samples span -1 ms .. 5 ms; those inside the 0-4 ms window are kept, then averaged down
     assert 0.6 * lane["samples"] == pytest.approx(0.4 * 3 * TR.MAX_COUNTER_POINTS, rel=0.01)
@@ -184,9 +184,9 @@ def test_real_diagnosis_colours_every_drawn_gap(corpus, tmp_path, name):
     res = CliRunner().invoke(main, ["report", str(corpus / name), "-o", str(out), "-q"])
     assert res.exit_code == 0, res.output
     rep = orjson.loads(out.read_bytes())
-    causes = set(rep["diagnosis"]["ranks"][0]["idle_by_cause_us"])
+    causes = set(rep["ranks"][0]["diagnosis"]["idle_by_cause_us"])
     for r in rep["ranks"]:
-        for dev in r["timeline"]["devices"]:
+        for dev in r["drawing"]["timeline"]["devices"]:
             assert dev["gaps"]["cause"] and all(c in causes for c in dev["gaps"]["cause"])
-        steps = r["charts"]["per_step"]
+        steps = r["drawing"]["charts"]["per_step"]
         assert any(s["key"].startswith("idle:") for s in steps["series"])

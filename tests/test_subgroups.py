@@ -129,7 +129,7 @@ def test_tensor_parallel_collectives_alone(tmp_path: Path) -> None:
         t = collective_table(read_file(p, ReadOptions()), 0)
         tables.append(t[t["group"].str.count(",") == 1])
         assert len(tables[-1]) == STEPS * TP_ROUNDS and tables[-1]["rank"].eq(i).all()
-    rows = {r.rank: r for r in job_figures(tables, a.ranks, a.diagnosis.ranks).job.ranks}
+    rows = {r.rank: r for r in job_figures(tables, a.ranks).job.ranks}
     assert rows[4].wait_in_collectives_us == 30_000.0 and rows[5].caused_wait_us == 30_000.0
     for r in (0, 1, 2, 3, 6, 7):
         assert rows[r].wait_in_collectives_us == 0.0 and rows[r].caused_wait_us == 0.0

@@ -37,7 +37,7 @@ def trace(path, durations_ms, rank=None):
 
 def test_steady_steps_exclude_the_warmup_step(tmp_path):
     a = ta.analyze(trace(tmp_path / "t.json", [50, 10, 12, 14, 16]), Options(batch_size=32))
-    assert a.diagnosis.ranks[0].warmup_steps == (0,)
+    assert a.ranks[0].diagnosis.warmup_steps == (0,)
     s = a.summary
     assert s.step_time_median_us == 13_000.0
     assert s.step_time_p10_us == 10_600.0  # 10 + 0.3 x (12 - 10) ms

@@ -61,7 +61,7 @@ def without_startup(path: Path) -> Path:
 def test_a_capture_dominated_by_start_up_says_so(tmp_path):
     a = ta.analyze(with_startup(tmp_path / "startup.json"))
     d = a.diagnosis
-    r = d.ranks[0]
+    r = a.ranks[0].diagnosis
     assert d.primary == "startup_dominated"
     assert r.warmup_steps == (0, 1)
     assert r.startup_us > 80_000  # ~50 ms first launch + ~40 ms first convolution, and the rest of warm-up
@@ -72,14 +72,15 @@ def test_a_capture_dominated_by_start_up_says_so(tmp_path):
 
 
 def test_the_same_loop_without_start_up_is_input_bound(tmp_path):
-    d = ta.analyze(without_startup(tmp_path / "steady.json")).diagnosis
-    assert d.primary == "input_bound" and d.ranks[0].warmup_steps == ()
+    a = ta.analyze(without_startup(tmp_path / "steady.json"))
+    d = a.diagnosis
+    assert d.primary == "input_bound" and a.ranks[0].diagnosis.warmup_steps == ()
 
 
 def test_include_warmup_counts_the_warm_up_steps(tmp_path):
     path = with_startup(tmp_path / "startup.json")
     a = ta.analyze(path, ta.Options(include_warmup=True))
-    assert a.diagnosis.ranks[0].warmup_steps == () and a.options.include_warmup
+    assert a.ranks[0].diagnosis.warmup_steps == () and a.options.include_warmup
     assert a.diagnosis.primary == "startup_dominated"  # the start-up cause itself still dominates
 
 
@@ -97,7 +98,7 @@ def test_a_capture_that_is_mostly_start_up_is_not_too_little_work(tmp_path):
         s += 1_000
     a = ta.analyze(t.write(tmp_path / "t.json"))
     assert a.diagnosis.primary == "startup_dominated"
-    assert a.diagnosis.ranks[0].startup_us > 150_000
+    assert a.ranks[0].diagnosis.startup_us > 150_000
     assert a.ranks[0].devices[0].gpu_idle_fraction > 0.95  # by the whole window it looked idle
 
 
@@ -107,9 +108,10 @@ def test_few_gpu_events_stay_undetermined_even_after_start_up(tmp_path):
     t.launched(1_000, 150_000, 151_100, 500, "gemm_kernel")
     t.step(1, 200_000, 1_000)
     t.launched(200_010, 5, 200_100, 800, "gemm_kernel")
-    d = ta.analyze(t.write(tmp_path / "t.json")).diagnosis
-    assert d.primary == "undetermined" and "only 2 GPU activities" in d.ranks[0].reason
-    assert d.ranks[0].runner_up is None and d.ranks[0].confidence is None
+    a = ta.analyze(t.write(tmp_path / "t.json"))
+    d = a.diagnosis
+    assert d.primary == "undetermined" and "only 2 GPU activities" in a.ranks[0].diagnosis.reason
+    assert a.ranks[0].diagnosis.runner_up is None and a.ranks[0].diagnosis.confidence is None
 
 
 def test_moderate_start_up_leaves_the_steady_verdict(tmp_path):
@@ -117,9 +119,10 @@ def test_moderate_start_up_leaves_the_steady_verdict(tmp_path):
     t.step(0, 0, 3000)
     t.launched(10, 2_000, 2_100, 500, "gemm_kernel")  # a 2 ms first launch: one-off, small
     input_bound_loop(t, 1, 3000, 30)
-    d = ta.analyze(t.write(tmp_path / "t.json")).diagnosis
+    a = ta.analyze(t.write(tmp_path / "t.json"))
+    d = a.diagnosis
     assert d.primary == "input_bound"
-    assert d.ranks[0].startup_us > 0 and "start-up costs set apart" in d.headline
+    assert a.ranks[0].diagnosis.startup_us > 0 and "start-up costs set apart" in d.headline
 
 
 def test_allocator_calls_in_the_loop(tmp_path):
@@ -130,7 +133,8 @@ def test_allocator_calls_in_the_loop(tmp_path):
         t.runtime("cudaFree", s + 5, 200).runtime("cudaMalloc", s + 210, 250)
         _kernels(t, s + 500, s + STEP_US, 4)
         s += STEP_US
-    d = ta.analyze(t.write(tmp_path / "alloc.json")).diagnosis
+    a = ta.analyze(t.write(tmp_path / "alloc.json"))
+    d = a.diagnosis
     assert d.primary == "allocator_bound"
     f = d.findings[0]
     assert f.cause == "allocator" and {o.name for o in f.host_ops} >= {"cudaMalloc", "cudaFree"}
@@ -147,8 +151,9 @@ def test_a_blocking_copy_call_with_a_tiny_gpu_copy_is_a_wait(tmp_path):
         t.copy(s + 310, 600, s + 905, 2, "Memcpy HtoD (Pageable -> Device)", nbytes=4)
         _kernels(t, s + 940, s + STEP_US, 1)
         s += STEP_US
-    d = ta.analyze(t.write(tmp_path / "copy.json")).diagnosis
-    r = d.ranks[0]
+    a = ta.analyze(t.write(tmp_path / "copy.json"))
+    d = a.diagnosis
+    r = a.ranks[0].diagnosis
     assert r.idle_by_cause_us["memcpy"] < 0.05 * r.idle_us
     assert d.primary == "sync_bound"
 
@@ -180,9 +185,10 @@ def test_jittered_captures_of_one_job_get_one_verdict(tmp_path, seed):
         if i == stray:  # one long synchronisation in one step: must not decide the verdict
             t.runtime("cudaDeviceSynchronize", s + 510 * j, 440 * j)
         s += STEP_US * j
-    d = ta.analyze(t.write(tmp_path / f"cap{seed}.json")).diagnosis
+    a = ta.analyze(t.write(tmp_path / f"cap{seed}.json"))
+    d = a.diagnosis
     assert d.primary == "host_bound", d.headline
-    assert d.ranks[0].confidence == "clear" and d.ranks[0].runner_up is not None
+    assert a.ranks[0].diagnosis.confidence == "clear" and a.ranks[0].diagnosis.runner_up is not None
 
 
 def test_a_busy_gpu_with_untraced_losses_is_healthy(tmp_path):
@@ -192,8 +198,9 @@ def test_a_busy_gpu_with_untraced_losses_is_healthy(tmp_path):
         t.step(i, s, STEP_US)
         _kernels(t, s + 10, s + 820, 8)  # ~80% busy; the rest has no host event at all
         s += STEP_US
-    d = ta.analyze(t.write(tmp_path / "busy.json")).diagnosis
-    assert d.primary == "gpu_bound" and "no traced host activity" in d.ranks[0].reason
+    a = ta.analyze(t.write(tmp_path / "busy.json"))
+    d = a.diagnosis
+    assert d.primary == "gpu_bound" and "no traced host activity" in a.ranks[0].diagnosis.reason
 
 
 # --- inputs that belong together ------------------------------------------------------------------
@@ -295,9 +302,9 @@ def test_communication_is_drawn_and_in_the_per_step_json():
     per_step_comm = sum(s.comm_us for s in r.per_step)
     assert per_step_comm == pytest.approx(dev.communication_us, rel=1e-6)
     assert sum(s.exposed_comm_us for s in r.per_step) == pytest.approx(dev.exposed_communication_us, rel=1e-6)
-    lane = r.timeline["devices"][0]["comm"]
+    lane = r.drawing.timeline["devices"][0]["comm"]
     assert sum(lane["covered_us"]) == pytest.approx(dev.communication_us, abs=1.0)
-    series = {s["key"]: s["values"] for s in r.charts["per_step"]["series"]}
+    series = {s["key"]: s["values"] for s in r.drawing.charts["per_step"]["series"]}
     assert sum(series["communication"]) == pytest.approx(dev.exposed_communication_us, abs=0.01)
     # the stacked series add up to each step's duration
     for i, s in enumerate(r.per_step):

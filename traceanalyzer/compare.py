@@ -185,7 +185,7 @@ def _display(path: str, root: str | None) -> str:
 def _job_steps(a: AnalysisData) -> tuple[list[int], np.ndarray]:
     """Steady job steps (present on every rank with steps, warm-up left out) and each one's duration
     (the slowest rank's): the same measure as the report's step time (analyses/throughput.py)."""
-    warmup = {n for r in a.diagnosis.ranks for n in r.warmup_steps} if a.diagnosis else set()
+    warmup = {n for r in a.ranks if r.diagnosis for n in r.diagnosis.warmup_steps}
     return job_step_durations([{s.step: s.duration_us for s in r.per_step} for r in a.ranks], warmup)
 
 
@@ -197,12 +197,11 @@ def _step_parts(a: AnalysisData, steps: list[int]) -> dict[str, np.ndarray]:
     """
     parts: dict[str, np.ndarray] = {}
     n_ranks = sum(1 for r in a.ranks if r.per_step)
-    diag = dict(enumerate(a.diagnosis.ranks)) if a.diagnosis else {}
-    for i, r in enumerate(a.ranks):
+    for r in a.ranks:
         if not r.per_step:
             continue
         rows = {s.step: s for s in r.per_step}
-        by_step = {p.step: p.idle_by_cause_us for p in diag[i].per_step} if i in diag else {}
+        by_step = {p.step: p.idle_by_cause_us for p in r.diagnosis.per_step} if r.diagnosis else {}
         exposed = sum(d.exposed_communication_us or 0.0 for d in r.devices) / max(len(r.per_step), 1)
         for k, n in enumerate(steps):
             s = rows[n]

@@ -40,7 +40,6 @@ CLOCK_SPLIT_TOLERANCE_NS = 500_000
 # A collective matched by (name, step, seq) whose ends, on the job clock, spread by more than this
 # is not one collective (sampled or trimmed traces): left out of the figures.
 MATCH_END_TOLERANCE_NS = 1_000_000
-MAX_CHART_RANKS = 1024  # ranks drawn in the per-rank chart
 
 
 @dataclass(frozen=True)
@@ -53,17 +52,17 @@ def _us(ns: float) -> float:
     return round(float(ns) / 1000.0, 3)
 
 
-def _key(r: R.RankResult, i: int) -> int:
+def job_key(r: R.RankResult, i: int) -> int:
+    """A rank's number in the job's figures: its rank, else its position."""
     return r.rank if r.rank is not None else i
 
 
-def job_figures(tables: Sequence[pd.DataFrame], ranks: Sequence[R.RankResult],
-                diagnoses: Sequence[R.RankDiagnosisResult] = ()) -> JobFigures:
+def job_figures(tables: Sequence[pd.DataFrame], ranks: Sequence[R.RankResult]) -> JobFigures:
     """The job's clock, matched collectives and per-rank communication (see the module text)."""
-    numbers = [_key(r, i) for i, r in enumerate(ranks)]
+    numbers = [job_key(r, i) for i, r in enumerate(ranks)]
     host_of = {n: r.host for n, r in zip(numbers, ranks)}
     clock_of = {n: r.clock for n, r in zip(numbers, ranks)}
-    warmup = {d.rank: set(d.warmup_steps) for d in diagnoses if d.rank is not None}
+    warmup = {n: set(r.diagnosis.warmup_steps) for n, r in zip(numbers, ranks) if r.diagnosis is not None}
     parts = [t for t in tables if len(t)]
     table = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame({c: [] for c in COLUMNS})
     taking = sorted(int(r) for r in pd.unique(table["rank"])) if len(table) else []
@@ -88,16 +87,12 @@ def job_figures(tables: Sequence[pd.DataFrame], ranks: Sequence[R.RankResult],
                             f"left out: the traces may be sampled, trimmed or of different captures")
     clocks = _clocks(groups, taking, offsets, m, keep, used_of)
     figures = _waiting(m, keep, taking, offsets, warmup) if m is not None and keep.any() else {}
-    rows = tuple(_row(n, r, diag_of(diagnoses, n), figures.get(n)) for n, r in zip(numbers, ranks))
+    rows = tuple(_row(n, r, r.diagnosis, figures.get(n)) for n, r in zip(numbers, ranks))
     starts = [r.window_start_ns + offsets.get(n, 0) for n, r in zip(numbers, ranks)]
     first = min(starts)
     job = R.JobResult(clocks=tuple(clocks), collectives_matched=int(keep.sum()), ranks=rows,
-                      chart=_chart(rows), timeline_shift_us=tuple(_us(s - first) for s in starts))
+                      timeline_shift_us=tuple(_us(s - first) for s in starts))
     return JobFigures(job, tuple(warnings))
-
-
-def diag_of(diagnoses: Sequence[R.RankDiagnosisResult], rank: int) -> R.RankDiagnosisResult | None:
-    return next((d for d in diagnoses if d.rank == rank), None)
 
 
 # --- clocks -----------------------------------------------------------------------------------------
@@ -364,19 +359,4 @@ def _row(n: int, r: R.RankResult, d: R.RankDiagnosisResult | None, w: _RankWait 
         last_arrivals=w.last if w else 0)
 
 
-def _chart(rows: tuple[R.RankCommRow, ...]) -> R.PlainData:
-    shown = rows[:MAX_CHART_RANKS]
-    return {
-        "rank": [r.rank for r in shown],
-        "series": [
-            {"key": "compute", "values": [r.compute_us for r in shown]},
-            {"key": "exposed_comm", "values": [r.exposed_comm_us for r in shown]},
-            {"key": "waiting", "values": [r.wait_in_collectives_us for r in shown]},
-            {"key": "caused_wait", "values": [r.caused_wait_us for r in shown]},
-        ],
-        "lateness_us": [r.lateness_us for r in shown],
-        "omitted": max(len(rows) - len(shown), 0),
-    }
-
-
-__all__ = ["CLOCK_SPLIT_TOLERANCE_NS", "MATCH_END_TOLERANCE_NS", "JobFigures", "job_figures"]
+__all__ = ["CLOCK_SPLIT_TOLERANCE_NS", "MATCH_END_TOLERANCE_NS", "JobFigures", "job_figures", "job_key"]

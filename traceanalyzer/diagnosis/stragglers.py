@@ -9,7 +9,7 @@ the others up in at least one collective. Its cause is its own largest idle caus
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -51,12 +51,12 @@ def top_cause(d: R.RankDiagnosisResult | None) -> tuple[str | None, float | None
     return best, round(per_step[best], 3)
 
 
-def stragglers(job: R.JobResult, diagnoses: Sequence[R.RankDiagnosisResult] = ()) -> tuple[R.StragglerResult, ...]:
-    """The straggler ranks, latest first (see the module text); empty: no straggler."""
+def stragglers(job: R.JobResult, by_rank: Mapping[int, R.RankDiagnosisResult | None]) -> tuple[R.StragglerResult, ...]:
+    """The straggler ranks, latest first (see the module text); empty: no straggler. `by_rank`: each
+    rank's diagnosis by its number in `job.ranks`."""
     if job.collectives_matched == 0:
         return ()
     floor = min_lateness_us(job)
-    by_rank = {d.rank: d for d in diagnoses}
     late = [r for r in job.ranks if r.lateness_us >= floor and r.last_arrivals > 0]
     late.sort(key=lambda r: (-r.lateness_us, -r.caused_wait_us, r.rank))
     out = []

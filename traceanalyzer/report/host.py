@@ -41,9 +41,9 @@ def _value(metric: str, v: float | None) -> str:
 
 
 def _splits(report: Report) -> list[tuple[str, str]]:
-    diag = report.get("diagnosis") or {}
-    return [("this trace" if r.get("rank") is None else f"rank {r['rank']}", SPLIT_LABELS.get(r["input_split"], ""))
-            for r in diag.get("ranks", []) if r.get("input_split")]
+    return [("this trace" if r.get("rank") is None else f"rank {r['rank']}",
+             SPLIT_LABELS.get(r["diagnosis"]["input_split"], ""))
+            for r in report.get("ranks", []) if (r.get("diagnosis") or {}).get("input_split")]
 
 
 def host_markdown(report: Report, md: Callable[..., str]) -> list[str]:

@@ -101,7 +101,8 @@ def page_data(report: Report) -> dict[str, Any]:
         "palette": PALETTE,
         "host_lanes": HOST_LANES,
         "ranks": [
-            {"label": rank_label(r), "timeline": r.get("timeline"), "charts": r.get("charts", {}),
+            {"label": rank_label(r), "timeline": (r.get("drawing") or {}).get("timeline"),
+             "charts": (r.get("drawing") or {}).get("charts") or {},
              "devices": [{"device": d["device"], "histogram": d["gaps"]["histogram"]} for d in r["devices"]]}
             for r in report["ranks"]
         ],

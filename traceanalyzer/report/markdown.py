@@ -132,16 +132,14 @@ def _findings(diag: dict[str, Any] | None, limit: int, share_of: str = "idle") -
 
 
 def _headline_table(report: Report, diag: dict[str, Any] | None, limit: int) -> list[str]:
-    d_ranks = (diag or {}).get("ranks") or []
-    same = len(d_ranks) == len(report["ranks"])
     header = ["rank", "device", "window", "steps", "GPU busy", "GPU idle", "memcpy / busy", "DataLoader wait",
               "gaps", "largest gap"]
     if diag:
         header += ["verdict", "idle explained"]
 
     def rows() -> Iterable[list[str]]:
-        for i, r in enumerate(report["ranks"]):
-            dr = d_ranks[i] if same else {}
+        for r in report["ranks"]:
+            dr = r.get("diagnosis") or {}
             extra = ([VERDICT_LABELS.get(dr.get("primary") or "", "–"), fmt_us(dr.get("lost_us"))]
                      if diag else [])
             if not r["devices"]:
@@ -159,11 +157,12 @@ def _headline_table(report: Report, diag: dict[str, Any] | None, limit: int) -> 
 
 
 def _gaps(report: Report, diag: dict[str, Any] | None, limit: int) -> list[str]:
-    d_ranks = (diag or {}).get("ranks") or []
+    diagnosed = [r for r in report["ranks"] if r.get("diagnosis")]
     found: list[tuple[float, list[str]]] = []
-    if d_ranks:
-        for dr in d_ranks:
-            who = "?" if dr.get("rank") is None else str(dr["rank"])
+    if diagnosed:
+        for r in diagnosed:
+            dr = r["diagnosis"]
+            who = "?" if r.get("rank") is None else str(r["rank"])
             for g in dr.get("gaps") or []:
                 ev = "; ".join(f"{_md(e.get('name', ''), 80)} {fmt_pct(e.get('share'))}"
                                for e in (g.get("evidence") or [])[:2])

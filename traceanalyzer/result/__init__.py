@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from .frames import devices_frame, findings_frame, gaps_frame, kernels_frame, steps_frame
-from .types import SCHEMA, AnalysisData, ResultFormatError, from_data
+from .types import SCHEMA, AnalysisData, ResultFormatError, from_data, migrate
 
 
 @dataclass(frozen=True)
@@ -28,10 +28,14 @@ class Analysis(AnalysisData):
 
         return render(self, "json")
 
-    def save(self, path: str | Path) -> Path:
-        """Write the JSON report (what `traceanalyzer.load` reads back)."""
+    def save(self, path: str | Path, drawing: bool = True) -> Path:
+        """Write the JSON report (what `traceanalyzer.load` reads back); `drawing=False` leaves out the
+        drawing payloads (timeline blocks, chart series): every figure and finding is kept, the HTML
+        page of such a report has no timeline or charts."""
+        from ..report import render
+
         target = Path(path)
-        target.write_bytes(self.to_json())
+        target.write_bytes(render(self if drawing else self.without_drawing(), "json"))
         return target
 
     # --- renderers
@@ -61,7 +65,8 @@ class Analysis(AnalysisData):
         return steps_frame(self)
 
     def gaps(self) -> pd.DataFrame:
-        """One row per drawn idle gap (the longest of each device): rank, device, start, duration, step, cause."""
+        """One row per idle gap of at least `min_gap` (each device's gap table): rank, device, start, duration,
+        step, cause."""
         return gaps_frame(self)
 
     def kernels(self) -> pd.DataFrame:
@@ -78,7 +83,9 @@ class Analysis(AnalysisData):
 
 
 def analysis_from_data(data: Any) -> Analysis:
-    """A saved report's JSON data -> Analysis; ResultFormatError when it is not one of this schema."""
+    """A saved report's JSON data (this schema, or an older one through `migrate`) -> Analysis;
+    ResultFormatError when it is not one."""
+    data = migrate(data)
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         found = data.get("schema") if isinstance(data, dict) else None
         raise ResultFormatError(f"not a traceanalyzer report of schema {SCHEMA!r} (schema: {found!r})")

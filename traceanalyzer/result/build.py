@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import intervals as iv
 from .. import timeline as T
 from .._version import __version__
 from ..align import Alignment
@@ -21,7 +22,7 @@ from ..analyses import throughput as TP
 from ..analyses import tracks as TR
 from ..analyses.counters import CROSS_CHECK_MARGIN_PCT, trace_window
 from ..analyses.counters import DeviceCounters as CounterFigures
-from ..analyses.figures import TOP_KERNELS
+from ..analyses.figures import TOP_KERNELS, Steps
 from ..analyses.gaps import AttributedGap, Evidence, GapSet
 from ..analyses.host_logs import SERIES_METRICS, SERIES_POINTS, HostLogFigures
 from ..analyses.memory import MemoryFigures
@@ -33,6 +34,7 @@ from . import types as R
 from .definitions import FIGURES
 
 MAX_STEP_BARS = 500  # per-step chart: the first steps when a trace has more
+MAX_GAP_ROWS = 10_000  # per device in the gap table: the longest when a device has more
 
 
 def _us(ns: float | None) -> float | None:
@@ -67,10 +69,12 @@ def assemble(tl: Timeline, figures: Figures, diagnosis: Diagnosis | None = None,
     by_device = {c.device: c for c in device_counters} if counters_aligned else {}
     ranks = tuple(_rank(tl, r, diag_by_index.get(r.index), figures.min_gap_ns, max_blocks, by_device, batch_size)
                   for r in figures.ranks)
+    speaker = diagnosis.primary_rank if diagnosis else None
     all_warnings += memory_warnings(tl, figures)
     warmup = {n for d in diag_by_index.values() for n in d.warmup_steps}
     rate = TP.throughput([{s.step: s.duration_us for s in r.per_step} for r in ranks], warmup, batch_size)
-    hosts = tuple(_host_log(h, tl) for h in host_logs)
+    hosts_drawn = [_host_log(h, tl) for h in host_logs]
+    hosts = tuple(h for h, _ in hosts_drawn)
     host_sources = tl.host_log_sources()  # said in host_logs, not among the inputs
     all_warnings += [f"{h.path}: {w}" for h in hosts for w in h.warnings]
     return Analysis(
@@ -83,10 +87,11 @@ def assemble(tl: Timeline, figures: Figures, diagnosis: Diagnosis | None = None,
         ranks=ranks,
         summary=_summary(ranks, len(device_counters), rate),
         definitions=dict(FIGURES),
-        diagnosis=_diagnosis(diagnosis) if diagnosis else None,
+        diagnosis=_diagnosis(diagnosis, speaker) if diagnosis else None,
         counter_logs=counter_logs,
         counters=device_counters,
         host_logs=hosts,
+        drawing=R.JobDrawing(host_logs={h.path: s for h, s in hosts_drawn}),
     )
 
 
@@ -103,6 +108,15 @@ def rank_result(tl: Timeline, r: RankAnalysis, dr: RankDiagnosis | None, counter
     info = tl.ranks[r.index]
     mem = r.memory
     mem_devices = mem.devices if mem else {}
+    memory_series: dict[str, Any] = {}
+    devices = []
+    for d in r.devices:
+        m = mem_devices.get(d.device)
+        devices.append(_device(d, counters.get(d.device), m, r))
+        if m is not None:
+            memory_series[f"cuda:{d.device}"] = _memory_series(m, d.busy.window.start_ns)
+    if mem and mem.host:
+        memory_series["host"] = _memory_series(mem.host, r.window.start_ns)
     per_step = tuple(R.StepRow(s.step, _us0(s.start_ns - r.window.start_ns), _us0(s.dur_ns), _us0(s.gpu_busy_ns),
                                _us0(s.memcpy_ns), _us0(s.dataloader_ns), _us0(s.idle_ns), _us0(s.comm_ns),
                                _us0(s.exposed_comm_ns), _r(TP.samples_per_s(batch_size, s.dur_ns / 1000.0)))
@@ -120,31 +134,34 @@ def rank_result(tl: Timeline, r: RankAnalysis, dr: RankDiagnosis | None, counter
         dataloader_wait_us=_us(r.dataloader_wait_ns),
         dataloader_wait_fraction=_frac(r.dataloader_wait_fraction),
         per_step=per_step,
-        devices=tuple(_device(d, counters.get(d.device), mem_devices.get(d.device)) for d in r.devices),
-        timeline=timeline,
-        charts={"per_step": _per_step_chart(per_step, dr)},
+        devices=tuple(devices),
         host=info.host,
-        host_memory=_memory(mem.host, r.window.start_ns) if mem and mem.host else None,
+        host_memory=_memory(mem.host) if mem and mem.host else None,
+        diagnosis=_rank_diagnosis(dr) if dr else None,
+        drawing=R.RankDrawing(timeline, {"per_step": _per_step_chart(per_step, dr)}, memory_series),
     )
 
 
-def _memory(m: MemoryFigures, origin_ns: int) -> R.MemoryResult:
-    """Memory figures in the report's units; the series in us from `origin_ns` (the window start)."""
-    series: dict[str, Any] = {
+def _memory_series(m: MemoryFigures, origin_ns: int) -> dict[str, Any]:
+    """The drawn memory series, in us from `origin_ns` (the window start)."""
+    return {
         "t_us": _rel_us(m.series_ts_ns, origin_ns),
         "allocated_bytes": [int(v) for v in m.series_allocated.tolist()],
         "reserved_bytes": None if m.series_reserved is None else [int(v) for v in m.series_reserved.tolist()],
         "total_bytes": m.total_bytes,
         "samples": m.samples,
     }
+
+
+def _memory(m: MemoryFigures) -> R.MemoryResult:
+    """Memory figures in the report's units."""
     return R.MemoryResult(
         samples=m.samples, peak_allocated_bytes=m.peak_allocated_bytes, peak_reserved_bytes=m.peak_reserved_bytes,
         total_bytes=m.total_bytes, peak_allocated_fraction=_frac(m.peak_allocated_fraction),
         headroom_fraction=_frac(m.headroom_fraction),
         growth_per_step_bytes=_r(m.growth_per_step_bytes, 1),
         per_step=tuple(R.MemoryStepRow(s.step, s.peak_allocated_bytes, s.end_allocated_bytes, s.growth_bytes)
-                       for s in m.per_step[:MAX_STEP_BARS]),
-        series=series)
+                       for s in m.per_step[:MAX_STEP_BARS]))
 
 
 def memory_warnings(tl: Timeline, figures: Figures) -> list[str]:
@@ -158,8 +175,32 @@ def memory_warnings(tl: Timeline, figures: Figures) -> list[str]:
     return out
 
 
-def _device(d: DeviceAnalysis, counters: R.DeviceCounters | None,
-            memory: MemoryFigures | None = None) -> R.DeviceResult:
+def _gap_table(d: DeviceAnalysis, r: RankAnalysis, min_gap_ns: int) -> R.GapTable:
+    """Every gap of the device's idle set at least `min_gap_ns` long, with its step and the cause the
+    figures gave it; past MAX_GAP_ROWS the longest are kept, by start time."""
+    starts, ends, causes = d.idle.start_ns, d.idle.end_ns, d.idle.cause
+    keep = np.flatnonzero((ends - starts) >= max(min_gap_ns, 1))
+    omitted = 0
+    if len(keep) > MAX_GAP_ROWS:
+        longest = np.argsort(-(ends[keep] - starts[keep]), kind="stable")[:MAX_GAP_ROWS]
+        omitted = len(keep) - MAX_GAP_ROWS
+        keep = np.sort(keep[longest])
+    s, e = starts[keep], ends[keep]
+    spans = r.spans if r.spans is not None else Steps(*(np.zeros(0, dtype=np.int64),) * 3)
+    st_start, st_end, st_num = spans.start_ns, spans.end_ns, spans.number
+    at = iv.locate(s, st_start, st_end) if len(st_start) else np.full(len(s), -1)
+    origin = d.busy.window.start_ns
+    return R.GapTable(
+        start_us=tuple(np.round((s - origin) / 1000.0, 3).tolist()),
+        duration_us=tuple(np.round((e - s) / 1000.0, 3).tolist()),
+        step=tuple(None if j < 0 else int(st_num[j]) for j in at.tolist()),
+        cause=(tuple(str(c) for c in np.asarray(causes, dtype=object)[keep]) if causes is not None
+               else (None,) * len(keep)),
+        omitted=omitted)
+
+
+def _device(d: DeviceAnalysis, counters: R.DeviceCounters | None, memory: MemoryFigures | None,
+            rank: RankAnalysis) -> R.DeviceResult:
     b, g, m = d.busy, d.gaps, d.memcpy
     w = b.window
     causes = d.idle.cause
@@ -192,7 +233,8 @@ def _device(d: DeviceAnalysis, counters: R.DeviceCounters | None,
         top_kernels=kernels[:TOP_KERNELS],
         counters=counters,
         kernel_table=kernels,
-        memory=None if memory is None else _memory(memory, w.start_ns),
+        memory=None if memory is None else _memory(memory),
+        gap_table=_gap_table(d, rank, g.min_gap_ns),
     )
 
 
@@ -340,7 +382,7 @@ def _gap(g: AttributedGap) -> R.AttributedGap:
 def _rank_diagnosis(r: RankDiagnosis) -> R.RankDiagnosisResult:
     s = r.host_shares
     return R.RankDiagnosisResult(
-        rank=r.rank, primary=r.primary, host_primary=r.host_primary, reason=r.reason, headline=r.headline,
+        primary=r.primary, host_primary=r.host_primary, reason=r.reason, headline=r.headline,
         lost_us=_us0(r.lost_ns), window_us=_us0(r.window_ns), idle_us=_us0(r.idle_ns),
         idle_by_cause_us=_causes_us(r.idle_by_cause), exposed_memcpy_us=_us0(r.exposed_memcpy_ns),
         exposed_communication_us=_us0(r.exposed_comm_ns),
@@ -360,28 +402,28 @@ def _rank_diagnosis(r: RankDiagnosis) -> R.RankDiagnosisResult:
     )
 
 
-def _diagnosis(d: Diagnosis) -> R.DiagnosisResult:
+def _diagnosis(d: Diagnosis, speaker: int | None) -> R.DiagnosisResult:
+    """`speaker`: the index (into the result's ranks) of the rank whose verdict is the job's."""
     return R.DiagnosisResult(d.primary, d.host_primary, d.headline, tuple(_finding(f) for f in d.findings),
-                             tuple(_rank_diagnosis(r) for r in d.ranks))
+                             speaker)
 
 
-def rank_diagnosis(r: RankDiagnosis) -> R.RankDiagnosisResult:
-    """One rank's typed diagnosis (what a per-rank task returns)."""
-    return _rank_diagnosis(r)
-
-
-def job_diagnosis(ranks: tuple[R.RankDiagnosisResult, ...]) -> R.DiagnosisResult:
+def job_diagnosis(ranks: tuple[R.RankResult, ...]) -> R.DiagnosisResult | None:
     """The job's diagnosis from its ranks' typed diagnoses: the same rule as `diagnosis.diagnose`
     (the rank losing the most GPU time speaks for the job), so a job analysed rank by rank in other
-    processes gets the verdict it gets when analysed whole."""
+    processes gets the verdict it gets when analysed whole. None when no rank is diagnosed."""
     from ..diagnosis.rules import job_headline, job_rank
 
-    pick = ranks[job_rank([r.lost_us for r in ranks], [bool(r.devices) for r in ranks])]
+    diagnosed = [(i, r, r.diagnosis) for i, r in enumerate(ranks) if r.diagnosis is not None]
+    if not diagnosed:
+        return None
+    k = job_rank([d.lost_us for _, _, d in diagnosed], [bool(d.devices) for _, _, d in diagnosed])
+    index, rank, pick = diagnosed[k]
     host_primary = pick.host_primary
     if host_primary is None:
-        host_primary = next((r.host_primary for r in ranks if r.host_primary), None)
-    return R.DiagnosisResult(pick.primary, host_primary, job_headline(pick.rank, pick.headline, len(ranks)),
-                             pick.findings, ranks)
+        host_primary = next((d.host_primary for _, _, d in diagnosed if d.host_primary), None)
+    return R.DiagnosisResult(pick.primary, host_primary, job_headline(rank.rank, pick.headline, len(diagnosed)),
+                             pick.findings, index)
 
 
 def summary(ranks: tuple[R.RankResult, ...], warmup: set[int] | None = None,
@@ -474,7 +516,7 @@ def _device_counters(tl: Timeline, d: CounterFigures, clock: str, by_source: dic
 
 
 # --- host logs (glances) ----------------------------------------------------------------------------
-def _host_log(h: HostLogFigures, tl: Timeline) -> R.HostLogResult:
+def _host_log(h: HostLogFigures, tl: Timeline) -> tuple[R.HostLogResult, dict[str, Any]]:
     """A host log's figures; its drawing payload in seconds from the trace window's start (else the
     log's first sample): the CPU series, at most SERIES_POINTS samples, and the DataLoader-wait spans."""
     window = trace_window(tl) if len(tl.events) else None
@@ -501,12 +543,11 @@ def _host_log(h: HostLogFigures, tl: Timeline) -> R.HostLogResult:
                                            _r(m.window_mean), m.outside_samples, _r(m.outside_mean))
                  for m in h.metrics},
         during_dataloader_wait={k: round(v, 3) for k, v in w.means.items()},
-        series=series,
         warnings=tuple(h.source.warnings) + tuple(h.warnings),
         clock=h.source.clock, zone=h.zone or None, cores=h.cores,
         wait_samples=w.samples, wait_covered_fraction=_frac(w.covered_fraction),
         not_kept=dict(sorted(h.source.not_kept.items())),
-    )
+    ), series
 
 
 def time_text(ns: int, clock: str) -> str:

@@ -38,13 +38,15 @@ def steps_frame(a: Analysis) -> pd.DataFrame:
 
 
 def gaps_frame(a: Analysis) -> pd.DataFrame:
-    """The drawn gaps of every device (its longest, up to the timeline's limit), start from the rank's window."""
+    """Every gap of at least `min_gap` of every device (its gap table), start from the device's window start."""
     rows = []
     for r in a.ranks:
-        for d in r.timeline.get("devices", []):
-            g = d["gaps"]
-            rows += [{"rank": rank_name(r), "device": d["device"], "start_us": s, "duration_us": u, "step": st,
-                      "cause": c} for s, u, st, c in zip(g["start_us"], g["dur_us"], g["step"], g["cause"])]
+        for d in r.devices:
+            g = d.gap_table
+            if g is None:
+                continue
+            rows += [{"rank": rank_name(r), "device": d.device, "start_us": s, "duration_us": u, "step": st,
+                      "cause": c} for s, u, st, c in zip(g.start_us, g.duration_us, g.step, g.cause)]
     return pd.DataFrame(rows, columns=GAP_COLUMNS)
 
 
@@ -57,8 +59,9 @@ def kernels_frame(a: Analysis) -> pd.DataFrame:
 
 def findings_frame(a: Analysis) -> pd.DataFrame:
     rows = []
-    if a.diagnosis is not None:
-        for r, dr in zip(a.ranks, a.diagnosis.ranks):
+    for r in a.ranks:
+        dr = r.diagnosis
+        if dr is not None:
             rows += [{"rank": rank_name(r), "id": f.id, "cause": f.cause, "severity": f.severity,
                       "explains_us": f.explains_us, "share_of_idle": f.share_of_idle,
                       "share_of_window": f.share_of_window, "gaps": f.gaps, "title": f.title,

@@ -1,4 +1,4 @@
-"""The typed result of one analysis, `Analysis`, and its one serialization (JSON `traceanalyzer/2`).
+"""The typed result of one analysis, `Analysis`, and its one serialization (JSON `traceanalyzer/3`).
 
 Every face reads an `Analysis`: the renderers (HTML, Markdown, JSON, terminal), the notebook
 API (DataFrame views) and comparisons of two runs. It is made once by the pipeline
@@ -8,8 +8,16 @@ this file. `load(path)` of a written report gives an object equal to the origina
 
 Units are the report's: durations in microseconds as floats rounded to 0.001 (whole
 nanoseconds) with names ending in `_us`, absolute times in integer nanoseconds (`_ns`),
-fractions in [0, 1] or None when the figure has no meaning. Drawing payloads (the timeline's
-blocks and the charts' series) are plain JSON data, bounded in size.
+fractions in [0, 1] or None when the figure has no meaning.
+
+The tree: `AnalysisData` holds the job's figures, its verdict (`diagnosis`) and one `RankResult` per
+rank; each rank carries its own figures, its devices (each with a bounded table of every gap at
+least `min_gap` long, with its cause) and its own diagnosis. Drawing payloads (the timeline's blocks,
+the charts' series) are presentation, not figures: they live only under the `drawing` keys
+(`RankResult.drawing`, `AnalysisData.drawing`), as plain JSON data bounded in size, and a result
+saved without them (`Analysis.save(path, drawing=False)`) keeps every figure.
+
+`migrate` reads a report of an older schema (`traceanalyzer/2`) into this one.
 """
 
 from __future__ import annotations
@@ -20,7 +28,8 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Union
 
-SCHEMA = "traceanalyzer/2"
+SCHEMA = "traceanalyzer/3"
+OLD_SCHEMAS = ("traceanalyzer/2",)  # read through `migrate`
 PlainData = dict[str, Any]  # JSON-shaped drawing payloads (lists of numbers and strings)
 
 
@@ -236,7 +245,20 @@ class MemoryResult:
     headroom_fraction: float | None  # 1 - peak_reserved (or allocated) / total
     growth_per_step_bytes: float | None  # median growth between steps (a leak shows as > 0 every step)
     per_step: tuple[MemoryStepRow, ...]
-    series: PlainData  # bounded drawing payload: t_us (from the window start), allocated, reserved
+
+
+@dataclass(frozen=True)
+class GapTable:
+    """Every idle gap of a device at least `min_gap` long, with its cause, by start time (columns).
+
+    Bounded: past `MAX_GAP_ROWS` rows the longest are kept (still by start time) and `omitted` counts
+    the rest, so `rows + omitted` is `GapSummary.count`."""
+
+    start_us: tuple[float, ...]  # from the device's window start
+    duration_us: tuple[float, ...]
+    step: tuple[int | None, ...]  # the step holding the gap's start
+    cause: tuple[str | None, ...]  # None when not diagnosed
+    omitted: int = 0
 
 
 @dataclass(frozen=True)
@@ -261,6 +283,16 @@ class DeviceResult:
     counters: DeviceCounters | None = None
     kernel_table: tuple[KernelResult, ...] = ()  # every kernel name by time, bounded (for comparisons)
     memory: MemoryResult | None = None  # from memory events (torch.profiler profile_memory=True)
+    gap_table: GapTable | None = None  # every gap >= min_gap with its cause (None: not recorded)
+
+
+@dataclass(frozen=True)
+class RankDrawing:
+    """What the page draws for one rank (presentation, bounded): times in us from the rank's window start."""
+
+    timeline: PlainData  # drawn tracks (analyses/tracks.py)
+    charts: PlainData  # per-step stacked series
+    memory: dict[str, PlainData] = field(default_factory=dict)  # "cuda:N" / "host" -> t_us, allocated, reserved
 
 
 @dataclass(frozen=True)
@@ -278,10 +310,10 @@ class RankResult:
     dataloader_wait_fraction: float | None
     per_step: tuple[StepRow, ...]
     devices: tuple[DeviceResult, ...]
-    timeline: PlainData  # drawn tracks (analyses/tracks.py), times in us from window_start_ns
-    charts: PlainData  # per-step stacked series
     host_memory: MemoryResult | None = None  # CPU memory events, kept apart from the GPUs'
     host: str | None = None  # the machine the rank ran on (trace metadata), for the job clock
+    diagnosis: RankDiagnosisResult | None = None  # this rank's verdict and findings (None: not diagnosed)
+    drawing: RankDrawing | None = None  # presentation only; None when saved without drawing
 
 
 @dataclass(frozen=True)
@@ -385,7 +417,8 @@ class HostSharesResult:
 
 @dataclass(frozen=True)
 class RankDiagnosisResult:
-    rank: int | None
+    """One rank's verdict, findings and idle time by cause (the rank is the `RankResult` holding it)."""
+
     primary: str
     host_primary: str | None
     reason: str
@@ -427,11 +460,13 @@ class StragglerResult:
 
 @dataclass(frozen=True)
 class DiagnosisResult:
+    """The job's verdict: that of the rank losing the most GPU time (`rank`, an index into `ranks`)."""
+
     primary: str
     host_primary: str | None
     headline: str
     findings: tuple[FindingResult, ...]
-    ranks: tuple[RankDiagnosisResult, ...]
+    rank: int | None = None  # index into AnalysisData.ranks of the rank that speaks for the job
     stragglers: tuple[StragglerResult, ...] = ()  # worst first; empty: no straggler (or one rank)
 
 
@@ -473,7 +508,6 @@ class JobResult:
     clocks: tuple[HostClock, ...]
     collectives_matched: int  # collectives found on every rank and matched across them
     ranks: tuple[RankCommRow, ...]
-    chart: PlainData  # per-rank bars: compute, exposed communication, waiting, caused wait
     straggler_min_lateness_us: float | None = None  # lateness per step from which a rank is a straggler
     # Where each rank's window starts on the job clock, from the earliest rank's start (report order):
     # the timeline draws every rank on this one clock.
@@ -494,7 +528,6 @@ class HostLogResult:
     offset_method: str | None
     metrics: dict[str, MetricSummary]  # cpu_user_pct, cpu_iowait_pct, load_1m, disk_read_bytes_per_s, ...
     during_dataloader_wait: dict[str, float]  # metric -> mean over samples inside DataLoader waits
-    series: PlainData  # bounded drawing payload
     warnings: tuple[str, ...]
     clock: str = ""  # the log's own clock: "epoch" (glances 4 now.iso) | "wall" (local timestamp)
     zone: str | None = None  # the zone behind the offset, for wall-clock logs
@@ -505,6 +538,13 @@ class HostLogResult:
 
 
 # --- the whole result ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class JobDrawing:
+    """What the page draws for the whole job (presentation, bounded)."""
+
+    host_logs: dict[str, PlainData] = field(default_factory=dict)  # host log path -> its CPU series and waits
+
+
 @dataclass(frozen=True)
 class AnalysisData:
     """Everything one analysis found: what a renderer, a notebook or a comparison needs.
@@ -524,10 +564,22 @@ class AnalysisData:
     counters: tuple[DeviceCounters, ...] = ()
     host_logs: tuple[HostLogResult, ...] = ()
     job: JobResult | None = None  # many ranks: one clock, collectives, per-rank communication
+    drawing: JobDrawing | None = None  # presentation only; None when saved without drawing
 
     def to_data(self) -> dict[str, Any]:
         """Plain JSON data (dicts, lists, numbers, strings), dict keys sorted."""
         return to_data(self)  # type: ignore[no-any-return]
+
+    def without_drawing(self) -> AnalysisData:
+        """The same figures without any drawing payload (what `save(..., drawing=False)` writes)."""
+        ranks = tuple(dataclasses.replace(r, drawing=None) for r in self.ranks)
+        return dataclasses.replace(self, ranks=ranks, drawing=None)
+
+    @property
+    def speaking_rank(self) -> RankResult | None:
+        """The rank whose verdict is the job's (None when not diagnosed)."""
+        k = self.diagnosis.rank if self.diagnosis else None
+        return self.ranks[k] if k is not None and 0 <= k < len(self.ranks) else None
 
 
 # --- generic (de)serialization -------------------------------------------------------------------------
@@ -596,3 +648,88 @@ def from_data(cls: Any, data: Any, where: str = "") -> Any:
     if cls in (int, str, bool) and not isinstance(data, cls):
         raise ResultFormatError(f"{where}: expected {cls.__name__}")
     return data
+
+
+# --- older schemas -------------------------------------------------------------------------------------
+def migrate(data: Any) -> Any:
+    """A saved report's JSON data of an older schema (`OLD_SCHEMAS`) as data of this one; other data as is.
+
+    `traceanalyzer/2` -> `/3`: each rank's diagnosis moves from `diagnosis.ranks[i]` into `ranks[i]`
+    (the job's verdict names its rank by index); drawing payloads (`timeline`, `charts`, memory and
+    host-log `series`) move under the `drawing` keys (the job's `chart`, drawn nowhere, is left out);
+    each device's gap table is made from the gaps the /2 report drew (the longest of each device), the
+    rest counted as omitted."""
+    if not isinstance(data, dict) or data.get("schema") != "traceanalyzer/2":
+        return data
+    out = dict(data, schema=SCHEMA)
+    diag = out.get("diagnosis")
+    rank_diags = list(diag.get("ranks") or []) if isinstance(diag, dict) else []
+    ranks = []
+    for i, r in enumerate(out.get("ranks") or []):
+        r = dict(r)
+        rank_diag = _rank_diagnosis_of(r, i, rank_diags, len(out.get("ranks") or []))
+        timeline = r.pop("timeline", None) or {}
+        memory: dict[str, Any] = {}
+        devices = []
+        drawn = {d.get("device"): d.get("gaps") or {} for d in timeline.get("devices", [])}
+        for d in r.get("devices") or []:
+            d = dict(d)
+            if isinstance(d.get("memory"), dict):
+                d["memory"] = dict(d["memory"])
+                memory[str(d.get("device"))] = d["memory"].pop("series", None)
+            d["gap_table"] = _gap_table_of(drawn.get(d.get("device")), (d.get("gaps") or {}).get("count", 0))
+            devices.append(d)
+        r["devices"] = devices
+        if isinstance(r.get("host_memory"), dict):
+            r["host_memory"] = dict(r["host_memory"])
+            memory["host"] = r["host_memory"].pop("series", None)
+        r["drawing"] = {"timeline": timeline, "charts": r.pop("charts", None) or {},
+                        "memory": {k: v for k, v in memory.items() if v is not None}}
+        r["diagnosis"] = rank_diag
+        ranks.append(r)
+    out["ranks"] = ranks
+    if isinstance(diag, dict):
+        diag = dict(diag)
+        diag.pop("ranks", None)
+        picked = [i for i, r in enumerate(ranks) if r["diagnosis"] is not None
+                  and r["diagnosis"].get("findings") == diag.get("findings")
+                  and r["diagnosis"].get("primary") == diag.get("primary")]
+        diag["rank"] = picked[0] if picked else None
+        out["diagnosis"] = diag
+    host_series = {}
+    hosts = []
+    for h in out.get("host_logs") or []:
+        h = dict(h)
+        series = h.pop("series", None)
+        if series is not None:
+            host_series[str(h.get("path"))] = series
+        hosts.append(h)
+    out["host_logs"] = hosts
+    if isinstance(out.get("job"), dict):  # the job's chart data was drawn nowhere: not kept
+        out["job"] = dict(out["job"])
+        out["job"].pop("chart", None)
+    out["drawing"] = {"host_logs": host_series}
+    return out
+
+
+def _rank_diagnosis_of(rank: dict[str, Any], i: int, diags: list[Any], n: int) -> Any:
+    """The /2 diagnosis of the i-th of n ranks: by position when every rank has one, else by rank number."""
+    if len(diags) == n:
+        found = diags[i]
+    else:
+        found = next((d for d in diags if isinstance(d, dict) and d.get("rank") == rank.get("rank")), None)
+    if not isinstance(found, dict):
+        return None
+    found = dict(found)
+    found.pop("rank", None)
+    return found
+
+
+def _gap_table_of(drawn: Any, count: Any) -> dict[str, Any] | None:
+    """A /3 gap table from a /2 report's drawn gaps of one device (by start time)."""
+    if not isinstance(drawn, dict) or "start_us" not in drawn:
+        return None
+    rows = sorted(zip(drawn.get("start_us") or [], drawn.get("dur_us") or [], drawn.get("step") or [],
+                      drawn.get("cause") or []), key=lambda x: x[0])
+    return {"start_us": [x[0] for x in rows], "duration_us": [x[1] for x in rows], "step": [x[2] for x in rows],
+            "cause": [x[3] for x in rows], "omitted": max(int(count or 0) - len(rows), 0)}

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from ..analyses.collectives_job import job_figures
+from ..analyses.collectives_job import job_figures, job_key
 from ..diagnosis.stragglers import min_lateness_us, stragglers
 from ..result import Analysis
 
@@ -23,9 +23,10 @@ def with_job(tables: Sequence[pd.DataFrame], analysis: Analysis) -> Analysis:
     if len(analysis.ranks) < 2:
         return analysis
     diag = analysis.diagnosis
-    figures = job_figures(tables, analysis.ranks, diag.ranks if diag else ())
+    figures = job_figures(tables, analysis.ranks)
     job = dataclasses.replace(figures.job, straggler_min_lateness_us=round(min_lateness_us(figures.job), 3))
-    new_diag = dataclasses.replace(diag, stragglers=stragglers(job, diag.ranks)) if diag else None
+    by_rank = {job_key(r, i): r.diagnosis for i, r in enumerate(analysis.ranks)}
+    new_diag = dataclasses.replace(diag, stragglers=stragglers(job, by_rank)) if diag else None
     return dataclasses.replace(analysis, job=job, diagnosis=new_diag,
                                warnings=analysis.warnings + figures.warnings)
 

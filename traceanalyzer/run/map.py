@@ -80,8 +80,8 @@ class RankOutput:
     """One rank analysed on its own: its typed results and what the job's reduce needs."""
 
     meta: RankMeta
-    result: R.RankResult  # `timeline` left empty: the reduce draws it under the job's block budget
-    diagnosis: R.RankDiagnosisResult | None
+    result: R.RankResult  # with its diagnosis; its drawn timeline left empty: the reduce draws it under the
+    # job's block budget
     tracks: TR.RankTracks  # drawn at MAX_BLOCKS_PER_TRACK blocks, cut by the reduce
     tracks_count: int  # block tracks it draws (the job's budget is shared by all)
     extras: dict[str, Any] = field(default_factory=dict)  # RANK_EXTRAS results by name
@@ -118,7 +118,7 @@ def analyze_rank_timeline(tl: Timeline, task: RankTask) -> FileOutput:
     from ..diagnosis import diagnose
     from ..diagnosis.input_split import split_input_bound
     from ..formats import rank_metas
-    from ..result.build import memory_warnings, rank_diagnosis, rank_result, rank_tracks
+    from ..result.build import memory_warnings, rank_result, rank_tracks
 
     figures = figures_of(tl, min_gap_ns=task.min_gap_ns, causes=task.diagnose)
     diagnosis = diagnose(figures, task.include_warmup) if task.diagnose else None
@@ -132,7 +132,6 @@ def analyze_rank_timeline(tl: Timeline, task: RankTask) -> FileOutput:
         ranks.append(RankOutput(
             meta=metas[r.index],
             result=rank_result(tl, r, dr, {}, {}, task.batch_size),
-            diagnosis=rank_diagnosis(dr) if dr else None,
             tracks=tracks,
             tracks_count=TR.count_rank_tracks(tl, r.index),
             extras={name: fn(tl, r.index) for name, fn in RANK_EXTRAS.items()}))
@@ -224,13 +223,13 @@ def reduce_job(outputs: list[FileOutput], inputs: InputSet, min_gap_ns: int, inc
     numbers, renumbered = number_ranks([m.rank for m in metas])
     warnings += renumbered
     max_blocks = TR.blocks_per_track(sum(r.tracks_count for r in ranks))
-    results, diagnoses = [], []
+    results = []
     for r, number in zip(ranks, numbers):
         timeline = timeline_data(TR.recut_tracks(r.tracks, max_blocks), max_blocks)
-        results.append(replace(r.result, rank=number, timeline=timeline))
-        if r.diagnosis is not None:
-            diagnoses.append(replace(r.diagnosis, rank=number))
+        drawing = replace(r.result.drawing, timeline=timeline) if r.result.drawing else None
+        results.append(replace(r.result, rank=number, drawing=drawing))
     rank_results = tuple(results)
+    warmup = {n for r in rank_results if r.diagnosis for n in r.diagnosis.warmup_steps}
     analysis = Analysis(
         schema=R.SCHEMA,
         tool=R.ToolInfo("traceanalyzer", __version__),
@@ -238,9 +237,10 @@ def reduce_job(outputs: list[FileOutput], inputs: InputSet, min_gap_ns: int, inc
         inputs=tuple(i for p in parts for i in p.inputs),
         warnings=tuple(warnings) + tuple(notes) + tuple(w for p in parts for w in p.late_warnings),
         ranks=rank_results,
-        summary=summary(rank_results, {n for d in diagnoses for n in d.warmup_steps}, batch_size),
+        summary=summary(rank_results, warmup, batch_size),
         definitions=dict(FIGURES),
-        diagnosis=job_diagnosis(tuple(diagnoses)) if diagnose and diagnoses else None,
+        diagnosis=job_diagnosis(rank_results) if diagnose else None,
+        drawing=R.JobDrawing(),
     )
     final = tuple(replace(r, result=res) for r, res in zip(ranks, rank_results))
     for reduce in JOB_REDUCERS:

@@ -1,0 +1,144 @@
+"""The result tree of schema `traceanalyzer/3`: each rank carries its diagnosis, each device a gap table of
+every gap, drawing payloads only under `drawing` (and left out on request), and `/2` reports (saved by
+version 0.2 of this tool, in tests/data/schema2) read through the migration, into `load` and `diff`."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import orjson
+import pytest
+from click.testing import CliRunner
+from conftest import ROOT, SAMPLES
+
+import traceanalyzer as ta
+from traceanalyzer.commands import main
+from traceanalyzer.result import build as B
+from traceanalyzer.result.types import SCHEMA, migrate
+
+SCHEMA2 = Path(__file__).parent / "data" / "schema2"
+# The inputs each saved /2 report was made from (paths relative to the repository, as they were given).
+MADE_FROM = {
+    "basic": (["sample_traces/basic.json"], {}),
+    "comm_job": (["sample_traces/comm_rank0.json", "sample_traces/comm_rank1.json"], {}),
+    "glances": (["sample_traces/glances/cpu_aug.trace.json", "sample_traces/glances/cpu_aug.csv"], {}),
+    "memory_leak": (["sample_traces/torch_memory_leak.json.gz"], {}),
+    "cpu_only": (["sample_traces/cpu_only.json"], {}),
+    "input_bound_undiagnosed": (["sample_traces/input_bound.json"], {"diagnose": False}),
+}
+
+
+def _fresh(name: str) -> ta.Analysis:
+    paths, opts = MADE_FROM[name]
+    return ta.analyze(paths if len(paths) > 1 else paths[0], ta.Options(cache=False, jobs=1, **opts))
+
+
+def _without_gap_tables(a: ta.Analysis) -> ta.Analysis:
+    ranks = tuple(dataclasses.replace(r, devices=tuple(dataclasses.replace(d, gap_table=None) for d in r.devices))
+                  for r in a.ranks)
+    return dataclasses.replace(a, ranks=ranks, tool=dataclasses.replace(a.tool, version=""))
+
+
+@pytest.mark.parametrize("name", sorted(MADE_FROM))
+def test_a_saved_schema2_report_loads_as_the_fresh_analysis(name, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    old = ta.load(SCHEMA2 / f"{name}.json")
+    new = _fresh(name)
+    assert old.schema == new.schema == SCHEMA
+    # every figure, verdict and drawing is where schema 3 keeps it; only the gap tables differ (a /2 report
+    # holds the drawn gaps only) and the version that wrote it
+    assert _without_gap_tables(old) == _without_gap_tables(new)
+    for r_old, r_new in zip(old.ranks, new.ranks):
+        assert (r_old.diagnosis is None) == (r_new.diagnosis is None) == (new.diagnosis is None)
+        for d_old, d_new in zip(r_old.devices, r_new.devices):
+            assert d_old.gap_table is not None and d_new.gap_table is not None
+            # these small traces draw every gap: the migrated table has each, at drawing precision (0.1 us)
+            assert len(d_old.gap_table.start_us) + d_old.gap_table.omitted == d_new.gap_table.omitted + len(
+                d_new.gap_table.start_us) == d_new.gaps.count
+            assert d_old.gap_table.cause == d_new.gap_table.cause
+            assert d_old.gap_table.step == d_new.gap_table.step
+            assert d_old.gap_table.duration_us == pytest.approx(d_new.gap_table.duration_us, abs=0.05)
+    assert old.to_markdown() == new.to_markdown()
+
+
+def test_migration_moves_each_rank_diagnosis_into_its_rank_and_names_the_speaking_rank():
+    data = orjson.loads((SCHEMA2 / "comm_job.json").read_bytes())
+    job_findings = data["diagnosis"]["findings"]
+    out = migrate(data)
+    assert out["schema"] == SCHEMA and "ranks" not in out["diagnosis"]
+    assert [r["diagnosis"]["primary"] for r in out["ranks"]] == [d["primary"] for d in data["diagnosis"]["ranks"]]
+    assert all("rank" not in r["diagnosis"] for r in out["ranks"])
+    k = out["diagnosis"]["rank"]
+    assert out["ranks"][k]["diagnosis"]["findings"] == job_findings
+    assert "chart" not in out["job"] and "timeline" not in out["ranks"][0]
+    assert out["ranks"][0]["drawing"]["timeline"] == data["ranks"][0]["timeline"]
+    assert migrate(out) is out  # data of this schema is left as it is
+
+
+def test_diff_takes_a_schema2_report_on_one_side(monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    head = _fresh("basic").save(tmp_path / "head.json")
+    out = tmp_path / "diff.json"
+    res = CliRunner().invoke(main, ["diff", str(SCHEMA2 / "basic.json"), str(head), "--format", "json", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(out.read_text())
+    assert doc["step_time"]["change"] == 0.0 and doc["change_verdict"] == "unchanged"
+    assert doc["step_time"]["base_median_us"] == doc["step_time"]["head_median_us"] == 3000.0
+
+
+def test_the_gap_table_holds_every_gap_with_its_cause():
+    a = ta.analyze(SAMPLES / "input_bound.json", ta.Options(cache=False, jobs=1))
+    (dev,) = a.ranks[0].devices
+    g = dev.gap_table
+    assert g is not None and g.omitted == 0
+    # five DataLoader waits (the first from the window start) and the idle tail after the last step's kernels
+    assert g.start_us == (0.0, 9250.0, 19250.0, 29250.0, 39250.0, 49250.0)
+    assert g.duration_us == (6100.0, 6850.0, 6850.0, 6850.0, 6850.0, 750.0)
+    assert g.step == (0, 0, 1, 2, 3, 4)
+    assert g.cause == ("dataloader",) * 5 + ("unknown",)
+    assert len(g.start_us) == dev.gaps.count == 6
+    assert round(sum(g.duration_us), 3) == dev.gaps.total_us and max(g.duration_us) == dev.gaps.largest_us
+    # the top gaps of the summary are rows of the table, with the same step and cause
+    rows = set(zip(g.start_us, g.duration_us, g.step, g.cause))
+    assert {(t.start_us, t.duration_us, t.step, t.cause) for t in dev.gaps.top} <= rows
+    frame = a.gaps()
+    assert len(frame) == 6 and frame["cause"].tolist() == list(g.cause)
+    assert frame["duration_us"].sum() == pytest.approx(dev.gaps.total_us)
+
+
+def test_the_gap_table_is_bounded_by_keeping_the_longest(monkeypatch):
+    monkeypatch.setattr(B, "MAX_GAP_ROWS", 5)
+    a = ta.analyze(SAMPLES / "input_bound.json", ta.Options(cache=False, jobs=1))
+    (dev,) = a.ranks[0].devices
+    g = dev.gap_table
+    assert len(g.start_us) == 5 and g.omitted == dev.gaps.count - 5
+    assert sorted(g.duration_us, reverse=True) == [t.duration_us for t in dev.gaps.top[:5]]
+    assert list(g.start_us) == sorted(g.start_us)
+
+
+def test_saved_without_drawing_keeps_every_figure(tmp_path):
+    a = ta.analyze([SAMPLES / "glances" / "cpu_aug.trace.json", SAMPLES / "glances" / "cpu_aug.csv"],
+                   ta.Options(cache=False, jobs=1))
+    full, bare = a.save(tmp_path / "full.json"), a.save(tmp_path / "bare.json", drawing=False)
+    doc = orjson.loads(bare.read_bytes())
+    assert doc["drawing"] is None and all(r["drawing"] is None for r in doc["ranks"])
+    whole = orjson.loads(full.read_bytes())
+    assert whole["drawing"]["host_logs"] and whole["ranks"][0]["drawing"]["timeline"]["devices"]
+    whole["drawing"] = None
+    for r in whole["ranks"]:
+        r["drawing"] = None
+    assert doc == whole  # only the drawing is left out
+    loaded = ta.load(bare)
+    assert loaded == a.without_drawing() and loaded.to_markdown() == a.to_markdown()
+    html = loaded.to_html()
+    assert 'class="tl-canvas"' in html and "hostchart" not in html  # the section stays, nothing to draw
+
+
+def test_the_speaking_rank_is_the_one_whose_verdict_the_job_carries():
+    a = ta.analyze([SAMPLES / "comm_rank0.json", SAMPLES / "comm_rank1.json"], ta.Options(cache=False, jobs=1))
+    speaker = a.speaking_rank
+    assert speaker is not None and a.diagnosis is not None
+    assert speaker.diagnosis is not None and speaker.diagnosis.findings == a.diagnosis.findings
+    assert speaker.diagnosis.primary == a.diagnosis.primary
