@@ -119,7 +119,6 @@ def test_markdown_fits_a_github_comment_however_large(tmp_path):
     big["ranks"] = [dict(report["ranks"][0], rank=i) for i in range(600)]
     big["inputs"] = [dict(report["inputs"][0], path=f"/traces/rank{i}.json", warnings=["x" * 300] * 5)
                      for i in range(600)]
-    big["diagnosis"]["ranks"] = [dict(report["ranks"][0]["diagnosis"], rank=i) for i in range(600)]
     big = analysis_from_data(big)
     md = render_markdown(big)
     assert len(md) <= MAX_CHARS

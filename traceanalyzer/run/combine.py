@@ -240,8 +240,7 @@ def _without_ranks(counters: tuple[DeviceCounters, ...] | None) -> R.DiagnosisRe
     from ..diagnosis.counters import diagnose_counters
     from ..result.build import diagnosis_result
 
-    empty = Timeline()
-    d = diagnose_counters(counters) if counters is not None else diagnose(empty, figures_of(empty))
+    d = diagnose_counters(counters) if counters is not None else diagnose(figures_of(Timeline()))
     return diagnosis_result(d)
 
 

@@ -26,6 +26,7 @@ import numpy as np
 from .. import intervals as iv
 from ..analyses import tracks as TR
 from ..analyses.collectives_job import RankJobFacts, rank_job_facts
+from ..analyses.gaps import GapSet
 from ..diagnosis import RankDiagnosis
 from ..errors import InputError
 from ..formats import RankMeta
@@ -126,20 +127,19 @@ def analyze_rank_timeline(tl: Timeline, options: AnalysisOptions, path: str = ""
     from ..formats import rank_metas
     from ..result.build import memory_warnings, rank_result, rank_tracks
 
-    figures = figures_of(tl, min_gap_ns=options.min_gap_ns)
-    diagnosis = diagnose(tl, figures, options.include_warmup) if options.diagnose else None
+    figures = figures_of(tl, min_gap_ns=options.min_gap_ns, causes=options.diagnose)
+    diagnosis = diagnose(figures, options.include_warmup) if options.diagnose else None
     by_index = {d.index: d for d in diagnosis.ranks} if diagnosis else {}
     metas = rank_metas(tl)
     ranks = []
     for r in figures.ranks:
         dr = by_index.get(r.index)
-        attributed = {d.device: d for d in dr.devices} if dr else {}
         logs = LogExtras(rank_busy_sets(tl, r.index), rank_waits(tl, r.index)) if options.log_extras else None
         ranks.append(RankOutput(
             meta=metas[r.index],
             result=rank_result(tl, r, dr, {}, {}, options.batch_size),
             diagnosis=_compact(dr),
-            tracks=rank_tracks(tl, r, attributed, options.min_gap_ns, TR.MAX_BLOCKS_PER_TRACK),
+            tracks=rank_tracks(tl, r, options.min_gap_ns, TR.MAX_BLOCKS_PER_TRACK),
             tracks_count=TR.count_rank_tracks(tl, r.index),
             window_ns=(r.window.start_ns, r.window.end_ns) if r.window.dur_ns > 0 else None,
             job=rank_job_facts(tl.ranks[r.index], r),
@@ -193,9 +193,8 @@ def _compact(dr: RankDiagnosis | None) -> RankDiagnosis | None:
     """A rank's diagnosis without its per-gap arrays (drawn in the worker; the typed result needs none)."""
     if dr is None:
         return None
-    empty = np.zeros(0, dtype=np.int64)
-    return dataclasses.replace(dr, devices=tuple(dataclasses.replace(d, starts=empty, ends=empty, causes=empty)
-                                                 for d in dr.devices))
+    empty = GapSet(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+    return dataclasses.replace(dr, devices=tuple(dataclasses.replace(d, gaps=empty) for d in dr.devices))
 
 
 def split_ranks(tl: Timeline) -> Iterator[Timeline]:
