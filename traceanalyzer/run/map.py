@@ -82,7 +82,7 @@ class RankOutput:
     """One rank analysed on its own: its typed results and what the job's combine needs."""
 
     meta: RankMeta
-    result: R.RankResult  # `timeline` left empty: combine draws it under the job's block budget
+    result: R.RankResult  # its drawn timeline left empty: combine draws it under the job's block budget
     diagnosis: RankDiagnosis | None  # ns, its gap arrays left out; typed (with its input split) in combine
     tracks: TR.RankTracks  # drawn at MAX_BLOCKS_PER_TRACK blocks, cut by combine
     tracks_count: int  # block tracks it draws (the job's budget is shared by all)
