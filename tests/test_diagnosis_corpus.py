@@ -19,7 +19,9 @@ TRACES = [p for p in FILES if not any(tag in p.name for tag in NOT_TRACES)]
 
 
 def _diagnosis(tl):
-    return analyze_timeline(tl).to_data()["diagnosis"]
+    """The job's verdict, and each rank's diagnosis as `ranks`."""
+    data = analyze_timeline(tl).to_data()
+    return dict(data["diagnosis"], ranks=[r["diagnosis"] for r in data["ranks"]])
 
 
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: f"{p.parent.name}/{p.name}")
