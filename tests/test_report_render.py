@@ -187,9 +187,12 @@ def test_every_renderer_reads_the_typed_result_and_json_round_trips(tmp_path, ca
 
 
 def test_renderers_name_their_extension():
-    assert {name: r.extension for name, r in RENDERERS.items()} == {"html": "html", "json": "json", "md": "md",
-                                                                    "text": "txt"}
-    assert all(r.name == name for name, r in RENDERERS.items())
+    from traceanalyzer.report.diff import RENDERERS as DIFF_RENDERERS
+
+    for registry in (RENDERERS, DIFF_RENDERERS):
+        assert {name: r.extension for name, r in registry.items()} == {"html": "html", "json": "json", "md": "md",
+                                                                       "text": "txt"}
+        assert all(r.name == name for name, r in registry.items())
 
 
 def test_only_the_json_renderers_serialize():

@@ -14,6 +14,7 @@ from ..causes import VERDICT_BY_ID
 from ..compare import Comparison, Side
 from ..units import format_bytes
 from ._format import WIDTH, clean, fmt_pct, fmt_us, md, wrap
+from .base import Renderer, encoded, registry
 from .html import asset, template_env
 from .markdown import MAX_CHARS
 
@@ -171,8 +172,9 @@ def _side_rows(c: Comparison) -> dict[str, list[tuple[str, str]]]:
     return rows
 
 
-RENDERERS = {
-    "md": lambda c: render_diff_markdown(c).encode("utf-8"),
-    "json": render_diff_json,
-    "html": lambda c: render_diff_html(c).encode("utf-8"),
-}
+RENDERERS: dict[str, Renderer[Comparison]] = registry(
+    Renderer("md", "md", encoded(render_diff_markdown)),
+    Renderer("json", "json", render_diff_json),
+    Renderer("html", "html", encoded(render_diff_html)),
+    Renderer("text", "txt", encoded(render_diff_text)),  # the terminal summary
+)
