@@ -12,12 +12,17 @@ from ..units import format_us as fmt_us
 WIDTH = 80  # terminal lines
 MAX_CELL_CHARS = 160  # a Markdown cell
 
-__all__ = ["MAX_CELL_CHARS", "WIDTH", "clean", "fmt_pct", "fmt_us", "md", "table", "wrap"]
+__all__ = ["MAX_CELL_CHARS", "WIDTH", "clean", "fmt_pct", "fmt_pct_change", "fmt_us", "md", "table", "wrap"]
 
 
 def fmt_pct(x: float | None) -> str:
     """A fraction in [0, 1] as a percentage with one decimal ("n/a" for None)."""
     return "n/a" if x is None else f"{100 * x:.1f}%"
+
+
+def fmt_pct_change(x: float | None) -> str:
+    """A relative change (head / base - 1) as a signed percentage: +12.5%, -3.0% ("n/a" for None)."""
+    return "n/a" if x is None else f"{x * 100:+.1f}%"
 
 
 def clean(text: object) -> str:

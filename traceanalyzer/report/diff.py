@@ -13,7 +13,7 @@ from .. import inert
 from ..causes import VERDICT_BY_ID
 from ..compare import Comparison, Side
 from ..units import format_bytes
-from ._format import WIDTH, clean, fmt_pct, fmt_us, md, wrap
+from ._format import WIDTH, clean, fmt_pct, fmt_pct_change, fmt_us, md, wrap
 from .base import Renderer, encoded, registry
 from .html import asset, template_env
 from .markdown import MAX_CHARS
@@ -32,10 +32,6 @@ def _signed_us(us: float | None) -> str:
     return ("+" if us > 0 else "−" if us < 0 else "±") + fmt_us(abs(us))
 
 
-def _pct_change(x: float | None) -> str:
-    return "n/a" if x is None else f"{x * 100:+.1f}%"
-
-
 def render_diff_markdown(c: Comparison, max_chars: int = MAX_CHARS) -> str:
     rows = {"parts": 12, "kernels": 15}
     while True:
@@ -52,7 +48,7 @@ def _markdown(c: Comparison, rows: dict[str, int]) -> str:
            f"**{md(c.headline, 600)}**", ""]
     out += ["| | base | head | change |", "|---|---|---|---|",
             f"| median step | {fmt_us(st.base_median_us)} | {fmt_us(st.head_median_us)} | "
-            f"{_pct_change(st.change)} |",
+            f"{fmt_pct_change(st.change)} |",
             f"| p10 – p90 step | {fmt_us(st.base_p10_us)} – {fmt_us(st.base_p90_us)} | "
             f"{fmt_us(st.head_p10_us)} – {fmt_us(st.head_p90_us)} | |",
             f"| steps measured | {st.base_steps} | {st.head_steps} | |",
@@ -101,7 +97,7 @@ def _samples_rows(c: Comparison) -> list[str]:
     b, h = c.base.samples_per_s, c.head.samples_per_s
     if b is None or h is None:
         return []
-    change = _pct_change(h / b - 1 if b else None)
+    change = fmt_pct_change(h / b - 1 if b else None)
     return [f"| samples/s (batch {c.base.batch_size} / {c.head.batch_size}) | {b:,.1f} | {h:,.1f} | {change} |"]
 
 
@@ -111,7 +107,7 @@ def _memory_and_straggler_rows(c: Comparison) -> list[str]:
     b, h = c.base.peak_memory_bytes, c.head.peak_memory_bytes
     if b is not None and h is not None:
         rows.append(f"| GPU memory peak | {format_bytes(b)} | {format_bytes(h)} | "
-                    f"{_pct_change(h / b - 1 if b else None)} |")
+                    f"{fmt_pct_change(h / b - 1 if b else None)} |")
     if c.base.stragglers or c.head.stragglers:
         rows.append(f"| stragglers | {_ranks_text(c.base)} | {_ranks_text(c.head)} | |")
     return rows
@@ -131,7 +127,7 @@ def render_diff_text(c: Comparison) -> str:
                  f"({st.base_steps} vs {st.head_steps} steps)")
     b_rate, h_rate = c.base.samples_per_s, c.head.samples_per_s
     if b_rate is not None and h_rate is not None:
-        change = _pct_change(h_rate / b_rate - 1 if b_rate else None)
+        change = fmt_pct_change(h_rate / b_rate - 1 if b_rate else None)
         lines.append(f"samples/s {b_rate:,.1f} -> {h_rate:,.1f} ({change})")
     if c.base.peak_memory_bytes is not None and c.head.peak_memory_bytes is not None:
         lines.append(f"GPU memory peak {format_bytes(c.base.peak_memory_bytes)} -> "

@@ -25,7 +25,7 @@ from .. import inert
 from ..causes import PALETTE, page_registry
 from ..result.types import AnalysisData, HistogramBin, PlainData, RankResult
 from ..units import format_bytes
-from ._format import fmt_pct, fmt_us
+from ._format import fmt_pct, fmt_pct_change, fmt_us
 from .ranks import straggler_sentence
 
 # Labels and colours of causes and verdicts come from the one registry (traceanalyzer/causes.py).
@@ -55,6 +55,7 @@ def template_env() -> jinja2.Environment:
                              finalize=_visible_text)
     env.filters["us"] = fmt_us
     env.filters["pct"] = fmt_pct
+    env.filters["pct_change"] = fmt_pct_change
     env.filters["rank_label"] = rank_label
     env.filters["nbytes"] = fmt_bytes
     env.filters["gib"] = format_bytes
