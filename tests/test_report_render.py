@@ -204,3 +204,12 @@ def test_only_the_json_renderers_serialize():
                     isinstance(n, ast.Attribute) and n.attr == "to_data" for n in ast.walk(fn)):
                 serializing.add((path.name, fn.name))
     assert serializing == {("jsonout.py", "render_json"), ("diff.py", "render_diff_json")}
+
+
+def test_no_private_name_crosses_a_report_module():
+    """The renderers share helpers by public names (`_format.md`, not `_md`)."""
+    for path in sorted((ROOT / "traceanalyzer" / "report").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                private = [a.name for a in node.names if a.name.startswith("_")]
+                assert private == [], f"{path.name} imports {private} from {node.module}"
