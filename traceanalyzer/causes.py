@@ -9,7 +9,8 @@ by cause into verdicts and findings), the advice table (keyed by verdict id) and
 with the same colours).
 
 Adding a cause that host events recognise is: a `Cause` with its `host_pattern`, `priority` and
-`direct=True` and its `Verdict` here, plus the verdict's advice (diagnosis/advice.py);
+`direct=True` and its `Verdict` here, plus the verdict's advice (diagnosis/advice.py), then
+`python docs/_generate.py` (docs/diagnosis.md's tables come from this registry);
 `tests/test_add_a_cause.py` shows it end to end, `tests/test_causes.py` checks that they agree.
 """
 

@@ -106,7 +106,7 @@ HOST_METRIC_COLUMNS: dict[str, str] = {
     "source": "int32",  # index into Timeline.sources: the log
 }
 
-# Host metrics (units in the name), what a host monitor log's columns map onto; the README lists them.
+# Host metrics (units in the name), what a host monitor log's columns map onto; docs/inputs.md lists them (generated).
 HOST_METRICS: dict[str, str] = {
     "cpu_user_pct": "CPU time in user space over the refresh period, % of all cores",
     "cpu_system_pct": "CPU time in the kernel, % of all cores",
@@ -125,7 +125,7 @@ HOST_METRICS: dict[str, str] = {
 }
 
 # --- counter metrics -----------------------------------------------------------------------------
-# Counter-log readers map their columns onto these names (units in the name); the README lists them.
+# Counter-log readers map their columns onto these names (units in the name); docs/inputs.md lists them (generated).
 # Columns a reader does not know are kept as "<format>_<column>" (e.g. "dmon_xyz").
 COUNTER_METRICS: dict[str, str] = {
     "sm_util_pct": "percent of the sample period in which at least one kernel ran "

@@ -154,7 +154,7 @@ def attribute_device(tl: Timeline, rank: int, device: int, window: F.Window, hos
 
 
 def classify_gaps(starts: np.ndarray, ends: np.ndarray, host: H.HostActivity) -> np.ndarray:
-    """One cause per gap (index into CAUSES); see the README's Diagnosis section for the rules."""
+    """One cause per gap (index into CAUSES); see docs/diagnosis.md for the rules."""
     n = len(starts)
     if n == 0:
         return np.zeros(0, dtype=np.int64)

@@ -5,7 +5,7 @@ never the events.
 Each rank's GPU time lost = idle time (attributed by cause) + host<->device copy time with no
 kernel running (memcpy) + communication with no other GPU work (communication). The primary
 verdict is the cause losing the most time, unless the loss is small (gpu_bound) or the trace cannot
-tell (undetermined). Thresholds live in `thresholds`; the README documents every rule.
+tell (undetermined). Thresholds live in `thresholds`; docs/diagnosis.md documents every rule.
 """
 
 from __future__ import annotations

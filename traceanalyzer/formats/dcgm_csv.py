@@ -68,7 +68,7 @@ def read(path: Path, data: bytes, options: ReadOptions) -> Timeline:
     wrong[: header_at + 1] = False
     data_lines = np.flatnonzero(filled & ~wrong)
     line_nos = (data_lines[data_lines > header_at] + 1).tolist()  # file line of each row read
-    if wrong.any():  # rows with more or fewer fields than the header: dropped and counted (README)
+    if wrong.any():  # rows with more or fewer fields than the header: dropped and counted (docs/inputs.md)
         drop_wrong_rows(source, (np.flatnonzero(wrong) + 1).tolist())
         text = "\n".join(lines[~wrong].tolist())
     try:

@@ -51,7 +51,7 @@ from .chrome_json import (
 )
 from .chrome_parallel import RangeResult, RangeTask, collect_events, decode_range
 
-# Plausibility bounds: an event outside them is dropped and counted (see the README).
+# Plausibility bounds: an event outside them is dropped and counted (see docs/inputs.md).
 MAX_ABS_TIME_US = 7.3e15  # |time| beyond the year 2200 in epoch microseconds
 MAX_DURATION_US = 1e11  # longer than about 28 hours
 MAX_DEVICE_ID = 2**31 - 1  # device ids are int32 in the Timeline; larger ones would wrap
