@@ -109,19 +109,3 @@ def test_a_timeline_is_an_input_too():
 
     tl = load_paths([SAMPLES / "input_bound.json"])
     assert ta.analyze(tl) == ta.analyze(SAMPLES / "input_bound.json", ta.Options(find_logs_beside=False))
-
-
-def test_readme_notebook_example_runs():
-    """The README's three-line notebook example, run as written on a bundled sample trace."""
-    import re
-
-    readme = (SAMPLES.parent / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## Python API", 1)[1]
-    code = re.search(r"```python\n(.*?)```", section, re.DOTALL).group(1)
-    assert len(code.strip().splitlines()) == 3
-    scope: dict = {}
-    exec(code.replace('"trace.json.gz"', repr(str(SAMPLES / "launch_bound.json.gz"))), scope)  # noqa: S102
-    a = scope["a"]
-    steps, gaps, kernels = a.steps(), a.gaps(), a.kernels()
-    assert len(steps) == a.ranks[0].steps > 0 and len(kernels) > 0
-    assert len(gaps) == sum(d.gaps.count for d in a.ranks[0].devices)

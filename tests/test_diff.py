@@ -7,7 +7,6 @@ small deterministic jitter so step times vary as real ones do.
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import cmarkgfm
@@ -230,33 +229,6 @@ def test_diff_html_memory_and_straggler_rows_in_a_browser(tmp_path, browser):
     assert rows.nth(0).inner_text().split("\t") == ["stragglers", "rank 5 (210.0 ms wait/step)"]
     assert rows.nth(1).inner_text().split("\t") == ["stragglers", "none"]
     assert rows.nth(0).bounding_box()["height"] > 5
-
-
-def test_workflow_commands_in_the_readme_run_locally(tmp_path, monkeypatch):
-    """The README's GitHub Actions workflow, its traceanalyzer commands run here on sample traces."""
-    root = Path(__file__).resolve().parent.parent
-    readme = (root / "README.md").read_text()
-    workflow = re.search(r"```yaml\n(.*?)```", readme.split("## Pull requests", 1)[1], re.DOTALL).group(1)
-    commands = [line.strip() for line in workflow.splitlines() if line.strip().startswith("traceanalyzer ")]
-    assert any(c.startswith("traceanalyzer report") for c in commands)
-    assert any(c.startswith("traceanalyzer diff") for c in commands)
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "base-report").mkdir()
-    training(tmp_path / "trace.json", wait_us=120, seed=5)
-    # the base branch's stored report, as the workflow downloads it
-    assert run("report", str(training(tmp_path / "base.json", seed=6)), "-o", "base-report/report.json", "-q")[0] == 0
-    summary = tmp_path / "summary.md"
-    summary.write_text("")
-    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
-    for command in commands:
-        command = command.split("||", 1)[0]  # the shell's fallback after a tripped gate
-        args = [a.strip('"') for a in command.split()[1:]]
-        args = [str(summary) if a == "$GITHUB_STEP_SUMMARY" else a for a in args]
-        code, output = run(*args)
-        assert code in (0, 1), (command, output)
-    assert Path("report.html").exists() and Path("diff.md").read_text().startswith(STICKY_MARKER)
-    assert STICKY_MARKER in summary.read_text()
-
 
 def test_memory_peak_and_stragglers_are_compared(tmp_path):
     """Both sides with memory events: the GPU memory peak in every format; a many-rank job whose

@@ -77,6 +77,16 @@ def test_every_relative_link_in_the_readme_and_docs_resolves():
             assert (page.parent / target).exists(), (page.name, target)
 
 
+def test_the_readme_is_about_two_screens_and_links_every_page():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) < 120
+    for page in ("report", "python", "ci", "inputs", "figures", "diagnosis", "clusters", "formats",
+                 "architecture", "service"):
+        assert f"(docs/{page}.md" in readme, page
+    screenshot = ROOT / "docs" / "report.png"
+    assert "](docs/report.png)" in readme and screenshot.stat().st_size < 150_000
+
+
 def test_every_page_is_in_the_site_navigation():
     nav = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
     for page in DOCS.glob("*.md"):
