@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
+
+from ..inert import terminal
 
 FORMAT_BY_SUFFIX = {".html": "html", ".htm": "html", ".json": "json", ".md": "md", ".markdown": "md"}
 SUFFIX_BY_FORMAT = {"html": "html", "json": "json", "md": "md"}
@@ -172,12 +175,19 @@ def execution_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
+def _notify(line: str) -> None:
+    """Lines about the inputs (a log dir's runs, the one picked) on stderr; names from the file system
+    are made inert."""
+    sys.stderr.write(f"traceanalyzer: {terminal(line)}\n")
+
+
 def build_options(params: dict[str, Any], **callbacks: Any) -> Any:
     """pipeline.Options from the parsed analysis (and execution) options (pops them from `params`)."""
     from ..pipeline import Options
 
     callbacks.update(jobs=params.pop("jobs", None), scheduler=params.pop("scheduler", None),
                      cache=not params.pop("no_cache", False))
+    callbacks.setdefault("notify", _notify)  # what a log dir holds and what was picked: on stderr
     return Options(
         min_gap_ns=params.pop("min_gap_ns"), run=params.pop("run"), max_input_bytes=params.pop("max_input_bytes"),
         include_warmup=params.pop("include_warmup"), force_job=params.pop("force_job"),

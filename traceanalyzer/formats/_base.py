@@ -22,7 +22,8 @@ class ReadOptions:
     # Log dirs: the run (TF run folder name, PyTorch "span<k>" or span number) to analyse;
     # None = the newest.
     run: str | None = None
-    # Receives the lines saying what a log dir holds and what was picked; None = stderr.
+    # Receives the lines saying what a log dir holds and what was picked; None = the `traceanalyzer`
+    # logger (the command line passes one that writes to stderr).
     notify: Callable[[str], None] | None = None
     # Counter logs without times (dmon without -o T/-o DT): samples are this far apart ...
     dmon_interval_ns: int = 1_000_000_000

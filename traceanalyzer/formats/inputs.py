@@ -3,7 +3,7 @@ a set, which files are traces, GPU counter logs or host monitor logs (`classify_
 
 from __future__ import annotations
 
-import sys
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,7 +37,7 @@ def input_sets(paths: list[Path], options: ReadOptions | None = None,
     from . import logdir as L
 
     options = options or ReadOptions()
-    notify = options.notify or _stderr
+    notify = options.notify or _log
     dirs = [p for p in paths if p.is_dir()]
     if all_runs and (len(paths) != 1 or not dirs):
         raise UsageError("--all-runs needs exactly one log directory")
@@ -83,9 +83,9 @@ def _label(paths: list[Path]) -> str:
     return paths[0].name if len(paths) == 1 else f"{paths[0].name} and {len(paths) - 1} more"
 
 
-def _stderr(line: str) -> None:
-    """Default `notify`: run and folder names come from the file system, so made inert."""
-    sys.stderr.write(f"traceanalyzer: {terminal(line)}\n")
+def _log(line: str) -> None:
+    """Default `notify`: the library prints nothing; the lines go to the `traceanalyzer` logger (INFO)."""
+    logging.getLogger("traceanalyzer").info("%s", terminal(line))
 
 
 def is_counter_log(path: Path) -> bool:

@@ -18,9 +18,22 @@ from .frames import devices_frame, findings_frame, gaps_frame, kernels_frame, st
 from .types import SCHEMA, AnalysisData, ResultFormatError, from_data, migrate
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Analysis(AnalysisData):
     """The result of `traceanalyzer.analyze`: its data (`AnalysisData`) and its faces."""
+
+    # --- notebook faces: short (the whole tree is `a.to_data()`)
+    def __repr__(self) -> str:
+        """The verdict, the headline figures, the ranks and how to see more (under 2,000 characters)."""
+        from ..report.notebook import render_repr
+
+        return render_repr(self)
+
+    def _repr_html_(self) -> str:
+        """The verdict card and the headline figures, for Jupyter (small: under 50 KB)."""
+        from ..report.notebook import render_card_html
+
+        return render_card_html(self)
 
     # --- serialization
     def to_json(self) -> bytes:
@@ -66,9 +79,11 @@ class Analysis(AnalysisData):
         step, cause."""
         return gaps_frame(self)
 
-    def kernels(self) -> pd.DataFrame:
-        """One row per rank, device and top kernel: count, total and mean time (us)."""
-        return kernels_frame(self)
+    def kernels(self, top: int | None = 15) -> pd.DataFrame:
+        """One row per rank, device and kernel name: count, total and mean time (us); the `top` kernels
+        of each device by time (as the report shows them), or with `top=None` every kernel row the
+        result holds (up to 200 per device, the longest)."""
+        return kernels_frame(self, top)
 
     def findings(self) -> pd.DataFrame:
         """One row per rank and finding: id, cause, severity, time explained, share, title."""

@@ -6,6 +6,8 @@ number, or the input file name when the trace records none) and `device` where i
 
 from __future__ import annotations
 
+import warnings
+
 import pandas as pd
 
 from .types import AnalysisData as Analysis
@@ -47,13 +49,18 @@ def gaps_frame(a: Analysis) -> pd.DataFrame:
                 continue
             rows += [{"rank": rank_name(r), "device": d.device, "start_us": s, "duration_us": u, "step": st,
                       "cause": c} for s, u, st, c in zip(g.start_us, g.duration_us, g.step, g.cause)]
+            if g.omitted:  # the result keeps the longest gaps of a device with very many: say so
+                warnings.warn(f"{rank_name(r)} {d.device}: {g.omitted} shorter gaps are not in the result "
+                              f"(it keeps the {len(g.start_us)} longest)", stacklevel=3)
     return pd.DataFrame(rows, columns=GAP_COLUMNS)
 
 
-def kernels_frame(a: Analysis) -> pd.DataFrame:
+def kernels_frame(a: Analysis, top: int | None = None) -> pd.DataFrame:
+    """Each device's kernels by time: the first `top` (None: every row the result holds). A report
+    saved without its kernel table has only the top kernels."""
     rows = [{"rank": rank_name(r), "device": d.device, "name": k.name, "count": k.count, "total_us": k.total_us,
              "mean_us": k.mean_us, "communication": k.communication}
-            for r in a.ranks for d in r.devices for k in d.top_kernels]
+            for r in a.ranks for d in r.devices for k in (d.kernel_table or d.top_kernels)[:top]]
     return pd.DataFrame(rows, columns=KERNEL_COLUMNS)
 
 
