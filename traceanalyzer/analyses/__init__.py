@@ -87,6 +87,6 @@ def rank_figures(tl: Timeline, rank: int, min_gap_ns: int = F.DEFAULT_MIN_GAP_NS
     info = tl.ranks[rank]
     return RankAnalysis(rank, info.rank, rank_window, len(st), F.per_step(tl, rank, st), wait,
                         wait / rank_window.dur_ns if rank_window.dur_ns > 0 else None, tuple(devices),
-                        rank_memory(tl, rank, [d.device for d in devices]), info.framework, st,
+                        rank_memory(tl, rank, [d.device for d in devices], st), info.framework, st,
                         F.kernel_totals(tl, rank), F.pageable_htod_copies(tl, rank), F.range_profiler_capture(tl, rank),
                         attributed, tl.sources[info.source].path, info.clock, info.host)
