@@ -32,7 +32,18 @@ PLACEHOLDERS = {
     "head.json": "input_bound.json",
     "ranks/comm_rank0.json": "comm_rank0.json",
     "ranks/comm_rank1.json": "comm_rank1.json",
+    # the examples of --help
+    "head_trace.json.gz": "launch_bound.json.gz",
+    "head.json.gz": "launch_bound.json.gz",
+    "base/comm_rank0.json": "comm_rank0.json",
+    "base/comm_rank1.json": "comm_rank1.json",
+    "head/comm_rank0.json": "comm_rank0.json",
+    "head/comm_rank1.json": "comm_rank1.json",
+    "logdir/worker0.1795323317679782944.pt.trace.json": "torch_cpu_logdir/worker0.1795323317679782944.pt.trace.json",
+    "logdir/worker0.1795323317686400188.pt.trace.json": "torch_cpu_logdir/worker0.1795323317686400188.pt.trace.json",
+    "LOGDIR/worker0.1795323317679782944.pt.trace.json": "torch_cpu_logdir/worker0.1795323317679782944.pt.trace.json",
 }
+SAVED_REPORTS = {"base.report.json": "gpu_bound.json"}  # made by `traceanalyzer report` in the fixture
 NOT_RUN = {
     "--scheduler": "needs a running Dask cluster (tests/test_executors.py runs one)",
 }
@@ -73,7 +84,17 @@ def workdir(tmp_path: Path) -> Path:
     shim = shims / "traceanalyzer"
     shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m traceanalyzer "$@"\n')
     shim.chmod(0o755)
+    for name, sample in SAVED_REPORTS.items():
+        assert _shell(f"traceanalyzer report sample_traces/{sample} -o {name} -q", tmp_path).returncode == 0
     return tmp_path
+
+
+def _expected(command: str) -> set[int]:
+    """An example's exit status: 1 where it says `# exit 1` (or `# exit 1: why`), 0 or 1 with a gate
+    that may or may not trip (`# exit 1 when ...`), else 0."""
+    if re.search(r"#\s*exit 1(?!\s+when)\b", command):
+        return {1}
+    return {0, 1} if "--fail-on" in command else {0}
 
 
 def _shell(command: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -95,12 +116,59 @@ def test_every_command_example_runs(page: str, commands: tuple[str, ...], workdi
     for command in commands:
         if any(flag in command for flag in NOT_RUN):
             continue
-        expected = 1 if re.search(r"#.*\bexit 1\b", command) else 0
         res = _shell(command, workdir)
-        assert res.returncode == expected, (page, command, res.stdout[-2000:], res.stderr[-2000:])
+        assert res.returncode in _expected(command), (page, command, res.stdout[-2000:], res.stderr[-2000:])
         ran += 1
     if not ran:
         pytest.skip("; ".join(why for flag, why in NOT_RUN.items() if any(flag in c for c in commands)))
+
+
+def _help_examples() -> list[tuple[str, str]]:
+    from click.testing import CliRunner
+
+    from traceanalyzer.commands import main
+
+    found = []
+    for args in ([], ["report"], ["diff"]):
+        text = CliRunner().invoke(main, [*args, "--help"]).output
+        found += [(" ".join(["traceanalyzer", *args]), line.strip()) for line in text.splitlines()
+                  if line.strip().startswith("traceanalyzer ")]
+    return found
+
+
+HELP_EXAMPLES = _help_examples()
+
+
+def test_every_subcommand_help_has_examples_and_every_verdict():
+    from click.testing import CliRunner
+
+    from traceanalyzer.causes import VERDICTS
+    from traceanalyzer.commands import main
+
+    for command in ("report", "diff"):
+        text = CliRunner().invoke(main, [command, "--help"], terminal_width=100).output
+        assert "Examples:" in text and f"traceanalyzer {command} " in text
+        for verdict in VERDICTS:
+            assert f"  {verdict} " in text, (command, verdict)
+    assert {c for c, _ in HELP_EXAMPLES} == {"traceanalyzer", "traceanalyzer report", "traceanalyzer diff"}
+
+
+def test_the_verdicts_in_help_come_from_the_registry(monkeypatch):
+    from test_add_a_cause import GC_VERDICT
+
+    from traceanalyzer import causes as C
+    from traceanalyzer.commands.report import verdicts_help
+
+    monkeypatch.setattr(C, "VERDICT_LIST", (*C.VERDICT_LIST, GC_VERDICT))
+    monkeypatch.setattr(C, "VERDICTS", (*C.VERDICTS, GC_VERDICT.id))
+    assert f"gc_bound             {GC_VERDICT.title}" in verdicts_help()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("where", "command"), HELP_EXAMPLES, ids=[c[:60] for _, c in HELP_EXAMPLES])
+def test_every_help_example_runs(where: str, command: str, workdir: Path):
+    res = _shell(command, workdir, {"GITHUB_STEP_SUMMARY": str(workdir / "summary")})
+    assert res.returncode in _expected(command), (where, command, res.stdout[-2000:], res.stderr[-2000:])
 
 
 def _python_blocks(page: Path) -> str:

@@ -10,6 +10,7 @@ import click
 from ..inert import terminal
 from ._options import analysis_options, build_options, execution_options, output_format, output_options, stem
 from ._output import check_target, option_inputs, say, write
+from .report import verdicts_help
 
 
 def _tolerance(text: str) -> float:
@@ -23,7 +24,36 @@ def _tolerance(text: str) -> float:
     return value
 
 
-@click.command("diff")
+DIFF_HELP = f"""Compare BASE (before a change) with HEAD (after it).
+
+\b
+Examples:
+  traceanalyzer diff base.report.json head_trace.json.gz -o diff.md
+  traceanalyzer diff base/ head/ --fail-on step_time:+5% -o diff.md   # exit 1 when slower by 5%
+  traceanalyzer diff base.json head.json -o "$GITHUB_STEP_SUMMARY" --format md   # a CI job summary
+  traceanalyzer diff base.json head.json -o - --format json    # the comparison for scripts
+
+\b
+Each side is anything `report` takes (a trace, .json.gz, a log dir, a directory of ranks)
+or a JSON report saved by `traceanalyzer report --format json` (CI keeps the base
+branch's small JSON report, not its trace).
+
+\b
+The verdict of the change comes first: regressed, improved, unchanged (the 95% interval
+of the median step-time change lies within --tolerance) or inconclusive (too wide, or
+fewer than 3 steps on a side). Then where the per-step change comes from (GPU compute,
+communication, copies, GPU idle by cause: the parts add up to the change of the mean
+step), the kernels that moved, and both sides' verdicts, one of:
+{verdicts_help()}
+
+\b
+Exit status: 0 ok, 1 a gate failed (the output is written first), 2 bad input or usage,
+3 internal error.
+More: docs/ci.md (gates, pull-request comments, a GitHub Actions workflow).
+"""
+
+
+@click.command("diff", help=DIFF_HELP)
 @click.argument("base", type=click.Path(path_type=Path))
 @click.argument("head", type=click.Path(path_type=Path))
 @output_options
@@ -37,29 +67,7 @@ def _tolerance(text: str) -> float:
 @execution_options
 def diff_command(base: Path, head: Path, output: Path | None, fmt: str | None, force: bool, quiet: bool,
                  fail_on: tuple[str, ...], tolerance: str, **params: Any) -> None:
-    """Compare BASE (before a change) with HEAD (after it).
-
-    \b
-    Each side is anything `report` takes (a trace, .json.gz, a log dir, a directory of ranks)
-    or a JSON report saved by `traceanalyzer report --format json` (CI keeps the base
-    branch's small JSON report, not its trace).
-
-    \b
-    The verdict of the change comes first: regressed, improved, unchanged (the 95% interval
-    of the median step-time change lies within --tolerance) or inconclusive (too wide, or
-    fewer than 3 steps on a side). Then where the per-step change comes from (GPU compute,
-    communication, copies, GPU idle by cause: the parts add up to the change of the mean
-    step), the kernels that moved, and both sides' verdicts.
-
-    \b
-    Examples:
-      traceanalyzer diff base.report.json head_trace.json.gz -o diff.md
-      traceanalyzer diff base/ head/ --fail-on step_time:+5% -o "$GITHUB_STEP_SUMMARY"
-
-    \b
-    Exit status: 0 ok, 1 a gate failed (the output is written first), 2 bad input or usage,
-    3 internal error.
-    """
+    """Compare BASE (before a change) with HEAD (after it) (the help text is DIFF_HELP)."""
     from ..compare import compare, with_gates
     from ..errors import GateFailed, UsageError
     from ..gates import evaluate_all, failed_message, parse_rules

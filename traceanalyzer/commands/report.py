@@ -20,7 +20,59 @@ from ._options import (
 from ._output import check_target, option_inputs, say, unique_targets, write
 
 
-@click.command("report")
+def verdicts_help() -> str:
+    """The verdicts, one line each, from the registry (traceanalyzer/causes.py): a new verdict shows
+    up in --help without a word typed here."""
+    from ..causes import VERDICT_LIST, VERDICTS
+
+    width = max(len(v) for v in VERDICTS) + 2
+    return "\n".join(f"  {v.id:<{width}}{v.title}" for v in VERDICT_LIST if v.id in VERDICTS)
+
+
+REPORT_HELP = f"""Analyse TRACES and write a report: why training is slow, with figures and advice.
+
+\b
+Examples:
+  traceanalyzer report trace.json                      # writes trace.report.html here
+  traceanalyzer report trace.json.gz -o - --format md  # Markdown on standard output
+  traceanalyzer report ranks/ --jobs 8 -o job.json     # every rank file of a job, 8 processes
+  traceanalyzer report logdir/ --all-runs -o out.json  # each run of a TensorBoard log dir
+  traceanalyzer report trace.json --dmon gpu.log --host-log host.csv   # with nvidia-smi, glances
+  traceanalyzer report trace.json --fail-on 'gpu_idle>0.30'  # exit 1 when the rule holds (CI)
+  traceanalyzer report sample_traces/input_bound.json  # a bundled sample, from a checkout
+
+\b
+TRACES are torch.profiler / Kineto Chrome-trace files (.json or .json.gz), TensorFlow/JAX
+profiles (.xplane.pb, .trace.json.gz; detected by content), or directories. A TensorBoard
+log dir is searched for PyTorch <worker>.<span>.pt.trace.json files and TF/JAX
+plugins/profile/<run>/ folders; the newest run is analysed unless --run or --all-runs says
+otherwise. Any other directory = every trace file directly in it. Several files = several
+ranks of one job.
+
+\b
+The report gives, per rank and GPU: GPU busy and idle time over the window (the host's
+ProfilerStep span), idle gaps of at least --min-gap with the step they fall in, memcpy time
+by direction, DataLoader wait, per-step breakdown and top kernels. Every figure is defined
+in the report and in docs/figures.md.
+
+\b
+The verdict names one bottleneck per rank, gives every idle gap a cause from what the host
+was doing, and says what to change and how much GPU time that could win at most. Verdicts:
+{verdicts_help()}
+
+\b
+nvidia-smi logs (dmon text, --query-gpu CSV, DCGM CSV; named with --dmon, given among
+TRACES, or found beside the trace) are put on the trace's clock (automatically unless
+--dmon-offset is given) and add per-GPU utilisation, power and clock figures, idle runs
+and a cross-check with the trace. A log alone is reported on its own clock.
+
+\b
+Exit status: 0 ok, 1 a gate failed, 2 bad input or usage, 3 internal error.
+More: docs/report.md, docs/diagnosis.md.
+"""
+
+
+@click.command("report", help=REPORT_HELP)
 @click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=Path))
 @output_options
 @analysis_options
@@ -32,37 +84,7 @@ from ._output import check_target, option_inputs, say, unique_targets, write
                    "dataloader_wait>10%, memcpy_share>0.2, step_time_ms>120, verdict=input_bound (repeatable).")
 def report_command(traces: tuple[Path, ...], output: Path | None, fmt: str | None, force: bool, quiet: bool,
                    all_runs: bool, fail_on: tuple[str, ...], **params: Any) -> None:
-    """Analyse TRACES and write a report.
-
-    \b
-    TRACES are torch.profiler / Kineto Chrome-trace files (.json or .json.gz), TensorFlow/JAX
-    profiles (.xplane.pb, .trace.json.gz; detected by content), or directories. A TensorBoard
-    log dir is searched for PyTorch <worker>.<span>.pt.trace.json files and TF/JAX
-    plugins/profile/<run>/ folders; the newest run is analysed unless --run or --all-runs says
-    otherwise. Any other directory = every trace file directly in it. Several files = several
-    ranks of one job.
-
-    \b
-    The report gives, per rank and GPU: GPU busy and idle time over the window (the host's
-    ProfilerStep span), idle gaps of at least --min-gap with the step they fall in, memcpy time
-    by direction, DataLoader wait, per-step breakdown and top kernels. Every figure is defined
-    in the report and in the README.
-
-    \b
-    The verdict names one bottleneck per rank (input_bound, memcpy_bound, launch_bound,
-    sync_bound, host_bound, periodic_stall, communication_bound, gpu_bound or undetermined),
-    gives every idle gap a cause from what the host was doing, and says what to change and
-    how much GPU time that could win at most.
-
-    \b
-    nvidia-smi logs (dmon text, --query-gpu CSV, DCGM CSV; named with --dmon, given among
-    TRACES, or found beside the trace) are put on the trace's clock (automatically unless
-    --dmon-offset is given) and add per-GPU utilisation, power and clock figures, idle runs
-    and a cross-check with the trace. A log alone is reported on its own clock.
-
-    \b
-    Exit status: 0 ok, 1 a gate failed, 2 bad input or usage, 3 internal error.
-    """
+    """Analyse TRACES and write a report (the help text is REPORT_HELP)."""
     from ..errors import GateFailed, UsageError
     from ..gates import evaluate_all, failed_message, parse_rules
     from ..pipeline import plan_runs
