@@ -100,3 +100,14 @@ def test_the_site_builds_strictly(tmp_path):
                           "-d", str(tmp_path / "site")], capture_output=True, text=True, cwd=ROOT)
     assert res.returncode == 0, res.stdout + res.stderr
     assert (tmp_path / "site" / "diagnosis" / "index.html").exists()
+
+
+def test_every_install_line_uses_our_distribution_name():
+    """`traceanalyzer` on the public index is an unrelated package: every install line names ours."""
+    name = re.search(r'^name = "(.+)"$', (ROOT / "pyproject.toml").read_text(), re.M).group(1)
+    assert name == "traceanalyzer-ml"
+    lines = [line for page in (ROOT / "README.md", *DOCS.glob("*.md"), *(ROOT / "traceanalyzer").rglob("*.py"))
+             for line in page.read_text(encoding="utf-8").splitlines() if "pip install" in line]
+    assert any(name in line for line in lines)
+    for line in lines:
+        assert not re.search(r"pip install (-\S+ )*'?traceanalyzer(?![-\w])", line), line

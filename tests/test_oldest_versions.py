@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def _lower_bounds() -> dict[str, str]:
     """The core dependencies' lower bounds, from the installed package's metadata (pyproject.toml's)."""
     out = {}
-    for text in requires("traceanalyzer") or []:
+    for text in requires("traceanalyzer-ml") or []:
         req = Requirement(text)
         if req.marker is not None:  # an extra's
             continue

@@ -165,7 +165,7 @@ def execution_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--scheduler", "scheduler", metavar="ADDRESS",
                      help="Run the per-rank tasks on a Dask cluster (e.g. tcp://10.0.0.5:8786); the "
                           "workers must see the input files at the same absolute paths. Needs "
-                          "pip install 'traceanalyzer[dask]'."),
+                          "pip install 'traceanalyzer-ml[dask]'."),
         click.option("--no-cache", "no_cache", is_flag=True,
                      help="Neither use nor fill the cache of decoded big traces (in $TRACEANALYZER_CACHE_DIR, "
                           "else $XDG_CACHE_HOME/traceanalyzer or ~/.cache/traceanalyzer)."),

@@ -4,7 +4,7 @@ One seam for `--jobs N` and `--scheduler ADDRESS`: `map_tasks(fn, tasks, ...)` r
 for every task, in the tasks' order, whatever ran them. Tasks and results must pickle (plain
 dataclasses of paths and options in, compact results out); `fn` must be a module-level function
 (a spawned process or a Dask worker imports it by name). Dask is optional: `pip install
-'traceanalyzer[dask]'`.
+'traceanalyzer-ml[dask]'`.
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def _dask(fn: Callable[[T], R], tasks: Sequence[T], address: str,
     try:
         from distributed import Client
     except ImportError:
-        raise UsageError("--scheduler needs Dask: pip install 'traceanalyzer[dask]'") from None
+        raise UsageError("--scheduler needs Dask: pip install 'traceanalyzer-ml[dask]'") from None
     try:
         client = Client(address, timeout=DASK_CONNECT_TIMEOUT_S, set_as_default=False)
     except (OSError, TimeoutError, ValueError) as exc:
