@@ -13,7 +13,7 @@ cause / verdict vocabulary below is presentation.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import TypedDict, TypeVar
@@ -156,9 +156,30 @@ def page_data(analysis: AnalysisData) -> PageData:
     return visible
 
 
+# Definitions shown only when the report has what they define (the others are always shown).
+_DEFINITION_SHOWN_WHEN: dict[str, Callable[[AnalysisData], bool]] = {
+    "communication": lambda a: any(d.communication_us for r in a.ranks for d in r.devices),
+    **dict.fromkeys(("counter_alignment", "counter_metrics", "zero_util_runs", "counter_cross_check"),
+                    lambda a: bool(a.counters or a.counter_logs)),
+    **dict.fromkeys(("job_clock", "collectives", "rank_communication", "stragglers"),
+                    lambda a: a.job is not None),
+    **dict.fromkeys(("memory", "memory_per_step"),
+                    lambda a: any(r.host_memory or any(d.memory for d in r.devices) for r in a.ranks)),
+    **dict.fromkeys(("host_metrics", "host_alignment", "during_dataloader_wait"), lambda a: bool(a.host_logs)),
+    "input_split": lambda a: any(r.diagnosis and r.diagnosis.input_split for r in a.ranks),
+}
+
+
+def shown_definitions(analysis: AnalysisData) -> list[tuple[str, str]]:
+    """The definitions of the figures this report shows, in the saved report's order."""
+    return [(k, v) for k, v in by_key(analysis.definitions)
+            if k not in _DEFINITION_SHOWN_WHEN or _DEFINITION_SHOWN_WHEN[k](analysis)]
+
+
 def render_html(analysis: AnalysisData) -> str:
     return template_env().get_template("report.html.j2").render(
         report=analysis, diagnosis=analysis.diagnosis, page=page_data(analysis),
+        definitions=shown_definitions(analysis),
         causes=CAUSES, verdicts=VERDICTS, palette=PALETTE, top_findings=TOP_FINDINGS,
         css=asset("report.css"), js=asset("report.js"),
     )
