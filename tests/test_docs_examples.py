@@ -68,11 +68,6 @@ def _examples() -> list[tuple[str, tuple[str, ...]]]:
 EXAMPLES = _examples()
 
 
-def _bin() -> Path:
-    """A folder whose `traceanalyzer` runs this checkout with this interpreter."""
-    return Path(sys.executable).parent
-
-
 @pytest.fixture
 def workdir(tmp_path: Path) -> Path:
     (tmp_path / "sample_traces").symlink_to(SAMPLES)
