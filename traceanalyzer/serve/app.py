@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import dataclasses
 import hashlib
 import hmac
 import re
@@ -124,6 +125,7 @@ class Access:
 
 
 def create_app(settings: Settings, run_jobs: bool = True) -> Starlette:
+    settings = dataclasses.replace(settings, data=settings.data.resolve())  # analyses run in their own folder
     settings.make_dirs()
     db = Store(settings.database_url)
     runner = JobRunner(settings, db)

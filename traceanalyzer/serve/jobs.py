@@ -15,6 +15,7 @@ found `running` when the server starts (`Store.recover`).
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -68,7 +69,7 @@ class JobRunner:
     def _loop(self) -> None:
         while not self.stopping.is_set():
             try:
-                claimed = self.store.claim(os.getpid())
+                claimed = self.store.claim()
             except Exception as exc:  # the database went away for a moment: try again later
                 print(f"traceanalyzer serve: cannot take a job: {type(exc).__name__}: {exc}", file=sys.stderr)
                 claimed = None
@@ -143,17 +144,32 @@ class JobRunner:
 
 
 # -- the analysis process
-def _limit_self(memory: int) -> None:
-    import resource
+PRELOADED = ("numpy", "pandas", "msgspec", "orjson", "jinja2", "traceanalyzer.formats", "traceanalyzer.analyses",
+             "traceanalyzer.diagnosis", "traceanalyzer.report", "traceanalyzer.report.html")
 
-    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-    if sys.platform.startswith("linux"):  # die with the server (or worker thread) that started us
+
+def _die_with_parent() -> None:
+    if sys.platform.startswith("linux"):  # the server (or its worker thread) gone: stop at once
         import ctypes
 
         try:
             ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
         except (OSError, AttributeError):
             pass
+
+
+def _limit_memory(memory: int) -> None:
+    """Limits the address space after our own modules are loaded: the limit is there for what an input
+    makes the analysis allocate, and a module that cannot be mapped would fail with a misleading error."""
+    import importlib
+    import resource
+
+    for name in PRELOADED:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
+    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
 
 
 def _inputs(spec: dict[str, Any]) -> list[Path]:
@@ -187,9 +203,12 @@ def _one_line(text: str, root: str) -> str:
 
 def child_main(spec_path: str) -> int:
     spec = json.loads(Path(spec_path).read_text())
-    _limit_self(int(spec["memory"]))
+    _die_with_parent()
     error_file = Path(spec["error"])
     in_root = str(Path(spec["work"]) / "in")
+    memory_error = (f"error: the analysis needed more memory than the limit of {_size(int(spec['memory']))} "
+                    f"(--job-memory)")
+    _limit_memory(int(spec["memory"]))
     try:
         import traceanalyzer as ta
         from traceanalyzer.gates import METRICS
@@ -198,6 +217,8 @@ def child_main(spec_path: str) -> int:
 
         try:
             inputs = _inputs(spec)
+            os.chdir(in_root)  # the report names inputs relative to it: no server folder shown
+            inputs = [p.relative_to(in_root) for p in inputs]
             analysis = ta.analyze(inputs if len(inputs) > 1 else inputs[0],
                                   ta.Options(max_input_bytes=int(spec["max_unpacked"]), jobs=1, cache=False))
             out = Path(spec["out"])
@@ -219,15 +240,17 @@ def child_main(spec_path: str) -> int:
         except (ta.TraceAnalyzerError, UploadError) as exc:
             error_file.write_text(_one_line(f"error: {exc}", in_root))
         except MemoryError:
-            error_file.write_text(f"error: the analysis needed more memory than the limit of "
-                                  f"{_size(int(spec['memory']))} (--job-memory)")
+            error_file.write_text(memory_error)
+        except OSError as exc:
+            if exc.errno != errno.ENOMEM and "memory" not in str(exc).lower():
+                raise
+            error_file.write_text(memory_error)
         except RecursionError:
             error_file.write_text("error: the input is nested too deeply to analyse")
         except Exception as exc:
             error_file.write_text(_one_line(f"internal error: {type(exc).__name__}: {exc}", in_root))
     except MemoryError:
-        error_file.write_text(f"error: the analysis needed more memory than the limit of {_size(int(spec['memory']))} "
-                              f"(--job-memory)")
+        error_file.write_text(memory_error)
     return EXIT_FAILED
 
 

@@ -226,7 +226,7 @@ class Store:
         return sorted(set(shas) - used)
 
     # -- jobs
-    def claim(self, pid: int) -> tuple[int, str, int] | None:
+    def claim(self) -> tuple[int, str, int] | None:
         """Takes the oldest queued job: (job id, run id, try number), or None. Safe between processes:
         the update only succeeds while the job is still queued."""
         for _ in range(5):
@@ -236,7 +236,7 @@ class Store:
                 if row is None:
                     return None
                 n = c.execute(jobs.update().where(jobs.c.id == row.id, jobs.c.status == "queued")
-                              .values(status="running", tries=jobs.c.tries + 1, started_at=time.time(), pid=pid,
+                              .values(status="running", tries=jobs.c.tries + 1, started_at=time.time(), pid=None,
                                       error=None)).rowcount
                 if n == 1:
                     return row.id, row.run_id, row.tries + 1
