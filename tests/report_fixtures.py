@@ -1,8 +1,9 @@
 """Report fixtures: small Kineto traces for each input shape, and a fake diagnosis.
 
-The diagnosis is built by another branch; until it lands, `fake_diagnosis` writes a dict of
-the agreed shape (primary, headline, findings, ranks with gaps / per_step / idle_by_cause_us)
-from a Report's own gaps, so that the renderers can be tested with and without one.
+`fake_diagnosis` gives a typed result a diagnosis of the result's shape (the job's verdict and
+findings, and each rank's gaps / per_step / idle_by_cause_us) made from the result's own gap tables,
+with causes cycling through the registry, so that the renderers can be tested on edge cases the real
+diagnosis never makes.
 """
 
 from __future__ import annotations
@@ -16,9 +17,16 @@ from kineto_builder import KinetoTrace
 from traceanalyzer import Analysis, Options, analyze
 from traceanalyzer.formats import ReadOptions, load_paths
 from traceanalyzer.pipeline import analyze_timeline
-from traceanalyzer.result.types import DiagnosisResult, from_data
+from traceanalyzer.result.types import (
+    AttributedGap,
+    DiagnosisResult,
+    FindingResult,
+    HostOp,
+    RankDiagnosisResult,
+    StepCausesResult,
+)
 
-Report = dict[str, Any]
+PlainData = dict[str, Any]
 
 HOSTILE = ['<script>alert(1)</script>', '"><img src=x onerror=alert(2)>', "</script><script>alert(3)</script>",
            "{{ 7*7 }}", "| pipe | `tick` *star* [link](javascript:alert(4))"]
@@ -81,12 +89,11 @@ def report_for(paths: list[Path], min_gap_ns: int = 100_000, diagnosed: bool | s
         return analyze(paths, Options(min_gap_ns=min_gap_ns, find_logs_beside=False))
     analysis = analyze(paths, Options(min_gap_ns=min_gap_ns, diagnose=False, find_logs_beside=False))
     if diagnosed:
-        fake_diag = from_data(DiagnosisResult, fake_diagnosis(analysis.to_data(), **fake))
-        analysis = dataclasses.replace(analysis, diagnosis=fake_diag)
+        analysis = fake_diagnosis(analysis, **fake)
     return analysis
 
 
-def data_for(paths: list[Path], min_gap_ns: int = 100_000, diagnosed: bool | str = False, **fake: Any) -> Report:
+def data_for(paths: list[Path], min_gap_ns: int = 100_000, diagnosed: bool | str = False, **fake: Any) -> PlainData:
     """`report_for(...)` as the JSON data renderers and scripts see."""
     return report_for(paths, min_gap_ns, diagnosed, **fake).to_data()
 
@@ -108,45 +115,47 @@ def report_with_counters(path: Path, samples: int = 600) -> Analysis:
     return analyze_timeline(tl, Options(diagnose=False), with_counters=False)
 
 
-def fake_diagnosis(report: Report, evidence_name: str = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
-                   findings: int = 4) -> dict[str, Any]:
-    """A diagnosis of the agreed shape whose gaps are the report's own, causes cycling."""
+def fake_diagnosis(analysis: Analysis, evidence_name: str = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
+                   findings: int = 4) -> Analysis:
+    """`analysis` with a diagnosis of the result's shape: each rank's gaps are its own (every device's
+    gap table), causes cycling; the job speaks through its first rank."""
     ranks = []
-    for r in report["ranks"]:
-        gaps, by_cause = [], {c: 0.0 for c in CAUSE_CYCLE}
-        for d in r["drawing"]["timeline"]["devices"]:
-            g = d["gaps"]
-            for i, (start, dur) in enumerate(zip(g["start_us"], g["dur_us"])):
+    for r in analysis.ranks:
+        gaps: list[AttributedGap] = []
+        by_cause = {c: 0.0 for c in CAUSE_CYCLE}
+        for d in r.devices:
+            table = d.gap_table
+            if table is None:
+                continue
+            for i, (start, dur, step) in enumerate(zip(table.start_us, table.duration_us, table.step)):
                 cause = CAUSE_CYCLE[i % len(CAUSE_CYCLE)]
                 by_cause[cause] += dur
-                gaps.append({"device": d["device"], "start_us": start, "duration_us": dur, "step": g["step"][i],
-                             "cause": cause, "evidence": [{"name": evidence_name, "share": 0.93}]})
-        gaps.sort(key=lambda x: -x["duration_us"])
-        per_step = [{"step": s["step"], "idle_by_cause_us": {"dataloader": round(0.6 * s["idle_us"], 3),
-                                                                "sync": round(0.25 * s["idle_us"], 3)}}
-                    for s in r["per_step"]]
-        ranks.append({"rank": r["rank"], "primary": "input_bound", "host_primary": "input_bound",
-                      "reason": "fake", "headline": "fake", "window_us": r["window_us"] or 0.0,
-                      "idle_us": round(sum(by_cause.values()), 3), "exposed_memcpy_us": 0.0,
-                      "exposed_communication_us": 0.0, "launch_threads": [], "launch_thread_basis": "none",
-                      "periodic": None, "host_shares": None, "devices": [],
-                      "lost_us": round(sum(by_cause.values()), 3), "idle_by_cause_us": by_cause,
-                      "findings": [], "per_step": per_step, "gaps": gaps})
-    found = [
-        {"id": "input_bound", "cause": "dataloader", "title": f"The GPU waits for {evidence_name}",
-         "severity": "high", "explains_us": 1234.5, "share_of_idle": 0.9,
-         "evidence": [f"{evidence_name} covers 93% of idle time", "12 of 12 steps start with a wait"],
-         "advice": ["Raise DataLoader(num_workers=...) and set pin_memory=True.", "Prefetch: persistent_workers=True."]},
-        {"id": "sync_bound", "cause": "sync", "title": "Host synchronisations stall the queue", "severity": "medium",
-         "explains_us": 300.0, "share_of_idle": 0.25, "evidence": ["cudaStreamSynchronize 80 calls"],
-         "advice": ["Avoid .item() in the training loop."]},
-        {"id": "memcpy_bound", "cause": "memcpy", "title": "Pageable host-to-device copies", "severity": "low",
-         "explains_us": 50.0, "share_of_idle": 0.05, "evidence": ["4 pageable HtoD copies"],
-         "advice": ["Pin host memory."]},
-        {"id": "launch_bound", "cause": "launch", "title": "Many tiny kernels", "severity": "low",
-         "explains_us": 10.0, "share_of_idle": 0.01, "evidence": ["median kernel 4 us"],
-         "advice": ["Use CUDA graphs or torch.compile."]},
-    ][:findings]
-    return {"primary": "input_bound", "host_primary": "input_bound",
-            "headline": "GPU idle 44% of the window; 90% of that idle time is spent waiting for the DataLoader.",
-            "findings": found, "ranks": ranks}
+                gaps.append(AttributedGap(d.device, start, dur, step, cause, (HostOp(evidence_name, 0.93),)))
+        gaps.sort(key=lambda g: -g.duration_us)
+        per_step = tuple(StepCausesResult(s.step, {"dataloader": round(0.6 * s.idle_us, 3),
+                                                    "sync": round(0.25 * s.idle_us, 3)}) for s in r.per_step)
+        lost = round(sum(by_cause.values()), 3)
+        diagnosis = RankDiagnosisResult(
+            primary="input_bound", host_primary="input_bound", reason="fake", headline="fake", lost_us=lost,
+            window_us=r.window_us or 0.0, idle_us=lost, idle_by_cause_us=by_cause, exposed_memcpy_us=0.0,
+            exposed_communication_us=0.0, launch_threads=(), launch_thread_basis="none", periodic=None,
+            host_shares=None, findings=(), devices=(), per_step=per_step, gaps=tuple(gaps))
+        ranks.append(dataclasses.replace(r, diagnosis=diagnosis))
+    found = (
+        FindingResult("input_bound", "dataloader", f"The GPU waits for {evidence_name}", "high", 1234.5, 0.9,
+                      evidence=(f"{evidence_name} covers 93% of idle time", "12 of 12 steps start with a wait"),
+                      advice=("Raise DataLoader(num_workers=...) and set pin_memory=True.",
+                              "Prefetch: persistent_workers=True.")),
+        FindingResult("sync_bound", "sync", "Host synchronisations stall the queue", "medium", 300.0, 0.25,
+                      evidence=("cudaStreamSynchronize 80 calls",), advice=("Avoid .item() in the training loop.",)),
+        FindingResult("memcpy_bound", "memcpy", "Pageable host-to-device copies", "low", 50.0, 0.05,
+                      evidence=("4 pageable HtoD copies",), advice=("Pin host memory.",)),
+        FindingResult("launch_bound", "launch", "Many tiny kernels", "low", 10.0, 0.01,
+                      evidence=("median kernel 4 us",), advice=("Use CUDA graphs or torch.compile.",)),
+    )[:findings]
+    job = DiagnosisResult(
+        primary="input_bound", host_primary="input_bound",
+        headline="GPU idle 44% of the window; 90% of that idle time is spent waiting for the DataLoader.",
+        findings=found, rank=0 if ranks else None)
+    return dataclasses.replace(analysis, ranks=tuple(ranks), diagnosis=job)
+

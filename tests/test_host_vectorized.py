@@ -8,9 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from traceanalyzer import timeline as T
-from traceanalyzer.diagnosis import attribution as A
-from traceanalyzer.diagnosis import host as H
-from traceanalyzer.diagnosis.thresholds import STARTUP_FIRST_FACTOR, STARTUP_MIN_CALLS, STARTUP_MIN_NS
+from traceanalyzer.analyses import gaps as A
+from traceanalyzer.analyses import host as H
+from traceanalyzer.analyses.thresholds import STARTUP_FIRST_FACTOR, STARTUP_MIN_CALLS, STARTUP_MIN_NS
 
 NAMES = ["a", "b", "c", "d", None]
 DURATIONS = [1, 10, 500_000, STARTUP_MIN_NS, 5_000_000, 20_000_000]
@@ -76,7 +76,7 @@ def test_linked_copy_equals_a_dictionary_lookup(copies, correlation):
 
 def test_evidence_sums_per_name_in_order_of_first_appearance():
     ev = pd.DataFrame({"name": pd.Categorical(["z", "y", "z", "x"], categories=["x", "y", "z"])})
-    names, inside, dur = A._sum_by_name(ev, np.array([1, 2, 3, 4]), np.array([10, 20, 30, 40]))
+    names, inside, dur = A.sum_by_name(ev, np.array([1, 2, 3, 4]), np.array([10, 20, 30, 40]))
     assert names == ["z", "y", "x"]
     assert inside.tolist() == [4, 2, 4] and dur.tolist() == [40, 20, 40]
 
@@ -87,3 +87,18 @@ def test_category_mask_equals_isin_and_leaves_missing_values_out():
     assert T.category_mask(column, T.GPU_WORK_KINDS).tolist() == column.isin(T.GPU_WORK_KINDS).tolist()
     assert T.category_mask(column, ("kernel", "not a kind")).tolist() == [True, False, False, False, True]
     assert T.category_mask(column, T.GPU_WORK_KINDS).tolist() == [True, False, False, True, True]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(NAMES), st.integers(0, 10**12), st.integers(1, 10**12)), max_size=40))
+def test_evidence_sums_per_name_equal_a_groupby(rows):
+    names = [n for n, _, _ in rows]
+    ev = pd.DataFrame({"name": pd.Categorical(names, categories=["a", "b", "c", "d", "unused"])})
+    inside = np.array([i for _, i, _ in rows], dtype=np.int64)
+    dur = np.array([d for _, _, d in rows], dtype=np.int64)
+    frame = pd.DataFrame({"code": ev["name"].cat.codes.to_numpy(), "inside": inside, "dur": dur})
+    g = frame.groupby("code", sort=False).sum()
+    want = ([("nan" if c < 0 else ["a", "b", "c", "d", "unused"][c]) for c in g.index.tolist()],
+            g["inside"].tolist(), g["dur"].tolist())
+    got_names, got_inside, got_dur = A.sum_by_name(ev, inside, dur)
+    assert (got_names, got_inside.tolist(), got_dur.tolist()) == want

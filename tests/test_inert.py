@@ -211,7 +211,7 @@ def test_html_shows_control_and_bidi_characters(analysis, hostile):
     assert "<code>clear\\x1b[2Jscreen</code>" in page
     assert "&lt;script&gt;window.__pwned=1&lt;/script&gt;" in page
     assert "evil\\x1b]0;pwned\\x07\\x1b[2J\\n@user #1 \\u202e.json" in page  # title, rank labels, inputs
-    labels = [r["label"] for r in page_data(analysis.to_data())["ranks"]]
+    labels = [r["label"] for r in page_data(analysis)["ranks"]]
     assert labels == ["evil\\x1b]0;pwned\\x07\\x1b[2J\\n@user #1 \\u202e.json"]
     quoted = render_html(report_for([hostile], diagnosed=True, evidence_name="two\nlines\u2067"))
     assert "<h3>The GPU waits for two\\nlines\\u2067</h3>" in quoted

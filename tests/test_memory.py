@@ -253,7 +253,7 @@ def test_headroom_is_not_said_when_allocator_bound(tmp_path):
     t = gpu_trace([(1100, 100 * MiB, 100 * MiB)])
     tl = kineto.read_path(t.write(tmp_path / "t.json"), ReadOptions())
     fig = figures_of(tl)
-    rd = diagnose(tl, fig).ranks[0]
+    rd = diagnose(fig).ranks[0]
     plain = replace(rd, findings=())
     assert [f.id for f in add_memory_findings(plain, fig.ranks[0]).findings] == [HEADROOM]
     assert add_memory_findings(replace(plain, primary=ALLOCATOR_BOUND), fig.ranks[0]).findings == ()

@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
-import copy
+import ast
 import dataclasses
 import re
 from pathlib import Path
 
+import orjson
 import pytest
+from conftest import ROOT
 from markdown_it import MarkdownIt
 from report_fixtures import HOSTILE, cpu_only, empty, hostile, multi_rank, report_for, single_gpu
 
+from traceanalyzer.report import RENDERERS, render
 from traceanalyzer.report.html import render_html
 from traceanalyzer.report.markdown import MAX_CHARS, render_markdown
 from traceanalyzer.report.text import WIDTH, render_text
-from traceanalyzer.result import analysis_from_data
+from traceanalyzer.result import Analysis, analysis_from_data
 from traceanalyzer.result.types import DiagnosisResult, FindingResult
 
 SECTIONS = ("verdict", "figures", "ranks", "timeline", "steps", "gaps", "memcpy", "kernels", "inputs", "definitions")
@@ -106,7 +109,7 @@ def test_html_degrades_with_an_unknown_verdict(tmp_path):
     """A saved report from a newer version may name a verdict this one does not know."""
     report = report_for([single_gpu(tmp_path / "one.json")])
     finding = FindingResult("x", None, "only a title", "low", 0.0, 0.0, (), ())
-    report = dataclasses.replace(report, diagnosis=DiagnosisResult("something_new", None, "", (finding,), ()))
+    report = dataclasses.replace(report, diagnosis=DiagnosisResult("something_new", None, "", (finding,)))
     html = render_html(report)
     assert "only a title" in html and "Undetermined" in html
     assert render_markdown(report) and render_text(report)
@@ -114,12 +117,12 @@ def test_html_degrades_with_an_unknown_verdict(tmp_path):
 
 @pytest.mark.slow
 def test_markdown_fits_a_github_comment_however_large(tmp_path):
-    report = report_for([single_gpu(tmp_path / "one.json", steps=50)], diagnosed=True).to_data()
-    big = copy.deepcopy(report)
-    big["ranks"] = [dict(report["ranks"][0], rank=i) for i in range(600)]
-    big["inputs"] = [dict(report["inputs"][0], path=f"/traces/rank{i}.json", warnings=["x" * 300] * 5)
-                     for i in range(600)]
-    big = analysis_from_data(big)
+    report = report_for([single_gpu(tmp_path / "one.json", steps=50)], diagnosed=True)
+    (rank,), (source,) = report.ranks, report.inputs
+    big = dataclasses.replace(
+        report, ranks=tuple(dataclasses.replace(rank, rank=i) for i in range(600)),
+        inputs=tuple(dataclasses.replace(source, path=f"/traces/rank{i}.json", warnings=("x" * 300,) * 5)
+                     for i in range(600)))
     md = render_markdown(big)
     assert len(md) <= MAX_CHARS
     assert "more rows not shown" in md or "more rank(s)" in md
@@ -159,3 +162,54 @@ def test_cli_writes_html_and_prints_the_summary(tmp_path):
     res = CliRunner().invoke(main, ["report", str(trace), "--format", "md", "-o", "-"])
     assert res.exit_code == 0 and res.stdout.startswith("## traceanalyzer")
     assert Path(tmp_path / "r.html").stat().st_size < 3 * 1024 * 1024
+
+
+@pytest.mark.parametrize("diagnosed", [False, True], ids=["plain", "diagnosed"])
+@pytest.mark.parametrize("case", list(CASES))
+def test_every_renderer_reads_the_typed_result_and_json_round_trips(tmp_path, case, diagnosed):
+    """Every renderer of the registry renders the typed result; the JSON loads back to an equal result,
+    which renders to the same bytes in every format (mappings are listed in the saved report's order)."""
+    analysis = report_for(CASES[case](tmp_path), diagnosed=diagnosed)
+    assert set(RENDERERS) == {"html", "json", "md", "text"}
+    out = {name: render(analysis, name) for name in RENDERERS}
+    assert all(out.values())
+    assert out["text"].decode() == analysis.to_text() and out["md"].decode() == analysis.to_markdown()
+    assert out["html"].decode() == analysis.to_html() and out["json"] == analysis.to_json()
+    loaded = analysis_from_data(orjson.loads(out["json"]))
+    assert isinstance(loaded, Analysis) and loaded == analysis
+    assert {name: render(loaded, name) for name in RENDERERS} == out
+    if diagnosed:  # the fake diagnosis reaches every format through the typed ranks
+        rank = analysis.ranks[0]
+        assert rank.diagnosis is not None and analysis.speaking_rank is rank
+        if rank.diagnosis.gaps:
+            assert "Longest gaps and their causes" in out["html"].decode()
+            assert "| rank | device | start | length | step | cause | evidence |" in out["md"].decode()
+
+
+def test_renderers_name_their_extension():
+    from traceanalyzer.report.diff import RENDERERS as DIFF_RENDERERS
+
+    for registry in (RENDERERS, DIFF_RENDERERS):
+        assert {name: r.extension for name, r in registry.items()} == {"html": "html", "json": "json", "md": "md",
+                                                                       "text": "txt"}
+        assert all(r.name == name for name, r in registry.items())
+
+
+def test_only_the_json_renderers_serialize():
+    """The renderers read the typed result by attribute; only the JSON ones turn it into plain data."""
+    serializing = set()
+    for path in sorted((ROOT / "traceanalyzer" / "report").glob("*.py")):
+        for fn in ast.walk(ast.parse(path.read_text())):
+            if isinstance(fn, ast.FunctionDef) and any(
+                    isinstance(n, ast.Attribute) and n.attr == "to_data" for n in ast.walk(fn)):
+                serializing.add((path.name, fn.name))
+    assert serializing == {("jsonout.py", "render_json"), ("diff.py", "render_diff_json")}
+
+
+def test_no_private_name_crosses_a_report_module():
+    """The renderers share helpers by public names (`_format.md`, not `_md`)."""
+    for path in sorted((ROOT / "traceanalyzer" / "report").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                private = [a.name for a in node.names if a.name.startswith("_")]
+                assert private == [], f"{path.name} imports {private} from {node.module}"

@@ -1,16 +1,24 @@
-"""The one registry of gap causes and verdicts: id, label, colour, title, phrase, advice key.
+"""The one registry of gap causes and verdicts: id, label, colour, verdict, phrase, and for the
+causes a host thread's events show, the names (or event kind) that recognise them.
 
-Every part that names a cause or a verdict imports it from here: the gap attribution (which
-assigns causes), the rules (which turn lost time by cause into verdicts and findings), the advice
-table (keyed by `advice_key`), and every renderer (labels and colours; the HTML page receives the
-registry in its embedded data, so `report.js` draws with the same colours). Adding a cause is: an
-entry in `CAUSES` here, the rule that assigns it (diagnosis/attribution.py) and its advice
-(diagnosis/advice.py); `tests/test_causes.py` checks that the three agree.
+Every part that names a cause or a verdict reads it from here: the host-event classes and the gap
+attribution (analyses/host.py, analyses/gaps.py: one class per cause with `priority`, built in one
+loop over this registry), the drawn host lanes (analyses/tracks.py), the rules (which turn lost time
+by cause into verdicts and findings), the advice table (keyed by verdict id) and every renderer
+(labels and colours; the HTML page receives the registry in its embedded data, so `report.js` draws
+with the same colours).
+
+Adding a cause that host events recognise is: a `Cause` with its `host_pattern`, `priority` and
+`direct=True` and its `Verdict` here, plus the verdict's advice (diagnosis/advice.py);
+`tests/test_add_a_cause.py` shows it end to end, `tests/test_causes.py` checks that they agree.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+
+from .timeline import DATALOADER as DATALOADER_KIND
 
 
 @dataclass(frozen=True)
@@ -22,6 +30,19 @@ class Cause:
     color: str  # legend / chart colour (CSS hex)
     verdict: str  # the verdict this cause leads to when it loses the most time
     phrase: str  # completes "N% of that idle time is spent ..."
+    # --- host classes: the launching threads' events this cause recognises (None: not a host class)
+    host_pattern: re.Pattern[str] | None = None  # event names (`search`; anchored where it must be)
+    host_kind: str | None = None  # or every event of this Timeline kind
+    # A host event is claimed by the matching class of lowest priority; a gap's share of each class
+    # is measured on these disjoint pieces, so nested events count once.
+    priority: int | None = None
+    # A gap whose largest part the class covers gets this cause directly (else the gap goes through
+    # the sync / copy / launch / host-compute rules of analyses/gaps.py).
+    direct: bool = False
+
+    @property
+    def host_class(self) -> bool:
+        return self.priority is not None and (self.host_pattern is not None or self.host_kind is not None)
 
 
 @dataclass(frozen=True)
@@ -32,7 +53,6 @@ class Verdict:
     label: str  # short label ("Input bound")
     title: str  # a finding's title
     cause: str  # the cause whose colour the verdict wears ("" for none)
-    advice_key: str  # key into diagnosis.advice.ADVICE
 
 
 # --- causes (gap attribution order: most specific first) ----------------------------------------------
@@ -62,40 +82,74 @@ STARTUP_DOMINATED = "startup_dominated"
 ALLOCATOR_BOUND = "allocator_bound"
 GPU_UNDERUSED = "gpu_underused"  # nvidia-smi logs alone: GPUs idle for much of the log
 
+# --- host event names that recognise causes (matched case-insensitively on the original name) ----------
+# Calls that only start-up makes: context, stream and event creation, module loading, library handle
+# creation, autotuning, torch.compile / XLA compilation.
+STARTUP_CALLS = re.compile(
+    r"^cu(Init|CtxCreate|DevicePrimaryCtxRetain|ModuleLoad\w*|LibraryLoad\w*)(_v\d)?$"
+    r"|^(cuda|hip)(StreamCreate\w*|EventCreate\w*|GetDeviceProperties\w*|ModuleLoad\w*|Init)$"
+    r"|^(cublas|cublasLt|cudnn|cusparse|cufft|hipblas|hipblasLt|miopen|rocblas)(Create|_create)\w*$"
+    r"|cudnnFind|Autotun|autotune|torch/_dynamo/convert_frame|torch/_inductor/compile|compile_fx"
+    r"|^TorchDynamo Compil|^Torch-Compiled Region: \d+/\d+ \(compil|XlaCompile|jit_compile|CompileModule",
+    re.IGNORECASE)
+# Collectives and waits on them, on the host.
+COMMUNICATION_CALLS = re.compile(
+    r"^(nccl|rccl|gloo|mpi)[:_]|^(c10d|_c10d_functional|c10d_functional)::|^record_param_comms$"
+    r"|^ProcessGroup|torch/distributed/|^torch\.distributed\.", re.IGNORECASE)
+# Synchronous device-memory allocation and release (stream-ordered *Async variants do not block).
+ALLOCATOR_CALLS = re.compile(
+    r"^(cuda|hip)(Malloc|Free|MallocHost|FreeHost|HostAlloc|MallocManaged|MallocPitch|Malloc3D)$"
+    r"|^cuMem(Alloc|Free|AllocHost|FreeHost|AllocManaged|AllocPitch)(_v2)?$", re.IGNORECASE)
+# Host-side copy work: every copy API (sync or async: pageable async copies are staged by the host)
+# and pinning on the hot loop. The drawn "copy" host lane shows the runtime calls among these.
+COPY_CALLS = re.compile(r"memcpy|^aten::_?pin_memory$", re.IGNORECASE)
+# Explicit synchronisations (cudaStreamSynchronize, hipDeviceSynchronize, ...): the drawn "sync" lane.
+SYNCHRONIZE_CALLS = re.compile(r"synchroni[sz]", re.IGNORECASE)
+# Synchronous copy APIs (cudaMemcpy without Async, hipMemcpyWithStream): they block the host.
+SYNC_COPY_CALLS = re.compile(
+    r"^(cuda|hip)Memcpy(2D|3D)?$|^cuMemcpy(HtoD|DtoH|DtoD)?(_v2)?$|^hipMemcpyWithStream$", re.IGNORECASE)
+# ATen ops that read a device scalar (`.item()`, `if tensor:`): a copy and a stream synchronisation.
+SCALAR_READ_CALLS = re.compile(r"^aten::(item|_local_scalar_dense|is_nonzero)$", re.IGNORECASE)
+# Calls that block the host until the GPU catches up: the three above.
+SYNC_CALLS = re.compile("|".join(p.pattern for p in (SYNCHRONIZE_CALLS, SYNC_COPY_CALLS, SCALAR_READ_CALLS)),
+                        re.IGNORECASE)
+
 CAUSE_LIST: tuple[Cause, ...] = (
-    Cause(DATALOADER, "DataLoader wait", "#e4572e", INPUT_BOUND, "waiting for the DataLoader"),
-    Cause(MEMCPY, "memcpy", "#b5179e", MEMCPY_BOUND, "in host-device copies"),
-    Cause(SYNC, "synchronisation", "#f2a541", SYNC_BOUND, "behind host-device synchronisations"),
+    Cause(DATALOADER, "DataLoader wait", "#e4572e", INPUT_BOUND, "waiting for the DataLoader",
+          host_kind=DATALOADER_KIND, priority=20, direct=True),
+    Cause(MEMCPY, "memcpy", "#b5179e", MEMCPY_BOUND, "in host-device copies",
+          host_pattern=COPY_CALLS, priority=50, direct=True),
+    Cause(SYNC, "synchronisation", "#f2a541", SYNC_BOUND, "behind host-device synchronisations",
+          host_pattern=SYNC_CALLS, priority=60, direct=True),
     Cause(LAUNCH, "launch overhead", "#17bebb", LAUNCH_BOUND, "launching short kernels one by one"),
     Cause(HOST_COMPUTE, "host compute", "#3a86ff", HOST_BOUND, "in host work between GPU launches"),
     Cause(CHECKPOINT, "checkpointing", "#a1785c", PERIODIC_STALL, "in periodic stalls"),
-    Cause(COMMUNICATION, "communication", "#2a9d4f", COMMUNICATION_BOUND, "waiting on communication"),
+    Cause(COMMUNICATION, "communication", "#2a9d4f", COMMUNICATION_BOUND, "waiting on communication",
+          host_pattern=COMMUNICATION_CALLS, priority=30, direct=True),
     Cause(UNKNOWN, "unknown cause", "#6c7a89", UNEXPLAINED, "with no traced host activity"),
     Cause(STARTUP, "start-up / first call", "#8d99ae", STARTUP_DOMINATED,
-          "in one-off start-up costs (first calls, context and handle creation, compilation)"),
+          "in one-off start-up costs (first calls, context and handle creation, compilation)",
+          host_pattern=STARTUP_CALLS, priority=10, direct=True),
     Cause(ALLOCATOR, "allocator (cudaMalloc/Free)", "#ef476f", ALLOCATOR_BOUND,
-          "in synchronous device-memory allocation and release"),
+          "in synchronous device-memory allocation and release", host_pattern=ALLOCATOR_CALLS, priority=40,
+          direct=True),
 )
 
 VERDICT_LIST: tuple[Verdict, ...] = (
-    Verdict(INPUT_BOUND, "Input bound", "Input-bound: the GPU waits for the next batch", DATALOADER, INPUT_BOUND),
-    Verdict(MEMCPY_BOUND, "Memcpy bound", "Host-device copies hold the GPU up", MEMCPY, MEMCPY_BOUND),
+    Verdict(INPUT_BOUND, "Input bound", "Input-bound: the GPU waits for the next batch", DATALOADER),
+    Verdict(MEMCPY_BOUND, "Memcpy bound", "Host-device copies hold the GPU up", MEMCPY),
     Verdict(LAUNCH_BOUND, "Launch bound", "Launch-bound: short kernels, the host cannot launch them fast enough",
-            LAUNCH, LAUNCH_BOUND),
-    Verdict(SYNC_BOUND, "Synchronisation bound", "Synchronisations stall the launch queue", SYNC, SYNC_BOUND),
-    Verdict(HOST_BOUND, "Host bound", "Host-bound: host work between GPU launches", HOST_COMPUTE, HOST_BOUND),
-    Verdict(PERIODIC_STALL, "Periodic stalls", "Periodic stalls (checkpoint / evaluation)", CHECKPOINT,
-            PERIODIC_STALL),
-    Verdict(COMMUNICATION_BOUND, "Communication bound", "Waiting on communication", COMMUNICATION,
-            COMMUNICATION_BOUND),
-    Verdict(STARTUP_DOMINATED, "Start-up dominated", "One-off start-up costs dominate this capture", STARTUP,
-            STARTUP_DOMINATED),
-    Verdict(ALLOCATOR_BOUND, "Allocator bound", "Synchronous cudaMalloc/cudaFree in the training loop", ALLOCATOR,
-            ALLOCATOR_BOUND),
-    Verdict(GPU_UNDERUSED, "GPU underused", "GPUs sit idle for much of the log", UNKNOWN, GPU_UNDERUSED),
-    Verdict(GPU_BOUND, "GPU bound", "GPU-bound: the GPU itself is the bottleneck", "", GPU_BOUND),
-    Verdict(UNDETERMINED, "Undetermined", "Undetermined", UNKNOWN, UNEXPLAINED),
-    Verdict(UNEXPLAINED, "Unexplained idle", "GPU idle with no traced host activity", UNKNOWN, UNEXPLAINED),
+            LAUNCH),
+    Verdict(SYNC_BOUND, "Synchronisation bound", "Synchronisations stall the launch queue", SYNC),
+    Verdict(HOST_BOUND, "Host bound", "Host-bound: host work between GPU launches", HOST_COMPUTE),
+    Verdict(PERIODIC_STALL, "Periodic stalls", "Periodic stalls (checkpoint / evaluation)", CHECKPOINT),
+    Verdict(COMMUNICATION_BOUND, "Communication bound", "Waiting on communication", COMMUNICATION),
+    Verdict(STARTUP_DOMINATED, "Start-up dominated", "One-off start-up costs dominate this capture", STARTUP),
+    Verdict(ALLOCATOR_BOUND, "Allocator bound", "Synchronous cudaMalloc/cudaFree in the training loop", ALLOCATOR),
+    Verdict(GPU_UNDERUSED, "GPU underused", "GPUs sit idle for much of the log", UNKNOWN),
+    Verdict(GPU_BOUND, "GPU bound", "GPU-bound: the GPU itself is the bottleneck", ""),
+    Verdict(UNDETERMINED, "Undetermined", "Undetermined", UNKNOWN),
+    Verdict(UNEXPLAINED, "Unexplained idle", "GPU idle with no traced host activity", UNKNOWN),
 )
 
 CAUSE_BY_ID: dict[str, Cause] = {c.id: c for c in CAUSE_LIST}
@@ -104,6 +158,13 @@ CAUSES: tuple[str, ...] = tuple(c.id for c in CAUSE_LIST)
 # Primary verdicts (a finding id such as `unexplained_idle` is not one).
 VERDICTS: tuple[str, ...] = tuple(v.id for v in VERDICT_LIST if v.id != UNEXPLAINED)
 VERDICT_OF_CAUSE: dict[str, str] = {c.id: c.verdict for c in CAUSE_LIST}
+
+
+def host_causes(causes: tuple[Cause, ...] | None = None) -> tuple[Cause, ...]:
+    """The causes that host events recognise, in claiming order (lowest priority first)."""
+    return tuple(sorted((c for c in (CAUSE_LIST if causes is None else causes) if c.host_class),
+                        key=lambda c: c.priority or 0))
+
 
 # Colours of drawn things that are not causes (GPU work, idle without a cause, step stripes).
 PALETTE: dict[str, str] = {
@@ -116,11 +177,6 @@ PALETTE: dict[str, str] = {
 def cause_label(cause_id: str | None) -> str:
     c = CAUSE_BY_ID.get(cause_id or "")
     return c.label if c else (cause_id or "–")
-
-
-def verdict_label(verdict_id: str | None) -> str:
-    v = VERDICT_BY_ID.get(verdict_id or "")
-    return v.label if v else (verdict_id or "–")
 
 
 def page_registry() -> dict[str, dict[str, dict[str, str]]]:

@@ -153,8 +153,8 @@ def analyze_timeline(tl: Timeline, options: Options | None = None, alignments: t
     options = options or Options()
     if options.stage:
         options.stage("analysing")
-    figures = figures_of(tl, min_gap_ns=options.min_gap_ns)
-    diagnosis = diagnose(tl, figures, options.include_warmup) if options.diagnose else None
+    figures = figures_of(tl, min_gap_ns=options.min_gap_ns, causes=options.diagnose)
+    diagnosis = diagnose(figures, options.include_warmup) if options.diagnose else None
     counters = None
     if with_counters if with_counters is not None else len(tl.counters) > 0:
         window = trace_window(tl) if counters_aligned else None

@@ -1,16 +1,17 @@
 """Analyses: pure functions of a Timeline -> frozen figures (int64 ns). `figures_of` runs every figure
 for every rank and device of a Timeline.
 
-Each device's idle set is made here once; the gap figures, the gap attribution (diagnosis) and
-the drawn gaps all index into it."""
+Each rank's step spans are found once and each device's idle set is made once, with each gap's
+cause (analyses/gaps.py) when `causes` is asked for; the gap figures, the diagnosis and the drawn
+gaps all read that one gap set."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from .. import intervals as iv
 from ..timeline import Timeline
 from . import figures as F
+from . import gaps as G
 from .memory import RankMemory, rank_memory
 
 
@@ -19,10 +20,12 @@ class DeviceAnalysis:
     device: int
     name: str
     busy: F.DeviceBusy
-    idle: iv.IntervalSet  # every idle stretch of the window (any length): the one gap set
+    idle: G.GapSet  # every idle stretch of the window (any length), with its cause: the one gap set
     gaps: F.GapStats
     memcpy: F.MemcpyStats
     kernels: tuple[F.KernelRow, ...]  # by time, the first KERNEL_TABLE_ROWS names
+    gpu_events: int = 0  # GPU activities starting inside the window
+    attribution: G.DeviceAttribution | None = None  # idle time by cause (None: causes not asked for)
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,12 @@ class RankAnalysis:
     dataloader_wait_fraction: float | None
     devices: tuple[DeviceAnalysis, ...]
     memory: RankMemory | None = None  # from profile_memory events (analyses/memory.py)
+    framework: str = ""
+    spans: F.Steps | None = None  # the step spans, found once
+    kernel_totals: F.KernelTotals | None = None
+    pageable_htod_copies: int = 0
+    range_profiler: bool = False  # a CUPTI range-profiler capture (no kernels to measure idle by)
+    causes: G.RankCauses | None = None  # the gap attribution (None: not asked for)
 
 
 @dataclass(frozen=True)
@@ -45,27 +54,36 @@ class Figures:
 
 
 def figures_of(tl: Timeline, min_gap_ns: int = F.DEFAULT_MIN_GAP_NS,
-            window: F.Window | None = None) -> Figures:
-    """All figures. `window` overrides every rank's default window when given."""
-    return Figures(min_gap_ns, tuple(rank_figures(tl, r.index, min_gap_ns, window) for r in tl.ranks))
+               window: F.Window | None = None, causes: bool = True) -> Figures:
+    """All figures. `window` overrides every rank's default window when given; `causes`: attribute
+    every gap (what the diagnosis reads; False: figures alone, no gap has a cause)."""
+    return Figures(min_gap_ns, tuple(rank_figures(tl, r.index, min_gap_ns, window, causes) for r in tl.ranks))
 
 
 def rank_figures(tl: Timeline, rank: int, min_gap_ns: int = F.DEFAULT_MIN_GAP_NS,
-                 window: F.Window | None = None) -> RankAnalysis:
-    rank_window = window or F.rank_window(tl, rank)
+                 window: F.Window | None = None, causes: bool = True) -> RankAnalysis:
+    st = F.steps(tl, rank)
+    rank_window = window or F.rank_window(tl, rank, st)
     names = {d.index: d.name for d in tl.devices if d.rank == rank}
     devices = []
     for device in tl.device_indices(rank):
-        w = window or F.device_window(tl, rank, device)
+        w = window or F.device_window(tl, rank, device, st)
         busy = F.device_busy(tl, rank, device, w)
         idle = F.idle_intervals(tl, rank, device, w, min_gap_ns=0)
         devices.append(DeviceAnalysis(
-            device, names.get(device, ""), busy, idle, F.gap_stats(tl, rank, device, w, min_gap_ns, idle=idle),
+            device, names.get(device, ""), busy, G.GapSet(*idle),
+            F.gap_stats(tl, rank, device, w, min_gap_ns, idle=idle, st=st),
             F.memcpy_stats(tl, rank, device, w, busy.busy_ns),
-            F.top_kernels(tl, rank, device, w, top_n=F.KERNEL_TABLE_ROWS)))
+            F.top_kernels(tl, rank, device, w, top_n=F.KERNEL_TABLE_ROWS), F.gpu_events(tl, rank, device, w)))
+    attributed = None
+    if causes:
+        attributed = G.rank_causes(tl, rank, rank_window, st, [(d.device, d.busy.window, d.busy.exposed_comm_ns,
+                                                                (d.idle.start_ns, d.idle.end_ns)) for d in devices])
+        devices = [replace(d, idle=a.gaps, attribution=a) for d, a in zip(devices, attributed.devices)]
     wait = F.dataloader_wait_ns(tl, rank, rank_window)
-    st = F.per_step(tl, rank)
-    return RankAnalysis(rank, tl.ranks[rank].rank, rank_window, len(st), st, wait,
+    info = tl.ranks[rank]
+    return RankAnalysis(rank, info.rank, rank_window, len(st), F.per_step(tl, rank, st), wait,
                         wait / rank_window.dur_ns if rank_window.dur_ns > 0 else None, tuple(devices),
-                        rank_memory(tl, rank, [d.device for d in devices]))
-
+                        rank_memory(tl, rank, [d.device for d in devices]), info.framework, st,
+                        F.kernel_totals(tl, rank), F.pageable_htod_copies(tl, rank), F.range_profiler_capture(tl, rank),
+                        attributed)

@@ -6,6 +6,7 @@ code here implements exactly those words. Times are int64 nanoseconds throughout
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -14,6 +15,7 @@ import pandas as pd
 from .. import intervals as iv
 from .. import timeline as T
 from ..timeline import Timeline
+from .thresholds import SHORT_KERNEL_NS
 
 # Gap-length histogram bins (ns): [0,10us) [10us,100us) ... [1s, inf)
 GAP_HISTOGRAM_EDGES_NS = (0, 10_000, 100_000, 1_000_000, 10_000_000, 100_000_000, 1_000_000_000)
@@ -48,6 +50,8 @@ class Steps:
 
 
 def steps(tl: Timeline, rank: int) -> Steps:
+    """The rank's step spans. `rank_figures` finds them once per rank (`RankAnalysis.spans`) and hands
+    them to every figure that needs them (`st=`); a figure asked alone finds them itself."""
     ev = tl.rank_events(rank)
     st = ev[(ev["kind"] == T.STEP).to_numpy()]
     order = np.argsort(st["ts_ns"].to_numpy(), kind="stable")
@@ -73,9 +77,9 @@ def _span(frame: pd.DataFrame) -> tuple[int, int] | None:
     return int(ts.min()), int((ts + frame["dur_ns"].to_numpy()).max())
 
 
-def rank_window(tl: Timeline, rank: int) -> Window:
+def rank_window(tl: Timeline, rank: int, st: Steps | None = None) -> Window:
     """Host step span; else first to last GPU work on any device; else the host events' span."""
-    st = steps(tl, rank)
+    st = steps(tl, rank) if st is None else st
     if len(st):
         return Window(int(st.start_ns.min()), int(st.end_ns.max()), "steps")
     span = _span(_gpu_work(tl, rank))
@@ -89,9 +93,9 @@ def rank_window(tl: Timeline, rank: int) -> Window:
     return Window(0, 0, "empty")
 
 
-def device_window(tl: Timeline, rank: int, device: int) -> Window:
+def device_window(tl: Timeline, rank: int, device: int, st: Steps | None = None) -> Window:
     """The rank's step span; without steps, first to last GPU work on this device."""
-    st = steps(tl, rank)
+    st = steps(tl, rank) if st is None else st
     if len(st):
         return Window(int(st.start_ns.min()), int(st.end_ns.max()), "steps")
     span = _span(_gpu_work(tl, rank, device))
@@ -171,7 +175,7 @@ def idle_intervals(tl: Timeline, rank: int, device: int, window: Window,
 
 def gap_stats(tl: Timeline, rank: int, device: int, window: Window,
               min_gap_ns: int = DEFAULT_MIN_GAP_NS, top_n: int = TOP_GAPS,
-              idle: iv.IntervalSet | None = None) -> GapStats:
+              idle: iv.IntervalSet | None = None, st: Steps | None = None) -> GapStats:
     """Gap figures over the gaps of at least `min_gap_ns` of the device's idle set.
 
     `idle` is the device's idle set (every gap, any length; `idle_intervals(..., min_gap_ns=0)`),
@@ -286,8 +290,8 @@ class StepFigures:
     exposed_comm_ns: int = 0  # communication with no other GPU work running, inside the step
 
 
-def per_step(tl: Timeline, rank: int) -> tuple[StepFigures, ...]:
-    st = steps(tl, rank)
+def per_step(tl: Timeline, rank: int, st: Steps | None = None) -> tuple[StepFigures, ...]:
+    st = steps(tl, rank) if st is None else st
     if not len(st):
         return ()
     busy = iv.overlap_per_window(work_union(tl, rank), st.start_ns, st.end_ns)
@@ -326,3 +330,63 @@ def top_kernels(tl: Timeline, rank: int, device: int, window: Window,
     g = g.sort_values(["total_ns", "n", "key"], ascending=[False, False, True], kind="stable").head(top_n)
     return tuple(KernelRow(str(name), int(n), int(total), total / n, bool(comm))
                  for name, n, total, comm in zip(g.index, g["n"], g["total_ns"], g["comm"]))
+
+
+# Kernel-name families (informative only): memory-bound kernels and FP32 matrix kernels.
+MEMORY_BOUND_KERNEL = re.compile(
+    r"elementwise|reduce|norm|softmax|copy|fill|cat_|index|gather|scatter|transpose|pool|embedding|dropout"
+    r"|adam|sgd|memset|unrolled|vectorized", re.IGNORECASE)
+FP32_MATMUL_KERNEL = re.compile(r"sgemm|f32f32|fp32.*(?:gemm|conv)|(?:gemm|conv).*fp32|scudnn", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class KernelTotals:
+    """Every kernel of the rank (all devices, the whole trace), summed."""
+
+    count: int
+    total_ns: int
+    median_ns: float | None  # None without kernels
+    short_share: float | None  # share of kernels shorter than SHORT_KERNEL_NS
+    memory_bound_ns: int  # in kernels whose names say memory-bound (MEMORY_BOUND_KERNEL)
+    fp32_matmul_ns: int  # in FP32 matrix kernels by name (FP32_MATMUL_KERNEL)
+
+
+def kernel_totals(tl: Timeline, rank: int) -> KernelTotals:
+    k = _gpu_work(tl, rank, kinds=(T.KERNEL,))
+    durs = k["dur_ns"].to_numpy()
+    if not len(durs):
+        return KernelTotals(0, 0, None, None, 0, 0)
+    return KernelTotals(len(durs), int(durs.sum()), float(np.median(durs)), float((durs < SHORT_KERNEL_NS).mean()),
+                        int(durs[_used_name_flags(k, MEMORY_BOUND_KERNEL)].sum()),
+                        int(durs[_used_name_flags(k, FP32_MATMUL_KERNEL)].sum()))
+
+
+def _used_name_flags(frame: pd.DataFrame, pattern: re.Pattern[str]) -> np.ndarray:
+    """`name_flags` looking only at the names the rows use (the category holds every name of the trace,
+    host ops included: thousands, against a few hundred kernel names)."""
+    codes = frame["name"].cat.codes.to_numpy()
+    categories = frame["name"].cat.categories
+    used = np.unique(codes[codes >= 0])
+    hits = np.zeros(len(categories) + 1, dtype=bool)  # the last slot: code -1 (missing) -> False
+    hits[used] = np.fromiter((bool(pattern.search(str(categories[c]))) for c in used), dtype=bool, count=len(used))
+    return hits[codes]
+
+
+def pageable_htod_copies(tl: Timeline, rank: int) -> int:
+    """Host-to-device copies from pageable memory on the rank (all devices, the whole trace)."""
+    c = _gpu_work(tl, rank, kinds=(T.MEMCPY,))
+    return int(((c["pinned"].to_numpy() == 0) & (c["copy_kind"] == "HtoD").to_numpy()).sum())
+
+
+def gpu_events(tl: Timeline, rank: int, device: int, window: Window) -> int:
+    """GPU activities (kernels, copies, memsets) of the device starting inside the window."""
+    w = _gpu_work(tl, rank, device)
+    ts = w["ts_ns"].to_numpy()
+    return int(((ts >= window.start_ns) & (ts < window.end_ns)).sum())
+
+
+def range_profiler_capture(tl: Timeline, rank: int) -> bool:
+    """A CUPTI range-profiler capture: GPU work recorded as ranges, not kernels."""
+    ev = tl.rank_events(rank)
+    ann = ev[(ev["kind"] == T.GPU_ANNOTATION).to_numpy()]
+    return bool(len(ann) and (ann["category"].astype(str) == "cuda_profiler_range").any())

@@ -11,7 +11,6 @@ Times stay int64 nanoseconds on the rank's clock here; the report converts them.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,9 +18,11 @@ import pandas as pd
 
 from .. import intervals as iv
 from .. import timeline as T
+from ..causes import COPY_CALLS, SYNCHRONIZE_CALLS
 from ..names import name_flags
 from ..timeline import Timeline
-from .figures import Window, steps
+from .figures import Steps, Window, steps
+from .gaps import GapSet
 
 MAX_BLOCKS_PER_TRACK = 2000
 MIN_BLOCKS_PER_TRACK = 200
@@ -30,9 +31,10 @@ TIMELINE_BLOCK_BUDGET = 20_000
 MAX_STEPS_DRAWN = 2000
 MAX_COUNTER_POINTS = 1000
 MAX_NAME_CHARS = 160
-# Host runtime / driver calls drawn on the host lanes (matched case-insensitively on the name).
-HOST_SYNC_PATTERN = re.compile(r"synchroni[sz]e", re.IGNORECASE)  # cudaStreamSynchronize, hipDeviceSynchronize...
-HOST_COPY_PATTERN = re.compile(r"memcpy", re.IGNORECASE)  # cudaMemcpyAsync, hipMemcpyDtoH, cuMemcpy...
+# Host runtime / driver calls drawn on the host lanes: the registry's patterns (traceanalyzer/causes.py),
+# the ones the gap attribution's sync and memcpy classes use. The "sync" lane shows the explicit
+# synchronisations (cudaStreamSynchronize, ...); synchronous copy calls are drawn on the "copy" lane.
+HOST_LANES = (("sync", SYNCHRONIZE_CALLS), ("copy", COPY_CALLS))
 
 
 @dataclass(frozen=True)
@@ -208,15 +210,6 @@ def recut_tracks(t: RankTracks, max_blocks: int) -> RankTracks:
                       t.counters)
 
 
-@dataclass(frozen=True)
-class GapSet:
-    """A device's idle set (every gap, any length) and, when attributed, each gap's cause."""
-
-    start_ns: np.ndarray
-    end_ns: np.ndarray
-    cause: np.ndarray | None = None  # object array of cause ids, aligned with start_ns
-
-
 def _gap_track(gaps: GapSet, st_number: np.ndarray, st_start: np.ndarray, st_end: np.ndarray,
                min_gap_ns: int, max_gaps: int) -> GapTrack:
     """The drawn gaps: the device's gaps of at least `min_gap_ns`, the longest `max_gaps` of them,
@@ -229,7 +222,8 @@ def _gap_track(gaps: GapSet, st_number: np.ndarray, st_start: np.ndarray, st_end
     g_start, g_end = gaps.start_ns[keep], gaps.end_ns[keep]
     idx = iv.locate(g_start, st_start, st_end) if len(st_number) else np.full(len(g_start), -1)
     step = np.where(idx >= 0, st_number[np.clip(idx, 0, None)] if len(st_number) else -1, -1)
-    cause = tuple(gaps.cause[keep].tolist()) if gaps.cause is not None else (None,) * len(keep)
+    cause = (tuple(np.asarray(gaps.cause, dtype=object)[keep].tolist()) if gaps.cause is not None
+             else (None,) * len(keep))
     return GapTrack(g_start, g_end - g_start, step.astype(np.int64), total, cause)
 
 
@@ -250,13 +244,13 @@ def _downsample(ts: np.ndarray, value: np.ndarray, max_points: int) -> tuple[np.
 
 
 def rank_tracks(tl: Timeline, rank: int, window: Window, gap_sets: dict[int, GapSet],
-                min_gap_ns: int, max_blocks: int) -> RankTracks:
+                min_gap_ns: int, max_blocks: int, st: Steps | None = None) -> RankTracks:
     """Every drawn track of one rank over `window`, each bounded by `max_blocks`.
 
-    Gaps are the device's gap set (made once by the figures over the device's own window, with
-    the causes the attribution gave them), not recomputed here.
+    Gaps are the device's gap set (made once by the figures over the device's own window, each gap
+    with the cause it got there), not recomputed here; `st`: the rank's step spans, when found.
     """
-    st = steps(tl, rank)
+    st = steps(tl, rank) if st is None else st
     lo, hi = window.start_ns, window.end_ns
     ev = tl.rank_events(rank)
     # Columns, not row selections of the table: each track takes its rows from these arrays.
@@ -279,7 +273,7 @@ def rank_tracks(tl: Timeline, rank: int, window: Window, gap_sets: dict[int, Gap
             device,
             blocks(on_dev & gpu_work),
             blocks(on_dev & is_copy),
-            _gap_track(gap_sets.get(device) or GapSet(np.zeros(0, np.int64), np.zeros(0, np.int64)),
+            _gap_track(gap_sets.get(device, GapSet(np.zeros(0, np.int64), np.zeros(0, np.int64))),
                        st.number, st.start_ns, st.end_ns, min_gap_ns, max_blocks),
             blocks(on_dev & is_comm)))
 
@@ -288,8 +282,7 @@ def rank_tracks(tl: Timeline, rank: int, window: Window, gap_sets: dict[int, Gap
     host_sets = (
         ("ops", on_host & T.category_mask(kind, (T.CPU_OP, T.ANNOTATION))),
         ("dataloader", on_host & (kind == T.DATALOADER).to_numpy()),
-        ("sync", runtime & name_flags(ev, HOST_SYNC_PATTERN)),
-        ("copy", runtime & name_flags(ev, HOST_COPY_PATTERN)),
+        *((lane, runtime & name_flags(ev, pattern)) for lane, pattern in HOST_LANES),
     )
     host_tracks = tuple(h for h in (HostTrack(k, blocks(m)) for k, m in host_sets if m.any())
                         if len(h.blocks.start_ns))

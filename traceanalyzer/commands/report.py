@@ -68,7 +68,6 @@ def report_command(traces: tuple[Path, ...], output: Path | None, fmt: str | Non
     from ..pipeline import plan_runs
     from ..progress import Progress
     from ..report import render
-    from ..report.text import render_text
 
     rules = parse_rules(fail_on)
     fmt = output_format(output, fmt)
@@ -92,7 +91,7 @@ def report_command(traces: tuple[Path, ...], output: Path | None, fmt: str | Non
             progress.done()
             write(target, data)
             if not quiet:
-                say(render_text(analysis), target)
+                say(render(analysis, "text").decode("utf-8"), target)
                 if str(target) != "-":
                     say(f"Report ({fmt}) written to {terminal(target)}\n", target)
                 for g in gates:

@@ -1,23 +1,23 @@
 """Diagnosis: figures -> findings. Why the GPU waited, and what to do about it.
 
-`host` finds the launching threads and sorts their events into causes, `attribution` gives every
-idle gap one cause, `rules` turns the time lost per cause into a verdict and findings, `advice`
-holds the next steps per framework and `thresholds` every constant the rules use. `diagnose` gives
-every rank's verdict (rules), its memory findings (memory) and the rank that speaks for the job.
+It reads only the figures (traceanalyzer.analyses), never the Timeline: the gaps arrive with their
+causes (analyses/gaps.py, from the registry in traceanalyzer/causes.py). `rules` turns the time lost
+per cause into a verdict and findings, `advice` holds the next steps per framework and `thresholds`
+every constant the rules use. `diagnose` gives every rank's verdict (rules), its memory findings
+(memory) and the rank that speaks for the job.
 """
 
 from __future__ import annotations
 
 from ..analyses import Figures
-from ..timeline import Timeline
-from .host import CAUSES
+from ..causes import CAUSES
 from .memory import add_memory_findings
 from .rules import UNDETERMINED, VERDICTS, Diagnosis, Finding, RankDiagnosis, diagnose_rank, job_headline, job_rank
 
 
-def diagnose(tl: Timeline, analysis: Figures, include_warmup: bool = False) -> Diagnosis:
+def diagnose(figures: Figures, include_warmup: bool = False) -> Diagnosis:
     """The verdict for every rank and for the job (the rank losing the most GPU time)."""
-    ranks = tuple(add_memory_findings(diagnose_rank(tl, r, include_warmup), r) for r in analysis.ranks)
+    ranks = tuple(add_memory_findings(diagnose_rank(r, include_warmup), r) for r in figures.ranks)
     if not ranks:
         return Diagnosis(UNDETERMINED, None, "Nothing to diagnose: the input holds no events.", None, (), ())
     pick = ranks[job_rank([r.lost_ns for r in ranks], [bool(r.devices) for r in ranks])]

@@ -10,8 +10,9 @@ from __future__ import annotations
 from ..analyses.counters import DeviceCounters
 from ..causes import GPU_BOUND, GPU_UNDERUSED, UNDETERMINED, VERDICT_BY_ID
 from .advice import advice_for
-from .rules import Diagnosis, Finding, _pct
+from .rules import Diagnosis, Finding
 from .thresholds import HEALTHY_BUSY_SHARE, UNDERUSED_ZERO_SHARE
+from .wording import percent
 
 
 def _sm_mean(d: DeviceCounters) -> float | None:
@@ -31,7 +32,7 @@ def diagnose_counters(devices: tuple[DeviceCounters, ...]) -> Diagnosis:
         z = d.zero_runs
         assert z is not None
         evidence = (f"GPU {d.device}: {z.total_samples} of {d.samples} samples at 0% SM utilisation "
-                    f"({_pct(zero)}), in {z.runs} run(s); longest {z.longest_samples} samples",
+                    f"({percent(zero)}), in {z.runs} run(s); longest {z.longest_samples} samples",
                     f"SM utilisation mean {_sm_mean(d) or 0.0:.1f}% over the log")
         findings.append(Finding(
             GPU_UNDERUSED, None,

@@ -25,6 +25,7 @@ from .thresholds import (
     MEMORY_PRESSURE_FRACTION,
     MEMORY_PRESSURE_HIGH_FRACTION,
 )
+from .wording import percent
 
 PRESSURE = "memory_pressure"
 HEADROOM = "memory_headroom"
@@ -78,8 +79,8 @@ def _device_figures(m: MemoryFigures) -> dict[str, float]:
     return out
 
 
-def _pct(x: float) -> str:
-    return f"{100 * x:.0f}%" if x >= 0.01 or x == 0 else f"{100 * x:.2f}%"
+def _pct(x: float) -> str:  # finer than the rules' shares: memory fractions below 1% still say something
+    return percent(x, small_below=0.01, small_digits=2)
 
 
 def _used_text(m: MemoryFigures) -> str:

@@ -1,5 +1,5 @@
-"""Formatting helpers shared by the text and Markdown renderers (and their sections): durations,
-shares, one-line inert text for the terminal and for Markdown, Markdown tables."""
+"""Formatting helpers shared by the renderers (and their sections): durations, shares, one-line inert
+text for the terminal and for Markdown, Markdown tables. The one place each of these formats is made."""
 
 from __future__ import annotations
 
@@ -7,32 +7,42 @@ import textwrap
 from collections.abc import Iterable
 
 from .. import inert
-from ..units import format_us as fmt_us  # noqa: F401  (the renderers' name for it)
+from ..units import format_us as fmt_us
 
 WIDTH = 80  # terminal lines
 MAX_CELL_CHARS = 160  # a Markdown cell
 
+__all__ = ["MAX_CELL_CHARS", "WIDTH", "clean", "fmt_pct", "fmt_pct_change", "fmt_us", "md", "table", "wrap"]
+
 
 def fmt_pct(x: float | None) -> str:
+    """A fraction in [0, 1] as a percentage with one decimal ("n/a" for None)."""
     return "n/a" if x is None else f"{100 * x:.1f}%"
 
 
-def _clean(text: object) -> str:
+def fmt_pct_change(x: float | None) -> str:
+    """A relative change (head / base - 1) as a signed percentage: +12.5%, -3.0% ("n/a" for None)."""
+    return "n/a" if x is None else f"{x * 100:+.1f}%"
+
+
+def clean(text: object) -> str:
     """One line of printable text: terminal escapes removed, other control characters shown escaped."""
     return " ".join(inert.terminal(text).split())
 
 
-def _wrap(text: str, first: str, rest: str) -> list[str]:
-    return textwrap.wrap(_clean(text), WIDTH, initial_indent=first, subsequent_indent=rest,
+def wrap(text: str, first: str, rest: str) -> list[str]:
+    """`text` cleaned and wrapped to the terminal width, `first` before the first line, `rest` before the others."""
+    return textwrap.wrap(clean(text), WIDTH, initial_indent=first, subsequent_indent=rest,
                          break_long_words=True, break_on_hyphens=False) or [first.rstrip()]
 
 
-def _md(text: object, limit: int = MAX_CELL_CHARS) -> str:
+def md(text: object, limit: int = MAX_CELL_CHARS) -> str:
     """Inline-safe, inert text: one line, cut to `limit` characters (see `inert.markdown`)."""
     return inert.markdown(text, limit)
 
 
-def _table(header: list[str], rows: Iterable[list[str]], limit: int, total: int, what: str) -> list[str]:
+def table(header: list[str], rows: Iterable[list[str]], limit: int, total: int, what: str) -> list[str]:
+    """A Markdown table of at most `limit` rows, with a note on how many of `total` were left out."""
     out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     shown = 0
     for row in rows:

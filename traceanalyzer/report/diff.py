@@ -13,8 +13,9 @@ from .. import inert
 from ..causes import VERDICT_BY_ID
 from ..compare import Comparison, Side
 from ..units import format_bytes
-from ._format import WIDTH, _clean, _md, _wrap, fmt_pct, fmt_us
-from .html import template_env
+from ._format import WIDTH, clean, fmt_pct, fmt_pct_change, fmt_us, md, wrap
+from .base import Renderer, encoded, registry
+from .html import asset, template_env
 from .markdown import MAX_CHARS
 
 STICKY_MARKER = "<!-- traceanalyzer-diff -->"
@@ -31,10 +32,6 @@ def _signed_us(us: float | None) -> str:
     return ("+" if us > 0 else "−" if us < 0 else "±") + fmt_us(abs(us))
 
 
-def _pct_change(x: float | None) -> str:
-    return "n/a" if x is None else f"{x * 100:+.1f}%"
-
-
 def render_diff_markdown(c: Comparison, max_chars: int = MAX_CHARS) -> str:
     rows = {"parts": 12, "kernels": 15}
     while True:
@@ -48,14 +45,14 @@ def render_diff_markdown(c: Comparison, max_chars: int = MAX_CHARS) -> str:
 def _markdown(c: Comparison, rows: dict[str, int]) -> str:
     st = c.step_time
     out = [STICKY_MARKER, f"## {ICONS.get(c.change_verdict, '')} traceanalyzer diff: **{c.change_verdict}**", "",
-           f"**{_md(c.headline, 600)}**", ""]
+           f"**{md(c.headline, 600)}**", ""]
     out += ["| | base | head | change |", "|---|---|---|---|",
             f"| median step | {fmt_us(st.base_median_us)} | {fmt_us(st.head_median_us)} | "
-            f"{_pct_change(st.change)} |",
+            f"{fmt_pct_change(st.change)} |",
             f"| p10 – p90 step | {fmt_us(st.base_p10_us)} – {fmt_us(st.base_p90_us)} | "
             f"{fmt_us(st.head_p10_us)} – {fmt_us(st.head_p90_us)} | |",
             f"| steps measured | {st.base_steps} | {st.head_steps} | |",
-            f"| verdict | {_md(_verdict_label(c.base.primary))} | {_md(_verdict_label(c.head.primary))} | "
+            f"| verdict | {md(_verdict_label(c.base.primary))} | {md(_verdict_label(c.head.primary))} | "
             f"{'changed' if c.verdict_changed else 'same'} |",
             f"| GPU idle | {fmt_pct(c.base.gpu_idle_fraction)} | {fmt_pct(c.head.gpu_idle_fraction)} | |",
             f"| DataLoader wait | {fmt_pct(c.base.dataloader_wait_fraction)} | "
@@ -67,7 +64,7 @@ def _markdown(c: Comparison, rows: dict[str, int]) -> str:
     out.append("")
     if c.gates:
         out += ["### Gates", ""]
-        out += [f"- {'✅' if g.passed else '❌'} {inert.markdown_code(g.rule)}: {_md(g.detail, 300)}" for g in c.gates]
+        out += [f"- {'✅' if g.passed else '❌'} {inert.markdown_code(g.rule)}: {md(g.detail, 300)}" for g in c.gates]
         out.append("")
     if c.attribution:
         out += ["### Where the per-step change comes from", "",
@@ -75,22 +72,22 @@ def _markdown(c: Comparison, rows: dict[str, int]) -> str:
                 "| part | base / step | head / step | change / step | share |", "|---|---|---|---|---|"]
         for p in c.attribution[:rows["parts"]]:
             share = "" if p.share_of_change is None else f"{p.share_of_change * 100:.0f}%"
-            out.append(f"| {_md(p.label)} | {fmt_us(p.base_per_step_us)} | {fmt_us(p.head_per_step_us)} | "
+            out.append(f"| {md(p.label)} | {fmt_us(p.base_per_step_us)} | {fmt_us(p.head_per_step_us)} | "
                        f"{_signed_us(p.delta_per_step_us)} | {share} |")
         out.append("")
     if c.kernels:
         out += ["<details><summary>Kernel movers (time per step)</summary>", "",
                 "| kernel | base | head | change | |", "|---|---|---|---|---|"]
         for k in c.kernels[:rows["kernels"]]:
-            out.append(f"| {_md(k.name, 120)} | {fmt_us(k.base_per_step_us)} | {fmt_us(k.head_per_step_us)} | "
+            out.append(f"| {md(k.name, 120)} | {fmt_us(k.base_per_step_us)} | {fmt_us(k.head_per_step_us)} | "
                        f"{_signed_us(k.delta_per_step_us)} | {k.status} |")
         out += ["", "</details>", ""]
     for w in c.warnings:
-        out.append(f"> ⚠️ {_md(w, 400)}")
+        out.append(f"> ⚠️ {md(w, 400)}")
     if c.warnings:
         out.append("")
-    out.append(f"<sub>base: {_md(', '.join(c.base.inputs), 300)} · head: {_md(', '.join(c.head.inputs), 300)} · "
-               f"tolerance ±{c.tolerance * 100:.0f}% · traceanalyzer {_md(c.tool['version'])}</sub>")
+    out.append(f"<sub>base: {md(', '.join(c.base.inputs), 300)} · head: {md(', '.join(c.head.inputs), 300)} · "
+               f"tolerance ±{c.tolerance * 100:.0f}% · traceanalyzer {md(c.tool['version'])}</sub>")
     return "\n".join(out) + "\n"
 
 
@@ -100,7 +97,7 @@ def _samples_rows(c: Comparison) -> list[str]:
     b, h = c.base.samples_per_s, c.head.samples_per_s
     if b is None or h is None:
         return []
-    change = _pct_change(h / b - 1 if b else None)
+    change = fmt_pct_change(h / b - 1 if b else None)
     return [f"| samples/s (batch {c.base.batch_size} / {c.head.batch_size}) | {b:,.1f} | {h:,.1f} | {change} |"]
 
 
@@ -110,7 +107,7 @@ def _memory_and_straggler_rows(c: Comparison) -> list[str]:
     b, h = c.base.peak_memory_bytes, c.head.peak_memory_bytes
     if b is not None and h is not None:
         rows.append(f"| GPU memory peak | {format_bytes(b)} | {format_bytes(h)} | "
-                    f"{_pct_change(h / b - 1 if b else None)} |")
+                    f"{fmt_pct_change(h / b - 1 if b else None)} |")
     if c.base.stragglers or c.head.stragglers:
         rows.append(f"| stragglers | {_ranks_text(c.base)} | {_ranks_text(c.head)} | |")
     return rows
@@ -125,12 +122,12 @@ def _ranks_text(s: Side) -> str:
 
 def render_diff_text(c: Comparison) -> str:
     st = c.step_time
-    lines = _wrap(c.headline, f"Change: {c.change_verdict.upper()}: ", "  ")
+    lines = wrap(c.headline, f"Change: {c.change_verdict.upper()}: ", "  ")
     lines.append(f"median step {fmt_us(st.base_median_us)} -> {fmt_us(st.head_median_us)} "
                  f"({st.base_steps} vs {st.head_steps} steps)")
     b_rate, h_rate = c.base.samples_per_s, c.head.samples_per_s
     if b_rate is not None and h_rate is not None:
-        change = _pct_change(h_rate / b_rate - 1 if b_rate else None)
+        change = fmt_pct_change(h_rate / b_rate - 1 if b_rate else None)
         lines.append(f"samples/s {b_rate:,.1f} -> {h_rate:,.1f} ({change})")
     if c.base.peak_memory_bytes is not None and c.head.peak_memory_bytes is not None:
         lines.append(f"GPU memory peak {format_bytes(c.base.peak_memory_bytes)} -> "
@@ -138,12 +135,12 @@ def render_diff_text(c: Comparison) -> str:
     if c.base.stragglers or c.head.stragglers:
         lines.append(f"stragglers {_ranks_text(c.base)} -> {_ranks_text(c.head)}")
     for p in c.attribution[:5]:
-        lines.append(f"  {_signed_us(p.delta_per_step_us):>10} per step  {_clean(p.label)}")
+        lines.append(f"  {_signed_us(p.delta_per_step_us):>10} per step  {clean(p.label)}")
     for g in c.gates:
-        lines += _wrap(f"{g.rule}: {g.detail}", f"gate {'passed' if g.passed else 'FAILED'}: ", "  ")
+        lines += wrap(f"{g.rule}: {g.detail}", f"gate {'passed' if g.passed else 'FAILED'}: ", "  ")
     for w in c.warnings:
-        lines += _wrap(w, "warning: ", "  ")
-    return "\n".join(_clean(line)[:WIDTH] for line in lines) + "\n"
+        lines += wrap(w, "warning: ", "  ")
+    return "\n".join(clean(line)[:WIDTH] for line in lines) + "\n"
 
 
 def render_diff_json(c: Comparison) -> bytes:
@@ -151,15 +148,11 @@ def render_diff_json(c: Comparison) -> bytes:
 
 
 def render_diff_html(c: Comparison) -> str:
-    env = template_env()
-    data = c.to_data()
-    parts = data["attribution"]
-    scale = max([abs(p["delta_per_step_us"]) for p in parts] + [1e-9])
+    scale = max([abs(p.delta_per_step_us) for p in c.attribution] + [1e-9])
     steps_scale = max(list(c.base.step_durations_us) + list(c.head.step_durations_us) + [1e-9])
-    return env.get_template("diff.html.j2").render(
-        c=data, verdict_labels={k: v.label for k, v in VERDICT_BY_ID.items()}, scale=scale,
-        steps_scale=steps_scale, extra_rows=_side_rows(c),
-        css=env.loader.get_source(env, "report.css")[0])  # type: ignore[union-attr]
+    return template_env().get_template("diff.html.j2").render(
+        c=c, verdict_labels={k: v.label for k, v in VERDICT_BY_ID.items()}, scale=scale,
+        steps_scale=steps_scale, extra_rows=_side_rows(c), css=asset("report.css"))
 
 
 def _side_rows(c: Comparison) -> dict[str, list[tuple[str, str]]]:
@@ -175,8 +168,9 @@ def _side_rows(c: Comparison) -> dict[str, list[tuple[str, str]]]:
     return rows
 
 
-RENDERERS = {
-    "md": lambda c: render_diff_markdown(c).encode("utf-8"),
-    "json": render_diff_json,
-    "html": lambda c: render_diff_html(c).encode("utf-8"),
-}
+RENDERERS: dict[str, Renderer[Comparison]] = registry(
+    Renderer("md", "md", encoded(render_diff_markdown)),
+    Renderer("json", "json", render_diff_json),
+    Renderer("html", "html", encoded(render_diff_html)),
+    Renderer("text", "txt", encoded(render_diff_text)),  # the terminal summary
+)

@@ -1,4 +1,4 @@
-"""Report -> one self-contained HTML page through the jinja2 templates (autoescaped).
+"""Analysis -> one self-contained HTML page through the jinja2 templates (autoescaped).
 
 The page is offline and deterministic: its CSS and JS (our own, in `templates/`) are inlined,
 the data the scripts draw is embedded once with `|tojson` in a `<script type="application/json">`
@@ -6,24 +6,26 @@ block and read with JSON.parse, and every string from a trace is either autoesca
 set with `textContent` by the scripts. Control, bidi and zero-width characters in those strings
 are shown as visible escapes (`\\u202e`): for every `{{ ... }}` of the templates by the
 environment's `finalize`, and in the scripts' data by `page_data`, so a kernel name cannot
-reorder or hide what the page shows. Nothing here computes a figure: `page_data` only selects
-what the scripts need from the Report, and the cause / verdict vocabulary below is presentation.
+reorder or hide what the page shows. Nothing here computes a figure: the templates read the typed
+result (`AnalysisData`) by attribute, `page_data` only selects what the scripts need from it, and the
+cause / verdict vocabulary below is presentation.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TypedDict, TypeVar
 
 import jinja2
 import markupsafe
 
 from .. import inert
 from ..causes import PALETTE, page_registry
-from ..result.types import AnalysisData as Analysis
-from ..result.types import PlainData as Report
+from ..result.types import AnalysisData, HistogramBin, PlainData, RankResult
 from ..units import format_bytes
-from ._format import fmt_pct, fmt_us
+from ._format import fmt_pct, fmt_pct_change, fmt_us
 from .ranks import straggler_sentence
 
 # Labels and colours of causes and verdicts come from the one registry (traceanalyzer/causes.py).
@@ -33,18 +35,27 @@ HOST_LANES: dict[str, str] = {
     "ops": "host ops", "dataloader": "DataLoader wait", "sync": "sync calls", "copy": "copy calls",
 }
 TOP_FINDINGS = 3  # shown in full on the first screen; the rest are folded
+V = TypeVar("V")
 
 
-def template_env() -> jinja2.Environment:
+@lru_cache(maxsize=1)
+def _loader() -> jinja2.BaseLoader:
     try:
-        loader: jinja2.BaseLoader = jinja2.PackageLoader("traceanalyzer.templates", ".")
+        return jinja2.PackageLoader("traceanalyzer.templates", ".")
     except (ImportError, ValueError):  # running from a source checkout that is not installed
-        loader = jinja2.FileSystemLoader(Path(__file__).resolve().parents[2] / "templates")
+        return jinja2.FileSystemLoader(Path(__file__).resolve().parents[2] / "templates")
+
+
+@lru_cache(maxsize=1)
+def template_env() -> jinja2.Environment:
+    """The templates' environment (made once: its filters and globals never change)."""
+    loader = _loader()
     env = jinja2.Environment(loader=loader, autoescape=True, trim_blocks=True, lstrip_blocks=True,
                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
                              finalize=_visible_text)
     env.filters["us"] = fmt_us
     env.filters["pct"] = fmt_pct
+    env.filters["pct_change"] = fmt_pct_change
     env.filters["rank_label"] = rank_label
     env.filters["nbytes"] = fmt_bytes
     env.filters["gib"] = format_bytes
@@ -52,10 +63,11 @@ def template_env() -> jinja2.Environment:
     env.filters["code_spans"] = code_spans
     env.globals["straggler_sentence"] = straggler_sentence
     env.filters["visible"] = inert.visible
+    env.filters["by_key"] = by_key
     return env
 
 
-def _visible_text(value: Any) -> Any:
+def _visible_text(value: object) -> object:
     """Every plain string a template prints, with invisible characters shown (`inert.visible`);
     markup we made ourselves (inlined CSS/JS, `tojson`, `code_spans`) is left as it is."""
     return inert.visible(value) if type(value) is str else value
@@ -71,11 +83,22 @@ def code_spans(text: str) -> markupsafe.Markup:
         for i, p in enumerate(parts))
 
 
-def rank_label(rank: dict[str, Any]) -> str:
+def asset(name: str) -> str:
+    """The text of one of our own files in `templates/` (CSS, JS), to inline into a page."""
+    return _loader().get_source(template_env(), name)[0]
+
+
+def by_key(mapping: Mapping[str, V]) -> Iterable[tuple[str, V]]:
+    """A mapping's items in the order of its keys: the order a saved report holds them in (`to_data`),
+    so a result renders alike fresh and loaded back."""
+    return sorted(mapping.items(), key=lambda kv: str(kv[0]))
+
+
+def rank_label(rank: RankResult) -> str:
     """`rank N`, or the input's file name when the trace records no rank (a single-process capture)."""
-    if rank.get("rank") is not None:
-        return f"rank {rank['rank']}"
-    return str(rank.get("input") or "trace").replace("\\", "/").rsplit("/", 1)[-1]
+    if rank.rank is not None:
+        return f"rank {rank.rank}"
+    return str(rank.input or "trace").replace("\\", "/").rsplit("/", 1)[-1]
 
 
 def fmt_bytes(n: int | None) -> str:
@@ -92,31 +115,50 @@ def fmt_rate(bytes_per_s: float) -> str:
     return f"{format_bytes(bytes_per_s)}/s"
 
 
-def page_data(report: Report) -> dict[str, Any]:
-    """What the page's scripts draw: a selection of the Report, nothing computed; its strings
+class PageRank(TypedDict):
+    label: str
+    timeline: PlainData | None  # RankDrawing.timeline (None: saved without drawing)
+    charts: PlainData  # RankDrawing.charts
+    devices: list[PlainData]  # per device: its name and gap-length histogram
+
+
+class PageData(TypedDict):
+    """The data `report.js` reads (embedded once in the page with `|tojson`)."""
+
+    min_gap_us: float
+    causes: dict[str, dict[str, str]]
+    palette: dict[str, str]
+    host_lanes: dict[str, str]
+    ranks: list[PageRank]
+    job_shift_us: list[float]
+
+
+def _histogram(bins: tuple[HistogramBin, ...]) -> list[PlainData]:
+    return [{"from_us": b.from_us, "to_us": b.to_us, "count": b.count, "total_us": b.total_us} for b in bins]
+
+
+def page_data(analysis: AnalysisData) -> PageData:
+    """What the page's scripts draw: a selection of the result, nothing computed; its strings
     with invisible characters shown (the scripts set them with textContent or draw them)."""
-    return inert.visible_data({
-        "min_gap_us": report["options"]["min_gap_us"],
-        "causes": CAUSES,
-        "palette": PALETTE,
-        "host_lanes": HOST_LANES,
-        "ranks": [
-            {"label": rank_label(r), "timeline": (r.get("drawing") or {}).get("timeline"),
-             "charts": (r.get("drawing") or {}).get("charts") or {},
-             "devices": [{"device": d["device"], "histogram": d["gaps"]["histogram"]} for d in r["devices"]]}
-            for r in report["ranks"]
-        ],
+    data = PageData(
+        min_gap_us=analysis.options.min_gap_us,
+        causes=CAUSES,
+        palette=PALETTE,
+        host_lanes=HOST_LANES,
+        ranks=[PageRank(label=rank_label(r), timeline=r.drawing.timeline if r.drawing else None,
+                        charts=(r.drawing.charts if r.drawing else None) or {},
+                        devices=[{"device": d.device, "histogram": _histogram(d.gaps.histogram)} for d in r.devices])
+               for r in analysis.ranks],
         # many ranks: where each rank's window starts on the job clock (the timelines share it)
-        "job_shift_us": (report.get("job") or {}).get("timeline_shift_us") or [],
-    })
+        job_shift_us=list(analysis.job.timeline_shift_us) if analysis.job else [],
+    )
+    visible: PageData = inert.visible_data(data)
+    return visible
 
 
-def render_html(analysis: Analysis) -> str:
-    report = analysis.to_data()
-    env = template_env()
-    return env.get_template("report.html.j2").render(
-        report=report, diagnosis=report.get("diagnosis"), page=page_data(report),
+def render_html(analysis: AnalysisData) -> str:
+    return template_env().get_template("report.html.j2").render(
+        report=analysis, diagnosis=analysis.diagnosis, page=page_data(analysis),
         causes=CAUSES, verdicts=VERDICTS, palette=PALETTE, top_findings=TOP_FINDINGS,
-        css=env.loader.get_source(env, "report.css")[0],  # type: ignore[union-attr]
-        js=env.loader.get_source(env, "report.js")[0],  # type: ignore[union-attr]
+        css=asset("report.css"), js=asset("report.js"),
     )

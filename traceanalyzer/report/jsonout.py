@@ -8,9 +8,9 @@ from __future__ import annotations
 import orjson
 
 from .. import inert
-from ..result.types import AnalysisData as Analysis
+from ..result.types import AnalysisData
 
 
-def render_json(analysis: Analysis) -> bytes:
+def render_json(analysis: AnalysisData) -> bytes:
     data = orjson.dumps(analysis.to_data(), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)
     return inert.json_text(data) + b"\n"

@@ -1,8 +1,8 @@
-"""Report -> GitHub-flavoured Markdown for a pull-request comment or a CI job summary.
+"""Analysis -> GitHub-flavoured Markdown for a pull-request comment or a CI job summary.
 
 Always within GitHub's comment limit (`MAX_CHARS`), however large the trace: tables are cut to a
 number of rows with a note saying how many were left out, and the row limits shrink until the
-whole text fits. Every string from an input goes through `_md` (`inert.markdown`): Markdown
+whole text fits. Every string from an input goes through `md` (`inert.markdown`): Markdown
 punctuation and HTML escaped, mentions, issue references and autolinks broken, control and bidi
 characters dropped, so a kernel name can neither format the comment, notify anyone, link
 anything nor hide what it says.
@@ -11,13 +11,11 @@ anything nor hide what it says.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 from .. import inert
 from ..causes import CAUSE_LIST, VERDICT_LIST
-from ..result.types import AnalysisData as Analysis
-from ..result.types import PlainData as Report
-from ._format import _md, _table, fmt_pct, fmt_us
+from ..result.types import AnalysisData, DiagnosisResult, RankResult
+from ._format import fmt_pct, fmt_us, md, table
 from .host import host_markdown, throughput_figures
 from .memory import markdown_lines as memory_markdown
 from .ranks import markdown_lines as ranks_markdown
@@ -29,18 +27,17 @@ VERDICT_LABELS = {v.id: v.label for v in VERDICT_LIST}
 CAUSE_LABELS = {c.id: c.label for c in CAUSE_LIST}
 
 
-def _who(r: dict[str, Any]) -> str:
-    """The rank number, or the input's file name when the trace records none."""
-    if r.get("rank") is not None:
-        return str(r["rank"])
-    return _md(str(r.get("input") or "trace").replace("\\", "/").rsplit("/", 1)[-1], 60)
+def who(r: RankResult) -> str:
+    """The rank number, or the input's file name when the trace records none (Markdown-safe)."""
+    if r.rank is not None:
+        return str(r.rank)
+    return md(str(r.input or "trace").replace("\\", "/").rsplit("/", 1)[-1], 60)
 
 
-def render_markdown(analysis: Analysis) -> str:
-    report = analysis.to_data()
+def render_markdown(analysis: AnalysisData) -> str:
     rows = dict(ROWS)
     while True:
-        text = _render(report, rows)
+        text = _render(analysis, rows)
         if len(text) <= MAX_CHARS or all(v <= 1 for v in rows.values()):
             break
         rows = {k: max(v // 2, 1) for k, v in rows.items()}
@@ -50,201 +47,199 @@ def render_markdown(analysis: Analysis) -> str:
     return text
 
 
-def _render(report: Report, rows: dict[str, int]) -> str:
-    diag = report.get("diagnosis") or None
-    out = _verdict(report, diag)
-    share_of = ("idle" if report["summary"]["devices"] else "step time") if report["ranks"] else "samples"
+def _render(a: AnalysisData, rows: dict[str, int]) -> str:
+    diag = a.diagnosis
+    out = _verdict(a, diag)
+    share_of = ("idle" if a.summary.devices else "step time") if a.ranks else "samples"
     out += _findings(diag, rows["findings"], share_of)
-    out += ranks_markdown(report, rows["ranks"])
-    if report["ranks"]:  # nvidia-smi logs alone have no trace figures: their own section says it all
-        out += _headline_table(report, diag, rows["ranks"])
-        out += _gaps(report, diag, rows["gaps"])
-        out += memory_markdown(report, _md, _who)
-    out += _counters(report)
-    out += host_markdown(report, _md)
-    more = _details(report, rows)
+    out += ranks_markdown(a, rows["ranks"])
+    if a.ranks:  # nvidia-smi logs alone have no trace figures: their own section says it all
+        out += _headline_table(a, diag, rows["ranks"])
+        out += _gaps(a, rows["gaps"])
+        out += memory_markdown(a, who)
+    out += _counters(a)
+    out += host_markdown(a)
+    more = _details(a, rows)
     if more:
         out += ["<details><summary>More: per-step breakdown, top kernels, memcpy, inputs</summary>", ""]
         out += more
         out += ["</details>", ""]
-    s = report["summary"]
-    out.append(f"<sub>traceanalyzer {_md(report['tool']['version'])} · minimum gap "
-               f"{fmt_us(report['options']['min_gap_us'])} · {s['ranks']} rank(s), {s['devices']} GPU(s) · "
+    s = a.summary
+    out.append(f"<sub>traceanalyzer {md(a.tool.version)} · minimum gap "
+               f"{fmt_us(a.options.min_gap_us)} · {s.ranks} rank(s), {s.devices} GPU(s) · "
                f"every figure is defined in the HTML and JSON reports</sub>")
     return "\n".join(out) + "\n"
 
 
-def _verdict(report: Report, diag: dict[str, Any] | None) -> list[str]:
-    s = report["summary"]
+def _verdict(a: AnalysisData, diag: DiagnosisResult | None) -> list[str]:
+    s = a.summary
     if diag:
-        label = VERDICT_LABELS.get(diag.get("primary") or "", _md(diag.get("primary") or "Undetermined"))
-        host = diag.get("host_primary")
+        label = VERDICT_LABELS.get(diag.primary or "", md(diag.primary or "Undetermined"))
+        host = diag.host_primary
         if host:  # no GPU verdict: lead with the host loop's
-            label += f" · host loop: {VERDICT_LABELS.get(host, _md(host)).lower()}"
+            label += f" · host loop: {VERDICT_LABELS.get(host, md(host)).lower()}"
         out = [f"## traceanalyzer: {label}", ""]
-        if diag.get("headline"):
-            out += [f"**{_md(diag['headline'], 600)}**", ""]
+        if diag.headline:
+            out += [f"**{md(diag.headline, 600)}**", ""]
     else:
         out = ["## traceanalyzer report", ""]
-    out += [f"> [!WARNING]\n> {_md(w, 400)}\n" for w in report["warnings"] if "TRUNCATED" in w]
-    if not report["ranks"] and report.get("counters"):
-        means = [d["metrics"]["sm_util_pct"]["mean"] for d in report["counters"]
-                 if "sm_util_pct" in d["metrics"] and d["metrics"]["sm_util_pct"]["mean"] is not None]
+    out += [f"> [!WARNING]\n> {md(w, 400)}\n" for w in a.warnings if "TRUNCATED" in w]
+    if not a.ranks and a.counters:
+        means = [m.mean for d in a.counters
+                 if (m := d.metrics.get("sm_util_pct")) is not None and m.mean is not None]
         mean = f"{sum(means) / len(means):.1f}%" if means else "n/a"
-        return out + [f"**{s['devices']}** GPU(s) in nvidia-smi logs · SM utilisation mean **{mean}**", ""]
-    figures = [f"GPU idle **{fmt_pct(s['gpu_idle_fraction'])}**",
-               f"memcpy **{fmt_pct(s['memcpy_share_of_busy'])}** of GPU busy",
-               f"DataLoader wait **{fmt_pct(s['dataloader_wait_fraction'])}**",
-               f"**{s['steps']}** step(s)"]
-    if s.get("samples_per_s") is not None:
-        figures.append(f"**{s['samples_per_s']:.1f}** samples/s")
+        return out + [f"**{s.devices}** GPU(s) in nvidia-smi logs · SM utilisation mean **{mean}**", ""]
+    figures = [f"GPU idle **{fmt_pct(s.gpu_idle_fraction)}**",
+               f"memcpy **{fmt_pct(s.memcpy_share_of_busy)}** of GPU busy",
+               f"DataLoader wait **{fmt_pct(s.dataloader_wait_fraction)}**",
+               f"**{s.steps}** step(s)"]
+    if s.samples_per_s is not None:
+        figures.append(f"**{s.samples_per_s:.1f}** samples/s")
     figures += throughput_figures(s)
-    if not s["devices"]:
+    if not s.devices:
         figures[0] = "no GPU activity"
     return out + [" · ".join(figures), ""]
 
 
-def _findings(diag: dict[str, Any] | None, limit: int, share_of: str = "idle") -> list[str]:
-    findings = (diag or {}).get("findings") or []
+def _findings(diag: DiagnosisResult | None, limit: int, share_of: str = "idle") -> list[str]:
     if not diag:
         return []
+    findings = diag.findings
     if not findings:
         return ["No finding explains a significant share of GPU idle time.", ""]
     out = ["### Findings", ""]
     for i, f in enumerate(findings[:limit], 1):
-        share = f.get("share_of_idle")
+        share = f.share_of_idle
         # without a GPU the host-loop findings are shares of step time, not of GPU idle time
         explains = [] if share is None else [f"{fmt_pct(share)} of {share_of}"]
-        if not share and not f.get("explains_us"):  # a finding that is no idle time (e.g. memory)
+        if not share and not f.explains_us:  # a finding that is no idle time (e.g. memory)
             explains = []
-        elif f.get("explains_us") is not None:
-            explains.append(fmt_us(f["explains_us"]))
+        elif f.explains_us is not None:
+            explains.append(fmt_us(f.explains_us))
         tail = f" ({', '.join(explains)})" if explains else ""
-        out.append(f"{i}. **{_md(f.get('title') or f.get('id') or 'finding', 300)}** "
-                   f"{inert.markdown_code(f.get('severity') or '–')}{tail}")
-        for a in f.get("advice") or []:
-            out.append(f"   - {_md(a, 400)}")
-        for e in (f.get("evidence") or [])[:3]:
-            out.append(f"   - _evidence:_ {_md(e, 300)}")
+        out.append(f"{i}. **{md(f.title or f.id or 'finding', 300)}** "
+                   f"{inert.markdown_code(f.severity or '–')}{tail}")
+        for advice in f.advice:
+            out.append(f"   - {md(advice, 400)}")
+        for e in f.evidence[:3]:
+            out.append(f"   - _evidence:_ {md(e, 300)}")
     if len(findings) > limit:
         out.append(f"\n_{len(findings) - limit} more finding(s) in the HTML report._")
     return out + [""]
 
 
-def _headline_table(report: Report, diag: dict[str, Any] | None, limit: int) -> list[str]:
+def _headline_table(a: AnalysisData, diag: DiagnosisResult | None, limit: int) -> list[str]:
     header = ["rank", "device", "window", "steps", "GPU busy", "GPU idle", "memcpy / busy", "DataLoader wait",
               "gaps", "largest gap"]
     if diag:
         header += ["verdict", "idle explained"]
 
     def rows() -> Iterable[list[str]]:
-        for r in report["ranks"]:
-            dr = r.get("diagnosis") or {}
-            extra = ([VERDICT_LABELS.get(dr.get("primary") or "", "–"), fmt_us(dr.get("lost_us"))]
+        for r in a.ranks:
+            dr = r.diagnosis
+            extra = ([VERDICT_LABELS.get(dr.primary if dr else "", "–"), fmt_us(dr.lost_us if dr else None)]
                      if diag else [])
-            if not r["devices"]:
-                yield [_who(r), "no GPU activity", fmt_us(r["window_us"]), str(r["steps"]), "n/a", "n/a", "n/a",
-                       fmt_pct(r["dataloader_wait_fraction"]), "n/a", "n/a"] + extra
-            for d in r["devices"]:
-                yield [_who(r), _md(d["device"]), fmt_us(d["window_us"]), str(r["steps"]), fmt_us(d["gpu_busy_us"]),
-                       fmt_pct(d["gpu_idle_fraction"]), fmt_pct(d["memcpy_share_of_busy"]),
-                       fmt_pct(r["dataloader_wait_fraction"]),
-                       f"{d['gaps']['count']} ({fmt_us(d['gaps']['total_us'])})",
-                       fmt_us(d["gaps"]["largest_us"])] + extra
+            if not r.devices:
+                yield [who(r), "no GPU activity", fmt_us(r.window_us), str(r.steps), "n/a", "n/a", "n/a",
+                       fmt_pct(r.dataloader_wait_fraction), "n/a", "n/a"] + extra
+            for d in r.devices:
+                yield [who(r), md(d.device), fmt_us(d.window_us), str(r.steps), fmt_us(d.gpu_busy_us),
+                       fmt_pct(d.gpu_idle_fraction), fmt_pct(d.memcpy_share_of_busy),
+                       fmt_pct(r.dataloader_wait_fraction),
+                       f"{d.gaps.count} ({fmt_us(d.gaps.total_us)})",
+                       fmt_us(d.gaps.largest_us)] + extra
 
-    total = sum(max(len(r["devices"]), 1) for r in report["ranks"])
-    return ["### Headline figures per rank", ""] + _table(header, rows(), limit, total, "rows")
+    total = sum(max(len(r.devices), 1) for r in a.ranks)
+    return ["### Headline figures per rank", ""] + table(header, rows(), limit, total, "rows")
 
 
-def _gaps(report: Report, diag: dict[str, Any] | None, limit: int) -> list[str]:
-    diagnosed = [r for r in report["ranks"] if r.get("diagnosis")]
+def _gaps(a: AnalysisData, limit: int) -> list[str]:
+    diagnosed = [(r, r.diagnosis) for r in a.ranks if r.diagnosis]
     found: list[tuple[float, list[str]]] = []
     if diagnosed:
-        for r in diagnosed:
-            dr = r["diagnosis"]
-            who = "?" if r.get("rank") is None else str(r["rank"])
-            for g in dr.get("gaps") or []:
-                ev = "; ".join(f"{_md(e.get('name', ''), 80)} {fmt_pct(e.get('share'))}"
-                               for e in (g.get("evidence") or [])[:2])
-                found.append((float(g.get("duration_us") or 0.0), [
-                    who, _md(g.get("device") or ""), fmt_us(g.get("start_us")), fmt_us(g.get("duration_us")),
-                    "–" if g.get("step") is None else str(g["step"]),
-                    CAUSE_LABELS.get(g.get("cause") or "", _md(g.get("cause") or "–")), ev or "–"]))
+        for r, dr in diagnosed:
+            rank = "?" if r.rank is None else str(r.rank)
+            for g in dr.gaps:
+                ev = "; ".join(f"{md(e.name, 80)} {fmt_pct(e.share)}" for e in g.evidence[:2])
+                found.append((float(g.duration_us or 0.0), [
+                    rank, md(g.device or ""), fmt_us(g.start_us), fmt_us(g.duration_us),
+                    "–" if g.step is None else str(g.step),
+                    CAUSE_LABELS.get(g.cause or "", md(g.cause or "–")), ev or "–"]))
         header = ["rank", "device", "start", "length", "step", "cause", "evidence"]
     else:
-        for r in report["ranks"]:
-            for d in r["devices"]:
-                for g in d["gaps"]["top"]:
-                    found.append((float(g["duration_us"] or 0.0), [
-                        _who(r), _md(d["device"]), fmt_us(g["start_us"]), fmt_us(g["duration_us"]),
-                        "–" if g["step"] is None else str(g["step"])]))
+        for r in a.ranks:
+            for d in r.devices:
+                for t in d.gaps.top:
+                    found.append((float(t.duration_us or 0.0), [
+                        who(r), md(d.device), fmt_us(t.start_us), fmt_us(t.duration_us),
+                        "–" if t.step is None else str(t.step)]))
         header = ["rank", "device", "start", "length", "step"]
     if not found:
         return []
     found.sort(key=lambda x: -x[0])  # presentation order: longest first
     return (["### Longest idle gaps", "", "_Start is measured from the rank's window start._", ""]
-            + _table(header, (row for _, row in found), limit, len(found), "gaps"))
+            + table(header, (row for _, row in found), limit, len(found), "gaps"))
 
 
-def _details(report: Report, rows: dict[str, int]) -> list[str]:
+def _details(a: AnalysisData, rows: dict[str, int]) -> list[str]:
     out: list[str] = []
-    for r in report["ranks"][: rows["ranks"]]:
-        if r["per_step"]:
-            out += [f"#### Per-step breakdown, rank {_who(r)}", ""]
-            out += _table(["step", "duration", "GPU busy", "memcpy", "DataLoader wait", "idle"],
-                          ([str(s["step"]), fmt_us(s["duration_us"]), fmt_us(s["gpu_busy_us"]),
-                            fmt_us(s["memcpy_us"]), fmt_us(s["dataloader_wait_us"]), fmt_us(s["idle_us"])]
-                           for s in r["per_step"]), rows["steps"], len(r["per_step"]), "steps")
-        for d in r["devices"]:
-            if d["top_kernels"]:
-                out += [f"#### Top kernels, rank {_who(r)} {_md(d['device'])}", ""]
-                out += _table(["kernel", "count", "total", "mean"],
-                              ([_md(k["name"]), str(k["count"]), fmt_us(k["total_us"]), fmt_us(k["mean_us"])]
-                               for k in d["top_kernels"]), rows["kernels"], len(d["top_kernels"]), "kernels")
-            if d["memcpy"]["by_direction"]:
-                out += [f"#### Memcpy by direction, rank {_who(r)} {_md(d['device'])}", ""]
-                out += _table(["direction", "copies", "time", "bytes", "bandwidth", "pageable", "pinned"],
-                              ([_md(c["direction"]), str(c["count"]), fmt_us(c["union_us"]),
-                                str(c["bytes"]) if c["copies_with_size"] else "n/a",
-                                "n/a" if c["bandwidth_gbps"] is None else f"{c['bandwidth_gbps']:.1f} GB/s",
-                                str(c["pageable"]), str(c["pinned"])] for c in d["memcpy"]["by_direction"]),
-                              rows["kernels"], len(d["memcpy"]["by_direction"]), "directions")
-    if len(report["ranks"]) > rows["ranks"]:
-        out += [f"_Details of {len(report['ranks']) - rows['ranks']} more rank(s) are in the HTML report._", ""]
-    inputs = report["inputs"]
+    for r in a.ranks[: rows["ranks"]]:
+        if r.per_step:
+            out += [f"#### Per-step breakdown, rank {who(r)}", ""]
+            out += table(["step", "duration", "GPU busy", "memcpy", "DataLoader wait", "idle"],
+                         ([str(s.step), fmt_us(s.duration_us), fmt_us(s.gpu_busy_us),
+                           fmt_us(s.memcpy_us), fmt_us(s.dataloader_wait_us), fmt_us(s.idle_us)]
+                          for s in r.per_step), rows["steps"], len(r.per_step), "steps")
+        for d in r.devices:
+            if d.top_kernels:
+                out += [f"#### Top kernels, rank {who(r)} {md(d.device)}", ""]
+                out += table(["kernel", "count", "total", "mean"],
+                             ([md(k.name), str(k.count), fmt_us(k.total_us), fmt_us(k.mean_us)]
+                              for k in d.top_kernels), rows["kernels"], len(d.top_kernels), "kernels")
+            if d.memcpy.by_direction:
+                out += [f"#### Memcpy by direction, rank {who(r)} {md(d.device)}", ""]
+                out += table(["direction", "copies", "time", "bytes", "bandwidth", "pageable", "pinned"],
+                             ([md(c.direction), str(c.count), fmt_us(c.union_us),
+                               str(c.bytes) if c.copies_with_size else "n/a",
+                               "n/a" if c.bandwidth_gbps is None else f"{c.bandwidth_gbps:.1f} GB/s",
+                               str(c.pageable), str(c.pinned)] for c in d.memcpy.by_direction),
+                             rows["kernels"], len(d.memcpy.by_direction), "directions")
+    if len(a.ranks) > rows["ranks"]:
+        out += [f"_Details of {len(a.ranks) - rows['ranks']} more rank(s) are in the HTML report._", ""]
+    inputs = a.inputs
     out += ["#### Inputs", ""]
-    out += _table(["file", "format", "events read", "kept", "warnings"],
-                  ([_md(i["path"]), _md(i["format"]), str(i["events_read"]), str(i["events_kept"]),
-                    "; ".join(_md(w, 200) for w in i["warnings"][: rows["warnings"]]) or "–"] for i in inputs),
-                  rows["inputs"], len(inputs), "inputs")
-    if report["warnings"]:
-        out += [f"- {_md(w, 300)}" for w in report["warnings"][: rows["warnings"]]] + [""]
+    out += table(["file", "format", "events read", "kept", "warnings"],
+                 ([md(i.path), md(i.format), str(i.events_read), str(i.events_kept),
+                   "; ".join(md(w, 200) for w in i.warnings[: rows["warnings"]]) or "–"] for i in inputs),
+                 rows["inputs"], len(inputs), "inputs")
+    if a.warnings:
+        out += [f"- {md(w, 300)}" for w in a.warnings[: rows["warnings"]]] + [""]
     return out
 
 
-def _counters(report: Report) -> list[str]:
+def _counters(a: AnalysisData) -> list[str]:
     """nvidia-smi logs: alignment per log and utilisation per GPU (one row each: small)."""
-    logs = report.get("counter_logs", [])
-    if not logs:
+    if not a.counter_logs:
         return []
     out = ["### nvidia-smi logs", "", "| log | clock | offset | found by | fit r | ambiguous |",
            "|---|---|---|---|---|---|"]
-    for log in logs:
-        fit = log["fit"] or {}
-        offset = "own clock" if log["offset_s"] is None else f"{log['offset_s']:+.3f} s"
-        r = fit.get("correlation")
-        out.append(f"| {_md(log['path'])} | {_md(log['clock'])} | {offset} | {_md(log['offset_method'] or 'n/a')} | "
-                   f"{'n/a' if r is None else f'{r:.2f}'} | {fit.get('ambiguous', 'n/a')} |")
+    for log in a.counter_logs:
+        offset = "own clock" if log.offset_s is None else f"{log.offset_s:+.3f} s"
+        r = log.fit.correlation if log.fit else None
+        ambiguous = log.fit.ambiguous if log.fit else "n/a"
+        out.append(f"| {md(log.path)} | {md(log.clock)} | {offset} | {md(log.offset_method or 'n/a')} | "
+                   f"{'n/a' if r is None else f'{r:.2f}'} | {ambiguous} |")
     out += ["", "| GPU | SM util mean | in trace window | zero-util runs | longest zero run | trace busy vs log |",
             "|---|---|---|---|---|---|"]
-    for d in report.get("counters", []):
-        sm = d["metrics"].get("sm_util_pct") or {}
-        z = d["zero_util_runs"] or {}
-        cc = d["cross_check"]
-        check = "n/a" if not cc else (f"{cc['trace_busy_pct']:.1f}% vs {cc['log_util_pct']:.1f}%"
-                                      + (" (disagree)" if cc["disagrees"] else ""))
-        longest = "n/a" if not z.get("runs") else f"{z['longest_s']:g} s from +{z['longest_start_s']:g} s"
-        mean, inside = sm.get("mean"), sm.get("window_mean")
-        out.append(f"| {_md(d['device'])} | {'n/a' if mean is None else f'{mean:.1f}%'} | "
-                   f"{'n/a' if inside is None else f'{inside:.1f}%'} | {z.get('runs', 'n/a')} | {longest} | {check} |")
+    for d in a.counters:
+        sm = d.metrics.get("sm_util_pct")
+        z = d.zero_util_runs
+        cc = d.cross_check
+        check = "n/a" if not cc else (f"{cc.trace_busy_pct:.1f}% vs {cc.log_util_pct:.1f}%"
+                                      + (" (disagree)" if cc.disagrees else ""))
+        longest = "n/a" if not (z and z.runs) else f"{z.longest_s:g} s from +{z.longest_start_s:g} s"
+        mean, inside = (sm.mean, sm.window_mean) if sm else (None, None)
+        out.append(f"| {md(d.device)} | {'n/a' if mean is None else f'{mean:.1f}%'} | "
+                   f"{'n/a' if inside is None else f'{inside:.1f}%'} | {z.runs if z else 'n/a'} | {longest} | "
+                   f"{check} |")
     return out + [""]

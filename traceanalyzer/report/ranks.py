@@ -1,86 +1,85 @@
-"""Ranks and stragglers in words: the Markdown and terminal lines of a many-rank job (report `job`).
+"""Ranks and stragglers in words: the Markdown and terminal lines of a many-rank job (`AnalysisData.job`).
 
 Formats what analyses/job.py and diagnosis/stragglers.py found; computes nothing. Every string
-from a trace (host names) is escaped by the caller's helpers (`_md`, `_clean`).
+from a trace (host names) is escaped (`md` here, `clean` by the terminal's `wrap`).
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-from ._format import _md, _table, _wrap, fmt_us
+from ..result.types import AnalysisData, HostClock
+from ._format import fmt_us, md, table, wrap
 
 MAX_CLOCK_LINES = 8  # host clocks listed on the terminal
 
 
-def straggler_sentence(report: dict[str, Any]) -> str | None:
+def straggler_sentence(a: AnalysisData) -> str | None:
     """The stragglers, or that there is none; None for one rank."""
-    job = report.get("job")
+    job = a.job
     if not job:
         return None
-    found = (report.get("diagnosis") or {}).get("stragglers") or []
-    if not job["collectives_matched"]:
+    found = a.diagnosis.stragglers if a.diagnosis else ()
+    if not job.collectives_matched:
         return "Stragglers: not assessed (no collective was found on every rank and ending together)."
     if found:
         return ("Straggler" + ("s" if len(found) > 1 else "") + ": "
-                + "; ".join(s["text"] for s in found) + ".")
-    floor = job.get("straggler_min_lateness_us")
+                + "; ".join(s.text for s in found) + ".")
+    floor = job.straggler_min_lateness_us
     limit = f" {fmt_us(floor)} per step" if floor is not None else ""
     return (f"No straggler: no rank starts its collectives{limit} later than the median rank "
-            f"({job['collectives_matched']} collectives matched across ranks).")
+            f"({job.collectives_matched} collectives matched across ranks).")
 
 
-def _clock_text(c: dict[str, Any]) -> str:
-    if c["method"] == "reference":
+def _clock_text(c: HostClock) -> str:
+    if c.method == "reference":
         how = "reference clock"
-    elif c["method"] == "collectives":
-        how = f"offset {c['offset_us'] / 1e6:+.6f} s from {c['collectives_used']} collectives"
+    elif c.method == "collectives":
+        how = f"offset {c.offset_us / 1e6:+.6f} s from {c.collectives_used} collectives"
     else:
         how = "not aligned (no collective shared with the other ranks)"
-    fit = f", residual {fmt_us(c['residual_us'])}" if c.get("residual_us") is not None else ""
-    ranks = ", ".join(str(r) for r in c["ranks"][:16]) + (" ..." if len(c["ranks"]) > 16 else "")
-    return f"{c['host']} (ranks {ranks}): {how}{fit}"
+    fit = f", residual {fmt_us(c.residual_us)}" if c.residual_us is not None else ""
+    ranks = ", ".join(str(r) for r in c.ranks[:16]) + (" ..." if len(c.ranks) > 16 else "")
+    return f"{c.host} (ranks {ranks}): {how}{fit}"
 
 
-def text_lines(report: dict[str, Any]) -> list[str]:
+def text_lines(a: AnalysisData) -> list[str]:
     """Terminal lines: the stragglers (or none) and, with several clocks, how each was aligned."""
-    sentence = straggler_sentence(report)
-    if sentence is None:
+    sentence = straggler_sentence(a)
+    if sentence is None or a.job is None:
         return []
-    lines = _wrap(sentence, "", "  ")
-    clocks = report["job"]["clocks"]
+    lines = wrap(sentence, "", "  ")
+    clocks = a.job.clocks
     if len(clocks) > 1:
         lines.append("Job clock:")
         for c in clocks[:MAX_CLOCK_LINES]:
-            lines += _wrap(_clock_text(c), "  ", "    ")
+            lines += wrap(_clock_text(c), "  ", "    ")
         if len(clocks) > MAX_CLOCK_LINES:
             lines.append(f"  ... and {len(clocks) - MAX_CLOCK_LINES} more clocks in the report")
     return lines
 
 
-def markdown_lines(report: dict[str, Any], limit: int) -> list[str]:
+def markdown_lines(a: AnalysisData, limit: int) -> list[str]:
     """The "Ranks and stragglers" section: the sentence, the per-rank table (at most `limit` rows)
     and the host clocks when there are several."""
 
-    sentence = straggler_sentence(report)
-    if sentence is None:
+    sentence = straggler_sentence(a)
+    job = a.job
+    if sentence is None or job is None:
         return []
-    job = report["job"]
-    out = ["### Ranks and stragglers", "", _md(sentence, 2000), ""]
+    out = ["### Ranks and stragglers", "", md(sentence, 2000), ""]
     header = ["rank", "host", "step", "compute", "comm", "exposed comm", "waiting", "caused wait", "lateness",
               "bus bw"]
 
     def bw(v: float | None) -> str:
         return "n/a" if v is None else f"{v:.2f} GB/s"
 
-    rows = ([str(r["rank"]), _md(r["host"] or "–", 60), fmt_us(r["step_time_us"]), fmt_us(r["compute_us"]),
-             fmt_us(r["comm_us"]), fmt_us(r["exposed_comm_us"]), fmt_us(r["wait_in_collectives_us"]),
-             fmt_us(r["caused_wait_us"]), fmt_us(r["lateness_us"]), bw(r["bus_bandwidth_gbps"])]
-            for r in sorted(job["ranks"], key=lambda r: (-r["lateness_us"], r["rank"])))
+    rows = ([str(r.rank), md(r.host or "–", 60), fmt_us(r.step_time_us), fmt_us(r.compute_us),
+             fmt_us(r.comm_us), fmt_us(r.exposed_comm_us), fmt_us(r.wait_in_collectives_us),
+             fmt_us(r.caused_wait_us), fmt_us(r.lateness_us), bw(r.bus_bandwidth_gbps)]
+            for r in sorted(job.ranks, key=lambda r: (-r.lateness_us, r.rank)))
     out += ["_Per steady-state step; latest first._", ""]
-    out += _table(header, rows, limit, len(job["ranks"]), "ranks")
-    if len(job["clocks"]) > 1:
-        out += ["Job clock: " + "; ".join(_md(_clock_text(c), 300) for c in job["clocks"][:limit]), ""]
+    out += table(header, rows, limit, len(job.ranks), "ranks")
+    if len(job.clocks) > 1:
+        out += ["Job clock: " + "; ".join(md(_clock_text(c), 300) for c in job.clocks[:limit]), ""]
     return out
 
 

@@ -1,4 +1,4 @@
-"""Report -> the short summary shown on the terminal after every run (fits 80 columns).
+"""Analysis -> the short summary shown on the terminal after every run (fits 80 columns).
 
 Every line goes through `inert.terminal` before it is returned: escape sequences in a trace
 name or file name are removed, other control and bidi characters shown escaped (`\\n`, `\\u202e`).
@@ -7,13 +7,13 @@ name or file name are removed, other control and bidi characters shown escaped (
 from __future__ import annotations
 
 import textwrap
-from typing import Any
 
 from .. import inert
-from ..result.types import AnalysisData as Analysis
-from ..result.types import PlainData as Report
-from ._format import WIDTH, _clean, _wrap, fmt_pct, fmt_us
+from ..result.types import AnalysisData, DeviceResult, DiagnosisResult, RankResult
+from ._format import WIDTH, clean, fmt_pct, fmt_us, wrap
+from .host import host_text
 from .memory import text_lines as memory_text_lines
+from .ranks import text_lines as ranks_text_lines
 
 TOP_FINDINGS = 3  # findings shown in the summary
 ADVICE_PER_FINDING = 2
@@ -22,41 +22,37 @@ ADVICE_PER_FINDING = 2
 MAX_RANKS_SHOWN = 8
 
 
-def render_text(analysis: Analysis) -> str:
-    from .host import host_text
-
-    report = analysis.to_data()
+def render_text(analysis: AnalysisData) -> str:
+    a = analysis
     lines: list[str] = []
-    ranks = report["ranks"]
-    lines.append(f"traceanalyzer {report['tool']['version']}: {len(report['inputs'])} input(s), {len(ranks)} rank(s)")
-    for w in report["warnings"]:  # a cut-off trace is said first: the figures cover only what was read
+    ranks = a.ranks
+    lines.append(f"traceanalyzer {a.tool.version}: {len(a.inputs)} input(s), {len(ranks)} rank(s)")
+    for w in a.warnings:  # a cut-off trace is said first: the figures cover only what was read
         if "TRUNCATED" in w:
-            lines += _wrap(w, "WARNING: ", "  ")
-    diag = report.get("diagnosis") or {}
-    if diag.get("headline"):
-        lines += _wrap(diag["headline"], "Verdict: ", "  ")
+            lines += wrap(w, "WARNING: ", "  ")
+    diag = a.diagnosis
+    if diag and diag.headline:
+        lines += wrap(diag.headline, "Verdict: ", "  ")
     if diag:
         lines.extend(_diagnosis_lines(diag))
-    from .ranks import text_lines  # many ranks: stragglers and the job clock (here: no import cycle)
-
-    lines.extend(text_lines(report))
-    s = report.get("summary")
-    if s and len(ranks) > 1:
-        lines += _wrap(f"GPU idle {fmt_pct(s['gpu_idle_fraction'])}, memcpy {fmt_pct(s['memcpy_share_of_busy'])} of "
-                       f"busy, DataLoader wait {fmt_pct(s['dataloader_wait_fraction'])}, {s['steps']} step(s), "
-                       f"{s['devices']} GPU(s)", "Overall: ", "  ")
+    lines.extend(ranks_text_lines(a))  # many ranks: stragglers and the job clock
+    s = a.summary
+    if len(ranks) > 1:
+        lines += wrap(f"GPU idle {fmt_pct(s.gpu_idle_fraction)}, memcpy {fmt_pct(s.memcpy_share_of_busy)} of "
+                      f"busy, DataLoader wait {fmt_pct(s.dataloader_wait_fraction)}, {s.steps} step(s), "
+                      f"{s.devices} GPU(s)", "Overall: ", "  ")
     for r in ranks[:MAX_RANKS_SHOWN]:
         lines.append(_rank_line(r))
-        if not r["devices"]:
+        if not r.devices:
             lines.append("  no GPU activity in this trace")
-        for d in r["devices"]:
+        for d in r.devices:
             lines.extend(_device_lines(d))
     if len(ranks) > MAX_RANKS_SHOWN:
         lines.append(f"... and {len(ranks) - MAX_RANKS_SHOWN} more rank(s) in the report")
-    lines.extend(memory_text_lines(report))
-    lines.extend(counter_lines(report))
-    lines.extend(_clean(line) for line in host_text(report))
-    warnings = sum(len(i["warnings"]) for i in report["inputs"]) + len(report["warnings"])
+    lines.extend(memory_text_lines(a))
+    lines.extend(counter_lines(a))
+    lines.extend(clean(line) for line in host_text(a))
+    warnings = sum(len(i.warnings) for i in a.inputs) + len(a.warnings)
     if warnings:
         lines.append(f"{warnings} warning(s) while reading; see the report's Inputs section")
     return "\n".join(fit([inert.terminal(line) for line in lines])) + "\n"
@@ -70,69 +66,69 @@ def fit(lines: list[str]) -> list[str]:
             out.append(line)
             continue
         indent = len(line) - len(line.lstrip(" "))
-        out += textwrap.wrap(_clean(line), WIDTH, initial_indent=" " * indent, subsequent_indent=" " * (indent + 2),
+        out += textwrap.wrap(clean(line), WIDTH, initial_indent=" " * indent, subsequent_indent=" " * (indent + 2),
                              break_long_words=True, break_on_hyphens=False)
     return out
 
 
-def _diagnosis_lines(d: dict[str, Any]) -> list[str]:
+def _diagnosis_lines(d: DiagnosisResult) -> list[str]:
     """Primary verdict, then the top findings with their first pieces of advice (trace text cleaned)."""
-    primary = f"Primary bottleneck: {_clean(d.get('primary') or 'undetermined')}"
-    if d.get("host_primary"):
-        primary += f" (host loop: {_clean(d['host_primary'])})"
+    primary = f"Primary bottleneck: {clean(d.primary or 'undetermined')}"
+    if d.host_primary:
+        primary += f" (host loop: {clean(d.host_primary)})"
     lines = [primary]
-    for f in (d.get("findings") or [])[:TOP_FINDINGS]:
-        win = f" - up to {fmt_us(f.get('explains_us'))}" if f.get("cause") and f.get("explains_us") is not None else ""
-        lines += _wrap(f"[{f.get('severity') or ''}] {f.get('title') or f.get('id') or ''}{win}", "* ", "    ")
-        for a in (f.get("advice") or [])[:ADVICE_PER_FINDING]:
-            lines += _wrap(a, "  - ", "    ")
+    for f in d.findings[:TOP_FINDINGS]:
+        win = f" - up to {fmt_us(f.explains_us)}" if f.cause and f.explains_us is not None else ""
+        lines += wrap(f"[{f.severity or ''}] {f.title or f.id or ''}{win}", "* ", "    ")
+        for advice in f.advice[:ADVICE_PER_FINDING]:
+            lines += wrap(advice, "  - ", "    ")
     return lines
 
 
-def _rank_line(r: dict[str, Any]) -> str:
-    who = f"rank {r['rank']}" if r["rank"] is not None else str(r.get("input") or "trace").rsplit("/", 1)[-1]
-    steps = f"{r['steps']} steps" if r["steps"] else f"no steps, window from {r['window_basis'].replace('_', ' ')}"
-    return (f"{who}: window {fmt_us(r['window_us'])} ({steps}), "
-            f"dataloader wait {fmt_pct(r['dataloader_wait_fraction'])}")
+def _rank_line(r: RankResult) -> str:
+    who = f"rank {r.rank}" if r.rank is not None else str(r.input or "trace").rsplit("/", 1)[-1]
+    steps = f"{r.steps} steps" if r.steps else f"no steps, window from {r.window_basis.replace('_', ' ')}"
+    return (f"{who}: window {fmt_us(r.window_us)} ({steps}), "
+            f"dataloader wait {fmt_pct(r.dataloader_wait_fraction)}")
 
 
-def _device_lines(d: dict[str, Any]) -> list[str]:
-    g = d["gaps"]
-    busy = None if d["gpu_idle_fraction"] is None else 1 - d["gpu_idle_fraction"]
+def _device_lines(d: DeviceResult) -> list[str]:
+    g = d.gaps
+    busy = None if d.gpu_idle_fraction is None else 1 - d.gpu_idle_fraction
     return [
-        f"  {d['device']}: busy {fmt_pct(busy)}, idle {fmt_pct(d['gpu_idle_fraction'])}, "
-        f"memcpy {fmt_pct(d['memcpy_share_of_busy'])} of busy",
-        f"    idle gaps >= {fmt_us(g['min_gap_us'])}: {g['count']}, total {fmt_us(g['total_us'])}, "
-        f"largest {fmt_us(g['largest_us'])}",
+        f"  {d.device}: busy {fmt_pct(busy)}, idle {fmt_pct(d.gpu_idle_fraction)}, "
+        f"memcpy {fmt_pct(d.memcpy_share_of_busy)} of busy",
+        f"    idle gaps >= {fmt_us(g.min_gap_us)}: {g.count}, total {fmt_us(g.total_us)}, "
+        f"largest {fmt_us(g.largest_us)}",
     ]
 
 
-def counter_lines(report: Report) -> list[str]:
+def counter_lines(a: AnalysisData) -> list[str]:
     """nvidia-smi / DCGM logs: how each was put on the trace clock, and per GPU its utilisation,
     zero-utilisation runs and the cross-check with the trace."""
     lines: list[str] = []
-    for log in report.get("counter_logs", []):
-        if log["offset_s"] is None:
-            lines.append(f"{log['path']}: {log['format']}, {log['samples_kept']} rows, own clock ({log['clock']})")
+    for log in a.counter_logs:
+        if log.offset_s is None:
+            lines.append(f"{log.path}: {log.format}, {log.samples_kept} rows, own clock ({log.clock})")
             continue
-        fit = log["fit"] or {}
-        r = fit.get("correlation")
-        quality = "fit n/a" if r is None else f"fit r={r:.2f}" + (", ambiguous" if fit.get("ambiguous") else "")
-        lines.append(f"{log['path']}: offset {log['offset_s']:+.3f} s ({log['offset_method']}, {quality})")
-    for d in report.get("counters", []):
-        sm = d["metrics"].get("sm_util_pct")
+        r = log.fit.correlation if log.fit else None
+        ambiguous = bool(log.fit and log.fit.ambiguous)
+        quality = "fit n/a" if r is None else f"fit r={r:.2f}" + (", ambiguous" if ambiguous else "")
+        lines.append(f"{log.path}: offset {log.offset_s:+.3f} s ({log.offset_method}, {quality})")
+    for d in a.counters:
+        sm = d.metrics.get("sm_util_pct")
         if sm is None:
-            lines.append(f"  GPU {d['device']} (log): {d['samples']} samples, no SM utilisation column")
+            lines.append(f"  GPU {d.device} (log): {d.samples} samples, no SM utilisation column")
             continue
-        inside = "" if not sm["window_samples"] else f", in trace window {sm['window_mean']:.1f}%"
-        mean = "n/a" if sm["mean"] is None else f"{sm['mean']:.1f}%"
-        lines.append(f"  GPU {d['device']} (log): SM util mean {mean}{inside} over {d['samples']} samples")
-        z = d["zero_util_runs"]
-        if z and z["runs"]:
-            lines.append(f"    zero-util runs: {z['runs']} ({z['total_s']:g} s); longest {z['longest_samples']} "
-                         f"samples = {z['longest_s']:g} s, from +{z['longest_start_s']:g} s")
-        cc = d["cross_check"]
+        inside = "" if not sm.window_samples else f", in trace window {sm.window_mean:.1f}%"
+        mean = "n/a" if sm.mean is None else f"{sm.mean:.1f}%"
+        lines.append(f"  GPU {d.device} (log): SM util mean {mean}{inside} over {d.samples} samples")
+        z = d.zero_util_runs
+        if z and z.runs:
+            lines.append(f"    zero-util runs: {z.runs} ({z.total_s:g} s); longest {z.longest_samples} "
+                         f"samples = {z.longest_s:g} s, from +{z.longest_start_s:g} s")
+        cc = d.cross_check
         if cc:
-            lines.append(f"    trace busy {cc['trace_busy_pct']:.1f}% vs log {cc['log_util_pct']:.1f}%"
-                         + (" - DISAGREE" if cc["disagrees"] else ""))
+            lines.append(f"    trace busy {cc.trace_busy_pct:.1f}% vs log {cc.log_util_pct:.1f}%"
+                         + (" - DISAGREE" if cc.disagrees else ""))
     return lines

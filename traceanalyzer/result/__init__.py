@@ -24,9 +24,7 @@ class Analysis(AnalysisData):
 
     # --- serialization
     def to_json(self) -> bytes:
-        from ..report import render
-
-        return render(self, "json")
+        return self._render("json")
 
     def save(self, path: str | Path, drawing: bool = True) -> Path:
         """Write the JSON report (what `traceanalyzer.load` reads back); `drawing=False` leaves out the
@@ -38,26 +36,25 @@ class Analysis(AnalysisData):
         target.write_bytes(render(self if drawing else self.without_drawing(), "json"))
         return target
 
-    # --- renderers
-    def to_html(self, path: str | Path | None = None) -> str:
-        """The self-contained HTML report; written to `path` when given."""
+    # --- renderers (by name from `report.RENDERERS`)
+    def _render(self, fmt: str) -> bytes:
         from ..report import render
 
-        data = render(self, "html")
+        return render(self, fmt)
+
+    def to_html(self, path: str | Path | None = None) -> str:
+        """The self-contained HTML report; written to `path` when given."""
+        data = self._render("html")
         if path is not None:
             Path(path).write_bytes(data)
         return data.decode("utf-8")
 
     def to_markdown(self) -> str:
-        from ..report import render
-
-        return render(self, "md").decode("utf-8")
+        return self._render("md").decode("utf-8")
 
     def to_text(self) -> str:
         """The short terminal summary."""
-        from ..report.text import render_text
-
-        return render_text(self)
+        return self._render("text").decode("utf-8")
 
     # --- DataFrame views (pandas), one row per rank x ...
     def steps(self) -> pd.DataFrame:

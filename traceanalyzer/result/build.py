@@ -1,9 +1,9 @@
 """Timeline + figures + diagnosis + counter figures -> the typed `Analysis` (traceanalyzer.result).
 
 The last step of the pipeline: it converts units once (ns -> us rounded to whole ns, fractions
-clamped to [0, 1]), draws the bounded timeline tracks and per-step chart series, and attaches
-each gap's cause by its index in the device's gap set (made once by the figures, attributed once
-by the diagnosis). Renderers only format what this returns.
+clamped to [0, 1]), draws the bounded timeline tracks and per-step chart series; each gap's
+cause is read from the device's gap set, where the figures gave it (shown when the run is
+diagnosed). Renderers only format what this returns.
 """
 
 from __future__ import annotations
@@ -22,12 +22,12 @@ from ..analyses import throughput as TP
 from ..analyses import tracks as TR
 from ..analyses.counters import CROSS_CHECK_MARGIN_PCT, trace_window
 from ..analyses.counters import DeviceCounters as CounterFigures
-from ..analyses.figures import TOP_KERNELS
+from ..analyses.figures import TOP_KERNELS, Steps
+from ..analyses.gaps import AttributedGap, Evidence, GapSet
 from ..analyses.host_logs import SERIES_METRICS, SERIES_POINTS, HostLogFigures
 from ..analyses.memory import MemoryFigures
 from ..causes import CAUSES
 from ..diagnosis import Diagnosis, Finding, RankDiagnosis
-from ..diagnosis.attribution import AttributedGap, DeviceAttribution, Evidence
 from ..timeline import Timeline
 from . import Analysis
 from . import types as R
@@ -98,8 +98,7 @@ def assemble(tl: Timeline, figures: Figures, diagnosis: Diagnosis | None = None,
 # --- ranks and devices -----------------------------------------------------------------------------
 def _rank(tl: Timeline, r: RankAnalysis, dr: RankDiagnosis | None, min_gap_ns: int, max_blocks: int,
           counters: dict[int, R.DeviceCounters], batch_size: int | None = None) -> R.RankResult:
-    attributed = {d.device: d for d in dr.devices} if dr else {}
-    tracks = rank_tracks(tl, r, attributed, min_gap_ns, max_blocks)
+    tracks = rank_tracks(tl, r, min_gap_ns, max_blocks)
     return rank_result(tl, r, dr, counters, timeline_data(tracks, max_blocks), batch_size)
 
 
@@ -107,14 +106,13 @@ def rank_result(tl: Timeline, r: RankAnalysis, dr: RankDiagnosis | None, counter
                 timeline: dict[str, Any], batch_size: int | None = None) -> R.RankResult:
     """One rank's typed result, with its drawn timeline (`timeline_data`) made by the caller."""
     info = tl.ranks[r.index]
-    attributed = {d.device: d for d in dr.devices} if dr else {}
     mem = r.memory
     mem_devices = mem.devices if mem else {}
     memory_series: dict[str, Any] = {}
     devices = []
     for d in r.devices:
         m = mem_devices.get(d.device)
-        devices.append(_device(d, attributed.get(d.device), counters.get(d.device), m, r))
+        devices.append(_device(d, counters.get(d.device), m, r))
         if m is not None:
             memory_series[f"cuda:{d.device}"] = _memory_series(m, d.busy.window.start_ns)
     if mem and mem.host:
@@ -142,13 +140,6 @@ def rank_result(tl: Timeline, r: RankAnalysis, dr: RankDiagnosis | None, counter
         diagnosis=_rank_diagnosis(dr) if dr else None,
         drawing=R.RankDrawing(timeline, {"per_step": _per_step_chart(per_step, dr)}, memory_series),
     )
-
-
-def _causes_of(attr: DeviceAttribution | None) -> np.ndarray | None:
-    """Cause ids of every gap of the device's gap set, by index; None when not attributed."""
-    if attr is None:
-        return None
-    return np.array(CAUSES, dtype=object)[attr.causes] if len(attr.causes) else np.zeros(0, dtype=object)
 
 
 def _memory_series(m: MemoryFigures, origin_ns: int) -> dict[str, Any]:
@@ -184,10 +175,10 @@ def memory_warnings(tl: Timeline, figures: Figures) -> list[str]:
     return out
 
 
-def _gap_table(d: DeviceAnalysis, causes: np.ndarray | None, r: RankAnalysis, min_gap_ns: int) -> R.GapTable:
-    """Every gap of the device's idle set at least `min_gap_ns` long, with its step and cause; past
-    MAX_GAP_ROWS the longest are kept, by start time."""
-    starts, ends = d.idle
+def _gap_table(d: DeviceAnalysis, r: RankAnalysis, min_gap_ns: int) -> R.GapTable:
+    """Every gap of the device's idle set at least `min_gap_ns` long, with its step and the cause the
+    figures gave it; past MAX_GAP_ROWS the longest are kept, by start time."""
+    starts, ends, causes = d.idle.start_ns, d.idle.end_ns, d.idle.cause
     keep = np.flatnonzero((ends - starts) >= max(min_gap_ns, 1))
     omitted = 0
     if len(keep) > MAX_GAP_ROWS:
@@ -195,24 +186,24 @@ def _gap_table(d: DeviceAnalysis, causes: np.ndarray | None, r: RankAnalysis, mi
         omitted = len(keep) - MAX_GAP_ROWS
         keep = np.sort(keep[longest])
     s, e = starts[keep], ends[keep]
-    st_start = np.array([x.start_ns for x in r.per_step], dtype=np.int64)
-    st_end = st_start + np.array([x.dur_ns for x in r.per_step], dtype=np.int64)
-    st_num = np.array([x.step for x in r.per_step], dtype=np.int64)
+    spans = r.spans if r.spans is not None else Steps(*(np.zeros(0, dtype=np.int64),) * 3)
+    st_start, st_end, st_num = spans.start_ns, spans.end_ns, spans.number
     at = iv.locate(s, st_start, st_end) if len(st_start) else np.full(len(s), -1)
     origin = d.busy.window.start_ns
     return R.GapTable(
         start_us=tuple(np.round((s - origin) / 1000.0, 3).tolist()),
         duration_us=tuple(np.round((e - s) / 1000.0, 3).tolist()),
         step=tuple(None if j < 0 else int(st_num[j]) for j in at.tolist()),
-        cause=tuple(None if causes is None else str(c) for c in (causes[keep] if causes is not None else keep)),
+        cause=(tuple(str(c) for c in np.asarray(causes, dtype=object)[keep]) if causes is not None
+               else (None,) * len(keep)),
         omitted=omitted)
 
 
-def _device(d: DeviceAnalysis, attr: DeviceAttribution | None, counters: R.DeviceCounters | None,
-            memory: MemoryFigures | None, rank: RankAnalysis) -> R.DeviceResult:
+def _device(d: DeviceAnalysis, counters: R.DeviceCounters | None, memory: MemoryFigures | None,
+            rank: RankAnalysis) -> R.DeviceResult:
     b, g, m = d.busy, d.gaps, d.memcpy
     w = b.window
-    causes = _causes_of(attr)
+    causes = d.idle.cause
     kernels = tuple(R.KernelResult(k.name, k.count, _us0(k.total_ns), _us0(k.mean_ns), k.comm) for k in d.kernels)
     return R.DeviceResult(
         device=f"cuda:{d.device}",
@@ -243,7 +234,7 @@ def _device(d: DeviceAnalysis, attr: DeviceAttribution | None, counters: R.Devic
         counters=counters,
         kernel_table=kernels,
         memory=None if memory is None else _memory(memory),
-        gap_table=_gap_table(d, causes, rank, g.min_gap_ns),
+        gap_table=_gap_table(d, rank, g.min_gap_ns),
     )
 
 
@@ -302,12 +293,10 @@ def _blocks(b: TR.Blocks, origin_ns: int) -> dict[str, Any]:
     }
 
 
-def rank_tracks(tl: Timeline, r: RankAnalysis, attributed: dict[int, DeviceAttribution], min_gap_ns: int,
-                max_blocks: int) -> TR.RankTracks:
-    """A rank's drawn tracks, its gaps carrying the causes the attribution gave them."""
-    gap_sets = {d.device: TR.GapSet(d.idle[0], d.idle[1], _causes_of(attributed.get(d.device)))
-                for d in r.devices}
-    return TR.rank_tracks(tl, r.index, r.window, gap_sets, min_gap_ns, max_blocks)
+def rank_tracks(tl: Timeline, r: RankAnalysis, min_gap_ns: int, max_blocks: int) -> TR.RankTracks:
+    """A rank's drawn tracks, its gaps carrying the causes the figures gave them."""
+    gap_sets: dict[int, GapSet] = {d.device: d.idle for d in r.devices}
+    return TR.rank_tracks(tl, r.index, r.window, gap_sets, min_gap_ns, max_blocks, r.spans)
 
 
 def timeline_data(t: TR.RankTracks, max_blocks: int) -> dict[str, Any]:

@@ -120,16 +120,15 @@ def analyze_rank_timeline(tl: Timeline, task: RankTask) -> FileOutput:
     from ..formats import rank_metas
     from ..result.build import memory_warnings, rank_result, rank_tracks
 
-    figures = figures_of(tl, min_gap_ns=task.min_gap_ns)
-    diagnosis = diagnose(tl, figures, task.include_warmup) if task.diagnose else None
+    figures = figures_of(tl, min_gap_ns=task.min_gap_ns, causes=task.diagnose)
+    diagnosis = diagnose(figures, task.include_warmup) if task.diagnose else None
     diagnosis = split_input_bound(diagnosis, (), False)  # this path has no host logs: say which would tell
     by_index = {d.index: d for d in diagnosis.ranks} if diagnosis else {}
     metas = rank_metas(tl)
     ranks = []
     for r in figures.ranks:
         dr = by_index.get(r.index)
-        attributed = {d.device: d for d in dr.devices} if dr else {}
-        tracks = rank_tracks(tl, r, attributed, task.min_gap_ns, TR.MAX_BLOCKS_PER_TRACK)
+        tracks = rank_tracks(tl, r, task.min_gap_ns, TR.MAX_BLOCKS_PER_TRACK)
         ranks.append(RankOutput(
             meta=metas[r.index],
             result=rank_result(tl, r, dr, {}, {}, task.batch_size),

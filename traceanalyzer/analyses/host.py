@@ -1,32 +1,25 @@
-"""What the host was doing: the launching threads of a rank and their events sorted into causes.
+"""What the host was doing: the launching threads of a rank and their events sorted into classes,
+one per host-class cause of the registry (traceanalyzer/causes.py), plus "host" for the rest.
 
 Pure function of the Timeline, format-agnostic: it looks only at the `kind` column and at the
 original `name` (CUDA/HIP runtime call names, ATen op names), classified once per distinct name.
+A class's events are those its cause's `host_pattern` (or `host_kind`) matches that no class of lower
+`priority` claimed; two refinements are by duration, not name: a name's slow first call is start-up,
+and a copy call that only waits for the GPU (a small read-back, or a call far longer than its copy)
+is a synchronisation.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
+from .. import causes as C
 from .. import intervals as iv
 from .. import timeline as T
-from ..causes import (
-    ALLOCATOR,
-    CAUSES,
-    CHECKPOINT,
-    COMMUNICATION,
-    DATALOADER,
-    HOST_COMPUTE,
-    LAUNCH,
-    MEMCPY,
-    STARTUP,
-    SYNC,
-    UNKNOWN,
-)
 from ..names import name_flags
 from ..timeline import Timeline
 from .thresholds import (
@@ -39,49 +32,19 @@ from .thresholds import (
     STARTUP_MIN_NS,
 )
 
-# --- gap causes: defined once in the registry (traceanalyzer/causes.py) -----------------------------
+__all__ = ["OTHER_HOST", "HostActivity", "HostShares", "first_call_costs", "host_activity", "host_shares",
+           "launching_threads", "linked_copy"]
 
-__all__ = ["ALLOCATOR", "CAUSES", "CHECKPOINT", "COMMUNICATION", "DATALOADER", "HOST_COMPUTE", "LAUNCH", "MEMCPY",
-           "STARTUP", "SYNC", "UNKNOWN", "HostActivity", "host_activity"]
-
-# Host events are claimed by the first class that matches, in this order; a gap's share of each
-# class is measured on these disjoint pieces, so nested events count once.
-HOST_CLASSES = (STARTUP, DATALOADER, COMMUNICATION, ALLOCATOR, MEMCPY, SYNC, "host")
-
+# The class of the launching threads' events that no cause claims (framework ops, python frames).
+OTHER_HOST = "host"
 # Runtime calls that enqueue GPU work (cudaLaunchKernel, cuLaunchKernel, hipExtModuleLaunchKernel,
 # cudaGraphLaunch, ...).
 LAUNCH_CALL = re.compile(r"launch", re.IGNORECASE)
-# Calls that block the host until the GPU catches up: explicit synchronisations, synchronous copy
-# APIs (cudaMemcpy without Async, hipMemcpyWithStream) and the ATen ops that read a device scalar
-# (`.item()`, `if tensor:`), which are implemented with a copy and a stream synchronisation.
-SYNC_CALL = re.compile(
-    r"synchroniz|^(cuda|hip)Memcpy(2D|3D)?$|^cuMemcpy(HtoD|DtoH|DtoD)?(_v2)?$|^hipMemcpyWithStream$"
-    r"|^aten::(item|_local_scalar_dense|is_nonzero)$", re.IGNORECASE)
-# Host-side copy work: every copy API (sync or async: pageable async copies are staged by the host)
-# and pinning on the hot loop.
-MEMCPY_CALL = re.compile(r"memcpy|^aten::_?pin_memory$", re.IGNORECASE)
-# Synchronous device-memory allocation and release (stream-ordered *Async variants do not block).
-ALLOC_CALL = re.compile(
-    r"^(cuda|hip)(Malloc|Free|MallocHost|FreeHost|HostAlloc|MallocManaged|MallocPitch|Malloc3D)$"
-    r"|^cuMem(Alloc|Free|AllocHost|FreeHost|AllocManaged|AllocPitch)(_v2)?$", re.IGNORECASE)
-# Calls that only start-up makes: context, stream and event creation, module loading, library handle
-# creation, autotuning, torch.compile / XLA compilation.
-STARTUP_CALL = re.compile(
-    r"^cu(Init|CtxCreate|DevicePrimaryCtxRetain|ModuleLoad\w*|LibraryLoad\w*)(_v\d)?$"
-    r"|^(cuda|hip)(StreamCreate\w*|EventCreate\w*|GetDeviceProperties\w*|ModuleLoad\w*|Init)$"
-    r"|^(cublas|cublasLt|cudnn|cusparse|cufft|hipblas|hipblasLt|miopen|rocblas)(Create|_create)\w*$"
-    r"|cudnnFind|Autotun|autotune|torch/_dynamo/convert_frame|torch/_inductor/compile|compile_fx"
-    r"|^TorchDynamo Compil|^Torch-Compiled Region: \d+/\d+ \(compil|XlaCompile|jit_compile|CompileModule",
-    re.IGNORECASE)
-# Collectives and waits on them, on the host.
-COMM_CALL = re.compile(
-    r"^(nccl|rccl|gloo|mpi)[:_]|^(c10d|_c10d_functional|c10d_functional)::|^record_param_comms$"
-    r"|^ProcessGroup|torch/distributed/|^torch\.distributed\.", re.IGNORECASE)
 
 # Host kinds that are activity of the thread (steps and the profiler span hold everything: not).
-_ACTIVITY_KINDS = (T.DATALOADER, T.CPU_OP, T.ANNOTATION, T.RUNTIME, T.PYTHON, T.OTHER)
+ACTIVITY_KINDS = (T.DATALOADER, T.CPU_OP, T.ANNOTATION, T.RUNTIME, T.PYTHON, T.OTHER)
 # The columns of those events that causes and evidence read.
-_HOST_EVENT_COLUMNS = ("ts_ns", "dur_ns", "name", "kind", "correlation")
+HOST_EVENT_COLUMNS = ("ts_ns", "dur_ns", "name", "kind", "correlation")
 
 
 @dataclass(frozen=True)
@@ -90,14 +53,12 @@ class HostActivity:
 
     threads: tuple[tuple[int, int], ...]  # (pid, tid) of the launching threads; () if none
     basis: str  # how the threads were chosen: "launches" | "runtime" | "steps" | "busiest" | "none"
-    events: pd.DataFrame  # the threads' activity events (_HOST_EVENT_COLUMNS) and their `klass` (HOST_CLASSES)
-    exclusive: dict[str, iv.IntervalSet]  # per HOST_CLASSES entry, minus every earlier class
+    classes: tuple[str, ...]  # host-class cause ids in claiming order, then OTHER_HOST
+    events: pd.DataFrame  # the threads' activity events (HOST_EVENT_COLUMNS) and their `klass` (`classes`)
+    exclusive: dict[str, iv.IntervalSet]  # per class, minus every earlier class
     sync_calls: iv.IntervalSet  # union of blocking calls (for "blocked at the gap start")
     copy_calls: iv.IntervalSet  # union of host->device copy calls (pageable ones block the host)
-    any_activity: iv.IntervalSet  # union of all the threads' activity
     launch_calls: int  # runtime launch calls on the rank
-    # what evidence computes once per device and reuses for every cause (see attribution)
-    cache: dict = field(default_factory=dict, compare=False, repr=False)
 
 
 def launching_threads(tl: Timeline, rank: int) -> tuple[tuple[tuple[int, int], ...], str, int]:
@@ -128,7 +89,7 @@ def launching_threads(tl: Timeline, rank: int) -> tuple[tuple[tuple[int, int], .
         threads += [t for t in loop_threads if t not in threads]
         return tuple(threads), "launches", len(launches)
     for mask, basis in ((runtime, "runtime"), (host & T.category_mask(kind, (T.STEP, T.DATALOADER)), "steps"),
-                        (host & T.category_mask(kind, _ACTIVITY_KINDS), "busiest")):
+                        (host & T.category_mask(kind, ACTIVITY_KINDS), "busiest")):
         ranked = _threads_by_count(threads_of(mask))
         if ranked:
             return (ranked[0],), basis, 0
@@ -152,46 +113,63 @@ def host_activity(tl: Timeline, rank: int) -> HostActivity:
         mine = np.zeros(len(ev), dtype=bool)
         for p, t in threads:
             mine |= (pid == p) & (tid == t)
-        mine &= T.category_mask(ev["kind"], _ACTIVITY_KINDS)
+        mine &= T.category_mask(ev["kind"], ACTIVITY_KINDS)
         rows = np.flatnonzero(mine)
     else:
         rows = np.zeros(0, dtype=np.intp)
     # Only the columns the causes read, taken once (the whole table has twenty-odd columns).
     events = pd.DataFrame({c: ev[c].array.take(rows) if ev[c].dtype == "category" else ev[c].to_numpy()[rows]
-                           for c in _HOST_EVENT_COLUMNS})
+                           for c in HOST_EVENT_COLUMNS})
     kind = events["kind"]
+    host_causes = C.host_causes()
+    classes = (*(c.id for c in host_causes), OTHER_HOST)
+    matches = {c.id: _matches(c, events) for c in host_causes}
     # First-call costs only among operators and runtime calls: python frames and annotations nest under
     # one name (the outermost `_call_impl` spans the whole model), so their first call is not an outlier.
-    is_startup = name_flags(events, STARTUP_CALL) | (first_call_costs(events)
-                                                     & T.category_mask(kind, (T.CPU_OP, T.RUNTIME)))
-    is_loader = (kind == T.DATALOADER).to_numpy() & ~is_startup
-    is_comm = name_flags(events, COMM_CALL) & ~is_loader & ~is_startup
-    is_alloc = name_flags(events, ALLOC_CALL) & ~is_startup & ~is_comm
-    is_copy = name_flags(events, MEMCPY_CALL) & ~is_loader & ~is_comm & ~is_startup & ~is_alloc
+    matches[C.STARTUP] = matches[C.STARTUP] | (first_call_costs(events) & T.category_mask(kind, (T.CPU_OP, T.RUNTIME)))
     # A copy call whose GPU copy (same correlation id) is a small device-to-host copy is the host reading
     # a result back (.item(), .cpu(), .tolist()): it waits for the GPU, a synchronisation. So is a copy
     # call that lasts far longer than its GPU copy: the host waited for earlier GPU work, then copied.
     direction, nbytes, gpu_ns = linked_copy(ev, events["correlation"].to_numpy())
-    readback = is_copy & np.asarray(direction == "DtoH") & (nbytes < READBACK_MAX_BYTES)
     call_ns = events["dur_ns"].to_numpy()
-    waiting = is_copy & (gpu_ns >= 0) & (call_ns >= COPY_WAIT_MIN_NS) & (gpu_ns < COPY_WAIT_MAX_GPU_SHARE * call_ns)
-    is_copy &= ~readback & ~waiting
-    is_sync_name = name_flags(events, SYNC_CALL) | readback | waiting
-    is_sync = is_sync_name & ~is_loader & ~is_comm & ~is_copy & ~is_startup & ~is_alloc
-    code = np.select([is_startup, is_loader, is_comm, is_alloc, is_copy, is_sync], list(range(6)),
-                     default=len(HOST_CLASSES) - 1).astype(np.int8)
-    events["klass"] = pd.Categorical.from_codes(code, categories=HOST_CLASSES)
+    readback = np.asarray(direction == "DtoH") & (nbytes < READBACK_MAX_BYTES)
+    waiting = (gpu_ns >= 0) & (call_ns >= COPY_WAIT_MIN_NS) & (gpu_ns < COPY_WAIT_MAX_GPU_SHARE * call_ns)
+    waits = matches[C.MEMCPY] & (readback | waiting)
+    matches[C.MEMCPY] = matches[C.MEMCPY] & ~waits
+    sync_names = matches[C.SYNC]
+    matches[C.SYNC] = sync_names | waits
+    # Each event to the first class (lowest priority) that matches it; the rest is OTHER_HOST.
+    code = np.full(len(events), len(classes) - 1, dtype=np.int8)
+    claimed = np.zeros(len(events), dtype=bool)
+    for i, c in enumerate(classes[:-1]):
+        mine = matches[c] & ~claimed
+        code[mine] = i
+        claimed |= mine
+    events["klass"] = pd.Categorical.from_codes(code, categories=classes)
     ts = events["ts_ns"].to_numpy()
     end = ts + call_ns
     exclusive: dict[str, iv.IntervalSet] = {}
-    claimed = iv.empty()
-    for i, c in enumerate(HOST_CLASSES):
+    taken = iv.empty()
+    for i, c in enumerate(classes):
         mask = code == i
         u = iv.union(ts[mask], end[mask])
-        exclusive[c] = iv.subtract(u, claimed)
-        claimed = iv.union(np.r_[claimed[0], u[0]], np.r_[claimed[1], u[1]])
-    return HostActivity(threads, basis, events, exclusive, iv.union(ts[is_sync_name], end[is_sync_name]),
-                        iv.union(ts[is_copy], end[is_copy]), claimed, launch_calls)
+        exclusive[c] = iv.subtract(u, taken)
+        taken = iv.union(np.r_[taken[0], u[0]], np.r_[taken[1], u[1]])
+    # Blocking calls by name, and the copy calls that turned out to wait (unless an earlier class took them).
+    blocking = sync_names | (waits & (code == classes.index(C.SYNC)))
+    copying = code == classes.index(C.MEMCPY)
+    return HostActivity(threads, basis, classes, events, exclusive, iv.union(ts[blocking], end[blocking]),
+                        iv.union(ts[copying], end[copying]), launch_calls)
+
+
+def _matches(cause: C.Cause, events: pd.DataFrame) -> np.ndarray:
+    """The events a host-class cause's pattern or kind recognises (before the priority exclusions)."""
+    out = np.zeros(len(events), dtype=bool)
+    if cause.host_pattern is not None:
+        out |= name_flags(events, cause.host_pattern)
+    if cause.host_kind is not None:
+        out |= (events["kind"] == cause.host_kind).to_numpy()
+    return out
 
 
 def first_call_costs(events: pd.DataFrame) -> np.ndarray:
@@ -250,3 +228,45 @@ def linked_copy(ev: pd.DataFrame, correlation: np.ndarray) -> tuple[pd.Categoric
     nbytes = np.where(found, copies["bytes"].to_numpy()[pick], -1).astype(np.int64)
     dur = np.where(found, copies["dur_ns"].to_numpy()[pick], -1).astype(np.int64)
     return direction, nbytes, dur
+
+
+# --- what the rules say about the host ------------------------------------------------------------------
+def blocking_calls(host: HostActivity) -> tuple[tuple[str, int], ...]:
+    """The launching threads' events of the sync class: each name with its count, most frequent first."""
+    syncs = host.events[(host.events["klass"] == C.SYNC).to_numpy()]
+    counts = syncs["name"].astype(str).value_counts()
+    return tuple((str(n), int(k)) for n, k in counts.items())
+
+
+def sync_copy_calls(host: HostActivity) -> tuple[int, str | None]:
+    """How many of the launching threads' events are synchronous copy API calls, and the first one's name."""
+    ev = host.events
+    rows = np.flatnonzero(name_flags(ev, C.SYNC_COPY_CALLS)) if len(ev) else np.zeros(0, dtype=np.intp)
+    return len(rows), (str(ev["name"].iloc[rows[0]]) if len(rows) else None)
+
+
+@dataclass(frozen=True)
+class HostShares:
+    """Where the host loop's step time went (what CPU-only ranks are judged by)."""
+
+    total_ns: int
+    data_wait_ns: int
+    model_ops_ns: int
+    other_ns: int
+
+
+def host_shares(wait_set: iv.IntervalSet, st_start_ns: np.ndarray, st_end_ns: np.ndarray, window_start_ns: int,
+                window_end_ns: int, host: HostActivity) -> HostShares | None:
+    """Step time (or the window without steps) split into data wait (`wait_set`: the DataLoader
+    waits), model ops (the launching threads' operators outside those waits) and the rest."""
+    lo, hi = ((st_start_ns, st_end_ns) if len(st_start_ns)
+              else (np.array([window_start_ns]), np.array([window_end_ns])))
+    total = int((hi - lo).sum())
+    if total <= 0:
+        return None
+    ops = host.events[(host.events["kind"] == T.CPU_OP).to_numpy()]
+    ts = ops["ts_ns"].to_numpy()
+    model_set = iv.subtract(iv.union(ts, ts + ops["dur_ns"].to_numpy()), wait_set)
+    wait = int(iv.overlap_per_window(wait_set, lo, hi).sum())
+    model = int(iv.overlap_per_window(model_set, lo, hi).sum())
+    return HostShares(total, wait, model, total - wait - model)

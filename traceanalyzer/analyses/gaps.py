@@ -1,0 +1,363 @@
+"""Gap attribution: every idle stretch of a device gets one cause when the gap set is made, from what
+the launching host threads were doing during it (analyses/host.py). Timeline -> frozen figures;
+vectorized over gaps.
+
+All idle time of the window is attributed (gaps of any length, `min_gap_ns = 0`), so the idle
+time by cause adds up to window - GPU busy. A gap mostly covered by the events of a host class
+whose cause is `direct` (causes.py) gets that cause; otherwise: blocked in a synchronising call at
+its start -> sync, inside a copy call -> memcpy, short with host activity -> launch, the rest of
+the host's work -> host_compute, nothing traced -> unknown; slow steps that recur -> checkpoint.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .. import causes as C
+from .. import intervals as iv
+from .. import timeline as T
+from ..timeline import Timeline
+from . import figures as F
+from . import host as H
+from .thresholds import (
+    EVIDENCE_NAMES,
+    LAUNCH_GAP_MAX_NS,
+    PERIODIC_MAX_STEP_SHARE,
+    PERIODIC_MIN_EXCESS_NS,
+    PERIODIC_MIN_OCCURRENCES,
+    PERIODIC_MIN_STEPS,
+    PERIODIC_STEP_FACTOR,
+    SYNC_TOLERANCE_NS,
+    TOP_GAPS,
+)
+
+
+@dataclass(frozen=True)
+class GapSet:
+    """A device's idle set: every idle stretch of its window (any length), sorted, with its cause."""
+
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    cause: pd.Categorical | None = None  # cause id per gap (categories: causes.CAUSES); None: not attributed
+
+    def __len__(self) -> int:
+        return len(self.start_ns)
+
+    def codes(self) -> np.ndarray:
+        """Each gap's cause as its index into the registry's CAUSES (-1: not attributed)."""
+        return np.full(len(self), -1, dtype=np.int64) if self.cause is None else self.cause.codes.astype(np.int64)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    name: str
+    share: float  # covered length of this name's events inside the gap(s) / their length
+    time_ns: int = 0  # covered length of this name's events inside the gap(s)
+
+
+@dataclass(frozen=True)
+class AttributedGap:
+    device: int
+    start_ns: int  # absolute
+    window_start_ns: int
+    dur_ns: int
+    step: int | None
+    cause: str
+    evidence: tuple[Evidence, ...]
+
+
+@dataclass(frozen=True)
+class DeviceAttribution:
+    device: int
+    window: F.Window
+    idle_ns: int
+    gap_count: int
+    idle_by_cause: dict[str, int]
+    gaps_by_cause: dict[str, int]  # how many gaps have each cause
+    exposed_memcpy_ns: int  # host<->device copies running while no kernel runs
+    exposed_comm_ns: int  # communication kernels running while no other GPU work runs
+    gaps: GapSet  # every gap (min-gap 0) with its cause
+
+
+@dataclass(frozen=True)
+class PeriodicSteps:
+    steps: tuple[int, ...]  # step numbers of the recurring slow steps
+    every: int  # their spacing in steps
+    median_step_ns: int
+
+
+@dataclass(frozen=True)
+class StepCauses:
+    step: int
+    idle_by_cause: dict[str, int]  # summed over the rank's devices
+
+
+@dataclass(frozen=True)
+class RankCauses:
+    """A rank's gap attribution: what its launching threads did and which cause each idle stretch got."""
+
+    threads: tuple[tuple[int, int], ...]  # (pid, tid) of the launching threads
+    thread_basis: str  # how they were chosen (host.launching_threads)
+    periodic: PeriodicSteps | None
+    devices: tuple[DeviceAttribution, ...]
+    per_step: tuple[StepCauses, ...]  # one per step span, in step order
+    top_gaps: tuple[AttributedGap, ...]  # the longest gaps over all devices, with their host events
+    evidence: dict[str, tuple[Evidence, ...]]  # per cause with idle time: the host events behind it
+    blocking_calls: tuple[tuple[str, int], ...]  # sync-class event names and counts, most frequent first
+    sync_copy_calls: int  # synchronous copy API calls on the launching threads
+    sync_copy_first: str | None  # the first one's name
+    host_shares: H.HostShares | None  # the host loop's step time split (data wait, model ops, other)
+
+
+def cause_codes() -> dict[str, int]:
+    return {c: i for i, c in enumerate(C.CAUSES)}
+
+
+def periodic_steps(st: F.Steps) -> PeriodicSteps | None:
+    """Slow steps that recur every N steps (checkpoints, evaluation), or None."""
+    if len(st) < PERIODIC_MIN_STEPS:
+        return None
+    dur = st.end_ns - st.start_ns
+    median = float(np.median(dur))
+    slow = (dur >= PERIODIC_STEP_FACTOR * median) & (dur - median >= PERIODIC_MIN_EXCESS_NS)
+    numbers = np.sort(st.number[slow])
+    if len(numbers) < PERIODIC_MIN_OCCURRENCES or len(numbers) > PERIODIC_MAX_STEP_SHARE * len(st):
+        return None
+    spacing = np.diff(numbers)
+    if spacing.min() < 2 or spacing.max() - spacing.min() > 1:
+        return None
+    return PeriodicSteps(tuple(int(n) for n in numbers), int(np.median(spacing)), int(median))
+
+
+def attribute_device(tl: Timeline, rank: int, device: int, window: F.Window, host: H.HostActivity,
+                     st: F.Steps, periodic: PeriodicSteps | None, exposed_comm_ns: int,
+                     idle: iv.IntervalSet) -> DeviceAttribution:
+    """Causes for the device's idle set (`idle`: every gap of the window, any length)."""
+    starts, ends = idle
+    dur = ends - starts
+    code = cause_codes()
+    causes = classify_gaps(starts, ends, host)
+    if periodic is not None and len(starts):
+        idx = iv.locate(starts, st.start_ns, st.end_ns)
+        step_no = np.where(idx >= 0, st.number[np.clip(idx, 0, None)] if len(st) else -1, -1)
+        stall = np.isin(step_no, periodic.steps) & (dur >= LAUNCH_GAP_MAX_NS)
+        stall &= ~np.isin(causes, [code[C.DATALOADER], code[C.COMMUNICATION]])
+        causes = np.where(stall, code[C.CHECKPOINT], causes)
+    by_cause = {c: int(dur[causes == i].sum()) for i, c in enumerate(C.CAUSES)}
+    count = {c: int((causes == i).sum()) for i, c in enumerate(C.CAUSES)}
+    gaps = GapSet(starts, ends, pd.Categorical.from_codes(causes, categories=list(C.CAUSES)))
+    return DeviceAttribution(device, window, int(dur.sum()), len(dur), by_cause, count,
+                             exposed_memcpy_ns(tl, rank, device, window), exposed_comm_ns, gaps)
+
+
+def classify_gaps(starts: np.ndarray, ends: np.ndarray, host: H.HostActivity) -> np.ndarray:
+    """One cause per gap (index into CAUSES); see the README's Diagnosis section for the rules."""
+    n = len(starts)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    code = cause_codes()
+    dur = (ends - starts).astype(np.float64)
+    cover = np.stack([iv.overlap_per_window(host.exclusive[c], starts, ends) for c in host.classes])
+    none = dur - cover.sum(axis=0)
+    table = np.vstack([cover, none[None, :]])
+    best = np.argmax(table, axis=0)  # ties: the earlier (more specific) class
+    labels = np.array([*host.classes, "none"], dtype=object)[best]
+    blocked = iv.overlap_per_window(host.sync_calls, starts - SYNC_TOLERANCE_NS, starts) > 0
+    short = (ends - starts) < LAUNCH_GAP_MAX_NS
+    any_host = cover.sum(axis=0) > 0
+    out = np.full(n, code[C.UNKNOWN], dtype=np.int64)
+    direct = [c for c in host.classes if c in C.CAUSE_BY_ID and C.CAUSE_BY_ID[c].direct]
+    for klass in direct:
+        out[labels == klass] = code[klass]
+    rest = ~np.isin(labels, direct)
+    out[rest & blocked] = code[C.SYNC]
+    rest &= ~blocked
+    # Host still inside a copy call when the GPU ran dry (a pageable copy holds the host up).
+    copying = iv.overlap_per_window(host.copy_calls, starts - SYNC_TOLERANCE_NS, starts) > 0
+    out[rest & copying] = code[C.MEMCPY]
+    rest &= ~copying
+    out[rest & short & any_host] = code[C.LAUNCH]
+    out[rest & ~short & (labels == H.OTHER_HOST)] = code[C.HOST_COMPUTE]
+    return out
+
+
+def exposed_memcpy_ns(tl: Timeline, rank: int, device: int, window: F.Window) -> int:
+    """Host<->device copy time (HtoD, DtoH or direction unknown) with no kernel running."""
+    ev = tl.rank_events(rank)
+    copies = ev[(ev["kind"] == T.MEMCPY).to_numpy() & (ev["device"].to_numpy() == device)
+                & ev["copy_kind"].isin(("", "HtoD", "DtoH")).to_numpy()]
+    ts = copies["ts_ns"].to_numpy()
+    c = iv.clip(iv.union(ts, ts + copies["dur_ns"].to_numpy()), window.start_ns, window.end_ns)
+    k = iv.clip(F.work_union(tl, rank, device, (T.KERNEL,)), window.start_ns, window.end_ns)
+    return iv.total(iv.subtract(c, k))
+
+
+def rank_causes(tl: Timeline, rank: int, window: F.Window, st: F.Steps,
+                devices: list[tuple[int, F.Window, int, iv.IntervalSet]]) -> RankCauses:
+    """The rank's gap attribution; `devices`: (device, window, exposed communication ns, idle set) each."""
+    host = H.host_activity(tl, rank)
+    periodic = periodic_steps(st)
+    attributed = [attribute_device(tl, rank, d, w, host, st, periodic, comm, idle) for d, w, comm, idle in devices]
+    per_step = tuple(StepCauses(int(n), c) for n, c in zip(st.number, per_step_by_cause(attributed, st)))
+    evidence = causes_evidence(host, attributed)
+    n_copies, first_copy = H.sync_copy_calls(host)
+    shares = H.host_shares(F.dataloader_union(tl, rank), st.start_ns, st.end_ns, window.start_ns, window.end_ns,
+                           host)
+    return RankCauses(host.threads, host.basis, periodic, tuple(attributed), per_step,
+                      top_gaps(attributed, host, st), evidence, H.blocking_calls(host), n_copies, first_copy,
+                      shares)
+
+
+def per_step_by_cause(devices: list[DeviceAttribution], st: F.Steps) -> list[dict[str, int]]:
+    """Idle time by cause inside each step span, summed over the rank's devices."""
+    out = [dict.fromkeys(C.CAUSES, 0) for _ in range(len(st))]
+    if not len(st):
+        return out
+    for d in devices:
+        codes = d.gaps.codes()
+        for i, c in enumerate(C.CAUSES):
+            m = codes == i
+            if not m.any():
+                continue
+            got = iv.overlap_per_window((d.gaps.start_ns[m], d.gaps.end_ns[m]), st.start_ns, st.end_ns)
+            for j, v in enumerate(got):
+                out[j][c] += int(v)
+    return out
+
+
+def top_gaps(devices: list[DeviceAttribution], host: H.HostActivity, st: F.Steps,
+             top_n: int = TOP_GAPS) -> tuple[AttributedGap, ...]:
+    """The rank's longest gaps over all its devices, with the host events that explain them."""
+    rows = []
+    for d in devices:
+        g = d.gaps
+        order = np.argsort(-(g.end_ns - g.start_ns), kind="stable")[:top_n]
+        rows += [(int(e - s), d.device, int(s), int(e), int(c), d.window.start_ns)
+                 for s, e, c in zip(g.start_ns[order], g.end_ns[order], g.codes()[order])]
+    rows.sort(key=lambda r: (-r[0], r[1], r[2]))
+    out = []
+    for length, device, s, e, c, w0 in rows[:top_n]:
+        idx = iv.locate(np.array([s]), st.start_ns, st.end_ns)[0] if len(st) else -1
+        out.append(AttributedGap(device, s, w0, length, int(st.number[idx]) if idx >= 0 else None,
+                                 C.CAUSES[c], gap_evidence(host, s, e, C.CAUSES[c])))
+    return tuple(out)
+
+
+def _evidence_classes(host: H.HostActivity, cause: str) -> tuple[str, ...] | None:
+    """Host classes whose events are evidence for a cause: a host-class cause's own; others: every class."""
+    return (cause,) if cause in host.classes and cause != H.OTHER_HOST else None
+
+
+def gap_evidence(host: H.HostActivity, lo: int, hi: int, cause: str) -> tuple[Evidence, ...]:
+    """The host events behind one gap: the most specific names, with their share of the gap.
+
+    For a sync gap the blocking call running at the gap start is named even though it covers
+    little of the gap. Names are ranked by share x specificity (the part of their time that lies
+    inside the gap), so an enclosing frame that spans the whole step ranks below the op inside.
+    """
+    ev = host.events
+    ts = ev["ts_ns"].to_numpy()
+    end = ts + ev["dur_ns"].to_numpy()
+    lo_q = lo - SYNC_TOLERANCE_NS if cause == C.SYNC else lo
+    mask = (ts < hi) & (end > lo_q)
+    classes = _evidence_classes(host, cause)
+    if classes is not None:
+        mask &= T.category_mask(ev["klass"], classes)
+    return _rank_names(ev[mask], lo, hi, sync=cause == C.SYNC)
+
+
+def _rank_names(ev: pd.DataFrame, lo: int, hi: int, sync: bool = False) -> tuple[Evidence, ...]:
+    if not len(ev) or hi <= lo:
+        return ()
+    ts = ev["ts_ns"].to_numpy()
+    end = ts + ev["dur_ns"].to_numpy()
+    inside = np.clip(np.minimum(end, hi) - np.maximum(ts, lo), 0, None)
+    names, inside_ns, dur_ns = sum_by_name(ev, inside, np.maximum(end - ts, 1))
+    share = np.minimum(inside_ns / (hi - lo), 1.0)
+    specificity = inside_ns / dur_ns
+    score = share * specificity
+    order = np.argsort(-score, kind="stable")[:EVIDENCE_NAMES]
+    return tuple(Evidence(names[i], round(float(share[i]), 4), int(inside_ns[i])) for i in order
+                 if share[i] > 0 or sync)
+
+
+def _gap_positions(host: H.HostActivity, g: GapSet) -> tuple[np.ndarray, np.ndarray]:
+    """For each of the host's events: the last gap of `g` (any cause) starting at or before its start
+    and its end (-1: none). Two binary searches of a million events, made once per device and reused
+    for every cause."""
+    ts = host.events["ts_ns"].to_numpy()
+    end = ts + host.events["dur_ns"].to_numpy()
+    return np.searchsorted(g.start_ns, ts, side="right") - 1, np.searchsorted(g.start_ns, end, side="right") - 1
+
+
+def _cause_cover(g: GapSet, of_cause: np.ndarray, t: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """Length of the gaps flagged `of_cause` inside (-inf, t], given `at` (the last gap starting at or
+    before t): the gaps are sorted and disjoint, so those before `at` lie wholly before t."""
+    lengths = np.where(of_cause, g.end_ns - g.start_ns, 0)
+    before = np.r_[np.int64(0), np.cumsum(lengths)]
+    safe = np.clip(at, 0, None)
+    partial = np.clip(t - g.start_ns[safe], 0, lengths[safe])
+    return np.where(at >= 0, before[safe] + partial, 0)
+
+
+def sum_by_name(ev: pd.DataFrame, inside: np.ndarray, dur: np.ndarray) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """`inside` and `dur` summed per event name, names in order of first appearance: grouped by the
+    name column's category codes (integers, one stable sort), never by the strings of a million rows."""
+    codes = ev["name"].cat.codes.to_numpy()
+    if not len(codes):
+        return [], np.zeros(0, dtype=np.asarray(inside).dtype), np.zeros(0, dtype=np.asarray(dur).dtype)
+    order = np.argsort(codes, kind="stable")
+    c = codes[order]
+    starts = np.flatnonzero(np.r_[True, c[1:] != c[:-1]])
+    inside_sum = np.add.reduceat(np.asarray(inside)[order], starts)
+    dur_sum = np.add.reduceat(np.asarray(dur)[order], starts)
+    first = np.argsort(order[starts], kind="stable")  # groups by their first row
+    categories = ev["name"].cat.categories
+    names = [str(categories[k]) if k >= 0 else "nan" for k in c[starts][first].tolist()]
+    return names, inside_sum[first], dur_sum[first]
+
+
+def causes_evidence(host: H.HostActivity, devices: list[DeviceAttribution]) -> dict[str, tuple[Evidence, ...]]:
+    """`cause_evidence` of every cause that has idle time, the gap positions found once per device."""
+    positions = [_gap_positions(host, d.gaps) for d in devices]
+    out = {}
+    for cause in C.CAUSES:
+        if any(d.idle_by_cause.get(cause) for d in devices):
+            out[cause] = cause_evidence(host, devices, cause, positions)
+    return out
+
+
+def cause_evidence(host: H.HostActivity, devices: list[DeviceAttribution], cause: str,
+                   positions: list[tuple[np.ndarray, np.ndarray]] | None = None) -> tuple[Evidence, ...]:
+    """The host events behind all gaps of one cause; share = their time inside those gaps / that idle.
+    `positions`: `_gap_positions` of each device, when already found."""
+    ev = host.events
+    classes = _evidence_classes(host, cause)
+    rows = T.category_mask(ev["klass"], classes) if classes is not None else np.ones(len(ev), dtype=bool)
+    ev = ev[rows]
+    if not len(ev):
+        return ()
+    code = C.CAUSES.index(cause)
+    ts = ev["ts_ns"].to_numpy()
+    end = ts + ev["dur_ns"].to_numpy()
+    inside = np.zeros(len(ev), dtype=np.int64)
+    total = 0
+    for k, d in enumerate(devices):
+        g = d.gaps
+        m = g.codes() == code
+        if not m.any():
+            continue
+        total += int((g.end_ns[m] - g.start_ns[m]).sum())
+        at_start, at_end = (p[rows] for p in (positions[k] if positions is not None else _gap_positions(host, g)))
+        inside += _cause_cover(g, m, end, at_end) - _cause_cover(g, m, ts, at_start)
+    if total <= 0:
+        return ()
+    names, inside_ns, dur_ns = sum_by_name(ev, inside, np.maximum(end - ts, 1))
+    share = np.minimum(inside_ns / total, 1.0)
+    score = share * inside_ns / dur_ns
+    order = np.argsort(-score, kind="stable")[:EVIDENCE_NAMES]
+    return tuple(Evidence(names[i], round(float(share[i]), 4), int(inside_ns[i])) for i in order
+                 if share[i] > 0)
