@@ -202,7 +202,8 @@ def test_bad_requests_get_a_4xx_with_one_line(server):
     one_line_error(server.get("/api/v1/runs/<script>"), 404)
     one_line_error(server.get("/api/v1/runs", params={"status": "nope"}), 400)
     one_line_error(server.get("/api/v1/runs", params={"page": "x"}), 400)
-    one_line_error(httpx.delete(f"{server.url}/api/v1/runs/0123456789ab"), 405)
+    one_line_error(httpx.delete(f"{server.url}/api/v1/runs/0123456789ab"), 401)
+    one_line_error(httpx.put(f"{server.url}/api/v1/runs/0123456789ab"), 405)
     page = server.get("/runs/0123456789ab", headers={"Accept": "text/html"})
     assert page.status_code == 404 and "<h1>404</h1>" in page.text
     assert files_on_disk(server) == before
@@ -321,3 +322,47 @@ def test_archive_members_are_checked():
     for bad in ("../a", "a/../../b", "/etc/passwd", "C:/x", "a\\..\\b", "a\x00b", ""):
         with pytest.raises(UploadError):
             member_parts(bad)
+
+
+def test_deleting_a_run_removes_its_trace_unless_another_run_has_it(server):
+    token, reader, other = server.token("del"), server.token("del", read_only=True), server.token("del2")
+    data = (SAMPLES / "basic.json").read_bytes()
+    first, second = (server.upload(token, project="del", data=data).json()["id"] for _ in range(2))
+    run = server.wait(first)
+    server.wait(second)
+    blob = server.data / "traces" / run["sha256"][0][:2] / run["sha256"][0][2:]
+    auth = {"Authorization": f"Bearer {token}"}
+    one_line_error(httpx.delete(f"{server.url}/api/v1/runs/{first}", headers={"Authorization": f"Bearer {reader}"}),
+                   403)
+    one_line_error(httpx.delete(f"{server.url}/api/v1/runs/{first}", headers={"Authorization": f"Bearer {other}"}),
+                   404)
+    assert httpx.delete(f"{server.url}/api/v1/runs/{first}", headers=auth).status_code == 204
+    one_line_error(server.get(f"/api/v1/runs/{first}"), 404)
+    assert not (server.data / "reports" / first).exists() and blob.exists()  # the second run has it too
+    # the page's form: logged in with the cookie, with the page's CSRF token
+    page = server.get(f"/runs/{second}")
+    csrf = page.cookies["ta_csrf"]
+    forged = httpx.post(f"{server.url}/runs/{second}/delete", data={"csrf": "x"},
+                        cookies={"ta_csrf": csrf, "ta_token": token})
+    assert forged.status_code == 403 and server.get(f"/api/v1/runs/{second}").status_code == 200
+    r = httpx.post(f"{server.url}/runs/{second}/delete", data={"csrf": csrf}, cookies={"ta_csrf": csrf, "ta_token": token})
+    assert r.status_code == 303 and server.get(f"/api/v1/runs/{second}").status_code == 404
+    assert not blob.exists()
+
+
+def test_a_private_service_needs_a_token_to_read(tmp_path):
+    server = Server(tmp_path / "data", None, "--private").start()
+    try:
+        token = server.token("secret")
+        reader = server.token("secret", read_only=True)
+        run = server.upload(token, SAMPLES / "basic.json", project="secret").json()["id"]
+        one_line_error(server.get(f"/api/v1/runs/{run}"), 401)
+        one_line_error(server.get("/api/v1/runs"), 401)
+        one_line_error(server.get(f"/runs/{run}/comment.md"), 401)
+        assert server.get("/runs").status_code == 303 and server.get("/runs").headers["location"] == "/login"
+        assert server.get(f"/api/v1/runs/{run}", headers={"Authorization": f"Bearer {reader}"}).status_code == 200
+        assert server.get("/runs", cookies={"ta_token": reader}).status_code == 200
+        one_line_error(httpx.post(f"{server.url}/api/v1/projects/secret/runs", content=b"{}", cookies={"ta_token": token},
+                                  headers={"Content-Type": "application/octet-stream"}), 401)  # never by cookie
+    finally:
+        server.stop()

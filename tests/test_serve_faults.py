@@ -126,3 +126,32 @@ def test_an_analysis_over_its_memory_limit_fails_clearly(tmp_path, backend_url):
         assert server.get("/api/v1/health").status_code == 200
     finally:
         server.stop()
+
+
+def test_keep_traces_removes_old_traces_and_keeps_their_analyses(tmp_path, backend_url):
+    server = Server(tmp_path / "data", backend_url).start()
+    try:
+        token = server.token("demo")
+        old = server.upload(token, SAMPLES / "basic.json").json()["id"]
+        new = server.upload(token, SAMPLES / "gpu_bound.json").json()["id"]
+        assert server.wait(old)["status"] == server.wait(new)["status"] == "done"
+    finally:
+        server.stop()
+    store = _store(server)
+    from traceanalyzer.serve.store import runs
+
+    with store.engine.begin() as c:  # uploaded two days ago
+        c.execute(runs.update().where(runs.c.id == old).values(created_at=time.time() - 2 * 86400))
+    store.close()
+    server.extra = ("--keep-traces", "1d")
+    server.start()
+    try:
+        deadline = time.monotonic() + 30
+        while server.get(f"/runs/{old}/files/0").status_code != 410:
+            assert time.monotonic() < deadline, "the old trace was not removed"
+            time.sleep(0.2)
+        assert server.get(f"/runs/{new}/files/0").status_code == 200
+        assert server.get(f"/runs/{old}/report.html").status_code == 200
+        assert server.get(f"/api/v1/runs/{old}").json()["verdict"]
+    finally:
+        server.stop()

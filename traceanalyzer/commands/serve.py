@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -9,9 +10,17 @@ from typing import Any
 import click
 
 from ..errors import UsageError
-from ._options import DurationType, SizeType
+from ._options import DurationType, ParsedType, SizeType
 
 DEFAULT_DATA = "ta-data"
+
+
+def _age(text: str) -> float:
+    """'30d' / '12h' / '90m' -> seconds."""
+    m = re.fullmatch(r"\s*(\d{1,6})\s*(d|h|m)\s*", text)
+    if not m:
+        raise ValueError(f"{text!r} is not an age: a whole number and d, h or m (30d, 12h)")
+    return int(m.group(1)) * {"d": 86400, "h": 3600, "m": 60}[m.group(2)]
 
 
 def _need_extra() -> None:
@@ -59,10 +68,12 @@ def _store(data: Path, db: str | None) -> Any:
               help="Address-space limit of one analysis process.")
 @click.option("--private", is_flag=True, help="Reading needs a token too (bearer header, or log in on /login).")
 @click.option("--public-url", metavar="URL", help="Base of absolute links (PR comments). Default: from the request.")
+@click.option("--keep-traces", "keep_traces_s", type=ParsedType("AGE", _age), metavar="AGE",
+              help="Remove uploaded traces older than AGE (e.g. 30d, 12h); their analyses are kept. Default: keep.")
 @click.pass_context
 def serve_command(ctx: click.Context, data: Path, db: str | None, host: str, port: int, jobs: int, max_upload: int,
                   max_unpacked: int, job_timeout_ns: int, job_memory: int, private: bool,
-                  public_url: str | None) -> None:
+                  public_url: str | None, keep_traces_s: float | None) -> None:
     """Serve uploaded traces and their reports over HTTP (needs pip install 'traceanalyzer[serve]').
 
     \b
@@ -83,7 +94,7 @@ def serve_command(ctx: click.Context, data: Path, db: str | None, host: str, por
 
     settings = Settings(data=data, db_url=db, max_upload_bytes=max_upload, max_unpacked_bytes=max_unpacked,
                         jobs=jobs, job_timeout_s=job_timeout_ns / 1e9, job_memory_bytes=job_memory, private=private,
-                        public_url=public_url.rstrip("/") if public_url else None)
+                        public_url=public_url.rstrip("/") if public_url else None, keep_traces_s=keep_traces_s)
     _store(data, db).close()  # a bad database URL is one line here, not a traceback from the server
     app = create_app(settings)
     click.echo(f"traceanalyzer: serving {data} on http://{host}:{port} (Ctrl-C to stop)", err=True)

@@ -21,6 +21,7 @@ import hashlib
 import hmac
 import re
 import secrets
+import shutil
 from collections.abc import AsyncIterator
 from datetime import datetime, timezone
 from pathlib import Path
@@ -374,6 +375,37 @@ def create_app(settings: Settings, run_jobs: bool = True) -> Starlette:
             raise refuse(410, "this run's trace was removed (the analysis is kept)")
         return FileResponse(path, media_type="application/octet-stream", filename=f.name)
 
+    # -- deleting a run (its trace files too, unless another run has the same content)
+    def remove(row: dict[str, Any], who: Access) -> None:
+        if who.project != row["project"] or who.read_only:
+            raise refuse(403, "deleting a run needs a token of its project that is not read-only")
+        if row["status"] == "running":
+            raise refuse(409, "the run is being analysed: delete it once it is done")
+        for sha in db.delete_run(row["id"]):
+            blob_path(settings.traces, sha).unlink(missing_ok=True)
+        shutil.rmtree(settings.reports / row["id"], ignore_errors=True)
+
+    def api_delete(request: Request) -> Response:
+        who = access(request)
+        if not who.bearer:
+            raise refuse(401, "deleting a run needs a token: Authorization: Bearer TOKEN")
+        row, _ = run_or_404(request, request.path_params["run_id"])
+        remove(row, who)
+        return Response(status_code=204)
+
+    async def delete_form(request: Request) -> Response:
+        await checked_form(request)
+        token = request.cookies.get("ta_token")
+        found = await run_in_threadpool(db.token, token) if token else None
+        if found is None:
+            raise refuse(401, "log in with a token of the run's project to delete it")
+        run_id = request.path_params["run_id"]
+        row = await run_in_threadpool(db.run, run_id) if RUN_ID_RE.match(run_id) else None
+        if row is None or row["project"] != found[0]:
+            raise refuse(404, f"no run {run_id[:40]!r}")
+        await run_in_threadpool(remove, row, Access(found[0], found[1], False))
+        return RedirectResponse("/runs", status_code=303)
+
     # -- pages
     def runs_page(request: Request) -> Response:
         who = access(request)
@@ -541,7 +573,9 @@ def create_app(settings: Settings, run_jobs: bool = True) -> Starlette:
         Route("/static/{name}", static),
         Route("/api/v1/health", health),
         Route("/api/v1/runs", api_runs),
-        Route("/api/v1/runs/{run_id}", api_run),
+        Route("/api/v1/runs/{run_id}", api_run, methods=["GET"]),
+        Route("/api/v1/runs/{run_id}", api_delete, methods=["DELETE"]),
+        Route("/runs/{run_id}/delete", delete_form, methods=["POST"]),
         Route("/api/v1/runs/{run_id}/report.json", api_report_json),
         Route("/api/v1/compare", api_compare),
         Route("/api/v1/projects/{project}/runs", upload, methods=["POST"]),

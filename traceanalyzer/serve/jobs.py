@@ -55,6 +55,19 @@ class JobRunner:
             t = threading.Thread(target=self._loop, name=f"traceanalyzer-job-{i}", daemon=True)
             t.start()
             self._threads.append(t)
+        if self.settings.keep_traces_s is not None:
+            t = threading.Thread(target=self._retention, name="traceanalyzer-retention", daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def _retention(self) -> None:
+        """Every ten minutes: removes the trace files whose every run is older than --keep-traces."""
+        while not self.stopping.is_set():
+            try:
+                remove_old_traces(self.settings, self.store)
+            except Exception as exc:
+                print(f"traceanalyzer serve: retention: {type(exc).__name__}: {exc}", file=sys.stderr)
+            self.stopping.wait(600)
 
     def stop(self) -> None:
         """Stops taking jobs; an analysis under way is stopped and its job queued again (the try not counted)."""
@@ -141,6 +154,20 @@ class JobRunner:
                 self.store.finish(job_id, run_id, line or f"the analysis process ended with status {rc}")
         finally:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def remove_old_traces(settings: Settings, store: Store) -> int:
+    import time
+
+    if settings.keep_traces_s is None:
+        return 0
+    removed = 0
+    for sha in store.stale_shas(time.time() - settings.keep_traces_s):
+        path = blob_path(settings.traces, sha)
+        if path.exists():
+            path.unlink(missing_ok=True)
+            removed += 1
+    return removed
 
 
 # -- the analysis process

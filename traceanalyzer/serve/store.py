@@ -225,6 +225,13 @@ class Store:
             used = {r[0] for r in c.execute(sa.select(run_files.c.sha256).where(run_files.c.sha256.in_(shas)))}
         return sorted(set(shas) - used)
 
+    def stale_shas(self, cutoff: float) -> list[str]:
+        """Hashes of the files whose every run was uploaded before `cutoff` (retention: --keep-traces)."""
+        q = (sa.select(run_files.c.sha256).join(runs, runs.c.id == run_files.c.run_id)
+             .group_by(run_files.c.sha256).having(sa.func.max(runs.c.created_at) < cutoff))
+        with self.engine.connect() as c:
+            return [r[0] for r in c.execute(q)]
+
     # -- jobs
     def claim(self) -> tuple[int, str, int] | None:
         """Takes the oldest queued job: (job id, run id, try number), or None. Safe between processes:
