@@ -187,6 +187,17 @@ class Store:
             rows = c.execute(sa.select(run_files).where(run_files.c.run_id == run_id).order_by(run_files.c.position))
             return [StoredFile(r.sha256, r.name, r.size_bytes, r.kind) for r in rows]
 
+    def shas_of(self, run_ids: Sequence[str]) -> dict[str, list[str]]:
+        """The file hashes of several runs in one query, in file order."""
+        out: dict[str, list[str]] = {i: [] for i in run_ids}
+        if not run_ids:
+            return out
+        with self.engine.connect() as c:
+            for r in c.execute(sa.select(run_files.c.run_id, run_files.c.sha256)
+                               .where(run_files.c.run_id.in_(list(run_ids))).order_by(run_files.c.position)):
+                out[r.run_id].append(r.sha256)
+        return out
+
     def list_runs(self, project: str | None = None, branch: str | None = None, status: str | None = None,
                   limit: int = 50, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
         """One page of runs, newest first, and how many match."""
