@@ -326,7 +326,7 @@ def test_archive_members_are_checked():
 
 def test_deleting_a_run_removes_its_trace_unless_another_run_has_it(server):
     token, reader, other = server.token("del"), server.token("del", read_only=True), server.token("del2")
-    data = (SAMPLES / "basic.json").read_bytes()
+    data = (SAMPLES / "basic.json").read_bytes() + b"\n" * 3  # content no other test uploads
     first, second = (server.upload(token, project="del", data=data).json()["id"] for _ in range(2))
     run = server.wait(first)
     server.wait(second)
