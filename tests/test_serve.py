@@ -189,6 +189,8 @@ def test_bad_requests_get_a_4xx_with_one_line(server):
     bomb = gzip.compress(bytes(100 * 1024**2), compresslevel=9)  # 100 MiB of zeros in ~100 KiB
     assert "inflates to more than 64 MiB" in one_line_error(server.upload(token, project="bad", data=bomb), 413)
     one_line_error(server.upload(token, project="bad", data=b""), 400)
+    assert "gzip" in one_line_error(server.upload(token, project="bad", data=b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03garbage"),
+                                    400)
     one_line_error(httpx.post(f"{server.url}/api/v1/projects/bad/runs", content=b"{}",
                               headers={"Authorization": f"Bearer {token}", "Content-Type": "text/plain"}), 415)
     one_line_error(httpx.post(f"{server.url}/api/v1/projects/bad/runs", content=b"--x\r\nbroken",

@@ -34,7 +34,7 @@ from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import (
     FileResponse,
     HTMLResponse,
@@ -293,6 +293,8 @@ def create_app(settings: Settings, run_jobs: bool = True) -> Starlette:
             received, fields = await receive(request)
         except UploadError as exc:
             raise refuse(exc.status, exc.message) from None
+        except ClientDisconnect:  # the client went away mid-upload: what it sent is removed
+            raise refuse(400, "the upload was cut off before its end") from None
         branch = branch or text_param(fields.get("branch"), "branch", 200)
         commit = commit or text_param(fields.get("commit"), "commit", 100)
         stored = [store(r, settings.traces) for r in received]
@@ -366,11 +368,10 @@ def create_app(settings: Settings, run_jobs: bool = True) -> Starlette:
     def download(request: Request) -> Response:
         row, _ = run_or_404(request, request.path_params["run_id"])
         files = db.files(row["id"])
-        try:
-            n = int(request.path_params["n"])
-            f = files[n]
-        except (ValueError, IndexError):
-            raise refuse(404, "no such file in this run") from None
+        n = request.path_params["n"]
+        if not (n.isascii() and n.isdigit() and int(n) < len(files)):
+            raise refuse(404, "no such file in this run")
+        f = files[int(n)]
         path = blob_path(settings.traces, f.sha256)
         if not path.is_file():
             raise refuse(410, "this run's trace was removed (the analysis is kept)")

@@ -110,7 +110,7 @@ class Inflater:
                     if not rest.startswith(b"\x1f\x8b"):
                         break
         except zlib.error:
-            self.broken = True  # not our business here: the analysis reports a broken gzip stream
+            self.broken = True  # refused once the file is in (Sink.finish)
 
     def _count(self, out: bytes) -> None:
         if len(self.head) < 1024:
@@ -169,6 +169,9 @@ class Sink:
         if self.head.startswith(b"PK\x03\x04") or self.head.startswith(b"PK\x05\x06"):
             kind = "zip"
         elif self.inflater is not None:
+            if self.inflater.broken:
+                self.abort()
+                raise UploadError(400, f"{self.name}: not a readable gzip stream (corrupt data)")
             kind = "tar.gz" if _is_tar(self.inflater.head) else "gzip"
         elif _is_tar(self.head):
             kind = "tar"
