@@ -1,6 +1,7 @@
-"""Many ranks and re-runs: `traceanalyzer report` on a 16-rank job with --jobs 1 and --jobs 2, a
-re-run served by the cache of decoded traces against its first run, and one big trace's read
-against a bare `orjson.loads` of the same file, measured in one run.
+"""Many ranks and re-runs: `traceanalyzer report` on a 16-rank job with --jobs 1 and --jobs 2, the
+same job with an nvidia-smi dmon log (aligned where the ranks meet: peak RSS should stay that of a
+few ranks, not the job's), a re-run served by the cache of decoded traces against its first run,
+and one big trace's read against a bare `orjson.loads` of the same file, measured in one run.
 
     python benchmarks/many_ranks.py            # 16 ranks of ~100 MB, one 1 GiB trace
     python benchmarks/many_ranks.py --quick    # 16 ranks of ~10 MB, one 100 MiB trace
@@ -46,6 +47,17 @@ def best(cmd: list[str], env: dict[str, str] | None, repeat: int,
 def report(paths: list[Path], out: Path, *extra: str) -> list[str]:
     return [sys.executable, "-m", "traceanalyzer", "report", *map(str, paths), "--force-job", "--format", "json",
             "-o", str(out), "--force", "-q", *extra]
+
+
+def dmon_log(samples: int, gpus: int = 1) -> str:
+    """An `nvidia-smi dmon` log without times (no -o T): its samples are placed by the offset search,
+    which is what costs the most of aligning a log. SM utilisation in a slow square wave."""
+    lines = ["# gpu    pwr  gtemp  mtemp     sm    mem    enc    dec   mclk   pclk",
+             "# Idx      W      C      C      %      %      %      %    MHz    MHz"]
+    for i in range(samples):
+        sm = 90 if (i // 7) % 2 else 5
+        lines += [f"    {g}    250     51      -     {sm:>2}     40      0      0   1593   1410" for g in range(gpus)]
+    return "\n".join(lines) + "\n"
 
 
 def _of(n: int) -> str:
@@ -110,6 +122,11 @@ def main() -> None:
         t2, rss2, rc = min(r[0] for r in runs2), max(r[1] for r in runs2), max(r[2] for r in runs2)
         rows.append((job, "report --jobs 2 --no-cache" + (" (FAILED)" if rc else ""), t2, rss2,
                      t2 / one_rank[0], rss2 / nbytes))
+        dmon = work / "gpu.dmon.log"
+        dmon.write_text(dmon_log(samples=600))
+        td, rssd, rc = best(report(ranks, out, "--jobs", "2", "--no-cache", "--dmon", str(dmon)), env, n)
+        rows.append((job + " + dmon log", "report --jobs 2 --no-cache --dmon" + (" (FAILED)" if rc else ""), td,
+                     rssd, td / one_rank[0], rssd / nbytes))
         tc1, rssc1, rc = best(report(ranks, out, "--jobs", "2"), env, n, before=empty_cache)
         rows.append((job, "report --jobs 2, first run (fills the cache)" + (" (FAILED)" if rc else ""), tc1,
                      rssc1, tc1 / one_rank[0], rssc1 / nbytes))
@@ -118,6 +135,7 @@ def main() -> None:
                      rssc2, tc2 / one_rank[0], rssc2 / nbytes))
         cache_bytes = sum(p.stat().st_size for p in (work / "cache").glob("*.npz"))
         summary = [f"--jobs 2 / --jobs 1: {t2 / t1:.2f}x the time",
+                   f"with a dmon log / without (--jobs 2): {td / t2:.2f}x the time, {rssd / rss2:.2f}x the peak RSS",
                    f"cached re-run / first run: {tc2 / tc1:.2f}x the time",
                    f"cache: {cache_bytes / 1e6:.0f} MB for {total / 1e6:.0f} MB of traces"]
         for p in ranks[1:]:

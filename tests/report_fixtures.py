@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from kineto_builder import KinetoTrace
+from timelines import load_paths
 
 from traceanalyzer import Analysis, Options, analyze
-from traceanalyzer.formats import ReadOptions, load_paths
-from traceanalyzer.pipeline import analyze_timeline
+from traceanalyzer.formats import ReadOptions
 from traceanalyzer.result.types import (
     AttributedGap,
     DiagnosisResult,
@@ -112,7 +112,7 @@ def report_with_counters(path: Path, samples: int = 600) -> Analysis:
         "ts_ns": ts, "device": np.zeros(samples, np.int32),
         "metric": pd.Categorical(["sm_util_pct"] * samples), "value": value,
         "source": np.zeros(samples, np.int32)})[list(T.COUNTER_COLUMNS)]
-    return analyze_timeline(tl, Options(diagnose=False), with_counters=False)
+    return analyze(tl, Options(diagnose=False))
 
 
 def fake_diagnosis(analysis: Analysis, evidence_name: str = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",

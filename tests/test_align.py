@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from dmon_builder import S, busy_trace, dmon_text, sample_times, smi_csv_text, utilisation
+from timelines import trace_clock
 
 from traceanalyzer import align as A
 from traceanalyzer.formats import ReadOptions, read_file
@@ -36,7 +37,7 @@ def load(tmp_path: Path, name: str, text: str, **opts: object):
 
 def align(trace_path: Path, logs, **opts: object) -> A.Alignment:
     tr = read_file(trace_path, ReadOptions())
-    (result,) = A.align_logs(tr, logs, A.AlignOptions(**opts))  # type: ignore[arg-type]
+    (result,) = A.align_logs(trace_clock(tr), logs, A.AlignOptions(**opts))  # type: ignore[arg-type]
     return result
 
 

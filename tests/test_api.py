@@ -105,7 +105,7 @@ def test_load_refuses_what_is_not_a_report(tmp_path):
 
 
 def test_a_timeline_is_an_input_too():
-    from traceanalyzer.formats import load_paths
+    from timelines import load_paths
 
     tl = load_paths([SAMPLES / "input_bound.json"])
     assert ta.analyze(tl) == ta.analyze(SAMPLES / "input_bound.json", ta.Options(find_logs_beside=False))

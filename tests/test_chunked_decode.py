@@ -22,10 +22,11 @@ import pytest
 from conftest import corpus_path
 from kineto_builder import KinetoTrace
 from test_corpus_kineto import reference
+from timelines import load_paths
 
 from traceanalyzer.errors import InputError
-from traceanalyzer.formats import ReadOptions, kineto, load_paths, read_file
-from traceanalyzer.pipeline import Options, analyze_timeline
+from traceanalyzer.formats import ReadOptions, kineto, read_file
+from traceanalyzer.pipeline import Options, analyze
 
 CHUNK_SIZES = (1, 7, 300, 1 << 26)
 
@@ -215,7 +216,7 @@ def test_replica_of_a_corpus_trace(tmp_path):
         pd.testing.assert_frame_equal(streamed.events, whole.events)
     tl = load_paths([path], ReadOptions())
     pd.testing.assert_frame_equal(tl.events, whole.events)
-    (rank,) = analyze_timeline(tl, Options(min_gap_ns=0, diagnose=False)).to_data()["ranks"]
+    (rank,) = analyze(tl, Options(min_gap_ns=0, diagnose=False)).to_data()["ranks"]
     ref_devices, ref_dl = reference(doc)
     ours = {d["index"]: d for d in rank["devices"]}
     assert set(ours) == set(ref_devices)

@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 from conftest import kineto_corpus_files
+from timelines import load_paths
 
 from traceanalyzer.errors import InputError
-from traceanalyzer.formats import ReadOptions, load_paths
-from traceanalyzer.pipeline import Options, analyze_timeline
+from traceanalyzer.formats import ReadOptions
+from traceanalyzer.pipeline import Options, analyze
 
 pytestmark = pytest.mark.slow  # every corpus trace: runs with the full suite
 
@@ -89,7 +90,7 @@ def test_corpus_file_read_or_rejected(path):
         assert str(path) in msg and "\n" not in msg and ("not a trace" in msg or "expected" in msg)
         return
     tl = load_paths([path], ReadOptions())
-    report = analyze_timeline(tl, Options(min_gap_ns=0, diagnose=False)).to_data()
+    report = analyze(tl, Options(min_gap_ns=0, diagnose=False)).to_data()
     (rank,) = report["ranks"]
     ref_devices, ref_dl = reference(load_raw(path))
     ours = {d["index"]: d for d in rank["devices"]}

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 from kineto_builder import KinetoTrace
+from timelines import load_paths
 
 from traceanalyzer.diagnosis import CAUSES, VERDICTS
-from traceanalyzer.formats import ReadOptions, load_paths
-from traceanalyzer.pipeline import analyze_timeline
+from traceanalyzer.formats import ReadOptions
+from traceanalyzer.pipeline import analyze
 
 STEPS = 12
 STEP_US = 1000
@@ -18,7 +19,7 @@ STEP_US = 1000
 
 def diag_of(paths: list[Path]) -> dict:
     tl = load_paths(paths, ReadOptions())
-    data = analyze_timeline(tl).to_data()
+    data = analyze(tl).to_data()
     # the job's verdict, and each rank's diagnosis (with its rank number) as `ranks`
     return dict(data["diagnosis"], ranks=[dict(r["diagnosis"], rank=r["rank"]) for r in data["ranks"]])
 

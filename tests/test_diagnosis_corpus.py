@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 from test_corpus_kineto import FILES, NOT_TRACES
+from timelines import load_paths
 
 from traceanalyzer import timeline as T
 from traceanalyzer.analyses import figures_of
 from traceanalyzer.diagnosis import CAUSES, VERDICTS
 from traceanalyzer.diagnosis.thresholds import STARTUP_DOMINATED_MIN_SHARE
-from traceanalyzer.formats import load_paths
-from traceanalyzer.pipeline import analyze_timeline
+from traceanalyzer.pipeline import analyze
 
 pytestmark = pytest.mark.slow  # every corpus trace: runs with the full suite
 
@@ -20,7 +20,7 @@ TRACES = [p for p in FILES if not any(tag in p.name for tag in NOT_TRACES)]
 
 def _diagnosis(tl):
     """The job's verdict, and each rank's diagnosis as `ranks`."""
-    data = analyze_timeline(tl).to_data()
+    data = analyze(tl).to_data()
     return dict(data["diagnosis"], ranks=[r["diagnosis"] for r in data["ranks"]])
 
 

@@ -11,11 +11,12 @@ import pytest
 from click.testing import CliRunner
 from conftest import SAMPLES
 from dmon_builder import S, busy_trace, dmon_text, sample_times, utilisation
+from timelines import load_paths, trace_clock, trace_window
 
-from traceanalyzer.align import AlignOptions, combine
-from traceanalyzer.analyses.counters import counter_figures, trace_window, zero_runs
+from traceanalyzer.align import AlignOptions, align_logs, place_counters
+from traceanalyzer.analyses.counters import counter_figures, zero_runs
 from traceanalyzer.commands import main
-from traceanalyzer.formats import ReadOptions, load_counter_logs, load_paths, read_file
+from traceanalyzer.formats import ReadOptions, load_counter_logs, read_file
 
 CRAFTED = SAMPLES / "dmon" / "idle_runs.log"
 ZONE, SKEW_NS = "Asia/Kolkata", 3_400_000_000
@@ -86,8 +87,11 @@ def test_figures_inside_and_outside_the_trace_window(aligned):
     tmp_path, trace, ends, util = aligned
     (tmp_path / "gpu.log").write_text(dmon_text(ends, util, ZONE, SKEW_NS))
     logs = load_counter_logs([tmp_path / "gpu.log"], ReadOptions())
-    tl, (a,) = combine(load_paths([trace.path]), logs, AlignOptions())
-    (dev,) = counter_figures(tl, trace_window(tl))
+    tl = load_paths([trace.path])
+    clock = trace_clock(tl)
+    assert logs is not None
+    (a,) = align_logs(clock, logs, AlignOptions())
+    (dev,) = counter_figures(place_counters(logs, (a,)).counters, trace_window(tl), clock.busy)
     sm = next(m for m in dev.metrics if m.metric == "sm_util_pct")
     assert sm.outside_mean == 0 and sm.outside_samples >= 55
     inside = (ends - S >= trace.t0_ns) & (ends <= trace.t0_ns + 90 * S)

@@ -6,15 +6,16 @@ from pathlib import Path
 
 import pytest
 from kineto_builder import KinetoTrace
+from timelines import load_paths
 
 from traceanalyzer.analyses import figures as F
-from traceanalyzer.formats import ReadOptions, load_paths
-from traceanalyzer.pipeline import Options, analyze_timeline
+from traceanalyzer.formats import ReadOptions
+from traceanalyzer.pipeline import Options, analyze
 
 
 def report_of(paths: list[Path], min_gap_us: float = 100) -> dict:
     tl = load_paths(paths, ReadOptions())
-    return analyze_timeline(tl, Options(min_gap_ns=int(min_gap_us * 1000), diagnose=False)).to_data()
+    return analyze(tl, Options(min_gap_ns=int(min_gap_us * 1000), diagnose=False)).to_data()
 
 
 def basic_trace() -> KinetoTrace:

@@ -13,13 +13,14 @@ import pytest
 from click.testing import CliRunner
 from conftest import SAMPLES
 from glances_builder import BASE_S, glances3_csv, glances4_csv, input_bound_trace
+from timelines import load_paths
 
 import traceanalyzer as ta
 from traceanalyzer import timeline as T
-from traceanalyzer.analyses.host_logs import host_period_ns
+from traceanalyzer.align import host_period_ns
 from traceanalyzer.commands import main
 from traceanalyzer.errors import InputError
-from traceanalyzer.formats import ReadOptions, is_counter_log, load_host_logs, load_paths
+from traceanalyzer.formats import ReadOptions, is_counter_log, load_host_logs
 from traceanalyzer.formats import glances as G
 from traceanalyzer.pipeline import Options
 

@@ -20,10 +20,11 @@ import pytest
 from click.testing import CliRunner
 from dmon_builder import trace_with_dated_log
 from kineto_builder import KinetoTrace
+from timelines import load_paths
 
 from traceanalyzer.commands import main
 from traceanalyzer.errors import InputError
-from traceanalyzer.formats import chrome_json, kineto, load_paths, logdir
+from traceanalyzer.formats import chrome_json, kineto, logdir
 from traceanalyzer.formats._base import MAX_DEVICES, ReadOptions
 from traceanalyzer.formats._columns import MAX_NAME_CHARS
 from traceanalyzer.formats._counters import MAX_LOG_COLUMNS
@@ -157,13 +158,13 @@ def _whitespace_gzip(path: Path, mib: int, block: bytes) -> Path:
 def test_gigabytes_of_whitespace_in_the_event_list_do_not_accumulate(tmp_path, monkeypatch, block):
     path = _whitespace_gzip(tmp_path / "blank.json.gz", 200, block)
     biggest = [0]
-    real_more = chrome_json._StreamReader.more
+    real_more = chrome_json.StreamReader.more
 
     def more(self):
         real_more(self)
         biggest[0] = max(biggest[0], len(self.buf))
 
-    monkeypatch.setattr(chrome_json._StreamReader, "more", more)
+    monkeypatch.setattr(chrome_json.StreamReader, "more", more)
     tl = kineto.read_path(path, ReadOptions())
     assert tl.sources[0].events_read == 12
     assert (tl.events["kind"] == "kernel").sum() == 3

@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from kineto_builder import KinetoTrace
+from timelines import load_paths, load_runs
 
 from traceanalyzer.commands import main
 from traceanalyzer.errors import InputError
-from traceanalyzer.formats import ReadOptions, input_sets, load_paths, load_runs
+from traceanalyzer.formats import ReadOptions, input_sets
 from traceanalyzer.formats.logdir import PT_TRACE, discover
 
 

@@ -1,9 +1,11 @@
-"""Ranks read and analysed in parallel (--jobs, --scheduler) and the cache of decoded traces:
-the same bytes whatever runs the per-rank tasks, and the same as reading the job whole."""
+"""Ranks read and analysed in parallel (--jobs, --scheduler) and the cache of decoded traces: every
+input goes through the one per-rank map and `combine`, so the bytes are the same whatever runs the
+per-rank tasks, with or without logs, and for a Timeline handed in."""
 
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +14,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import corpus_path
 from kineto_builder import KinetoTrace
+from timelines import load_set
 
 import traceanalyzer as ta
 from traceanalyzer import cache as C
@@ -19,8 +22,8 @@ from traceanalyzer import formats
 from traceanalyzer.analyses import tracks as TR
 from traceanalyzer.commands import main
 from traceanalyzer.errors import InputError, UsageError
-from traceanalyzer.formats import ReadOptions, input_sets, load_set
-from traceanalyzer.pipeline import Options, analyze_timeline
+from traceanalyzer.formats import ReadOptions, input_sets
+from traceanalyzer.pipeline import Options, analyze
 from traceanalyzer.run import executors as X
 
 # Worker processes take about a second each to start: the whole file runs with the full suite.
@@ -57,11 +60,12 @@ def _job(folder: Path, ranks: int = 4, stall_rank: int | None = 2, none_rank: in
     return paths
 
 
-def _whole(paths: list[Path], options: Options) -> bytes:
-    """The job read as ONE Timeline (the path used before ranks were analysed one by one)."""
-    read = ReadOptions(max_input_bytes=options.max_input_bytes, force_job=options.force_job)
+def _as_timeline(paths: list[Path], options: Options) -> bytes:
+    """The job read into one Timeline and handed in, as a notebook does: split by rank, then the same
+    map and combine."""
+    read = ReadOptions(max_input_bytes=options.max_input_bytes)
     tl = load_set(input_sets(list(paths), read)[0], read)
-    return analyze_timeline(tl, options).to_json()
+    return analyze(tl, options).to_json()
 
 
 @pytest.fixture(scope="module")
@@ -69,14 +73,13 @@ def job(tmp_path_factory) -> list[Path]:
     return _job(tmp_path_factory.mktemp("job"), none_rank=3)
 
 
-def test_jobs_1_and_2_give_the_bytes_of_the_whole_job(job):
-    whole = _whole(job, Options())
+def test_jobs_1_and_2_combine_to_the_same_bytes(job):
     one = ta.analyze(job, Options(jobs=1)).to_json()
     two = ta.analyze(job, Options(jobs=2)).to_json()
-    assert one == whole
-    assert two == whole
+    assert one == two
+    assert _as_timeline(job, Options()) == one  # a Timeline handed in: split by rank, mapped, combined alike
     a = ta.analyze(job, Options(jobs=2))
-    # The job's figures, verdict and drawn tracks are those of the whole job, not of one rank:
+    # combine makes the job's figures, verdict and drawn tracks, not those of one rank:
     assert a.summary.ranks == 4 and a.summary.devices == 4
     assert [r.rank for r in a.ranks] == [0, 1, 2, 3]  # the rank without distributedInfo numbered last
     assert a.diagnosis is not None and a.diagnosis.headline.startswith("Rank ")
@@ -90,7 +93,8 @@ def test_jobs_1_and_2_give_the_bytes_of_the_whole_job(job):
 
 def test_options_that_change_figures_reach_the_workers(job):
     o = Options(jobs=2, min_gap_ns=0, include_warmup=True, diagnose=False)
-    assert ta.analyze(job, o).to_json() == _whole(job, o)
+    assert ta.analyze(job, o).to_json() == ta.analyze(job, replace(o, jobs=1)).to_json()
+    assert ta.analyze(job, o).options.min_gap_us == 0.0
     assert ta.analyze(job, o).diagnosis is None
 
 
@@ -108,7 +112,7 @@ def test_job_checks_run_on_per_rank_results(tmp_path):
         with pytest.raises(InputError, match="are both rank 0"):
             ta.analyze([a, b], Options(jobs=jobs))
     forced = ta.analyze([a, b], Options(jobs=2, force_job=True))
-    assert forced.to_json() == _whole([a, b], Options(force_job=True))
+    assert forced.to_json() == ta.analyze([a, b], Options(jobs=1, force_job=True)).to_json()
     assert any("--force-job" in w for w in forced.warnings)
     assert any("renumbered" in w for w in forced.warnings)
     assert [r.rank for r in forced.ranks] == [0, 1]
@@ -227,18 +231,54 @@ def _corpus_job() -> list[Path]:
     pytest.skip("no multi-rank Kineto job in the corpus")
 
 
-def test_corpus_job_jobs_1_2_and_whole_agree():
+def test_corpus_job_jobs_1_and_2_agree():
     files = _corpus_job()
-    whole = _whole(files, Options())
-    assert ta.analyze(files, Options(jobs=1)).to_json() == whole
-    assert ta.analyze(files, Options(jobs=2)).to_json() == whole
+    one = ta.analyze(files, Options(jobs=1)).to_json()
+    assert ta.analyze(files, Options(jobs=2)).to_json() == one
     assert ta.analyze(files, Options(jobs=2)).summary.ranks == len(files)
 
 
 @pytest.mark.slow
 def test_corpus_job_on_dask_agrees(cluster):
     files = _corpus_job()
-    assert ta.analyze(files, Options(scheduler=cluster.scheduler_address)).to_json() == _whole(files, Options())
+    local = ta.analyze(files, Options(jobs=1)).to_json()
+    assert ta.analyze(files, Options(scheduler=cluster.scheduler_address)).to_json() == local
+
+
+def test_every_input_takes_the_one_map_and_combine(job, cluster, monkeypatch):
+    """--jobs 1, --jobs 2, a Dask cluster and a job with an nvidia-smi log and a host log: each maps
+    every rank file with the one per-rank function and builds its Analysis in one `combine`."""
+    from conftest import SAMPLES
+
+    from traceanalyzer import pipeline
+    from traceanalyzer.result import build
+    from traceanalyzer.run import combine as CB
+    from traceanalyzer.run import map as M
+
+    mapped: list[tuple[object, int, bool]] = []
+    combined: list[int] = []
+    real_map, real_combine = X.map_tasks, CB.combine
+
+    def map_tasks(fn, tasks, **kw):  # type: ignore[no-untyped-def]
+        mapped.append((fn, len(tasks), all(t.options.log_extras for t in tasks)))
+        return real_map(fn, tasks, **kw)
+
+    def combine(outputs, inputs):  # type: ignore[no-untyped-def]
+        combined.append(sum(len(o.ranks) for o in outputs))
+        return real_combine(outputs, inputs)
+
+    monkeypatch.setattr(X, "map_tasks", map_tasks)
+    monkeypatch.setattr(CB, "combine", combine)
+    logs = Options(jobs=1, counter_logs=(SAMPLES / "dmon" / "idle_runs.log",),
+                   host_logs=(SAMPLES / "glances" / "cpu_aug.csv",))
+    for options in (Options(jobs=1), Options(jobs=2), Options(scheduler=cluster.scheduler_address), logs):
+        a = ta.analyze(job, options)
+        assert a.summary.ranks == 4
+    assert [(fn, n) for fn, n, _ in mapped] == [(M.analyze_file, 4)] * 4
+    assert [extras for _, _, extras in mapped] == [False, False, False, True]  # logs: ranks carry busy + waits
+    assert combined == [4] * 4
+    assert a.counter_logs and a.host_logs  # the logs were combined with the mapped ranks
+    assert not hasattr(pipeline, "analyze_timeline") and not hasattr(build, "assemble")  # no whole-Timeline path
 
 
 # --- the cache of decoded traces ---------------------------------------------------------------------
@@ -254,13 +294,13 @@ def cache_dir(tmp_path, monkeypatch) -> Path:
 def reads(monkeypatch) -> list[Path]:
     """Every real decode of a file (cache misses)."""
     seen: list[Path] = []
-    real = formats._read_file
+    real = formats.registry._read_file
 
     def counting(path, options):  # type: ignore[no-untyped-def]
         seen.append(path)
         return real(path, options)
 
-    monkeypatch.setattr(formats, "_read_file", counting)
+    monkeypatch.setattr(formats.registry, "_read_file", counting)
     return seen
 
 
@@ -353,6 +393,7 @@ def test_per_rank_extras_reach_the_job_reducers(job, monkeypatch):
     """The seam job-wide analyses plug into: a compact value per rank, a reduce over all ranks."""
     from dataclasses import replace
 
+    from traceanalyzer.run import combine as combine_module
     from traceanalyzer.run import map as P
 
     monkeypatch.setitem(P.RANK_EXTRAS, "kernels", lambda tl, i: int((tl.rank_events(i)["kind"] == "kernel").sum()))
@@ -362,7 +403,7 @@ def test_per_rank_extras_reach_the_job_reducers(job, monkeypatch):
         seen.extend((o.result.rank, o.extras["kernels"]) for o in outputs)
         return replace(analysis, warnings=analysis.warnings + ("reduced",))
 
-    monkeypatch.setattr(P, "JOB_REDUCERS", [reducer])
+    monkeypatch.setattr(combine_module, "JOB_REDUCERS", [reducer])
     a = ta.analyze(job, Options(jobs=1))
     assert a.warnings[-1] == "reduced"
     assert seen == [(n, 4 * 300 + 4) for n in range(4)]  # 4 steps of 300 kernels and an all-reduce
@@ -408,13 +449,12 @@ def test_memory_events_survive_the_cache(cache_dir, reads):
 
 def test_straggler_job_alike_in_parallel(tmp_path):
     """An 8-rank job on two hosts with a clock offset and one slow-input rank: the clocks, waits and
-    the straggler come out the same with 1 or 2 processes, and as when read whole."""
+    the straggler come out the same with 1 or 2 processes."""
     from test_stragglers import write_job
 
     paths = write_job(tmp_path, steps=12, offsets_us={r: 5_000 for r in range(4, 8)},
                       hosts={r: "a" if r < 4 else "b" for r in range(8)})
-    whole = _whole(paths, Options())
-    assert ta.analyze(paths, Options(jobs=1)).to_json() == whole
+    one = ta.analyze(paths, Options(jobs=1)).to_json()
     two = ta.analyze(paths, Options(jobs=2))
-    assert two.to_json() == whole
+    assert two.to_json() == one
     assert two.diagnosis is not None and [s.rank for s in two.diagnosis.stragglers][:1] == [5]

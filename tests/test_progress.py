@@ -6,8 +6,9 @@ from __future__ import annotations
 import io
 
 from kineto_builder import KinetoTrace
+from timelines import load_paths
 
-from traceanalyzer.formats import ReadOptions, load_paths
+from traceanalyzer.formats import ReadOptions
 from traceanalyzer.progress import Progress
 
 

@@ -8,9 +8,9 @@ import json
 
 import pytest
 from conftest import SAMPLES
+from timelines import load_paths
 
-from traceanalyzer.formats import load_paths
-from traceanalyzer.pipeline import Options, analyze_timeline
+from traceanalyzer.pipeline import Options, analyze
 
 SYNTHETIC = sorted(p for p in SAMPLES.glob("*.expected.json")
                    if json.loads(p.read_text()).get("made_by", "").endswith("make_synthetic.py"))
@@ -19,7 +19,7 @@ TORCH = sorted(p for p in SAMPLES.glob("torch_cpu_*.expected.json") if "measured
 
 def _report(path, min_gap_us):
     tl = load_paths([path])
-    return analyze_timeline(tl, Options(min_gap_ns=int(min_gap_us * 1000), diagnose=False)).to_data()
+    return analyze(tl, Options(min_gap_ns=int(min_gap_us * 1000), diagnose=False)).to_data()
 
 
 @pytest.mark.parametrize("expected_path", SYNTHETIC, ids=lambda p: p.name.split(".")[0])

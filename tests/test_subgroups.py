@@ -20,8 +20,9 @@ from kineto_builder import KinetoTrace
 from test_stragglers import AR_NAME, BASE_NS, STEP_US, write_job
 
 import traceanalyzer as ta
+from traceanalyzer.analyses import figures_of
 from traceanalyzer.analyses.collectives import collective_table
-from traceanalyzer.analyses.collectives_job import job_figures
+from traceanalyzer.analyses.collectives_job import job_figures, rank_job_facts
 from traceanalyzer.formats import ReadOptions, read_file
 
 MS = 1000  # builder times are microseconds
@@ -124,15 +125,18 @@ def test_tensor_parallel_collectives_alone(tmp_path: Path) -> None:
     """Only the TP all-reduces: rank 4 waits for rank 5; the other pairs wait for nobody."""
     paths = write_subgroup_job(tmp_path)
     a = ta.analyze(paths)
-    tables = []
+    tables, facts = [], []
     for i, p in enumerate(paths):
-        t = collective_table(read_file(p, ReadOptions()), 0)
+        tl = read_file(p, ReadOptions())
+        t = collective_table(tl, 0)
         tables.append(t[t["group"].str.count(",") == 1])
         assert len(tables[-1]) == STEPS * TP_ROUNDS and tables[-1]["rank"].eq(i).all()
-    rows = {r.rank: r for r in job_figures(tables, a.ranks).job.ranks}
-    assert rows[4].wait_in_collectives_us == 30_000.0 and rows[5].caused_wait_us == 30_000.0
+        facts.append(rank_job_facts(tl.ranks[0], figures_of(tl).ranks[0]))
+    warmups = [r.diagnosis.warmup_steps if r.diagnosis else () for r in a.ranks]
+    rows = {r.rank: r for r in job_figures(tables, facts, [r.rank for r in a.ranks], warmups).ranks}
+    assert rows[4].wait_ns == 30_000_000 and rows[5].caused_wait_ns == 30_000_000
     for r in (0, 1, 2, 3, 6, 7):
-        assert rows[r].wait_in_collectives_us == 0.0 and rows[r].caused_wait_us == 0.0
+        assert rows[r].wait_ns == 0 and rows[r].caused_wait_ns == 0
 
 
 def test_no_straggler_in_subgroups_without_the_slow_rank(tmp_path: Path) -> None:

@@ -9,9 +9,10 @@ import json
 import numpy as np
 import pytest
 from conftest import kineto_corpus_files
+from timelines import load_paths
 
 from traceanalyzer.analyses import figures as F
-from traceanalyzer.formats import ReadOptions, load_paths, read_file, tf_json
+from traceanalyzer.formats import ReadOptions, read_file, tf_json
 from traceanalyzer.formats._io import read_head
 
 SCENARIOS = ["local_tf_input_bound", "local_tf_well_fed"]

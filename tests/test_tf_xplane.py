@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 from conftest import ROOT
+from timelines import load_paths
 
 from traceanalyzer.commands import main
 from traceanalyzer.errors import InputError
-from traceanalyzer.formats import ReadOptions, load_paths, read_file
+from traceanalyzer.formats import ReadOptions, read_file
 from traceanalyzer.formats._xplane_pb import SCHEMA, XSpace
 
 JAX_XPLANES = ["tl_jax_mi300_xplane", "tl_jax_mi300_xplane_legacy", "tl_jax_te_xplane"]

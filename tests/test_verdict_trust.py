@@ -264,14 +264,14 @@ def _dmon_log(path: Path) -> Path:
 
 
 def test_an_uploads_folder_uses_only_the_traces_own_log(tmp_path):
-    from traceanalyzer.formats import InputSet, split_counter_logs
+    from traceanalyzer.formats import InputSet, classify_inputs
 
     trace = without_startup(tmp_path / "run3.json")
     own = _dmon_log(tmp_path / "run3.dmon.log")
     for other in ("run1.dmon.log", "run2.dmon.log"):
         _dmon_log(tmp_path / other)
-    split = split_counter_logs(InputSet("run3.json", [trace], False))
-    assert split.logs == [own] and split.found_beside == [own]
+    split = classify_inputs(InputSet("run3.json", [trace], False))
+    assert split.counter_logs == [own] and split.found_beside == [own]
     assert sorted(p.name for p in split.ignored_beside) == ["run1.dmon.log", "run2.dmon.log"]
 
 

@@ -22,13 +22,18 @@ A log sample at time t describes [t - period, t) (nvidia-smi utilisation is "ove
 sample period"). `place_counters` moves the counters onto the trace clock and maps GPU indices.
 
 Host monitor logs (glances; `Timeline.host_metrics`) follow the same clock rules without the search
-(`host_log_offset`: host figures have nothing to correlate with GPU work): `combine_host_logs` adds
-them to the trace's Timeline and `place_host_logs` moves their rows onto its clock.
+(`host_log_offset`: host figures have nothing to correlate with GPU work): `place_host_logs` moves
+their rows onto the trace's clock.
+
+What the trace gives is a `TraceClock` of arrays (its span, whether it is on epoch time, each
+device's GPU-busy intervals), made from the ranks' compact results, never a merged Timeline: the
+logs are aligned where the ranks meet, however many there are.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone, tzinfo
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -38,8 +43,6 @@ import pandas as pd
 
 from . import intervals as iv
 from . import timeline as T
-from .analyses.counters import device_series, trace_busy_sets, trace_span
-from .analyses.host_logs import HostLogAlignment, host_period_ns
 from .errors import UsageError
 from .timeline import UTIL_METRIC, Timeline
 
@@ -65,6 +68,27 @@ class AlignOptions:
     tz: str | None = None  # zone of the logging machine; None = this machine's zone
     offset_ns: int | None = None  # --dmon-offset: log time (after the zone) + this = trace time
     gpu_map: tuple[tuple[int, int], ...] = ()  # (log GPU index, trace device) pairs
+
+
+@dataclass(frozen=True)
+class TraceClock:
+    """What aligning a log needs of the trace, as arrays (from the ranks' compact results)."""
+
+    span_ns: tuple[int, int] | None  # first event start to last event end over every rank (None: no events)
+    epoch: bool  # every rank's times are epoch times (and there is a rank)
+    busy: dict[int, iv.IntervalSet] = field(default_factory=dict)  # device index -> GPU work, all ranks
+
+
+@dataclass(frozen=True)
+class HostLogAlignment:
+    """How a host monitor log (glances) was put on the trace clock: by the clocks (or --dmon-offset) only,
+    as host figures have nothing to correlate with GPU activity."""
+
+    source: int  # index into the host logs' Timeline's sources: the log
+    offset_ns: int  # log time + offset_ns = trace time
+    method: str  # GIVEN | CLOCK
+    zone: str
+    warnings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -165,17 +189,40 @@ class _Log:
     period_ns: int = 10**9
 
 
-def align_logs(trace: Timeline, logs: Timeline, options: AlignOptions) -> tuple[Alignment, ...]:
+def device_series(counters: pd.DataFrame, device: int | None,
+                  metric: str | None = None) -> Iterator[tuple[str, np.ndarray, np.ndarray]]:
+    """(metric, values, ts_ns) in time order for each device/metric series of a counters table matching
+    the filters."""
+    dev = counters["device"].to_numpy()
+    mask = np.ones(len(counters), dtype=bool) if device is None else dev == device
+    if metric is not None:
+        mask &= (counters["metric"] == metric).to_numpy()
+    sel = counters[mask]
+    if not len(sel):
+        return
+    for (_, name), group in sel.groupby(["device", "metric"], observed=True, sort=True):
+        ts = group["ts_ns"].to_numpy()
+        order = np.argsort(ts, kind="stable")
+        yield str(name), group["value"].to_numpy()[order], ts[order]
+
+
+def host_period_ns(ts_ns: np.ndarray) -> int | None:
+    """A host log's refresh period: the median spacing of its distinct sample times (None: one sample)."""
+    d = np.diff(np.unique(ts_ns))
+    return int(np.median(d)) if len(d) else None
+
+
+def align_logs(trace: TraceClock, logs: Timeline, options: AlignOptions) -> tuple[Alignment, ...]:
     """One Alignment per source of `logs` (a Timeline holding counters only)."""
     return tuple(_align_source(trace, logs, s, options) for s in range(len(logs.sources)))
 
 
-def _align_source(trace: Timeline, logs: Timeline, source: int, options: AlignOptions) -> Alignment:
+def _align_source(trace: TraceClock, logs: Timeline, source: int, options: AlignOptions) -> Alignment:
     src = logs.sources[source]
     counters = logs.counters[logs.counters["source"].to_numpy() == source]
     warnings: list[str] = []
-    span = trace_span(trace)
-    epoch_trace = bool(trace.ranks) and all(r.clock == "epoch" for r in trace.ranks)
+    span = trace.span_ns
+    epoch_trace = trace.epoch
     log_devices = sorted(int(d) for d in np.unique(counters["device"].to_numpy()))
     device_map = _device_map(log_devices, options.gpu_map, warnings)
     times = counters["ts_ns"].to_numpy()
@@ -254,13 +301,13 @@ def clock_base(clock: str, span: tuple[int, int] | None, first_ns: int, last_ns:
     return span[0] - first_ns + period_ns, ""
 
 
-def host_log_offset(trace: Timeline | None, source: int, clock: str, first_ns: int, last_ns: int,
+def host_log_offset(trace: TraceClock | None, source: int, clock: str, first_ns: int, last_ns: int,
                     period_ns: int | None, options: AlignOptions) -> HostLogAlignment:
     """The offset of host log `source` on `clock` (its Source.clock), by the same rules as counter logs:
     the zone (`--dmon-tz`, else this machine's), the trace's date for time-of-day logs, then the
     given skew (`--dmon-offset`)."""
-    span = trace_span(trace) if trace is not None else None
-    epoch_trace = trace is not None and bool(trace.ranks) and all(r.clock == "epoch" for r in trace.ranks)
+    span = trace.span_ns if trace is not None else None
+    epoch_trace = trace is not None and trace.epoch
     kind = clock if epoch_trace else T.CLOCK_SAMPLES
     base, zone = clock_base(kind, span, first_ns, last_ns, period_ns or 10**9, options.tz)
     warnings: list[str] = []
@@ -330,9 +377,9 @@ def _period_ns(counters: pd.DataFrame) -> int:
     return int(np.median(periods)) if periods else 10**9
 
 
-def _log_for_fit(trace: Timeline, counters: pd.DataFrame, device_map: tuple[tuple[int, int], ...]) -> _Log:
+def _log_for_fit(trace: TraceClock, counters: pd.DataFrame, device_map: tuple[tuple[int, int], ...]) -> _Log:
     log = _Log(period_ns=_period_ns(counters))
-    busy = trace_busy_sets(trace)
+    busy = trace.busy
     for log_dev, trace_dev in device_map:
         if trace_dev not in busy:
             continue
@@ -545,48 +592,25 @@ def _s(ns: int | None) -> str:
     return "n/a" if ns is None else f"{ns / 1e9:+.3f} s"
 
 
-def combine(trace: Timeline | None, logs: Timeline | None,
-            options: AlignOptions) -> tuple[Timeline, tuple[Alignment, ...]]:
-    """Trace and counter logs on one clock, in one Timeline; alignments index its sources.
-    Without a trace the logs stay on their own clocks; without logs the trace is returned."""
-    if logs is None:
-        return (trace if trace is not None else Timeline()), ()
-    if trace is None:
+def place_host_logs(logs: Timeline, trace: TraceClock | None,
+                    options: AlignOptions) -> tuple[Timeline, tuple[HostLogAlignment, ...]]:
+    """Every host log of `logs` moved from its own clock onto the trace's (`host_log_offset`: the counter
+    logs' zone and skew options; `trace` None: no trace events), with how; the other tables are left as
+    they are."""
+    if not logs.host_logs:
         return logs, ()
-    alignments = align_logs(trace, logs, options)
-    merged = Timeline.concat([trace, place_counters(logs, alignments)])
-    shift = len(trace.sources)
-    return merged, tuple(replace(a, source=a.source + shift) for a in alignments)
-
-
-def combine_host_logs(tl: Timeline, logs: Timeline | None,
-                      options: AlignOptions) -> tuple[Timeline, tuple[HostLogAlignment, ...]]:
-    """The host logs of `logs` added to `tl` (a trace, with its counter logs, or empty) and put on its
-    clock (`place_host_logs`); alignments index the merged Timeline's sources."""
-    if logs is None:
-        return tl, ()
-    return place_host_logs(tl.with_host_logs(logs), options)
-
-
-def place_host_logs(tl: Timeline, options: AlignOptions) -> tuple[Timeline, tuple[HostLogAlignment, ...]]:
-    """Every host log of `tl` moved from its own clock onto the trace's (`host_log_offset`: the counter
-    logs' zone and skew options), with how; the other tables are left as they are."""
-    if not tl.host_logs:
-        return tl, ()
-    trace = tl if len(tl.events) else None
-    hm = tl.host_metrics
+    hm = logs.host_metrics
     ts = hm["ts_ns"].to_numpy().copy()
     source = hm["source"].to_numpy()
     out = []
-    for h in tl.host_logs:
+    for h in logs.host_logs:
         rows = source == h.source
         mine = np.unique(ts[rows])
         first, last = (int(mine[0]), int(mine[-1])) if len(mine) else (0, 0)
-        a = host_log_offset(trace, h.source, tl.sources[h.source].clock, first, last, host_period_ns(mine),
+        a = host_log_offset(trace, h.source, logs.sources[h.source].clock, first, last, host_period_ns(mine),
                             options)
         ts[rows] += np.int64(a.offset_ns)
         out.append(a)
     moved = hm.copy()
     moved["ts_ns"] = ts
-    return replace(tl, host_metrics=moved).validate(), tuple(out)
-
+    return replace(logs, host_metrics=moved).validate(), tuple(out)

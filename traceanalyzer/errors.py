@@ -5,7 +5,6 @@ Exit codes: 0 ok, 1 a gate failed (`--fail-on`), 2 bad input or usage, 3 interna
 
 from __future__ import annotations
 
-EXIT_OK = 0
 EXIT_GATE_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_INTERNAL = 3

@@ -1,4 +1,8 @@
-"""The one pipeline: inputs -> load -> align -> figures -> diagnosis -> typed `Analysis`.
+"""The public entry points: inputs -> one typed `Analysis` (and a saved report -> the same).
+
+Every input takes one path: each rank is mapped on its own (`run.map`: read, figures, diagnosis ->
+a compact rank result, in this process or in parallel) and `run.combine.combine` puts the job
+together: the job checks, its counter and host logs on the trace's clock, the job stages.
 
 Used by the command line, the tests and notebooks alike:
 
@@ -17,14 +21,20 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Union
+from typing import TYPE_CHECKING, Union
 
+import numpy as np
 import orjson
 
 from .errors import InputError
 from .result import Analysis, analysis_from_data
 from .result.types import ResultFormatError
 from .timeline import Timeline
+
+if TYPE_CHECKING:
+    from .align import AlignOptions
+    from .formats import InputSet, ReadOptions
+    from .run.map import AnalysisOptions
 
 DEFAULT_MIN_GAP_NS = 100_000
 DEFAULT_MAX_INPUT_BYTES = 16 * 1024**3
@@ -61,6 +71,27 @@ class Options:
     notify: Callable[[str], None] | None = field(default=None, compare=False, repr=False)
     stage: Callable[[str], None] | None = field(default=None, compare=False, repr=False)
 
+    def analysis_options(self, log_extras: bool = False) -> AnalysisOptions:
+        """What a rank's analysis needs of these options (picklable: it travels to workers)."""
+        from .run.map import AnalysisOptions
+
+        return AnalysisOptions(self.min_gap_ns, self.diagnose, self.include_warmup, self.batch_size,
+                               self.max_input_bytes, self.cache, log_extras)
+
+    def read_options(self) -> ReadOptions:
+        """How the files are read."""
+        from .formats import ReadOptions
+
+        return ReadOptions(max_input_bytes=self.max_input_bytes, progress=self.progress, run=self.run,
+                           notify=self.notify, dmon_interval_ns=self.dmon_interval_ns, dmon_start=self.dmon_start,
+                           cache=self.cache)
+
+    def align_options(self) -> AlignOptions:
+        """How the logs are put on the trace's clock."""
+        from .align import AlignOptions
+
+        return AlignOptions(self.dmon_tz, self.dmon_offset_ns, tuple(self.dmon_gpu))
+
 
 def _paths(inputs: PathLike | Sequence[PathLike]) -> list[Path]:
     if isinstance(inputs, (str, os.PathLike)):
@@ -68,20 +99,12 @@ def _paths(inputs: PathLike | Sequence[PathLike]) -> list[Path]:
     return [Path(p) for p in inputs]
 
 
-def _read_options(options: Options):  # type: ignore[no-untyped-def]
-    from .formats import ReadOptions
-
-    return ReadOptions(max_input_bytes=options.max_input_bytes, progress=options.progress, run=options.run,
-                       notify=options.notify, dmon_interval_ns=options.dmon_interval_ns,
-                       dmon_start=options.dmon_start, force_job=options.force_job, cache=options.cache)
-
-
 def analyze(inputs: Inputs, options: Options | None = None) -> Analysis:
     """Analyse one job: a trace file, several rank files, a directory or log dir (its chosen run), or a
     Timeline already read. Counter logs among the inputs or beside the trace are aligned with it."""
     options = options or Options()
     if isinstance(inputs, Timeline):
-        return analyze_timeline(inputs, options)
+        return _analyze_timeline(inputs, options)
     runs = analyze_runs(inputs, options, all_runs=False)
     return runs[0][1]
 
@@ -99,82 +122,67 @@ def plan_runs(inputs: PathLike | Sequence[PathLike], options: Options | None = N
     from .formats import input_sets
 
     options = options or Options()
-    read = _read_options(options)
-    sets = input_sets(_paths(inputs), read, all_runs=all_runs)
-    return [(s.label, functools.partial(_analyze_set, s, options, read)) for s in sets]
+    sets = input_sets(_paths(inputs), options.read_options(), all_runs=all_runs)
+    return [(s.label, functools.partial(_analyze_set, s, options)) for s in sets]
 
 
-def _analyze_set(inputs, options: Options, read) -> Analysis:  # type: ignore[no-untyped-def]
-    from .align import AlignOptions, combine, combine_host_logs
-    from .formats import load_counter_logs, load_host_logs, load_set, split_counter_logs, split_host_logs
+def _analyze_set(inputs: InputSet, options: Options) -> Analysis:
+    """One job's files: traces mapped rank by rank, logs read here (they are small), then combined."""
+    from .formats import classify_inputs, load_counter_logs, load_host_logs
+    from .run.combine import JobInputs, check_files, combine
+    from .run.map import map_files
 
-    inputs, host_paths = split_host_logs(inputs, list(options.host_logs))
-    host_logs = load_host_logs(host_paths, read)
-    split = split_counter_logs(inputs, list(options.counter_logs), find_beside=options.find_logs_beside)
-    notes = tuple(f"nvidia-smi log found beside the trace and used: {p}" for p in split.found_beside)
-    if split.ignored_beside:
-        shown = ", ".join(str(p) for p in split.ignored_beside[:10])
-        more = f" and {len(split.ignored_beside) - 10} more" if len(split.ignored_beside) > 10 else ""
-        notes += (f"nvidia-smi logs beside the trace not used (their names do not start with the trace's, "
-                  f"so they may belong to other runs): {shown}{more}; pass the right one with --dmon",)
-    if split.traces.files and not split.logs and host_logs is None:
-        # Traces alone: rank by rank (in parallel with --jobs / --scheduler), memory bounded by a few ranks.
-        from .run.map import analyze_set
-
-        return analyze_set(split.traces, options, notes)
-    # Counter and host logs are aligned with the whole job's trace: read as one Timeline.
-    if len(split.traces.files) == 1:  # one file: its ranges decoded by the cores --jobs allows
-        from .run.executors import workers
-
-        read = replace(read, decode_workers=workers(options.jobs, 1 << 30))
-    trace = load_set(split.traces, read) if split.traces.files else None
-    logs = load_counter_logs(split.logs, read)
-    align = AlignOptions(options.dmon_tz, options.dmon_offset_ns, tuple(options.dmon_gpu))
-    tl, alignments = combine(trace, logs, align)
-    tl, host_alignments = combine_host_logs(tl, host_logs, align)
-    return analyze_timeline(tl, options, alignments=alignments, counters_aligned=trace is not None,
-                            with_counters=logs is not None, warnings=notes, host_alignments=host_alignments)
-
-
-def analyze_timeline(tl: Timeline, options: Options | None = None, alignments: tuple = (),
-                     counters_aligned: bool = False, with_counters: bool | None = None,
-                     warnings: tuple[str, ...] = (), host_alignments: tuple | None = None) -> Analysis:
-    """The figures, diagnosis and counter figures of a Timeline, as one typed Analysis.
-    `host_alignments`: how its host logs were put on the trace's clock (`align.combine_host_logs`);
-    None: they are still on their own clocks and are placed here."""
-    from .align import AlignOptions, place_host_logs
-    from .analyses import figures_of
-    from .analyses.counters import counter_figures, trace_window
-    from .analyses.host_logs import host_figures
-    from .diagnosis import diagnose
-    from .diagnosis.input_split import split_input_bound
-    from .result.build import assemble
-
-    options = options or Options()
+    read = options.read_options()
+    found = classify_inputs(inputs, list(options.counter_logs), list(options.host_logs),
+                            find_beside=options.find_logs_beside)
+    traces = found.traces.files
+    check_files(traces)
+    host_logs = load_host_logs(found.host_logs, read)
+    counter_logs = load_counter_logs(found.counter_logs, read)
+    analysis = options.analysis_options(log_extras=counter_logs is not None or host_logs is not None)
+    outputs = map_files(traces, analysis, options.jobs, options.scheduler, options.progress, options.stage)
     if options.stage:
         options.stage("analysing")
-    figures = figures_of(tl, min_gap_ns=options.min_gap_ns, causes=options.diagnose)
-    diagnosis = diagnose(figures, options.include_warmup) if options.diagnose else None
-    counters = None
-    if with_counters if with_counters is not None else len(tl.counters) > 0:
-        window = trace_window(tl) if counters_aligned else None
-        counters = counter_figures(tl, window)
-        if options.diagnose and not tl.ranks:  # logs alone: are the GPUs used at all?
-            from .diagnosis.counters import diagnose_counters
+    return combine(outputs, JobInputs(
+        found.traces.label, tuple(traces), analysis, from_dir=found.traces.from_dir,
+        warnings=tuple(found.traces.warnings), notes=found.notes(), counter_logs=counter_logs, host_logs=host_logs,
+        align=options.align_options(), force_job=options.force_job))
 
-            diagnosis = diagnose_counters(counters)
-    if host_alignments is None:
-        tl, host_alignments = place_host_logs(tl, AlignOptions(options.dmon_tz, options.dmon_offset_ns))
-    hosts = host_figures(tl, host_alignments)
-    diagnosis = split_input_bound(diagnosis, hosts, bool(tl.host_logs))
-    analysis = assemble(tl, figures, diagnosis, counters, alignments, counters_aligned, warnings,
-                        options.include_warmup, hosts, options.batch_size)
-    if len(tl.ranks) > 1:  # many ranks: one clock, collectives matched, stragglers
-        from .analyses.collectives import collective_table
-        from .run.combine import with_job
 
-        analysis = with_job([collective_table(tl, r.index) for r in tl.ranks], analysis)
-    return analysis
+def _analyze_timeline(tl: Timeline, options: Options) -> Analysis:
+    """A Timeline handed in (a notebook's): split by rank, each mapped like a rank file, then combined with
+    its counters (as they are) and host logs (put on the trace's clock)."""
+    from .run.combine import JobInputs, combine
+    from .run.map import analyze_rank_timeline, split_ranks
+
+    counters, hosts = _logs_of(tl)
+    analysis = options.analysis_options(log_extras=counters is not None or hosts is not None)
+    if options.stage:
+        options.stage("analysing")
+    outputs = [analyze_rank_timeline(part, analysis, part.sources[0].path) for part in split_ranks(tl)]
+    return combine(outputs, JobInputs("timeline", (), analysis, warnings=tuple(tl.warnings), counter_logs=counters,
+                                      host_logs=hosts, align=options.align_options(), from_files=False))
+
+
+def _logs_of(tl: Timeline) -> tuple[Timeline | None, Timeline | None]:
+    """A Timeline's counters and host logs, each as a Timeline of its own (sources renumbered)."""
+    counters = hosts = None
+    if len(tl.counters):
+        used = sorted(int(s) for s in np.unique(tl.counters["source"].to_numpy()))
+        new = np.zeros(len(tl.sources), dtype=np.int32)
+        new[used] = np.arange(len(used), dtype=np.int32)
+        co = tl.counters.copy()
+        co["source"] = new[co["source"].to_numpy()]
+        counters = Timeline(counters=co, sources=[tl.sources[i] for i in used]).validate()
+    if tl.host_logs:
+        used = [h.source for h in tl.host_logs]
+        new = np.zeros(len(tl.sources), dtype=np.int32)
+        new[used] = np.arange(len(used), dtype=np.int32)
+        hm = tl.host_metrics.copy()
+        hm["source"] = new[hm["source"].to_numpy()]
+        hosts = Timeline(host_metrics=hm, sources=[tl.sources[i] for i in used],
+                         host_logs=[replace(h, source=int(new[h.source])) for h in tl.host_logs]).validate()
+    return counters, hosts
 
 
 def load(path: PathLike) -> Analysis:

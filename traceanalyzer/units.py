@@ -58,10 +58,6 @@ def format_us(us: float | None) -> str:
     return f"{us:.0f} us"
 
 
-def ns_to_us(ns: float) -> float:
-    return float(ns) / 1000.0
-
-
 
 def parse_start(text: str) -> tuple[int, str]:
     """A date and time as users write it -> (ns, clock).

@@ -1,9 +1,9 @@
 """A many-rank job on one clock: the reduce half of the job analysis (per-rank half: collectives.py).
 
-`job_figures(tables, ranks, diagnoses)` takes each rank's compact collective table and its
-already-computed `RankResult` (and `RankDiagnosisResult`, when diagnosed) and returns the job's
-figures (`result.JobResult`) plus warnings. It never sees events, so it runs wherever the per-rank
-results are gathered.
+`job_figures(tables, ranks, numbers, warmups)` takes each rank's compact collective table and its
+`RankJobFacts` (what the job needs of the rank's figures, made where the rank is read:
+`rank_job_facts`) and returns the job's figures in ns (`JobFigures`; `result.build` converts them)
+plus warnings. It never sees events, so it runs wherever the per-rank results are gathered.
 
 1. Clock. Ranks of one host share a clock. A collective ends at nearly the same moment on every
    rank (no rank leaves before the last one has sent its part), so each other host's offset is the
@@ -30,7 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..result import types as R
+from ..timeline import RankInfo
+from . import RankAnalysis
 from .collectives import COLUMNS
 
 # Ranks said (or taken) to share a clock whose collectives end further apart than this (median)
@@ -43,26 +44,81 @@ MATCH_END_TOLERANCE_NS = 1_000_000
 
 
 @dataclass(frozen=True)
+class RankJobFacts:
+    """What the job stage needs of one rank's figures (ns), small enough to travel with its results."""
+
+    host: str | None
+    clock: str
+    window_start_ns: int
+    step: np.ndarray  # per step: its number, duration, GPU busy, communication, exposed communication
+    step_dur_ns: np.ndarray
+    step_busy_ns: np.ndarray
+    step_comm_ns: np.ndarray
+    step_exposed_comm_ns: np.ndarray
+    busy_ns: tuple[int, ...]  # per device (a rank without steps is figured over its window)
+    comm_ns: tuple[int, ...]
+    exposed_comm_ns: tuple[int, ...]
+
+
+def rank_job_facts(info: RankInfo, r: RankAnalysis) -> RankJobFacts:
+    """A rank's `RankJobFacts` from its figures."""
+    def col(name: str) -> np.ndarray:
+        return np.array([getattr(s, name) for s in r.per_step], dtype=np.int64)
+
+    return RankJobFacts(info.host, info.clock, r.window.start_ns, col("step"), col("dur_ns"), col("gpu_busy_ns"),
+                        col("comm_ns"), col("exposed_comm_ns"), tuple(int(d.busy.busy_ns) for d in r.devices),
+                        tuple(int(d.busy.comm_ns) for d in r.devices),
+                        tuple(int(d.busy.exposed_comm_ns) for d in r.devices))
+
+
+@dataclass(frozen=True)
+class ClockFigures:
+    """How one host's clock was put on the job's clock."""
+
+    host: str
+    ranks: tuple[int, ...]
+    offset_ns: int  # added to this host's times to put them on the job clock
+    method: str  # "reference" (the first host) | "collectives" | "none"
+    collectives_used: int
+    residual_ns: float | None  # median |end-time difference| of matched collectives after the shift
+
+
+@dataclass(frozen=True)
+class RankComm:
+    """One rank's communication figures, per steady-state step (medians over steps), in whole ns."""
+
+    rank: int
+    host: str | None
+    step_time_ns: int | None
+    compute_ns: int  # GPU busy minus exposed communication
+    comm_ns: int
+    exposed_comm_ns: int
+    overlapped_comm_ns: int
+    wait_ns: int  # time this rank sat in collectives waiting for later ranks
+    caused_wait_ns: int  # time the other ranks waited for this one
+    lateness_ns: int  # arrival at collectives vs the median rank (positive: late)
+    bus_bandwidth_gbps: float | None
+    last_arrivals: int  # matched collectives in which it started last and held others up
+
+
+@dataclass(frozen=True)
 class JobFigures:
-    job: R.JobResult
+    clocks: tuple[ClockFigures, ...]
+    collectives_matched: int
+    ranks: tuple[RankComm, ...]
+    timeline_shift_ns: tuple[int, ...]  # each rank's window start on the job clock, from the earliest
     warnings: tuple[str, ...]
 
 
-def _us(ns: float) -> float:
-    return round(float(ns) / 1000.0, 3)
-
-
-def job_key(r: R.RankResult, i: int) -> int:
-    """A rank's number in the job's figures: its rank, else its position."""
-    return r.rank if r.rank is not None else i
-
-
-def job_figures(tables: Sequence[pd.DataFrame], ranks: Sequence[R.RankResult]) -> JobFigures:
-    """The job's clock, matched collectives and per-rank communication (see the module text)."""
-    numbers = [job_key(r, i) for i, r in enumerate(ranks)]
+def job_figures(tables: Sequence[pd.DataFrame], ranks: Sequence[RankJobFacts], numbers: Sequence[int],
+                warmups: Sequence[tuple[int, ...]] = ()) -> JobFigures:
+    """The job's clock, matched collectives and per-rank communication (see the module text). `numbers`:
+    each rank's number in the job (that of its collective table's rank column); `warmups`: each rank's
+    warm-up steps, left out of its per-step figures."""
+    numbers = list(numbers)
     host_of = {n: r.host for n, r in zip(numbers, ranks)}
     clock_of = {n: r.clock for n, r in zip(numbers, ranks)}
-    warmup = {n: set(r.diagnosis.warmup_steps) for n, r in zip(numbers, ranks) if r.diagnosis is not None}
+    warmup = {n: set(w) for n, w in zip(numbers, warmups)}
     parts = [t for t in tables if len(t)]
     table = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame({c: [] for c in COLUMNS})
     taking = sorted(int(r) for r in pd.unique(table["rank"])) if len(table) else []
@@ -70,7 +126,6 @@ def job_figures(tables: Sequence[pd.DataFrame], ranks: Sequence[R.RankResult]) -
     groups = _groups(numbers, host_of, clock_of)
     m = _matrices(table, taking) if len(taking) >= 2 else None
     offsets: dict[int, int] = {n: 0 for n in numbers}
-    clocks: list[R.HostClock] = []
     keep = np.zeros(0, dtype=bool)
     used_of: dict[str, int] = {}
     if m is not None:
@@ -87,12 +142,10 @@ def job_figures(tables: Sequence[pd.DataFrame], ranks: Sequence[R.RankResult]) -
                             f"left out: the traces may be sampled, trimmed or of different captures")
     clocks = _clocks(groups, taking, offsets, m, keep, used_of)
     figures = _waiting(m, keep, taking, offsets, warmup) if m is not None and keep.any() else {}
-    rows = tuple(_row(n, r, r.diagnosis, figures.get(n)) for n, r in zip(numbers, ranks))
+    rows = tuple(_row(n, r, warmup.get(n, set()), figures.get(n)) for n, r in zip(numbers, ranks))
     starts = [r.window_start_ns + offsets.get(n, 0) for n, r in zip(numbers, ranks)]
     first = min(starts)
-    job = R.JobResult(clocks=tuple(clocks), collectives_matched=int(keep.sum()), ranks=rows,
-                      timeline_shift_us=tuple(_us(s - first) for s in starts))
-    return JobFigures(job, tuple(warnings))
+    return JobFigures(tuple(clocks), int(keep.sum()), rows, tuple(s - first for s in starts), tuple(warnings))
 
 
 # --- clocks -----------------------------------------------------------------------------------------
@@ -237,7 +290,7 @@ def _offsets(groups: list[tuple[str, list[int]]], taking: list[int], ends: np.nd
 
 
 def _clocks(groups: list[tuple[str, list[int]]], taking: list[int], offsets: dict[int, int],
-            m: _Matrices | None, keep: np.ndarray, used_of: dict[str, int]) -> list[R.HostClock]:
+            m: _Matrices | None, keep: np.ndarray, used_of: dict[str, int]) -> list[ClockFigures]:
     col = {n: j for j, n in enumerate(taking)}
     out = []
     job_end = None
@@ -251,12 +304,12 @@ def _clocks(groups: list[tuple[str, list[int]]], taking: list[int], offsets: dic
         residual = None
         if job_end is not None and cols:
             if part.all():
-                residual = _us(float(np.median(np.abs(aligned[:, cols] - job_end[:, None]))))
+                residual = float(np.median(np.abs(aligned[:, cols] - job_end[:, None])))
             elif part[:, cols].any():
-                residual = _us(float(np.median(np.abs(aligned[:, cols] - job_end[:, None])[part[:, cols]])))
+                residual = float(np.median(np.abs(aligned[:, cols] - job_end[:, None])[part[:, cols]]))
         used = used_of.get(label, 0) if cols and job_end is not None else 0
         method = "reference" if 0 in cols else ("collectives" if cols and used else "none")
-        out.append(R.HostClock(label, tuple(members), _us(offsets[members[0]]), method, used, residual))
+        out.append(ClockFigures(label, tuple(members), offsets[members[0]], method, used, residual))
     return out
 
 
@@ -333,30 +386,35 @@ def _own_lateness(lateness: np.ndarray, wait: np.ndarray, start: np.ndarray, par
 
 
 # --- per rank ---------------------------------------------------------------------------------------
-def _median(values: list[float]) -> float:
-    return float(np.median(values)) if values else 0.0
+def _median(values: np.ndarray) -> float:
+    return float(np.median(values)) if len(values) else 0.0
 
 
-def _row(n: int, r: R.RankResult, d: R.RankDiagnosisResult | None, w: _RankWait | None) -> R.RankCommRow:
-    skip = set(d.warmup_steps) if d else set()
-    steps = [s for s in r.per_step if s.step not in skip] or list(r.per_step)
-    if steps:
-        step_us: float | None = _median([s.duration_us for s in steps])
-        compute = _median([max(s.gpu_busy_us - s.exposed_comm_us, 0.0) for s in steps])
-        comm = _median([s.comm_us for s in steps])
-        exposed = _median([s.exposed_comm_us for s in steps])
+def _ns(x: float) -> int:
+    return int(round(float(x)))
+
+
+def _row(n: int, r: RankJobFacts, skip: set[int], w: _RankWait | None) -> RankComm:
+    steady = ~np.isin(r.step, sorted(skip)) if skip else np.ones(len(r.step), dtype=bool)
+    if not steady.any():
+        steady = np.ones(len(r.step), dtype=bool)
+    step_ns: float | None
+    if len(r.step):
+        step_ns = _median(r.step_dur_ns[steady])
+        compute = _median(np.maximum(r.step_busy_ns[steady] - r.step_exposed_comm_ns[steady], 0))
+        comm = _median(r.step_comm_ns[steady])
+        exposed = _median(r.step_exposed_comm_ns[steady])
     else:  # no steps: over the window
-        step_us = None
-        comm = float(sum(dv.communication_us or 0.0 for dv in r.devices))
-        exposed = float(sum(dv.exposed_communication_us or 0.0 for dv in r.devices))
-        compute = max(float(sum(dv.gpu_busy_us or 0.0 for dv in r.devices)) - exposed, 0.0)
-    return R.RankCommRow(
-        rank=n, host=r.host, step_time_us=None if step_us is None else round(step_us, 3),
-        compute_us=round(compute, 3), comm_us=round(comm, 3), exposed_comm_us=round(exposed, 3),
-        overlapped_comm_us=round(max(comm - exposed, 0.0), 3),
-        wait_in_collectives_us=_us(w.wait_ns) if w else 0.0, caused_wait_us=_us(w.caused_ns) if w else 0.0,
-        lateness_us=_us(w.lateness_ns) if w else 0.0, bus_bandwidth_gbps=w.bus_gbps if w else None,
+        step_ns = None
+        comm, exposed = float(sum(r.comm_ns)), float(sum(r.exposed_comm_ns))
+        compute = max(float(sum(r.busy_ns)) - exposed, 0.0)
+    return RankComm(
+        rank=n, host=r.host, step_time_ns=None if step_ns is None else _ns(step_ns), compute_ns=_ns(compute),
+        comm_ns=_ns(comm), exposed_comm_ns=_ns(exposed), overlapped_comm_ns=_ns(max(comm - exposed, 0.0)),
+        wait_ns=_ns(w.wait_ns) if w else 0, caused_wait_ns=_ns(w.caused_ns) if w else 0,
+        lateness_ns=_ns(w.lateness_ns) if w else 0, bus_bandwidth_gbps=w.bus_gbps if w else None,
         last_arrivals=w.last if w else 0)
 
 
-__all__ = ["CLOCK_SPLIT_TOLERANCE_NS", "MATCH_END_TOLERANCE_NS", "JobFigures", "job_figures", "job_key"]
+__all__ = ["CLOCK_SPLIT_TOLERANCE_NS", "MATCH_END_TOLERANCE_NS", "ClockFigures", "JobFigures", "RankComm",
+           "RankJobFacts", "job_figures", "rank_job_facts"]

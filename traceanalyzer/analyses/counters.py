@@ -9,15 +9,16 @@ samples straddling an edge count in neither. Definitions in words: `traceanalyze
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from .. import intervals as iv
+from ..align import device_series
 from ..timeline import COUNTER_METRICS, UTIL_METRIC, Timeline
 from . import figures as F
+from . import tracks as TR
 
 # The cross-check warns when trace busy and log utilisation differ by more than this (points).
 CROSS_CHECK_MARGIN_PCT = 15.0
@@ -81,61 +82,41 @@ class DeviceCounters:
     utilisation: tuple[tuple[int, float], ...]
 
 
-# --- selections shared with align.py ----------------------------------------------------------------
-def device_series(counters: pd.DataFrame, device: int | None,
-                  metric: str | None = None) -> Iterator[tuple[str, np.ndarray, np.ndarray]]:
-    """(metric, values, ts_ns) in time order for each device/metric series matching the filters."""
-    dev = counters["device"].to_numpy()
-    mask = np.ones(len(counters), dtype=bool) if device is None else dev == device
-    if metric is not None:
-        mask &= (counters["metric"] == metric).to_numpy()
-    sel = counters[mask]
-    if not len(sel):
-        return
-    for (_, name), group in sel.groupby(["device", "metric"], observed=True, sort=True):
-        ts = group["ts_ns"].to_numpy()
-        order = np.argsort(ts, kind="stable")
-        yield str(name), group["value"].to_numpy()[order], ts[order]
+# --- what a rank gives the job's counter logs -------------------------------------------------------
+def rank_busy_sets(tl: Timeline, rank: int) -> dict[int, iv.IntervalSet]:
+    """Per device index of one rank: the union of its kernel, memcpy and memset intervals (what the
+    job's counter logs are aligned and cross-checked with; `merge_busy_sets` joins the ranks')."""
+    return {device: F.work_union(tl, rank, device) for device in tl.device_indices(rank)}
 
 
-def trace_busy_sets(tl: Timeline) -> dict[int, iv.IntervalSet]:
-    """Per device index: union of kernel, memcpy and memset intervals over every rank."""
+def merge_busy_sets(parts: list[dict[int, iv.IntervalSet]]) -> dict[int, iv.IntervalSet]:
+    """Several ranks' `rank_busy_sets` as one: per device index, the union over the ranks."""
     out: dict[int, iv.IntervalSet] = {}
-    for rank in range(len(tl.ranks)):
-        for device in tl.device_indices(rank):
-            s, e = F.work_union(tl, rank, device)
+    for part in parts:
+        for device, (s, e) in part.items():
             if device in out:
                 s, e = iv.union(np.r_[out[device][0], s], np.r_[out[device][1], e])
             out[device] = (s, e)
     return out
 
 
-def trace_span(tl: Timeline) -> tuple[int, int] | None:
-    """First event start to last event end over the whole trace (what the trace recorded)."""
-    ev = tl.events
-    if not len(ev):
+def job_window(windows: list[tuple[int, int] | None]) -> tuple[int, int] | None:
+    """The report's window over all ranks, from each rank's window (None: empty): earliest start to
+    latest end."""
+    found = [w for w in windows if w is not None]
+    if not found:
         return None
-    ts = ev["ts_ns"].to_numpy()
-    return int(ts.min()), int((ts + ev["dur_ns"].to_numpy()).max())
-
-
-def trace_window(tl: Timeline) -> tuple[int, int] | None:
-    """The report's window over all ranks: earliest rank-window start to latest end."""
-    windows = [F.rank_window(tl, r.index) for r in tl.ranks]
-    windows = [w for w in windows if w.dur_ns > 0]
-    if not windows:
-        return None
-    return min(w.start_ns for w in windows), max(w.end_ns for w in windows)
+    return min(w[0] for w in found), max(w[1] for w in found)
 
 
 # --- figures ----------------------------------------------------------------------------------------
-def counter_figures(tl: Timeline, window: tuple[int, int] | None = None) -> tuple[DeviceCounters, ...]:
-    """Per GPU in the counters table; `window` (trace clock) splits inside/outside figures and
-    enables the cross-check against the trace's GPU work."""
-    counters = tl.counters
+def counter_figures(counters: pd.DataFrame, window: tuple[int, int] | None = None,
+                    busy: dict[int, iv.IntervalSet] | None = None) -> tuple[DeviceCounters, ...]:
+    """Per GPU in a counters table; `window` (trace clock) splits inside/outside figures and, with the
+    trace's GPU work per device (`busy`, `merge_busy_sets`), enables the cross-check."""
     if not len(counters):
         return ()
-    busy = trace_busy_sets(tl) if window is not None else {}
+    busy = busy if window is not None and busy is not None else {}
     out = []
     for device in sorted(int(d) for d in np.unique(counters["device"].to_numpy())):
         rows = counters[counters["device"].to_numpy() == device]
@@ -253,3 +234,34 @@ def _timeseries(values: np.ndarray, ts: np.ndarray, period: int) -> tuple[tuple[
     starts = t[0] + np.arange(len(sums), dtype=np.int64) * width
     return tuple((int(s), float(m)) for s, m in zip(starts[keep], sums[keep] / counts[keep]))
 
+
+
+def counter_tracks(counters: pd.DataFrame, devices: list[int], lo: int, hi: int) -> tuple[TR.CounterTrack, ...]:
+    """The sampled counters a rank draws: per device of the rank (in its order) and metric (by name),
+    the samples inside its window [lo, hi) on the trace clock, averaged down to MAX_COUNTER_POINTS."""
+    out = []
+    if len(counters) and hi > lo:
+        in_w = (counters["ts_ns"].to_numpy() >= lo) & (counters["ts_ns"].to_numpy() < hi)
+        for device in devices:
+            mine = counters[in_w & (counters["device"].to_numpy() == device)]
+            for metric in sorted(set(mine["metric"].astype(str))):
+                m = mine[(mine["metric"].astype(str) == metric).to_numpy()]
+                t, v = _downsample(m["ts_ns"].to_numpy(), m["value"].to_numpy(), TR.MAX_COUNTER_POINTS)
+                out.append(TR.CounterTrack(device, metric, t, v, len(m)))
+    return tuple(out)
+
+
+def _downsample(ts: np.ndarray, value: np.ndarray, max_points: int) -> tuple[np.ndarray, np.ndarray]:
+    """Mean of equal-count buckets (sorted by time) when there are too many samples."""
+    order = np.argsort(ts, kind="stable")
+    ts, value = ts[order], value[order]
+    if len(ts) <= max_points:
+        return ts, value
+    edges = np.linspace(0, len(ts), max_points + 1).astype(np.int64)
+    first = edges[:-1]
+    counts = np.diff(edges)
+    t = (np.add.reduceat(ts.astype(np.float64), first) / counts).astype(np.int64)
+    finite = np.where(np.isnan(value), 0.0, value)
+    n_ok = np.add.reduceat((~np.isnan(value)).astype(np.int64), first)
+    v = np.where(n_ok > 0, np.add.reduceat(finite, first) / np.maximum(n_ok, 1), np.nan)
+    return t, v

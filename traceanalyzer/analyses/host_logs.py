@@ -1,6 +1,6 @@
 """Figures from host monitor logs (glances): pure functions of a Timeline whose `host_metrics` are on
-the trace's clock (`align.place_host_logs`, whose alignments say how) and of the trace's DataLoader
-waits -> frozen results.
+the trace's clock (`align.place_host_logs`, whose alignments say how) and of the ranks' DataLoader
+waits (`rank_waits`, taken where each rank is read) -> frozen results.
 
 A sample taken at time t describes its refresh period [t - period, t) (glances' CPU percentages are
 "since the last refresh"). Metric summaries are those of GPU counter logs (`counters.metric_figures`:
@@ -16,25 +16,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import intervals as iv
+from ..align import HostLogAlignment, host_period_ns
 from ..timeline import Source, Timeline
 from . import figures as F
-from .counters import MetricFigures, metric_figures, trace_window
+from .counters import MetricFigures, metric_figures
 
 SERIES_POINTS = 600  # samples drawn per host log (every k-th beyond)
 SERIES_METRICS = ("cpu_user_pct", "cpu_system_pct", "cpu_iowait_pct")
 MAX_WAIT_SPANS = 2000  # DataLoader-wait spans drawn (the longest beyond)
-
-
-@dataclass(frozen=True)
-class HostLogAlignment:
-    """How a host monitor log (glances) was put on the trace clock: by the clocks (or --dmon-offset) only,
-    as host figures have nothing to correlate with GPU activity."""
-
-    source: int  # index into the Timeline's sources: the log
-    offset_ns: int  # log time + offset_ns = trace time
-    method: str  # align.GIVEN | align.CLOCK
-    zone: str
-    warnings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -68,25 +57,25 @@ class HostLogFigures:
     wait_spans: tuple[np.ndarray, np.ndarray]  # the waits drawn (union over ranks), trace clock
 
 
-def host_figures(tl: Timeline, alignments: tuple[HostLogAlignment, ...]) -> tuple[HostLogFigures, ...]:
-    """Every host log of `tl` (already on the trace's clock, placed as `alignments` say), summarised
-    against the trace's window and DataLoader waits."""
-    trace = tl if len(tl.events) else None
-    window = trace_window(tl) if trace is not None else None
-    info = {h.source: h for h in tl.host_logs}
+def host_figures(logs: Timeline, alignments: tuple[HostLogAlignment, ...], waits: dict[int, iv.IntervalSet] | None,
+                 window: tuple[int, int] | None) -> tuple[HostLogFigures, ...]:
+    """Every host log of `logs` (already on the trace's clock, placed as `alignments` say), summarised
+    against the trace's window and each rank's DataLoader waits (`rank_waits`, by rank index in the
+    job; None: no trace events)."""
+    info = {h.source: h for h in logs.host_logs}
     out = []
     for a in alignments:
-        ts, values = tl.host_samples(a.source)
-        out.append(host_log_figures(tl.sources[a.source], info[a.source].cores, ts, values, host_period_ns(ts),
-                                    a, trace, window))
+        ts, values = logs.host_samples(a.source)
+        out.append(host_log_figures(logs.sources[a.source], info[a.source].cores, ts, values, host_period_ns(ts),
+                                    a, waits, window))
     return tuple(out)
 
 
 def host_log_figures(source: Source, cores: int | None, ts: np.ndarray, values: dict[str, np.ndarray],
-                     period: int | None, a: HostLogAlignment, tl: Timeline | None,
+                     period: int | None, a: HostLogAlignment, waits: dict[int, iv.IntervalSet] | None,
                      window: tuple[int, int] | None) -> HostLogFigures:
     metrics = tuple(metric_figures(m, v, ts, period or 0, window) for m, v in values.items())
-    waits = {r.index: _waits(tl, r.index) for r in tl.ranks} if tl is not None else {}
+    waits = waits or {}
     by_rank = {i: wait_figures(values, ts, period, w) for i, w in waits.items()}
     all_s = np.concatenate([w[0] for w in waits.values()]) if waits else np.zeros(0, np.int64)
     all_e = np.concatenate([w[1] for w in waits.values()]) if waits else np.zeros(0, np.int64)
@@ -95,13 +84,8 @@ def host_log_figures(source: Source, cores: int | None, ts: np.ndarray, values: 
                           wait_figures(values, ts, period, union), by_rank, _drawn(union))
 
 
-def host_period_ns(ts_ns: np.ndarray) -> int | None:
-    """A host log's refresh period: the median spacing of its distinct sample times (None: one sample)."""
-    d = np.diff(np.unique(ts_ns))
-    return int(np.median(d)) if len(d) else None
-
-
-def _waits(tl: Timeline, rank: int) -> iv.IntervalSet:
+def rank_waits(tl: Timeline, rank: int) -> iv.IntervalSet:
+    """A rank's DataLoader waits inside its window (what its host-log figures need of it)."""
     w = F.rank_window(tl, rank)
     return iv.clip(F.dataloader_union(tl, rank), w.start_ns, w.end_ns)
 
@@ -131,5 +115,4 @@ def _drawn(waits: iv.IntervalSet) -> tuple[np.ndarray, np.ndarray]:
     return s[keep], e[keep]
 
 
-__all__ = ["HostLogAlignment", "HostLogFigures", "WaitFigures", "host_figures", "host_log_figures", "host_period_ns",
-           "wait_figures"]
+__all__ = ["HostLogFigures", "WaitFigures", "host_figures", "host_log_figures", "rank_waits", "wait_figures"]

@@ -10,8 +10,8 @@ waits (`analyses.host_logs`, wait-weighted means) decide:
 * **unknown**: neither, or the logs cover less than INPUT_MIN_WAIT_COVERAGE of the waits (or fewer
   than INPUT_MIN_SAMPLES samples), or there is no host log (the evidence then names the log to take).
 
-Pure: Diagnosis x host-log figures -> Diagnosis with `input_split` set and the input finding's
-evidence and advice extended.
+Pure: a rank's diagnosis x host-log figures -> the same with `input_split` set and the input finding's
+evidence and advice extended (`split_rank`, called once per rank where the job's ranks and logs meet).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from dataclasses import replace
 
 from ..analyses.host_logs import HostLogFigures, WaitFigures
 from ..causes import DATALOADER, INPUT_BOUND, UNDETERMINED
-from .rules import Diagnosis, Finding, RankDiagnosis
+from .rules import Finding, RankDiagnosis
 from .thresholds import (
     INPUT_CPU_SATURATED_PCT,
     INPUT_DISK_READ_BYTES_PER_S,
@@ -115,15 +115,4 @@ def split_rank(r: RankDiagnosis, hosts: tuple[HostLogFigures, ...], have_logs: b
     return replace(r, input_split=split, findings=_extend(r.findings, line, ADVICE.get(split, ())))
 
 
-def split_input_bound(d: Diagnosis | None, hosts: tuple[HostLogFigures, ...], have_logs: bool) -> Diagnosis | None:
-    """The diagnosis with every input-bound rank's `input_split` set (see the module docstring)."""
-    if d is None:
-        return None
-    ranks = tuple(split_rank(r, hosts, have_logs) for r in d.ranks)
-    k = d.primary_rank
-    same = k is not None and 0 <= k < len(ranks) and d.findings is d.ranks[k].findings
-    findings = ranks[k].findings if same and k is not None else d.findings
-    return replace(d, ranks=ranks, findings=findings)
-
-
-__all__ = ["ADVICE", "CPU", "NO_LOG", "STORAGE", "UNKNOWN", "classify", "split_input_bound", "split_rank"]
+__all__ = ["ADVICE", "CPU", "NO_LOG", "STORAGE", "UNKNOWN", "classify", "split_rank"]

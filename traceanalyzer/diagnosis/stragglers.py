@@ -1,75 +1,95 @@
 """Stragglers: the ranks the others wait for in their collectives, worst first, each with its own cause.
 
-Reads the job's per-rank communication figures (`result.JobResult`, analyses/job.py) and each
+Reads the job's per-rank communication figures (`analyses.collectives_job.JobFigures`, ns) and each
 rank's diagnosis; a rank is a straggler when it starts its collectives late (vs the median rank)
 by at least STRAGGLER_MIN_LATENESS_NS and STRAGGLER_MIN_STEP_SHARE of the median step, and held
 the others up in at least one collective. Its cause is its own largest idle cause per steady step
-(a DataLoader wait, host work, ...): why it was late, in its own trace.
+(a DataLoader wait, host work, ...): why it was late, in its own trace. `result.build` converts the
+figures to the report's units.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
+from ..analyses.collectives_job import JobFigures
 from ..causes import cause_label
-from ..result import types as R
 from ..units import format_us
+from .rules import RankDiagnosis
 from .thresholds import STRAGGLER_MIN_LATENESS_NS, STRAGGLER_MIN_STEP_SHARE
 
 
-def duration_text(us: float) -> str:
-    """31000.0 -> '31.0 ms', 850 -> '850 us', 2.5e6 -> '2.50 s': `units.format_us`, as every other
+@dataclass(frozen=True)
+class Straggler:
+    """A rank the others wait for (whole ns, per step)."""
+
+    rank: int
+    caused_wait_ns: int  # time the other ranks spent waiting for this one, per step
+    lateness_ns: int  # how late it arrives at collectives (vs the median rank), per step
+    collectives: int  # collectives in which it arrived last
+    top_cause: str | None  # its own largest cause of lost time
+    top_cause_ns: int | None  # per steady step
+    text: str  # e.g. "rank 5 is late by 31.0 ms per step; its DataLoader wait is 30.0 ms per step"
+
+
+def duration_text(ns: float) -> str:
+    """31_000_000 -> '31.0 ms', 850_000 -> '850 us', 2.5e9 -> '2.50 s': `units.format_us`, as every other
     sentence of the report writes durations."""
-    return format_us(us)
+    return format_us(ns / 1000.0)
 
 
-def min_lateness_us(job: R.JobResult) -> float:
-    """The lateness per step from which a rank counts as a straggler in this job."""
-    steps = [r.step_time_us for r in job.ranks if r.step_time_us]
-    median_step = float(np.median(steps)) if steps else 0.0
-    return max(STRAGGLER_MIN_LATENESS_NS / 1000.0, STRAGGLER_MIN_STEP_SHARE * median_step)
+def min_lateness(step_times: list[float], floor: float) -> float:
+    """The lateness per step from which a rank counts as a straggler: at least `floor` and
+    STRAGGLER_MIN_STEP_SHARE of the ranks' median step time, in the unit of both (the report states it
+    in us, from its rounded step times, as it always has)."""
+    median_step = float(np.median(step_times)) if step_times else 0.0
+    return max(floor, STRAGGLER_MIN_STEP_SHARE * median_step)
 
 
-def top_cause(d: R.RankDiagnosisResult | None) -> tuple[str | None, float | None]:
-    """A rank's largest idle cause and its idle time per steady step (mean over those steps)."""
+def min_lateness_ns(job: JobFigures) -> float:
+    """The lateness per step from which a rank counts as a straggler in this job, in ns."""
+    return min_lateness([float(r.step_time_ns) for r in job.ranks if r.step_time_ns], float(STRAGGLER_MIN_LATENESS_NS))
+
+
+def top_cause(d: RankDiagnosis | None) -> tuple[str | None, int | None]:
+    """A rank's largest idle cause and its idle time per steady step (mean over those steps, whole ns)."""
     if d is None:
         return None, None
     steps = [p for p in d.per_step if p.step not in set(d.warmup_steps)] or list(d.per_step)
     if steps:
-        totals: dict[str, float] = {}
+        totals: dict[str, int] = {}
         for p in steps:
-            for c, v in p.idle_by_cause_us.items():
-                totals[c] = totals.get(c, 0.0) + v
+            for c, v in p.idle_by_cause.items():
+                totals[c] = totals.get(c, 0) + int(v)
         per_step = {c: v / len(steps) for c, v in totals.items()}
     else:
-        per_step = dict(d.idle_by_cause_us)
+        per_step = {c: float(v) for c, v in d.idle_by_cause.items()}
     best = max(sorted(per_step), key=lambda c: per_step[c], default=None)
     if best is None or per_step[best] <= 0:
         return None, None
-    return best, round(per_step[best], 3)
+    return best, int(round(per_step[best]))
 
 
-def stragglers(job: R.JobResult, by_rank: Mapping[int, R.RankDiagnosisResult | None]) -> tuple[R.StragglerResult, ...]:
-    """The straggler ranks, latest first (see the module text); empty: no straggler. `by_rank`: each
-    rank's diagnosis by its number in `job.ranks`."""
+def stragglers(job: JobFigures, diagnoses: Mapping[int, RankDiagnosis | None]) -> tuple[Straggler, ...]:
+    """The straggler ranks, latest first (see the module text); `diagnoses` by rank number. Empty: no
+    straggler."""
     if job.collectives_matched == 0:
         return ()
-    floor = min_lateness_us(job)
-    late = [r for r in job.ranks if r.lateness_us >= floor and r.last_arrivals > 0]
-    late.sort(key=lambda r: (-r.lateness_us, -r.caused_wait_us, r.rank))
+    floor = min_lateness_ns(job)
+    late = [r for r in job.ranks if r.lateness_ns >= floor and r.last_arrivals > 0]
+    late.sort(key=lambda r: (-r.lateness_ns, -r.caused_wait_ns, r.rank))
     out = []
     for r in late:
-        cause, cause_us = top_cause(by_rank.get(r.rank))
-        text = f"rank {r.rank} is late by {duration_text(r.lateness_us)} per step"
-        if cause is not None and cause_us is not None:
-            text += f"; its {cause_label(cause)} is {duration_text(cause_us)} per step"
-        text += f"; the other ranks wait {duration_text(r.caused_wait_us)} per step for it"
-        out.append(R.StragglerResult(rank=r.rank, caused_wait_per_step_us=r.caused_wait_us,
-                                     lateness_per_step_us=r.lateness_us, collectives=r.last_arrivals,
-                                     top_cause=cause, top_cause_per_step_us=cause_us, text=text))
+        cause, cause_ns = top_cause(diagnoses.get(r.rank))
+        text = f"rank {r.rank} is late by {duration_text(r.lateness_ns)} per step"
+        if cause is not None and cause_ns is not None:
+            text += f"; its {cause_label(cause)} is {duration_text(cause_ns)} per step"
+        text += f"; the other ranks wait {duration_text(r.caused_wait_ns)} per step for it"
+        out.append(Straggler(r.rank, r.caused_wait_ns, r.lateness_ns, r.last_arrivals, cause, cause_ns, text))
     return tuple(out)
 
 
-__all__ = ["duration_text", "min_lateness_us", "stragglers", "top_cause"]
+__all__ = ["Straggler", "duration_text", "min_lateness", "min_lateness_ns", "stragglers", "top_cause"]

@@ -1,13 +1,10 @@
-"""What every reader shares: the options it reads with and the shape of a reader module."""
+"""What every reader shares: the options it reads with and the limits it checks."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Protocol
 
-from ..timeline import Timeline
 from ._io import DEFAULT_MAX_INPUT_BYTES
 
 # No machine has more GPUs than this: a file naming more distinct devices is refused with a
@@ -32,20 +29,9 @@ class ReadOptions:
     # ... starting here: (ns, clock) with clock CLOCK_WALL (local time) or CLOCK_EPOCH; see
     # `units.parse_start`. Also gives the date to time-of-day-only logs.
     dmon_start: tuple[int, str] | None = None
-    # Several files are ranks of one job only when they look like one; True analyses them as one anyway.
-    force_job: bool = False
     # Decoded columns of big traces kept in (and taken from) the user's cache directory (`cache`).
     cache: bool = False
     # Processes (this one included) that decode one big uncompressed trace file in ranges
     # (`chrome_parallel`); 1 streams it in this process alone.
     decode_workers: int = 1
 
-
-class Reader(Protocol):
-    """A reader module: `sniff` says from the first bytes whether the content is its format; `read`
-    turns the whole (decompressed) content into a Timeline. A reader that streams a big file itself
-    also has `read_path(path, options) -> Timeline`."""
-
-    def sniff(self, head: bytes) -> bool: ...
-
-    def read(self, path: Path, data: bytes, options: ReadOptions) -> Timeline: ...

@@ -107,7 +107,7 @@ def to_events(raw: RawEvents) -> Mapped:
 
     # --- per plane: host, GPU N, or something we do not map ---------------------------------
     plane_names = raw.planes.values
-    plane_gpu = np.array([_gpu_index(p) for p in plane_names] or [-1], dtype=np.int64)
+    plane_gpu = np.array([gpu_index(p) for p in plane_names] or [-1], dtype=np.int64)
     plane_host = np.array([bool(HOST_PLANE.match(p)) for p in plane_names] or [False])
     ev_gpu = plane_gpu[plane] if n else np.zeros(0, np.int64)
     ev_host = plane_host[plane] if n else np.zeros(0, bool)
@@ -253,7 +253,7 @@ def _small_int(digits: str) -> int:
     return int(digits) if len(digits) <= 10 and int(digits) <= _MAX_INDEX else -1
 
 
-def _gpu_index(plane_name: str) -> int:
+def gpu_index(plane_name: str) -> int:
     m = GPU_PLANE.match(plane_name)
     return _small_int(m.group(1)) if m else -1
 

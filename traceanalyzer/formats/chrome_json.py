@@ -92,13 +92,13 @@ _RAW_LIST_DECODER = msgspec.json.Decoder(list[msgspec.Raw])
 # clears it before a file and reports it after (decoding is single-threaded).
 DECODE_NOTES: Counter[str] = Counter()
 _ENVELOPE_DECODER = msgspec.json.Decoder(dict[str, msgspec.Raw])
-_EVENT_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
+EVENT_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 # Strings (a lone '"' when the buffer ends inside one) and brackets: the header's structure.
 _HEADER_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|"|[\[\]{}]', re.DOTALL)
 _KEY_COLON = re.compile(rb'[ \t\r\n]*(:?)[ \t\r\n]*')
 _BYTE_POS = re.compile(r"\(byte (\d+)\)")
 _SPACE = b" \t\r\n"
-# Whitespace runs this long are squeezed while streaming (see _StreamReader._append_squeezed).
+# Whitespace runs this long are squeezed while streaming (see StreamReader._append_squeezed).
 _SPACE_RUN = b" " * 65536
 _SPACE_BYTES = (b" ", b"\t", b"\r", b"\n")
 _LONG_SPACE = re.compile(rb"[ \t\r\n]{65536,}")
@@ -171,7 +171,7 @@ def iter_event_chunks(env: Envelope, path: Path, chunk_bytes: int = CHUNK_BYTES,
         search_from = pos + chunk_bytes
         skip = 0
         while True:
-            m = _EVENT_BOUNDARY.search(raw, search_from)
+            m = EVENT_BOUNDARY.search(raw, search_from)
             if m is None:
                 piece = b"[" + bytes(raw[pos:end])
                 yield _decode_piece(piece, env, path, pos - 1, decoder)
@@ -182,9 +182,9 @@ def iter_event_chunks(env: Envelope, path: Path, chunk_bytes: int = CHUNK_BYTES,
             try:
                 events = _decode(piece, decoder)
             except msgspec.DecodeError as exc:
-                if "truncated" in str(exc) or _error_at_end(exc, len(piece)):
+                if "truncated" in str(exc) or error_at_end(exc, len(piece)):
                     search_from = m.end() + skip  # inside a string or nested value: try further on
-                    skip = _next_skip(skip)
+                    skip = next_skip(skip)
                     continue
                 raise InputError(path, describe_decode_error(exc, env.data, env.events_offset + pos - 1)) from None
             break
@@ -203,7 +203,7 @@ _FIRST_SKIP = 64 * 1024
 _MAX_PIECE_BYTES = 2 * 1024**3
 
 
-def _next_skip(skip: int) -> int:
+def next_skip(skip: int) -> int:
     return max(2 * skip, _FIRST_SKIP)
 
 
@@ -253,7 +253,7 @@ def _decode_one_by_one(piece: Any) -> list[Any]:
     return out
 
 
-def _decode_span(buf: bytearray, start: int, end: int, decoder: msgspec.json.Decoder | None,
+def decode_span(buf: bytearray, start: int, end: int, decoder: msgspec.json.Decoder | None,
                  transient: bool = False) -> list[Any]:
     """Decode buf[start:end] as a list, with '[' written over buf[start] and ']' over buf[end]
     (both restored after): the events between two boundaries, without copying them. `transient`:
@@ -278,7 +278,7 @@ def _decode_piece(piece: bytes, env: Envelope, path: Path, base: int,
         raise InputError(path, describe_decode_error(exc, env.data, env.events_offset + base)) from None
 
 
-def _error_at_end(exc: Exception, length: int) -> bool:
+def error_at_end(exc: Exception, length: int) -> bool:
     m = _BYTE_POS.search(str(exc))
     return m is not None and int(m.group(1)) >= length - 2
 
@@ -343,7 +343,7 @@ class EventStream:
 
     def chunks(self) -> Iterator[list[Any]]:
         blocks = iter_input_blocks(self.path, self.max_bytes, self.progress)
-        reader = _StreamReader(blocks)
+        reader = StreamReader(blocks)
         if not self._find_events_start(reader):
             reader.close()
             yield from self._whole_content()
@@ -351,7 +351,7 @@ class EventStream:
         self.streamed = True
         yield from self.events_from(reader)
 
-    def events_from(self, r: _StreamReader) -> Iterator[list[Any]]:
+    def events_from(self, r: StreamReader) -> Iterator[list[Any]]:
         """The events from `r` on to the end of the document, whose `buf[0]` is the array's '[' or
         the byte before an event's '{' (see `chrome_parallel`, which streams a file's tail so)."""
         try:
@@ -369,7 +369,7 @@ class EventStream:
         except NestingError as exc:
             raise InputError(self.path, f"not a trace: {exc}") from None
 
-    def _find_events_start(self, r: _StreamReader) -> bool:
+    def _find_events_start(self, r: StreamReader) -> bool:
         """Read up to the '[' of a top-level traceEvents list; decode the keys before it.
 
         One pass over strings and brackets (linear however many `"traceEvents"` keys are nested
@@ -418,7 +418,7 @@ class EventStream:
                 return self._header_before(r, m.start(), colon.end())
             pos = m.end()
 
-    def _header_before(self, r: _StreamReader, key_start: int, list_start: int) -> bool:
+    def _header_before(self, r: StreamReader, key_start: int, list_start: int) -> bool:
         """Decode the top-level keys before `"traceEvents":` and drop them from the buffer."""
         if r.buf[list_start:list_start + 1] != b"[":
             return False
@@ -433,7 +433,7 @@ class EventStream:
         r.drop(list_start)  # buf now starts with '['
         return True
 
-    def _stream(self, r: _StreamReader) -> Iterator[list[Any]]:
+    def _stream(self, r: StreamReader) -> Iterator[list[Any]]:
         pos = 1  # in r.buf: the start of the next event, after '[' (or ',')
         chunk = self.chunk_bytes
         while True:
@@ -446,7 +446,7 @@ class EventStream:
                     raise InputError(self.path, f"no end of an event in {len(r.buf) - pos} bytes from byte "
                                                 f"{r.offset(pos)}: not a profiler trace (or one event larger "
                                                 f"than {_MAX_PIECE_BYTES} bytes)")
-                m = _EVENT_BOUNDARY.search(r.buf, search_from) if len(r.buf) > search_from else None
+                m = EVENT_BOUNDARY.search(r.buf, search_from) if len(r.buf) > search_from else None
                 if m is None:
                     if r.eof:
                         yield from self._final(r, pos)
@@ -456,10 +456,10 @@ class EventStream:
                 try:
                     events = r.decode(pos - 1, m.start() + 1, self.decoder)
                 except msgspec.DecodeError as exc:
-                    if "truncated" in str(exc) or _error_at_end(exc, m.start() + 2 - (pos - 1)):
+                    if "truncated" in str(exc) or error_at_end(exc, m.start() + 2 - (pos - 1)):
                         # The candidate is inside a string or nested value: try one further on.
                         search_from = m.end() + skip
-                        skip = _next_skip(skip)
+                        skip = next_skip(skip)
                         continue
                     if "trailing characters" in str(exc):  # the array ends in this piece
                         while not r.eof:
@@ -472,7 +472,7 @@ class EventStream:
             r.drop(m.end() - 2)  # keep one byte before the next event's '{'
             pos = 1
 
-    def _final(self, r: _StreamReader, pos: int) -> Iterator[list[Any]]:
+    def _final(self, r: StreamReader, pos: int) -> Iterator[list[Any]]:
         """The last events, the ']' closing the array and the keys after it."""
         buf = r.buf
         hi = len(buf)
@@ -529,13 +529,13 @@ class EventStream:
             raise InputError(self.path, r.describe(exc, pos - 1)) from None
         yield self._salvage(r, pos)
 
-    def _salvage(self, r: _StreamReader, pos: int) -> list[Any]:
+    def _salvage(self, r: StreamReader, pos: int) -> list[Any]:
         """The complete events before a cut: the array is closed after the last complete event (found
         by following strings and brackets from `pos`, so `}, {` inside strings cannot mislead it);
         if that does not decode, after the last event boundary that does (tried from the end, a
         bounded number of times)."""
         r.buf = buf = bytearray(r.buf)  # a fresh copy: views left by the failed decode pin the old one
-        ends = [m.start() + 1 for m in _EVENT_BOUNDARY.finditer(buf, max(pos - 1, len(buf) - (4 << 20)))]
+        ends = [m.start() + 1 for m in EVENT_BOUNDARY.finditer(buf, max(pos - 1, len(buf) - (4 << 20)))]
         last = buf.rfind(b"}")
         if last >= pos:
             ends.append(last + 1)
@@ -581,7 +581,7 @@ def _last_event_end(buf: bytearray, pos: int) -> int:
     return end
 
 
-class _StreamReader:
+class StreamReader:
     """A growing window on the content: blocks are appended at the end, dropped at the front;
     `base` is the content offset of `buf[0]`, and newlines before it are counted for errors."""
 
@@ -670,7 +670,7 @@ class _StreamReader:
 
     def decode(self, start: int, end: int, decoder: msgspec.json.Decoder | None) -> list[Any]:
         """Decode buf[start:end] as a list, with '[' written over buf[start] and ']' over buf[end]."""
-        return _decode_span(self.buf, start, end, decoder)
+        return decode_span(self.buf, start, end, decoder)
 
     def decode_closed(self, start: int, end: int, decoder: msgspec.json.Decoder | None) -> list[Any]:
         """Decode buf[start:end] (which ends with its own ']') with '[' written over buf[start]."""

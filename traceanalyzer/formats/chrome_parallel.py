@@ -38,14 +38,14 @@ import numpy as np
 
 from ._io import iter_input_blocks, plain_file_layout
 from .chrome_json import (
-    _EVENT_BOUNDARY,
     DECODE_NOTES,
+    EVENT_BOUNDARY,
     EventStream,
     NestingError,
-    _decode_span,
-    _error_at_end,
-    _next_skip,
-    _StreamReader,
+    StreamReader,
+    decode_span,
+    error_at_end,
+    next_skip,
 )
 
 # Smaller files are not worth starting processes for (about a second each).
@@ -151,7 +151,7 @@ def _next_boundary(w: _Window, start: int) -> re.Match[bytes] | None:
     file or the window's limit. Linear however far it is: after more is read, the search resumes at
     the last '}' already read (a boundary crossing the old end can only start there)."""
     while True:
-        m = _EVENT_BOUNDARY.search(w.buf, start)
+        m = EVENT_BOUNDARY.search(w.buf, start)
         if m is not None:
             return m
         old = len(w.buf)
@@ -195,11 +195,11 @@ def _decode_range(w: _Window, task: RangeTask, decoder: msgspec.json.Decoder | N
                 return result(False)  # the array ends here, or no boundary near: streamed instead
             try:
                 # transient: the events are let go of (below) before the window is read further
-                events = _decode_span(w.buf, pos - 1, m.start() + 1, decoder, transient=True)
+                events = decode_span(w.buf, pos - 1, m.start() + 1, decoder, transient=True)
             except msgspec.DecodeError as exc:
-                if "truncated" in str(exc) or _error_at_end(exc, m.start() + 2 - (pos - 1)):
+                if "truncated" in str(exc) or error_at_end(exc, m.start() + 2 - (pos - 1)):
                     search_from = m.end() + skip  # inside a string or nested value: one further on
-                    skip = _next_skip(skip)
+                    skip = next_skip(skip)
                     continue
                 return result(False)
             except NestingError:
@@ -222,7 +222,7 @@ def collect_events(stream: EventStream, factory: Callable[[], C],
     if layout is None or not PARALLEL_MIN_BYTES <= layout[0] <= stream.max_bytes:
         return _add_all(collector, stream.chunks())
     size, bom = layout
-    r = _StreamReader(iter_input_blocks(stream.path, stream.max_bytes))
+    r = StreamReader(iter_input_blocks(stream.path, stream.max_bytes))
     if not stream._find_events_start(r):  # a layout the scanner does not follow: the whole-content path
         r.close()
         return _add_all(collector, stream._whole_content())
@@ -238,7 +238,7 @@ def collect_events(stream: EventStream, factory: Callable[[], C],
         tasks = [RangeTask(str(stream.path), lo, min(lo + chunk, end), lo == at, chunk) for lo in range(at, end, chunk)]
         at, lines, last_newline = _run_ranges(tasks, range_fn, workers, collector, stream.progress, lines, last_newline)
     # The rest, streamed here: the last events, the array's end and the keys after it (or a cut).
-    t = _StreamReader(iter_input_blocks(stream.path, stream.max_bytes, stream.progress, start=at))
+    t = StreamReader(iter_input_blocks(stream.path, stream.max_bytes, stream.progress, start=at))
     t.base = at - bom
     t.lines_before = lines
     t.last_newline = last_newline - bom if last_newline >= 0 else -1

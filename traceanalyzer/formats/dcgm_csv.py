@@ -45,6 +45,9 @@ FIELDS: dict[str, str] = {
 }
 
 
+KIND = "counters"  # registry.KINDS: what its files are in a job
+
+
 def sniff(head: bytes) -> bool:
     first = head.lstrip().split(b"\n", 1)[0].strip().decode("utf-8", errors="replace")
     return tuple(p.strip().lower() for p in first.split(",")) == HEADER

@@ -60,6 +60,9 @@ _HALF_DAY_NS = 12 * 3600 * 10**9
 _DAY_NS = 2 * _HALF_DAY_NS
 
 
+KIND = "counters"  # registry.KINDS: what its files are in a job
+
+
 def sniff(head: bytes) -> bool:
     """A `#` header line naming a `gpu` column among the first lines (dmon, or pmon to reject),
     and no line before it that is neither blank, `#`, nor whitespace-separated numbers."""

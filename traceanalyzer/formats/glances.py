@@ -81,6 +81,9 @@ _CSV_FIELD = re.compile(rb"(?:^|,)\"?(?:cpu[._](?:user|system|iowait|total)|load
 _JSON_CPU = re.compile(rb"\"cpu\"\s*:\s*\{[^{}]*\"(?:user|iowait|total)\"")
 
 
+KIND = "host"  # registry.KINDS: what its files are in a job
+
+
 def sniff(head: bytes) -> bool:
     """A glances CSV header or a glances JSON object at the start of `head`."""
     text = head.lstrip(b"\xef\xbb\xbf \t\r\n")

@@ -88,6 +88,9 @@ MEMORY_EVENT = "[memory]"  # torch.profiler(profile_memory=True): one instant pe
 _MEMORY_DEVICE_TYPE = {0: T.MEMORY_CPU, 1: T.MEMORY_GPU, 6: T.MEMORY_GPU}
 
 
+KIND = "trace"  # registry.KINDS: what its files are in a job
+
+
 def sniff(head: bytes) -> bool:
     """Any JSON document: the envelope check then says precisely what is wrong if it is no trace."""
     return looks_like_json_object(head) or head.lstrip()[:1] == b"["

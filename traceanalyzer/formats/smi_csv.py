@@ -70,6 +70,9 @@ _SHAPE = re.compile(r"[0-9]")
 _STAMP_ROW = re.compile(r"^\d{4}/\d{2}/\d{2} \d{2}:\d{2}:\d{2}(\.\d+)?\s*,")
 
 
+KIND = "counters"  # registry.KINDS: what its files are in a job
+
+
 def sniff(head: bytes) -> bool:
     """First non-blank line is a CSV header of --query-gpu field names, with `timestamp` or a
     known counter among them."""

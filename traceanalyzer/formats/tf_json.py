@@ -31,6 +31,9 @@ _TF_PROCESS = re.compile(rb'"name"\s*:\s*"/(?:host|device):')
 _EPOCH_US_FLOOR = 1e15  # ts above this (2001-09-09 in epoch microseconds) are epoch times
 
 
+KIND = "trace"  # registry.KINDS: what its files are in a job
+
+
 def sniff(head: bytes) -> bool:
     return looks_like_json_object(head) and _TF_PROCESS.search(head) is not None
 

@@ -28,8 +28,8 @@ from ._tf_mapping import (
     RUNTIME_NAME,
     STEPS_LINE,
     RawEvents,
-    _gpu_index,
     framework_of,
+    gpu_index,
     to_events,
 )
 from ._xplane_pb import XSpace
@@ -51,6 +51,9 @@ _PS_PER_NS = 1000
 _MAX_ABS_TIME_NS = 7.3e18  # the year 2200 in epoch nanoseconds
 _MAX_DURATION_NS = 1e14  # about 28 hours
 _UTF8_REPLACEMENT = b"\xef\xbf\xbd"
+
+
+KIND = "trace"  # registry.KINDS: what its files are in a job
 
 
 def sniff(head: bytes) -> bool:
@@ -91,7 +94,7 @@ def timeline_from_space(space: Any, path: Path) -> Timeline:
     for plane in space.planes:
         gpu = GPU_PLANE.match(plane.name)
         if gpu:
-            index = _gpu_index(plane.name)
+            index = gpu_index(plane.name)
             if index >= 0:
                 device_props[index] = _plane_stats(plane)
         if not plane.lines:

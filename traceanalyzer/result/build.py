@@ -15,12 +15,12 @@ import numpy as np
 
 from .. import intervals as iv
 from .. import timeline as T
-from .._version import __version__
 from ..align import Alignment
 from ..analyses import DeviceAnalysis, Figures, RankAnalysis
 from ..analyses import throughput as TP
 from ..analyses import tracks as TR
-from ..analyses.counters import CROSS_CHECK_MARGIN_PCT, trace_window
+from ..analyses.collectives_job import JobFigures
+from ..analyses.counters import CROSS_CHECK_MARGIN_PCT
 from ..analyses.counters import DeviceCounters as CounterFigures
 from ..analyses.figures import TOP_KERNELS, Steps
 from ..analyses.gaps import AttributedGap, Evidence, GapSet
@@ -28,10 +28,9 @@ from ..analyses.host_logs import SERIES_METRICS, SERIES_POINTS, HostLogFigures
 from ..analyses.memory import MemoryFigures
 from ..causes import CAUSES
 from ..diagnosis import Diagnosis, Finding, RankDiagnosis
+from ..diagnosis.stragglers import Straggler
 from ..timeline import Timeline
-from . import Analysis
 from . import types as R
-from .definitions import FIGURES
 
 MAX_STEP_BARS = 500  # per-step chart: the first steps when a trace has more
 MAX_GAP_ROWS = 10_000  # per device in the gap table: the longest when a device has more
@@ -53,55 +52,7 @@ def _r(x: float | None, digits: int = 3) -> float | None:
     return None if x is None else round(float(x), digits)
 
 
-# --- the whole result ------------------------------------------------------------------------------
-def assemble(tl: Timeline, figures: Figures, diagnosis: Diagnosis | None = None,
-             counters: tuple[CounterFigures, ...] | None = None, alignments: tuple[Alignment, ...] = (),
-             counters_aligned: bool = False, warnings: tuple[str, ...] = (), include_warmup: bool = False,
-             host_logs: tuple[HostLogFigures, ...] = (), batch_size: int | None = None) -> Analysis:
-    diag_by_index = {d.index: d for d in diagnosis.ranks} if diagnosis else {}
-    max_blocks = TR.blocks_per_track(TR.count_tracks(tl))
-    all_warnings = list(tl.warnings) + list(warnings)
-    counter_logs: tuple[R.CounterLog, ...] = ()
-    device_counters: tuple[R.DeviceCounters, ...] = ()
-    if counters is not None:
-        counter_logs, device_counters, counter_warnings = _counters(tl, counters, alignments, counters_aligned)
-        all_warnings += counter_warnings
-    by_device = {c.device: c for c in device_counters} if counters_aligned else {}
-    ranks = tuple(_rank(tl, r, diag_by_index.get(r.index), figures.min_gap_ns, max_blocks, by_device, batch_size)
-                  for r in figures.ranks)
-    speaker = diagnosis.primary_rank if diagnosis else None
-    all_warnings += memory_warnings(tl, figures)
-    warmup = {n for d in diag_by_index.values() for n in d.warmup_steps}
-    rate = TP.throughput([{s.step: s.duration_us for s in r.per_step} for r in ranks], warmup, batch_size)
-    hosts_drawn = [_host_log(h, tl) for h in host_logs]
-    hosts = tuple(h for h, _ in hosts_drawn)
-    host_sources = tl.host_log_sources()  # said in host_logs, not among the inputs
-    all_warnings += [f"{h.path}: {w}" for h in hosts for w in h.warnings]
-    return Analysis(
-        schema=R.SCHEMA,
-        tool=R.ToolInfo("traceanalyzer", __version__),
-        options=R.OptionsInfo(_us0(figures.min_gap_ns), include_warmup, batch_size),
-        inputs=tuple(R.InputInfo(s.path, s.format, s.events_read, s.events_kept, dict(sorted(s.not_kept.items())),
-                                 tuple(s.warnings)) for i, s in enumerate(tl.sources) if i not in host_sources),
-        warnings=tuple(all_warnings),
-        ranks=ranks,
-        summary=_summary(ranks, len(device_counters), rate),
-        definitions=dict(FIGURES),
-        diagnosis=_diagnosis(diagnosis, speaker) if diagnosis else None,
-        counter_logs=counter_logs,
-        counters=device_counters,
-        host_logs=hosts,
-        drawing=R.JobDrawing(host_logs={h.path: s for h, s in hosts_drawn}),
-    )
-
-
 # --- ranks and devices -----------------------------------------------------------------------------
-def _rank(tl: Timeline, r: RankAnalysis, dr: RankDiagnosis | None, min_gap_ns: int, max_blocks: int,
-          counters: dict[int, R.DeviceCounters], batch_size: int | None = None) -> R.RankResult:
-    tracks = rank_tracks(tl, r, min_gap_ns, max_blocks)
-    return rank_result(tl, r, dr, counters, timeline_data(tracks, max_blocks), batch_size)
-
-
 def rank_result(tl: Timeline, r: RankAnalysis, dr: RankDiagnosis | None, counters: dict[int, R.DeviceCounters],
                 timeline: dict[str, Any], batch_size: int | None = None) -> R.RankResult:
     """One rank's typed result, with its drawn timeline (`timeline_data`) made by the caller."""
@@ -236,6 +187,11 @@ def _device(d: DeviceAnalysis, counters: R.DeviceCounters | None, memory: Memory
         memory=None if memory is None else _memory(memory),
         gap_table=_gap_table(d, rank, g.min_gap_ns),
     )
+
+
+def options_info(min_gap_ns: int, include_warmup: bool, batch_size: int | None) -> R.OptionsInfo:
+    """The options that changed the figures, as the result states them."""
+    return R.OptionsInfo(_us0(min_gap_ns), include_warmup, batch_size)
 
 
 def _summary(ranks: tuple[R.RankResult, ...], logged_gpus: int = 0, rate: TP.Throughput | None = None) -> R.Summary:
@@ -402,10 +358,16 @@ def _rank_diagnosis(r: RankDiagnosis) -> R.RankDiagnosisResult:
     )
 
 
-def _diagnosis(d: Diagnosis, speaker: int | None) -> R.DiagnosisResult:
-    """`speaker`: the index (into the result's ranks) of the rank whose verdict is the job's."""
+def diagnosis_result(d: Diagnosis, speaker: int | None = None) -> R.DiagnosisResult:
+    """A job's diagnosis made in ns (logs alone: `diagnose_counters`) in the result's units; `speaker`: the
+    index (into the result's ranks) of the rank whose verdict is the job's."""
     return R.DiagnosisResult(d.primary, d.host_primary, d.headline, tuple(_finding(f) for f in d.findings),
                              speaker)
+
+
+def rank_diagnosis(r: RankDiagnosis) -> R.RankDiagnosisResult:
+    """One rank's typed diagnosis (combine makes it once the rank's input split is known)."""
+    return _rank_diagnosis(r)
 
 
 def job_diagnosis(ranks: tuple[R.RankResult, ...]) -> R.DiagnosisResult | None:
@@ -427,31 +389,61 @@ def job_diagnosis(ranks: tuple[R.RankResult, ...]) -> R.DiagnosisResult | None:
 
 
 def summary(ranks: tuple[R.RankResult, ...], warmup: set[int] | None = None,
-            batch_size: int | None = None) -> R.Summary:
-    """The job's summary figures from its ranks' results (throughput over steps not in `warmup`)."""
+            batch_size: int | None = None, logged_gpus: int = 0) -> R.Summary:
+    """The job's summary figures from its ranks' results (throughput over steps not in `warmup`);
+    `logged_gpus`: GPUs seen in nvidia-smi logs, counted when no trace shows any."""
     rate = TP.throughput([{s.step: s.duration_us for s in r.per_step} for r in ranks], warmup or set(), batch_size)
-    return _summary(ranks, 0, rate)
+    return _summary(ranks, logged_gpus, rate)
+
+
+# --- the job: one clock, collectives, stragglers ------------------------------------------------------
+def job_result(f: JobFigures) -> R.JobResult:
+    """The job's clock and per-rank communication figures in the result's units."""
+    from ..diagnosis.stragglers import min_lateness
+    from ..diagnosis.thresholds import STRAGGLER_MIN_LATENESS_NS
+
+    rows = tuple(R.RankCommRow(
+        rank=r.rank, host=r.host, step_time_us=_us(r.step_time_ns), compute_us=_us0(r.compute_ns),
+        comm_us=_us0(r.comm_ns), exposed_comm_us=_us0(r.exposed_comm_ns),
+        overlapped_comm_us=_us0(r.overlapped_comm_ns), wait_in_collectives_us=_us0(r.wait_ns),
+        caused_wait_us=_us0(r.caused_wait_ns), lateness_us=_us0(r.lateness_ns),
+        bus_bandwidth_gbps=r.bus_bandwidth_gbps, last_arrivals=r.last_arrivals) for r in f.ranks)
+    floor_us = min_lateness([r.step_time_us for r in rows if r.step_time_us], STRAGGLER_MIN_LATENESS_NS / 1000.0)
+    return R.JobResult(
+        clocks=tuple(R.HostClock(c.host, c.ranks, _us0(c.offset_ns), c.method, c.collectives_used,
+                                 _us(c.residual_ns)) for c in f.clocks),
+        collectives_matched=f.collectives_matched,
+        ranks=rows,
+        straggler_min_lateness_us=round(floor_us, 3),
+        timeline_shift_us=tuple(_us0(s) for s in f.timeline_shift_ns))
+
+
+def straggler_result(s: Straggler) -> R.StragglerResult:
+    return R.StragglerResult(rank=s.rank, caused_wait_per_step_us=_us0(s.caused_wait_ns),
+                             lateness_per_step_us=_us0(s.lateness_ns), collectives=s.collectives,
+                             top_cause=s.top_cause, top_cause_per_step_us=_us(s.top_cause_ns), text=s.text)
 
 
 # --- counter logs ----------------------------------------------------------------------------------
-def _counters(tl: Timeline, figures: tuple[CounterFigures, ...], alignments: tuple[Alignment, ...],
-              aligned: bool) -> tuple[tuple[R.CounterLog, ...], tuple[R.DeviceCounters, ...], list[str]]:
-    """`aligned`: counters are on the trace clock (a trace was read with the logs)."""
+def counter_results(sources: list[T.Source], figures: tuple[CounterFigures, ...], alignments: tuple[Alignment, ...],
+                    aligned: bool, trace_clock: str) -> tuple[tuple[R.CounterLog, ...], tuple[R.DeviceCounters, ...],
+                                                              list[str]]:
+    """The counter logs (`sources`: theirs, which figures and alignments index) and their figures in the
+    result's units, with the warnings they give. `aligned`: counters are on the trace clock (a trace was
+    read with the logs), whose kind `trace_clock` is ("epoch" or "trace")."""
     by_source = {a.source: a for a in alignments}
-    trace_clock = "epoch" if tl.ranks and all(r.clock == "epoch" for r in tl.ranks) else "trace"
     warnings: list[str] = []
     logs = []
-    host_sources = tl.host_log_sources()
-    for i, src in enumerate(tl.sources):
-        if not src.clock or i in host_sources:
+    for i, src in enumerate(sources):
+        if not src.clock:
             continue
         a = by_source.get(i)
         logs.append(_log(src, a))
         warnings.extend(f"{src.path}: {w}" for w in (a.warnings if a else ()))
     devices = []
     for d in figures:
-        clock = trace_clock if aligned else tl.sources[d.sources[0]].clock
-        entry = _device_counters(tl, d, clock, by_source)
+        clock = trace_clock if aligned else sources[d.sources[0]].clock
+        entry = _device_counters(sources, d, clock, by_source)
         devices.append(entry)
         cc = entry.cross_check
         if cc and cc.disagrees:
@@ -486,12 +478,13 @@ def _log(src: T.Source, a: Alignment | None) -> R.CounterLog:
     )
 
 
-def _device_counters(tl: Timeline, d: CounterFigures, clock: str, by_source: dict[int, Alignment]) -> R.DeviceCounters:
+def _device_counters(sources: list[T.Source], d: CounterFigures, clock: str,
+                     by_source: dict[int, Alignment]) -> R.DeviceCounters:
     a = next((by_source[s] for s in d.sources if s in by_source), None)
     z, cc = d.zero_runs, d.cross_check
     return R.DeviceCounters(
         device=d.device,
-        sources=tuple(tl.sources[s].path for s in d.sources),
+        sources=tuple(sources[s].path for s in d.sources),
         period_s=_r(d.period_ns / 1e9, 6),
         samples=d.samples,
         first_sample=time_text(d.first_ns, clock),
@@ -516,10 +509,10 @@ def _device_counters(tl: Timeline, d: CounterFigures, clock: str, by_source: dic
 
 
 # --- host logs (glances) ----------------------------------------------------------------------------
-def _host_log(h: HostLogFigures, tl: Timeline) -> tuple[R.HostLogResult, dict[str, Any]]:
-    """A host log's figures; its drawing payload in seconds from the trace window's start (else the
-    log's first sample): the CPU series, at most SERIES_POINTS samples, and the DataLoader-wait spans."""
-    window = trace_window(tl) if len(tl.events) else None
+def host_log_result(h: HostLogFigures, window: tuple[int, int] | None) -> tuple[R.HostLogResult, dict[str, Any]]:
+    """A host log's figures, and its drawing payload in seconds from the trace window's start (`window`;
+    None: no trace events, then the log's first sample): the CPU series, at most SERIES_POINTS samples,
+    and the DataLoader-wait spans."""
     origin = window[0] if window else (int(h.ts_ns[0]) if len(h.ts_ns) else 0)
     step = max(1, -(-len(h.ts_ns) // SERIES_POINTS))
     pick = np.arange(0, len(h.ts_ns), step)
@@ -565,4 +558,6 @@ def time_text(ns: int, clock: str) -> str:
     return text + (" UTC" if clock == T.CLOCK_EPOCH else " (local)")
 
 
-__all__ = ["MAX_STEP_BARS", "assemble", "time_text"]
+__all__ = ["MAX_STEP_BARS", "counter_results", "diagnosis_result", "host_log_result", "job_diagnosis", "job_result",
+           "options_info", "rank_diagnosis", "rank_result", "rank_tracks", "straggler_result", "summary", "time_text",
+           "timeline_data"]

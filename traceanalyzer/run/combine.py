@@ -1,34 +1,273 @@
-"""The job stage: per-rank collective tables + an Analysis of several ranks -> the same Analysis with
-the job's clock, per-rank communication (`Analysis.job`) and stragglers (`diagnosis.stragglers`).
+"""The reduce: every rank's compact output (`map.RankOutput`, in input order) + what the job is besides
+its ranks (`JobInputs`: its files, options and logs) -> one `Analysis`. `combine` is the only
+constructor of a job's Analysis, whatever the inputs and wherever the ranks were analysed (in the
+manner of pyinstrument's `Session.combine`).
 
-The split that lets ranks be analysed apart: where a rank is read, call
-`analyses.collectives.collective_table(tl, rank_index)` (a small table); where the per-rank results
-meet, call `with_job(tables, analysis)`. Nothing here looks at events.
+In order: the job checks (the same file twice, an unreadable file skipped, ranks that do not look like
+one job, `--force-job`), the ranks' numbers, the timeline budget shared by all tracks; then the job
+stages over the combined ranks: counter logs put on the trace's clock and figured against the ranks'
+GPU work, host logs put on it and figured over the ranks' DataLoader waits (which also splits an
+input-bound verdict), and `JOB_REDUCERS` (one clock, collectives, stragglers). Nothing here reads
+events: the ranks' outputs carry what each stage needs (`map.LogExtras`, `map.RANK_EXTRAS`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
 
-import pandas as pd
+import numpy as np
 
-from ..analyses.collectives_job import job_figures, job_key
-from ..diagnosis.stragglers import min_lateness_us, stragglers
+from .._version import __version__
+from ..align import Alignment, AlignOptions, TraceClock, align_logs, place_counters, place_host_logs
+from ..analyses import tracks as TR
+from ..analyses.collectives_job import job_figures
+from ..analyses.counters import DeviceCounters, counter_figures, counter_tracks, job_window, merge_busy_sets
+from ..analyses.host_logs import HostLogFigures, host_figures
+from ..diagnosis.stragglers import stragglers
+from ..errors import InputError
+from ..formats import metas_mismatch, number_ranks, same_files
 from ..result import Analysis
+from ..result import types as R
+from ..timeline import Timeline
+from .map import AnalysisOptions, FileOutput, RankOutput
 
 
-def with_job(tables: Sequence[pd.DataFrame], analysis: Analysis) -> Analysis:
-    """`analysis` with its job figures and stragglers; unchanged for fewer than two ranks."""
-    if len(analysis.ranks) < 2:
+@dataclass(frozen=True)
+class JobInputs:
+    """A job besides its ranks: its files, its options and its logs."""
+
+    label: str  # what messages call the job
+    files: tuple[Path, ...]  # its trace files, in order (none: logs alone)
+    options: AnalysisOptions
+    from_dir: bool = False  # files found in a directory: an unreadable one is skipped, not fatal
+    warnings: tuple[str, ...] = ()  # the inputs' own (what a log dir skipped), after the ranks'
+    notes: tuple[str, ...] = ()  # said after the logs' warnings (logs found beside the trace)
+    counter_logs: Timeline | None = None  # nvidia-smi / DCGM counters on their own clocks
+    host_logs: Timeline | None = None  # host monitor logs on their own clocks
+    align: AlignOptions = AlignOptions()
+    force_job: bool = False  # ranks that look like unrelated runs analysed as one job anyway
+    # False: ranks split from a Timeline handed in: no job checks, rank numbers and counters as they are
+    from_files: bool = True
+
+
+def check_files(files: Sequence[Path]) -> None:
+    """The job check that needs no reading: the same file given twice."""
+    for first, again in same_files(list(files)):
+        raise InputError(again, f"the same file is given twice ({first} and {again})")
+
+
+def combine(outputs: Sequence[FileOutput], job: JobInputs) -> Analysis:
+    """The job's Analysis from its files' outputs, in input order (see the module text)."""
+    from ..result.build import job_diagnosis, options_info, summary
+    from ..result.definitions import FIGURES
+
+    check_files(job.files)
+    parts, warnings = _readable(outputs, job)
+    ranks = [r for p in parts for r in p.ranks]
+    numbers = _numbers(ranks, job, warnings)
+    for read in (job.counter_logs, job.host_logs):
+        warnings += read.warnings if read is not None else []
+    o = job.options
+    logs = _logs(ranks, job)
+    warnings += list(job.notes) + logs.warnings + [w for p in parts for w in p.late_warnings] + logs.host_warnings
+    rank_results = _rank_results(ranks, numbers, logs, job)
+    if ranks:
+        diagnosis = job_diagnosis(rank_results) if o.diagnose else None
+    else:
+        diagnosis = _without_ranks(logs.counters) if o.diagnose and logs.any else None
+    analysis = Analysis(
+        schema=R.SCHEMA,
+        tool=R.ToolInfo("traceanalyzer", __version__),
+        options=options_info(o.min_gap_ns, o.include_warmup, o.batch_size),
+        inputs=tuple(i for p in parts for i in p.inputs) + logs.inputs,
+        warnings=tuple(warnings),
+        ranks=rank_results,
+        summary=summary(rank_results, {n for r in rank_results if r.diagnosis for n in r.diagnosis.warmup_steps},
+                        o.batch_size, len(logs.devices)),
+        definitions=dict(FIGURES),
+        diagnosis=diagnosis,
+        counter_logs=logs.counter_logs,
+        counters=logs.devices,
+        host_logs=logs.host_results,
+        drawing=R.JobDrawing(host_logs=logs.host_drawing),
+    )
+    final = tuple(replace(r, result=res) for r, res in zip(ranks, rank_results))
+    for reduce in JOB_REDUCERS:
+        analysis = reduce(final, analysis)
+    return analysis
+
+
+def _numbers(ranks: list[RankOutput], job: JobInputs, warnings: list[str]) -> list[int | None]:
+    """The ranks' numbers in the job, after the check that they are ranks of one job (files only: a
+    Timeline handed in keeps its ranks as they are); what was forced or renumbered goes to `warnings`."""
+    metas = [r.meta for r in ranks]
+    numbers: list[int | None] = [m.rank for m in metas]
+    if not job.from_files:
+        return numbers
+    if len(ranks) > 1:
+        why = metas_mismatch(metas)
+        if why and not job.force_job:
+            raise InputError(job.label, f"these files do not look like ranks of one job: {why}; compare two "
+                                        f"runs with `traceanalyzer diff A B` or report them separately "
+                                        f"(--force-job analyses them as one job anyway)")
+        if why:
+            warnings.append(f"analysed as one job although {why} (--force-job)")
+    numbers, renumbered = number_ranks(numbers)
+    warnings += renumbered
+    return numbers
+
+
+def _rank_results(ranks: list[RankOutput], numbers: list[int | None], logs: _Logs,
+                  job: JobInputs) -> tuple[R.RankResult, ...]:
+    """Each rank's result as the job shows it: its number, its tracks cut to the job's shared block budget
+    (with the counter logs' samples drawn over them), its typed diagnosis with its input split, and the
+    counter figures of its GPUs when the logs are on the trace's clock."""
+    from ..result.build import timeline_data
+
+    max_blocks = TR.blocks_per_track(sum(r.tracks_count for r in ranks))
+    by_device = {c.device: c for c in logs.devices} if logs.on_trace_clock else {}
+    results = []
+    for i, (r, number) in enumerate(zip(ranks, numbers)):
+        tracks = r.tracks
+        if logs.placed is not None and len(logs.placed.counters):
+            tracks = replace(tracks, counters=counter_tracks(logs.placed.counters, [d.device for d in tracks.devices],
+                                                             tracks.window.start_ns, tracks.window.end_ns))
+        timeline = timeline_data(TR.recut_tracks(tracks, max_blocks), max_blocks)
+        drawing = replace(r.result.drawing, timeline=timeline) if r.result.drawing else None
+        result = replace(r.result, rank=number, drawing=drawing,
+                         diagnosis=_typed_diagnosis(r, i, logs.hosts, job.host_logs))
+        if by_device:
+            result = replace(result, devices=tuple(replace(d, counters=by_device.get(d.index)) for d in result.devices))
+        results.append(result)
+    return tuple(results)
+
+
+def _readable(outputs: Sequence[FileOutput], job: JobInputs) -> tuple[list[FileOutput], list[str]]:
+    """The files read (an unreadable one stops the job, or, in a directory of several, is skipped and
+    said) and the warnings so far: the files' own, the inputs', the skipped files."""
+    skipped: list[str] = []
+    parts: list[FileOutput] = []
+    for out in outputs:
+        if out.error_message is not None:
+            if job.from_dir and len(job.files) > 1:
+                skipped.append(f"{out.error_path}: {out.error_message}")
+                continue
+            raise InputError(out.error_path, out.error_message)
+        parts.append(out)
+    if not parts and job.files:
+        raise InputError(job.files[0], "no readable trace: " + "; ".join(skipped))
+    warnings = [w for p in parts for w in p.warnings] + list(job.warnings) + [f"skipped {s}" for s in skipped]
+    return parts, warnings
+
+
+@dataclass(frozen=True)
+class _Logs:
+    """The job's logs on the trace's clock and figured, in the result's units where they are shown."""
+
+    any: bool = False  # the job has counter or host logs
+    placed: Timeline | None = None  # counter logs (on the trace clock when `on_trace_clock`)
+    on_trace_clock: bool = False
+    counters: tuple[DeviceCounters, ...] | None = None  # ns figures (None: no counter logs)
+    counter_logs: tuple[R.CounterLog, ...] = ()
+    devices: tuple[R.DeviceCounters, ...] = ()
+    inputs: tuple[R.InputInfo, ...] = ()  # the counter logs as inputs
+    warnings: list[str] = dataclasses.field(default_factory=list)  # alignment and cross-check warnings
+    hosts: tuple[HostLogFigures, ...] = ()
+    host_results: tuple[R.HostLogResult, ...] = ()
+    host_drawing: dict[str, Any] = dataclasses.field(default_factory=dict)  # host log path -> its drawn series
+    host_warnings: list[str] = dataclasses.field(default_factory=list)
+
+
+def _logs(ranks: list[RankOutput], job: JobInputs) -> _Logs:
+    """The counter and host log stages over the combined ranks (`LogExtras`: their GPU work and waits)."""
+    from ..result.build import counter_results, host_log_result
+
+    if job.counter_logs is None and job.host_logs is None:
+        return _Logs()
+    spans = [r.meta.span_ns for r in ranks if r.meta.span_ns is not None]
+    span = (min(s[0] for s in spans), max(s[1] for s in spans)) if spans else None
+    epoch = bool(ranks) and all(r.meta.clock == "epoch" for r in ranks)
+    window = job_window([r.window_ns for r in ranks]) if span is not None else None
+    out = _Logs(any=True)
+    if job.counter_logs is not None:
+        aligned = job.from_files and bool(job.files)
+        busy = merge_busy_sets([r.logs.busy for r in ranks if r.logs is not None])
+        alignments: tuple[Alignment, ...] = ()
+        placed = job.counter_logs
+        if aligned:
+            alignments = align_logs(TraceClock(span, epoch, busy), job.counter_logs, job.align)
+            placed = place_counters(job.counter_logs, alignments)
+        counters = counter_figures(placed.counters, job_window([r.window_ns for r in ranks]) if aligned else None,
+                                   busy)
+        trace_clock = "epoch" if epoch else "trace"
+        logs, devices, warnings = counter_results(placed.sources, counters, alignments, aligned, trace_clock)
+        inputs = tuple(R.InputInfo(s.path, s.format, s.events_read, s.events_kept, dict(sorted(s.not_kept.items())),
+                                   tuple(s.warnings)) for s in placed.sources if s.clock)
+        out = replace(out, placed=placed, on_trace_clock=aligned, counters=counters, counter_logs=logs,
+                      devices=devices, inputs=inputs, warnings=warnings)
+    if job.host_logs is not None:
+        trace = TraceClock(span, epoch) if span is not None else None
+        hosts_tl, host_alignments = place_host_logs(job.host_logs, trace, job.align)
+        waits = {i: r.logs.waits for i, r in enumerate(ranks) if r.logs is not None} if span is not None else None
+        hosts = host_figures(hosts_tl, host_alignments, waits, window)
+        drawn = [host_log_result(h, window) for h in hosts]
+        results = tuple(h for h, _ in drawn)
+        out = replace(out, hosts=hosts, host_results=results, host_drawing={h.path: s for h, s in drawn},
+                      host_warnings=[f"{h.path}: {w}" for h in results for w in h.warnings])
+    return out
+
+
+def _typed_diagnosis(r: RankOutput, position: int, hosts: tuple[HostLogFigures, ...],
+                     host_logs: Timeline | None) -> R.RankDiagnosisResult | None:
+    """A rank's diagnosis with its input split (by the host logs' figures over its waits), typed."""
+    from ..diagnosis.input_split import split_rank
+    from ..result.build import rank_diagnosis
+
+    if r.diagnosis is None:
+        return None
+    have_logs = host_logs is not None and bool(host_logs.host_logs)
+    return rank_diagnosis(split_rank(replace(r.diagnosis, index=position), hosts, have_logs))
+
+
+def _without_ranks(counters: tuple[DeviceCounters, ...] | None) -> R.DiagnosisResult:
+    """The verdict of logs given without a trace: are the GPUs used (counter logs), else nothing to say."""
+    from ..analyses import figures_of
+    from ..diagnosis import diagnose
+    from ..diagnosis.counters import diagnose_counters
+    from ..result.build import diagnosis_result
+
+    d = diagnose_counters(counters) if counters is not None else diagnose(figures_of(Timeline()))
+    return diagnosis_result(d)
+
+
+# --- the job stage: one clock, collectives, stragglers ------------------------------------------------
+def _job(outputs: tuple[RankOutput, ...], analysis: Analysis) -> Analysis:
+    """Many ranks: one clock, collectives matched, per-rank communication and stragglers, from the ranks'
+    collective tables (their rank column set to the rank's number in the job, known only here) and job
+    facts; unchanged for fewer than two ranks."""
+    from ..result.build import job_result, straggler_result
+
+    if len(outputs) < 2:
         return analysis
+    numbers = [o.result.rank if o.result.rank is not None else i for i, o in enumerate(outputs)]
+    tables = [o.extras["collectives"].assign(rank=np.full(len(o.extras["collectives"]), n, dtype=np.int64))
+              for o, n in zip(outputs, numbers)]
+    warmups = [o.diagnosis.warmup_steps if o.diagnosis else () for o in outputs]
+    figures = job_figures(tables, [o.job for o in outputs], numbers, warmups)
     diag = analysis.diagnosis
-    figures = job_figures(tables, analysis.ranks)
-    job = dataclasses.replace(figures.job, straggler_min_lateness_us=round(min_lateness_us(figures.job), 3))
-    by_rank = {job_key(r, i): r.diagnosis for i, r in enumerate(analysis.ranks)}
-    new_diag = dataclasses.replace(diag, stragglers=stragglers(job, by_rank)) if diag else None
-    return dataclasses.replace(analysis, job=job, diagnosis=new_diag,
+    if diag is not None:
+        late = stragglers(figures, {n: o.diagnosis for n, o in zip(numbers, outputs)})
+        diag = dataclasses.replace(diag, stragglers=tuple(straggler_result(s) for s in late))
+    return dataclasses.replace(analysis, job=job_result(figures), diagnosis=diag,
                                warnings=analysis.warnings + figures.warnings)
 
 
-__all__ = ["with_job"]
+# fn(outputs, analysis) -> analysis, over every rank's output in job order, after the logs' stages.
+JOB_REDUCERS: list[Callable[[tuple[RankOutput, ...], Analysis], Analysis]] = [_job]
+
+
+__all__ = ["JOB_REDUCERS", "JobInputs", "check_files", "combine"]

@@ -1,38 +1,37 @@
-"""A job analysed rank by rank: each rank file read, figured and diagnosed on its own (in this
-process, in local processes or on a Dask cluster, see `executors`), then the job put together here.
+"""The map: one rank's Timeline -> a compact, picklable `RankOutput` (typed results, the drawn tracks,
+what the job's checks and stages need of it), in this process, in local processes or on a Dask cluster
+(`executors`). A task returns its rank's results, never its event table, so memory holds a few ranks at
+a time whatever the job's size, with or without logs. `combine.combine` puts the job together.
 
-A per-rank task returns a compact `FileOutput` (typed results, the drawn tracks, a few facts for
-the job-level checks), never the event table, so memory holds a few ranks at a time whatever the
-job's size. The reduce (`reduce_job`) makes what needs every rank: the job checks (one job or
-unrelated runs), rank numbers, the timeline budget shared by all tracks, the summary and the job's
-verdict. The result is the one `analyze_timeline` gives for the same files read as one Timeline.
+Every input goes through here: rank files read by `analyze_file`, and a Timeline handed in by a
+notebook, split by rank (`split_ranks`) and handed to `analyze_rank_timeline`.
 
-Extension seam for job-wide analyses (one clock, collectives, stragglers): register
-`RANK_EXTRAS[name] = fn(tl, rank_index) -> compact, picklable value` (run in the worker, stored in
-`RankOutput.extras[name]`) and append `fn(outputs, analysis) -> analysis` to `JOB_REDUCERS` (run
-in the reduce, in order, over every rank's `RankOutput`). Register at import time of this module
+Extension seam for job-wide analyses: register `RANK_EXTRAS[name] = fn(tl, rank_index) -> compact,
+picklable value` (run in the worker, stored in `RankOutput.extras[name]`) and append
+`fn(outputs, analysis) -> analysis` to `combine.JOB_REDUCERS`. Register at import time of this module
 or of one it imports: spawned processes and Dask workers import it afresh.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._version import __version__
+import numpy as np
+
+from .. import intervals as iv
 from ..analyses import tracks as TR
+from ..analyses.collectives_job import RankJobFacts, rank_job_facts
+from ..analyses.gaps import GapSet
+from ..diagnosis import RankDiagnosis
 from ..errors import InputError
-from ..formats import InputSet, RankMeta, metas_mismatch, number_ranks, same_files
-from ..result import Analysis
+from ..formats import RankMeta
 from ..result import types as R
 from ..timeline import Timeline
-
-# Without --jobs, a job smaller than this is read in this process (a worker takes ~1 s to start).
-PARALLEL_MIN_BYTES = 64 * 1024 * 1024
-
 
 
 def _collectives(tl: Timeline, rank: int) -> Any:
@@ -41,49 +40,55 @@ def _collectives(tl: Timeline, rank: int) -> Any:
     return collective_table(tl, rank)
 
 
-def _job(outputs: tuple[RankOutput, ...], analysis: Analysis) -> Analysis:
-    """Many ranks: one clock, collectives matched, stragglers (`job.with_job`), from the ranks' tables;
-    each table's rank column is set to the rank's number in the job (known only here)."""
-    if len(outputs) < 2:
-        return analysis
-    import numpy as np
-
-    from .combine import with_job
-
-    tables = [o.extras["collectives"].assign(rank=np.full(len(o.extras["collectives"]), o.result.rank,
-                                                          dtype=np.int64)) for o in outputs]
-    return with_job(tables, analysis)
-
+# Without --jobs, a job smaller than this is read in this process (a worker takes ~1 s to start).
+PARALLEL_MIN_BYTES = 64 * 1024 * 1024
 
 # Worker side: name -> fn(tl, rank_index) -> compact per-rank value (e.g. a rank's collective table).
 RANK_EXTRAS: dict[str, Callable[[Timeline, int], Any]] = {"collectives": _collectives}
-# Reduce side: fn(outputs, analysis) -> analysis, over every rank's output in job order.
-JOB_REDUCERS: list[Callable[[tuple[RankOutput, ...], Analysis], Analysis]] = [_job]
+
+
+@dataclass(frozen=True)
+class AnalysisOptions:
+    """The part of `pipeline.Options` a rank's analysis needs (picklable: it travels to workers)."""
+
+    min_gap_ns: int  # shortest idle stretch counted as a gap
+    diagnose: bool  # False: figures only, no verdict
+    include_warmup: bool  # keep slow leading (warm-up) steps in the verdict
+    batch_size: int | None  # samples per step (per-step samples/s)
+    max_input_bytes: int  # refuse a (decompressed) input larger than this
+    cache: bool  # decoded columns of big traces cached
+    log_extras: bool = False  # the job has counter or host logs: each rank carries what aligning them needs
 
 
 @dataclass(frozen=True)
 class RankTask:
-    """What a worker needs to analyse one rank file: its path and the options that change figures."""
+    """What a worker needs to analyse one rank file."""
 
     path: str  # as given (results name it so); absolute for a Dask cluster
-    min_gap_ns: int
-    diagnose: bool
-    include_warmup: bool
-    max_input_bytes: int
-    cache: bool
-    batch_size: int | None = None  # samples per step (per-step samples/s)
+    options: AnalysisOptions
     decode_workers: int = 1  # processes decoding this one file (a job of one big file: the cores)
 
 
 @dataclass(frozen=True)
+class LogExtras:
+    """What a job's logs need of one rank (`AnalysisOptions.log_extras`): arrays, on the trace clock."""
+
+    busy: dict[int, iv.IntervalSet]  # device index -> its GPU work (kernels, copies, memsets), merged
+    waits: iv.IntervalSet  # DataLoader waits inside the rank's window
+
+
+@dataclass(frozen=True)
 class RankOutput:
-    """One rank analysed on its own: its typed results and what the job's reduce needs."""
+    """One rank analysed on its own: its typed results and what the job's combine needs."""
 
     meta: RankMeta
-    result: R.RankResult  # with its diagnosis; its drawn timeline left empty: the reduce draws it under the
-    # job's block budget
-    tracks: TR.RankTracks  # drawn at MAX_BLOCKS_PER_TRACK blocks, cut by the reduce
+    result: R.RankResult  # its drawn timeline left empty: combine draws it under the job's block budget
+    diagnosis: RankDiagnosis | None  # ns, its gap arrays left out; typed (with its input split) in combine
+    tracks: TR.RankTracks  # drawn at MAX_BLOCKS_PER_TRACK blocks, cut by combine
     tracks_count: int  # block tracks it draws (the job's budget is shared by all)
+    window_ns: tuple[int, int] | None  # the rank's window (None: empty)
+    job: RankJobFacts  # what the job stage (clock, collectives, stragglers) needs of its figures
+    logs: LogExtras | None = None
     extras: dict[str, Any] = field(default_factory=dict)  # RANK_EXTRAS results by name
 
 
@@ -104,80 +109,74 @@ def analyze_file(task: RankTask, progress: Callable[[int], None] | None = None) 
     """Read, figure and diagnose one rank file (runs in a worker): a compact FileOutput."""
     from ..formats import ReadOptions, read_file
 
+    o = task.options
     try:
-        tl = read_file(Path(task.path), ReadOptions(max_input_bytes=task.max_input_bytes, progress=progress,
-                                                    cache=task.cache, decode_workers=task.decode_workers))
-    except InputError as exc:  # returned, not raised: the reduce decides (skip or stop), and says it as before
+        tl = read_file(Path(task.path), ReadOptions(max_input_bytes=o.max_input_bytes, progress=progress,
+                                                    cache=o.cache, decode_workers=task.decode_workers))
+    except InputError as exc:  # returned, not raised: combine decides (skip or stop), and says it
         return FileOutput(task.path, error_path=exc.path, error_message=exc.message)
-    return analyze_rank_timeline(tl, task)
+    return analyze_rank_timeline(tl, o, task.path)
 
 
-def analyze_rank_timeline(tl: Timeline, task: RankTask) -> FileOutput:
-    """The per-rank results of a Timeline read from one file."""
+def analyze_rank_timeline(tl: Timeline, options: AnalysisOptions, path: str = "") -> FileOutput:
+    """The per-rank results of a Timeline read from one file (or split from a notebook's Timeline)."""
     from ..analyses import figures_of
+    from ..analyses.counters import rank_busy_sets
+    from ..analyses.host_logs import rank_waits
     from ..diagnosis import diagnose
-    from ..diagnosis.input_split import split_input_bound
     from ..formats import rank_metas
     from ..result.build import memory_warnings, rank_result, rank_tracks
 
-    figures = figures_of(tl, min_gap_ns=task.min_gap_ns, causes=task.diagnose)
-    diagnosis = diagnose(figures, task.include_warmup) if task.diagnose else None
-    diagnosis = split_input_bound(diagnosis, (), False)  # this path has no host logs: say which would tell
+    figures = figures_of(tl, min_gap_ns=options.min_gap_ns, causes=options.diagnose)
+    diagnosis = diagnose(figures, options.include_warmup) if options.diagnose else None
     by_index = {d.index: d for d in diagnosis.ranks} if diagnosis else {}
     metas = rank_metas(tl)
     ranks = []
     for r in figures.ranks:
         dr = by_index.get(r.index)
-        tracks = rank_tracks(tl, r, task.min_gap_ns, TR.MAX_BLOCKS_PER_TRACK)
+        logs = LogExtras(rank_busy_sets(tl, r.index), rank_waits(tl, r.index)) if options.log_extras else None
         ranks.append(RankOutput(
             meta=metas[r.index],
-            result=rank_result(tl, r, dr, {}, {}, task.batch_size),
-            tracks=tracks,
+            result=rank_result(tl, r, dr, {}, {}, options.batch_size),
+            diagnosis=_compact(dr),
+            tracks=rank_tracks(tl, r, options.min_gap_ns, TR.MAX_BLOCKS_PER_TRACK),
             tracks_count=TR.count_rank_tracks(tl, r.index),
+            window_ns=(r.window.start_ns, r.window.end_ns) if r.window.dur_ns > 0 else None,
+            job=rank_job_facts(tl.ranks[r.index], r),
+            logs=logs,
             extras={name: fn(tl, r.index) for name, fn in RANK_EXTRAS.items()}))
     inputs = tuple(R.InputInfo(s.path, s.format, s.events_read, s.events_kept, dict(sorted(s.not_kept.items())),
                                tuple(s.warnings)) for s in tl.sources)
-    return FileOutput(task.path, inputs, tuple(tl.warnings), tuple(ranks),
+    return FileOutput(path, inputs, tuple(tl.warnings), tuple(ranks),
                       late_warnings=tuple(memory_warnings(tl, figures)))
 
 
-def analyze_set(inputs: InputSet, options: Any, notes: tuple[str, ...] = ()) -> Analysis:
-    """One job's trace files analysed rank by rank (`options`: pipeline.Options), as one Analysis."""
-    from .executors import map_tasks
+def map_files(files: list[Path], options: AnalysisOptions, jobs: int | None = None, scheduler: str | None = None,
+              progress: Callable[[int], None] | None = None,
+              stage: Callable[[str], None] | None = None) -> list[FileOutput]:
+    """Every rank file analysed (`analyze_file`), in the files' order: here, in `jobs` local processes or
+    on a Dask `scheduler` (`executors.map_tasks`). A single file has its ranges decoded by the
+    processes that ranks would otherwise take."""
+    from .executors import map_tasks, workers
 
-    files = inputs.files
-    for first, again in same_files(files):
-        raise InputError(again, f"the same file is given twice ({first} and {again})")
-    remote = bool(options.scheduler)
-    from .executors import workers
-
-    # One file: its ranges are decoded by the processes that ranks would otherwise take.
-    decode = workers(options.jobs, 1 << 30) if len(files) == 1 and not remote else 1
-    tasks = [RankTask(os.path.abspath(f) if remote else str(f), options.min_gap_ns, options.diagnose,
-                      options.include_warmup, options.max_input_bytes, options.cache, options.batch_size,
-                      decode)
-             for f in files]
-    stage = options.stage
+    remote = bool(scheduler)
+    decode = workers(jobs, 1 << 30) if len(files) == 1 and not remote else 1
+    tasks = [RankTask(os.path.abspath(f) if remote else str(f), options, decode) for f in files]
 
     def done(n: int, total: int) -> None:
         if stage and total > 1:
             stage(f"ranks read and analysed: {n} of {total}")
 
     def here(task: RankTask) -> FileOutput:
-        return analyze_file(task, options.progress)
+        return analyze_file(task, progress)
 
-    jobs = options.jobs
     if jobs is None and _size(files) < PARALLEL_MIN_BYTES:
         jobs = 1  # starting processes costs more than reading a small job
     parallel = remote or (jobs != 1 and len(tasks) > 1)
     if parallel:
         done(0, len(tasks))
-    outputs = map_tasks(analyze_file, tasks, jobs=jobs, scheduler=options.scheduler,
-                        on_done=done if parallel else None, in_process=here)
-    if stage:
-        stage("analysing")
-    return reduce_job(outputs, inputs, options.min_gap_ns, options.include_warmup, options.diagnose,
-                      options.force_job, notes, options.batch_size)
+    return map_tasks(analyze_file, tasks, jobs=jobs, scheduler=scheduler, on_done=done if parallel else None,
+                     in_process=here)
 
 
 def _size(files: list[Path]) -> int:
@@ -190,63 +189,33 @@ def _size(files: list[Path]) -> int:
     return total
 
 
-def reduce_job(outputs: list[FileOutput], inputs: InputSet, min_gap_ns: int, include_warmup: bool,
-               diagnose: bool, force_job: bool, notes: tuple[str, ...] = (),
-               batch_size: int | None = None) -> Analysis:
-    """The job from its files' outputs, in input order: what `load_set` + `analyze_timeline` give."""
-    from ..result.build import _us0, job_diagnosis, summary, timeline_data
-    from ..result.definitions import FIGURES
-
-    files = inputs.files
-    skipped: list[str] = []
-    parts: list[FileOutput] = []
-    for out in outputs:
-        if out.error_message is not None:
-            if inputs.from_dir and len(files) > 1:
-                skipped.append(f"{out.error_path}: {out.error_message}")
-                continue
-            raise InputError(out.error_path, out.error_message)
-        parts.append(out)
-    if not parts:
-        raise InputError(files[0] if files else inputs.label, "no readable trace: " + "; ".join(skipped))
-    ranks = [r for p in parts for r in p.ranks]
-    warnings = [w for p in parts for w in p.warnings] + list(inputs.warnings) + [f"skipped {s}" for s in skipped]
-    metas = [r.meta for r in ranks]
-    if len(ranks) > 1:
-        why = metas_mismatch(metas)
-        if why and not force_job:
-            raise InputError(inputs.label, f"these files do not look like ranks of one job: {why}; compare two "
-                                           f"runs with `traceanalyzer diff A B` or report them separately "
-                                           f"(--force-job analyses them as one job anyway)")
-        if why:
-            warnings.append(f"analysed as one job although {why} (--force-job)")
-    numbers, renumbered = number_ranks([m.rank for m in metas])
-    warnings += renumbered
-    max_blocks = TR.blocks_per_track(sum(r.tracks_count for r in ranks))
-    results = []
-    for r, number in zip(ranks, numbers):
-        timeline = timeline_data(TR.recut_tracks(r.tracks, max_blocks), max_blocks)
-        drawing = replace(r.result.drawing, timeline=timeline) if r.result.drawing else None
-        results.append(replace(r.result, rank=number, drawing=drawing))
-    rank_results = tuple(results)
-    warmup = {n for r in rank_results if r.diagnosis for n in r.diagnosis.warmup_steps}
-    analysis = Analysis(
-        schema=R.SCHEMA,
-        tool=R.ToolInfo("traceanalyzer", __version__),
-        options=R.OptionsInfo(_us0(min_gap_ns), include_warmup, batch_size),
-        inputs=tuple(i for p in parts for i in p.inputs),
-        warnings=tuple(warnings) + tuple(notes) + tuple(w for p in parts for w in p.late_warnings),
-        ranks=rank_results,
-        summary=summary(rank_results, warmup, batch_size),
-        definitions=dict(FIGURES),
-        diagnosis=job_diagnosis(rank_results) if diagnose else None,
-        drawing=R.JobDrawing(),
-    )
-    final = tuple(replace(r, result=res) for r, res in zip(ranks, rank_results))
-    for reduce in JOB_REDUCERS:
-        analysis = reduce(final, analysis)
-    return analysis
+def _compact(dr: RankDiagnosis | None) -> RankDiagnosis | None:
+    """A rank's diagnosis without its per-gap arrays (drawn in the worker; the typed result needs none)."""
+    if dr is None:
+        return None
+    empty = GapSet(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+    return dataclasses.replace(dr, devices=tuple(dataclasses.replace(d, gaps=empty) for d in dr.devices))
 
 
-__all__ = ["JOB_REDUCERS", "RANK_EXTRAS", "FileOutput", "RankOutput", "RankTask", "analyze_file", "analyze_set",
-           "reduce_job"]
+def split_ranks(tl: Timeline) -> Iterator[Timeline]:
+    """A Timeline of several ranks as one Timeline per rank, one at a time (its events, devices, memory
+    and source; rank and source index 0), so that each goes through the map like a rank file. Counters,
+    host logs and warnings are the job's: they stay with the caller."""
+    if len(tl.ranks) == 1 and len(tl.sources) == 1 and not len(tl.counters) and not tl.host_logs and not tl.warnings:
+        yield tl
+        return
+    ev_rank = tl.events["rank"].to_numpy()
+    mem_rank = tl.memory["rank"].to_numpy()
+    for r in tl.ranks:
+        ev = tl.events[ev_rank == r.index].reset_index(drop=True)
+        ev["rank"] = np.zeros(len(ev), dtype=np.int32)
+        mem = tl.memory[mem_rank == r.index].reset_index(drop=True)
+        mem["rank"] = np.zeros(len(mem), dtype=np.int32)
+        yield Timeline(
+            events=ev, memory=mem, sources=[tl.sources[r.source]],
+            ranks=[dataclasses.replace(r, index=0, source=0)],
+            devices=[dataclasses.replace(d, rank=0) for d in tl.devices if d.rank == r.index]).validate()
+
+
+__all__ = ["RANK_EXTRAS", "AnalysisOptions", "FileOutput", "LogExtras", "RankOutput", "RankTask", "analyze_file",
+           "analyze_rank_timeline", "map_files", "split_ranks"]

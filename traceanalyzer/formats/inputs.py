@@ -1,0 +1,190 @@
+"""What the command line's inputs stand for: input sets (one job's files; a log dir's runs) and, within
+a set, which files are traces, GPU counter logs or host monitor logs (`classify_inputs`, by content)."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import InputError, UsageError
+from ..inert import terminal
+from ..timeline import Timeline
+from ._base import ReadOptions
+from .registry import COUNTER_LOG_SUFFIXES, COUNTERS, HOST, TRACE_SUFFIXES, file_kind, read_file, read_host_log
+
+
+@dataclass
+class InputSet:
+    """The files of one job (one rank each), and what they are called in messages."""
+
+    label: str
+    files: list[Path]
+    from_dir: bool  # files found in a directory: an unreadable one is skipped, not fatal
+    warnings: list[str] = field(default_factory=list)
+
+
+def input_sets(paths: list[Path], options: ReadOptions | None = None,
+               all_runs: bool = False) -> list[InputSet]:
+    """Resolve the command-line inputs to jobs.
+
+    A file is itself. A directory is searched for a TensorBoard log-dir layout (`logdir`): the
+    newest run by default, `options.run` to choose one, `all_runs` for one job per run; what was
+    found and picked goes to `options.notify`. Without that layout a directory stands for every
+    trace-like file directly in it, in name order. Several inputs form one job (all_runs then
+    needs a single directory).
+    """
+    from . import logdir as L
+
+    options = options or ReadOptions()
+    notify = options.notify or _stderr
+    dirs = [p for p in paths if p.is_dir()]
+    if all_runs and (len(paths) != 1 or not dirs):
+        raise UsageError("--all-runs needs exactly one log directory")
+    if options.run is not None and not dirs:
+        raise UsageError("--run names a run inside a log directory; no directory was given")
+    merged = InputSet(label=_label(paths), files=[], from_dir=False)
+    for p in paths:
+        if not p.is_dir():
+            merged.files.append(p)
+            continue
+        found = L.discover(p)
+        if found is None:
+            merged.files.extend(_plain_dir(p))
+            merged.from_dir = True
+            continue
+        chosen = L.select(found, options.run, all_runs)
+        for line in L.describe(found, chosen, all_runs):
+            notify(line)
+        notes = [f"skipped {s}" for s in found.skipped] + found.notes
+        if all_runs:
+            return [InputSet(label=r.label, files=list(r.files), from_dir=True, warnings=list(notes))
+                    for r in chosen]
+        merged.files.extend(chosen[0].files)
+        merged.from_dir = True
+        merged.warnings.extend(notes)
+        if len(paths) == 1:
+            merged.label = chosen[0].label
+    return [merged]
+
+
+def _plain_dir(p: Path) -> list[Path]:
+    """Fallback without a log-dir layout: every trace-like file directly in the directory."""
+    found = sorted(f for f in p.iterdir() if f.is_file() and f.name.endswith(TRACE_SUFFIXES))
+    found = sorted(found + _logs_in(p))  # counter logs in the folder go with its traces
+    if not found:
+        raise InputError(p, "directory holds no trace files (*.json, *.json.gz, *.xplane.pb), no "
+                            "nvidia-smi logs and no TensorBoard log-dir layout (*.pt.trace.json[.gz], "
+                            "plugins/profile/<run>/)")
+    return found
+
+
+def _label(paths: list[Path]) -> str:
+    return paths[0].name if len(paths) == 1 else f"{paths[0].name} and {len(paths) - 1} more"
+
+
+def _stderr(line: str) -> None:
+    """Default `notify`: run and folder names come from the file system, so made inert."""
+    sys.stderr.write(f"traceanalyzer: {terminal(line)}\n")
+
+
+def is_counter_log(path: Path) -> bool:
+    """Whether the file's content is an nvidia-smi / DCGM counter log (by sniffing, not name)."""
+    return file_kind(path) == COUNTERS
+
+
+def _logs_in(folder: Path) -> list[Path]:
+    return sorted(f for f in folder.iterdir()
+                  if f.is_file() and f.name.endswith(COUNTER_LOG_SUFFIXES) and is_counter_log(f))
+
+
+@dataclass
+class JobInputs:
+    """An input set sorted by content: the traces (one rank each) and the logs to put on their clock."""
+
+    traces: InputSet  # the set without its logs (may have no files: logs only)
+    counter_logs: list[Path]  # nvidia-smi / DCGM logs: among the inputs, given (--dmon), found beside
+    host_logs: list[Path]  # host monitor logs: among the inputs, then given (--host-log)
+    found_beside: list[Path] = field(default_factory=list)  # counter logs picked up beside the traces
+    ignored_beside: list[Path] = field(default_factory=list)  # beside the traces, not plainly theirs
+
+    def notes(self) -> tuple[str, ...]:
+        """What the job's report says about the logs found beside its traces."""
+        notes = tuple(f"nvidia-smi log found beside the trace and used: {p}" for p in self.found_beside)
+        if self.ignored_beside:
+            shown = ", ".join(str(p) for p in self.ignored_beside[:10])
+            more = f" and {len(self.ignored_beside) - 10} more" if len(self.ignored_beside) > 10 else ""
+            notes += (f"nvidia-smi logs beside the trace not used (their names do not start with the trace's, "
+                      f"so they may belong to other runs): {shown}{more}; pass the right one with --dmon",)
+        return notes
+
+
+def classify_inputs(inputs: InputSet, counter_logs: list[Path] | None = None, host_logs: list[Path] | None = None,
+                    find_beside: bool = True) -> JobInputs:
+    """The set's files sorted by content (`registry.file_kind`), plus the logs given explicitly (`--dmon`,
+    `--host-log`). Without explicit counter logs, a counter log beside a trace (*.log / *.csv / *.txt)
+    is used only when it plainly belongs to it: its name starts with the trace's name (`run3.json` +
+    `run3.dmon.log`), or it is the only log in the folder. Other logs there (an uploads folder holds
+    many runs) are listed, not used."""
+    kinds = {f: file_kind(f) for f in inputs.files}
+    hosts = [f for f in inputs.files if kinds[f] == HOST]
+    logs = [f for f in inputs.files if kinds[f] == COUNTERS]
+    traces = [f for f in inputs.files if f not in hosts and f not in logs]
+    explicit = list(counter_logs or [])
+    found: list[Path] = []
+    ignored: list[Path] = []
+    if find_beside and not explicit and traces and not logs:
+        for folder in sorted({f.parent for f in traces}):
+            beside = [f for f in _logs_in(folder) if f not in found]
+            stems = {_trace_stem(t) for t in traces if t.parent == folder}
+            named = [f for f in beside if any(f.name.startswith(stem) for stem in stems if stem)]
+            if named:
+                found += named
+                ignored += [f for f in beside if f not in named]
+            elif len(beside) == 1:
+                found += beside
+            else:
+                ignored += beside
+    rest = InputSet(inputs.label, traces, inputs.from_dir, list(inputs.warnings))
+    return JobInputs(rest, logs + explicit + found, hosts + list(host_logs or []), found, ignored)
+
+
+def _trace_stem(path: Path) -> str:
+    name = path.name
+    for suffix in (".gz", ".json", ".pb", ".pt.trace", ".trace", ".xplane"):
+        name = name.removesuffix(suffix)
+    return name
+
+
+def load_counter_logs(paths: list[Path], options: ReadOptions) -> Timeline | None:
+    """Counter logs into one counters-only Timeline (one source each), or None without any."""
+    if not paths:
+        return None
+    parts = [read_file(p, options) for p in paths]
+    return Timeline.concat(parts) if len(parts) > 1 else parts[0]
+
+
+def load_host_logs(paths: list[Path], options: ReadOptions) -> Timeline | None:
+    """Host monitor logs into one Timeline of host metrics (one source each, on their own clocks), or
+    None without any."""
+    parts = [read_host_log(p, options) for p in paths]
+    if not parts:
+        return None
+    return Timeline.concat(parts) if len(parts) > 1 else parts[0]
+
+
+def same_files(files: list[Path]) -> list[tuple[Path, Path]]:
+    """Pairs of inputs that are the same file (by resolved path)."""
+    seen: dict[Path, Path] = {}
+    pairs = []
+    for f in files:
+        key = f.resolve()
+        if key in seen:
+            pairs.append((seen[key], f))
+        else:
+            seen[key] = f
+    return pairs
+
+
+__all__ = ["InputSet", "JobInputs", "classify_inputs", "input_sets", "is_counter_log", "load_counter_logs",
+           "load_host_logs", "same_files"]
