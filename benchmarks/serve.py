@@ -32,29 +32,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 import httpx  # noqa: E402
-from serve_helpers import Server, free_port  # noqa: E402
+from serve_helpers import Server, free_port, kineto_trace  # noqa: E402
 
 MB = 1_000_000
-
-
-def kineto_trace(target_bytes: int) -> bytes:
-    """A valid Kineto trace of about `target_bytes`: steps of a DataLoader wait and a few kernels."""
-    import json
-
-    from kineto_builder import KinetoTrace
-
-    def build(steps: int) -> bytes:
-        t = KinetoTrace()
-        for step in range(steps):
-            ts = step * 1000.0
-            t.step(step, ts, 1000.0)
-            t.dataloader(ts, 200.0)
-            for k in range(8):
-                t.launched(ts + 210 + k * 5, 4.0, ts + 250 + k * 90, 80.0, name=f"kernel_{k}")
-        return json.dumps(t.document()).encode()
-
-    per_step = len(build(100)) / 100
-    return build(max(10, int(target_bytes / per_step)))
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -368,3 +368,19 @@ def test_a_private_service_needs_a_token_to_read(tmp_path):
                                   headers={"Content-Type": "application/octet-stream"}), 401)  # never by cookie
     finally:
         server.stop()
+
+
+def test_a_zip_declaring_too_many_members_is_refused_before_it_is_listed(tmp_path):
+    from traceanalyzer.serve.uploads import UploadError, check_archive, zip_entries
+
+    path = tmp_path / "many.zip"
+    with zipfile.ZipFile(path, "w") as z:
+        for i in range(30):
+            z.writestr(f"d/{i}.json", b"{}")
+    assert zip_entries(path) == 30
+    check_archive(path, "zip", 30, 1 << 20)
+    with pytest.raises(UploadError, match="more than 29 members"):
+        check_archive(path, "zip", 29, 1 << 20)
+    with zipfile.ZipFile(tmp_path / "z64.zip", "w", allowZip64=True) as z:
+        z.writestr("a.json", b"{}")
+    assert zip_entries(tmp_path / "z64.zip") == 1

@@ -155,3 +155,18 @@ def test_keep_traces_removes_old_traces_and_keeps_their_analyses(tmp_path, backe
         assert server.get(f"/api/v1/runs/{old}").json()["verdict"]
     finally:
         server.stop()
+
+
+def test_an_analysis_past_its_time_limit_fails_clearly(tmp_path, backend_url):
+    from serve_helpers import kineto_trace
+
+    server = Server(tmp_path / "data", backend_url, "--job-timeout", "1s").start()
+    try:
+        token = server.token("demo")
+        run = server.upload(token, data=kineto_trace(30_000_000), name="big.json").json()  # seconds to analyse
+        failed = server.wait(run["id"])
+        assert failed["status"] == "failed" and "--job-timeout" in failed["error"], failed
+        assert server.get("/api/v1/health").status_code == 200
+        assert not list((server.data / "work").iterdir())
+    finally:
+        server.stop()

@@ -553,6 +553,8 @@ def create_app(settings: Settings, run_jobs: bool = True) -> Starlette:
         requeued, failed = db.recover(settings.max_tries)
         for p in settings.tmp.iterdir():  # uploads cut off by a stop
             p.unlink(missing_ok=True)
+        for p in [*settings.work.iterdir(), *settings.reports.glob("*.tmp*")]:  # analyses cut off by a stop
+            shutil.rmtree(p, ignore_errors=True)
         _sweep_unreferenced(settings, db)
         if requeued or failed:
             print(f"traceanalyzer serve: {requeued} interrupted job(s) queued again, {failed} given up",

@@ -118,42 +118,44 @@ class JobRunner:
                                     cwd=work)
         with self._lock:
             self._children[job_id] = proc
+        timed_out = False
         try:
             self.store.set_pid(job_id, proc.pid)
             try:
                 rc = proc.wait(timeout=s.job_timeout_s)
             except subprocess.TimeoutExpired:
                 proc.kill()
-                proc.wait()
-                self.store.finish(job_id, run_id, f"the analysis took longer than the limit of {s.job_timeout_s:g} s "
-                                                  f"(--job-timeout)")
-                return
+                rc = proc.wait()
+                timed_out = True
         finally:
             with self._lock:
                 self._children.pop(job_id, None)
-        try:
-            if self.stopping.is_set() and rc != 0:
-                self.store.requeue(job_id, count_try=False)
-            elif rc == 0:
-                headline = json.loads((s.reports / run_id / "headline.json").read_text())
-                self.store.finish(job_id, run_id, None, headline)
-            elif rc < 0 and -rc in RETRIED_SIGNALS:
-                if try_no < s.max_tries:
-                    self.store.requeue(job_id)
-                    self.wake.set()
-                else:
-                    self.store.finish(job_id, run_id, f"the analysis was interrupted {try_no} times (its process "
-                                                      f"was killed); not tried again")
-            elif rc < 0:
-                self.store.finish(job_id, run_id, f"the analysis process crashed (signal {-rc}); it may have "
-                                                  f"needed more memory than the limit of {_size(s.job_memory_bytes)} "
-                                                  f"(--job-memory)")
+        path = Path(str(spec["error"]))
+        line = path.read_text("utf-8", "replace").strip() if path.exists() else ""
+        shutil.rmtree(work, ignore_errors=True)  # before the job is marked: nothing of it is left then
+        for side in s.reports.glob(f"{run_id}.tmp*"):  # a report cut off while it was written
+            shutil.rmtree(side, ignore_errors=True)
+        if timed_out:
+            self.store.finish(job_id, run_id, f"the analysis took longer than the limit of {s.job_timeout_s:g} s "
+                                              f"(--job-timeout)")
+        elif self.stopping.is_set() and rc != 0:
+            self.store.requeue(job_id, count_try=False)
+        elif rc == 0:
+            headline = json.loads((s.reports / run_id / "headline.json").read_text())
+            self.store.finish(job_id, run_id, None, headline)
+        elif rc < 0 and -rc in RETRIED_SIGNALS:
+            if try_no < s.max_tries:
+                self.store.requeue(job_id)
+                self.wake.set()
             else:
-                path = Path(str(spec["error"]))
-                line = path.read_text("utf-8", "replace").strip() if path.exists() else ""
-                self.store.finish(job_id, run_id, line or f"the analysis process ended with status {rc}")
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
+                self.store.finish(job_id, run_id, f"the analysis was interrupted {try_no} times (its process "
+                                                  f"was killed); not tried again")
+        elif rc < 0:
+            self.store.finish(job_id, run_id, f"the analysis process crashed (signal {-rc}); it may have "
+                                              f"needed more memory than the limit of {_size(s.job_memory_bytes)} "
+                                              f"(--job-memory)")
+        else:
+            self.store.finish(job_id, run_id, line or f"the analysis process ended with status {rc}")
 
 
 def remove_old_traces(settings: Settings, store: Store) -> int:

@@ -196,9 +196,40 @@ def member_parts(name: str) -> list[str]:
     return parts
 
 
-def _zip_members(path: Path) -> list[tuple[list[str], bool, int]]:
+def zip_entries(path: Path) -> int | None:
+    """The member count a zip's end records declare (None when they cannot be found), read before
+    the central directory is, so a zip of millions of members is refused without listing them."""
+    import struct
+
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        f.seek(max(0, size - (1 << 16) - 22))
+        tail = f.read()
+        at = tail.rfind(b"PK\x05\x06")
+        if at < 0 or at + 22 > len(tail):
+            return None
+        count = struct.unpack("<H", tail[at + 10:at + 12])[0]
+        locator = at - 20
+        if count == 0xFFFF and locator >= 0 and tail[locator:locator + 4] == b"PK\x06\x07":  # zip64
+            offset = struct.unpack("<Q", tail[locator + 8:locator + 16])[0]
+            if offset + 56 > size:
+                return None
+            f.seek(offset)
+            record = f.read(56)
+            if record[:4] != b"PK\x06\x06":
+                return None
+            count = struct.unpack("<Q", record[32:40])[0]
+        return int(count)
+
+
+def _zip_members(path: Path, max_members: int) -> list[tuple[list[str], bool, int]]:
+    declared = zip_entries(path)
+    if declared is not None and declared > max_members:
+        raise UploadError(400, f"archive with more than {max_members} members")
     try:
         with zipfile.ZipFile(path) as z:
+            if len(z.infolist()) > max_members:
+                raise UploadError(400, f"archive with more than {max_members} members")
             out = []
             for info in z.infolist():
                 parts = member_parts(info.filename)
@@ -230,7 +261,7 @@ def _tar_members(path: Path, max_members: int) -> list[tuple[list[str], bool, in
 
 def check_archive(path: Path, kind: str, max_members: int, max_unpacked: int) -> None:
     """Refuses (UploadError 400/413) an archive that unpacking would not accept."""
-    members = _zip_members(path) if kind == "zip" else _tar_members(path, max_members + 1)
+    members = _zip_members(path, max_members) if kind == "zip" else _tar_members(path, max_members + 1)
     if len(members) > max_members:
         raise UploadError(400, f"archive with more than {max_members} members")
     if not any(not is_dir for _, is_dir, _ in members):
