@@ -170,3 +170,19 @@ def test_an_analysis_past_its_time_limit_fails_clearly(tmp_path, backend_url):
         assert not list((server.data / "work").iterdir())
     finally:
         server.stop()
+
+
+def test_analyses_on_a_dask_cluster(tmp_path):
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as c:
+        server = Server(tmp_path / "data", None, "--scheduler", c.scheduler_address).start()
+        try:
+            token = server.token("dask")
+            files = [("file", (p.name, p.read_bytes())) for p in (SAMPLES / "comm_rank0.json", SAMPLES / "comm_rank1.json")]
+            r = httpx.post(f"{server.url}/api/v1/projects/dask/runs", files=files, timeout=60,
+                           headers={"Authorization": f"Bearer {token}"})
+            run = server.wait(r.json()["id"])
+            assert run["status"] == "done", run
+            assert c.scheduler.transition_counter > 0  # the per-rank tasks ran on the cluster
+        finally:
+            server.stop()

@@ -58,6 +58,9 @@ def _store(data: Path, db: str | None) -> Any:
 @click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True)
 @click.option("--jobs", type=click.IntRange(1, 256), default=1, show_default=True,
               help="Analyses run at the same time (each in its own process).")
+@click.option("--scheduler", metavar="ADDRESS",
+              help="Run each analysis' per-rank tasks on a Dask cluster (e.g. tcp://10.0.0.5:8786); its workers "
+                   "must see DATA at the same absolute path. Needs pip install 'traceanalyzer[dask]'.")
 @click.option("--max-upload", "max_upload", type=SizeType(), default="8GiB", show_default=True,
               help="Largest upload (one request); refused with 413 before more is read.")
 @click.option("--max-unpacked", "max_unpacked", type=SizeType(), default="16GiB", show_default=True,
@@ -71,7 +74,8 @@ def _store(data: Path, db: str | None) -> Any:
 @click.option("--keep-traces", "keep_traces_s", type=ParsedType("AGE", _age), metavar="AGE",
               help="Remove uploaded traces older than AGE (e.g. 30d, 12h); their analyses are kept. Default: keep.")
 @click.pass_context
-def serve_command(ctx: click.Context, data: Path, db: str | None, host: str, port: int, jobs: int, max_upload: int,
+def serve_command(ctx: click.Context, data: Path, db: str | None, host: str, port: int, jobs: int,
+                  scheduler: str | None, max_upload: int,
                   max_unpacked: int, job_timeout_ns: int, job_memory: int, private: bool,
                   public_url: str | None, keep_traces_s: float | None) -> None:
     """Serve uploaded traces and their reports over HTTP (needs pip install 'traceanalyzer[serve]').
@@ -94,7 +98,8 @@ def serve_command(ctx: click.Context, data: Path, db: str | None, host: str, por
 
     settings = Settings(data=data, db_url=db, max_upload_bytes=max_upload, max_unpacked_bytes=max_unpacked,
                         jobs=jobs, job_timeout_s=job_timeout_ns / 1e9, job_memory_bytes=job_memory, private=private,
-                        public_url=public_url.rstrip("/") if public_url else None, keep_traces_s=keep_traces_s)
+                        public_url=public_url.rstrip("/") if public_url else None, keep_traces_s=keep_traces_s,
+                        scheduler=scheduler)
     _store(data, db).close()  # a bad database URL is one line here, not a traceback from the server
     app = create_app(settings)
     click.echo(f"traceanalyzer: serving {data} on http://{host}:{port} (Ctrl-C to stop)", err=True)

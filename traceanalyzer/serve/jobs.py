@@ -3,7 +3,8 @@
 `JobRunner` runs `--jobs` threads in the server; each takes the oldest queued job and runs it in a
 fresh process (`python -m traceanalyzer.serve.jobs SPEC`) that limits its own address space
 (`--job-memory`), dies with its parent, unpacks and links the run's files into a private work folder,
-runs `traceanalyzer.analyze` with the CLI's limits (`max_input_bytes`, one process), saves the Analysis
+runs `traceanalyzer.analyze` with the CLI's limits (`max_input_bytes`; one process, or the per-rank tasks
+on a Dask cluster with `--scheduler`: its workers must see DATA at the same path), saves the Analysis
 JSON and renders the HTML and Markdown pages *from that saved JSON* into `DATA/reports/<run>/`
 (written in a side folder, then renamed: a report is there whole or not at all). The thread kills a
 process that runs past `--job-timeout`.
@@ -108,6 +109,7 @@ class JobRunner:
             "files": [[str(blob_path(s.traces, f.sha256)), f.name, f.kind] for f in self.store.files(run_id)],
             "work": str(work), "out": str(s.reports / run_id), "error": str(work / "error.txt"),
             "max_unpacked": s.max_unpacked_bytes, "max_members": s.max_members, "memory": s.job_memory_bytes,
+            "scheduler": s.scheduler,
         }
         (work / "spec.json").write_text(json.dumps(spec))
         env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
@@ -246,10 +248,13 @@ def child_main(spec_path: str) -> int:
 
         try:
             inputs = _inputs(spec)
-            os.chdir(in_root)  # the report names inputs relative to it: no server folder shown
-            inputs = [p.relative_to(in_root) for p in inputs]
-            analysis = ta.analyze(inputs if len(inputs) > 1 else inputs[0],
-                                  ta.Options(max_input_bytes=int(spec["max_unpacked"]), jobs=1, cache=False))
+            scheduler = spec.get("scheduler")
+            if not scheduler:  # Dask workers need absolute paths; else the report shows no server folder
+                os.chdir(in_root)
+                inputs = [p.relative_to(in_root) for p in inputs]
+            options = ta.Options(max_input_bytes=int(spec["max_unpacked"]), jobs=None if scheduler else 1,
+                                 scheduler=scheduler, cache=False)
+            analysis = ta.analyze(inputs if len(inputs) > 1 else inputs[0], options)
             out = Path(spec["out"])
             side = out.with_name(f"{out.name}.tmp{os.getpid()}")
             shutil.rmtree(side, ignore_errors=True)

@@ -21,6 +21,7 @@ class Settings:
     max_tries: int = 3  # an analysis interrupted (worker killed, server restarted) is retried this often
     private: bool = False  # reading needs a token too
     public_url: str | None = None  # base of absolute links (PR comments); None: from the request
+    scheduler: str | None = None  # a Dask scheduler: each analysis' per-rank tasks run there
     keep_traces_s: float | None = None  # traces older than this are removed (their analyses kept); None: kept
 
     @property
