@@ -76,6 +76,10 @@ def test_upload_is_analysed_and_served(server):
     assert run["id"] in [x["id"] for x in listed["runs"]]
     runs_page = server.get("/runs", params={"project": "demo"})
     assert runs_page.status_code == 200 and run["id"] in runs_page.text and "input_bound" in runs_page.text
+    projects = server.get("/api/v1/projects").json()["projects"]
+    assert {"name": "demo", "runs": 1, "last_upload": run["created_at"]} in projects
+    assert "/runs?project=demo" in server.get("/projects").text
+    assert server.get("/projects/demo").headers["location"] == "/runs?project=demo"
 
 
 @pytest.mark.slow

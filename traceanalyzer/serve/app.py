@@ -424,6 +424,26 @@ def create_app(settings: Settings, run_jobs: bool = True) -> Starlette:
                     next=link(page_no + 1) if page_no < pages else None, statuses=STATUSES,
                     projects=[who.project] if who.project else db.project_names())
 
+    def visible_projects(who: Access) -> list[dict[str, Any]]:
+        return [p for p in db.project_summaries() if who.project is None or p["name"] == who.project]
+
+    def projects_page(request: Request) -> Response:
+        who = access(request)
+        if settings.private and who.project is None:
+            return RedirectResponse("/login", status_code=303)
+        return page(request, "projects.html.j2", projects=visible_projects(who))
+
+    def api_projects(request: Request) -> Response:
+        who = access(request)
+        need_reader(who)
+        return JSONResponse({"projects": visible_projects(who)})
+
+    def project_page(request: Request) -> Response:
+        name = request.path_params["project"]
+        if not PROJECT_RE.match(name):
+            raise refuse(404, "no such project")
+        return RedirectResponse("/runs?" + urlencode({"project": name}), status_code=302)
+
     def run_page(request: Request) -> Response:
         row, _ = run_or_404(request, request.path_params["run_id"])
         return page(request, "run.html.j2", run=row, files=db.files(row["id"]))
@@ -563,6 +583,9 @@ def create_app(settings: Settings, run_jobs: bool = True) -> Starlette:
     routes = [
         Route("/", home),
         Route("/runs", runs_page),
+        Route("/projects", projects_page),
+        Route("/projects/{project}", project_page),
+        Route("/api/v1/projects", api_projects),
         Route("/runs/{run_id}", run_page),
         Route("/runs/{run_id}/report.html", report_html),
         Route("/runs/{run_id}/report.md", report_md),

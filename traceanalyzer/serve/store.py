@@ -144,6 +144,15 @@ class Store:
         with self.engine.connect() as c:
             return [r.name for r in c.execute(sa.select(projects.c.name).order_by(projects.c.name))]
 
+    def project_summaries(self) -> list[dict[str, Any]]:
+        """Every project with its number of runs and its last upload, by name."""
+        q = (sa.select(projects.c.name, sa.func.count(runs.c.id).label("runs"),
+                       sa.func.max(runs.c.created_at).label("last_upload"))
+             .select_from(projects.outerjoin(runs, runs.c.project_id == projects.c.id))
+             .group_by(projects.c.name).order_by(projects.c.name))
+        with self.engine.connect() as c:
+            return [dict(r) for r in c.execute(q).mappings()]
+
     # -- runs
     def create_run(self, project: str, branch: str | None, commit: str | None, files: Sequence[StoredFile]) -> str:
         """The run, its files and its queued job, in one transaction (the project made on first use)."""
