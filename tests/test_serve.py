@@ -191,7 +191,7 @@ def test_bad_requests_get_a_4xx_with_one_line(server):
     assert "link" in one_line_error(server.upload(token, project="bad", data=_tar({"a.json": b"{}"}, "/etc/passwd")),
                                     400)
     bomb = gzip.compress(bytes(100 * 1024**2), compresslevel=9)  # 100 MiB of zeros in ~100 KiB
-    assert "inflates to more than 64 MiB" in one_line_error(server.upload(token, project="bad", data=bomb), 413)
+    assert "inflates to more than 64.0 MiB" in one_line_error(server.upload(token, project="bad", data=bomb), 413)
     one_line_error(server.upload(token, project="bad", data=b""), 400)
     assert "gzip" in one_line_error(server.upload(token, project="bad", data=b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03garbage"),
                                     400)

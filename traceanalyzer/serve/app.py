@@ -88,9 +88,9 @@ def _templates() -> jinja2.Environment:
 
 
 def _human(n: int | None) -> str:
-    from .uploads import _size
+    from ..units import format_bytes
 
-    return "" if n is None else _size(int(n))
+    return "" if n is None else format_bytes(int(n))
 
 
 def _static(name: str) -> bytes:

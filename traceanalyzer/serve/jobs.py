@@ -27,18 +27,13 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from ..units import format_bytes
 from .settings import Settings
 from .store import Store
 from .uploads import blob_path
 
 RETRIED_SIGNALS = (signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 EXIT_FAILED = 2  # the child wrote its one-line error
-
-
-def _size(n: int) -> str:
-    from .uploads import _size as size
-
-    return size(n)
 
 
 class JobRunner:
@@ -153,9 +148,9 @@ class JobRunner:
                 self.store.finish(job_id, run_id, f"the analysis was interrupted {try_no} times (its process "
                                                   f"was killed); not tried again")
         elif rc < 0:
+            limit = format_bytes(s.job_memory_bytes)
             self.store.finish(job_id, run_id, f"the analysis process crashed (signal {-rc}); it may have "
-                                              f"needed more memory than the limit of {_size(s.job_memory_bytes)} "
-                                              f"(--job-memory)")
+                                              f"needed more memory than the limit of {limit} (--job-memory)")
         else:
             self.store.finish(job_id, run_id, line or f"the analysis process ended with status {rc}")
 
@@ -237,7 +232,7 @@ def child_main(spec_path: str) -> int:
     _die_with_parent()
     error_file = Path(spec["error"])
     in_root = str(Path(spec["work"]) / "in")
-    memory_error = (f"error: the analysis needed more memory than the limit of {_size(int(spec['memory']))} "
+    memory_error = (f"error: the analysis needed more memory than the limit of {format_bytes(int(spec['memory']))} "
                     f"(--job-memory)")
     _limit_memory(int(spec["memory"]))
     try:

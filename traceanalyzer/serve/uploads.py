@@ -25,6 +25,7 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..units import format_bytes
 from .store import StoredFile
 
 CHUNK = 1 << 16
@@ -41,13 +42,6 @@ class UploadError(Exception):
         super().__init__(message)
         self.status = status
         self.message = message
-
-
-def _size(n: int) -> str:
-    for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
-        if n >= scale:
-            return f"{n / scale:.3g} {unit}"
-    return f"{n} B"
 
 
 def display_name(name: str | None, index: int) -> str:
@@ -80,7 +74,7 @@ class Budget:
     def take(self, n: int) -> None:
         self.used += n
         if self.used > self.limit:
-            raise UploadError(413, f"upload larger than the limit of {_size(self.limit)} (--max-upload)")
+            raise UploadError(413, f"upload larger than the limit of {format_bytes(self.limit)} (--max-upload)")
 
 
 class Inflater:
@@ -117,10 +111,10 @@ class Inflater:
             self.head += out[: 1024 - len(self.head)]
         self.inflated += len(out)
         if self.inflated > self.limit:
-            raise UploadError(413, f"the gzip stream inflates to more than {_size(self.limit)}")
+            raise UploadError(413, f"the gzip stream inflates to more than {format_bytes(self.limit)}")
         if self.inflated > BOMB_MIN_BYTES and self.inflated > BOMB_RATIO * max(self.compressed, 1):
-            raise UploadError(400, f"refused: a decompression bomb ({_size(self.compressed)} inflating "
-                                   f"to more than {_size(self.inflated)})")
+            raise UploadError(400, f"refused: a decompression bomb ({format_bytes(self.compressed)} inflating "
+                                   f"to more than {format_bytes(self.inflated)})")
 
 
 def _is_tar(head: bytes) -> bool:
@@ -268,7 +262,7 @@ def check_archive(path: Path, kind: str, max_members: int, max_unpacked: int) ->
         raise UploadError(400, "archive without any file")
     total = sum(size for _, _, size in members)
     if total > max_unpacked:
-        raise UploadError(413, f"archive unpacks to more than {_size(max_unpacked)}")
+        raise UploadError(413, f"archive unpacks to more than {format_bytes(max_unpacked)}")
 
 
 def store(received: Received, traces: Path) -> StoredFile:
@@ -309,7 +303,7 @@ def unpack(path: Path, kind: str, root: Path, max_members: int, max_unpacked: in
                     break
                 written += len(block)
                 if written > max_unpacked:
-                    raise UploadError(413, f"archive unpacks to more than {_size(max_unpacked)}")
+                    raise UploadError(413, f"archive unpacks to more than {format_bytes(max_unpacked)}")
                 out.write(block)
 
     root.mkdir(parents=True, exist_ok=True)
