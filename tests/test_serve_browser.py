@@ -89,7 +89,7 @@ def test_upload_through_the_page_and_see_the_report(browser, server):
     assert errors == [] and refused == []
 
 
-def test_a_refused_upload_says_why_on_the_page(browser, server):
+def test_a_dropped_file_refused_says_why_on_the_page(browser, server):
     from playwright.sync_api import expect
 
     page, errors, refused = open_page(browser, server)
@@ -97,7 +97,13 @@ def test_a_refused_upload_says_why_on_the_page(browser, server):
         page.goto(f"{server.url}/upload")
         page.fill("#project", "web")
         page.fill("#token", "ta_wrong")
-        page.set_input_files("#file", str(SAMPLES / "basic.json"))
+        page.evaluate("""text => {  // a file dropped on the drop zone
+            const dt = new DataTransfer();
+            dt.items.add(new File([text], "dropped.json", {type: "application/json"}));
+            document.getElementById("drop").dispatchEvent(new DragEvent("drop", {dataTransfer: dt, bubbles: true,
+                                                                                cancelable: true}));
+        }""", (SAMPLES / "basic.json").read_text())
+        expect(page.locator("#chosen")).to_contain_text("dropped.json")
         page.click("#send")
         expect(page.locator("#message")).to_contain_text("unknown token", timeout=30_000)
     finally:

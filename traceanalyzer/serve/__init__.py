@@ -2,7 +2,8 @@
 
     app.py      routes: JSON API and the server-rendered pages beside it
     store.py    the database (SQLAlchemy Core; SQLite in DATA by default or PostgreSQL), migrated by Alembic
-    uploads.py  streamed, size-limited, content-addressed uploads; archive checks and bounded unpacking
+    body.py     an upload request's body as it arrives: the file itself, or multipart parts
+    uploads.py  streamed, size-limited, content-addressed files; archive checks and bounded unpacking
     jobs.py     queued -> running -> done | failed, in worker threads each running one limited process
     settings.py the options of `traceanalyzer serve`, in one frozen value
 

@@ -28,9 +28,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
-import anyio
 import jinja2
-from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
@@ -45,24 +43,18 @@ from starlette.responses import (
 )
 from starlette.routing import Route
 
+from .body import receive
 from .jobs import JobRunner
 from .settings import Settings
 from .store import STATUSES, Store
 from .uploads import (
-    MAX_FILES,
     PROJECT_RE,
-    Budget,
-    Received,
-    Sink,
     UploadError,
     blob_path,
-    check_archive,
-    display_name,
     store,
 )
 
 PAGE_SIZE = 50
-MAX_FIELD_BYTES = 1000  # a text field of a multipart upload
 RUN_ID_RE = re.compile(r"^[0-9a-f]{12}$")
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
        "form-action 'self'; frame-src 'self'; frame-ancestors 'self'; base-uri 'none'")
@@ -225,56 +217,6 @@ def create_app(settings: Settings, run_jobs: bool = True) -> Starlette:
             raise refuse(400, f"bad {name}: at most {limit} printable characters")
         return value
 
-    async def receive(request: Request) -> tuple[list[Received], dict[str, str]]:
-        """The request's files, each on disk in DATA/tmp (removed again on any refusal)."""
-        ctype, opts = parse_options_header(request.headers.get("content-type", ""))
-        ctype_s = ctype.decode("latin-1").lower()
-        length = request.headers.get("content-length")
-        if length is not None:
-            if not length.isdigit():
-                raise refuse(400, "bad Content-Length")
-            if int(length) > settings.max_upload_bytes:
-                raise refuse(413, f"upload larger than the limit of {_human(settings.max_upload_bytes)} (--max-upload)")
-            if int(length) == 0:
-                raise refuse(400, "empty upload (0 bytes)")
-        budget = Budget(settings.max_upload_bytes)
-        done: list[Received] = []
-        fields: dict[str, str] = {}
-        sinks: list[Sink] = []
-        try:
-            if ctype_s in ("application/octet-stream", "application/gzip", "application/zip", "application/x-tar"):
-                sink = Sink(settings.tmp, budget, display_name(request.headers.get("x-filename"), 0),
-                            settings.max_unpacked_bytes)
-                sinks.append(sink)
-                async for block in _blocks(request):
-                    await anyio.to_thread.run_sync(sink.write, block)
-                done.append(sink.finish())
-                sinks.remove(sink)
-            elif ctype_s == "multipart/form-data":
-                boundary = opts.get(b"boundary")
-                if not boundary or len(boundary) > 200:
-                    raise refuse(400, "multipart upload without a boundary")
-                parts = _Multipart(boundary, settings, budget, fields, done, sinks)
-                async for block in _blocks(request):
-                    await anyio.to_thread.run_sync(parts.feed, block)
-                parts.close()
-            else:
-                raise refuse(415, "send the file as the body (Content-Type: application/octet-stream, name in "
-                                  "X-Filename) or as multipart/form-data field 'file'")
-            if not done:
-                raise refuse(400, "no file in the upload (multipart field 'file')")
-            for r in done:
-                if r.kind in ("zip", "tar", "tar.gz"):
-                    await anyio.to_thread.run_sync(check_archive, r.tmp, r.kind, settings.max_members,
-                                                   settings.max_unpacked_bytes)
-            return done, fields
-        except BaseException:
-            for s in sinks:
-                s.abort()
-            for r in done:
-                r.tmp.unlink(missing_ok=True)
-            raise
-
     async def upload(request: Request) -> Response:
         project = request.path_params["project"]
         if not PROJECT_RE.match(project):
@@ -290,7 +232,7 @@ def create_app(settings: Settings, run_jobs: bool = True) -> Starlette:
         branch = text_param(request.query_params.get("branch"), "branch", 200)
         commit = text_param(request.query_params.get("commit"), "commit", 100)
         try:
-            received, fields = await receive(request)
+            received, fields = await receive(request, settings)
         except UploadError as exc:
             raise refuse(exc.status, exc.message) from None
         except ClientDisconnect:  # the client went away mid-upload: what it sent is removed
@@ -640,20 +582,6 @@ class _Headers:
         await self.app(scope, receive, send_with_headers)
 
 
-async def _blocks(request: Request, size: int = 1 << 20) -> AsyncIterator[bytes]:
-    """The body in blocks of about `size` (one hop to a worker thread per block, not per socket read)."""
-    pending: list[bytes] = []
-    n = 0
-    async for chunk in request.stream():
-        pending.append(chunk)
-        n += len(chunk)
-        if n >= size:
-            yield b"".join(pending)
-            pending, n = [], 0
-    if pending:
-        yield b"".join(pending)
-
-
 def _md_code(text: str) -> str:
     return " ".join(str(text).replace("`", "'").split())[:200]
 
@@ -667,94 +595,3 @@ def _sweep_unreferenced(settings: Settings, db: Store) -> None:
         for f in sub.iterdir():
             if sub.name + f.name not in used:
                 f.unlink(missing_ok=True)
-
-
-class _Multipart:
-    """A multipart/form-data body parsed as it arrives: each part named 'file' into a Sink, small text
-    fields kept, anything else refused."""
-
-    def __init__(self, boundary: bytes, settings: Settings, budget: Budget, fields: dict[str, str],
-                 done: list[Received], sinks: list[Sink]) -> None:
-        self.settings, self.budget, self.fields, self.done, self.sinks = settings, budget, fields, done, sinks
-        self._header_field = b""
-        self._header_value = b""
-        self._headers: dict[bytes, bytes] = {}
-        self._sink: Sink | None = None
-        self._field: str | None = None
-        self._value = b""
-        self._ended = False
-        self._parser = MultipartParser(boundary, {
-            "on_part_begin": self._begin, "on_part_data": self._data, "on_part_end": self._end,
-            "on_header_field": self._hfield, "on_header_value": self._hvalue, "on_header_end": self._hend,
-            "on_headers_finished": self._headers_done, "on_end": self._finish,
-        })
-
-    def feed(self, chunk: bytes) -> None:
-        try:
-            self._parser.write(chunk)
-        except UploadError:
-            raise
-        except Exception as exc:  # the parser's own errors: a malformed body
-            raise UploadError(400, f"malformed multipart body: {type(exc).__name__}") from None
-
-    def close(self) -> None:
-        if not self._ended:
-            raise UploadError(400, "malformed multipart body: it ends before its closing boundary")
-
-    def _begin(self) -> None:
-        self._headers = {}
-        self._header_field = self._header_value = b""
-
-    def _hfield(self, data: bytes, start: int, end: int) -> None:
-        self._header_field += data[start:end]
-        if len(self._header_field) > 200:
-            raise UploadError(400, "malformed multipart body: header too long")
-
-    def _hvalue(self, data: bytes, start: int, end: int) -> None:
-        self._header_value += data[start:end]
-        if len(self._header_value) > 2000:
-            raise UploadError(400, "malformed multipart body: header too long")
-
-    def _hend(self) -> None:
-        self._headers[self._header_field.lower()] = self._header_value
-        self._header_field = self._header_value = b""
-
-    def _headers_done(self) -> None:
-        _, opts = parse_options_header(self._headers.get(b"content-disposition", b""))
-        name = opts.get(b"name", b"").decode("utf-8", "replace")
-        filename = opts.get(b"filename")
-        if name == "file" or filename is not None:
-            if name != "file":
-                raise UploadError(400, f"unexpected file field {name[:40]!r}: files go in field 'file'")
-            if len(self.done) + len(self.sinks) >= MAX_FILES:
-                raise UploadError(400, f"more than {MAX_FILES} files in one upload")
-            index = len(self.done)
-            self._sink = Sink(self.settings.tmp, self.budget,
-                              display_name(filename.decode("utf-8", "replace") if filename else None, index),
-                              self.settings.max_unpacked_bytes)
-            self.sinks.append(self._sink)
-        else:
-            self._field, self._value = name, b""
-
-    def _data(self, data: bytes, start: int, end: int) -> None:
-        if self._sink is not None:
-            self._sink.write(data[start:end])
-            return
-        self.budget.take(end - start)
-        self._value += data[start:end]
-        if len(self._value) > MAX_FIELD_BYTES:
-            raise UploadError(400, f"field {str(self._field)[:40]!r} too long")
-
-    def _end(self) -> None:
-        if self._sink is not None:
-            sink, self._sink = self._sink, None
-            self.done.append(sink.finish())
-            self.sinks.remove(sink)
-        elif self._field is not None:
-            if len(self.fields) >= 20:
-                raise UploadError(400, "too many fields")
-            self.fields[self._field] = self._value.decode("utf-8", "replace")
-            self._field = None
-
-    def _finish(self) -> None:
-        self._ended = True
