@@ -202,6 +202,8 @@ def test_bad_requests_get_a_4xx_with_one_line(server):
                                        "Content-Type": "multipart/form-data; boundary=x"}), 400)
     one_line_error(server.upload(token, project="bad project", data=b"{}"), 400)
     one_line_error(server.upload(token, project="bad", data=b"{}", branch="a\nb"), 400)
+    one_line_error(httpx.post(f"{server.url}/api/v1/projects/bad/runs", files={"file": ("a.json", b"{}")},
+                              data={"branch": "x" * 300}, headers={"Authorization": f"Bearer {token}"}), 400)
     one_line_error(httpx.post(f"{server.url}/api/v1/projects/bad/runs", content=b"{}",
                               headers={"Authorization": "Basic abc", "Content-Type": "application/octet-stream"}), 401)
     one_line_error(server.get("/api/v1/runs/0123456789ab"), 404)
@@ -388,3 +390,27 @@ def test_a_zip_declaring_too_many_members_is_refused_before_it_is_listed(tmp_pat
     with zipfile.ZipFile(tmp_path / "z64.zip", "w", allowZip64=True) as z:
         z.writestr("a.json", b"{}")
     assert zip_entries(tmp_path / "z64.zip") == 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_each_job_is_taken_by_one_worker(tmp_path, backend):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from traceanalyzer.serve.store import Store, StoredFile
+
+    store = Store(db_url(backend) or f"sqlite:///{tmp_path / 'db.sqlite'}")
+    store.migrate()
+    f = StoredFile("a" * 64, "t.json", 1, "file")
+    runs = {store.create_run("p", None, None, [f]) for _ in range(40)}
+
+    def worker(_: int) -> list[str]:
+        taken = []
+        while (job := store.claim()) is not None:
+            taken.append(job[1])
+        return taken
+
+    with ThreadPoolExecutor(4) as pool:
+        taken = [r for rs in pool.map(worker, range(4)) for r in rs]
+    assert sorted(taken) == sorted(runs)  # every job once, none twice
+    assert store.queued() == 0
+    store.close()

@@ -194,7 +194,7 @@ def create_app(settings: Settings, run_jobs: bool = True) -> Starlette:
         if request.headers.get("content-type", "").split(";")[0].strip() != "application/x-www-form-urlencoded":
             raise refuse(415, "expected a form (application/x-www-form-urlencoded)")
         origin = request.headers.get("origin")
-        if origin is not None and origin.rstrip("/") != str(request.base_url).rstrip("/"):
+        if origin is not None and origin.rstrip("/") not in {str(request.base_url).rstrip("/"), base_url(request)}:
             raise refuse(403, "cross-site form refused")
         body = b""
         async for chunk in request.stream():
@@ -237,8 +237,13 @@ def create_app(settings: Settings, run_jobs: bool = True) -> Starlette:
             raise refuse(exc.status, exc.message) from None
         except ClientDisconnect:  # the client went away mid-upload: what it sent is removed
             raise refuse(400, "the upload was cut off before its end") from None
-        branch = branch or text_param(fields.get("branch"), "branch", 200)
-        commit = commit or text_param(fields.get("commit"), "commit", 100)
+        try:
+            branch = branch or text_param(fields.get("branch"), "branch", 200)
+            commit = commit or text_param(fields.get("commit"), "commit", 100)
+        except Refused:
+            for r in received:
+                r.tmp.unlink(missing_ok=True)
+            raise
         stored = [store(r, settings.traces) for r in received]
         run_id = await run_in_threadpool(db.create_run, project, branch, commit, stored)
         runner.wake.set()

@@ -254,19 +254,21 @@ class Store:
 
     # -- jobs
     def claim(self) -> tuple[int, str, int] | None:
-        """Takes the oldest queued job: (job id, run id, try number), or None. Safe between processes:
-        the update only succeeds while the job is still queued."""
+        """Takes the oldest queued job: (job id, run id, try number), or None. One UPDATE ... RETURNING, so
+        it is safe between threads and processes: a job another worker took meanwhile is no longer queued
+        (PostgreSQL re-checks the row after its lock; SQLite runs one writer at a time)."""
+        oldest = (sa.select(jobs.c.id).where(jobs.c.status == "queued").order_by(jobs.c.id).limit(1)
+                  .scalar_subquery())
+        take = (jobs.update().where(jobs.c.id == oldest, jobs.c.status == "queued")
+                .values(status="running", tries=jobs.c.tries + 1, started_at=time.time(), pid=None, error=None)
+                .returning(jobs.c.id, jobs.c.run_id, jobs.c.tries))
         for _ in range(5):
             with self.engine.begin() as c:
-                row = c.execute(sa.select(jobs.c.id, jobs.c.run_id, jobs.c.tries).where(jobs.c.status == "queued")
-                                .order_by(jobs.c.id).limit(1)).first()
-                if row is None:
+                row = c.execute(take).first()
+                if row is not None:
+                    return int(row.id), str(row.run_id), int(row.tries)
+                if c.execute(sa.select(jobs.c.id).where(jobs.c.status == "queued").limit(1)).first() is None:
                     return None
-                n = c.execute(jobs.update().where(jobs.c.id == row.id, jobs.c.status == "queued")
-                              .values(status="running", tries=jobs.c.tries + 1, started_at=time.time(), pid=None,
-                                      error=None)).rowcount
-                if n == 1:
-                    return row.id, row.run_id, row.tries + 1
         return None
 
     def set_pid(self, job_id: int, pid: int | None) -> None:
