@@ -93,6 +93,14 @@ def test_multipart_with_several_files_and_fields(server):
     run = server.wait(r.json()["id"])
     assert run["status"] == "done", run
     assert run["branch"] == "feature/x" and run["files"] == 2 and len(run["sha256"]) == 2
+    # a trace with the glances log recorded beside it: one job, the log on the trace's clock
+    files = [("file", (p.name, p.read_bytes())) for p in (SAMPLES / "glances" / "cpu_aug.trace.json",
+                                                          SAMPLES / "glances" / "cpu_aug.csv")]
+    r = httpx.post(f"{server.url}/api/v1/projects/multi/runs", files=files,
+                   headers={"Authorization": f"Bearer {token}"}, timeout=60)
+    run = server.wait(r.json()["id"])
+    assert run["status"] == "done", run
+    assert "CPU-bound" in server.get(f"/runs/{run['id']}/report.md").text
 
 
 @pytest.mark.slow
