@@ -18,7 +18,6 @@ from .. import intervals as iv
 from ..align import device_series
 from ..timeline import COUNTER_METRICS, UTIL_METRIC, Timeline
 from . import figures as F
-from . import tracks as TR
 
 # The cross-check warns when trace busy and log utilisation differ by more than this (points).
 CROSS_CHECK_MARGIN_PCT = 15.0
@@ -233,35 +232,3 @@ def _timeseries(values: np.ndarray, ts: np.ndarray, period: int) -> tuple[tuple[
     keep = counts > 0
     starts = t[0] + np.arange(len(sums), dtype=np.int64) * width
     return tuple((int(s), float(m)) for s, m in zip(starts[keep], sums[keep] / counts[keep]))
-
-
-
-def counter_tracks(counters: pd.DataFrame, devices: list[int], lo: int, hi: int) -> tuple[TR.CounterTrack, ...]:
-    """The sampled counters a rank draws: per device of the rank (in its order) and metric (by name),
-    the samples inside its window [lo, hi) on the trace clock, averaged down to MAX_COUNTER_POINTS."""
-    out = []
-    if len(counters) and hi > lo:
-        in_w = (counters["ts_ns"].to_numpy() >= lo) & (counters["ts_ns"].to_numpy() < hi)
-        for device in devices:
-            mine = counters[in_w & (counters["device"].to_numpy() == device)]
-            for metric in sorted(set(mine["metric"].astype(str))):
-                m = mine[(mine["metric"].astype(str) == metric).to_numpy()]
-                t, v = _downsample(m["ts_ns"].to_numpy(), m["value"].to_numpy(), TR.MAX_COUNTER_POINTS)
-                out.append(TR.CounterTrack(device, metric, t, v, len(m)))
-    return tuple(out)
-
-
-def _downsample(ts: np.ndarray, value: np.ndarray, max_points: int) -> tuple[np.ndarray, np.ndarray]:
-    """Mean of equal-count buckets (sorted by time) when there are too many samples."""
-    order = np.argsort(ts, kind="stable")
-    ts, value = ts[order], value[order]
-    if len(ts) <= max_points:
-        return ts, value
-    edges = np.linspace(0, len(ts), max_points + 1).astype(np.int64)
-    first = edges[:-1]
-    counts = np.diff(edges)
-    t = (np.add.reduceat(ts.astype(np.float64), first) / counts).astype(np.int64)
-    finite = np.where(np.isnan(value), 0.0, value)
-    n_ok = np.add.reduceat((~np.isnan(value)).astype(np.int64), first)
-    v = np.where(n_ok > 0, np.add.reduceat(finite, first) / np.maximum(n_ok, 1), np.nan)
-    return t, v

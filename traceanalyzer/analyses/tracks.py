@@ -11,6 +11,7 @@ Times stay int64 nanoseconds on the rank's clock here; the report converts them.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -227,6 +228,22 @@ def _gap_track(gaps: GapSet, st_number: np.ndarray, st_start: np.ndarray, st_end
     return GapTrack(g_start, g_end - g_start, step.astype(np.int64), total, cause)
 
 
+def counter_tracks(counters: pd.DataFrame, devices: Sequence[int], lo: int, hi: int) -> tuple[CounterTrack, ...]:
+    """The sampled counters a rank draws: per device of the rank (in its order) and metric (by name),
+    the samples inside its window [lo, hi) on the trace clock, averaged down to MAX_COUNTER_POINTS."""
+    out = []
+    if len(counters) and hi > lo:
+        ts = counters["ts_ns"].to_numpy()
+        in_w = (ts >= lo) & (ts < hi)
+        for device in devices:
+            mine = counters[in_w & (counters["device"].to_numpy() == device)]
+            for metric in sorted(set(mine["metric"].astype(str))):
+                m = mine[(mine["metric"].astype(str) == metric).to_numpy()]
+                t, v = _downsample(m["ts_ns"].to_numpy(), m["value"].to_numpy(), MAX_COUNTER_POINTS)
+                out.append(CounterTrack(device, metric, t, v, len(m)))
+    return tuple(out)
+
+
 def _downsample(ts: np.ndarray, value: np.ndarray, max_points: int) -> tuple[np.ndarray, np.ndarray]:
     """Mean of equal-count buckets (sorted by time) when there are too many samples."""
     order = np.argsort(ts, kind="stable")
@@ -287,20 +304,11 @@ def rank_tracks(tl: Timeline, rank: int, window: Window, gap_sets: dict[int, Gap
     host_tracks = tuple(h for h in (HostTrack(k, blocks(m)) for k, m in host_sets if m.any())
                         if len(h.blocks.start_ns))
 
-    counters = []
-    co = tl.counters
-    if len(co) and hi > lo:
-        in_w = (co["ts_ns"].to_numpy() >= lo) & (co["ts_ns"].to_numpy() < hi)
-        for device in tl.device_indices(rank):
-            mine = co[in_w & (co["device"].to_numpy() == device)]
-            for metric in sorted(set(mine["metric"].astype(str))):
-                m = mine[(mine["metric"].astype(str) == metric).to_numpy()]
-                t, v = _downsample(m["ts_ns"].to_numpy(), m["value"].to_numpy(), MAX_COUNTER_POINTS)
-                counters.append(CounterTrack(device, metric, t, v, len(m)))
+    counters = counter_tracks(tl.counters, tl.device_indices(rank), lo, hi)
 
     n = min(len(st), MAX_STEPS_DRAWN)
     return RankTracks(window, st.number[:n], st.start_ns[:n], st.end_ns[:n], len(st),
-                      tuple(devices), host_tracks, tuple(counters))
+                      tuple(devices), host_tracks, counters)
 
 
 def count_tracks(tl: Timeline) -> int:

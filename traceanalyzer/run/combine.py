@@ -25,7 +25,7 @@ from .._version import __version__
 from ..align import Alignment, AlignOptions, TraceClock, align_logs, place_counters, place_host_logs
 from ..analyses import tracks as TR
 from ..analyses.collectives_job import job_figures
-from ..analyses.counters import DeviceCounters, counter_figures, counter_tracks, job_window, merge_busy_sets
+from ..analyses.counters import DeviceCounters, counter_figures, job_window, merge_busy_sets
 from ..analyses.host_logs import HostLogFigures, host_figures
 from ..diagnosis.stragglers import stragglers
 from ..errors import InputError
@@ -134,8 +134,9 @@ def _rank_results(ranks: list[RankOutput], numbers: list[int | None], logs: _Log
     for i, (r, number) in enumerate(zip(ranks, numbers)):
         tracks = r.tracks
         if logs.placed is not None and len(logs.placed.counters):
-            tracks = replace(tracks, counters=counter_tracks(logs.placed.counters, [d.device for d in tracks.devices],
-                                                             tracks.window.start_ns, tracks.window.end_ns))
+            drawn = TR.counter_tracks(logs.placed.counters, [d.device for d in tracks.devices],
+                                      tracks.window.start_ns, tracks.window.end_ns)
+            tracks = replace(tracks, counters=drawn)
         timeline = timeline_data(TR.recut_tracks(tracks, max_blocks), max_blocks)
         drawing = replace(r.result.drawing, timeline=timeline) if r.result.drawing else None
         result = replace(r.result, rank=number, drawing=drawing,
