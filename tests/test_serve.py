@@ -395,6 +395,17 @@ def test_a_zip_declaring_too_many_members_is_refused_before_it_is_listed(tmp_pat
     check_archive(path, "zip", 30, 1 << 20)
     with pytest.raises(UploadError, match="more than 29 members"):
         check_archive(path, "zip", 29, 1 << 20)
+    with zipfile.ZipFile(tmp_path / "twice.zip", "w") as z:
+        z.writestr("d/a.json", b"{}")
+        with pytest.warns(UserWarning, match="Duplicate name"):
+            z.writestr("d/a.json", b"[]")
+    with pytest.raises(UploadError, match="named twice"):
+        check_archive(tmp_path / "twice.zip", "zip", 30, 1 << 20)
+    with zipfile.ZipFile(tmp_path / "clash.zip", "w") as z:
+        z.writestr("d/a", b"{}")
+        z.writestr("d/a/b.json", b"[]")
+    with pytest.raises(UploadError, match="both a file and a folder"):
+        check_archive(tmp_path / "clash.zip", "zip", 30, 1 << 20)
     with zipfile.ZipFile(tmp_path / "z64.zip", "w", allowZip64=True) as z:
         z.writestr("a.json", b"{}")
     assert zip_entries(tmp_path / "z64.zip") == 1

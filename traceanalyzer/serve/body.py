@@ -17,6 +17,7 @@ from .settings import Settings
 from .uploads import MAX_FILES, Budget, Received, Sink, UploadError, check_archive, display_name
 
 MAX_FIELD_BYTES = 1000  # a text field of a multipart upload
+RAW_ALLOWANCE = 1 << 20  # a multipart body's bytes beyond its files' (boundaries, headers, fields)
 OCTET_TYPES = ("application/octet-stream", "application/gzip", "application/zip", "application/x-tar")
 
 
@@ -100,6 +101,7 @@ class Multipart:
         self._field: str | None = None
         self._value = b""
         self._ended = False
+        self.raw = 0
         self._parser = MultipartParser(boundary, {
             "on_part_begin": self._begin, "on_part_data": self._data, "on_part_end": self._end,
             "on_header_field": self._hfield, "on_header_value": self._hvalue, "on_header_end": self._hend,
@@ -107,6 +109,10 @@ class Multipart:
         })
 
     def feed(self, chunk: bytes) -> None:
+        self.raw += len(chunk)  # boundaries and part headers count too (files are counted by their Sink)
+        if self.raw > self.budget.limit + RAW_ALLOWANCE:
+            raise UploadError(413, f"upload larger than the limit of {format_bytes(self.budget.limit)} "
+                                   f"(--max-upload)")
         try:
             self._parser.write(chunk)
         except UploadError:
@@ -133,6 +139,8 @@ class Multipart:
             raise UploadError(400, "malformed multipart body: header too long")
 
     def _hend(self) -> None:
+        if len(self._headers) >= 16:
+            raise UploadError(400, "malformed multipart body: too many part headers")
         self._headers[self._header_field.lower()] = self._header_value
         self._header_field = self._header_value = b""
 

@@ -110,7 +110,9 @@ class JobRunner:
         env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
                    MKL_NUM_THREADS="1", MALLOC_ARENA_MAX="2")
         with open(work / "stderr.txt", "wb") as err:
-            proc = subprocess.Popen([sys.executable, "-m", "traceanalyzer.serve.jobs", str(work / "spec.json")],
+            # -I: no folder of ours (nor PYTHON* variables) on the module path of a process that unpacks uploads
+            proc = subprocess.Popen([sys.executable, "-I", "-W", "ignore", "-m", "traceanalyzer.serve.jobs",
+                                     str(work / "spec.json")],
                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, env=env,
                                     cwd=work)
         with self._lock:

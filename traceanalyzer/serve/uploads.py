@@ -33,6 +33,7 @@ PROJECT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 MAX_FILES = 64  # files in one upload
 BOMB_RATIO = 500  # inflated / compressed; real traces stay far below (JSON compresses 5-50x)
 BOMB_MIN_BYTES = 256 * 1024**2  # the ratio is only judged past this many inflated bytes
+ZIP_METHODS = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA)
 
 
 class UploadError(Exception):
@@ -232,6 +233,9 @@ def _zip_members(path: Path, max_members: int) -> list[tuple[list[str], bool, in
                     raise UploadError(400, f"archive member is a link or special file: {info.filename[:80]!r}")
                 if info.flag_bits & 0x1:
                     raise UploadError(400, f"archive member is encrypted: {info.filename[:80]!r}")
+                if info.compress_type not in ZIP_METHODS:
+                    raise UploadError(400, f"archive member compressed with an unsupported method "
+                                           f"({info.compress_type}): {info.filename[:80]!r}")
                 out.append((parts, info.is_dir(), info.file_size))
             return out
     except (zipfile.BadZipFile, NotImplementedError, ValueError, OSError) as exc:
@@ -260,6 +264,20 @@ def check_archive(path: Path, kind: str, max_members: int, max_unpacked: int) ->
         raise UploadError(400, f"archive with more than {max_members} members")
     if not any(not is_dir for _, is_dir, _ in members):
         raise UploadError(400, "archive without any file")
+    files: set[tuple[str, ...]] = set()
+    folders: set[tuple[str, ...]] = set()
+    for parts, is_dir, _ in members:
+        path = tuple(parts)
+        folders.update(path[:i] for i in range(1, len(path)))
+        if is_dir:
+            folders.add(path)
+        elif path in files:
+            raise UploadError(400, f"archive member named twice: {'/'.join(path)[:80]!r}")
+        else:
+            files.add(path)
+    if files & folders:
+        clash = "/".join(sorted(files & folders)[0])
+        raise UploadError(400, f"archive member is both a file and a folder: {clash[:80]!r}")
     total = sum(size for _, _, size in members)
     if total > max_unpacked:
         raise UploadError(413, f"archive unpacks to more than {format_bytes(max_unpacked)}")
@@ -295,7 +313,11 @@ def unpack(path: Path, kind: str, root: Path, max_members: int, max_unpacked: in
         count += 1
         if count > max_members:
             raise UploadError(400, f"archive with more than {max_members} members")
-        fd = _open_new(root, parts)
+        try:
+            fd = _open_new(root, parts)
+        except OSError as exc:  # a member named twice, a file where a folder should be, a name too long
+            raise UploadError(400, f"archive member {'/'.join(parts)[:80]!r} cannot be unpacked: "
+                                   f"{exc.strerror or exc}") from None
         with os.fdopen(fd, "wb") as out:
             while True:
                 block = src.read(CHUNK)
