@@ -433,3 +433,36 @@ def test_each_job_is_taken_by_one_worker(tmp_path, backend):
     assert sorted(taken) == sorted(runs)  # every job once, none twice
     assert store.queued() == 0
     store.close()
+
+
+def test_a_stalled_upload_is_cut_off(tmp_path, monkeypatch):
+    """An upload that stops sending gets 408 after the idle limit, and leaves nothing (checked on the
+    body reader itself: the real limit is a minute)."""
+    import asyncio
+
+    from traceanalyzer.serve import body
+    from traceanalyzer.serve.settings import Settings
+    from traceanalyzer.serve.uploads import UploadError
+
+    monkeypatch.setattr(body, "IDLE_S", 0.2)
+    settings = Settings(tmp_path)
+    settings.make_dirs()
+
+    async def run():
+        sent = [{"type": "http.request", "body": b"{" * 1000, "more_body": True}]
+
+        async def receive():
+            if sent:
+                return sent.pop()
+            await asyncio.sleep(10)
+
+        from starlette.requests import Request
+
+        scope = {"type": "http", "method": "POST", "path": "/", "headers": [(b"content-type", b"application/octet-stream")],
+                 "query_string": b""}
+        with pytest.raises(UploadError) as refused:
+            await body.receive(Request(scope, receive), settings)
+        return refused.value
+
+    refused = asyncio.run(run())
+    assert refused.status == 408 and list(settings.tmp.iterdir()) == []

@@ -103,7 +103,9 @@ def serve_command(ctx: click.Context, data: Path, db: str | None, host: str, por
     _store(data, db).close()  # a bad database URL is one line here, not a traceback from the server
     app = create_app(settings)
     click.echo(f"traceanalyzer: serving {data} on http://{host}:{port} (Ctrl-C to stop)", err=True)
-    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, server_header=False)
+    # limit_concurrency: past it, new connections get 503 instead of exhausting the process
+    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, server_header=False,
+                limit_concurrency=1000, timeout_keep_alive=10)
 
 
 @serve_command.group("token")

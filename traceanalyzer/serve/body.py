@@ -17,6 +17,7 @@ from .settings import Settings
 from .uploads import MAX_FILES, Budget, Received, Sink, UploadError, check_archive, display_name
 
 MAX_FIELD_BYTES = 1000  # a text field of a multipart upload
+IDLE_S = 60.0  # longest wait for the next bytes of an upload
 RAW_ALLOWANCE = 1 << 20  # a multipart body's bytes beyond its files' (boundaries, headers, fields)
 OCTET_TYPES = ("application/octet-stream", "application/gzip", "application/zip", "application/x-tar")
 
@@ -74,10 +75,19 @@ async def receive(request: Request, settings: Settings) -> tuple[list[Received],
 
 
 async def _blocks(request: Request, size: int = 1 << 20) -> AsyncIterator[bytes]:
-    """The body in blocks of about `size` (one hop to a worker thread per block, not per socket read)."""
+    """The body in blocks of about `size` (one hop to a worker thread per block, not per socket read);
+    a client that sends nothing for IDLE_S seconds is cut off (408), so a stalled upload frees its slot."""
     pending: list[bytes] = []
     n = 0
-    async for chunk in request.stream():
+    chunks = request.stream().__aiter__()
+    while True:
+        try:
+            with anyio.fail_after(IDLE_S):
+                chunk = await chunks.__anext__()
+        except StopAsyncIteration:
+            break
+        except TimeoutError:
+            raise UploadError(408, f"the upload stalled: no data for {IDLE_S:g} s") from None
         pending.append(chunk)
         n += len(chunk)
         if n >= size:

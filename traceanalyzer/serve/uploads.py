@@ -267,14 +267,14 @@ def check_archive(path: Path, kind: str, max_members: int, max_unpacked: int) ->
     files: set[tuple[str, ...]] = set()
     folders: set[tuple[str, ...]] = set()
     for parts, is_dir, _ in members:
-        path = tuple(parts)
-        folders.update(path[:i] for i in range(1, len(path)))
+        member = tuple(parts)
+        folders.update(member[:i] for i in range(1, len(member)))
         if is_dir:
-            folders.add(path)
-        elif path in files:
-            raise UploadError(400, f"archive member named twice: {'/'.join(path)[:80]!r}")
+            folders.add(member)
+        elif member in files:
+            raise UploadError(400, f"archive member named twice: {'/'.join(member)[:80]!r}")
         else:
-            files.add(path)
+            files.add(member)
     if files & folders:
         clash = "/".join(sorted(files & folders)[0])
         raise UploadError(400, f"archive member is both a file and a folder: {clash[:80]!r}")
