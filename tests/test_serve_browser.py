@@ -82,8 +82,10 @@ def test_upload_through_the_page_and_see_the_report(browser, server):
         page.goto(f"{server.url}/compare?base={run_id}&head={other}")
         expect(page.frame_locator("iframe#diff").locator("body")).to_contain_text("gpu_bound", ignore_case=True,
                                                                                   timeout=30_000)
+        page.screenshot(path=str(ROOT / "artifacts" / "serve-compare.png"))
         page.goto(f"{server.url}/runs")
         expect(page.locator("table.runs")).to_contain_text(run_id)
+        page.screenshot(path=str(ROOT / "artifacts" / "serve-runs.png"))
     finally:
         page.close()
     assert errors == [] and refused == []
@@ -106,6 +108,8 @@ def test_a_dropped_file_refused_says_why_on_the_page(browser, server):
         expect(page.locator("#chosen")).to_contain_text("dropped.json")
         page.click("#send")
         expect(page.locator("#message")).to_contain_text("unknown token", timeout=30_000)
+        (ROOT / "artifacts").mkdir(exist_ok=True)
+        page.screenshot(path=str(ROOT / "artifacts" / "serve-upload.png"))
     finally:
         page.close()
     # the refused request itself is logged by Chromium as a failed resource load (401): not a page error
