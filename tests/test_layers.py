@@ -42,6 +42,7 @@ FORBIDDEN = {
     "diagnosis": ("timeline", "result", "formats"),  # findings come from figures alone
     "analyses": ("result", "formats"),  # figures are made from the Timeline, in ns, before any result
     "align": ("analyses",),  # logs go on the trace clock from arrays, before any figure
+    "result": ("timeline", "formats"),  # the result is built from figures and findings, never from events
 }
 
 

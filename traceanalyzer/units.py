@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import math
 import re
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
-from .timeline import CLOCK_EPOCH, CLOCK_WALL
+from .timeline import CLOCK_EPOCH, CLOCK_SAMPLES, CLOCK_TIME_OF_DAY, CLOCK_WALL
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 INT64_MAX = 2**63 - 1
@@ -113,3 +113,18 @@ def format_bytes(n: float | None) -> str:
             return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     return f"{value:.1f} TiB"  # pragma: no cover (the loop returns)
+
+
+def time_text(ns: int, clock: str) -> str:
+    """An absolute time as text, in the clock it is on."""
+    if clock == CLOCK_SAMPLES:
+        return f"sample at {ns / 1e9:.3f} s"
+    if clock == "trace":
+        return f"{ns / 1e9:.6f} s (trace clock)"
+    if clock == CLOCK_TIME_OF_DAY:
+        day_ns = ns % (86_400 * 10**9)
+        t = datetime(1970, 1, 1) + timedelta(microseconds=day_ns // 1000)
+        return t.strftime("%H:%M:%S.%f")[:-3] + " (local time of day)"
+    t = datetime(1970, 1, 1) + timedelta(microseconds=ns // 1000)
+    text = t.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+    return text + (" UTC" if clock == CLOCK_EPOCH else " (local)")

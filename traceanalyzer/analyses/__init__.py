@@ -45,6 +45,9 @@ class RankAnalysis:
     pageable_htod_copies: int = 0
     range_profiler: bool = False  # a CUPTI range-profiler capture (no kernels to measure idle by)
     causes: G.RankCauses | None = None  # the gap attribution (None: not asked for)
+    input: str = ""  # the file the rank was read from
+    clock: str = "relative"  # RankInfo.clock: "epoch" or "relative"
+    host: str | None = None  # the machine it ran on (trace metadata)
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,6 @@ def rank_figures(tl: Timeline, rank: int, min_gap_ns: int = F.DEFAULT_MIN_GAP_NS
     info = tl.ranks[rank]
     return RankAnalysis(rank, info.rank, rank_window, len(st), F.per_step(tl, rank, st), wait,
                         wait / rank_window.dur_ns if rank_window.dur_ns > 0 else None, tuple(devices),
-                        rank_memory(tl, rank, [d.device for d in devices]), info.framework, st,
+                        rank_memory(tl, rank, [d.device for d in devices], st), info.framework, st,
                         F.kernel_totals(tl, rank), F.pageable_htod_copies(tl, rank), F.range_profiler_capture(tl, rank),
-                        attributed)
+                        attributed, tl.sources[info.source].path, info.clock, info.host)

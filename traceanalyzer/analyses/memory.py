@@ -72,13 +72,14 @@ class RankMemory:
     unmatched: tuple[int, ...] = ()  # GPUs of memory events with no GPU work in the trace (not reported)
 
 
-def rank_memory(tl: Timeline, rank: int, work_devices: list[int]) -> RankMemory | None:
-    """Memory figures of one rank; None when its trace has no memory events."""
+def rank_memory(tl: Timeline, rank: int, work_devices: list[int], st: F.Steps | None = None) -> RankMemory | None:
+    """Memory figures of one rank; None when its trace has no memory events. `st`: the rank's step spans,
+    when already found."""
     mem = tl.memory
     mine = mem[mem["rank"].to_numpy() == rank]
     if not len(mine):
         return None
-    st = F.steps(tl, rank)
+    st = F.steps(tl, rank) if st is None else st
     dtype = mine["device_type"].to_numpy()
     gpu = mine[(dtype == T.MEMORY_GPU) & (mine["device"].to_numpy() >= 0)]
     host = mine[dtype == T.MEMORY_CPU]

@@ -1,20 +1,20 @@
-"""Timeline + figures + diagnosis + counter figures -> the typed `Analysis` (traceanalyzer.result).
+"""Figures + diagnosis + counter and host-log figures -> the typed result (traceanalyzer.result.types).
 
 The last step of the pipeline: it converts units once (ns -> us rounded to whole ns, fractions
-clamped to [0, 1]), draws the bounded timeline tracks and per-step chart series; each gap's
+clamped to [0, 1]) and turns the tracks drawn where the events are (analyses/tracks.py) and the
+per-step figures into the bounded drawing payloads; it never reads the Timeline. Each gap's
 cause is read from the device's gap set, where the figures gave it (shown when the run is
 diagnosed). Renderers only format what this returns.
 """
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 import numpy as np
 
 from .. import intervals as iv
-from .. import timeline as T
 from ..align import Alignment
 from ..analyses import DeviceAnalysis, Figures, RankAnalysis
 from ..analyses import throughput as TP
@@ -23,13 +23,13 @@ from ..analyses.collectives_job import JobFigures
 from ..analyses.counters import CROSS_CHECK_MARGIN_PCT
 from ..analyses.counters import DeviceCounters as CounterFigures
 from ..analyses.figures import TOP_KERNELS, Steps
-from ..analyses.gaps import AttributedGap, Evidence, GapSet
+from ..analyses.gaps import AttributedGap, Evidence
 from ..analyses.host_logs import SERIES_METRICS, SERIES_POINTS, HostLogFigures
 from ..analyses.memory import MemoryFigures
 from ..causes import CAUSES
 from ..diagnosis import Diagnosis, Finding, RankDiagnosis
 from ..diagnosis.stragglers import Straggler
-from ..timeline import Timeline
+from ..units import time_text
 from . import types as R
 
 MAX_STEP_BARS = 500  # per-step chart: the first steps when a trace has more
@@ -53,10 +53,9 @@ def _r(x: float | None, digits: int = 3) -> float | None:
 
 
 # --- ranks and devices -----------------------------------------------------------------------------
-def rank_result(tl: Timeline, r: RankAnalysis, dr: RankDiagnosis | None, counters: dict[int, R.DeviceCounters],
+def rank_result(r: RankAnalysis, dr: RankDiagnosis | None, counters: dict[int, R.DeviceCounters],
                 timeline: dict[str, Any], batch_size: int | None = None) -> R.RankResult:
     """One rank's typed result, with its drawn timeline (`timeline_data`) made by the caller."""
-    info = tl.ranks[r.index]
     mem = r.memory
     mem_devices = mem.devices if mem else {}
     memory_series: dict[str, Any] = {}
@@ -74,9 +73,9 @@ def rank_result(tl: Timeline, r: RankAnalysis, dr: RankDiagnosis | None, counter
                      for s in r.per_step)
     return R.RankResult(
         rank=r.rank,
-        input=tl.sources[info.source].path,
-        framework=info.framework,
-        clock=info.clock,
+        input=r.input,
+        framework=r.framework,
+        clock=r.clock,
         window_start_ns=r.window.start_ns,
         window_us=_us(r.window.dur_ns),
         window_basis=r.window.basis,
@@ -86,7 +85,7 @@ def rank_result(tl: Timeline, r: RankAnalysis, dr: RankDiagnosis | None, counter
         dataloader_wait_fraction=_frac(r.dataloader_wait_fraction),
         per_step=per_step,
         devices=tuple(devices),
-        host=info.host,
+        host=r.host,
         host_memory=_memory(mem.host) if mem and mem.host else None,
         diagnosis=_rank_diagnosis(dr) if dr else None,
         drawing=R.RankDrawing(timeline, {"per_step": _per_step_chart(per_step, dr)}, memory_series),
@@ -115,13 +114,13 @@ def _memory(m: MemoryFigures) -> R.MemoryResult:
                        for s in m.per_step[:MAX_STEP_BARS]))
 
 
-def memory_warnings(tl: Timeline, figures: Figures) -> list[str]:
+def memory_warnings(figures: Figures) -> list[str]:
     """GPU memory events that no reported GPU can show (the trace has no GPU work on that device)."""
     out = []
     for r in figures.ranks:
         if r.memory and r.memory.unmatched:
             gpus = ", ".join(f"cuda:{d}" for d in r.memory.unmatched)
-            out.append(f"{tl.sources[tl.ranks[r.index].source].path}: memory events of {gpus} not reported: the "
+            out.append(f"{r.input}: memory events of {gpus} not reported: the "
                        f"trace has no GPU work on it (profile with ProfilerActivity.CUDA for per-GPU figures)")
     return out
 
@@ -247,12 +246,6 @@ def _blocks(b: TR.Blocks, origin_ns: int) -> dict[str, Any]:
         "intervals": int(b.intervals),
         "merged": bool(b.intervals > len(b.start_ns)),
     }
-
-
-def rank_tracks(tl: Timeline, r: RankAnalysis, min_gap_ns: int, max_blocks: int) -> TR.RankTracks:
-    """A rank's drawn tracks, its gaps carrying the causes the figures gave them."""
-    gap_sets: dict[int, GapSet] = {d.device: d.idle for d in r.devices}
-    return TR.rank_tracks(tl, r.index, r.window, gap_sets, min_gap_ns, max_blocks, r.spans)
 
 
 def timeline_data(t: TR.RankTracks, max_blocks: int) -> dict[str, Any]:
@@ -425,9 +418,26 @@ def straggler_result(s: Straggler) -> R.StragglerResult:
 
 
 # --- counter logs ----------------------------------------------------------------------------------
-def counter_results(sources: list[T.Source], figures: tuple[CounterFigures, ...], alignments: tuple[Alignment, ...],
-                    aligned: bool, trace_clock: str) -> tuple[tuple[R.CounterLog, ...], tuple[R.DeviceCounters, ...],
-                                                              list[str]]:
+class LogSource(Protocol):
+    """What the result says of a log file as read (the reader's `timeline.Source` has these fields)."""
+
+    @property
+    def path(self) -> str: ...
+    @property
+    def format(self) -> str: ...
+    @property
+    def clock(self) -> str: ...
+    @property
+    def events_read(self) -> int: ...
+    @property
+    def events_kept(self) -> int: ...
+    @property
+    def warnings(self) -> list[str]: ...
+
+
+def counter_results(sources: Sequence[LogSource], figures: tuple[CounterFigures, ...],
+                    alignments: tuple[Alignment, ...], aligned: bool,
+                    trace_clock: str) -> tuple[tuple[R.CounterLog, ...], tuple[R.DeviceCounters, ...], list[str]]:
     """The counter logs (`sources`: theirs, which figures and alignments index) and their figures in the
     result's units, with the warnings they give. `aligned`: counters are on the trace clock (a trace was
     read with the logs), whose kind `trace_clock` is ("epoch" or "trace")."""
@@ -463,7 +473,7 @@ def _fit(a: Alignment | None) -> R.FitResult | None:
                        None if f.runner_up_offset_ns is None else _r(f.runner_up_offset_ns / 1e9, 3), f.ambiguous)
 
 
-def _log(src: T.Source, a: Alignment | None) -> R.CounterLog:
+def _log(src: LogSource, a: Alignment | None) -> R.CounterLog:
     return R.CounterLog(
         path=src.path, format=src.format, clock=src.clock, samples_read=src.events_read,
         samples_kept=src.events_kept,
@@ -478,7 +488,7 @@ def _log(src: T.Source, a: Alignment | None) -> R.CounterLog:
     )
 
 
-def _device_counters(sources: list[T.Source], d: CounterFigures, clock: str,
+def _device_counters(sources: Sequence[LogSource], d: CounterFigures, clock: str,
                      by_source: dict[int, Alignment]) -> R.DeviceCounters:
     a = next((by_source[s] for s in d.sources if s in by_source), None)
     z, cc = d.zero_runs, d.cross_check
@@ -543,21 +553,6 @@ def host_log_result(h: HostLogFigures, window: tuple[int, int] | None) -> tuple[
     ), series
 
 
-def time_text(ns: int, clock: str) -> str:
-    """An absolute time as text, in the clock it is on."""
-    if clock == T.CLOCK_SAMPLES:
-        return f"sample at {ns / 1e9:.3f} s"
-    if clock == "trace":
-        return f"{ns / 1e9:.6f} s (trace clock)"
-    if clock == T.CLOCK_TIME_OF_DAY:
-        day_ns = ns % (86_400 * 10**9)
-        t = datetime(1970, 1, 1) + timedelta(microseconds=day_ns // 1000)
-        return t.strftime("%H:%M:%S.%f")[:-3] + " (local time of day)"
-    t = datetime(1970, 1, 1) + timedelta(microseconds=ns // 1000)
-    text = t.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
-    return text + (" UTC" if clock == T.CLOCK_EPOCH else " (local)")
-
-
 __all__ = ["MAX_STEP_BARS", "counter_results", "diagnosis_result", "host_log_result", "job_diagnosis", "job_result",
-           "options_info", "rank_diagnosis", "rank_result", "rank_tracks", "straggler_result", "summary", "time_text",
+           "options_info", "rank_diagnosis", "rank_result", "straggler_result", "summary",
            "timeline_data"]

@@ -125,7 +125,7 @@ def analyze_rank_timeline(tl: Timeline, options: AnalysisOptions, path: str = ""
     from ..analyses.host_logs import rank_waits
     from ..diagnosis import diagnose
     from ..formats import rank_metas
-    from ..result.build import memory_warnings, rank_result, rank_tracks
+    from ..result.build import memory_warnings, rank_result
 
     figures = figures_of(tl, min_gap_ns=options.min_gap_ns, causes=options.diagnose)
     diagnosis = diagnose(figures, options.include_warmup) if options.diagnose else None
@@ -137,9 +137,11 @@ def analyze_rank_timeline(tl: Timeline, options: AnalysisOptions, path: str = ""
         logs = LogExtras(rank_busy_sets(tl, r.index), rank_waits(tl, r.index)) if options.log_extras else None
         ranks.append(RankOutput(
             meta=metas[r.index],
-            result=rank_result(tl, r, dr, {}, {}, options.batch_size),
+            result=rank_result(r, dr, {}, {}, options.batch_size),
             diagnosis=_compact(dr),
-            tracks=rank_tracks(tl, r, options.min_gap_ns, TR.MAX_BLOCKS_PER_TRACK),
+            # drawn here, where the events are; the gaps carry the causes the figures gave them
+            tracks=TR.rank_tracks(tl, r.index, r.window, {d.device: d.idle for d in r.devices}, options.min_gap_ns,
+                                  TR.MAX_BLOCKS_PER_TRACK, r.spans),
             tracks_count=TR.count_rank_tracks(tl, r.index),
             window_ns=(r.window.start_ns, r.window.end_ns) if r.window.dur_ns > 0 else None,
             job=rank_job_facts(tl.ranks[r.index], r),
@@ -148,7 +150,7 @@ def analyze_rank_timeline(tl: Timeline, options: AnalysisOptions, path: str = ""
     inputs = tuple(R.InputInfo(s.path, s.format, s.events_read, s.events_kept, dict(sorted(s.not_kept.items())),
                                tuple(s.warnings)) for s in tl.sources)
     return FileOutput(path, inputs, tuple(tl.warnings), tuple(ranks),
-                      late_warnings=tuple(memory_warnings(tl, figures)))
+                      late_warnings=tuple(memory_warnings(figures)))
 
 
 def map_files(files: list[Path], options: AnalysisOptions, jobs: int | None = None, scheduler: str | None = None,
