@@ -466,3 +466,17 @@ def test_a_stalled_upload_is_cut_off(tmp_path, monkeypatch):
 
     refused = asyncio.run(run())
     assert refused.status == 408 and list(settings.tmp.iterdir()) == []
+
+
+def test_the_command_line_says_what_is_wrong_in_one_line(tmp_path):
+    from serve_helpers import cli
+
+    bad_db = cli("serve", "--data", str(tmp_path), "--db", "postgresql://u:secret@127.0.0.1:9/x", "--port", "0",
+                 check=False)
+    assert bad_db.returncode == 2 and bad_db.stderr.count("\n") == 1 and "secret" not in bad_db.stderr
+    assert "cannot open the database" in bad_db.stderr
+    bad_size = cli("serve", "--data", str(tmp_path), "--max-upload", "lots", check=False)
+    assert bad_size.returncode == 2 and bad_size.stderr.count("\n") == 1
+    bad_age = cli("serve", "--data", str(tmp_path), "--keep-traces", "forever", check=False)
+    assert bad_age.returncode == 2 and "--keep-traces" in bad_age.stderr
+    assert "token create" in cli("serve", "--help").stdout
