@@ -331,6 +331,21 @@ def test_a_gzip_bomb_is_refused_while_it_arrives():
     assert fine.inflated == 2 * TRACE.stat().st_size and fine.head.startswith(b"{")
 
 
+def test_a_zip_bomb_is_refused_at_upload_and_when_unpacked(tmp_path, monkeypatch):
+    from traceanalyzer.serve import uploads
+    from traceanalyzer.serve.uploads import UploadError, check_archive, unpack
+
+    monkeypatch.setattr(uploads, "BOMB_MIN_BYTES", 1 << 20)  # the real floor is 256 MiB
+    path = tmp_path / "bomb.zip"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("a.json", bytes(8 << 20))  # 8 MiB of zeros in ~8 KiB
+    with pytest.raises(UploadError, match="decompression bomb"):
+        check_archive(path, "zip", 10, 1 << 40)
+    with pytest.raises(UploadError, match="decompression bomb"):  # if the declared sizes lied
+        unpack(path, "zip", tmp_path / "out", 10, 1 << 40)
+    assert sum(p.stat().st_size for p in (tmp_path / "out").rglob("*") if p.is_file()) < 8 << 20  # stopped early
+
+
 def test_archive_members_are_checked():
     from traceanalyzer.serve.uploads import UploadError, member_parts
 

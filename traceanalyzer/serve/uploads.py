@@ -281,6 +281,13 @@ def check_archive(path: Path, kind: str, max_members: int, max_unpacked: int) ->
     total = sum(size for _, _, size in members)
     if total > max_unpacked:
         raise UploadError(413, f"archive unpacks to more than {format_bytes(max_unpacked)}")
+    _check_ratio(total, path.stat().st_size)
+
+
+def _check_ratio(unpacked: int, packed: int) -> None:
+    if unpacked > BOMB_MIN_BYTES and unpacked > BOMB_RATIO * max(packed, 1):
+        raise UploadError(400, f"refused: a decompression bomb ({format_bytes(packed)} unpacking to "
+                               f"{format_bytes(unpacked)})")
 
 
 def store(received: Received, traces: Path) -> StoredFile:
@@ -307,6 +314,7 @@ def unpack(path: Path, kind: str, root: Path, max_members: int, max_unpacked: in
     """Unpacks an archive into `root` (empty), counting the bytes really written."""
     written = 0
     count = 0
+    packed = path.stat().st_size
 
     def copy(src, parts: list[str]) -> None:  # type: ignore[no-untyped-def]
         nonlocal written, count
@@ -326,6 +334,7 @@ def unpack(path: Path, kind: str, root: Path, max_members: int, max_unpacked: in
                 written += len(block)
                 if written > max_unpacked:
                     raise UploadError(413, f"archive unpacks to more than {format_bytes(max_unpacked)}")
+                _check_ratio(written, packed)  # the sizes a zip declares may lie: the bytes written do not
                 out.write(block)
 
     root.mkdir(parents=True, exist_ok=True)
