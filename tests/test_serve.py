@@ -329,6 +329,11 @@ def test_a_gzip_bomb_is_refused_while_it_arrives():
     fine = Inflater(limit=1 << 40)
     fine.feed(trace + trace)  # two gzip members
     assert fine.inflated == 2 * TRACE.stat().st_size and fine.head.startswith(b"{")
+    padded = Inflater(limit=1 << 40)
+    for i in range(0, len(trace), 1000):  # in pieces, then zero padding after the member
+        padded.feed(trace[i:i + 1000])
+    padded.feed(bytes(512))
+    assert padded.inflated == TRACE.stat().st_size and not padded.broken
 
 
 def test_a_zip_bomb_is_refused_at_upload_and_when_unpacked(tmp_path, monkeypatch):

@@ -87,23 +87,28 @@ class Inflater:
         self.inflated = 0
         self.head = b""
         self.broken = False
+        self.ended = False  # trailing bytes after the last member
+        self._between = False
         self._d = zlib.decompressobj(zlib.MAX_WBITS | 16)
 
     def feed(self, data: bytes) -> None:
-        if self.broken:
+        if self.broken or self.ended:
             return
         self.compressed += len(data)
         try:
             while data:
+                if self._between:  # after a member: another gzip member, or trailing bytes we leave alone
+                    if not data.startswith(b"\x1f\x8b"[: len(data)]):
+                        self.ended = True
+                        return
+                    self._between = False
                 out = self._d.decompress(data, CHUNK)
                 self._count(out)
                 data = self._d.unconsumed_tail
-                if self._d.eof:  # a next gzip member may follow
-                    rest = self._d.unused_data
+                if self._d.eof:
+                    data = self._d.unused_data + data
                     self._d = zlib.decompressobj(zlib.MAX_WBITS | 16)
-                    data = rest + data
-                    if not rest.startswith(b"\x1f\x8b"):
-                        break
+                    self._between = True
         except zlib.error:
             self.broken = True  # refused once the file is in (Sink.finish)
 
