@@ -40,7 +40,7 @@ async def receive(request: Request, settings: Settings) -> tuple[list[Received],
     fields: dict[str, str] = {}
     sinks: list[Sink] = []
     try:
-        if ctype_s in ("application/octet-stream", "application/gzip", "application/zip", "application/x-tar"):
+        if ctype_s in OCTET_TYPES:
             sink = Sink(settings.tmp, budget, display_name(request.headers.get("x-filename"), 0),
                         settings.max_unpacked_bytes)
             sinks.append(sink)
