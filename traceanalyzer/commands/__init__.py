@@ -131,9 +131,11 @@ def main() -> None:
 def _register() -> None:
     from .diff import diff_command
     from .report import report_command
+    from .serve import serve_command
 
     main.add_command(report_command)
     main.add_command(diff_command)
+    main.add_command(serve_command)
 
 
 _register()

@@ -1,0 +1,116 @@
+"""The service in headless Chromium: upload through the page, see the run go from queued to done and
+the stored report render in its sandboxed frame (its script ran: the timeline is drawn); compare two
+runs. No console error (a Content-Security-Policy violation is one), no request outside the service.
+A screenshot of the run page goes to artifacts/.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from serve_helpers import ROOT, SAMPLES, Server
+from test_browser_report import CHROMIUM_ARGS, _chromium
+
+pytestmark = pytest.mark.slow  # a real browser and a real server
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    s = Server(tmp_path_factory.mktemp("serve-browser") / "data", None).start()
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    path = _chromium()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+def open_page(browser, server: Server):
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    errors: list[str] = []
+    refused: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+
+    def route(r):
+        if r.request.url.startswith(server.url + "/") or r.request.url.startswith(("data:", "blob:")):
+            r.continue_()
+        else:
+            refused.append(r.request.url)
+            r.abort()
+
+    page.context.route("**/*", route)
+    return page, errors, refused
+
+
+def test_upload_through_the_page_and_see_the_report(browser, server):
+    from playwright.sync_api import expect
+
+    token = server.token("web")
+    page, errors, refused = open_page(browser, server)
+    try:
+        page.goto(f"{server.url}/upload")
+        page.fill("#project", "web")
+        page.fill("#branch", "main")
+        page.fill("#commit", "cafe1234")
+        page.fill("#token", token)
+        page.set_input_files("#file", str(SAMPLES / "input_bound.json"))
+        page.click("#send")
+        page.wait_for_url(re.compile(r"/runs/[0-9a-f]{12}$"), timeout=30_000)
+        run_id = page.url.rsplit("/", 1)[1]
+        expect(page.locator("#run-status")).to_have_text("done", timeout=60_000)  # the page reloads itself
+        frame = page.frame_locator("iframe#report")
+        expect(frame.locator("#verdict")).to_contain_text("Input bound", timeout=30_000)
+        canvas = frame.locator(".tl canvas").first
+        expect(canvas).to_be_visible()
+        assert canvas.bounding_box()["width"] > 300  # drawn by the report's own script, allowed by its hash
+        run = server.get(f"/api/v1/runs/{run_id}").json()
+        assert run["project"] == "web" and run["branch"] == "main" and run["commit"] == "cafe1234"
+        (ROOT / "artifacts").mkdir(exist_ok=True)
+        page.screenshot(path=str(ROOT / "artifacts" / "serve-run.png"))
+
+        other = server.upload(token, SAMPLES / "gpu_bound.json", project="web").json()["id"]
+        assert server.wait(other)["status"] == "done"
+        page.goto(f"{server.url}/compare?base={run_id}&head={other}")
+        expect(page.frame_locator("iframe#diff").locator("body")).to_contain_text("gpu_bound", ignore_case=True,
+                                                                                  timeout=30_000)
+        page.screenshot(path=str(ROOT / "artifacts" / "serve-compare.png"))
+        page.goto(f"{server.url}/runs")
+        expect(page.locator("table.runs")).to_contain_text(run_id)
+        page.screenshot(path=str(ROOT / "artifacts" / "serve-runs.png"))
+    finally:
+        page.close()
+    assert errors == [] and refused == []
+
+
+def test_a_dropped_file_refused_says_why_on_the_page(browser, server):
+    from playwright.sync_api import expect
+
+    page, errors, refused = open_page(browser, server)
+    try:
+        page.goto(f"{server.url}/upload")
+        page.fill("#project", "web")
+        page.fill("#token", "ta_wrong")
+        page.evaluate("""text => {  // a file dropped on the drop zone
+            const dt = new DataTransfer();
+            dt.items.add(new File([text], "dropped.json", {type: "application/json"}));
+            document.getElementById("drop").dispatchEvent(new DragEvent("drop", {dataTransfer: dt, bubbles: true,
+                                                                                cancelable: true}));
+        }""", (SAMPLES / "basic.json").read_text())
+        expect(page.locator("#chosen")).to_contain_text("dropped.json")
+        page.click("#send")
+        expect(page.locator("#message")).to_contain_text("unknown token", timeout=30_000)
+        (ROOT / "artifacts").mkdir(exist_ok=True)
+        page.screenshot(path=str(ROOT / "artifacts" / "serve-upload.png"))
+    finally:
+        page.close()
+    # the refused request itself is logged by Chromium as a failed resource load (401): not a page error
+    assert [e for e in errors if "401" not in e] == [] and refused == []

@@ -1,0 +1,49 @@
+"""The service's settings: what `traceanalyzer serve` was started with."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+GiB = 1024**3
+
+
+@dataclass(frozen=True)
+class Settings:
+    data: Path  # DATA: the SQLite database (by default), traces, reports
+    db_url: str | None = None  # None: sqlite:///DATA/traceanalyzer.db
+    max_upload_bytes: int = 8 * GiB  # one request's bytes, refused with 413 before they are passed
+    max_unpacked_bytes: int = 16 * GiB  # a gzip stream or an archive, unpacked (also the analysis' input limit)
+    max_members: int = 10_000  # files in an archive
+    jobs: int = 1  # analyses at the same time
+    job_timeout_s: float = 3600.0  # wall clock per analysis
+    job_memory_bytes: int = 8 * GiB  # address space per analysis process
+    max_tries: int = 3  # an analysis interrupted (worker killed, server restarted) is retried this often
+    private: bool = False  # reading needs a token too
+    public_url: str | None = None  # base of absolute links (PR comments); None: from the request
+    scheduler: str | None = None  # a Dask scheduler: each analysis' per-rank tasks run there
+    keep_traces_s: float | None = None  # traces older than this are removed (their analyses kept); None: kept
+
+    @property
+    def database_url(self) -> str:
+        return self.db_url or f"sqlite:///{self.data / 'traceanalyzer.db'}"
+
+    @property
+    def traces(self) -> Path:
+        return self.data / "traces"
+
+    @property
+    def reports(self) -> Path:
+        return self.data / "reports"
+
+    @property
+    def tmp(self) -> Path:
+        return self.data / "tmp"
+
+    @property
+    def work(self) -> Path:
+        return self.data / "work"
+
+    def make_dirs(self) -> None:
+        for d in (self.data, self.traces, self.reports, self.tmp, self.work):
+            d.mkdir(parents=True, exist_ok=True)
