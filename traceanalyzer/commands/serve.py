@@ -31,7 +31,7 @@ def _need_extra() -> None:
         import starlette  # noqa: F401
         import uvicorn  # noqa: F401
     except ImportError as exc:
-        raise UsageError(f"the service needs pip install 'traceanalyzer[serve]' ({exc.name} is missing)") from None
+        raise UsageError(f"the service needs pip install 'traceanalyzer-ml[serve]' ({exc.name} is missing)") from None
 
 
 def _store(data: Path, db: str | None) -> Any:
@@ -60,7 +60,7 @@ def _store(data: Path, db: str | None) -> Any:
               help="Analyses run at the same time (each in its own process).")
 @click.option("--scheduler", metavar="ADDRESS",
               help="Run each analysis' per-rank tasks on a Dask cluster (e.g. tcp://10.0.0.5:8786); its workers "
-                   "must see DATA at the same absolute path. Needs pip install 'traceanalyzer[dask]'.")
+                   "must see DATA at the same absolute path. Needs pip install 'traceanalyzer-ml[dask]'.")
 @click.option("--max-upload", "max_upload", type=SizeType(), default="8GiB", show_default=True,
               help="Largest upload (one request); refused with 413 before more is read.")
 @click.option("--max-unpacked", "max_unpacked", type=SizeType(), default="16GiB", show_default=True,
@@ -78,7 +78,7 @@ def serve_command(ctx: click.Context, data: Path, db: str | None, host: str, por
                   scheduler: str | None, max_upload: int,
                   max_unpacked: int, job_timeout_ns: int, job_memory: int, private: bool,
                   public_url: str | None, keep_traces_s: float | None) -> None:
-    """Serve uploaded traces and their reports over HTTP (needs pip install 'traceanalyzer[serve]').
+    """Serve uploaded traces and their reports over HTTP (needs pip install 'traceanalyzer-ml[serve]').
 
     \b
     Start it, make a token, upload from CI:

@@ -8,5 +8,5 @@
     settings.py the options of `traceanalyzer serve`, in one frozen value
 
 Every page is read from stored results (the saved Analysis JSON and what was rendered from it when the
-job finished); nothing is re-analysed to show a page. Needs `pip install 'traceanalyzer[serve]'`.
+job finished); nothing is re-analysed to show a page. Needs `pip install 'traceanalyzer-ml[serve]'`.
 """
