@@ -10,7 +10,7 @@ import re
 
 import pytest
 from serve_helpers import ROOT, SAMPLES, Server
-from test_browser_report import CHROMIUM_ARGS, _chromium
+from test_browser_report import browser as browser  # noqa: F401  (the fixture: a real Chromium)
 
 pytestmark = pytest.mark.slow  # a real browser and a real server
 
@@ -20,17 +20,6 @@ def server(tmp_path_factory):
     s = Server(tmp_path_factory.mktemp("serve-browser") / "data", None).start()
     yield s
     s.stop()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    path = _chromium()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
 
 
 def open_page(browser, server: Server):
