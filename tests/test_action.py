@@ -1,0 +1,117 @@
+"""The composite GitHub Action (action.yml): its script, action/run.sh, run as the action runs it, in a
+simulated Actions environment (a workspace, RUNNER_TEMP, GITHUB_OUTPUT, GITHUB_STEP_SUMMARY, the
+inputs as the `env:` of action.yml sets them), with the tool of this checkout instead of the install
+step (TRACEANALYZER_SKIP_INSTALL=1). Three pull requests: the first (no baseline), a regressed one
+behind a gate, and one with a broken trace."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+from test_diff import training
+from test_docs_examples import _actions_env, _shell
+from test_docs_examples import workdir as workdir  # noqa: F401  (the fixture: samples and a `traceanalyzer` shim)
+
+yaml = pytest.importorskip("yaml")
+ACTION = yaml.safe_load((ROOT / "action.yml").read_text(encoding="utf-8"))
+(STEP,) = ACTION["runs"]["steps"]
+
+
+def test_the_action_passes_every_input_through_env_only():
+    assert ACTION["runs"]["using"] == "composite"
+    assert set(ACTION["inputs"]) >= {"trace", "base", "fail-on", "comment-file", "summary"}
+    assert set(ACTION["outputs"]) == {"verdict", "change", "report-json", "comment", "gate"}
+    for name, out in ACTION["outputs"].items():
+        assert out["value"] == f"${{{{ steps.run.outputs.{name} }}}}"
+    assert STEP["id"] == "run" and STEP["shell"] == "bash"
+    assert "${{" not in STEP["run"]  # no expression in shell code: inputs are untrusted
+    assert STEP["run"].strip("'\"") == "$GITHUB_ACTION_PATH/action/run.sh"
+    assert {f"${{{{ inputs.{name} }}}}" for name in ACTION["inputs"]} == set(STEP["env"].values())
+    script = (ROOT / "action" / "run.sh").read_text(encoding="utf-8")
+    assert "set -euo pipefail" in script and not re.search(r"\beval\b", script) and "${{" not in script
+    assert 'pip install --quiet --disable-pip-version-check "${GITHUB_ACTION_PATH:?}"' in script
+
+
+def _action(workdir: Path, **inputs: str) -> tuple[int, str, dict[str, str], str, str]:
+    """Runs the action's step: (exit status, stdout+stderr, outputs, comment, job summary)."""
+    env = _actions_env(workdir)
+    (workdir / "runner").mkdir(exist_ok=True)
+    (workdir / "output").write_text("")
+    env |= {"GITHUB_OUTPUT": str(workdir / "output"), "RUNNER_TEMP": str(workdir / "runner"),
+            "GITHUB_WORKSPACE": str(workdir), "GITHUB_ACTION_PATH": str(ROOT),
+            "TRACEANALYZER_SKIP_INSTALL": "1", "TRACEANALYZER_PYTHON": sys.executable}
+    defaults = {name: str(spec.get("default", "")) for name, spec in ACTION["inputs"].items()}
+    for name, value in {**defaults, **inputs}.items():
+        env[f"INPUT_{name.upper().replace('-', '_')}"] = value
+    assert set(STEP["env"]) <= {k for k in env if k.startswith("INPUT_")}
+    run = _shell(STEP["run"].strip("'\"").replace("$GITHUB_ACTION_PATH", str(ROOT)), workdir, env)
+    outputs = {k: v for k, _, v in re.findall(r"^([\w-]+)<<(\S+)\n(.*?)\n\2$", (workdir / "output").read_text(), re.M | re.S)}
+    comment = (workdir / outputs["comment"]).read_text(encoding="utf-8") if "comment" in outputs else ""
+    return run.returncode, run.stdout + run.stderr, outputs, comment, (workdir / "summary").read_text()
+
+
+@pytest.mark.slow
+def test_the_first_pull_request_has_no_baseline(workdir: Path):
+    code, log, out, comment, summary = _action(workdir, trace="head.json", base="base-report/report.json",
+                                               **{"fail-on": "step_time:+5%"})
+    assert code == 0, log
+    assert out["change"] == "no-baseline" and out["gate"] == "none" and out["verdict"] == "input_bound"
+    assert out["comment"] == str(workdir / "runner" / "traceanalyzer-comment.md")
+    assert comment.startswith("<!-- traceanalyzer-diff -->\n") and "No stored report of the base branch" in comment
+    assert "**input\\_bound**" in comment and "the gates were not evaluated" in comment
+    assert summary == comment
+    assert Path(out["report-json"]).is_file()  # the next pull request's base
+    assert _action(workdir, trace="head.json")[2]["change"] == "no-baseline"  # base left empty
+
+
+@pytest.mark.slow
+def test_a_regressed_pull_request_fails_its_gate_after_the_comment(workdir: Path):
+    training(workdir / "slow.json", wait_us=2000, seed=5)  # the head: the GPU waits 2 ms per step for data
+    training(workdir / "fast.json", seed=6)
+    assert _shell("traceanalyzer report fast.json -o main.report.json -q", workdir).returncode == 0
+    code, log, out, comment, summary = _action(workdir, trace="slow.json", base="main.report.json",
+                                               **{"fail-on": "step_time:+5%", "comment-file": "pr.md",
+                                                  "summary": "false"})
+    assert code == 1, log
+    assert out["change"] == "regressed" and out["gate"] == "failed" and out["verdict"] == "input_bound"
+    assert out["comment"] == "pr.md" and comment == (workdir / "pr.md").read_text(encoding="utf-8")
+    assert comment.startswith("<!-- traceanalyzer-diff -->\n## 🔴 traceanalyzer diff: **regressed**")
+    median = re.search(r"\| median step \| (\d+) us \| ([\d.]+) ms \| \+([\d.]+)% \|", comment)
+    assert median and 800 <= int(median[1]) <= 860 and 2.6 <= float(median[2]) <= 2.8 and float(median[3]) > 200
+    assert "❌ `step_time:+5%`" in comment and "DataLoader wait" in comment
+    assert "gate failed: step_time:+5%" in log and summary == ""  # summary: false
+
+    code, log, out, comment, _ = _action(workdir, trace="fast.json", base="main.report.json",
+                                         **{"fail-on": "step_time:+5%, gpu_idle>0.90"})
+    assert code == 0, log
+    assert out["gate"] == "passed" and out["change"] == "unchanged"
+    assert "✅ `step_time:+5%`" in comment and "✅ `gpu_idle>0.90`" in comment
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("bad", ["not_json.json", "empty.json"])
+def test_a_broken_trace_fails_loudly_and_names_no_gate(workdir: Path, bad: str):
+    code, log, out, comment, summary = _action(workdir, trace=f"sample_traces/bad/{bad}", base="base.report.json",
+                                               **{"fail-on": "step_time:+5%"})
+    assert code == 2
+    assert re.search(rf"^::error title=traceanalyzer::traceanalyzer: error: sample_traces/bad/{bad}: ", log, re.M)
+    assert "gate" not in comment.lower() and "gate" not in summary.lower() and out["gate"] == "none"
+    assert out["change"] == "error" and "verdict" not in out and "report-json" not in out
+    assert comment.startswith("<!-- traceanalyzer-diff -->\n") and "could not analyse" in comment
+
+
+def test_a_bad_gate_is_a_usage_error_not_a_failed_gate(workdir: Path):
+    code, log, out, comment, _ = _action(workdir, trace="base.json", base="base.report.json",
+                                         **{"fail-on": "step_time~5"})
+    assert code == 2 and "error" in log and "gate failed" not in log and out["gate"] == "none"
+    assert "bad input or usage" in comment
+
+
+def test_inputs_are_never_code(workdir: Path):
+    code, log, out, comment, _ = _action(workdir, trace="$(touch pwned)", base="`touch pwned2`",
+                                         **{"fail-on": "$(touch pwned3); touch pwned4"})
+    assert code == 2 and not list(workdir.glob("pwned*"))
