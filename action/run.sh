@@ -13,7 +13,9 @@
 # Outputs: verdict, change, report-json, comment, gate. Exit 0; 1 a gate failed (comment and outputs
 # written first); 2 bad input or usage, 3 the tool's internal error (a comment that says it failed,
 # never a gate).
-set -euo pipefail
+set -Eeuo pipefail
+# A failure of this script itself is exit 3 (an internal error), never 1 (which means a gate failed).
+trap 'echo "::error title=traceanalyzer::action/run.sh failed at line $LINENO" >&2; exit 3' ERR
 
 MARKER='<!-- traceanalyzer-diff -->'
 work="${RUNNER_TEMP:?RUNNER_TEMP is not set}/traceanalyzer"

@@ -32,7 +32,7 @@ def test_the_action_passes_every_input_through_env_only():
     assert STEP["run"].strip("'\"") == "$GITHUB_ACTION_PATH/action/run.sh"
     assert {f"${{{{ inputs.{name} }}}}" for name in ACTION["inputs"]} == set(STEP["env"].values())
     script = (ROOT / "action" / "run.sh").read_text(encoding="utf-8")
-    assert "set -euo pipefail" in script and not re.search(r"\beval\b", script) and "${{" not in script
+    assert "set -Eeuo pipefail" in script and not re.search(r"\beval\b", script) and "${{" not in script
     assert 'pip install --quiet --disable-pip-version-check "${GITHUB_ACTION_PATH:?}"' in script
 
 
