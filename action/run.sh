@@ -22,6 +22,7 @@ work="${RUNNER_TEMP:?RUNNER_TEMP is not set}/traceanalyzer"
 mkdir -p "$work"
 comment="${INPUT_COMMENT_FILE:-}"
 [ -n "$comment" ] || comment="$RUNNER_TEMP/traceanalyzer-comment.md"
+mkdir -p -- "$(dirname -- "$comment")"
 head_json="$work/report.json"
 
 output() {  # name value: a multi-line-safe entry of $GITHUB_OUTPUT

@@ -74,11 +74,11 @@ def test_a_regressed_pull_request_fails_its_gate_after_the_comment(workdir: Path
     training(workdir / "fast.json", seed=6)
     assert _shell("traceanalyzer report fast.json -o main.report.json -q", workdir).returncode == 0
     code, log, out, comment, summary = _action(workdir, trace="slow.json", base="main.report.json",
-                                               **{"fail-on": "step_time:+5%", "comment-file": "pr.md",
+                                               **{"fail-on": "step_time:+5%", "comment-file": "perf/pr.md",
                                                   "summary": "false"})
     assert code == 1, log
     assert out["change"] == "regressed" and out["gate"] == "failed" and out["verdict"] == "input_bound"
-    assert out["comment"] == "pr.md" and comment == (workdir / "pr.md").read_text(encoding="utf-8")
+    assert out["comment"] == "perf/pr.md" and comment == (workdir / "perf" / "pr.md").read_text(encoding="utf-8")
     assert comment.startswith("<!-- traceanalyzer-diff -->\n## 🔴 traceanalyzer diff: **regressed**")
     median = re.search(r"\| median step \| (\d+) us \| ([\d.]+) ms \| \+([\d.]+)% \|", comment)
     assert median and 800 <= int(median[1]) <= 860 and 2.6 <= float(median[2]) <= 2.8 and float(median[3]) > 200
