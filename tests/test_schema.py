@@ -142,3 +142,20 @@ def test_the_speaking_rank_is_the_one_whose_verdict_the_job_carries():
     assert speaker is not None and a.diagnosis is not None
     assert speaker.diagnosis is not None and speaker.diagnosis.findings == a.diagnosis.findings
     assert speaker.diagnosis.primary == a.diagnosis.primary
+
+
+@pytest.mark.parametrize("body", [
+    '{"schema": "traceanalyzer/2", "ranks": [1]}',
+    '{"schema": "traceanalyzer/2", "ranks": [{"devices": [3]}]}',
+    '{"schema": "traceanalyzer/2", "diagnosis": {"ranks": 5}, "ranks": []}',
+    '{"schema": "traceanalyzer/2", "host_logs": [7]}',
+    '{"schema": "traceanalyzer/2", "ranks": [{"timeline": {"devices": [{"device": "cuda:0", "gaps": '
+    '{"start_us": [1]}}]}, "devices": [{"device": "cuda:0", "gaps": {"count": "a"}}]}]}',
+])
+def test_a_schema2_report_of_another_shape_is_one_line_naming_the_file(body, tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text(body)
+    res = CliRunner().invoke(main, ["diff", str(bad), str(bad), "-o", "-", "--format", "md"])
+    assert res.exit_code == 2, res.output
+    assert str(bad) in res.stderr and "traceanalyzer/2 report of an unexpected shape" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr

@@ -661,6 +661,15 @@ def migrate(data: Any) -> Any:
     rest counted as omitted."""
     if not isinstance(data, dict) or data.get("schema") != "traceanalyzer/2":
         return data
+    try:
+        return _migrate_2(data)
+    except (TypeError, ValueError, AttributeError, KeyError) as exc:  # a hand-edited or hostile file
+        raise ResultFormatError(f"a traceanalyzer/2 report of an unexpected shape ({type(exc).__name__}: "
+                                f"{str(exc)[:120]})") from None
+
+
+def _migrate_2(data: dict[str, Any]) -> dict[str, Any]:
+    """`migrate` of a `traceanalyzer/2` report; raises on data of another shape."""
     out = dict(data, schema=SCHEMA)
     diag = out.get("diagnosis")
     rank_diags = list(diag.get("ranks") or []) if isinstance(diag, dict) else []
