@@ -70,6 +70,9 @@ EVENT_COLUMNS: dict[str, str] = {
     # communication kernels: their process group, "0,1,2,3" (its ranks) when the trace lists them,
     # else "pg:<name>", else "" (no group recorded: every rank's collectives are taken as one group)
     "comm_group": "category",
+    # CUDA graphs: the graph a kernel / memcpy / memset ran in (Kineto `graphId`), or that a
+    # `cudaGraphLaunch` replayed; -1 outside graphs
+    "graph_id": "int64",
 }
 
 COUNTER_COLUMNS: dict[str, str] = {
@@ -272,7 +275,7 @@ def events_frame(columns: dict[str, Any]) -> pd.DataFrame:
     defaults: dict[str, Any] = {
         "category": "", "rank": 0, "device": -1, "stream": -1, "pid": -1, "tid": -1,
         "step": -1, "bytes": -1, "copy_kind": "", "pinned": -1, "comm": False, "correlation": -1,
-        "comm_group": "",
+        "comm_group": "", "graph_id": -1,
     }
     data: dict[str, Any] = {}
     for col, dtype in EVENT_COLUMNS.items():

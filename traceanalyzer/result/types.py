@@ -261,6 +261,98 @@ class GapTable:
     omitted: int = 0
 
 
+# --- steps: where a rank's steps came from (issue: iterations without markers) ------------------------
+@dataclass(frozen=True)
+class StepSourceResult:
+    """How the rank's steps were found: step markers, iterations detected from repeating work, or
+    none (the whole window is one step)."""
+
+    kind: str  # "markers" | "detected" | "window"
+    basis: str | None = None  # detected: what repeats ("kernel sequence", "annotation <name>")
+    period_us: float | None = None  # detected: the median length of one iteration
+    iterations: int | None = None  # detected: how many were found
+
+
+# --- operators and Python frames (issue: operator view) -----------------------------------------------
+@dataclass(frozen=True)
+class OperatorRow:
+    """A host operator or annotation: how often it ran and the time it took."""
+
+    name: str
+    kind: str  # "cpu_op" | "annotation" | ...
+    count: int
+    total_us: float
+    self_us: float
+    share_of_steps: float | None = None  # total / summed step time
+
+
+@dataclass(frozen=True)
+class KernelLaunchRow:
+    """A kernel name with the host operator that launched it (through the runtime call's correlation)."""
+
+    name: str
+    device: str
+    count: int
+    total_us: float
+    mean_us: float
+    launched_by: str | None = None
+
+
+@dataclass(frozen=True)
+class FrameRow:
+    """A user Python frame (innermost, `file:line function`) and the time it was running."""
+
+    frame: str
+    host_us: float
+    idle_us: float = 0.0
+
+
+@dataclass(frozen=True)
+class OperatorView:
+    ops: tuple[OperatorRow, ...] = ()
+    kernels: tuple[KernelLaunchRow, ...] = ()
+    frames: tuple[FrameRow, ...] = ()
+    has_stacks: bool = False  # the trace held Python frames (with_stack=True)
+
+
+@dataclass(frozen=True)
+class CaptureResult:
+    """What the capture itself says about its completeness (truncation, GPUs listed but silent)."""
+
+    gpus_listed: int = 0
+    gpu_events_lost: bool = False
+    note: str | None = None
+
+
+# --- CUDA graphs (issue: traces of 2026) ----------------------------------------------------------------
+@dataclass(frozen=True)
+class GraphRow:
+    graph_id: int
+    replays: int
+    kernels_per_replay: float
+    replay_us: float  # median span of one replay on the GPU
+    gpu_us: float  # GPU work inside this graph's replays
+
+
+@dataclass(frozen=True)
+class GraphSummary:
+    gpu_us: float  # GPU work inside graph replays
+    share_of_busy: float | None
+    replays: int
+    graphs: tuple[GraphRow, ...] = ()
+
+
+@dataclass(frozen=True)
+class TraceCounterSummary:
+    """A hardware counter the trace itself recorded for this device (Kineto "GPU N Counters")."""
+
+    metric: str
+    samples: int
+    mean: float | None
+    min: float | None
+    max: float | None
+
+
 @dataclass(frozen=True)
 class DeviceResult:
     device: str  # "cuda:N"
@@ -284,6 +376,8 @@ class DeviceResult:
     kernel_table: tuple[KernelResult, ...] = ()  # every kernel name by time, bounded (for comparisons)
     memory: MemoryResult | None = None  # from memory events (torch.profiler profile_memory=True)
     gap_table: GapTable | None = None  # every gap >= min_gap with its cause (None: not recorded)
+    graphs: GraphSummary | None = None  # CUDA graph replays on this device (None: no graphs)
+    trace_counters: tuple[TraceCounterSummary, ...] = ()  # counters the trace recorded for this device
 
 
 @dataclass(frozen=True)
@@ -313,6 +407,9 @@ class RankResult:
     host_memory: MemoryResult | None = None  # CPU memory events, kept apart from the GPUs'
     host: str | None = None  # the machine the rank ran on (trace metadata), for the job clock
     diagnosis: RankDiagnosisResult | None = None  # this rank's verdict and findings (None: not diagnosed)
+    step_source: StepSourceResult | None = None  # where the steps came from (None: read before this was recorded)
+    operators: OperatorView | None = None  # top host operators, kernels with their launchers, Python frames
+    capture: CaptureResult | None = None  # completeness of the capture (truncation)
     drawing: RankDrawing | None = None  # presentation only; None when saved without drawing
 
 
