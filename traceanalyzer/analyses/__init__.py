@@ -9,10 +9,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+import numpy as np
+
+from .. import causes as C
 from ..timeline import Timeline
 from . import figures as F
 from . import gaps as G
+from .frames import FrameFigures, frame_figures
+from .host import launching_threads
 from .memory import RankMemory, rank_memory
+from .operators import OperatorFigures, operator_figures
 
 
 @dataclass(frozen=True)
@@ -48,6 +54,8 @@ class RankAnalysis:
     input: str = ""  # the file the rank was read from
     clock: str = "relative"  # RankInfo.clock: "epoch" or "relative"
     host: str | None = None  # the machine it ran on (trace metadata)
+    operators: OperatorFigures | None = None  # host operators, kernels with their launchers (analyses/operators.py)
+    frames: FrameFigures | None = None  # user Python frames behind host and idle time (analyses/frames.py)
 
 
 @dataclass(frozen=True)
@@ -85,8 +93,24 @@ def rank_figures(tl: Timeline, rank: int, min_gap_ns: int = F.DEFAULT_MIN_GAP_NS
         devices = [replace(d, idle=a.gaps, attribution=a) for d, a in zip(devices, attributed.devices)]
     wait = F.dataloader_wait_ns(tl, rank, rank_window)
     info = tl.ranks[rank]
+    ops, frames = _operator_view(tl, rank, rank_window, len(st), devices, attributed)
     return RankAnalysis(rank, info.rank, rank_window, len(st), F.per_step(tl, rank, st), wait,
                         wait / rank_window.dur_ns if rank_window.dur_ns > 0 else None, tuple(devices),
                         rank_memory(tl, rank, [d.device for d in devices], st), info.framework, st,
                         F.kernel_totals(tl, rank), F.pageable_htod_copies(tl, rank), F.range_profiler_capture(tl, rank),
-                        attributed, tl.sources[info.source].path, info.clock, info.host)
+                        attributed, tl.sources[info.source].path, info.clock, info.host, ops, frames)
+
+
+def _operator_view(tl: Timeline, rank: int, window: F.Window, n_steps: int, devices: list[DeviceAnalysis],
+                   attributed: G.RankCauses | None) -> tuple[OperatorFigures, FrameFigures]:
+    """The operator view (every device's idle set) and the user frames behind the host-compute and unknown
+    idle time (every idle stretch when the gaps have no causes)."""
+    idle = [(d.idle.start_ns, d.idle.end_ns) for d in devices]
+    wanted = [C.CAUSES.index(C.HOST_COMPUTE), C.CAUSES.index(C.UNKNOWN)]
+    host_idle = []
+    for d in devices:
+        keep = np.isin(d.idle.codes(), wanted) if d.idle.cause is not None else np.ones(len(d.idle), dtype=bool)
+        host_idle.append((d.idle.start_ns[keep], d.idle.end_ns[keep]))
+    threads = attributed.threads if attributed is not None else launching_threads(tl, rank)[0]
+    return (operator_figures(tl, rank, window, n_steps, idle),
+            frame_figures(tl, rank, window, threads, host_idle))

@@ -49,3 +49,11 @@ SHORT_KERNEL_NS = 10_000
 # --- report size ----------------------------------------------------------------------------------
 TOP_GAPS = 10  # longest gaps listed per rank, with evidence
 EVIDENCE_NAMES = 3  # host event names listed per gap or finding
+
+# --- operator view and Python frames (analyses/operators.py, analyses/frames.py) -------------------
+# Host operators and annotations kept in the result, by total time (the rest counted as omitted).
+OPS_KEPT = 50
+# Kernel names (per device) kept with their launching operator, by total time.
+KERNEL_LAUNCH_ROWS = 500
+# User Python frames kept, by idle time then host time.
+FRAMES_KEPT = 50

@@ -85,3 +85,21 @@ INPUT_DISK_READ_BYTES_PER_S = 100_000_000
 # The host log must cover at least this share of the DataLoader wait time, with this many samples.
 INPUT_MIN_WAIT_COVERAGE = 0.5
 INPUT_MIN_SAMPLES = 3
+
+# --- operators, Python frames and the advice catalogue (diagnosis/operators.py) ------------------------
+# A top-level operator or annotation (directly inside a step) is named in a finding when its calls cover
+# at least this share of the steps' span (a CPU-only rank) ...
+NAMED_MIN_STEP_SHARE = 0.25
+# ... or of the GPU idle time (a rank with GPU work, when idle time is at least FINDING_MIN_SHARE of
+# the window) ...
+NAMED_MIN_IDLE_SHARE = 0.25
+# ... but not when it covers nearly all of it: a range wrapped around the whole step names nothing.
+NAMED_MAX_SHARE = 0.95
+# At most this many such findings per rank, the largest first.
+NAMED_MAX_FINDINGS = 3
+# A catalogue pattern (advice_patterns.py) gets its own finding when its operator or frame covers at
+# least this share of the steps' span (CPU-only) or of the GPU idle time (or, for a pattern marked
+# every_step, when it runs at least once per step).
+PATTERN_MIN_SHARE = 0.02
+# User Python frames quoted in a host-compute or unexplained-idle finding.
+FRAMES_NAMED = 3

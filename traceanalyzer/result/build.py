@@ -88,8 +88,29 @@ def rank_result(r: RankAnalysis, dr: RankDiagnosis | None, counters: dict[int, R
         host=r.host,
         host_memory=_memory(mem.host) if mem and mem.host else None,
         diagnosis=_rank_diagnosis(dr) if dr else None,
+        operators=operator_view(r),
         drawing=R.RankDrawing(timeline, {"per_step": _per_step_chart(per_step, dr)}, memory_series),
     )
+
+
+def operator_view(r: RankAnalysis) -> R.OperatorView | None:
+    """The rank's operator view (analyses/operators.py, analyses/frames.py) in the report's units."""
+    o, fr = r.operators, r.frames
+    if o is None:
+        return None
+    steps = o.steps or None
+    ops = tuple(R.OperatorRow(x.name, x.kind, x.count, _us0(x.total_ns), _us0(x.self_ns),
+                              _frac(x.window_ns / o.window_ns) if o.window_ns > 0 else None,
+                              _us0(x.total_ns / steps) if steps else None, _us0(x.window_ns),
+                              _us0(x.idle_ns) if o.idle_ns > 0 else None,
+                              _frac(x.idle_ns / o.idle_ns) if o.idle_ns > 0 else None, x.top_level)
+                for x in o.ops)
+    kernels = tuple(R.KernelLaunchRow(k.name, f"cuda:{k.device}", k.count, _us0(k.total_ns),
+                                      _us0(k.total_ns / k.count), k.launched_by) for k in o.kernels)
+    frames = tuple(R.FrameRow(x.frame, _us0(x.host_ns), _us0(x.idle_ns)) for x in fr.frames) if fr else ()
+    return R.OperatorView(ops, kernels, frames, bool(fr and fr.has_stacks), o.ops_omitted, o.kernels_omitted,
+                          fr.omitted if fr else 0, _us(o.window_ns), _us(o.idle_ns) if r.devices else None,
+                          _us(fr.idle_ns) if fr and r.devices else None)
 
 
 def _memory_series(m: MemoryFigures, origin_ns: int) -> dict[str, Any]:

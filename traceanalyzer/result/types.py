@@ -283,7 +283,12 @@ class OperatorRow:
     count: int
     total_us: float
     self_us: float
-    share_of_steps: float | None = None  # total / summed step time
+    share_of_steps: float | None = None  # the union of its calls inside the window / the window (steps' span)
+    per_step_us: float | None = None  # total / steps (None without steps)
+    window_us: float | None = None  # the union of its calls inside the rank's window
+    idle_us: float | None = None  # the union of its calls inside GPU idle gaps, summed over devices
+    share_of_idle: float | None = None  # idle_us / the devices' idle time (None without GPU idle)
+    top_level: bool = False  # some call has no enclosing operator or annotation (only a step)
 
 
 @dataclass(frozen=True)
@@ -313,6 +318,12 @@ class OperatorView:
     kernels: tuple[KernelLaunchRow, ...] = ()
     frames: tuple[FrameRow, ...] = ()
     has_stacks: bool = False  # the trace held Python frames (with_stack=True)
+    ops_omitted: int = 0  # operator names not kept (fewer total time than the last row)
+    kernels_omitted: int = 0  # (device, kernel name) rows not kept
+    frames_omitted: int = 0  # user frames not kept
+    window_us: float | None = None  # the shares' denominator: the rank's window (the steps' span)
+    idle_us: float | None = None  # the devices' idle time, summed (share_of_idle's denominator)
+    frames_idle_us: float | None = None  # the host-compute and unknown idle time the frames are measured in
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,273 @@
+"""The operator view of a rank: its host operators and annotations (count, total and self time, share
+of the steps, time during GPU idle), its kernels with the operator that launched each, and the
+catalogue's patterns (advice_patterns.py) found among them. Timeline -> frozen figures; vectorized.
+
+Nesting is per host thread: a thread's events sorted by start (longer first on ties); an event's
+depth is the number of the thread's earlier events still open at its start, its parent the last
+earlier event one level up. Self time = duration - the parts of its children inside it. A kernel's
+launcher: the runtime call with the kernel's `correlation`, then the operator or annotation that
+encloses that call on its thread.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .. import advice_patterns as AP
+from .. import intervals as iv
+from .. import timeline as T
+from ..timeline import Timeline
+from . import figures as F
+from .thresholds import KERNEL_LAUNCH_ROWS, OPS_KEPT
+
+# Host kinds that nest on a thread for the operator view (Python frames nest apart: analyses/frames.py).
+NESTING_KINDS = (T.STEP, T.DATALOADER, T.CPU_OP, T.ANNOTATION, T.RUNTIME, T.OTHER)
+# Kinds listed in the operator table (steps are its denominator; runtime calls are the launch path).
+OP_KINDS = (T.DATALOADER, T.CPU_OP, T.ANNOTATION, T.OTHER)
+
+
+@dataclass(frozen=True)
+class OpFigure:
+    name: str
+    kind: str
+    count: int
+    total_ns: int  # summed duration of its calls
+    self_ns: int  # summed self time (duration minus its nested host events)
+    window_ns: int  # union of its calls (any thread) inside the rank's window
+    idle_ns: int  # union of its calls inside the devices' idle gaps, summed over devices
+    top_level: bool  # some call has no enclosing operator or annotation (only a step, or nothing)
+
+
+@dataclass(frozen=True)
+class KernelLaunch:
+    name: str
+    device: int
+    count: int
+    total_ns: int
+    launched_by: str | None  # the launching operator with the most of this kernel's time
+
+
+@dataclass(frozen=True)
+class PatternHit:
+    """A catalogue pattern (advice_patterns.py) seen in the trace: the name that showed it, its figures."""
+
+    pattern: str
+    name: str
+    count: int
+    window_ns: int
+    idle_ns: int
+
+
+@dataclass(frozen=True)
+class OperatorFigures:
+    window_ns: int  # the rank's window (the steps' span when it has steps): the shares' denominator
+    steps: int
+    idle_ns: int  # the devices' idle time in their windows, summed
+    ops: tuple[OpFigure, ...]  # by total time, the first OPS_KEPT
+    ops_omitted: int
+    kernels: tuple[KernelLaunch, ...]  # by total time, the first KERNEL_LAUNCH_ROWS
+    kernels_omitted: int
+    patterns: tuple[PatternHit, ...] = ()  # per pattern, its name with the most window time
+
+
+# --- nesting -------------------------------------------------------------------------------------------
+def nest(group: np.ndarray, ts: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Each event's parent (index, -1 for none) among the events of its group (thread), vectorized.
+
+    Events of a group sorted by start, longer first; depth = earlier events of the group not yet
+    ended at the start; parent = the last earlier event of the group at depth - 1."""
+    n = len(ts)
+    parent = np.full(n, -1, dtype=np.int64)
+    if n == 0:
+        return parent
+    order = np.lexsort((ts - end, ts, group))  # group, start, longest first
+    g, s, e = group[order], ts[order], end[order]
+    times, inv = np.unique(np.r_[s, e], return_inverse=True)
+    rs, re_ = inv[:n].astype(np.int64), inv[n:].astype(np.int64)
+    m = np.int64(len(times) + 1)
+    g64 = g.astype(np.int64)
+    pos = np.arange(n, dtype=np.int64)
+    gstart = np.searchsorted(g64, g64, side="left")
+    key_start = g64 * m + rs  # sorted already (group, start)
+    ended = np.searchsorted(np.sort(g64 * m + re_), key_start, side="right") - gstart
+    # zero-length events at this very start, at or after this one, ended "before" it by the count above
+    zero = (e == s).astype(np.int64)
+    cz = np.r_[np.int64(0), np.cumsum(zero)]
+    block_end = np.searchsorted(key_start, key_start, side="right")
+    ended -= cz[block_end] - cz[pos]
+    depth = np.maximum((pos - gstart) - ended, 0)
+    nonroot = np.flatnonzero(depth > 0)
+    if len(nonroot):
+        key = depth * (n + 1) + pos
+        by_key = np.argsort(key, kind="stable")
+        at = np.searchsorted(key[by_key], (depth[nonroot] - 1) * (n + 1) + pos[nonroot], side="left") - 1
+        ok = at >= 0
+        cand = by_key[np.clip(at, 0, None)]
+        ok &= (depth[cand] == depth[nonroot] - 1) & (g64[cand] == g64[nonroot])
+        sorted_parent = np.full(n, -1, dtype=np.int64)
+        sorted_parent[nonroot[ok]] = cand[ok]
+        has = sorted_parent >= 0
+        parent[order[has]] = order[sorted_parent[has]]
+    return parent
+
+
+def self_time(parent: np.ndarray, ts: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Duration minus the parts of each event's children that lie inside it (>= 0)."""
+    dur = (end - ts).astype(np.int64)
+    child = np.flatnonzero(parent >= 0)
+    p = parent[child]
+    inside = np.clip(np.minimum(end[child], end[p]) - np.maximum(ts[child], ts[p]), 0, None)
+    taken = np.bincount(p, weights=inside, minlength=len(ts)).astype(np.int64)
+    return np.maximum(dur - taken, 0)
+
+
+def thread_groups(frame: pd.DataFrame) -> np.ndarray:
+    """A group number per row for its (pid, tid) pair."""
+    if not len(frame):
+        return np.zeros(0, dtype=np.int64)
+    codes, _ = pd.factorize(pd.MultiIndex.from_arrays([frame["pid"].to_numpy(), frame["tid"].to_numpy()]))
+    return codes.astype(np.int64)
+
+
+def union_pieces(code: np.ndarray, ts: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per call, the piece of it not covered by earlier calls of the same code (by start): the pieces of
+    one code are disjoint and their union is the union of its calls. Returns (piece start, piece end)."""
+    n = len(ts)
+    if n == 0:
+        return ts.copy(), end.copy()
+    order = np.lexsort((ts, code))
+    c, s, e = code[order], ts[order], end[order]
+    running = pd.Series(e).groupby(c).cummax().to_numpy()
+    first = np.r_[True, c[1:] != c[:-1]]
+    prev = np.where(first, np.iinfo(np.int64).min, np.r_[np.int64(0), running[:-1]])
+    lo = np.maximum(s, prev)
+    hi = np.maximum(e, lo)
+    out_lo, out_hi = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+    out_lo[order], out_hi[order] = lo, hi
+    return out_lo, out_hi
+
+
+def covered(s: iv.IntervalSet, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Length of each [lo, hi) inside the disjoint set `s` (0 for empty pieces)."""
+    return np.where(hi > lo, iv.overlap_per_window(s, lo, np.maximum(hi, lo)), 0)
+
+
+# --- the operator view ---------------------------------------------------------------------------------
+def host_nesting(tl: Timeline, rank: int) -> tuple[pd.DataFrame, np.ndarray]:
+    """The rank's host events of NESTING_KINDS (name, kind, ts_ns, dur_ns, correlation) with their parent."""
+    ev = tl.rank_events(rank)
+    rows = np.flatnonzero((ev["device"].to_numpy() < 0) & T.category_mask(ev["kind"], NESTING_KINDS))
+    cols = ("ts_ns", "dur_ns", "name", "kind", "pid", "tid", "correlation")
+    host = pd.DataFrame({c: ev[c].array.take(rows) if ev[c].dtype == "category" else ev[c].to_numpy()[rows]
+                         for c in cols})
+    ts = host["ts_ns"].to_numpy()
+    parent = nest(thread_groups(host), ts, ts + host["dur_ns"].to_numpy())
+    return host, parent
+
+
+def operator_figures(tl: Timeline, rank: int, window: F.Window, n_steps: int,
+                     idle_sets: list[iv.IntervalSet]) -> OperatorFigures:
+    """The operator view of a rank; `idle_sets`: each device's idle set (every gap of its window)."""
+    host, parent = host_nesting(tl, rank)
+    ts = host["ts_ns"].to_numpy()
+    end = ts + host["dur_ns"].to_numpy()
+    kind_codes = host["kind"].cat.codes.to_numpy()
+    kinds = host["kind"].cat.categories
+    step_code = kinds.get_loc(T.STEP) if T.STEP in kinds else -2
+    self_ns = self_time(parent, ts, end)
+    is_op = T.category_mask(host["kind"], OP_KINDS)
+    # top level: the parent is a step or nothing
+    parent_kind = np.where(parent >= 0, kind_codes[np.clip(parent, 0, None)], -1)
+    top = (parent < 0) | (parent_kind == step_code)
+    idle_ns = sum(iv.total(s) for s in idle_sets)
+    ops_rows = np.flatnonzero(is_op)
+    ops_table, omitted = _ops_table(host, ops_rows, ts, end, self_ns, top, window, idle_sets)
+    kernels, k_omitted = kernel_launches(tl, rank, host, parent)
+    patterns = _pattern_hits(ops_table)
+    return OperatorFigures(window.dur_ns, n_steps, idle_ns, ops_table[:OPS_KEPT],
+                           omitted + max(len(ops_table) - OPS_KEPT, 0), kernels, k_omitted, patterns)
+
+
+def _ops_table(host: pd.DataFrame, rows: np.ndarray, ts: np.ndarray, end: np.ndarray, self_ns: np.ndarray,
+               top: np.ndarray, window: F.Window, idle_sets: list[iv.IntervalSet]) -> tuple[tuple[OpFigure, ...], int]:
+    if not len(rows):
+        return (), 0
+    code = host["name"].cat.codes.to_numpy()[rows].astype(np.int64)
+    t0, t1 = ts[rows], end[rows]
+    lo, hi = union_pieces(code, t0, t1)
+    in_window = covered((np.array([window.start_ns]), np.array([window.end_ns])), lo, hi) \
+        if window.dur_ns > 0 else np.zeros(len(rows), dtype=np.int64)
+    in_idle = np.zeros(len(rows), dtype=np.int64)
+    for s in idle_sets:
+        in_idle += covered(s, lo, hi)
+    frame = pd.DataFrame({"code": code, "kind": host["kind"].cat.codes.to_numpy()[rows], "dur": t1 - t0,
+                          "self": self_ns[rows], "win": in_window, "idle": in_idle, "top": top[rows]})
+    g = frame.groupby("code", sort=False).agg(count=("dur", "size"), total=("dur", "sum"), selfns=("self", "sum"),
+                                              win=("win", "sum"), idle=("idle", "sum"), top=("top", "max"),
+                                              kind=("kind", "first"))
+    names = host["name"].cat.categories
+    g["key"] = [str(names[c]) for c in g.index]
+    g = g.sort_values(["total", "count", "key"], ascending=[False, False, True], kind="stable")
+    kinds = host["kind"].cat.categories
+    out = tuple(OpFigure(k, str(kinds[kd]), int(n), int(tot), int(sf), int(w), int(i), bool(tp))
+                for k, kd, n, tot, sf, w, i, tp in zip(g["key"], g["kind"], g["count"], g["total"], g["selfns"],
+                                                       g["win"], g["idle"], g["top"]))
+    return out, 0
+
+
+def kernel_launches(tl: Timeline, rank: int, host: pd.DataFrame, parent: np.ndarray,
+                    limit: int = KERNEL_LAUNCH_ROWS) -> tuple[tuple[KernelLaunch, ...], int]:
+    """Every kernel name per device by total time (the first `limit`), with its launching operator."""
+    k = F._gpu_work(tl, rank, kinds=(T.KERNEL,))
+    if not len(k):
+        return (), 0
+    launcher = np.full(len(k), -1, dtype=np.int64)
+    runtime = np.flatnonzero((host["kind"] == T.RUNTIME).to_numpy() & (host["correlation"].to_numpy() >= 0))
+    corr = k["correlation"].to_numpy()
+    if len(runtime):
+        rt_corr = pd.Index(host["correlation"].to_numpy()[runtime])
+        keep = ~rt_corr.duplicated()
+        at = pd.Index(rt_corr[keep]).get_indexer(corr)
+        call = np.where(at >= 0, runtime[keep][np.clip(at, 0, None)], -1)
+        # the call's enclosing event; a runtime call inside another (a driver call) goes one level up
+        kinds = host["kind"].cat.codes.to_numpy()
+        rt_code = host["kind"].cat.categories.get_loc(T.RUNTIME)
+        up = np.where(call >= 0, parent[np.clip(call, 0, None)], -1)
+        up = np.where((up >= 0) & (kinds[np.clip(up, 0, None)] == rt_code), parent[np.clip(up, 0, None)], up)
+        is_launcher = T.category_mask(host["kind"], (T.CPU_OP, T.ANNOTATION, T.DATALOADER, T.OTHER))
+        launcher = np.where((up >= 0) & is_launcher[np.clip(up, 0, None)], up, -1)
+    host_names = host["name"].cat.codes.to_numpy()
+    frame = pd.DataFrame({"name": k["name"].cat.codes.to_numpy(), "device": k["device"].to_numpy(),
+                          "dur": k["dur_ns"].to_numpy(),
+                          "by": np.where(launcher >= 0, host_names[np.clip(launcher, 0, None)], -1)})
+    per = frame.groupby(["device", "name"], sort=False).agg(count=("dur", "size"), total=("dur", "sum"))
+    by = frame[frame["by"] >= 0].groupby(["device", "name", "by"], sort=False)["dur"].sum()
+    best: dict[tuple[int, int], int] = {}
+    if len(by):
+        by = by.reset_index().sort_values(["dur", "by"], ascending=[False, True], kind="stable")
+        by = by.drop_duplicates(["device", "name"])
+        best = {(int(d), int(n)): int(b) for d, n, b in zip(by["device"], by["name"], by["by"])}
+    kn, hn = k["name"].cat.categories, host["name"].cat.categories
+    per = per.reset_index()
+    per["key"] = [str(kn[c]) for c in per["name"]]
+    per = per.sort_values(["total", "count", "key", "device"], ascending=[False, False, True, True], kind="stable")
+    rows = tuple(KernelLaunch(key, int(d), int(n), int(tot),
+                              str(hn[best[(int(d), int(c))]]) if (int(d), int(c)) in best else None)
+                 for key, d, c, n, tot in zip(per["key"], per["device"], per["name"], per["count"], per["total"]))
+    return rows[:limit], max(len(rows) - limit, 0)
+
+
+def _pattern_hits(ops: tuple[OpFigure, ...]) -> tuple[PatternHit, ...]:
+    """Per catalogue pattern, the operator or annotation it recognises with the most time in the window."""
+    best: dict[str, PatternHit] = {}
+    for o in ops:
+        p = AP.match(o.name)
+        if p is None:
+            continue
+        hit = PatternHit(p.id, o.name, o.count, o.window_ns, o.idle_ns)
+        if p.id not in best or (hit.window_ns, hit.idle_ns) > (best[p.id].window_ns, best[p.id].idle_ns):
+            best[p.id] = hit
+    return tuple(best[p.id] for p in AP.PATTERNS if p.id in best)

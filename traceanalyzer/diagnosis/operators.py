@@ -1,0 +1,173 @@
+"""Findings from the operator view (analyses/operators.py, analyses/frames.py): figures -> findings.
+
+* A top-level operator or annotation (a user's `record_function` range, `Optimizer.step`, a
+  callback) that covers a large share of the steps (a CPU-only rank) or of the GPU idle time is
+  named, with that share and the figures it comes from (`named_range`).
+* A pattern of the catalogue (advice_patterns.py) seen in an operator or Python frame gets its own
+  finding quoting the name that showed it (`pattern_<id>`); a cause finding whose host events show
+  a pattern carries the pattern's fix first.
+* A host-compute or unexplained-idle finding names the user Python frames running in that idle time
+  or, without stacks, says that `with_stack=True` would name them.
+
+None of these changes the verdict.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .. import advice_patterns as AP
+from .. import causes as C
+from ..analyses import RankAnalysis
+from ..analyses.operators import OperatorFigures, OpFigure, PatternHit
+from .rules import Finding, RankDiagnosis
+from .thresholds import (
+    FINDING_MIN_SHARE,
+    FRAMES_NAMED,
+    NAMED_MAX_FINDINGS,
+    NAMED_MAX_SHARE,
+    NAMED_MIN_IDLE_SHARE,
+    NAMED_MIN_STEP_SHARE,
+    PATTERN_MIN_SHARE,
+    SEVERITY_HIGH_SHARE,
+    SEVERITY_MEDIUM_SHARE,
+)
+from .wording import duration, percent
+
+NAMED_RANGE = "named_range"
+PATTERN_PREFIX = "pattern_"
+
+
+def add_operator_findings(rd: RankDiagnosis, ra: RankAnalysis) -> RankDiagnosis:
+    """The rank's diagnosis with the operator view's findings added and its cause findings' advice and
+    evidence made specific where the operators or frames show a pattern."""
+    o = ra.operators
+    if o is None:
+        return rd
+    on_gpu = bool(ra.devices)
+    pytorch = ra.framework.lower() in ("pytorch", "torch")
+    refined = tuple(_refine(f, ra, pytorch) for f in rd.findings)
+    named = _named(o, on_gpu, rd)
+    patterns = _patterns(ra, o, on_gpu, rd, {name for _, name in named})
+    mine = (*(f for f, _ in named), *patterns)
+    if not mine:
+        return replace(rd, findings=refined)
+    if not on_gpu:  # the host loop's findings: one list, the largest first
+        return replace(rd, findings=tuple(sorted((*refined, *mine), key=lambda f: -f.explains_ns)))
+    return replace(rd, findings=(*refined, *mine))
+
+
+def _basis(o: OperatorFigures, on_gpu: bool, rd: RankDiagnosis) -> tuple[int, str] | None:
+    """What shares are of: the GPU idle time (a rank with GPU work) or the steps' span (CPU-only)."""
+    if on_gpu:
+        if o.idle_ns <= 0 or rd.window_ns <= 0 or o.idle_ns < FINDING_MIN_SHARE * rd.window_ns:
+            return None
+        return o.idle_ns, "GPU idle time"
+    if o.window_ns <= 0:
+        return None
+    return o.window_ns, "step time" if o.steps else "host time in the window"
+
+
+def _severity(share: float) -> str:
+    return "high" if share >= SEVERITY_HIGH_SHARE else "medium" if share >= SEVERITY_MEDIUM_SHARE else "low"
+
+
+def _part(x: OpFigure | PatternHit, on_gpu: bool) -> int:
+    return x.idle_ns if on_gpu else x.window_ns
+
+
+def _calls(count: int, steps: int) -> str:
+    per = f", {count / steps:.3g} per step" if steps else ""
+    return f"{count} call{'s' if count != 1 else ''}{per}"
+
+
+def _named(o: OperatorFigures, on_gpu: bool, rd: RankDiagnosis) -> list[tuple[Finding, str]]:
+    """The findings naming top-level ranges, each with the name it quotes."""
+    basis = _basis(o, on_gpu, rd)
+    if basis is None:
+        return []
+    total, what = basis
+    least = NAMED_MIN_IDLE_SHARE if on_gpu else NAMED_MIN_STEP_SHARE
+    found = [x for x in o.ops if x.top_level and x.kind != "dataloader"
+             and least <= _part(x, on_gpu) / total < NAMED_MAX_SHARE]
+    found.sort(key=lambda x: (-_part(x, on_gpu), x.name))
+    out = []
+    for x in found[:NAMED_MAX_FINDINGS]:
+        ns = _part(x, on_gpu)
+        share = ns / total
+        title = (f"{x.name} runs during {percent(share)} of the GPU idle time" if on_gpu
+                 else f"{x.name} takes {percent(share)} of each step" if o.steps
+                 else f"{x.name} takes {percent(share)} of the host time")
+        evidence = [f"{x.name}: {duration(ns)} of the {duration(total)} of {what} ({percent(share)}); "
+                    f"{_calls(x.count, o.steps)}, {duration(x.total_ns)} in all, {duration(x.self_ns)} of it "
+                    f"outside the operators it calls"]
+        p = AP.match(x.name)
+        if p is not None:
+            evidence.append(f"{x.name} is {p.label}")
+        advice = (p.advice,) if p is not None else tuple(a.format(name=x.name) for a in AP.NAMED_RANGE_ADVICE)
+        figures = {"op_us": round(ns / 1000, 3), "basis_us": round(total / 1000, 3), "share": round(share, 6),
+                   "calls": float(x.count)}
+        of_lost = ns / rd.lost_ns if on_gpu and rd.lost_ns else share
+        out.append((Finding(NAMED_RANGE, None, title, _severity(share), ns, round(min(of_lost, 1.0), 6),
+                           tuple(evidence), advice, round(ns / rd.window_ns, 6) if on_gpu and rd.window_ns else
+                           round(share, 6), None, (), figures), x.name))
+    return out
+
+
+def _patterns(ra: RankAnalysis, o: OperatorFigures, on_gpu: bool, rd: RankDiagnosis,
+              quoted: set[str]) -> list[Finding]:
+    basis = _basis(o, on_gpu, rd)
+    if basis is None:
+        return []
+    total, what = basis
+    hits: dict[str, PatternHit] = {h.pattern: h for h in o.patterns}
+    frames = ra.frames.patterns if ra.frames is not None else ()
+    for h in frames:  # a frame shows the pattern when no operator does (or with more time)
+        if h.pattern not in hits or _part(h, on_gpu) > _part(hits[h.pattern], on_gpu):
+            hits[h.pattern] = h
+    out = []
+    for p in AP.PATTERNS:
+        hit = hits.get(p.id)
+        if hit is None or hit.name in quoted:
+            continue
+        h = hit
+        ns = _part(h, on_gpu)
+        share = ns / total
+        every = p.every_step and o.steps > 0 and h.count >= o.steps
+        if share < PATTERN_MIN_SHARE and not every:
+            continue
+        evidence = (f"{h.name}: {_calls(h.count, o.steps)}; {duration(ns)} of the {duration(total)} of {what} "
+                    f"({percent(share)})",)
+        figures = {"op_us": round(ns / 1000, 3), "basis_us": round(total / 1000, 3), "share": round(share, 6),
+                   "calls": float(h.count)}
+        of_lost = ns / rd.lost_ns if on_gpu and rd.lost_ns else share
+        out.append(Finding(PATTERN_PREFIX + p.id, None, f"{p.label[0].upper()}{p.label[1:]}: {h.name}",
+                           _severity(share), ns, round(min(of_lost, 1.0), 6), evidence, (p.advice,),
+                           round(ns / rd.window_ns, 6) if on_gpu and rd.window_ns else round(share, 6), None, (),
+                           figures))
+    return out
+
+
+def _refine(f: Finding, ra: RankAnalysis, pytorch: bool) -> Finding:
+    """A cause finding with the catalogue's fix first when its host events show a pattern, and the user
+    frames behind host-compute / unknown idle time (or what would name them)."""
+    advice = list(f.advice)
+    evidence = list(f.evidence)
+    for e in f.host_ops:
+        p = AP.match(e.name)
+        if p is not None and p.advice not in advice:
+            advice.insert(0, p.advice)
+            evidence.append(f"{e.name} is {p.label}")
+    if f.cause in (C.HOST_COMPUTE, C.UNKNOWN) and ra.frames is not None:
+        fr = ra.frames
+        named = [x for x in fr.frames if x.idle_ns > 0][:FRAMES_NAMED]
+        if named and fr.idle_ns > 0:
+            evidence.append(f"user code running in the {duration(fr.idle_ns)} of host-compute and unexplained idle "
+                            "time (innermost Python frames): " + "; ".join(
+                                f"{x.frame} {duration(x.idle_ns)} ({percent(x.idle_ns / fr.idle_ns)})" for x in named))
+        elif not fr.has_stacks and pytorch:
+            evidence.append("no Python stacks in the trace: torch.profiler.profile(with_stack=True) would name the "
+                            "code running in this idle time")
+    if advice == list(f.advice) and evidence == list(f.evidence):
+        return f
+    return replace(f, advice=tuple(advice), evidence=tuple(evidence))
