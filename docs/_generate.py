@@ -9,6 +9,7 @@ rewritten, from:
 
 - `figures`: every figure's definition (`traceanalyzer/result/definitions.py` `FIGURES`);
 - `causes`, `cause_patterns`, `verdicts`: the registry of gap causes and verdicts (`traceanalyzer/causes.py`);
+- `advice_patterns`: the catalogue of patterns and their fixes (`traceanalyzer/advice_patterns.py`);
 - `thresholds`: every constant of `traceanalyzer/analyses/thresholds.py` and
   `traceanalyzer/diagnosis/thresholds.py`, with its value and the comment above it in the code;
 - `counter_metrics`, `host_metrics`: `traceanalyzer/timeline.py` `COUNTER_METRICS` and `HOST_METRICS`.
@@ -93,6 +94,17 @@ def cause_patterns() -> str:
     return "\n".join(out)
 
 
+def advice_patterns() -> str:
+    from traceanalyzer import advice_patterns as AP
+
+    rows = ["| pattern | what it is | recognised by (`re.search` on op, annotation or Python-frame names) | fix |",
+            "|---|---|---|---|"]
+    for p in AP.PATTERNS:
+        every = " (named when it runs every step)" if p.every_step else ""
+        rows.append(f"| `{p.id}` | {_cell(p.label)}{every} | `{_cell(p.names.pattern)}` | {_cell(p.advice)} |")
+    return "\n".join(rows) + "\n"
+
+
 def verdicts() -> str:
     from traceanalyzer import causes as C
 
@@ -165,6 +177,7 @@ def thresholds() -> str:
 GENERATORS: dict[str, Callable[[], str]] = {
     "figures": figures, "counter_metrics": counter_metrics, "host_metrics": host_metrics,
     "causes": causes, "cause_patterns": cause_patterns, "verdicts": verdicts, "thresholds": thresholds,
+    "advice_patterns": advice_patterns,
 }
 
 

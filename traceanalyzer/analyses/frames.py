@@ -61,10 +61,14 @@ def user_frame(name: str) -> bool:
     return top not in _STDLIB
 
 
+# The object address in a built-in's frame name (`<built-in method item of Tensor object at 0x7f...>`).
+OBJECT_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+>$")
+
+
 def frame_label(name: str) -> str:
-    """`file(line): function` -> `file:line function` (other names as they are)."""
+    """`file(line): function` -> `file:line function`; a built-in's object address left out."""
     m = FRAME_NAME.match(name)
-    return f"{m.group('file')}:{m.group('line')} {m.group('func')}" if m else name
+    return f"{m.group('file')}:{m.group('line')} {m.group('func')}" if m else OBJECT_ADDRESS.sub(">", name)
 
 
 def frame_figures(tl: Timeline, rank: int, window: F.Window, threads: tuple[tuple[int, int], ...],

@@ -47,7 +47,7 @@ def add_operator_findings(rd: RankDiagnosis, ra: RankAnalysis) -> RankDiagnosis:
     on_gpu = bool(ra.devices)
     pytorch = ra.framework.lower() in ("pytorch", "torch")
     refined = tuple(_refine(f, ra, pytorch) for f in rd.findings)
-    named = _named(o, on_gpu, rd)
+    named = _named(o, on_gpu, rd) + ([] if on_gpu else _named_frames(ra, o))
     patterns = _patterns(ra, o, on_gpu, rd, {name for _, name in named})
     mine = (*(f for f, _ in named), *patterns)
     if not mine:
@@ -114,6 +114,31 @@ def _named(o: OperatorFigures, on_gpu: bool, rd: RankDiagnosis) -> list[tuple[Fi
     return out
 
 
+def _named_frames(ra: RankAnalysis, o: OperatorFigures) -> list[tuple[Finding, str]]:
+    """A CPU-only rank: the user Python frames (innermost) that take a large share of the window."""
+    fr = ra.frames
+    if fr is None or o.window_ns <= 0:
+        return []
+    what = "step time" if o.steps else "host time in the window"
+    out = []
+    for x in fr.frames[:NAMED_MAX_FINDINGS]:
+        share = x.host_ns / o.window_ns
+        if not NAMED_MIN_STEP_SHARE <= share < NAMED_MAX_SHARE:
+            continue
+        title = f"Python code {x.frame} takes {percent(share)} of {'each step' if o.steps else 'the host time'}"
+        evidence = (f"{x.frame}: {duration(x.host_ns)} of the {duration(o.window_ns)} of {what} ({percent(share)}) "
+                    f"as the innermost user frame (its own lines, not the user functions it calls)",)
+        p = AP.match(x.frame)
+        advice = (p.advice,) if p is not None else (
+            f"{x.frame} is your own code: run it every N steps instead of every step, move it to a background "
+            "thread or process, or make it cheaper (vectorise it with tensor operations).",)
+        figures = {"frame_us": round(x.host_ns / 1000, 3), "basis_us": round(o.window_ns / 1000, 3),
+                   "share": round(share, 6)}
+        out.append((Finding(NAMED_RANGE, None, title, _severity(share), x.host_ns, round(share, 6), evidence, advice,
+                            round(share, 6), None, (), figures), x.frame))
+    return out
+
+
 def _patterns(ra: RankAnalysis, o: OperatorFigures, on_gpu: bool, rd: RankDiagnosis,
               quoted: set[str]) -> list[Finding]:
     basis = _basis(o, on_gpu, rd)
@@ -158,7 +183,7 @@ def _refine(f: Finding, ra: RankAnalysis, pytorch: bool) -> Finding:
         if p is not None and p.advice not in advice:
             advice.insert(0, p.advice)
             evidence.append(f"{e.name} is {p.label}")
-    if f.cause in (C.HOST_COMPUTE, C.UNKNOWN) and ra.frames is not None:
+    if f.cause in (C.HOST_COMPUTE, C.UNKNOWN) and ra.frames is not None and ra.devices:
         fr = ra.frames
         named = [x for x in fr.frames if x.idle_ns > 0][:FRAMES_NAMED]
         if named and fr.idle_ns > 0:

@@ -100,6 +100,6 @@ NAMED_MAX_FINDINGS = 3
 # A catalogue pattern (advice_patterns.py) gets its own finding when its operator or frame covers at
 # least this share of the steps' span (CPU-only) or of the GPU idle time (or, for a pattern marked
 # every_step, when it runs at least once per step).
-PATTERN_MIN_SHARE = 0.02
+PATTERN_MIN_SHARE = 0.05
 # User Python frames quoted in a host-compute or unexplained-idle finding.
 FRAMES_NAMED = 3

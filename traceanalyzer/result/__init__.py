@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from .frames import devices_frame, findings_frame, gaps_frame, kernels_frame, steps_frame
+from .frames import devices_frame, findings_frame, frames_frame, gaps_frame, kernels_frame, ops_frame, steps_frame
 from .types import SCHEMA, AnalysisData, ResultFormatError, from_data, migrate
 
 
@@ -82,8 +82,19 @@ class Analysis(AnalysisData):
     def kernels(self, top: int | None = 15) -> pd.DataFrame:
         """One row per rank, device and kernel name: count, total and mean time (us); the `top` kernels
         of each device by time (as the report shows them), or with `top=None` every kernel row the
-        result holds (up to 200 per device, the longest)."""
+        result holds (up to 200 per device, the longest); `launched_by`: the host operator that launched
+        most of the kernel's time."""
         return kernels_frame(self, top)
+
+    def ops(self) -> pd.DataFrame:
+        """One row per rank and host operator or annotation (the top 50 by total time): count, total and
+        self time, time per step, share of the steps, time during GPU idle (us), top level or nested."""
+        return ops_frame(self)
+
+    def frames(self) -> pd.DataFrame:
+        """One row per rank and user Python frame (innermost, `file:line function`; traces recorded with
+        `with_stack=True`): its time on the host and during host-compute / unexplained GPU idle (us)."""
+        return frames_frame(self)
 
     def findings(self) -> pd.DataFrame:
         """One row per rank and finding: id, cause, severity, time explained, share, title."""

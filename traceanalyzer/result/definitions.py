@@ -197,6 +197,45 @@ FIGURES: dict[str, str] = {
         "per rank for the input split), weighted by the wait time inside the period. Coverage = wait "
         "time inside sampled periods / all wait time."
     ),
+    "operators": (
+        "The host operators and annotations of a rank (`cpu_op`, `user_annotation`, DataLoader waits), grouped "
+        "by name. Events nest per host thread: sorted by start (longer first on ties), an event's parent is "
+        "the innermost earlier event of its thread still open at its start. Count = calls; total = summed "
+        "duration of the calls; self = total minus the parts of its nested host events (operators, "
+        "annotations, runtime calls; not Python frames) inside it; per step = total / steps; share of steps "
+        "= the union of its calls (any thread) inside the rank's window (the steps' span) / the window; "
+        "idle = the union of its calls inside the GPU idle gaps, summed over devices, and share of idle = "
+        "that / the devices' idle time. Top level: some call is directly inside a step or inside nothing. "
+        "The 50 names with the most total time are kept; `ops_omitted` counts the rest."
+    ),
+    "kernel_launchers": (
+        "Every kernel name per device (count, total and mean duration; the 500 longest kept, "
+        "`kernels_omitted` counts the rest), with the operator that launched it: the runtime call "
+        "carrying the kernel's `correlation` id, then the operator or annotation enclosing that call on "
+        "its thread (nesting as in `operators`; a runtime call inside another goes one level up). Among "
+        "the launchers of a kernel name, the one with the most of its kernel time is named; none when "
+        "the trace links no launch."
+    ),
+    "python_frames": (
+        "From torch.profiler's Python frames (`with_stack=True`), on the launching threads: user frames "
+        "are those not `<built-in ...>` or another `<...>` pseudo-file, not `nn.Module:` markers, not "
+        "under `torch/`, `site-packages/` or `dist-packages/`, and not in the Python standard library. "
+        "They nest per thread as in `operators`; a frame's self time is its span minus its user "
+        "children's, so at any moment the innermost open user frame gets the time. Host = self time "
+        "inside the rank's window; idle = self time inside the GPU idle gaps whose cause is host compute "
+        "or unknown, summed over devices (`frames_idle_us` is that idle time). Shown as `file:line "
+        "function`; the 50 with the most idle time, then host time, are kept. Without Python frames the "
+        "report says that `with_stack=True` would name the code."
+    ),
+    "named_ranges": (
+        "A top-level operator or annotation (see `operators`) is named in a finding when its share of the "
+        "GPU idle time (a rank with GPU work and idle time of at least 2% of the window) or of the steps' "
+        "span (a CPU-only rank) is at least 25% and below 95%; at most three, the largest first. On a "
+        "CPU-only rank a user Python frame whose host time is at least 25% of the window is named the "
+        "same way. A pattern of the advice catalogue (docs/diagnosis.md) seen in an operator or a Python "
+        "frame gets a finding when it covers at least 5% of the same basis, or, for patterns marked "
+        "every-step (host reads of device values), when it runs at least once per step."
+    ),
     "input_split": (
         "For an input-bound rank with a host log covering at least half of its DataLoader wait time "
         "(3 samples or more): `cpu` when user + system during the waits is at least 85% of all cores;"

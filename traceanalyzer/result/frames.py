@@ -21,7 +21,10 @@ def rank_name(r: RankResult) -> int | str:
 STEP_COLUMNS = ["rank", "step", "start_us", "duration_us", "gpu_busy_us", "memcpy_us", "dataloader_wait_us",
                 "idle_us"]
 GAP_COLUMNS = ["rank", "device", "start_us", "duration_us", "step", "cause"]
-KERNEL_COLUMNS = ["rank", "device", "name", "count", "total_us", "mean_us", "communication"]
+KERNEL_COLUMNS = ["rank", "device", "name", "count", "total_us", "mean_us", "communication", "launched_by"]
+OP_COLUMNS = ["rank", "name", "kind", "count", "total_us", "self_us", "per_step_us", "share_of_steps", "idle_us",
+              "share_of_idle", "top_level"]
+FRAME_COLUMNS = ["rank", "frame", "host_us", "idle_us"]
 FINDING_COLUMNS = ["rank", "id", "cause", "severity", "explains_us", "share_of_idle", "share_of_window", "gaps",
                    "title", "top_host_op"]
 DEVICE_COLUMNS = ["rank", "device", "name", "window_us", "gpu_busy_us", "gpu_idle_fraction", "kernel_us",
@@ -57,11 +60,30 @@ def gaps_frame(a: Analysis) -> pd.DataFrame:
 
 def kernels_frame(a: Analysis, top: int | None = None) -> pd.DataFrame:
     """Each device's kernels by time: the first `top` (None: every row the result holds). A report
-    saved without its kernel table has only the top kernels."""
-    rows = [{"rank": rank_name(r), "device": d.device, "name": k.name, "count": k.count, "total_us": k.total_us,
-             "mean_us": k.mean_us, "communication": k.communication}
-            for r in a.ranks for d in r.devices for k in (d.kernel_table or d.top_kernels)[:top]]
+    saved without its kernel table has only the top kernels. `launched_by`: the host operator that
+    launched most of the kernel's time (the operator view), None when the trace does not link them."""
+    rows = []
+    for r in a.ranks:
+        launcher = {(k.device, k.name): k.launched_by for k in (r.operators.kernels if r.operators else ())}
+        rows += [{"rank": rank_name(r), "device": d.device, "name": k.name, "count": k.count, "total_us": k.total_us,
+                  "mean_us": k.mean_us, "communication": k.communication,
+                  "launched_by": launcher.get((d.device, k.name))}
+                 for d in r.devices for k in (d.kernel_table or d.top_kernels)[:top]]
     return pd.DataFrame(rows, columns=KERNEL_COLUMNS)
+
+
+def ops_frame(a: Analysis) -> pd.DataFrame:
+    """One row per rank and host operator or annotation the result keeps (the operator view)."""
+    rows = [{"rank": rank_name(r), **{c: getattr(o, c) for c in OP_COLUMNS[1:]}} for r in a.ranks if r.operators
+            for o in r.operators.ops]
+    return pd.DataFrame(rows, columns=OP_COLUMNS)
+
+
+def frames_frame(a: Analysis) -> pd.DataFrame:
+    """One row per rank and user Python frame the result keeps (traces recorded with_stack=True)."""
+    rows = [{"rank": rank_name(r), "frame": f.frame, "host_us": f.host_us, "idle_us": f.idle_us} for r in a.ranks
+            if r.operators for f in r.operators.frames]
+    return pd.DataFrame(rows, columns=FRAME_COLUMNS)
 
 
 def findings_frame(a: Analysis) -> pd.DataFrame:
