@@ -1,7 +1,7 @@
 """Findings from the operator view (analyses/operators.py, analyses/frames.py): figures -> findings.
 
-* A top-level operator or annotation (a user's `record_function` range, `Optimizer.step`, a
-  callback) that covers a large share of the steps (a CPU-only rank) or of the GPU idle time is
+* A top-level annotation (a user's `record_function` range, `Optimizer.step`, a callback) that
+  covers a large share of the steps (a CPU-only rank) or of the GPU idle time is
   named, with that share and the figures it comes from (`named_range`).
 * A pattern of the catalogue (advice_patterns.py) seen in an operator or Python frame gets its own
   finding quoting the name that showed it (`pattern_<id>`); a cause finding whose host events show
@@ -88,7 +88,7 @@ def _named(o: OperatorFigures, on_gpu: bool, rd: RankDiagnosis) -> list[tuple[Fi
         return []
     total, what = basis
     least = NAMED_MIN_IDLE_SHARE if on_gpu else NAMED_MIN_STEP_SHARE
-    found = [x for x in o.ops if x.top_level and x.kind != "dataloader"
+    found = [x for x in o.ops if x.top_level and x.kind == "annotation"
              and least <= _part(x, on_gpu) / total < NAMED_MAX_SHARE]
     found.sort(key=lambda x: (-_part(x, on_gpu), x.name))
     out = []

@@ -87,7 +87,7 @@ INPUT_MIN_WAIT_COVERAGE = 0.5
 INPUT_MIN_SAMPLES = 3
 
 # --- operators, Python frames and the advice catalogue (diagnosis/operators.py) ------------------------
-# A top-level operator or annotation (directly inside a step) is named in a finding when its calls cover
+# A top-level annotation (a record_function range directly inside a step) is named in a finding when its calls cover
 # at least this share of the steps' span (a CPU-only rank) ...
 NAMED_MIN_STEP_SHARE = 0.25
 # ... or of the GPU idle time (a rank with GPU work, when idle time is at least FINDING_MIN_SHARE of

@@ -190,6 +190,7 @@ def _details(a: AnalysisData, rows: dict[str, int]) -> list[str]:
                          ([str(s.step), fmt_us(s.duration_us), fmt_us(s.gpu_busy_us),
                            fmt_us(s.memcpy_us), fmt_us(s.dataloader_wait_us), fmt_us(s.idle_us)]
                           for s in r.per_step), rows["steps"], len(r.per_step), "steps")
+        out += _operators(r, rows["kernels"])
         for d in r.devices:
             if d.top_kernels:
                 out += [f"#### Top kernels, rank {who(r)} {md(d.device)}", ""]
@@ -214,6 +215,29 @@ def _details(a: AnalysisData, rows: dict[str, int]) -> list[str]:
                  rows["inputs"], len(inputs), "inputs")
     if a.warnings:
         out += [f"- {md(w, 300)}" for w in a.warnings[: rows["warnings"]]] + [""]
+    return out
+
+
+def _operators(r: RankResult, limit: int) -> list[str]:
+    """The rank's top host operators and annotations, and its user Python frames (or what would name them)."""
+    o = r.operators
+    if o is None or not o.ops:
+        return []
+    out = [f"#### Top host operators and annotations, rank {who(r)}", ""]
+    out += table(["operator / annotation", "kind", "calls", "total", "self", "per step", "share of steps",
+                  "during GPU idle"],
+                 ([md(x.name), md(x.kind), str(x.count), fmt_us(x.total_us), fmt_us(x.self_us),
+                   fmt_us(x.per_step_us) if x.per_step_us is not None else "n/a", fmt_pct(x.share_of_steps),
+                   fmt_us(x.idle_us) if x.idle_us is not None else "n/a"] for x in o.ops),
+                 limit, len(o.ops) + o.ops_omitted, "operators")
+    if o.frames:
+        out += [f"#### User Python frames (innermost), rank {who(r)}", ""]
+        out += table(["frame", "host time", "during host-compute / unexplained GPU idle"],
+                     ([md(f.frame), fmt_us(f.host_us), fmt_us(f.idle_us)] for f in o.frames),
+                     limit, len(o.frames) + o.frames_omitted, "frames")
+    elif not o.has_stacks:
+        out += ["_No Python stacks in this trace: `torch.profiler.profile(with_stack=True)` would name the lines "
+                "of your code behind host time and unexplained GPU idle time._", ""]
     return out
 
 

@@ -47,6 +47,7 @@ def render_text(analysis: AnalysisData) -> str:
             lines.append("  no GPU activity in this trace")
         for d in r.devices:
             lines.extend(_device_lines(d))
+        lines.extend(_operator_lines(r))
     if len(ranks) > MAX_RANKS_SHOWN:
         lines.append(f"... and {len(ranks) - MAX_RANKS_SHOWN} more rank(s) in the report")
     lines.extend(memory_text_lines(a))
@@ -90,6 +91,27 @@ def _rank_line(r: RankResult) -> str:
     steps = f"{r.steps} steps" if r.steps else f"no steps, window from {r.window_basis.replace('_', ' ')}"
     return (f"{who}: window {fmt_us(r.window_us)} ({steps}), "
             f"dataloader wait {fmt_pct(r.dataloader_wait_fraction)}")
+
+
+# Top host operators and user Python frames named per rank in the terminal summary.
+TOP_OPS_SHOWN = 3
+
+
+def _operator_lines(r: RankResult) -> list[str]:
+    o = r.operators
+    if o is None or not o.ops:
+        return []
+    ops = ", ".join(f"{clean(x.name)[:60]} {fmt_us(x.total_us)} ({fmt_pct(x.share_of_steps)})"
+                    for x in o.ops[:TOP_OPS_SHOWN])
+    lines = [f"  top host ops (total, share of steps): {ops}"]
+    if o.frames:
+        frames = ", ".join(f"{clean(f.frame)[:80]} {fmt_us(f.idle_us if r.devices else f.host_us)}"
+                           for f in o.frames[:TOP_OPS_SHOWN])
+        lines.append(f"  top user Python frames ({'during host/unexplained GPU idle' if r.devices else 'host time'}): "
+                     f"{frames}")
+    elif not o.has_stacks:
+        lines.append("  no Python stacks: with_stack=True would name the code behind host time")
+    return lines
 
 
 def _device_lines(d: DeviceResult) -> list[str]:

@@ -228,7 +228,8 @@ FIGURES: dict[str, str] = {
         "report says that `with_stack=True` would name the code."
     ),
     "named_ranges": (
-        "A top-level operator or annotation (see `operators`) is named in a finding when its share of the "
+        "A top-level annotation (a `record_function` range, `Optimizer.step#...`; see `operators`) is named "
+        "in a finding when its share of the "
         "GPU idle time (a rank with GPU work and idle time of at least 2% of the window) or of the steps' "
         "span (a CPU-only rank) is at least 25% and below 95%; at most three, the largest first. On a "
         "CPU-only rank a user Python frame whose host time is at least 25% of the window is named the "
