@@ -22,6 +22,8 @@ output need not be reproducible (real clocks, pids, thread ids); re-running repl
 from __future__ import annotations
 
 import gzip
+import json
+import platform
 import shutil
 import sys
 import tempfile
@@ -68,7 +70,29 @@ def postprocess_batch(out: torch.Tensor, seconds: float) -> list[int]:
     return labels
 
 
-def record(out_path: Path, *, with_stack: bool, body) -> None:  # noqa: ANN001
+def in_steps_us(events: list[dict], match) -> float:  # noqa: ANN001
+    """Summed duration of the events `match` accepts, inside the ProfilerStep spans (us)."""
+    steps = [(e["ts"], e["ts"] + e["dur"]) for e in events if str(e["name"]).startswith("ProfilerStep#")]
+    return round(sum(max(0.0, min(e["ts"] + e["dur"], hi) - max(e["ts"], lo))
+                     for e in events if match(e) for lo, hi in steps), 3)
+
+
+def sidecar(out_path: Path, with_stack: bool, names: dict[str, str]) -> None:
+    """<name>.expected.json: what the written trace itself says, counted by hand from its raw events."""
+    events = [e for e in json.loads(gzip.decompress(out_path.read_bytes()))["traceEvents"] if e.get("ph") == "X"]
+    steps = [e for e in events if str(e["name"]).startswith("ProfilerStep#")]
+    says = {"steps": len(steps), "step_total_us": round(sum(e["dur"] for e in steps), 3)}
+    for key, suffix in names.items():
+        says[f"{key}_in_steps_us"] = in_steps_us(events, lambda e, s=suffix: str(e["name"]).endswith(s))
+    stem = out_path.name.removesuffix(".json.gz")
+    doc = {"file": out_path.name, "scenario": stem, "torch_version": torch.__version__,
+           "python_version": platform.python_version(), "made_by": "sample_traces/make_torch_ops.py",
+           "activities": ["CPU"], "with_stack": with_stack, "torch_num_threads": torch.get_num_threads(),
+           "schedule": {"wait": 1, "warmup": 1, "active": STEPS - 2, "repeat": 1}, "trace_says": says}
+    (out_path.parent / f"{stem}.expected.json").write_text(json.dumps(doc, indent=1) + "\n")
+
+
+def record(out_path: Path, *, with_stack: bool, body, names: dict[str, str]) -> None:  # noqa: ANN001
     torch.manual_seed(0)
     sched = schedule(wait=1, warmup=1, active=STEPS - 2, repeat=1)
     tmp = Path(tempfile.mkdtemp())
@@ -83,6 +107,7 @@ def record(out_path: Path, *, with_stack: bool, body) -> None:  # noqa: ANN001
             shutil.copyfileobj(src, dst)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    sidecar(out_path, with_stack, names)
     print(out_path, out_path.stat().st_size, "bytes")
 
 
@@ -109,15 +134,17 @@ def main(outdir: Path) -> None:
             busy(0.020)
             _ = out.detach().softmax(dim=1).max(dim=1).values.tolist()
 
-    record(outdir / "torch_cpu_postprocess.json.gz", with_stack=False, body=postprocess_loop)
+    record(outdir / "torch_cpu_postprocess.json.gz", with_stack=False, body=postprocess_loop,
+           names={"postprocess_callback": "postprocess_callback"})
 
     def stack_loop(i: int) -> None:
         out = training_step(model, opt, x, y)
         postprocess_batch(out, 0.015)
 
-    record(outdir / "torch_cpu_stack.json.gz", with_stack=True, body=stack_loop)
+    record(outdir / "torch_cpu_stack.json.gz", with_stack=True, body=stack_loop,
+           names={"spin_frames": ": _spin", "postprocess_batch_frames": ": postprocess_batch"})
 
-    many = mlp([32] + [32] * 40 + [4])
+    many = mlp([32] + [32] * 30 + [4])
     opt_many = torch.optim.SGD(many.parameters(), lr=0.01)
 
     def zero_grad_item_loop(i: int) -> None:
@@ -125,7 +152,8 @@ def main(outdir: Path) -> None:
         loss = nn.functional.cross_entropy(out, y)
         _ = loss.item()
 
-    record(outdir / "torch_cpu_zero_grad_item.json.gz", with_stack=False, body=zero_grad_item_loop)
+    record(outdir / "torch_cpu_zero_grad_item.json.gz", with_stack=False, body=zero_grad_item_loop,
+           names={"zero_grad": ".zero_grad", "item": "aten::item"})
 
 
 if __name__ == "__main__":

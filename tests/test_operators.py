@@ -68,7 +68,7 @@ def _gpu_trace(path: Path, steps: int = 3) -> Path:
 def test_operator_view_figures_exact(tmp_path):
     a = ta.analyze(_gpu_trace(tmp_path / "ops.json"))
     o = a.ranks[0].operators
-    assert o is not None and o.window_us == 3000 and o.idle_us == 2400
+    assert o is not None and o.steps_us == 3000 and o.idle_us == 2400
     ops = {x.name: x for x in o.ops}
     assert set(ops) == {"aten::linear", "aten::addmm", "postprocess_callback", "aten::sort"}
     lin, mm, pp, sort = ops["aten::linear"], ops["aten::addmm"], ops["postprocess_callback"], ops["aten::sort"]

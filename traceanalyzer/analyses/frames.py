@@ -4,8 +4,8 @@ idle time. Timeline -> frozen figures; vectorized.
 On the launching threads, the *user* frames (not built-ins, not the standard library, not torch or
 an installed package) nest per thread (operators.nest); at any moment the innermost open one is
 the user code running. Each user frame's self time (its duration minus its user children) is
-measured inside the rank's window (host time) and inside the devices' idle gaps whose cause is host
-compute or unknown (idle time, summed over devices).
+measured inside the steps (the rank's window without steps: host time) and inside the devices' idle
+gaps whose cause is host compute or unknown (idle time, summed over devices).
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from .. import advice_patterns as AP
 from .. import intervals as iv
 from .. import timeline as T
 from ..timeline import Timeline
-from . import figures as F
 from .operators import PatternHit, covered, nest, union_pieces
 from .thresholds import FRAMES_KEPT
 
@@ -37,7 +36,7 @@ _STDLIB = frozenset(getattr(sys, "stdlib_module_names", ()))
 @dataclass(frozen=True)
 class FrameFigure:
     frame: str  # `file:line function`
-    host_ns: int  # self time (innermost user frame) inside the rank's window
+    host_ns: int  # self time (innermost user frame) inside the steps (the window without steps)
     idle_ns: int  # self time inside host-compute / unknown idle gaps, summed over devices
 
 
@@ -71,7 +70,7 @@ def frame_label(name: str) -> str:
     return f"{m.group('file')}:{m.group('line')} {m.group('func')}" if m else OBJECT_ADDRESS.sub(">", name)
 
 
-def frame_figures(tl: Timeline, rank: int, window: F.Window, threads: tuple[tuple[int, int], ...],
+def frame_figures(tl: Timeline, rank: int, basis: iv.IntervalSet, threads: tuple[tuple[int, int], ...],
                   idle_sets: list[iv.IntervalSet]) -> FrameFigures:
     """The user frames of the launching `threads`; `idle_sets`: each device's host-compute and unknown gaps."""
     ev = tl.rank_events(rank)
@@ -95,14 +94,13 @@ def frame_figures(tl: Timeline, rank: int, window: F.Window, threads: tuple[tupl
     cats = names.categories
     is_user = np.zeros(len(cats) + 1, dtype=bool)
     is_user[used] = [user_frame(str(cats[c])) for c in used]
-    patterns = _frame_patterns(codes, ts, end, cats, used, window, idle_sets)
+    patterns = _frame_patterns(codes, ts, end, cats, used, basis, idle_sets)
     u = np.flatnonzero(is_user[codes])
     if not len(u):
         return FrameFigures(True, (), 0, idle_total, patterns)
     c, s, e = codes[u], ts[u], end[u]
     parent = nest(group[u], s, e)
-    win = (np.array([window.start_ns]), np.array([window.end_ns])) if window.dur_ns > 0 else iv.empty()
-    host = _self_inside(win, parent, s, e)
+    host = _self_inside(basis, parent, s, e)
     idle = np.zeros(len(u), dtype=np.int64)
     for gaps in idle_sets:
         idle += _self_inside(gaps, parent, s, e)
@@ -126,16 +124,15 @@ def _self_inside(s: iv.IntervalSet, parent: np.ndarray, ts: np.ndarray, end: np.
 
 
 def _frame_patterns(codes: np.ndarray, ts: np.ndarray, end: np.ndarray, cats: pd.Index, used: np.ndarray,
-                    window: F.Window, idle_sets: list[iv.IntervalSet]) -> tuple[PatternHit, ...]:
-    """Per catalogue pattern, the Python frame it recognises with the most time in the window."""
+                    basis: iv.IntervalSet, idle_sets: list[iv.IntervalSet]) -> tuple[PatternHit, ...]:
+    """Per catalogue pattern, the Python frame it recognises with the most time in the steps."""
     which = {int(c): AP.match(str(cats[c])) for c in used}
     hit_codes = np.array([c for c, p in which.items() if p is not None], dtype=np.int64)
     if not len(hit_codes):
         return ()
     rows = np.flatnonzero(np.isin(codes, hit_codes))
     lo, hi = union_pieces(codes[rows], ts[rows], end[rows])
-    win = (np.array([window.start_ns]), np.array([window.end_ns])) if window.dur_ns > 0 else iv.empty()
-    w = covered(win, lo, hi)
+    w = covered(basis, lo, hi)
     idle = np.zeros(len(rows), dtype=np.int64)
     for gaps in idle_sets:
         idle += covered(gaps, lo, hi)
@@ -146,7 +143,7 @@ def _frame_patterns(codes: np.ndarray, ts: np.ndarray, end: np.ndarray, cats: pd
         p = which[int(code)]
         assert p is not None
         hit = PatternHit(p.id, frame_label(str(cats[code])), int(n), int(wn), int(idn))
-        if p.id not in best or (hit.window_ns, hit.idle_ns, -len(hit.name)) > (best[p.id].window_ns, best[p.id].idle_ns,
+        if p.id not in best or (hit.steps_ns, hit.idle_ns, -len(hit.name)) > (best[p.id].steps_ns, best[p.id].idle_ns,
                                                                                  -len(best[p.id].name)):
             best[p.id] = hit
     return tuple(best[p.id] for p in AP.PATTERNS if p.id in best)

@@ -36,7 +36,7 @@ class OpFigure:
     count: int
     total_ns: int  # summed duration of its calls
     self_ns: int  # summed self time (duration minus its nested host events)
-    window_ns: int  # union of its calls (any thread) inside the rank's window
+    steps_ns: int  # union of its calls (any thread) inside the steps (the window without steps)
     idle_ns: int  # union of its calls inside the devices' idle gaps, summed over devices
     top_level: bool  # some call has no enclosing operator or annotation (only a step, or nothing)
 
@@ -57,20 +57,20 @@ class PatternHit:
     pattern: str
     name: str
     count: int
-    window_ns: int
+    steps_ns: int
     idle_ns: int
 
 
 @dataclass(frozen=True)
 class OperatorFigures:
-    window_ns: int  # the rank's window (the steps' span when it has steps): the shares' denominator
+    steps_ns: int  # summed step time (the window's length without steps): the shares' denominator
     steps: int
     idle_ns: int  # the devices' idle time in their windows, summed
     ops: tuple[OpFigure, ...]  # by total time, the first OPS_KEPT
     ops_omitted: int
     kernels: tuple[KernelLaunch, ...]  # by total time, the first KERNEL_LAUNCH_ROWS
     kernels_omitted: int
-    patterns: tuple[PatternHit, ...] = ()  # per pattern, its name with the most window time
+    patterns: tuple[PatternHit, ...] = ()  # per pattern, its name with the most time in the steps
 
 
 # --- nesting -------------------------------------------------------------------------------------------
@@ -168,9 +168,17 @@ def host_nesting(tl: Timeline, rank: int) -> tuple[pd.DataFrame, np.ndarray]:
     return host, parent
 
 
-def operator_figures(tl: Timeline, rank: int, window: F.Window, n_steps: int,
+def step_basis(st: F.Steps, window: F.Window) -> iv.IntervalSet:
+    """What shares of the steps are of: the union of the step spans, or the window without steps."""
+    if len(st):
+        return iv.union(st.start_ns, st.end_ns)
+    return (np.array([window.start_ns]), np.array([window.end_ns])) if window.dur_ns > 0 else iv.empty()
+
+
+def operator_figures(tl: Timeline, rank: int, basis: iv.IntervalSet, n_steps: int,
                      idle_sets: list[iv.IntervalSet]) -> OperatorFigures:
-    """The operator view of a rank; `idle_sets`: each device's idle set (every gap of its window)."""
+    """The operator view of a rank; `basis`: the steps (`step_basis`); `idle_sets`: each device's idle set
+    (every gap of its window)."""
     host, parent = host_nesting(tl, rank)
     ts = host["ts_ns"].to_numpy()
     end = ts + host["dur_ns"].to_numpy()
@@ -184,22 +192,22 @@ def operator_figures(tl: Timeline, rank: int, window: F.Window, n_steps: int,
     top = (parent < 0) | (parent_kind == step_code)
     idle_ns = sum(iv.total(s) for s in idle_sets)
     ops_rows = np.flatnonzero(is_op)
-    ops_table, omitted = _ops_table(host, ops_rows, ts, end, self_ns, top, window, idle_sets)
+    ops_table, omitted = _ops_table(host, ops_rows, ts, end, self_ns, top, basis, idle_sets)
     kernels, k_omitted = kernel_launches(tl, rank, host, parent)
     patterns = _pattern_hits(ops_table)
-    return OperatorFigures(window.dur_ns, n_steps, idle_ns, ops_table[:OPS_KEPT],
+    return OperatorFigures(iv.total(basis), n_steps, idle_ns, ops_table[:OPS_KEPT],
                            omitted + max(len(ops_table) - OPS_KEPT, 0), kernels, k_omitted, patterns)
 
 
 def _ops_table(host: pd.DataFrame, rows: np.ndarray, ts: np.ndarray, end: np.ndarray, self_ns: np.ndarray,
-               top: np.ndarray, window: F.Window, idle_sets: list[iv.IntervalSet]) -> tuple[tuple[OpFigure, ...], int]:
+               top: np.ndarray, basis: iv.IntervalSet,
+               idle_sets: list[iv.IntervalSet]) -> tuple[tuple[OpFigure, ...], int]:
     if not len(rows):
         return (), 0
     code = host["name"].cat.codes.to_numpy()[rows].astype(np.int64)
     t0, t1 = ts[rows], end[rows]
     lo, hi = union_pieces(code, t0, t1)
-    in_window = covered((np.array([window.start_ns]), np.array([window.end_ns])), lo, hi) \
-        if window.dur_ns > 0 else np.zeros(len(rows), dtype=np.int64)
+    in_window = covered(basis, lo, hi)
     in_idle = np.zeros(len(rows), dtype=np.int64)
     for s in idle_sets:
         in_idle += covered(s, lo, hi)
@@ -242,7 +250,8 @@ def kernel_launches(tl: Timeline, rank: int, host: pd.DataFrame, parent: np.ndar
     host_names = host["name"].cat.codes.to_numpy()
     frame = pd.DataFrame({"name": k["name"].cat.codes.to_numpy(), "device": k["device"].to_numpy(),
                           "dur": k["dur_ns"].to_numpy(),
-                          "by": np.where(launcher >= 0, host_names[np.clip(launcher, 0, None)], -1)})
+                          "by": np.where(launcher >= 0, host_names[np.clip(launcher, 0, None)], -1)
+                          if len(host_names) else np.full(len(k), -1)})
     per = frame.groupby(["device", "name"], sort=False).agg(count=("dur", "size"), total=("dur", "sum"))
     by = frame[frame["by"] >= 0].groupby(["device", "name", "by"], sort=False)["dur"].sum()
     best: dict[tuple[int, int], int] = {}
@@ -261,13 +270,13 @@ def kernel_launches(tl: Timeline, rank: int, host: pd.DataFrame, parent: np.ndar
 
 
 def _pattern_hits(ops: tuple[OpFigure, ...]) -> tuple[PatternHit, ...]:
-    """Per catalogue pattern, the operator or annotation it recognises with the most time in the window."""
+    """Per catalogue pattern, the operator or annotation it recognises with the most time in the steps."""
     best: dict[str, PatternHit] = {}
     for o in ops:
         p = AP.match(o.name)
         if p is None:
             continue
-        hit = PatternHit(p.id, o.name, o.count, o.window_ns, o.idle_ns)
-        if p.id not in best or (hit.window_ns, hit.idle_ns) > (best[p.id].window_ns, best[p.id].idle_ns):
+        hit = PatternHit(p.id, o.name, o.count, o.steps_ns, o.idle_ns)
+        if p.id not in best or (hit.steps_ns, hit.idle_ns) > (best[p.id].steps_ns, best[p.id].idle_ns):
             best[p.id] = hit
     return tuple(best[p.id] for p in AP.PATTERNS if p.id in best)

@@ -58,14 +58,14 @@ def add_operator_findings(rd: RankDiagnosis, ra: RankAnalysis) -> RankDiagnosis:
 
 
 def _basis(o: OperatorFigures, on_gpu: bool, rd: RankDiagnosis) -> tuple[int, str] | None:
-    """What shares are of: the GPU idle time (a rank with GPU work) or the steps' span (CPU-only)."""
+    """What shares are of: the GPU idle time (a rank with GPU work) or the summed step time (CPU-only)."""
     if on_gpu:
         if o.idle_ns <= 0 or rd.window_ns <= 0 or o.idle_ns < FINDING_MIN_SHARE * rd.window_ns:
             return None
         return o.idle_ns, "GPU idle time"
-    if o.window_ns <= 0:
+    if o.steps_ns <= 0:
         return None
-    return o.window_ns, "step time" if o.steps else "host time in the window"
+    return o.steps_ns, "step time" if o.steps else "host time in the window"
 
 
 def _severity(share: float) -> str:
@@ -73,7 +73,7 @@ def _severity(share: float) -> str:
 
 
 def _part(x: OpFigure | PatternHit, on_gpu: bool) -> int:
-    return x.idle_ns if on_gpu else x.window_ns
+    return x.idle_ns if on_gpu else x.steps_ns
 
 
 def _calls(count: int, steps: int) -> str:
@@ -115,24 +115,24 @@ def _named(o: OperatorFigures, on_gpu: bool, rd: RankDiagnosis) -> list[tuple[Fi
 
 
 def _named_frames(ra: RankAnalysis, o: OperatorFigures) -> list[tuple[Finding, str]]:
-    """A CPU-only rank: the user Python frames (innermost) that take a large share of the window."""
+    """A CPU-only rank: the user Python frames (innermost) that take a large share of the step time."""
     fr = ra.frames
-    if fr is None or o.window_ns <= 0:
+    if fr is None or o.steps_ns <= 0:
         return []
     what = "step time" if o.steps else "host time in the window"
     out = []
     for x in fr.frames[:NAMED_MAX_FINDINGS]:
-        share = x.host_ns / o.window_ns
+        share = x.host_ns / o.steps_ns
         if not NAMED_MIN_STEP_SHARE <= share < NAMED_MAX_SHARE:
             continue
         title = f"Python code {x.frame} takes {percent(share)} of {'each step' if o.steps else 'the host time'}"
-        evidence = (f"{x.frame}: {duration(x.host_ns)} of the {duration(o.window_ns)} of {what} ({percent(share)}) "
+        evidence = (f"{x.frame}: {duration(x.host_ns)} of the {duration(o.steps_ns)} of {what} ({percent(share)}) "
                     f"as the innermost user frame (its own lines, not the user functions it calls)",)
         p = AP.match(x.frame)
         advice = (p.advice,) if p is not None else (
             f"{x.frame} is your own code: run it every N steps instead of every step, move it to a background "
             "thread or process, or make it cheaper (vectorise it with tensor operations).",)
-        figures = {"frame_us": round(x.host_ns / 1000, 3), "basis_us": round(o.window_ns / 1000, 3),
+        figures = {"frame_us": round(x.host_ns / 1000, 3), "basis_us": round(o.steps_ns / 1000, 3),
                    "share": round(share, 6)}
         out.append((Finding(NAMED_RANGE, None, title, _severity(share), x.host_ns, round(share, 6), evidence, advice,
                             round(share, 6), None, (), figures), x.frame))
@@ -174,13 +174,14 @@ def _patterns(ra: RankAnalysis, o: OperatorFigures, on_gpu: bool, rd: RankDiagno
 
 
 def _refine(f: Finding, ra: RankAnalysis, pytorch: bool) -> Finding:
-    """A cause finding with the catalogue's fix first when its host events show a pattern, and the user
+    """A cause finding with the catalogue's fix first when its host events show a pattern (in at least
+    PATTERN_MIN_SHARE of its idle time), and the user
     frames behind host-compute / unknown idle time (or what would name them)."""
     advice = list(f.advice)
     evidence = list(f.evidence)
     for e in f.host_ops:
         p = AP.match(e.name)
-        if p is not None and p.advice not in advice:
+        if p is not None and e.share >= PATTERN_MIN_SHARE and p.advice not in advice:
             advice.insert(0, p.advice)
             evidence.append(f"{e.name} is {p.label}")
     if f.cause in (C.HOST_COMPUTE, C.UNKNOWN) and ra.frames is not None and ra.devices:

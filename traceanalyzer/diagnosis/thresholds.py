@@ -88,7 +88,7 @@ INPUT_MIN_SAMPLES = 3
 
 # --- operators, Python frames and the advice catalogue (diagnosis/operators.py) ------------------------
 # A top-level annotation (a record_function range directly inside a step) is named in a finding when its calls cover
-# at least this share of the steps' span (a CPU-only rank) ...
+# at least this share of the summed step time (a CPU-only rank) ...
 NAMED_MIN_STEP_SHARE = 0.25
 # ... or of the GPU idle time (a rank with GPU work, when idle time is at least FINDING_MIN_SHARE of
 # the window) ...
@@ -98,7 +98,7 @@ NAMED_MAX_SHARE = 0.95
 # At most this many such findings per rank, the largest first.
 NAMED_MAX_FINDINGS = 3
 # A catalogue pattern (advice_patterns.py) gets its own finding when its operator or frame covers at
-# least this share of the steps' span (CPU-only) or of the GPU idle time (or, for a pattern marked
+# least this share of the summed step time (CPU-only) or of the GPU idle time (or, for a pattern marked
 # every_step, when it runs at least once per step).
 PATTERN_MIN_SHARE = 0.05
 # User Python frames quoted in a host-compute or unexplained-idle finding.

@@ -100,8 +100,8 @@ def operator_view(r: RankAnalysis) -> R.OperatorView | None:
         return None
     steps = o.steps or None
     ops = tuple(R.OperatorRow(x.name, x.kind, x.count, _us0(x.total_ns), _us0(x.self_ns),
-                              _frac(x.window_ns / o.window_ns) if o.window_ns > 0 else None,
-                              _us0(x.total_ns / steps) if steps else None, _us0(x.window_ns),
+                              _frac(x.steps_ns / o.steps_ns) if o.steps_ns > 0 else None,
+                              _us0(x.total_ns / steps) if steps else None, _us0(x.steps_ns),
                               _us0(x.idle_ns) if o.idle_ns > 0 else None,
                               _frac(x.idle_ns / o.idle_ns) if o.idle_ns > 0 else None, x.top_level)
                 for x in o.ops)
@@ -109,7 +109,7 @@ def operator_view(r: RankAnalysis) -> R.OperatorView | None:
                                       _us0(k.total_ns / k.count), k.launched_by) for k in o.kernels)
     frames = tuple(R.FrameRow(x.frame, _us0(x.host_ns), _us0(x.idle_ns)) for x in fr.frames) if fr else ()
     return R.OperatorView(ops, kernels, frames, bool(fr and fr.has_stacks), o.ops_omitted, o.kernels_omitted,
-                          fr.omitted if fr else 0, _us(o.window_ns), _us(o.idle_ns) if r.devices else None,
+                          fr.omitted if fr else 0, _us(o.steps_ns), _us(o.idle_ns) if r.devices else None,
                           _us(fr.idle_ns) if fr and r.devices else None)
 
 

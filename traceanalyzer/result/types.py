@@ -283,9 +283,9 @@ class OperatorRow:
     count: int
     total_us: float
     self_us: float
-    share_of_steps: float | None = None  # the union of its calls inside the window / the window (steps' span)
+    share_of_steps: float | None = None  # in_steps_us / the summed step time (the window without steps)
     per_step_us: float | None = None  # total / steps (None without steps)
-    window_us: float | None = None  # the union of its calls inside the rank's window
+    in_steps_us: float | None = None  # the union of its calls inside the steps (the window without steps)
     idle_us: float | None = None  # the union of its calls inside GPU idle gaps, summed over devices
     share_of_idle: float | None = None  # idle_us / the devices' idle time (None without GPU idle)
     top_level: bool = False  # some call has no enclosing operator or annotation (only a step)
@@ -321,7 +321,7 @@ class OperatorView:
     ops_omitted: int = 0  # operator names not kept (fewer total time than the last row)
     kernels_omitted: int = 0  # (device, kernel name) rows not kept
     frames_omitted: int = 0  # user frames not kept
-    window_us: float | None = None  # the shares' denominator: the rank's window (the steps' span)
+    steps_us: float | None = None  # the shares' denominator: summed step time (the window without steps)
     idle_us: float | None = None  # the devices' idle time, summed (share_of_idle's denominator)
     frames_idle_us: float | None = None  # the host-compute and unknown idle time the frames are measured in
 
