@@ -25,6 +25,8 @@ class AdvicePattern:
     # Named when it runs in every step even if it takes little time (a host read of a device value
     # stalls a GPU pipeline however short it looks on a CPU capture).
     every_step: bool = False
+    # Not recognised in ATen operator names (`aten::log_softmax` is no logging).
+    not_aten: bool = False
 
 
 PATTERNS: tuple[AdvicePattern, ...] = (
@@ -49,15 +51,15 @@ PATTERNS: tuple[AdvicePattern, ...] = (
         "DataLoader(pin_memory=True); pageable copies block the host."),
     AdvicePattern(
         "logging", "per-step logging",
-        re.compile(r"^(?!aten::).*(\blogg(ing|er)\b|\blog(_\w*)?$|\bprint|add_scalars?|add_histogram|add_image|"
-                   r"wandb|tensorboard|SummaryWriter|mlflow)", re.IGNORECASE),
+        re.compile(r"\blogg(ing|er)\b|\blog(_\w*)?$|\bprint|add_scalars?|add_histogram|add_image|"
+                   r"wandb|tensorboard|SummaryWriter|mlflow", re.IGNORECASE),
         "Log every N steps, not every step, and keep the values on the device until then; or hand them to a "
-        "background thread (a queue consumed by the writer)."),
+        "background thread (a queue consumed by the writer).", not_aten=True),
     AdvicePattern(
         "checkpoint", "checkpoint saves",
-        re.compile(r"^(?!aten::).*(checkpoint|torch/serialization\.py|\bsave\w*$|\bstate_dict\b)", re.IGNORECASE),
+        re.compile(r"checkpoint|torch/serialization\.py|\bsave\w*$|\bstate_dict\b", re.IGNORECASE),
         "Save checkpoints every N steps and asynchronously: torch.distributed.checkpoint.async_save, or copy "
-        "the state dict to CPU and write it in a background thread."),
+        "the state dict to CPU and write it in a background thread.", not_aten=True),
     AdvicePattern(
         "optimizer_step", "the optimizer's step",
         re.compile(r"^Optimizer\.step#|torch/optim/.*\): step$", re.IGNORECASE),
@@ -70,7 +72,8 @@ PATTERN_BY_ID: dict[str, AdvicePattern] = {p.id: p for p in PATTERNS}
 
 def match(name: str) -> AdvicePattern | None:
     """The first pattern of the catalogue that recognises a name, or None."""
-    return next((p for p in PATTERNS if p.names.search(name)), None)
+    aten = name.startswith("aten::")
+    return next((p for p in PATTERNS if not (aten and p.not_aten) and p.names.search(name)), None)
 
 
 # The advice of a finding naming a user's range that no pattern recognises ({name}: the range).

@@ -21,7 +21,7 @@ from .. import advice_patterns as AP
 from .. import intervals as iv
 from .. import timeline as T
 from ..timeline import Timeline
-from .operators import PatternHit, covered, nest, union_pieces
+from .operators import PatternHit, covered, nest, thread_groups, union_pieces
 from .thresholds import FRAMES_KEPT
 
 # Frames that are not the user's code: built-ins and other `<...>` pseudo-files, installed packages,
@@ -88,8 +88,7 @@ def frame_figures(tl: Timeline, rank: int, basis: iv.IntervalSet, threads: tuple
     codes = np.asarray(names.codes, dtype=np.int64)
     ts = ev["ts_ns"].to_numpy()[rows]
     end = ts + ev["dur_ns"].to_numpy()[rows]
-    group = pd.factorize(pd.MultiIndex.from_arrays([pid[rows], tid[rows]]))[0].astype(np.int64) if len(rows) \
-        else np.zeros(0, dtype=np.int64)
+    group = thread_groups(pid[rows], tid[rows])
     used = np.unique(codes[codes >= 0])
     cats = names.categories
     is_user = np.zeros(len(cats) + 1, dtype=bool)

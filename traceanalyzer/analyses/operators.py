@@ -124,12 +124,13 @@ def self_time(parent: np.ndarray, ts: np.ndarray, end: np.ndarray) -> np.ndarray
     return np.maximum(dur - taken, 0)
 
 
-def thread_groups(frame: pd.DataFrame) -> np.ndarray:
-    """A group number per row for its (pid, tid) pair."""
-    if not len(frame):
+def thread_groups(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
+    """A group number per row for its (pid, tid) pair (from the two columns' codes: no tuple per row)."""
+    if not len(pid):
         return np.zeros(0, dtype=np.int64)
-    codes, _ = pd.factorize(pd.MultiIndex.from_arrays([frame["pid"].to_numpy(), frame["tid"].to_numpy()]))
-    return codes.astype(np.int64)
+    p, _ = pd.factorize(pid)
+    t, t_uniques = pd.factorize(tid)
+    return pd.factorize(p.astype(np.int64) * len(t_uniques) + t)[0].astype(np.int64)
 
 
 def union_pieces(code: np.ndarray, ts: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -164,7 +165,7 @@ def host_nesting(tl: Timeline, rank: int) -> tuple[pd.DataFrame, np.ndarray]:
     host = pd.DataFrame({c: ev[c].array.take(rows) if ev[c].dtype == "category" else ev[c].to_numpy()[rows]
                          for c in cols})
     ts = host["ts_ns"].to_numpy()
-    parent = nest(thread_groups(host), ts, ts + host["dur_ns"].to_numpy())
+    parent = nest(thread_groups(host["pid"].to_numpy(), host["tid"].to_numpy()), ts, ts + host["dur_ns"].to_numpy())
     return host, parent
 
 
