@@ -216,3 +216,21 @@ def test_corpus_kernel_launchers_cover_the_kernel_time(corpus):
         assert linked >= 0.9 * sum(k.total_us for k in ks), rel
         for x in a.ranks[0].operators.ops:
             assert 0 <= x.self_us <= x.total_us + 1e-6 and (x.share_of_steps or 0) <= 1
+
+
+def test_a_phase_around_the_models_ops_gets_the_phase_advice_and_communication_is_not_named(tmp_path):
+    t = KinetoTrace()
+    for k in range(3):
+        b = 1000 * k
+        t.step(k + 1, b, 1000)
+        t.host("## forward ##", b + 300, 400, cat="user_annotation")
+        t.host("aten::linear", b + 305, 390)  # the phase's time is its operators'
+        t.host("gloo:all_reduce", b + 720, 260, cat="user_annotation")  # communication: its own cause
+        for j in range(2):
+            t.kernel(b + 50 + 100 * j, 100)
+            t.runtime("cudaLaunchKernel", b + 10 + 10 * j, 5, t._corr)
+    a = ta.analyze(t.write(tmp_path / "phase.json"))
+    named = [f for f in a.ranks[0].diagnosis.findings if f.id == "named_range"]
+    assert [f.title for f in named] == ["## forward ## runs during 50% of the GPU idle time"]
+    assert "framework operators it calls" in named[0].advice[0] and "torch.compile" in named[0].advice[0]
+    assert not any("every N steps" in x for x in named[0].advice)

@@ -83,3 +83,9 @@ NAMED_RANGE_ADVICE = (
     "Record Python stacks (torch.profiler.profile(with_stack=True)) to see which lines inside {name} take "
     "the time.",
 )
+# ... and of one whose time is mostly in the framework operators it calls (a phase such as a forward pass).
+NAMED_PHASE_ADVICE = (
+    "Most of {name}'s time is in the framework operators it calls (see the operator table): the host issues "
+    "them one by one. Fewer, larger operations shorten it: torch.compile, CUDA graphs "
+    "(torch.compile(mode='reduce-overhead')), a larger batch, fused optimizers and layers.",
+)

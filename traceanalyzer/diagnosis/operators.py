@@ -28,6 +28,7 @@ from .thresholds import (
     NAMED_MAX_SHARE,
     NAMED_MIN_IDLE_SHARE,
     NAMED_MIN_STEP_SHARE,
+    NAMED_OWN_MIN_SHARE,
     PATTERN_MIN_SHARE,
     SEVERITY_HIGH_SHARE,
     SEVERITY_MEDIUM_SHARE,
@@ -88,7 +89,7 @@ def _named(o: OperatorFigures, on_gpu: bool, rd: RankDiagnosis) -> list[tuple[Fi
         return []
     total, what = basis
     least = NAMED_MIN_IDLE_SHARE if on_gpu else NAMED_MIN_STEP_SHARE
-    found = [x for x in o.ops if x.top_level and x.kind == "annotation"
+    found = [x for x in o.ops if x.top_level and x.kind == "annotation" and not _has_cause(x.name)
              and least <= _part(x, on_gpu) / total < NAMED_MAX_SHARE]
     found.sort(key=lambda x: (-_part(x, on_gpu), x.name))
     out = []
@@ -104,7 +105,9 @@ def _named(o: OperatorFigures, on_gpu: bool, rd: RankDiagnosis) -> list[tuple[Fi
         p = AP.match(x.name)
         if p is not None:
             evidence.append(f"{x.name} is {p.label}")
-        advice = (p.advice,) if p is not None else tuple(a.format(name=x.name) for a in AP.NAMED_RANGE_ADVICE)
+        own = x.self_ns >= NAMED_OWN_MIN_SHARE * x.total_ns  # its own code, or a phase around the model's ops
+        template = AP.NAMED_RANGE_ADVICE if own else AP.NAMED_PHASE_ADVICE
+        advice = (p.advice,) if p is not None else tuple(a.format(name=x.name) for a in template)
         figures = {"op_us": round(ns / 1000, 3), "basis_us": round(total / 1000, 3), "share": round(share, 6),
                    "calls": float(x.count)}
         of_lost = ns / rd.lost_ns if on_gpu and rd.lost_ns else share
@@ -112,6 +115,11 @@ def _named(o: OperatorFigures, on_gpu: bool, rd: RankDiagnosis) -> list[tuple[Fi
                            tuple(evidence), advice, round(ns / rd.window_ns, 6) if on_gpu and rd.window_ns else
                            round(share, 6), None, (), figures), x.name))
     return out
+
+
+def _has_cause(name: str) -> bool:
+    """A name a host-class cause recognises (communication, copies, syncs, ...): its cause's finding covers it."""
+    return any(c.host_pattern is not None and c.host_pattern.search(name) for c in C.host_causes())
 
 
 def _named_frames(ra: RankAnalysis, o: OperatorFigures) -> list[tuple[Finding, str]]:
@@ -158,7 +166,8 @@ def _patterns(ra: RankAnalysis, o: OperatorFigures, on_gpu: bool, rd: RankDiagno
         h = hit
         ns = _part(h, on_gpu)
         share = ns / total
-        every = p.every_step and o.steps > 0 and h.count >= o.steps
+        # every step: on a CPU-only rank nothing measures a read's cost (on a GPU rank its idle share does)
+        every = p.every_step and not on_gpu and o.steps > 0 and h.count >= o.steps
         if share < PATTERN_MIN_SHARE and not every:
             continue
         evidence = (f"{h.name}: {_calls(h.count, o.steps)}; {duration(ns)} of the {duration(total)} of {what} "

@@ -95,11 +95,14 @@ NAMED_MIN_STEP_SHARE = 0.25
 NAMED_MIN_IDLE_SHARE = 0.25
 # ... but not when it covers nearly all of it: a range wrapped around the whole step names nothing.
 NAMED_MAX_SHARE = 0.95
+# Such a range whose own time (outside the operators it calls) is at least this share of its total is
+# the user's own code (a callback, post-processing); below it, a phase around the model's operators.
+NAMED_OWN_MIN_SHARE = 0.5
 # At most this many such findings per rank, the largest first.
 NAMED_MAX_FINDINGS = 3
 # A catalogue pattern (advice_patterns.py) gets its own finding when its operator or frame covers at
 # least this share of the summed step time (CPU-only) or of the GPU idle time (or, for a pattern marked
-# every_step, when it runs at least once per step).
+# every_step, on a CPU-only rank when it runs at least once per step).
 PATTERN_MIN_SHARE = 0.05
 # User Python frames quoted in a host-compute or unexplained-idle finding.
 FRAMES_NAMED = 3

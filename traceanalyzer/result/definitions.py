@@ -232,11 +232,13 @@ FIGURES: dict[str, str] = {
         "A top-level annotation (a `record_function` range, `Optimizer.step#...`; see `operators`) is named "
         "in a finding when its share of the "
         "GPU idle time (a rank with GPU work and idle time of at least 2% of the window) or of the step "
-        "time (a CPU-only rank) is at least 25% and below 95%; at most three, the largest first. On a "
+        "time (a CPU-only rank) is at least 25% and below 95%, unless a host-class cause recognises its name "
+        "(communication, copies, ...); at most three, the largest first. Its own code when its self time "
+        "is at least half its total, else a phase around the operators it calls (the advice differs). On a "
         "CPU-only rank a user Python frame whose host time is at least 25% of the step time is named the "
         "same way. A pattern of the advice catalogue (docs/diagnosis.md) seen in an operator or a Python "
         "frame gets a finding when it covers at least 5% of the same basis, or, for patterns marked "
-        "every-step (host reads of device values), when it runs at least once per step."
+        "every-step (host reads of device values), on a CPU-only rank when it runs at least once per step."
     ),
     "input_split": (
         "For an input-bound rank with a host log covering at least half of its DataLoader wait time "
