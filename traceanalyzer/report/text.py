@@ -47,7 +47,8 @@ def render_text(analysis: AnalysisData) -> str:
             lines.append("  no GPU activity in this trace")
         for d in r.devices:
             lines.extend(_device_lines(d))
-        lines.extend(_operator_lines(r))
+        if len(ranks) == 1:  # many ranks: the summary stays short (the report has every rank's operators)
+            lines.extend(_operator_lines(r))
     if len(ranks) > MAX_RANKS_SHOWN:
         lines.append(f"... and {len(ranks) - MAX_RANKS_SHOWN} more rank(s) in the report")
     lines.extend(memory_text_lines(a))
