@@ -234,3 +234,10 @@ def test_a_phase_around_the_models_ops_gets_the_phase_advice_and_communication_i
     assert [f.title for f in named] == ["## forward ## runs during 50% of the GPU idle time"]
     assert "framework operators it calls" in named[0].advice[0] and "torch.compile" in named[0].advice[0]
     assert not any("every N steps" in x for x in named[0].advice)
+
+
+def test_a_backward_range_waiting_for_the_autograd_thread_is_a_phase(corpus):
+    a = ta.analyze(corpus / "hta_call_stack" / "backward_thread.json")
+    f = next(f for f in a.ranks[0].diagnosis.findings if f.id == "named_range")
+    assert f.title.startswith("## backward ## runs during ")
+    assert "framework operators it calls" in f.advice[0]

@@ -83,6 +83,9 @@ NAMED_RANGE_ADVICE = (
     "Record Python stacks (torch.profiler.profile(with_stack=True)) to see which lines inside {name} take "
     "the time.",
 )
+# Ranges named after a phase of the model's step: their own time is the framework's (a backward range
+# on the main thread waits for the autograd thread's operators), so they get the phase advice below.
+PHASE_NAMES = re.compile(r"forward|backward|\bfwd\b|\bbwd\b", re.IGNORECASE)
 # ... and of one whose time is mostly in the framework operators it calls (a phase such as a forward pass).
 NAMED_PHASE_ADVICE = (
     "Most of {name}'s time is in the framework operators it calls (see the operator table): the host issues "

@@ -105,7 +105,8 @@ def _named(o: OperatorFigures, on_gpu: bool, rd: RankDiagnosis) -> list[tuple[Fi
         p = AP.match(x.name)
         if p is not None:
             evidence.append(f"{x.name} is {p.label}")
-        own = x.self_ns >= NAMED_OWN_MIN_SHARE * x.total_ns  # its own code, or a phase around the model's ops
+        # its own code, or a phase around the model's operators (by its time, or by its name)
+        own = x.self_ns >= NAMED_OWN_MIN_SHARE * x.total_ns and not AP.PHASE_NAMES.search(x.name)
         template = AP.NAMED_RANGE_ADVICE if own else AP.NAMED_PHASE_ADVICE
         advice = (p.advice,) if p is not None else tuple(a.format(name=x.name) for a in template)
         figures = {"op_us": round(ns / 1000, 3), "basis_us": round(total / 1000, 3), "share": round(share, 6),
