@@ -36,6 +36,7 @@ from .thresholds import (
 from .wording import duration, percent
 
 NAMED_RANGE = "named_range"
+NAME_CHARS = 120  # a name quoted in a title (the evidence quotes it whole)
 PATTERN_PREFIX = "pattern_"
 
 
@@ -69,6 +70,11 @@ def _basis(o: OperatorFigures, on_gpu: bool, rd: RankDiagnosis) -> tuple[int, st
     return o.steps_ns, "step time" if o.steps else "host time in the window"
 
 
+def _short(name: str) -> str:
+    """A name as a title quotes it: at most NAME_CHARS characters."""
+    return name if len(name) <= NAME_CHARS else name[: NAME_CHARS - 1] + "…"
+
+
 def _severity(share: float) -> str:
     return "high" if share >= SEVERITY_HIGH_SHARE else "medium" if share >= SEVERITY_MEDIUM_SHARE else "low"
 
@@ -96,9 +102,9 @@ def _named(o: OperatorFigures, on_gpu: bool, rd: RankDiagnosis) -> list[tuple[Fi
     for x in found[:NAMED_MAX_FINDINGS]:
         ns = _part(x, on_gpu)
         share = ns / total
-        title = (f"{x.name} runs during {percent(share)} of the GPU idle time" if on_gpu
-                 else f"{x.name} takes {percent(share)} of each step" if o.steps
-                 else f"{x.name} takes {percent(share)} of the host time")
+        title = (f"{_short(x.name)} runs during {percent(share)} of the GPU idle time" if on_gpu
+                 else f"{_short(x.name)} takes {percent(share)} of each step" if o.steps
+                 else f"{_short(x.name)} takes {percent(share)} of the host time")
         evidence = [f"{x.name}: {duration(ns)} of the {duration(total)} of {what} ({percent(share)}); "
                     f"{_calls(x.count, o.steps)}, {duration(x.total_ns)} in all, {duration(x.self_ns)} of it "
                     f"outside the operators it calls"]
@@ -134,7 +140,7 @@ def _named_frames(ra: RankAnalysis, o: OperatorFigures) -> list[tuple[Finding, s
         share = x.host_ns / o.steps_ns
         if not NAMED_MIN_STEP_SHARE <= share < NAMED_MAX_SHARE:
             continue
-        title = f"Python code {x.frame} takes {percent(share)} of {'each step' if o.steps else 'the host time'}"
+        title = f"Python code {_short(x.frame)} takes {percent(share)} of {'each step' if o.steps else 'the host time'}"
         evidence = (f"{x.frame}: {duration(x.host_ns)} of the {duration(o.steps_ns)} of {what} ({percent(share)}) "
                     f"as the innermost user frame (its own lines, not the user functions it calls)",)
         p = AP.match(x.frame)
@@ -176,7 +182,7 @@ def _patterns(ra: RankAnalysis, o: OperatorFigures, on_gpu: bool, rd: RankDiagno
         figures = {"op_us": round(ns / 1000, 3), "basis_us": round(total / 1000, 3), "share": round(share, 6),
                    "calls": float(h.count)}
         of_lost = ns / rd.lost_ns if on_gpu and rd.lost_ns else share
-        out.append(Finding(PATTERN_PREFIX + p.id, None, f"{p.label[0].upper()}{p.label[1:]}: {h.name}",
+        out.append(Finding(PATTERN_PREFIX + p.id, None, f"{p.label[0].upper()}{p.label[1:]}: {_short(h.name)}",
                            _severity(share), ns, round(min(of_lost, 1.0), 6), evidence, (p.advice,),
                            round(ns / rd.window_ns, 6) if on_gpu and rd.window_ns else round(share, 6), None, (),
                            figures))
