@@ -132,7 +132,8 @@ def _why(c: Comparison) -> str:
     if c.change_verdict not in ("regressed", "improved"):
         return ""
     if c.reason == "parts":
-        names = [p.label for p in c.attribution if p.decisive and (p.shift_per_step_us or 0) * (c.step_time.change or 0) > 0]
+        direction = c.step_time.change or 0.0
+        names = [p.label for p in c.attribution if p.decisive and (p.shift_per_step_us or 0.0) * direction > 0]
         return f" by decisive parts ({', '.join(names[:3])})" if names else ""
     return " (the interval excludes zero)"
 
