@@ -578,6 +578,19 @@ def compare_runs(bases: Sequence[AnalysisData], heads: Sequence[AnalysisData],
     return _with_headline(comparison)
 
 
+def judge(base_steps: Sequence[np.ndarray], head_steps: Sequence[np.ndarray],
+          base_parts: Sequence[dict[str, np.ndarray]], head_parts: Sequence[dict[str, np.ndarray]],
+          tolerance: float = DEFAULT_TOLERANCE) -> tuple[StepTime, tuple[Part, ...], str, str]:
+    """The verdict from arrays alone (what `compare_runs` does after reading the analyses): each run's steady
+    step durations and per-step parts on each side -> (step time, parts, verdict, reason)."""
+    st = step_time(base_steps, head_steps)
+    b_all, h_all = np.concatenate(list(base_steps)), np.concatenate(list(head_steps))
+    mean_change = float(np.mean(h_all) - np.mean(b_all)) if len(b_all) and len(h_all) else None
+    parts = _parts(list(base_parts), list(head_parts), mean_change)
+    verdict, reason = change_verdict(st, tolerance, parts)
+    return st, parts, verdict, reason
+
+
 def _parts(b_runs: list[dict[str, np.ndarray]], h_runs: list[dict[str, np.ndarray]],
            mean_change: float | None) -> tuple[Part, ...]:
     """Each part's mean per step on both sides (pooled steps), its change, share and evidence; largest first."""
@@ -695,7 +708,7 @@ def _with_headline(c: Comparison) -> Comparison:
             slower = "slower" if c.change_verdict == REGRESSED else "faster"
             movers = [p for p in decisive if (p.shift_per_step_us or 0) * st.change > 0]
             sentences.append(f"HEAD is {slower}: " + "; ".join(_part_sentence(p) for p in movers[:2]))
-            spans = f"step time {_pct(st.change)} ({label}); its {ci} spans zero"
+            spans = f"step time {_pct(st.change)} (Hodges–Lehmann shift); its {ci} spans zero"
             outliers = st.base_outlier_steps + st.head_outlier_steps
             if outliers:
                 spans += f" because of {outliers} distorted step{'s' if outliers != 1 else ''}"
@@ -728,4 +741,4 @@ def with_gates(c: Comparison, gates: tuple[GateResult, ...]) -> Comparison:
 
 
 __all__ = ["CHANGE_VERDICTS", "Comparison", "GateResult", "KernelMove", "Part", "SCHEMA", "Side", "StepTime",
-           "compare", "compare_runs", "hl_shift", "normalise_kernel", "rank_interval", "rank_test", "with_gates"]
+           "compare", "compare_runs", "hl_shift", "judge", "normalise_kernel", "rank_interval", "rank_test", "with_gates"]

@@ -113,7 +113,7 @@ def _markdown(c: Comparison, rows: dict[str, int]) -> str:
         out += [f"- {'✅' if g.passed else '❌'} {inert.markdown_code(g.rule)}: {md(g.detail, 300)}" for g in c.gates]
         out.append("")
     if c.attribution:
-        out += ["### Where the per-step change comes from", "", md(attribution_sentence(c)), "",
+        out += ["### Where the per-step change comes from", "", md(attribution_sentence(c), 1000), "",
                 "| part | base mean / step | head mean / step | change of the mean | share | "
                 "Hodges–Lehmann shift / step | evidence |", "|---|---|---|---|---|---|---|"]
         for p in c.attribution[:rows["parts"]]:
@@ -184,7 +184,7 @@ def render_diff_text(c: Comparison) -> str:
     if c.attribution:
         lines.append("change of the mean per step, by part:")
     for p in c.attribution[:5]:
-        tag = "  decisive" if p.decisive else "  offsets" if p.role == "offsets" else ""
+        tag = " (decisive)" if p.decisive else " (offsets)" if p.role == "offsets" else ""
         lines.append(f"  {_signed_us(p.delta_per_step_us):>10}  {clean(p.label)}{tag}")
     for g in c.gates:
         lines += wrap(f"{g.rule}: {g.detail}", f"gate {'passed' if g.passed else 'FAILED'}: ", "  ")
