@@ -741,4 +741,5 @@ def with_gates(c: Comparison, gates: tuple[GateResult, ...]) -> Comparison:
 
 
 __all__ = ["CHANGE_VERDICTS", "Comparison", "GateResult", "KernelMove", "Part", "SCHEMA", "Side", "StepTime",
-           "compare", "compare_runs", "hl_shift", "judge", "normalise_kernel", "rank_interval", "rank_test", "with_gates"]
+           "compare", "compare_runs", "hl_shift", "judge", "normalise_kernel", "rank_interval", "rank_test",
+           "with_gates"]
