@@ -48,6 +48,9 @@ CONFIDENCE = 0.95
 TOP_MOVERS = 15
 EXACT_MAX = 60  # values a side up to which the rank test's null distribution is computed exactly
 MAX_VALUES = 2000  # values a side beyond which the pairwise statistics use that many evenly spaced quantiles
+RUN_VALUES = 128  # values per side (split over its runs) that one bootstrap resample of runs draws at most
+BOOTSTRAP_BUDGET = 5e7  # pairwise differences over all resamples of runs (fewer resamples beyond it)
+BOOTSTRAP_CHUNK = 5e6  # pairwise differences held at once
 PART_ALPHA = 0.01  # a part is decisive only when the rank test gives p <= this (several parts are tested)
 SPREAD_K = 3.0  # ... and its values do not overlap, or its shift exceeds SPREAD_K x the larger robust spread
 OUTLIER_K = 4.0  # a distorted step: further than OUTLIER_K robust SDs and OUTLIER_MIN of the median from it
@@ -379,28 +382,40 @@ def rank_interval(base: np.ndarray, head: np.ndarray, confidence: float = CONFID
 def runs_bootstrap(base_runs: Sequence[np.ndarray], head_runs: Sequence[np.ndarray],
                    resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED) -> tuple[float, float]:
     """95% interval of the relative Hodges–Lehmann shift across runs: a two-level bootstrap (runs drawn with
-    replacement on each side, then steps within each drawn run), so run-to-run variation widens it."""
+    replacement on each side, then steps within each drawn run), so run-to-run variation widens it.
+
+    Bounded work: a run longer than RUN_VALUES (fewer with many runs) enters as that many evenly spaced
+    quantiles of its steps, fewer resamples are drawn when the pairs are many, and they are taken in chunks."""
     rng = np.random.default_rng(seed)
+    cap = max(8, RUN_VALUES // max(len(base_runs), len(head_runs)))
+    base_runs = [_thin(r, cap) for r in base_runs]
+    head_runs = [_thin(r, cap) for r in head_runs]
+    width_b, width_h = max(len(r) for r in base_runs), max(len(r) for r in head_runs)
+    pairs = len(base_runs) * width_b * len(head_runs) * width_h
+    resamples = min(resamples, max(1000, int(BOOTSTRAP_BUDGET / pairs)))
 
-    def draw(runs: Sequence[np.ndarray]) -> np.ndarray:
+    def draw(runs: Sequence[np.ndarray], count: int) -> np.ndarray:
+        """`count` resamples: k runs drawn with replacement, then `width` steps drawn from each drawn run
+        (so each run weighs the same, whatever its length)."""
         k, width = len(runs), max(len(r) for r in runs)
-        padded = np.full((k, width), np.nan)
-        for i, r in enumerate(runs):
-            padded[i, :len(r)] = r
         sizes = np.array([len(r) for r in runs])
-        pick = rng.integers(0, k, (resamples, k))  # which runs
-        idx = np.floor(rng.random((resamples, k, width)) * sizes[pick][:, :, None]).astype(np.int64)
-        values = padded[pick[:, :, None], idx]
-        values[np.arange(width)[None, None, :] >= sizes[pick][:, :, None]] = np.nan
-        return values.reshape(resamples, k * width)
+        offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        flat = np.concatenate(list(runs))
+        pick = rng.integers(0, k, (count, k))  # which runs
+        idx = offsets[pick][:, :, None] + np.floor(rng.random((count, k, width)) * sizes[pick][:, :, None])
+        return flat[idx.astype(np.int64)].reshape(count, k * width)
 
-    b, h = draw(base_runs), draw(head_runs)
-    diffs = h[:, :, None] - b[:, None, :]
-    shift = np.nanmedian(diffs.reshape(resamples, -1), axis=1)
-    rel = shift / np.nanmedian(b, axis=1)
-    rel = rel[np.isfinite(rel)]
+    rel = []
+    chunk = max(1, int(BOOTSTRAP_CHUNK / pairs))
+    for start in range(0, resamples, chunk):
+        count = min(chunk, resamples - start)
+        b, h = draw(base_runs, count), draw(head_runs, count)
+        shift = np.median((h[:, :, None] - b[:, None, :]).reshape(count, -1), axis=1)
+        rel.append(shift / np.median(b, axis=1))
+    values = np.concatenate(rel)
+    values = values[np.isfinite(values)]
     alpha = (1 - CONFIDENCE) / 2
-    return float(np.quantile(rel, alpha)), float(np.quantile(rel, 1 - alpha))
+    return float(np.quantile(values, alpha)), float(np.quantile(values, 1 - alpha))
 
 
 def outlier_steps(values: np.ndarray) -> int:
@@ -419,11 +434,11 @@ def _robust_scale(values: np.ndarray) -> float:
 
 
 # --- step time ------------------------------------------------------------------------------------
-def _thin(values: np.ndarray) -> np.ndarray:
-    """At most MAX_VALUES values: evenly spaced quantiles of a longer sample (bounds the pairwise work)."""
-    if len(values) <= MAX_VALUES:
+def _thin(values: np.ndarray, most: int = MAX_VALUES) -> np.ndarray:
+    """At most `most` values: evenly spaced quantiles of a longer sample (bounds the pairwise work)."""
+    if len(values) <= most:
         return values
-    return np.quantile(values, np.linspace(0, 1, MAX_VALUES))
+    return np.quantile(values, np.linspace(0, 1, most))
 
 
 def step_time(base_runs: Sequence[np.ndarray], head_runs: Sequence[np.ndarray]) -> StepTime:

@@ -89,14 +89,17 @@ def diff_command(sides: tuple[Path, ...], bases: tuple[Path, ...], heads: tuple[
     from ..report.diff import RENDERERS, render_diff_text
 
     if sides and (bases or heads):
-        raise UsageError("give BASE HEAD, or --base RUN ... --head RUN ..., not both")
+        raise click.UsageError("give BASE HEAD, or --base RUN ... --head RUN ..., not both")
+    if len(sides) == 1:
+        raise click.UsageError("Missing argument 'HEAD': diff takes BASE HEAD, or --base RUN ... --head RUN ...")
+    if len(sides) > 2:
+        raise click.UsageError(f"diff takes BASE and HEAD ({len(sides)} paths given); several runs a side: "
+                               f"--base RUN --base RUN --head RUN")
     if sides:
-        if len(sides) != 2:
-            raise UsageError(f"diff takes BASE and HEAD ({len(sides)} path(s) given); several runs a side: "
-                             f"--base RUN --base RUN --head RUN")
         bases, heads = (sides[0],), (sides[1],)
     if not bases or not heads:
-        raise UsageError("diff needs a base and a head: BASE HEAD, or --base RUN ... --head RUN ...")
+        raise click.UsageError(f"Missing {'--head' if bases else '--base'}: diff needs a base and a head: BASE HEAD, "
+                               f"or --base RUN ... --head RUN ...")
     try:
         tol = _tolerance(tolerance)
     except ValueError as exc:
