@@ -30,8 +30,7 @@ DIFF_HELP = f"""Compare BASE (before a change) with HEAD (after it), or several 
 \b
 Examples:
   traceanalyzer diff base.report.json head_trace.json.gz -o diff.md
-  traceanalyzer diff --base main1.json --base main2.json --head pr.json   # several base runs
-  traceanalyzer diff --base main-reports/ --head pr1.json --head pr2.json  # a dir of saved JSON reports
+  traceanalyzer diff --base base.json --base base.report.json --head head.json  # several runs a side
   traceanalyzer diff base/ head/ --fail-on step_time:+5% -o diff.md   # exit 1 when slower by 5%
   traceanalyzer diff base.json head.json -o "$GITHUB_STEP_SUMMARY" --format md   # a CI job summary
   traceanalyzer diff base.json head.json -o - --format json    # the comparison for scripts
