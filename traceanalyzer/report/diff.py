@@ -72,7 +72,9 @@ def share_text(p: Part) -> str:
 def evidence_text(p: Part) -> str:
     if p.decisive:
         return "**decisive** (no overlap)" if p.separated else "**decisive** (beyond spread)"
-    return "" if p.p_value is None else f"p = {p.p_value:.2g}"
+    if p.p_value is None:
+        return ""
+    return "p < 0.001" if p.p_value < 0.001 else f"p = {p.p_value:.2g}"
 
 
 def render_diff_markdown(c: Comparison, max_chars: int = MAX_CHARS) -> str:
