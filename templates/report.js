@@ -17,7 +17,9 @@
   function fmtUs(us) {
     if (us === null || us === undefined || isNaN(us)) return "n/a";
     var r = durationRule(Math.abs(us));
-    return (us / r.per).toFixed(r.decimals) + " " + r.unit;
+    var text = (us / r.per).toFixed(r.decimals);
+    if (/^-[0.]+$/.test(text)) text = text.slice(1);  // -0.3 us is written 0 us, as in Python
+    return text + " " + r.unit;
   }
   // Short form for axes and bins: trailing zeros dropped (200 ms, 1.2 s, 100 us).
   function fmtShort(us) {

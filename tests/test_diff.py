@@ -206,6 +206,20 @@ def test_diff_html_in_a_browser(tmp_path, browser):
         bars = page.locator(".track .pos")
         assert bars.count() >= 1 and bars.first.bounding_box()["width"] > 50  # the DataLoader bar is drawn
         assert page.locator(".steps").nth(1).locator(".s").count() == 10
+        # axes with units: the step charts share one duration scale (top label = the longest step),
+        # the attribution bars a signed per-step scale
+        from traceanalyzer.units import format_us
+        longest = max(max(s) for s in (c_side.step_durations_us for c_side in
+                                       (compare(ta.analyze(base), ta.analyze(head)).base,
+                                        compare(ta.analyze(base), ta.analyze(head)).head)))
+        ys = page.locator(".yaxis").first.locator("span").all_text_contents()
+        assert ys == [format_us(longest), format_us(longest / 2), "0"]
+        for i in range(2):
+            assert page.locator(".yaxis").nth(i).bounding_box()["height"] > 100
+            assert "step duration" in page.locator(".xaxis").nth(i).inner_text()
+        scale = page.locator("#attribution .scale span").all_text_contents()
+        assert scale[1] == "0" and scale[0].startswith("−") and scale[2].startswith("+") and scale[2].endswith(("us", "ms", "s"))
+        assert "per step" in page.locator("#attribution .axislabel").inner_text()
         artifacts = Path(__file__).resolve().parent.parent / "artifacts"
         artifacts.mkdir(exist_ok=True)
         page.screenshot(path=str(artifacts / "diff.png"), full_page=True)

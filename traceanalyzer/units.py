@@ -64,7 +64,10 @@ def format_us(us: float | None) -> str:
         return "n/a"
     for rule in DURATION_RULES:
         if abs(us) >= float(rule["from_us"]):
-            return f"{us / float(rule['per']):.{int(rule['decimals'])}f} {rule['unit']}"
+            text = f"{us / float(rule['per']):.{int(rule['decimals'])}f}"
+            if text.startswith("-") and not text.strip("-0."):
+                text = text[1:]  # -0.3 us is written 0 us, not -0 us
+            return f"{text} {rule['unit']}"
     return f"{us:.0f} us"  # not reached: the last rule starts at 0
 
 
