@@ -279,3 +279,15 @@ def test_memory_peak_and_stragglers_are_compared(tmp_path):
     assert "<tr><td>stragglers</td><td>rank 5 (210.0 ms wait/step)</td></tr>" in page
     assert "<tr><td>stragglers</td><td>none</td></tr>" in page
     assert "<td>GPU memory peak</td>" not in page
+
+
+def test_a_saved_report_is_named_as_given(tmp_path):
+    """A side read from a saved JSON report is named by that file, with the traces it was made from."""
+    base_trace = training(tmp_path / "base_trace.json", wait_us=100, seed=1)
+    saved = tmp_path / "base_saved.json"
+    assert run("report", str(base_trace), "--format", "json", "-o", str(saved), "-q")[0] == 0
+    head = training(tmp_path / "head.json", wait_us=100, seed=2)
+    out = tmp_path / "d.md"
+    assert run("diff", str(saved), str(head), "--format", "md", "-o", str(out), "-q")[0] in (0, 1)
+    footer = [line for line in out.read_text().splitlines() if "base:" in line][0]
+    assert "base: base\\_saved.json (saved report of base\\_trace.json) · head: head.json" in footer

@@ -261,7 +261,17 @@ def _step_parts(a: AnalysisData, steps: list[int]) -> dict[str, np.ndarray]:
     return parts
 
 
-def _side(a: AnalysisData, root: str | None) -> tuple[Side, np.ndarray, dict[str, np.ndarray]]:
+def _inputs(a: AnalysisData, root: str | None, report: str | None) -> tuple[str, ...]:
+    """How a run is named: its inputs, or, for a run read from a saved report, the report's name with
+    the traces it was made from."""
+    traces = tuple(_display(i.path, root) for i in a.inputs)
+    if report is None:
+        return traces
+    made_of = ", ".join(traces[:2]) + (f" and {len(traces) - 2} more" if len(traces) > 2 else "")
+    return (f"{_display(report, root)} (saved report of {made_of})" if traces else _display(report, root),)
+
+
+def _side(a: AnalysisData, root: str | None, report: str | None = None) -> tuple[Side, np.ndarray, dict[str, np.ndarray]]:
     steps, dur = _job_steps(a)
     parts = _step_parts(a, steps)
     ranks_with = [r for r in a.ranks if r.per_step]
@@ -276,7 +286,7 @@ def _side(a: AnalysisData, root: str | None) -> tuple[Side, np.ndarray, dict[str
     diag = a.diagnosis
     mean = lambda xs: float(np.mean(xs)) if len(xs) else None  # noqa: E731
     side = Side(
-        inputs=tuple(_display(i.path, root) for i in a.inputs),
+        inputs=_inputs(a, root, report),
         primary=diag.primary if diag else None,
         host_primary=diag.host_primary if diag else None,
         headline=diag.headline if diag else "",
@@ -557,15 +567,19 @@ def compare(base: AnalysisData, head: AnalysisData, tolerance: float = DEFAULT_T
 
 
 def compare_runs(bases: Sequence[AnalysisData], heads: Sequence[AnalysisData],
-                 tolerance: float = DEFAULT_TOLERANCE, root: str | None = None) -> Comparison:
+                 tolerance: float = DEFAULT_TOLERANCE, root: str | None = None, *,
+                 reports: tuple[Sequence[str | None], Sequence[str | None]] | None = None) -> Comparison:
     """Several runs of the base (e.g. the last N runs of the base branch) against one or several of the head.
 
     Steps and parts are pooled over each side's runs; with several runs on both sides the step-time
-    interval is taken across runs (two-level bootstrap), so run-to-run variation is measured."""
+    interval is taken across runs (two-level bootstrap), so run-to-run variation is measured.
+    `reports`: per side, per run, the saved report the run was read from (None: analysed from traces),
+    so the comparison names the file the user gave."""
     if not bases or not heads:
         raise ValueError("compare_runs needs at least one run on each side")
-    b_sides = [_side(a, root) for a in bases]
-    h_sides = [_side(a, root) for a in heads]
+    b_reports, h_reports = reports or ([None] * len(bases), [None] * len(heads))
+    b_sides = [_side(a, root, r) for a, r in zip(bases, b_reports, strict=True)]
+    h_sides = [_side(a, root, r) for a, r in zip(heads, h_reports, strict=True)]
     st = step_time([d for _, d, _ in b_sides], [d for _, d, _ in h_sides])
     b_side, h_side = _merge([s for s, _, _ in b_sides]), _merge([s for s, _, _ in h_sides])
     warnings: list[str] = []
