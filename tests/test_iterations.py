@@ -129,6 +129,9 @@ def test_renderers_say_the_steps_were_detected(tmp_path, monkeypatch):
     ("tl_h100/google_owlv2-large-patch14-ensemble__1016001.json.gz", "detected", 5),
     ("tl_mi300/google_owlv2-large-patch14-ensemble__1016001.json.gz", "detected", 5),
     ("tl_xdit_sd35/profile_trace_rank_0.json.gz", "detected", 4),
+    ("tl_jax_te_xplane/934987a2fc2f.xplane.pb", "detected", 5),  # 150 kernels: one jitted step of 30, run 5 times
+    # a serving loop on an accelerator the trace has no GPU events for: each task run is an iteration
+    ("hta_mtia_inference/mtia_inference_rank_0.json.gz", "detected", 11),
     # one forward pass of a transformer (its layers repeat) and a prompt + a few tokens: no steps
     ("tl_h100/facebook_timesformer-base-finetuned-k400__1016002.json.gz", "markers", None),
     ("tl_h100/Falconsai_nsfw_image_detection__1016002.json.gz", "markers", None),
@@ -150,6 +153,49 @@ def test_corpus_traces_without_markers(corpus, name, kind, iterations):
     if name.startswith("tl_xdit"):  # four denoising steps, one compiled-graph call each
         assert src.basis.startswith("annotation ## Call CompiledFxGraph")
         assert src.period_ns / 1e6 == pytest.approx(249, abs=2)
+
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
+CPU_CAPTURES = ("torch_cpu_input_bound", "torch_cpu_well_fed", "torch_cpu_multiworker", "torch_cpu_host_bound")
+
+
+def without_markers(name: str, folder: Path) -> Path:
+    """A real torch.profiler capture (sample_traces/make_torch_cpu.py) with its ProfilerStep spans removed."""
+    import gzip
+    import json
+
+    doc = json.loads(gzip.decompress((SAMPLES / f"{name}.json.gz").read_bytes()))
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if not str(e.get("name", "")).startswith("ProfilerStep#")]
+    out = folder / f"{name}.json"
+    out.write_text(json.dumps(doc))
+    return out
+
+
+@pytest.mark.parametrize("name", CPU_CAPTURES)
+def test_real_cpu_captures_without_markers_get_their_steps_back(tmp_path, name):
+    marked = ta.analyze(SAMPLES / f"{name}.json.gz").ranks[0]
+    r, src = source(without_markers(name, tmp_path))
+    assert (src.kind, src.basis, src.iterations) == ("detected", "host operations", 4)
+    # the same four steps as the ProfilerStep spans: each from its DataLoader wait to the next one
+    assert [s.duration_us for s in r.per_step] == pytest.approx([s.duration_us for s in marked.per_step], abs=1500)
+    assert [s.dataloader_wait_us for s in r.per_step] == pytest.approx(
+        [s.dataloader_wait_us for s in marked.per_step], abs=100)
+
+
+@pytest.mark.slow
+def test_diff_of_real_captures_without_markers_matches_the_diff_with_them(tmp_path):
+    # num_workers=0 with a slow dataset (input_bound), workers (multiworker), a cheap dataset (well_fed)
+    plain = {n: ta.analyze(without_markers(n, tmp_path)) for n in CPU_CAPTURES[:3]}
+    marked = {n: ta.analyze(SAMPLES / f"{n}.json.gz") for n in CPU_CAPTURES[:3]}
+    expected = {("torch_cpu_input_bound", "torch_cpu_multiworker"): "improved",
+                ("torch_cpu_multiworker", "torch_cpu_input_bound"): "regressed",
+                ("torch_cpu_well_fed", "torch_cpu_input_bound"): "regressed",
+                ("torch_cpu_input_bound", "torch_cpu_well_fed"): "improved"}
+    for (a, b), verdict in expected.items():
+        with_markers = compare(marked[a], marked[b])
+        c = compare(plain[a], plain[b])
+        assert c.change_verdict == with_markers.change_verdict == verdict
+        assert c.step_time.change == pytest.approx(with_markers.step_time.change, abs=0.02)
 
 
 def test_pattern_of_the_builder_is_what_repeats():

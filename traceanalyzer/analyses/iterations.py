@@ -6,17 +6,20 @@ whole capture) the loop is looked for in the work itself, in this order:
 
 1. **annotation**: a host annotation (`record_function`) that recurs on one thread, each occurrence
    ending before the next starts and covering at least ANNOTATION_MIN_COVER of the time to the next one
-   (a user's `record_function("iteration")`, a compiled graph called once per denoising step). An
+   (a user's `record_function("iteration")`, a compiled graph called once per denoising step) and, when
+   the rank waits for a DataLoader, holding those waits (else it is a part of the loop). An
    iteration runs from one occurrence's start to the next's; the last one to its own end.
 2. **kernel sequence**: the period p of the sequence of GPU operation names (kernels, copies, memsets)
-   of the busiest device, in launch order: the smallest p at which the operations repeat over the most
-   of the trace. Candidate periods are the distances between successive operations of one name (an
-   operation that runs once per iteration recurs every p operations), at most MAX_CANDIDATES of them,
-   each checked in O(n) with numpy. The iteration starts at an operation that occurs once per period:
-   the one after the GPU's longest idle stretch when one stands out, else the first such operation of
-   the first repetition. An iteration runs from that operation's launch (host clock) to the next one's,
-   the last to its last operation's end on the GPU; a warm-up head that does not repeat and a partial
-   last iteration are left out.
+   of the busiest device, in launch order (on a rank without GPU work, "host operations": the
+   top-level framework ops, annotations and DataLoader waits of its busiest thread): the smallest p
+   at which the operations repeat over the most of the trace. Candidate periods are the distances
+   between successive operations of one name (an operation that runs once per iteration recurs every
+   p operations), at most MAX_CANDIDATES of them, each checked in O(n) with numpy. The iteration
+   starts at the DataLoader wait when the period holds one (host operations), else at the operation
+   after the GPU's longest idle stretch when one stands out, else at the first repetition's start.
+   An iteration runs from that operation's launch (host clock) to the next one's, the last to its
+   last operation's end on the GPU; a warm-up head that does not repeat and a partial last
+   iteration are left out.
 
 Either way an iteration also holds the DataLoader wait that ends just before it, as a step marker
 wrapping `next(loader)` would.
@@ -57,7 +60,7 @@ BOUNDARY_GAP_MIN_NS = 20_000
 EVIDENCE_MIN_SHARE = 0.5
 # A recurring annotation must cover at least this share of the time from its start to the next's (a
 # short call made now and then, such as `nccl:all_reduce`, is not the loop).
-ANNOTATION_MIN_COVER = 0.5
+ANNOTATION_MIN_COVER = 0.8
 # An iteration of the kernel sequence has at least this many operations, and the iterations together
 # hold at least MIN_COVER of the device's operations (a run of one kernel repeated is not a loop).
 MIN_PERIOD = 2
@@ -65,6 +68,8 @@ MIN_COVER = 0.5
 # Two candidate periods whose iterations cover operation counts within this share are equal: the smaller wins.
 COVER_TIE = 0.01
 
+# A rank without GPU work: the host events whose top-level sequence is searched instead.
+HOST_SEQUENCE_KINDS = (T.CPU_OP, T.ANNOTATION, T.DATALOADER)
 # Host calls that wait for the GPU (runtime / driver API names).
 SYNC_CALL = re.compile(r"Synchroni[sz]e|^(?:cuda|hip)Memcpy$|^cuMemcpy(?:DtoH|HtoD)(?:_v2)?$")
 
@@ -118,6 +123,8 @@ class _Ops:
     gpu_end_ns: np.ndarray
     copy: np.ndarray  # bool: a host<->device copy
     idle_before_ns: np.ndarray  # GPU idle just before the operation (0 when work still runs)
+    on_gpu: bool = True  # False: host operations of a rank without GPU work
+    wait: np.ndarray | None = None  # host operations: bool, a DataLoader wait
 
     def __len__(self) -> int:
         return len(self.code)
@@ -126,8 +133,7 @@ class _Ops:
     def of(tl: Timeline, rank: int, ev: pd.DataFrame) -> _Ops:
         work = tl.gpu_work(rank)
         if not len(work):
-            empty = np.zeros(0, dtype=np.int64)
-            return _Ops(empty, empty, empty, empty, np.zeros(0, dtype=bool), empty)
+            return _Ops.of_host(ev)
         devices, counts = np.unique(work["device"].to_numpy(), return_counts=True)
         w = work[work["device"].to_numpy() == devices[int(np.argmax(counts))]]
         start = w["ts_ns"].to_numpy().astype(np.int64)
@@ -141,6 +147,31 @@ class _Ops:
         idle[1:] = np.clip(start[1:] - done[:-1], 0, None)
         code = w["name"].cat.codes.to_numpy().astype(np.int64)[order]
         return _Ops(code, launch, start, end, copy, idle)
+
+    @staticmethod
+    def of_host(ev: pd.DataFrame) -> _Ops:
+        """A rank without GPU work (a CPU-only capture): the top-level host operations (framework ops,
+        annotations, DataLoader waits not inside another) of the thread that runs the most, in order."""
+        mask = T.category_mask(ev["kind"], HOST_SEQUENCE_KINDS) & (ev["device"].to_numpy() < 0)
+        h = ev[mask]
+        if not len(h):
+            empty = np.zeros(0, dtype=np.int64)
+            return _Ops(empty, empty, empty, empty, np.zeros(0, dtype=bool), empty)
+        tids, counts = np.unique(h["tid"].to_numpy(), return_counts=True)
+        h = h[h["tid"].to_numpy() == tids[int(np.argmax(counts))]]
+        start = h["ts_ns"].to_numpy().astype(np.int64)
+        dur = h["dur_ns"].to_numpy().astype(np.int64)
+        order = np.lexsort((-dur, start))  # an enclosing op before the ops it holds
+        start, end = start[order], start[order] + dur[order]
+        code = h["name"].cat.codes.to_numpy().astype(np.int64)[order]
+        wait = (h["kind"] == T.DATALOADER).to_numpy()[order]
+        done = np.maximum.accumulate(end)
+        top = np.ones(len(start), dtype=bool)
+        top[1:] = start[1:] >= done[:-1]
+        start, end, code, done, wait = start[top], end[top], code[top], done[top], wait[top]
+        idle = np.zeros(len(start), dtype=np.int64)
+        idle[1:] = np.clip(start[1:] - done[:-1], 0, None)
+        return _Ops(code, start, start, end, np.zeros(len(start), dtype=bool), idle, False, wait)
 
 
 def _launch_times(ev: pd.DataFrame, corr: np.ndarray, gpu_start: np.ndarray) -> np.ndarray:
@@ -250,6 +281,8 @@ def _annotation_iterations(ev: pd.DataFrame, ops: _Ops,
         if float(np.median(cover)) < ANNOTATION_MIN_COVER:
             continue
         start, end = s, np.concatenate([s[1:], e[-1:]])
+        if len(host.wait_start_ns) >= MIN_ITERATIONS and not _holds_waits(s, e, host):
+            continue  # a part of the loop (its post-processing, say), not the loop: the waits are outside
         if not _has_boundary(start, end, ops, host):
             continue
         key = (int(end[-1] - start[0]), int((e - s).sum()))
@@ -259,6 +292,13 @@ def _annotation_iterations(ev: pd.DataFrame, ops: _Ops,
         return None
     name = str(ann["name"].cat.categories[best[4]])
     return best[2].astype(np.int64), best[3].astype(np.int64), f"annotation {name}"
+
+
+def _holds_waits(s: np.ndarray, e: np.ndarray, host: _HostMarks) -> bool:
+    """Do at least half of the occurrences [s, e) hold the start of a DataLoader wait?"""
+    waits = np.sort(host.wait_start_ns)
+    inside = np.searchsorted(waits, e, side="left") - np.searchsorted(waits, s, side="left")
+    return float(np.mean(inside > 0)) >= EVIDENCE_MIN_SHARE
 
 
 # --- 2. the period of the kernel sequence ----------------------------------------------------------------
@@ -281,7 +321,7 @@ def _sequence_iterations(ev: pd.DataFrame, ops: _Ops,
             best = (covered, int(p), start, end)
     if best is None:
         return None
-    return best[2], best[3], "kernel sequence"
+    return best[2], best[3], "kernel sequence" if ops.on_gpu else "host operations"
 
 
 def candidate_periods(code: np.ndarray, max_period: int) -> np.ndarray:
@@ -346,8 +386,11 @@ def iterations_at(ops: _Ops, p: int) -> tuple[int, np.ndarray, np.ndarray] | Non
 
 
 def _phase(ops: _Ops, s0: int, p: int) -> int:
-    """Where in the period an iteration starts (offset from s0): after the GPU's longest idle stretch
-    when that stands out (median over the repetitions), else at the first repetition's start."""
+    """Where in the period an iteration starts (offset from s0): at the DataLoader wait of a host
+    sequence; else after the GPU's longest idle stretch when that stands out (median over the
+    repetitions); else at the first repetition's start."""
+    if ops.wait is not None and ops.wait[s0:s0 + p].any():
+        return int(np.argmax(ops.wait[s0:s0 + p]))
     reps = (len(ops) - s0) // p
     if reps < 2:
         return 0
