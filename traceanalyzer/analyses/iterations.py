@@ -129,6 +129,10 @@ class _Ops:
     def __len__(self) -> int:
         return len(self.code)
 
+    def copies_before(self) -> np.ndarray:
+        """copies_before()[i]: host<->device copies among the first i operations."""
+        return np.concatenate(([0], np.cumsum(self.copy)))
+
     @staticmethod
     def of(tl: Timeline, rank: int, ev: pd.DataFrame) -> _Ops:
         work = tl.gpu_work(rank)
@@ -241,7 +245,7 @@ def _has_boundary(start: np.ndarray, end: np.ndarray, ops: _Ops, host: _HostMark
     """Do the iterations [start, end) (host clock) show a boundary with the outside world?"""
     lo = np.searchsorted(ops.host_ns, start, side="left")
     hi = np.searchsorted(ops.host_ns, end, side="left")
-    copies = np.concatenate(([0], np.cumsum(ops.copy)))
+    copies = ops.copies_before()
     has_copy = (copies[hi] - copies[lo]) > 0
     marks = np.searchsorted(host.ts_ns, end, side="left") - np.searchsorted(host.ts_ns, start, side="left")
     if float(np.mean(has_copy | (marks > 0))) >= EVIDENCE_MIN_SHARE:
@@ -267,31 +271,33 @@ def _annotation_iterations(ev: pd.DataFrame, ops: _Ops,
     ann = ev[(ev["kind"] == T.ANNOTATION).to_numpy() & (ev["device"].to_numpy() < 0)]
     if len(ann) < MIN_ITERATIONS:
         return None
-    frame = pd.DataFrame({"tid": ann["tid"].to_numpy(), "code": ann["name"].cat.codes.to_numpy(),
-                          "ts": ann["ts_ns"].to_numpy(), "end": ann["ts_ns"].to_numpy() + ann["dur_ns"].to_numpy()})
-    frame = frame.sort_values(["tid", "code", "ts"], kind="stable")
-    sizes = frame.groupby(["tid", "code"], sort=False).size()
-    best: tuple[int, int, np.ndarray, np.ndarray, int] | None = None  # (span, -total, start, end, code)
-    for tid, code in sizes[sizes >= MIN_ITERATIONS].index:
-        g = frame[(frame["tid"].to_numpy() == tid) & (frame["code"].to_numpy() == code)]
-        s, e = g["ts"].to_numpy(), g["end"].to_numpy()
+    tid, code = ann["tid"].to_numpy(), ann["name"].cat.codes.to_numpy().astype(np.int64)
+    ts = ann["ts_ns"].to_numpy().astype(np.int64)
+    order = np.lexsort((ts, code, tid))  # by thread, name, start: each (thread, name) one run
+    tid, code, ts = tid[order], code[order], ts[order]
+    end = ts + ann["dur_ns"].to_numpy()[order]
+    first = np.flatnonzero(np.r_[True, (tid[1:] != tid[:-1]) | (code[1:] != code[:-1])])
+    last = np.r_[first[1:], len(ts)]
+    candidates = []  # (time from first start to last end, start index, stop index), loop-like runs only
+    for i, j in zip(first.tolist(), last.tolist()):
+        if j - i < MIN_ITERATIONS:
+            continue
+        s, e = ts[i:j], end[i:j]
         if (s[1:] < e[:-1]).any():  # nested or overlapping occurrences: not a loop body
             continue
         cover = (e[:-1] - s[:-1]) / np.maximum(s[1:] - s[:-1], 1)
-        if float(np.median(cover)) < ANNOTATION_MIN_COVER:
-            continue
-        start, end = s, np.concatenate([s[1:], e[-1:]])
+        if float(np.median(cover)) >= ANNOTATION_MIN_COVER:
+            candidates.append((int(e[-1] - s[0]), int((e - s).sum()), i, j))
+    # the longest first; only the few longest are checked for a boundary
+    for _, _, i, j in sorted(candidates, reverse=True)[:MAX_CANDIDATES]:
+        s, e = ts[i:j], end[i:j]
         if len(host.wait_start_ns) >= MIN_ITERATIONS and not _holds_waits(s, e, host):
             continue  # a part of the loop (its post-processing, say), not the loop: the waits are outside
-        if not _has_boundary(start, end, ops, host):
-            continue
-        key = (int(end[-1] - start[0]), int((e - s).sum()))
-        if best is None or key > best[:2]:
-            best = (*key, start, end, int(code))
-    if best is None:
-        return None
-    name = str(ann["name"].cat.categories[best[4]])
-    return best[2].astype(np.int64), best[3].astype(np.int64), f"annotation {name}"
+        start, stop = s, np.concatenate([s[1:], e[-1:]])
+        if _has_boundary(start, stop, ops, host):
+            name = str(ann["name"].cat.categories[int(code[i])])
+            return start.astype(np.int64), stop.astype(np.int64), f"annotation {name}"
+    return None
 
 
 def _holds_waits(s: np.ndarray, e: np.ndarray, host: _HostMarks) -> bool:
