@@ -200,3 +200,16 @@ def test_diff_of_real_captures_without_markers_matches_the_diff_with_them(tmp_pa
 
 def test_pattern_of_the_builder_is_what_repeats():
     assert len(set(PATTERN)) == len(PATTERN)  # every kernel once per iteration: the count is exact
+
+
+@pytest.mark.slow
+def test_diff_of_two_real_captures_without_step_markers_is_decided(corpus):
+    # the same OWLv2 inference loop on an H100 and an MI300X, each one ProfilerStep around five images:
+    # one step per side gave "inconclusive"; five detected iterations per side decide it
+    h100 = ta.analyze(corpus / "tl_h100/google_owlv2-large-patch14-ensemble__1016001.json.gz")
+    mi300 = ta.analyze(corpus / "tl_mi300/google_owlv2-large-patch14-ensemble__1016001.json.gz")
+    c = compare(h100, mi300)
+    assert (c.step_time.base_steps, c.step_time.head_steps) == (5, 5)
+    assert c.change_verdict == "improved"
+    assert c.step_time.change == pytest.approx(210.5 / 241.7 - 1, abs=0.01)
+    assert c.step_time.ci_high < -0.1

@@ -67,12 +67,13 @@ def figures_of(tl: Timeline, min_gap_ns: int = F.DEFAULT_MIN_GAP_NS,
 
 def rank_figures(tl: Timeline, rank: int, min_gap_ns: int = F.DEFAULT_MIN_GAP_NS,
                  window: F.Window | None = None, causes: bool = True) -> RankAnalysis:
-    st, source = find_steps(tl, rank, F.steps(tl, rank))  # markers; without them, repeating work
-    rank_window = window or F.rank_window(tl, rank, st)
+    markers = F.steps(tl, rank)
+    st, source = find_steps(tl, rank, markers)  # the markers; without them, iterations of repeating work
+    rank_window = window or F.rank_window(tl, rank, markers)  # detected iterations leave the window as it was
     names = {d.index: d.name for d in tl.devices if d.rank == rank}
     devices = []
     for device in tl.device_indices(rank):
-        w = window or F.device_window(tl, rank, device, st)
+        w = window or F.device_window(tl, rank, device, markers)
         busy = F.device_busy(tl, rank, device, w)
         idle = F.idle_intervals(tl, rank, device, w, min_gap_ns=0)
         devices.append(DeviceAnalysis(
