@@ -88,6 +88,7 @@ def rank_result(r: RankAnalysis, dr: RankDiagnosis | None, counters: dict[int, R
         host=r.host,
         host_memory=_memory(mem.host) if mem and mem.host else None,
         diagnosis=_rank_diagnosis(dr) if dr else None,
+        step_source=_step_source(r),
         operators=operator_view(r),
         drawing=R.RankDrawing(timeline, {"per_step": _per_step_chart(per_step, dr)}, memory_series),
     )
@@ -111,6 +112,16 @@ def operator_view(r: RankAnalysis) -> R.OperatorView | None:
     return R.OperatorView(ops, kernels, frames, bool(fr and fr.has_stacks), o.ops_omitted, o.kernels_omitted,
                           fr.omitted if fr else 0, _us(o.steps_ns), _us(o.idle_ns) if r.devices else None,
                           _us(fr.idle_ns) if fr and r.devices else None)
+
+
+def _step_source(r: RankAnalysis) -> R.StepSourceResult | None:
+    """Where the rank's steps came from (definitions `step_source`)."""
+    src = r.step_source
+    if src is None:
+        return None
+    if src.kind != "detected":
+        return R.StepSourceResult(src.kind)
+    return R.StepSourceResult(src.kind, src.basis, _us(src.period_ns), src.iterations)
 
 
 def _memory_series(m: MemoryFigures, origin_ns: int) -> dict[str, Any]:
