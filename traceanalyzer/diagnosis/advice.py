@@ -213,3 +213,24 @@ def advice_for(finding_id: str, framework: str) -> tuple[str, ...]:
     family = PYTORCH if framework.lower() in ("pytorch", "torch") else (
         TENSORFLOW if framework.lower() in ("tensorflow", "tf", "keras") else GENERIC)
     return by_framework.get(family) or by_framework.get(GENERIC) or ()
+
+
+# --- CUDA graphs (launch-bound findings; issue 26) ----------------------------------------------------------
+# Where many tiny eager launches leave the GPU idle: replaying a captured graph replaces them with one
+# launch. Where the rank already replays graphs: the launch gaps are outside them.
+GRAPH_ADVICE: dict[str, str] = {
+    "eager": ("Capture the step in a CUDA graph so one cudaGraphLaunch replaces its many small launches: "
+              "torch.compile(model, mode=\"reduce-overhead\"), or torch.cuda.CUDAGraph / torch.cuda.graph "
+              "around a static-shape step (inference servers: enable their CUDA-graph mode)."),
+    "partial": ("Part of the GPU work already replays CUDA graphs; the launch gaps are outside them: widen the "
+                "captured region (fewer graph breaks with torch.compile(mode=\"reduce-overhead\"), static shapes, "
+                "no host reads inside the step)."),
+}
+
+
+def graph_advice(has_graphs: bool, framework: str) -> tuple[str, ...]:
+    """The CUDA-graph line that leads a launch-bound finding's advice (PyTorch only: the names are torch's)."""
+    if framework.lower() not in ("pytorch", "torch"):
+        return ()
+    return (GRAPH_ADVICE["partial" if has_graphs else "eager"],)
+

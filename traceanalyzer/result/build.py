@@ -185,7 +185,27 @@ def _device(d: DeviceAnalysis, counters: R.DeviceCounters | None, memory: Memory
         kernel_table=kernels,
         memory=None if memory is None else _memory(memory),
         gap_table=_gap_table(d, rank, g.min_gap_ns),
+        graphs=_graphs(d),
+        trace_counters=tuple(R.TraceCounterSummary(c.metric, c.samples, _round(c.mean), _round(c.min), _round(c.max))
+                             for c in d.trace_counters),
     )
+
+
+def _round(x: float | None) -> float | None:
+    return None if x is None else float(f"{x:.6g}")
+
+
+def _graphs(d: DeviceAnalysis) -> R.GraphSummary | None:
+    """A device's CUDA graph replays (analyses/graphs.py) in microseconds."""
+    gr = d.graphs
+    if gr is None:
+        return None
+    return R.GraphSummary(
+        gpu_us=_us0(gr.gpu_ns), share_of_busy=_frac(gr.gpu_ns / gr.busy_ns if gr.busy_ns > 0 else None),
+        replays=gr.replays,
+        graphs=tuple(R.GraphRow(g.graph_id, g.replays, round(g.nodes / g.replays, 3) if g.replays else 0.0,
+                                _us0(g.replay_ns), _us0(g.gpu_ns)) for g in gr.graphs),
+        captures=gr.captures, capture_us=_us0(gr.capture_ns))
 
 
 def options_info(min_gap_ns: int, include_warmup: bool, batch_size: int | None) -> R.OptionsInfo:
