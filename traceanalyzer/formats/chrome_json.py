@@ -63,6 +63,7 @@ class ChromeArgs(msgspec.Struct, gc=False):
     graph_id_camel: Any = msgspec.field(default=None, name="graphId")
     seq: Any = msgspec.field(default=None, name="Seq")
     seq_lower: Any = msgspec.field(default=None, name="seq")
+    counter_value: Any = msgspec.field(default=None, name="")  # Kineto 2026 hardware counters' value key
     step_num: Any = None  # TF "Profiled batch"
     correlation_id: Any = None  # TF / xprof trace viewer: kernel <-> launch
     memcpy_details: Any = None  # TF / xprof: "kind:HtoD size:655360 dest:2 async:1"

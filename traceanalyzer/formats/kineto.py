@@ -653,12 +653,14 @@ class _Collector:
             if m is None:
                 continue
             raw = e.args
-            if not isinstance(raw, msgspec.Raw):  # loose structs hold only the keys the reader knows
-                continue
-            try:
-                args = msgspec.json.decode(raw)
-            except (msgspec.DecodeError, UnicodeDecodeError):
-                args = None
+            args: Any = None
+            if isinstance(raw, msgspec.Raw):
+                try:
+                    args = msgspec.json.decode(raw)
+                except (msgspec.DecodeError, UnicodeDecodeError):
+                    pass
+            elif raw is not None:  # loose structs hold only the keys the reader knows: the "" value
+                args = {"": getattr(raw, "counter_value", None)}
             self.not_kept["counter"] -= 1
             ts = e.ts if isinstance(e.ts, (int, float)) else float("nan")
             name = e.name if isinstance(e.name, str) else ""
