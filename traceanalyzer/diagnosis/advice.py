@@ -216,21 +216,18 @@ def advice_for(finding_id: str, framework: str) -> tuple[str, ...]:
 
 
 # --- CUDA graphs (launch-bound findings; issue 26) ----------------------------------------------------------
-# Where many tiny eager launches leave the GPU idle: replaying a captured graph replaces them with one
-# launch. Where the rank already replays graphs: the launch gaps are outside them.
-GRAPH_ADVICE: dict[str, str] = {
-    "eager": ("Capture the step in a CUDA graph so one cudaGraphLaunch replaces its many small launches: "
-              "torch.compile(model, mode=\"reduce-overhead\"), or torch.cuda.CUDAGraph / torch.cuda.graph "
-              "around a static-shape step (inference servers: enable their CUDA-graph mode)."),
-    "partial": ("Part of the GPU work already replays CUDA graphs; the launch gaps are outside them: widen the "
-                "captured region (fewer graph breaks with torch.compile(mode=\"reduce-overhead\"), static shapes, "
-                "no host reads inside the step)."),
-}
+# Where many tiny eager launches leave the GPU idle, launch_bound's own advice above proposes CUDA graphs
+# (torch.compile(mode='reduce-overhead')). Where the rank already replays graphs, the launch gaps are
+# outside them: this line leads the advice instead.
+GRAPH_ADVICE_PARTIAL = (
+    "Part of the GPU work already replays CUDA graphs; the launch gaps are outside them: widen the captured "
+    "region (fewer graph breaks with torch.compile(mode='reduce-overhead'), static shapes, no host reads "
+    "inside the step).")
 
 
 def graph_advice(has_graphs: bool, framework: str) -> tuple[str, ...]:
-    """The CUDA-graph line that leads a launch-bound finding's advice (PyTorch only: the names are torch's)."""
-    if framework.lower() not in ("pytorch", "torch"):
+    """The CUDA-graph line that leads a launch-bound finding's advice when the rank already replays
+    graphs (PyTorch only: the names are torch's); () otherwise."""
+    if not has_graphs or framework.lower() not in ("pytorch", "torch"):
         return ()
-    return (GRAPH_ADVICE["partial" if has_graphs else "eager"],)
-
+    return (GRAPH_ADVICE_PARTIAL,)
