@@ -175,3 +175,13 @@ def test_torch214_cpu_sample_dataloader_wait_and_host(expected_path):
     assert a.diagnosis.primary == "undetermined"
     want = "input_bound" if "input_bound" in exp["file"] else "host_bound"
     assert a.diagnosis.host_primary == want and rank.diagnosis.host_primary == want
+
+
+def test_trace_counters_stay_with_their_rank_when_a_timeline_is_analysed(tmp_path):
+    """The notebook path (a Timeline handed in): the trace's own counters are its device's trace
+    counters, not a counter log to align."""
+    tl = read_file(B.counters_trace().write(tmp_path / "c.json"), ReadOptions())
+    a = analyze(tl, Options())
+    assert a.counters == () and a.counter_logs == ()
+    got = {c.metric: c.mean for c in a.ranks[0].devices[0].trace_counters}
+    assert got == {B.COUNTER_METRICS[0]: 55.0, B.COUNTER_METRICS[1]: 5.5e9}
