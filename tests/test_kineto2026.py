@@ -185,3 +185,25 @@ def test_trace_counters_stay_with_their_rank_when_a_timeline_is_analysed(tmp_pat
     assert a.counters == () and a.counter_logs == ()
     got = {c.metric: c.mean for c in a.ranks[0].devices[0].trace_counters}
     assert got == {B.COUNTER_METRICS[0]: 55.0, B.COUNTER_METRICS[1]: 5.5e9}
+
+
+@pytest.mark.slow
+def test_2026_layout_read_in_parallel_ranges_like_the_stream(tmp_path, monkeypatch):
+    """A big uncompressed file is decoded in byte ranges by worker processes: graph ids, Seq, sync
+    streams and the counters merge to what one stream gives."""
+    import pandas as pd
+
+    from traceanalyzer.formats import chrome_parallel
+
+    monkeypatch.setattr(chrome_parallel, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(chrome_parallel, "TAIL_BYTES", 1024)
+    t = B.decode_loop(True, steps=4)
+    for i in range(50):
+        t.counter(100.0 + i * 300, B.COUNTER_METRICS[0], float(i))
+    path = t.write(tmp_path / "big.json")
+    one = read_path(path, ReadOptions(), chunk_bytes=4096)
+    two = read_path(path, ReadOptions(decode_workers=2), chunk_bytes=4096)
+    pd.testing.assert_frame_equal(two.events, one.events)
+    pd.testing.assert_frame_equal(two.counters.sort_values("ts_ns", kind="stable").reset_index(drop=True),
+                                  one.counters.sort_values("ts_ns", kind="stable").reset_index(drop=True))
+    assert len(one.counters) == 50 and (one.events["graph_id"] == B.GRAPH_ID).sum() == 3 * 200 + 3
