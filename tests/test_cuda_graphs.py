@@ -134,3 +134,13 @@ def test_graph_figures_survive_save_and_load(tmp_path):
     back = load(tmp_path / "r.json")
     assert back.ranks[0].devices[0].graphs == a.ranks[0].devices[0].graphs
     assert np.isclose(back.ranks[0].devices[0].graphs.gpu_us, 3 * 4000.0)
+
+
+def test_replays_are_drawn_as_one_block_each(tmp_path):
+    a = _analyze(B.decode_loop(True, STEPS).write(tmp_path / "g.json"))
+    (dev,) = a.ranks[0].drawing.timeline["devices"]
+    lane = dev["graphs"]
+    assert len(lane["start_us"]) == STEPS - 1  # one block per replay, not 200 kernels
+    assert lane["dur_us"] == [REPLAY_US] * (STEPS - 1)
+    eager = _analyze(B.decode_loop(False, 3).write(tmp_path / "e.json"))
+    assert "graphs" not in eager.ranks[0].drawing.timeline["devices"][0]  # no lane (and no key) without graphs

@@ -26,7 +26,7 @@ from ..timeline import Timeline
 from . import figures as F
 
 __all__ = ["CAPTURE_BEGIN", "CAPTURE_END", "DeviceGraphs", "GraphFigures", "INSTANTIATE", "capture_mask",
-           "device_graphs", "replay_spans"]
+           "device_graphs", "replay_spans", "replays"]
 
 CAPTURE_BEGIN = re.compile(r"^(cuda|hip)StreamBeginCapture\w*$|^cuStreamBeginCapture\w*$", re.IGNORECASE)
 CAPTURE_END = re.compile(r"^(cuda|hip)StreamEndCapture$|^cuStreamEndCapture(_v2)?$", re.IGNORECASE)
@@ -69,6 +69,16 @@ def _graph_work(tl: Timeline, rank: int, device: int, window: F.Window) -> pd.Da
     run = np.cumsum(np.r_[True, graph[1:] != graph[:-1]])[:len(out)].astype(np.int64)
     out["replay"] = np.where(out["corr"].to_numpy() >= 0, out["corr"].to_numpy(), -1 - run)
     return out
+
+
+def replays(tl: Timeline, rank: int, device: int, window: F.Window) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each graph replay on the device (start, end, graph id), in start order."""
+    work = _graph_work(tl, rank, device, window)
+    if not len(work):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
+    g = work.groupby(["graph", "replay"], sort=False).agg(ts=("ts", "min"), end=("end", "max")).reset_index()
+    g = g.sort_values("ts", kind="stable")
+    return (g["ts"].to_numpy(np.int64), g["end"].to_numpy(np.int64), g["graph"].to_numpy(np.int64))
 
 
 def replay_spans(tl: Timeline, rank: int, device: int, window: F.Window) -> iv.IntervalSet:

@@ -282,6 +282,7 @@ def timeline_data(t: TR.RankTracks, max_blocks: int) -> dict[str, Any]:
              "busy": _blocks(d.busy, origin),
              "copies": _blocks(d.copies, origin),
              "comm": _blocks(d.comm, origin),
+             **({"graphs": _blocks(d.graphs, origin)} if d.graphs is not None else {}),  # CUDA graph replays
              "gaps": {"start_us": _rel_us(d.gaps.start_ns, origin), "dur_us": _dur_us(d.gaps.dur_ns),
                       "step": [None if s < 0 else int(s) for s in d.gaps.step.tolist()],
                       "cause": list(d.gaps.cause), "total": int(d.gaps.total)}}
