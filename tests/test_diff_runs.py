@@ -98,7 +98,8 @@ def test_the_command_takes_runs_and_folders_of_saved_reports(runs, tmp_path, mon
     assert code == 0, output
     doc = json.loads(out.read_text())
     assert doc["base"]["runs"] == 3 and doc["head"]["runs"] == 3 and doc["run_to_run_measured"] is True
-    assert doc["base"]["inputs"] == ["run0.json", "run1.json", "run2.json"]  # each saved report names its trace
+    # each saved report is named as given, with the trace it was made from
+    assert doc["base"]["inputs"] == [f"main-reports/run{i}.json (saved report of run{i}.json)" for i in range(3)]
     # the folder of reports gives what the traces give
     code, _ = run("diff", *sum((["--base", str(p)] for p in runs["base"]), []), *args, "-o", str(tmp_path / "t.json"))
     assert code == 0

@@ -10,9 +10,10 @@ FIGURES: dict[str, str] = {
     "window": (
         "The stretch of time a rank's figures are computed over. With steps: from the start of the "
         "first host step span (PyTorch `ProfilerStep#N`, Keras `Profiled batch`) to the end of the "
-        "last. Without steps: per device, from the start of its first GPU activity to the end of its "
-        "last (the rank's window then spans all its devices). On a CPU-only trace: from the first to "
-        "the last host event; GPU figures then say \"no GPU activity\"."
+        "last. Without steps (steps detected from repeating work, see step_source, leave the window as "
+        "it is): per device, from the start of its first GPU activity to the end of its last (the rank's window "
+        "then spans all its devices). On a CPU-only trace: from the first to the last host event; GPU "
+        "figures then say \"no GPU activity\"."
     ),
     "gpu_busy": (
         "Length of the union of the device's kernel, memcpy and memset intervals, clipped to the "
@@ -45,6 +46,30 @@ FIGURES: dict[str, str] = {
         "PyTorch: the op `enumerate(DataLoader)#..._DataLoaderIter.__next__` (single- and "
         "multi-process); not python stack frames and not anything that merely mentions "
         "\"DataLoader\". TensorFlow: the training thread blocked in `IteratorGetNext`."
+    ),
+    "step_source": (
+        "Where a rank's steps come from. `markers`: step spans the trace records (two or more). "
+        "`detected`: a trace with no step marker, or one holding the whole capture, whose work repeats: "
+        "(1) a host annotation recurring on one thread, each occurrence ending before the next and "
+        "covering at least 80% of the time to the next one and, when the rank waits for a DataLoader, "
+        "holding a wait in at least half of them; an iteration runs from one occurrence's start "
+        "to the next's, the last to its own end; else (2) the sequence of GPU operation names (kernels, "
+        "copies, memsets) of the busiest device, in launch order (a rank without GPU work: the top-level "
+        "framework ops, annotations and DataLoader waits of its busiest host thread, `host operations`), "
+        "repeating with period p operations "
+        "(a block of p names equal to the next block's in at least 90% of places) over at least half "
+        "of its operations. An iteration starts at the DataLoader wait when the period holds one (host "
+        "operations), else at the launch of the operation after the GPU's longest "
+        "idle stretch within the period when that stands out (at least 5 x the median and 20 us), else "
+        "at the first repetition's first operation, and ends at the launch of the next iteration's; "
+        "the last one ends at its last operation's end on the GPU. An iteration also holds the "
+        "DataLoader wait that ends just before its first launch. A head that does not repeat and a partial "
+        "last iteration are not iterations. Either kind needs at least 3 iterations and, in at least "
+        "half of them, a host<->device copy, a host synchronisation or a DataLoader wait, or else the "
+        "GPU idle before each iteration for at least 5 x the median idle between its operations and "
+        "20 us: the layers of one forward pass repeat too but show none, so a single pass gets no "
+        "steps. `basis` says what repeats, `period_us` is the median iteration length, `iterations` "
+        "how many. `window`: neither; the window is one stretch without steps."
     ),
     "per_step": (
         "For each host step span: its duration; GPU busy = union of GPU work on the rank's "
