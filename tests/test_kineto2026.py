@@ -210,3 +210,16 @@ def test_2026_layout_read_in_parallel_ranges_like_the_stream(tmp_path, monkeypat
     pd.testing.assert_frame_equal(two.counters.sort_values("ts_ns", kind="stable").reset_index(drop=True),
                                   one.counters.sort_values("ts_ns", kind="stable").reset_index(drop=True))
     assert len(one.counters) == 50 and (one.events["graph_id"] == B.GRAPH_ID).sum() == 3 * 200 + 3
+
+
+def test_counter_samples_are_bounded_and_counted(tmp_path, monkeypatch):
+    from traceanalyzer.formats import kineto
+
+    monkeypatch.setattr(kineto, "MAX_COUNTER_SAMPLES", 15)
+    monkeypatch.setattr(kineto, "MAX_COUNTER_METRICS", 1)
+    t = B.counters_trace()
+    t.counter(50.0, "x" * 5000, 1.0)  # a third metric: beyond the bound on names
+    tl = read_file(t.write(tmp_path / "c.json"), ReadOptions())
+    assert len(tl.counters) == 10 and set(tl.counters["metric"]) == {B.COUNTER_METRICS[0]}
+    assert tl.sources[0].not_kept["counter_unusable"] == 11
+    assert any("hardware counter samples dropped" in w for w in tl.sources[0].warnings)

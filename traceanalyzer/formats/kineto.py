@@ -88,6 +88,7 @@ _FLOW_PHASES = {"s", "f", "t"}
 # (output_json.cpp, handleCounterEvent); read as the device's trace counters, never as a rank or device.
 COUNTER_PID = re.compile(r"^GPU (\d{1,9}) Counters$")
 MAX_COUNTER_METRICS = 256  # distinct counter names kept per trace; samples of more are dropped, counted
+MAX_COUNTER_SAMPLES = 2_000_000  # counter samples kept per trace (a bound on memory); later ones dropped, counted
 MAX_METRIC_CHARS = 256
 _MAX_COUNTER_ARGS = 64  # values read from one counter event
 # Kineto 2026 puts "Stream Sync" events on a virtual thread, the stream's id + this offset, named
@@ -322,7 +323,8 @@ def _timeline(cols: _Collector, header: dict[str, Any], path: Path, fmt: str) ->
     if cols.counters_dropped:
         source.not_kept["counter_unusable"] = cols.counters_dropped
         source.warnings.append(f"{cols.counters_dropped} hardware counter samples dropped: no numeric value, an "
-                               f"implausible time, or beyond {MAX_COUNTER_METRICS} distinct counters")
+                               f"implausible time, beyond {MAX_COUNTER_METRICS} distinct counters or "
+                               f"{MAX_COUNTER_SAMPLES} samples")
     events = _sync_streams(_graph_launches(events))
     source.events_kept = len(events) + len(memory) + len(counters)
 
@@ -674,6 +676,9 @@ class _Collector:
                 self._counter_row(float(ts), int(m.group(1)), metric, float(value))
 
     def _counter_row(self, ts: float, device: int, metric: str, value: float) -> None:
+        if len(self.counter_rows) >= MAX_COUNTER_SAMPLES:
+            self.counters_dropped += 1
+            return
         if metric not in self.counter_metrics:
             if len(self.counter_metrics) >= MAX_COUNTER_METRICS:
                 self.counters_dropped += 1
