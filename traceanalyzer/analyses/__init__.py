@@ -12,8 +12,10 @@ from dataclasses import dataclass, replace
 from ..timeline import Timeline
 from . import figures as F
 from . import gaps as G
+from .graphs import DeviceGraphs, device_graphs
 from .iterations import StepSource, find_steps
 from .memory import RankMemory, rank_memory
+from .trace_counters import TraceCounter, trace_counters
 
 
 @dataclass(frozen=True)
@@ -27,6 +29,8 @@ class DeviceAnalysis:
     kernels: tuple[F.KernelRow, ...]  # by time, the first KERNEL_TABLE_ROWS names
     gpu_events: int = 0  # GPU activities starting inside the window
     attribution: G.DeviceAttribution | None = None  # idle time by cause (None: causes not asked for)
+    graphs: DeviceGraphs | None = None  # CUDA graph replays and captures (None: no graph ran)
+    trace_counters: tuple[TraceCounter, ...] = ()  # counters the trace itself recorded for this device
 
 
 @dataclass(frozen=True)
@@ -80,7 +84,9 @@ def rank_figures(tl: Timeline, rank: int, min_gap_ns: int = F.DEFAULT_MIN_GAP_NS
             device, names.get(device, ""), busy, G.GapSet(*idle),
             F.gap_stats(tl, rank, device, w, min_gap_ns, idle=idle, st=st),
             F.memcpy_stats(tl, rank, device, w, busy.busy_ns),
-            F.top_kernels(tl, rank, device, w, top_n=F.KERNEL_TABLE_ROWS), F.gpu_events(tl, rank, device, w)))
+            F.top_kernels(tl, rank, device, w, top_n=F.KERNEL_TABLE_ROWS), F.gpu_events(tl, rank, device, w),
+            graphs=device_graphs(tl, rank, device, w, busy.busy_ns),
+            trace_counters=trace_counters(tl, rank, device, w)))
     attributed = None
     if causes:
         attributed = G.rank_causes(tl, rank, rank_window, st, [(d.device, d.busy.window, d.busy.exposed_comm_ns,

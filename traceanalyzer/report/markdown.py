@@ -198,6 +198,22 @@ def _details(a: AnalysisData, rows: dict[str, int]) -> list[str]:
                 out += table(["kernel", "count", "total", "mean"],
                              ([md(k.name), str(k.count), fmt_us(k.total_us), fmt_us(k.mean_us)]
                               for k in d.top_kernels), rows["kernels"], len(d.top_kernels), "kernels")
+            if d.graphs is not None:
+                g = d.graphs
+                out += [f"#### CUDA graphs, rank {who(r)} {md(d.device)}", "",
+                        f"{fmt_us(g.gpu_us)} of GPU work in {g.replays} replays (one launch each)"
+                        + (f"; {g.captures} capture(s), {fmt_us(g.capture_us)} on the host (one-off)"
+                           if g.captures else "") + ".", ""]
+                out += table(["graph id", "replays", "kernels per replay", "replay time", "GPU time"],
+                             ([str(x.graph_id) if x.graph_id else "not recorded", str(x.replays),
+                               f"{x.kernels_per_replay:g}", fmt_us(x.replay_us), fmt_us(x.gpu_us)] for x in g.graphs),
+                             rows["kernels"], len(g.graphs), "graphs")
+            if d.trace_counters:
+                out += [f"#### Counters recorded in the trace, rank {who(r)} {md(d.device)}", ""]
+                out += table(["counter", "samples", "mean", "min", "max"],
+                             ([md(c.metric), str(c.samples)] + ["n/a" if v is None else f"{v:.6g}"
+                                                                for v in (c.mean, c.min, c.max)]
+                              for c in d.trace_counters), rows["kernels"], len(d.trace_counters), "counters")
             if d.memcpy.by_direction:
                 out += [f"#### Memcpy by direction, rank {who(r)} {md(d.device)}", ""]
                 out += table(["direction", "copies", "time", "bytes", "bandwidth", "pageable", "pinned"],

@@ -196,7 +196,27 @@ def _device(d: DeviceAnalysis, counters: R.DeviceCounters | None, memory: Memory
         kernel_table=kernels,
         memory=None if memory is None else _memory(memory),
         gap_table=_gap_table(d, rank, g.min_gap_ns),
+        graphs=_graphs(d),
+        trace_counters=tuple(R.TraceCounterSummary(c.metric, c.samples, _round(c.mean), _round(c.min), _round(c.max))
+                             for c in d.trace_counters),
     )
+
+
+def _round(x: float | None) -> float | None:
+    return None if x is None else float(f"{x:.6g}")
+
+
+def _graphs(d: DeviceAnalysis) -> R.GraphSummary | None:
+    """A device's CUDA graph replays (analyses/graphs.py) in microseconds."""
+    gr = d.graphs
+    if gr is None:
+        return None
+    return R.GraphSummary(
+        gpu_us=_us0(gr.gpu_ns), share_of_busy=_frac(gr.gpu_ns / gr.busy_ns if gr.busy_ns > 0 else None),
+        replays=gr.replays,
+        graphs=tuple(R.GraphRow(g.graph_id, g.replays, round(g.nodes / g.replays, 3) if g.replays else 0.0,
+                                _us0(g.replay_ns), _us0(g.gpu_ns)) for g in gr.graphs),
+        captures=gr.captures, capture_us=_us0(gr.capture_ns))
 
 
 def options_info(min_gap_ns: int, include_warmup: bool, batch_size: int | None) -> R.OptionsInfo:
@@ -273,6 +293,7 @@ def timeline_data(t: TR.RankTracks, max_blocks: int) -> dict[str, Any]:
              "busy": _blocks(d.busy, origin),
              "copies": _blocks(d.copies, origin),
              "comm": _blocks(d.comm, origin),
+             **({"graphs": _blocks(d.graphs, origin)} if d.graphs is not None else {}),  # CUDA graph replays
              "gaps": {"start_us": _rel_us(d.gaps.start_ns, origin), "dur_us": _dur_us(d.gaps.dur_ns),
                       "step": [None if s < 0 else int(s) for s in d.gaps.step.tolist()],
                       "cause": list(d.gaps.cause), "total": int(d.gaps.total)}}

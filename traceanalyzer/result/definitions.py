@@ -228,6 +228,29 @@ FIGURES: dict[str, str] = {
         " `storage` when it is below that and iowait is at least 5% or disks read at least 100 MB/s; "
         "otherwise, or without a host log, `unknown`."
     ),
+    "cuda_graphs": (
+        "A device's CUDA graph replays. GPU work (kernels, copies, memsets) runs in a graph when the trace "
+        "gives it a graph id (Kineto `graph id`, 2026), or, in older traces, when it shares the correlation "
+        "id of a `cudaGraphLaunch` call (graph id 0: not recorded). A replay is the work of one graph with "
+        "one correlation id (one launch). Per graph: replays, kernels per replay (its GPU activities / "
+        "replays), replay time (median span of a replay, first node start to last node end) and GPU time "
+        "(union of its work in the window); in graphs: the union of all graph work, and its share of GPU "
+        "busy. Idle time inside a replay's span is never launch overhead. Captures: "
+        "`cudaStreamBeginCapture`..`cudaStreamEndCapture` stretches (else instantiate calls) on the rank's "
+        "host; capture time: the union of those stretches and every instantiate / upload call, a one-off "
+        "cost that the gap attribution counts as start-up, apart from the replays."
+    ),
+    "trace_counters": (
+        "Counters the trace itself recorded for a device: Kineto's hardware counters (`\"ph\": \"C\"` "
+        "events of the process `GPU N Counters`, one metric per event name, its value under the args key "
+        "`\"\"`). Per metric: samples inside the window, their mean, minimum and maximum. The counter "
+        "process is never a rank, a thread or a device; counter logs (nvidia-smi, DCGM) are kept apart."
+    ),
+    "nccl_sequence": (
+        "When communication kernels carry the NCCL sequence number (Kineto `Seq`, 2026), a collective is "
+        "matched across ranks by (process group, sequence number), however each capture numbers its "
+        "steps; without it, by (process group, kernel name, step, order in the step)."
+    ),
 }
 
 # Figures of a comparison (`diff`) and of the exports: defined here with the run's, kept out of each saved
