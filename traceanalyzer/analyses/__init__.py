@@ -48,6 +48,7 @@ class RankAnalysis:
     input: str = ""  # the file the rank was read from
     clock: str = "relative"  # RankInfo.clock: "epoch" or "relative"
     host: str | None = None  # the machine it ran on (trace metadata)
+    gpus_listed: int = 0  # GPUs the trace lists for the rank (deviceProperties), active or not
 
 
 @dataclass(frozen=True)
@@ -89,4 +90,5 @@ def rank_figures(tl: Timeline, rank: int, min_gap_ns: int = F.DEFAULT_MIN_GAP_NS
                         wait / rank_window.dur_ns if rank_window.dur_ns > 0 else None, tuple(devices),
                         rank_memory(tl, rank, [d.device for d in devices], st), info.framework, st,
                         F.kernel_totals(tl, rank), F.pageable_htod_copies(tl, rank), F.range_profiler_capture(tl, rank),
-                        attributed, tl.sources[info.source].path, info.clock, info.host)
+                        attributed, tl.sources[info.source].path, info.clock, info.host,
+                        len({d.index for d in tl.devices if d.rank == rank}))

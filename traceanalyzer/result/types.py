@@ -463,6 +463,9 @@ class FindingResult:
     gaps: int | None = None  # idle gaps of this cause
     host_ops: tuple[HostOp, ...] = ()  # the host events behind this idle time, best first
     figures: dict[str, float] = field(default_factory=dict)  # cause-specific numbers, units in names
+    # per percentage in the title and evidence, in order: (numerator, denominator) keys into `figures`
+    # (denominator "": the numerator is a fraction; "%": a figure in percent)
+    shares: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -505,11 +508,31 @@ class PeriodicResult:
 
 
 @dataclass(frozen=True)
+class HostStepParts:
+    """One step of the host loop's breakdown (definitions `host_loop`)."""
+
+    step: int
+    data_wait_us: float
+    optimizer_us: float
+    annotations_us: float
+    model_ops_us: float
+    other_us: float
+
+
+@dataclass(frozen=True)
 class HostSharesResult:
+    """Where the host loop's step time went, in disjoint parts (definitions `host_loop`): DataLoader wait,
+    optimizer, named annotations, model ops, elsewhere (`other_us`); totals over the steps and per step."""
+
     total_us: float
     data_wait_us: float
     model_ops_us: float
     other_us: float
+    optimizer_us: float = 0.0
+    annotations_us: float = 0.0
+    steps: int = 0  # steps the totals are summed over (0: no steps, the window)
+    per_step: tuple[HostStepParts, ...] = ()
+    top_annotations: tuple[HostOp, ...] = ()  # named annotations by their time in the annotations part
 
 
 @dataclass(frozen=True)
@@ -540,6 +563,9 @@ class RankDiagnosisResult:
     warmup_steps: tuple[int, ...] = ()  # leading steps left out of the verdict
     startup_us: float = 0.0  # one-off start-up costs: start-up idle + time lost in warm-up steps
     input_split: str | None = None  # input_bound only: "cpu" | "storage" | "unknown" (host logs tell them apart)
+    headline_figures: dict[str, float] = field(default_factory=dict)  # the figures the headline's shares are of
+    headline_shares: tuple[tuple[str, str], ...] = ()  # per percentage in the headline (as FindingResult.shares)
+    verdict_note: str | None = None  # why the verdict differs from the top finding, when it does
 
 
 @dataclass(frozen=True)
@@ -565,6 +591,9 @@ class DiagnosisResult:
     findings: tuple[FindingResult, ...]
     rank: int | None = None  # index into AnalysisData.ranks of the rank that speaks for the job
     stragglers: tuple[StragglerResult, ...] = ()  # worst first; empty: no straggler (or one rank)
+    headline_figures: dict[str, float] = field(default_factory=dict)  # the figures the headline's shares are of
+    headline_shares: tuple[tuple[str, str], ...] = ()  # per percentage in the headline (as FindingResult.shares)
+    verdict_note: str | None = None  # why the verdict differs from the top finding, when it does
 
 
 # --- many ranks: one clock, collectives ------------------------------------------------------------------
