@@ -183,6 +183,9 @@ PALETTE: dict[str, str] = {
     "busy": "#2f4b7c", "compute": "#2f4b7c", "memcpy": "#9b5de5", "idle": "#c9ced6",
     "unattributed": "#c9ced6", "step_a": "#e8ecf2", "step_b": "#d5dce6", "ops": "#5f7fa8",
     "communication": "#1b6b36",
+    # the host loop's parts on CPU-only captures (DataLoader wait wears its cause's colour)
+    "host_optimizer": "#17bebb", "host_annotations": "#a1785c", "host_model_ops": "#3a86ff",
+    "host_elsewhere": "#c9ced6",
 }
 
 

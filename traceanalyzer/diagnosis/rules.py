@@ -219,7 +219,7 @@ def verdict(ra: RankAnalysis, lost: LostTime, findings: tuple[Finding, ...], inc
         q = Quoted()
         host_primary, host_findings, host_line = _host_verdict(c.host_shares, framework, q)
         if ra.gpus_listed == 0 and not ra.range_profiler:  # a CPU-only capture: the host loop's verdict is the verdict
-            why = "CPU-only capture: no GPU listed, no GPU activity"
+            why = "a CPU-only capture"
             return RankVerdict(host_primary or UNDETERMINED, host_primary, why,
                                f"{host_line} ({why})." if host_line else why + ".", host_findings, c.host_shares,
                                quoted=q)
@@ -343,6 +343,12 @@ def verdict_note(primary: str, host_primary: str | None, findings: tuple[Finding
         return None
     top = findings[0]
     verdict_id = host_primary if primary == UNDETERMINED and host_primary else primary
+    if verdict_id == CPU_COMPUTE_BOUND and top.id != CPU_INPUT_BOUND:
+        return None  # every part but the data wait is the loop's own work
+    if verdict_id == CPU_INPUT_BOUND and top.id != CPU_INPUT_BOUND:
+        return (f"The largest part of the step ({top.title[len('The host loop '):]}) is not the verdict because a "
+                f"loop that waits for data {percent(HOST_INPUT_BOUND_SHARE)} of its step time or more is "
+                f"input-bound: faster input shortens every step first.")
     if top.id in (primary, verdict_id) or top.id == GPU_BOUND or (primary == UNDETERMINED and top.cause == C.UNKNOWN):
         return None
     label = C.VERDICT_BY_ID[top.id].label.lower() if top.id in C.VERDICT_BY_ID else top.title
@@ -533,9 +539,8 @@ _HOST_PARTS = (
     ("annotations_ns", "cpu_annotation", C.HOST_COMPUTE, "The host loop is busy in named annotations",
      "in named annotations"),
     ("model_ops_ns", CPU_COMPUTE_BOUND, C.HOST_COMPUTE, "The host loop is busy in the model's ops",
-     "in the model's ops"),
-    ("other_ns", "cpu_elsewhere", None, "The host loop spends its time outside traced ops",
-     "elsewhere (no traced op: Python between ops, the loop itself)"),
+     "in model ops"),
+    ("other_ns", "cpu_elsewhere", None, "The host loop spends time outside any traced op", "elsewhere"),
 )
 
 
@@ -576,17 +581,19 @@ def _host_verdict(s: HostShares | None, framework: str,
         findings.append(Finding(fid, cause, title, sev, ns, round(ns / total, 6), tuple(lines),
                                 advice_for(fid, framework), figures=fq.figures, shares=tuple(fq.shares)))
     findings.sort(key=lambda f: -f.explains_ns)
-    label = "waits for data" if primary == CPU_INPUT_BOUND else "is busy in its own work"
+    label = "waits for data" if primary == CPU_INPUT_BOUND else "busy in its own work"
     parts = sorted(((getattr(s, attr), attr, words) for attr, _, _, _, words in _HOST_PARTS),
                    key=lambda t: -t[0])
-    said = [f"{q.ns(ns, attr.replace('_ns', '_us'), total, 'step_time_us')} {words}" for ns, attr, words in parts
-            if ns > 0 or attr == "data_wait_ns"]
-    named = ""
-    if s.top_annotations and s.annotations_ns >= FINDING_MIN_SHARE * total:
-        name, a_ns = s.top_annotations[0]
-        share = q.ns(a_ns, "annotation_1_us", total, "step_time_us")
-        named = f"; the largest named annotation is {name[:60]} ({share})"
-    headline = (f"Host loop {label}: of its {duration(total)} of step time{per}, {_join(said)}{named}")
+    said = []
+    for ns, attr, words in parts:
+        if ns <= 0 and attr != "data_wait_ns":
+            continue
+        text = f"{q.ns(ns, attr.replace('_ns', '_us'), total, 'step_time_us')} {words}"
+        if attr == "annotations_ns" and s.top_annotations:
+            name, a_ns = s.top_annotations[0]
+            text += f" ({name[:60]} {q.ns(a_ns, 'annotation_1_us', total, 'step_time_us')})"
+        said.append(text)
+    headline = f"Host loop {label}: of its {duration(total)} of step time{per}, {_join(said)}"
     return primary, tuple(findings), headline
 
 
