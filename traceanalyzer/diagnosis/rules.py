@@ -346,9 +346,10 @@ def verdict_note(primary: str, host_primary: str | None, findings: tuple[Finding
     if verdict_id == CPU_COMPUTE_BOUND and top.id != CPU_INPUT_BOUND:
         return None  # every part but the data wait is the loop's own work
     if verdict_id == CPU_INPUT_BOUND and top.id != CPU_INPUT_BOUND:
-        return (f"The largest part of the step ({top.title[len('The host loop '):]}) is not the verdict because a "
-                f"loop that waits for data {percent(HOST_INPUT_BOUND_SHARE)} of its step time or more is "
-                f"input-bound: faster input shortens every step first.")
+        part = next((w for _, fid, _, _, w in _HOST_PARTS if fid == top.id), top.title)
+        return (f"The largest part of the step ({part.removeprefix('in ')}) is not the verdict because a loop that "
+                f"waits for data {percent(HOST_INPUT_BOUND_SHARE)} or more of its step time is input-bound: faster "
+                f"input shortens every step first.")
     if top.id in (primary, verdict_id) or top.id == GPU_BOUND or (primary == UNDETERMINED and top.cause == C.UNKNOWN):
         return None
     label = C.VERDICT_BY_ID[top.id].label.lower() if top.id in C.VERDICT_BY_ID else top.title
