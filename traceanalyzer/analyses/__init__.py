@@ -91,4 +91,4 @@ def rank_figures(tl: Timeline, rank: int, min_gap_ns: int = F.DEFAULT_MIN_GAP_NS
                         rank_memory(tl, rank, [d.device for d in devices], st), info.framework, st,
                         F.kernel_totals(tl, rank), F.pageable_htod_copies(tl, rank), F.range_profiler_capture(tl, rank),
                         attributed, tl.sources[info.source].path, info.clock, info.host,
-                        len({d.index for d in tl.devices if d.rank == rank}))
+                        info.gpus_listed)

@@ -820,11 +820,11 @@ def _migrate_2(data: dict[str, Any]) -> dict[str, Any]:
             memory["host"] = r["host_memory"].pop("series", None)
         r["drawing"] = {"timeline": timeline, "charts": r.pop("charts", None) or {},
                         "memory": {k: v for k, v in memory.items() if v is not None}}
-        r["diagnosis"] = rank_diag
+        r["diagnosis"] = _host_verdict_of(rank_diag)
         ranks.append(r)
     out["ranks"] = ranks
     if isinstance(diag, dict):
-        diag = dict(diag)
+        diag = _host_verdict_of(dict(diag))
         diag.pop("ranks", None)
         picked = [i for i, r in enumerate(ranks) if r["diagnosis"] is not None
                   and r["diagnosis"].get("findings") == diag.get("findings")
@@ -844,6 +844,21 @@ def _migrate_2(data: dict[str, Any]) -> dict[str, Any]:
         out["job"] = dict(out["job"])
         out["job"].pop("chart", None)
     out["drawing"] = {"host_logs": host_series}
+    return out
+
+
+# /2 named the host loop's verdict with the GPU verdicts' names; /3 gives it its own (causes.py)
+_HOST_VERDICTS_2 = {"input_bound": "cpu_input_bound", "host_bound": "cpu_compute_bound"}
+
+
+def _host_verdict_of(diag: Any) -> Any:
+    """A /2 diagnosis with its host-loop verdict under its /3 name (and its host-loop findings' ids)."""
+    if not isinstance(diag, dict) or diag.get("host_primary") not in _HOST_VERDICTS_2:
+        return diag
+    out = dict(diag, host_primary=_HOST_VERDICTS_2[diag["host_primary"]])
+    if out.get("primary") == "undetermined" and isinstance(out.get("findings"), list):
+        out["findings"] = [dict(f, id=_HOST_VERDICTS_2.get(f.get("id"), f.get("id"))) if isinstance(f, dict) else f
+                           for f in out["findings"]]
     return out
 
 
