@@ -857,7 +857,7 @@ def _host_verdict_of(diag: Any) -> Any:
         return diag
     out = dict(diag, host_primary=_HOST_VERDICTS_2[diag["host_primary"]])
     if out.get("primary") == "undetermined" and isinstance(out.get("findings"), list):
-        out["findings"] = [dict(f, id=_HOST_VERDICTS_2.get(f.get("id"), f.get("id"))) if isinstance(f, dict) else f
+        out["findings"] = [dict(f, id=_HOST_VERDICTS_2.get(str(f.get("id")), f.get("id"))) if isinstance(f, dict) else f
                            for f in out["findings"]]
     return out
 
