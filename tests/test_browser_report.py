@@ -39,6 +39,19 @@ CORPUS_CASES = {
 }
 
 
+@pytest.fixture(autouse=True)
+def _this_checkout_templates(monkeypatch):
+    """Pages rendered with this checkout's templates (an editable install may point at another's)."""
+    import jinja2
+
+    from traceanalyzer.report import html as H
+
+    monkeypatch.setattr(H, "_loader", lambda: jinja2.FileSystemLoader(str(ROOT / "templates")))
+    H.template_env.cache_clear()
+    yield
+    H.template_env.cache_clear()
+
+
 def _chromium() -> str:
     found = shutil.which("chromium") or shutil.which("chromium-browser")
     reason = None
