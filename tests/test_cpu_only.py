@@ -177,3 +177,18 @@ def test_cpu_only_page_in_browser(which, browser, tmp_path, monkeypatch, request
         page.close()
         H.template_env.cache_clear()
     assert errors == [] and refused == [] and dialogs == []
+
+
+@pytest.mark.slow
+def test_corpus_cpu_only_capture_names_what_other_threads_ran(corpus):
+    """HTA's CPU-only rank of a gloo job: its loop thread runs no traced op in the step, while two gloo
+    worker threads run all_reduce ranges. By hand from the raw events: their union inside the step is
+    548353.3 -> 727130.7 us (the 3553 and 3554 ranges that start in it), 178777.4 us of the 210109.2 us step."""
+    a = ta.analyze(corpus / "hta_cpu_only" / "rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz")
+    d = a.diagnosis
+    assert d.primary == "cpu_compute_bound" and d.findings[0].id == "cpu_elsewhere"
+    hs = a.ranks[0].diagnosis.host_shares
+    assert hs.other_us == hs.total_us == pytest.approx(210_109.162, abs=0.01)
+    (other,) = hs.elsewhere_others
+    assert other.name == "gloo:all_reduce" and other.time_us == pytest.approx(178_777.4, abs=0.1)
+    assert "meanwhile on another thread: gloo:all_reduce for 178.8 ms (85% of step time)" in d.findings[0].evidence

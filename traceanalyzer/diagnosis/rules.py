@@ -572,6 +572,10 @@ def _host_verdict(s: HostShares | None, framework: str,
             for j, (name, a_ns) in enumerate(s.top_annotations):
                 share = fq.ns(a_ns, f"annotation_{j + 1}_us", total, "step_time_us")
                 lines.append(f"{name}: {duration(a_ns)} ({share} of step time)")
+        if attr == "other_ns":
+            for j, (name, o_ns) in enumerate(s.elsewhere_others):
+                share = fq.ns(o_ns, f"other_thread_{j + 1}_us", total, "step_time_us")
+                lines.append(f"meanwhile on another thread: {name} for {duration(o_ns)} ({share} of step time)")
         if n_steps and s.per_step:
             vals = [row[i] for row in s.per_step]
             lines.append(f"per step: {', '.join(duration(v) for v in vals[:8])}{' …' if len(vals) > 8 else ''}")

@@ -334,7 +334,8 @@ def _host_shares(s: HostShares) -> R.HostSharesResult:
         _us0(s.total_ns), _us0(s.data_wait_ns), _us0(s.model_ops_ns), _us0(s.other_ns), _us0(s.optimizer_ns),
         _us0(s.annotations_ns), len(s.steps),
         tuple(R.HostStepParts(n, *(_us0(v) for v in parts)) for n, parts in zip(s.steps, s.per_step)),
-        tuple(R.HostOp(name, round(ns / s.total_ns, 6), _us0(ns)) for name, ns in s.top_annotations))
+        tuple(R.HostOp(name, round(ns / s.total_ns, 6), _us0(ns)) for name, ns in s.top_annotations),
+        tuple(R.HostOp(name, round(ns / s.total_ns, 6), _us0(ns)) for name, ns in s.elsewhere_others))
 
 
 def _rank_diagnosis(r: RankDiagnosis) -> R.RankDiagnosisResult:

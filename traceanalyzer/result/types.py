@@ -533,6 +533,7 @@ class HostSharesResult:
     steps: int = 0  # steps the totals are summed over (0: no steps, the window)
     per_step: tuple[HostStepParts, ...] = ()
     top_annotations: tuple[HostOp, ...] = ()  # named annotations by their time in the annotations part
+    elsewhere_others: tuple[HostOp, ...] = ()  # what other threads ran during the loop's "elsewhere" time
 
 
 @dataclass(frozen=True)
