@@ -321,8 +321,14 @@ def _gpu_headline(ra: RankAnalysis, c: RankCauses, lost: LostTime, top: str, ste
         return (f"{head}; {q.ns(steady[top], f'{top}_idle_us', idle_ns, 'idle_us')} of that idle time "
                 f"({duration(steady[top])}) is spent {phrase}.")
     parts = []
-    if len(warmup) or lost_by_cause[C.STARTUP]:
-        parts.append(f"{duration(startup_ns)} of one-off start-up costs set apart")
+    if lost_ns > idle_ns:  # what the time lost holds beyond the idle time shown
+        parts.append(f"idle time plus {duration(lost_ns - idle_ns)} of copies and communication no compute overlapped")
+    steps = f"the first {len(warmup)} warm-up step{'s' if len(warmup) != 1 else ''}"
+    if startup_ns >= 1000:  # under a microsecond: nothing worth saying
+        parts.append(f"{duration(startup_ns)} of one-off start-up costs set apart"
+                     + (f", {steps}" if len(warmup) else ""))
+    elif len(warmup):
+        parts.append(f"{steps} set apart")
     if len(c.per_step) - len(warmup) >= ROBUST_MIN_STEPS:
         parts.append("each cause counted at its median per step")
     how = f" ({'; '.join(parts)})" if parts else ""
