@@ -143,3 +143,51 @@ def test_headline_share_of_idle_when_the_verdict_counts_the_window(tmp_path):
     assert d.headline == ("GPU idle 53% of the window (20.0 ms); 100% of that idle time (20.0 ms) is spent in host "
                           "work between GPU launches.")
     assert reconcile(a.to_data()) == 2 * (2 + 3)  # job and rank: headline; finding: window, lost, one host op
+
+
+def test_the_page_says_why_the_verdict_is_not_the_top_finding(tmp_path, monkeypatch):
+    """Each step loses 5 ms with no traced host activity and 4 ms to host work: the top finding is the
+    unexplained idle time, the verdict host_bound (an explained cause within 1.5x of it): one sentence says
+    why, under the headline on the page, in the Markdown and in the terminal summary."""
+    import jinja2
+
+    from traceanalyzer.report import html as H
+
+    t = KinetoTrace()
+    for i in range(6):
+        s = i * 12_000
+        t.step(i, s, 12_000)
+        t.kernel(s, 1_000)
+        t.kernel(s + 6_000, 1_000)  # 5 ms before it: nothing on the host
+        t.host("PostProcess", s + 7_000, 4_000)
+        t.kernel(s + 11_000, 1_000)
+    a = ta.analyze(t.write(tmp_path / "t.json"))
+    d = a.diagnosis
+    assert d.primary == "host_bound" and d.findings[0].id == "unexplained_idle"
+    assert d.verdict_note is not None and d.verdict_note.startswith(
+        "The top finding (unexplained idle) is not the verdict because unexplained idle time names nothing to "
+        "change, and an explained cause loses nearly as much")
+    assert reconcile(a.to_data()) > 0
+    monkeypatch.setattr(H, "_loader", lambda: jinja2.FileSystemLoader(str(SAMPLES.parent / "templates")))
+    H.template_env.cache_clear()
+    try:
+        assert f'<p class="verdict-note">{d.verdict_note}</p>' in H.render_html(a)
+    finally:
+        H.template_env.cache_clear()
+    assert "The top finding (unexplained idle) is not the verdict" in a.to_markdown()
+
+
+def test_a_medium_start_up_finding_does_not_say_it_dominates(tmp_path):
+    """Start-up that loses a medium share of the window is a finding titled for its severity."""
+    t = KinetoTrace()
+    for i in range(8):
+        t.step(i, i * 2_000, 2_000)
+    t.runtime("cudaStreamCreate", 0, 1_500)  # a start-up call covering the first gap
+    t.kernel(1_600, 400)
+    for i in range(1, 8):
+        t.kernel(i * 2_000, 1_900)
+    a = ta.analyze(t.write(tmp_path / "t.json"))
+    startup = [f for f in a.diagnosis.findings if f.id == "startup_dominated"]
+    assert startup and startup[0].severity == "medium", [(f.id, f.severity) for f in a.diagnosis.findings]
+    assert startup[0].title == "One-off start-up costs take a noticeable share of this capture"
+    assert all("dominate" not in f.title for f in a.diagnosis.findings if f.severity != "high")
