@@ -331,8 +331,10 @@ def _gpu_headline(ra: RankAnalysis, c: RankCauses, lost: LostTime, top: str, ste
         parts.append(f"{steps} set apart")
     if len(c.per_step) - len(warmup) >= ROBUST_MIN_STEPS:
         parts.append("each cause counted at its median per step")
+    steady_only = len(parts) > (lost_ns > idle_ns)  # something was set apart: the figure is steady state's
     how = f" ({'; '.join(parts)})" if parts else ""
-    return (f"{head}; of the {duration(steady_total)} of GPU time lost in steady state{how}, "
+    return (f"{head}; of the {duration(steady_total)} of GPU time lost{' in steady state' if steady_only else ''}"
+            f"{how}, "
             f"{q.ns(steady[top], f'{top}_steady_us', steady_total, 'steady_lost_us')} "
             f"({duration(steady[top])}) is spent {phrase}.")
 
