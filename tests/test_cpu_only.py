@@ -192,3 +192,15 @@ def test_corpus_cpu_only_capture_names_what_other_threads_ran(corpus):
     (other,) = hs.elsewhere_others
     assert other.name == "gloo:all_reduce" and other.time_us == pytest.approx(178_777.4, abs=0.1)
     assert "meanwhile on another thread: gloo:all_reduce for 178.8 ms (85% of step time)" in d.findings[0].evidence
+
+
+def test_gpu_advice_only_without_a_listed_gpu(tmp_path):
+    """'Move the model to a GPU' is advice for a capture without any GPU, never for one whose header lists
+    GPUs that recorded nothing (a capture cut before its GPU events)."""
+    def compute_advice(listed: bool) -> tuple[str, ...]:
+        t = _cpu_trace(listed)
+        d = ta.analyze(t.write(tmp_path / f"{listed}.json")).diagnosis
+        return next(f.advice for f in d.findings if f.id == "cpu_compute_bound")
+
+    assert any("move the model and batches to it" in a for a in compute_advice(listed=False))
+    assert not any("GPU" in a for a in compute_advice(listed=True))

@@ -204,6 +204,9 @@ ADVICE: dict[str, dict[str, tuple[str, ...]]] = {
         ),
         GENERIC: ("The loop is busy in its own computation: profile the top host operations.",),
     },
+    "cpu_no_gpu": {  # CPU-only captures (no GPU listed) only: never said when GPUs are listed but silent
+        PYTORCH: ("If a GPU is available, move the model and batches to it.",),
+    },
     "cpu_optimizer": {
         PYTORCH: ("The optimizer's step takes a share of every step: use a fused or foreach optimizer "
                   "(torch.optim.AdamW(foreach=True)) and zero_grad(set_to_none=True).",),

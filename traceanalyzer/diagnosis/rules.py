@@ -217,8 +217,9 @@ def verdict(ra: RankAnalysis, lost: LostTime, findings: tuple[Finding, ...], inc
     lost_by_cause = lost.lost_by_cause
     if not c.devices:
         q = Quoted()
-        host_primary, host_findings, host_line = _host_verdict(c.host_shares, framework, q)
-        if ra.gpus_listed == 0 and not ra.range_profiler:  # a CPU-only capture: the host loop's verdict is the verdict
+        cpu_only = ra.gpus_listed == 0 and not ra.range_profiler
+        host_primary, host_findings, host_line = _host_verdict(c.host_shares, framework, q, cpu_only)
+        if cpu_only:  # a CPU-only capture: the host loop's verdict is the verdict
             why = "a CPU-only capture"
             return RankVerdict(host_primary or UNDETERMINED, host_primary, why,
                                f"{host_line} ({why})." if host_line else why + ".", host_findings, c.host_shares,
@@ -553,8 +554,8 @@ _HOST_PARTS = (
 )
 
 
-def _host_verdict(s: HostShares | None, framework: str,
-                  q: Quoted | None = None) -> tuple[str | None, tuple[Finding, ...], str]:
+def _host_verdict(s: HostShares | None, framework: str, q: Quoted | None = None,
+                  cpu_only: bool = False) -> tuple[str | None, tuple[Finding, ...], str]:
     """The host loop's verdict (cpu_input_bound when it waits for data at least HOST_INPUT_BOUND_SHARE of
     its step time, else cpu_compute_bound), one finding per part of its step time (each part's share of
     the step time, total and per step), and the headline sentence (its shares written into `q`)."""
@@ -591,8 +592,11 @@ def _host_verdict(s: HostShares | None, framework: str,
         if attr == "annotations_ns" and s.top_annotations:
             title = f"The host loop is busy in {s.top_annotations[0][0][:60]}" + (
                 " and other named annotations" if len(s.top_annotations) > 1 else "")
-        findings.append(Finding(fid, cause, title, sev, ns, round(ns / total, 6), tuple(lines),
-                                advice_for(fid, framework), figures=fq.figures, shares=tuple(fq.shares)))
+        advice = advice_for(fid, framework)
+        if cpu_only and fid == CPU_COMPUTE_BOUND:  # no GPU listed: one may be at hand (never when one is listed)
+            advice += advice_for("cpu_no_gpu", framework)
+        findings.append(Finding(fid, cause, title, sev, ns, round(ns / total, 6), tuple(lines), advice,
+                                figures=fq.figures, shares=tuple(fq.shares)))
     findings.sort(key=lambda f: -f.explains_ns)
     label = "waits for data" if primary == CPU_INPUT_BOUND else "busy in its own work"
     parts = sorted(((getattr(s, attr), attr, words) for attr, _, _, _, words in _HOST_PARTS),
