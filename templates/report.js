@@ -35,7 +35,9 @@
     if (key === "memcpy") return "GPU memcpy";
     if (key === "idle") return "GPU idle";
     if (key === "idle:unattributed") return "idle, no cause given";
-    return "idle: " + causeLabel(key.slice(5));
+    // GPU idle time given a cause: named apart from the host's own figures of the same name (the
+    // host's DataLoader wait is op time on the host; this is GPU idle time the wait is blamed for)
+    return "GPU idle (cause: " + causeLabel(key.slice(5)) + ")";
   }
   function seriesColor(key) {
     if (key === "compute") return PAL.compute;
@@ -428,7 +430,7 @@
         return function (e) {
           var rows = [["duration", fmtUs(ch.duration_us[idx])]];
           ch.series.forEach(function (s) { rows.push([seriesLabel(s.key), fmtUs(s.values[idx])]); });
-          rows.push(["DataLoader wait", fmtUs(ch.dataloader_wait_us[idx])]);
+          rows.push(["host in DataLoader (op time)", fmtUs(ch.dataloader_wait_us[idx])]);
           showTip("step " + ch.step[idx], rows, e.clientX, e.clientY);
         };
       })(i));

@@ -54,6 +54,7 @@ class RankAnalysis:
     clock: str = "relative"  # RankInfo.clock: "epoch" or "relative"
     host: str | None = None  # the machine it ran on (trace metadata)
     step_source: StepSource | None = None  # where the steps came from: markers, detected iterations, none
+    gpus_listed: int = 0  # GPUs the trace lists for the rank (deviceProperties), active or not
 
 
 @dataclass(frozen=True)
@@ -98,4 +99,5 @@ def rank_figures(tl: Timeline, rank: int, min_gap_ns: int = F.DEFAULT_MIN_GAP_NS
                         wait / rank_window.dur_ns if rank_window.dur_ns > 0 else None, tuple(devices),
                         rank_memory(tl, rank, [d.device for d in devices], st), info.framework, st,
                         F.kernel_totals(tl, rank), F.pageable_htod_copies(tl, rank), F.range_profiler_capture(tl, rank),
-                        attributed, tl.sources[info.source].path, info.clock, info.host, source)
+                        attributed, tl.sources[info.source].path, info.clock, info.host, source,
+                        info.gpus_listed)

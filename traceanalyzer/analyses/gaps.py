@@ -210,7 +210,7 @@ def rank_causes(tl: Timeline, rank: int, window: F.Window, st: F.Steps,
     evidence = causes_evidence(host, attributed)
     n_copies, first_copy = H.sync_copy_calls(host)
     shares = H.host_shares(F.dataloader_union(tl, rank), st.start_ns, st.end_ns, window.start_ns, window.end_ns,
-                           host)
+                           host, st.number, H.other_threads(tl, rank, host))
     return RankCauses(host.threads, host.basis, periodic, tuple(attributed), per_step,
                       top_gaps(attributed, host, st), evidence, H.blocking_calls(host), n_copies, first_copy,
                       shares)

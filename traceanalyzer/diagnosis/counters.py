@@ -12,7 +12,7 @@ from ..causes import GPU_BOUND, GPU_UNDERUSED, UNDETERMINED, VERDICT_BY_ID
 from .advice import advice_for
 from .rules import Diagnosis, Finding
 from .thresholds import HEALTHY_BUSY_SHARE, UNDERUSED_ZERO_SHARE
-from .wording import percent
+from .wording import Quoted
 
 
 def _sm_mean(d: DeviceCounters) -> float | None:
@@ -31,16 +31,17 @@ def diagnose_counters(devices: tuple[DeviceCounters, ...]) -> Diagnosis:
         unused = zero >= 1.0
         z = d.zero_runs
         assert z is not None
-        evidence = (f"GPU {d.device}: {z.total_samples} of {d.samples} samples at 0% SM utilisation "
-                    f"({percent(zero)}), in {z.runs} run(s); longest {z.longest_samples} samples",
-                    f"SM utilisation mean {_sm_mean(d) or 0.0:.1f}% over the log")
+        q = Quoted()
+        evidence = (f"GPU {d.device}: {z.total_samples} of {d.samples} samples at {q.pct(0, 'zero_util_level_pct')} "
+                    f"SM utilisation ({q.of(z.total_samples, 'zero_util_samples', d.samples, 'samples')}), in "
+                    f"{z.runs} run(s); longest {z.longest_samples} samples",
+                    f"SM utilisation mean {q.pct(_sm_mean(d) or 0.0, 'sm_util_mean_pct', 1)} over the log")
         findings.append(Finding(
             GPU_UNDERUSED, None,
             f"GPU {d.device} is {'not used at all' if unused else 'idle for long runs'}",
             "high" if zero >= 0.5 else "medium", int(z.total_ns), round(zero, 6), evidence,
             advice_for(GPU_UNDERUSED, ""), share_of_window=round(zero, 6), figures={
-                "zero_util_samples": float(z.total_samples), "samples": float(d.samples),
-                "zero_util_share": round(zero, 6), "sm_util_mean_pct": round(_sm_mean(d) or 0.0, 3)}))
+                **q.figures, "zero_util_share": round(zero, 6)}, shares=tuple(q.shares)))
     findings.sort(key=lambda f: -f.share_of_idle)
     means = [m for m in (_sm_mean(d) for d in judged) if m is not None]
     overall = sum(means) / len(means) if means else 0.0
@@ -48,10 +49,17 @@ def diagnose_counters(devices: tuple[DeviceCounters, ...]) -> Diagnosis:
         worst = findings[0]
         headline = (f"{len(findings)} of {len(judged)} GPU(s) underused: {worst.evidence[0]}. "
                     f"The logs cannot say why; profile a few steps with torch.profiler to find out.")
-        return Diagnosis(GPU_UNDERUSED, None, headline, None, tuple(findings), ())
+        n = worst.evidence[0].count("%")
+        return Diagnosis(GPU_UNDERUSED, None, headline, None, tuple(findings), (), dict(worst.figures),
+                         worst.shares[:n])
     if overall >= 100 * HEALTHY_BUSY_SHARE:
-        return Diagnosis(GPU_BOUND, None, f"{len(judged)} GPU(s) busy: SM utilisation {overall:.0f}% on average; "
-                                          f"no long idle runs.", None, (), ())
-    return Diagnosis(UNDETERMINED, None, f"{len(judged)} GPU(s) at {overall:.0f}% SM utilisation on average, without "
-                                         f"long idle runs; {VERDICT_BY_ID[GPU_UNDERUSED].label.lower()} only in "
-                                         f"part. Profile a few steps to see what holds them up.", None, (), ())
+        q = Quoted()
+        return Diagnosis(GPU_BOUND, None, f"{len(judged)} GPU(s) busy: SM utilisation "
+                                          f"{q.pct(overall, 'sm_util_mean_pct')} on average; "
+                                          f"no long idle runs.", None, (), (), q.figures, tuple(q.shares))
+    q = Quoted()
+    return Diagnosis(UNDETERMINED, None, f"{len(judged)} GPU(s) at {q.pct(overall, 'sm_util_mean_pct')} SM utilisation "
+                                         f"on average, without long idle runs; "
+                                         f"{VERDICT_BY_ID[GPU_UNDERUSED].label.lower()} only in "
+                                         f"part. Profile a few steps to see what holds them up.", None, (), (),
+                     q.figures, tuple(q.shares))

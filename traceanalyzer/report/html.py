@@ -170,6 +170,7 @@ _DEFINITION_SHOWN_WHEN: dict[str, Callable[[AnalysisData], bool]] = {
                     lambda a: any(r.host_memory or any(d.memory for d in r.devices) for r in a.ranks)),
     **dict.fromkeys(("host_metrics", "host_alignment", "during_dataloader_wait"), lambda a: bool(a.host_logs)),
     "input_split": lambda a: any(r.diagnosis and r.diagnosis.input_split for r in a.ranks),
+    "host_loop": lambda a: bool(a.ranks) and not any(r.devices for r in a.ranks),  # the host-loop section
 }
 
 

@@ -50,10 +50,13 @@ def render_markdown(analysis: AnalysisData) -> str:
 def _render(a: AnalysisData, rows: dict[str, int]) -> str:
     diag = a.diagnosis
     out = _verdict(a, diag)
-    share_of = ("idle" if a.summary.devices else "step time") if a.ranks else "samples"
+    share_of = ("GPU time lost" if a.summary.devices else "step time") if a.ranks else "samples"
     out += _findings(diag, rows["findings"], share_of)
     out += ranks_markdown(a, rows["ranks"])
-    if a.ranks:  # nvidia-smi logs alone have no trace figures: their own section says it all
+    if a.ranks and _cpu_only(a):  # no GPU listed or active: the host loop's parts, not empty GPU tables
+        out += _host_loop(a, rows["steps"])
+        out += memory_markdown(a, who)
+    elif a.ranks:  # nvidia-smi logs alone have no trace figures: their own section says it all
         out += _headline_table(a, diag, rows["ranks"])
         out += _gaps(a, rows["gaps"])
         out += memory_markdown(a, who)
@@ -61,7 +64,8 @@ def _render(a: AnalysisData, rows: dict[str, int]) -> str:
     out += host_markdown(a)
     more = _details(a, rows)
     if more:
-        out += ["<details><summary>More: per-step breakdown, top kernels, memcpy, inputs</summary>", ""]
+        what = "per-step host loop, inputs" if _cpu_only(a) else "per-step breakdown, top kernels, memcpy, inputs"
+        out += [f"<details><summary>More: {what}</summary>", ""]
         out += more
         out += ["</details>", ""]
     s = a.summary
@@ -76,11 +80,13 @@ def _verdict(a: AnalysisData, diag: DiagnosisResult | None) -> list[str]:
     if diag:
         label = VERDICT_LABELS.get(diag.primary or "", md(diag.primary or "Undetermined"))
         host = diag.host_primary
-        if host:  # no GPU verdict: lead with the host loop's
+        if host and host != diag.primary:  # no GPU verdict: lead with the host loop's
             label += f" · host loop: {VERDICT_LABELS.get(host, md(host)).lower()}"
         out = [f"## traceanalyzer: {label}", ""]
         if diag.headline:
             out += [f"**{md(diag.headline, 600)}**", ""]
+        if diag.verdict_note:
+            out += [md(diag.verdict_note, 600), ""]
     else:
         out = ["## traceanalyzer report", ""]
     out += [f"> [!WARNING]\n> {md(w, 400)}\n" for w in a.warnings if "TRUNCATED" in w]
@@ -98,7 +104,35 @@ def _verdict(a: AnalysisData, diag: DiagnosisResult | None) -> list[str]:
     figures += throughput_figures(s)
     if not s.devices:
         figures[0] = "no GPU activity"
+    if _cpu_only(a):  # no GPU to speak of: no GPU figures
+        figures = ["CPU-only capture"] + figures[2:]
     return out + [" · ".join(figures), ""]
+
+
+def _cpu_only(a: AnalysisData) -> bool:
+    """No rank has GPU activity (the host loop's breakdown is the report)."""
+    return bool(a.ranks) and not any(r.devices for r in a.ranks)
+
+
+def _host_loop(a: AnalysisData, limit: int) -> list[str]:
+    """Each rank's host-loop parts (definitions `host_loop`): totals, shares of step time, per step."""
+    out = ["### Host loop", ""]
+    for r in a.ranks:
+        hs = r.diagnosis.host_shares if r.diagnosis else None
+        if hs is None or not hs.total_us:
+            continue
+        n = hs.steps
+        parts = [("DataLoader wait", hs.data_wait_us), ("optimizer", hs.optimizer_us),
+                 ("named annotations", hs.annotations_us), ("model ops", hs.model_ops_us),
+                 ("elsewhere", hs.other_us)]
+        out += [f"Rank {who(r)}: step time {fmt_us(hs.total_us)}" + (f" over {n} step(s)" if n else ""), "",
+                "| part | time | share of step time | per step (mean) |", "|---|---:|---:|---:|"]
+        for label, v in parts:
+            out.append(f"| {label} | {fmt_us(v)} | {fmt_pct(v / hs.total_us)} | {fmt_us(v / n) if n else 'n/a'} |")
+        for ann in hs.top_annotations[:5]:
+            out.append(f"| · {inert.markdown_code(ann.name[:80])} | {fmt_us(ann.time_us)} | {fmt_pct(ann.share)} | |")
+        out.append("")
+    return out if len(out) > 2 else []
 
 
 def _findings(diag: DiagnosisResult | None, limit: int, share_of: str = "idle") -> list[str]:
@@ -184,7 +218,14 @@ def _gaps(a: AnalysisData, limit: int) -> list[str]:
 def _details(a: AnalysisData, rows: dict[str, int]) -> list[str]:
     out: list[str] = []
     for r in a.ranks[: rows["ranks"]]:
-        if r.per_step:
+        hs = r.diagnosis.host_shares if r.diagnosis else None
+        if not r.devices and hs is not None and hs.per_step:  # CPU-only: the host loop's parts per step
+            out += [f"#### Host loop per step, rank {who(r)}", ""]
+            out += table(["step", "DataLoader wait", "optimizer", "named annotations", "model ops", "elsewhere"],
+                         ([str(p.step), fmt_us(p.data_wait_us), fmt_us(p.optimizer_us), fmt_us(p.annotations_us),
+                           fmt_us(p.model_ops_us), fmt_us(p.other_us)] for p in hs.per_step),
+                         rows["steps"], len(hs.per_step), "steps")
+        elif r.per_step:
             out += [f"#### Per-step breakdown, rank {who(r)}", ""]
             detected = step_source_text(r.step_source)
             out += [f"_{md(detected, 240)}._", ""] if detected else []

@@ -74,9 +74,11 @@ def fit(lines: list[str]) -> list[str]:
 def _diagnosis_lines(d: DiagnosisResult) -> list[str]:
     """Primary verdict, then the top findings with their first pieces of advice (trace text cleaned)."""
     primary = f"Primary bottleneck: {clean(d.primary or 'undetermined')}"
-    if d.host_primary:
+    if d.host_primary and d.host_primary != d.primary:
         primary += f" (host loop: {clean(d.host_primary)})"
     lines = [primary]
+    if d.verdict_note:
+        lines += wrap(d.verdict_note, "  ", "  ")
     for f in d.findings[:TOP_FINDINGS]:
         win = f" - up to {fmt_us(f.explains_us)}" if f.cause and f.explains_us is not None else ""
         lines += wrap(f"[{f.severity or ''}] {f.title or f.id or ''}{win}", "* ", "    ")

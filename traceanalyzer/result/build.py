@@ -24,6 +24,7 @@ from ..analyses.counters import CROSS_CHECK_MARGIN_PCT
 from ..analyses.counters import DeviceCounters as CounterFigures
 from ..analyses.figures import TOP_KERNELS, Steps
 from ..analyses.gaps import AttributedGap, Evidence
+from ..analyses.host import HostShares
 from ..analyses.host_logs import SERIES_METRICS, SERIES_POINTS, HostLogFigures
 from ..analyses.memory import MemoryFigures
 from ..causes import CAUSES
@@ -348,7 +349,7 @@ def _finding(f: Finding) -> R.FindingResult:
         id=f.id, cause=f.cause, title=f.title, severity=f.severity, explains_us=_us0(f.explains_ns),
         share_of_idle=round(f.share_of_idle, 6), evidence=tuple(f.evidence), advice=tuple(f.advice),
         share_of_window=f.share_of_window, gaps=f.gaps, host_ops=tuple(_host_op(e) for e in f.host_ops),
-        figures={k: float(v) for k, v in f.figures.items()})
+        figures={k: float(v) for k, v in f.figures.items()}, shares=tuple(f.shares))
 
 
 def _causes_us(by_cause: dict[str, int]) -> dict[str, float]:
@@ -358,6 +359,15 @@ def _causes_us(by_cause: dict[str, int]) -> dict[str, float]:
 def _gap(g: AttributedGap) -> R.AttributedGap:
     return R.AttributedGap(f"cuda:{g.device}", _us0(g.start_ns - g.window_start_ns), _us0(g.dur_ns), g.step,
                            g.cause, tuple(R.HostOp(e.name, e.share) for e in g.evidence))
+
+
+def _host_shares(s: HostShares) -> R.HostSharesResult:
+    return R.HostSharesResult(
+        _us0(s.total_ns), _us0(s.data_wait_ns), _us0(s.model_ops_ns), _us0(s.other_ns), _us0(s.optimizer_ns),
+        _us0(s.annotations_ns), len(s.steps),
+        tuple(R.HostStepParts(n, *(_us0(v) for v in parts)) for n, parts in zip(s.steps, s.per_step)),
+        tuple(R.HostOp(name, round(ns / s.total_ns, 6), _us0(ns)) for name, ns in s.top_annotations),
+        tuple(R.HostOp(name, round(ns / s.total_ns, 6), _us0(ns)) for name, ns in s.elsewhere_others))
 
 
 def _rank_diagnosis(r: RankDiagnosis) -> R.RankDiagnosisResult:
@@ -370,8 +380,7 @@ def _rank_diagnosis(r: RankDiagnosis) -> R.RankDiagnosisResult:
         launch_threads=tuple(R.LaunchThread(p, t) for p, t in r.launch_threads),
         launch_thread_basis=r.thread_basis,
         periodic=None if r.periodic is None else R.PeriodicResult(tuple(r.periodic.steps), r.periodic.every),
-        host_shares=None if s is None else R.HostSharesResult(_us0(s.total_ns), _us0(s.data_wait_ns),
-                                                               _us0(s.model_ops_ns), _us0(s.other_ns)),
+        host_shares=None if s is None else _host_shares(s),
         findings=tuple(_finding(f) for f in r.findings),
         devices=tuple(R.DeviceDiagnosis(f"cuda:{d.device}", _us0(d.window.dur_ns), _us0(d.idle_ns), d.gap_count,
                                         _causes_us(d.idle_by_cause), _us0(d.exposed_memcpy_ns),
@@ -380,6 +389,8 @@ def _rank_diagnosis(r: RankDiagnosis) -> R.RankDiagnosisResult:
         gaps=tuple(_gap(g) for g in r.gaps),
         runner_up=r.runner_up, runner_up_share=r.runner_up_share, confidence=r.confidence,
         warmup_steps=tuple(r.warmup_steps), startup_us=_us0(r.startup_ns), input_split=r.input_split,
+        headline_figures=dict(r.headline_figures), headline_shares=tuple(r.headline_shares),
+        verdict_note=r.verdict_note,
     )
 
 
@@ -387,7 +398,8 @@ def diagnosis_result(d: Diagnosis, speaker: int | None = None) -> R.DiagnosisRes
     """A job's diagnosis made in ns (logs alone: `diagnose_counters`) in the result's units; `speaker`: the
     index (into the result's ranks) of the rank whose verdict is the job's."""
     return R.DiagnosisResult(d.primary, d.host_primary, d.headline, tuple(_finding(f) for f in d.findings),
-                             speaker)
+                             speaker, headline_figures=dict(d.headline_figures),
+                             headline_shares=tuple(d.headline_shares), verdict_note=d.verdict_note)
 
 
 def rank_diagnosis(r: RankDiagnosis) -> R.RankDiagnosisResult:
@@ -410,7 +422,8 @@ def job_diagnosis(ranks: tuple[R.RankResult, ...]) -> R.DiagnosisResult | None:
     if host_primary is None:
         host_primary = next((d.host_primary for _, _, d in diagnosed if d.host_primary), None)
     return R.DiagnosisResult(pick.primary, host_primary, job_headline(rank.rank, pick.headline, len(diagnosed)),
-                             pick.findings, index)
+                             pick.findings, index, headline_figures=dict(pick.headline_figures),
+                             headline_shares=pick.headline_shares, verdict_note=pick.verdict_note)
 
 
 def summary(ranks: tuple[R.RankResult, ...], warmup: set[int] | None = None,

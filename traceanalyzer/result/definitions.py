@@ -251,6 +251,27 @@ FIGURES: dict[str, str] = {
         "matched across ranks by (process group, sequence number), however each capture numbers its "
         "steps; without it, by (process group, kernel name, step, order in the step)."
     ),
+    "host_loop": (
+        "The host loop's step time (the sum of the step spans; without steps, the window) on the thread "
+        "that runs the loop, split into disjoint parts claimed in this order: DataLoader wait (the "
+        "DataLoader's `__next__` ops), optimizer (`Optimizer.step` / `Optimizer.zero_grad` ranges and "
+        "optimizer ops), named annotations (the user's other `record_function` ranges, each name's "
+        "time inside this part listed), model ops (framework operators outside the parts above) and "
+        "elsewhere (step time in none of them: Python between ops, the loop itself). The parts add up "
+        "to the step time; per step: each step's own parts; per step (mean): the total / the steps. "
+        "A CPU-only capture (no GPU listed and none active) is judged by these parts: "
+        "`cpu_input_bound` when the DataLoader wait is at least 20% of the step time, else "
+        "`cpu_compute_bound`."
+    ),
+    "quoted_shares": (
+        "Every percentage a headline or a finding writes is a share of two figures saved beside it in "
+        "the JSON report: the finding's (or headline's) `shares` lists, per percentage in the text and "
+        "in order, the keys of its numerator and denominator in `figures` (`headline_figures`); a "
+        "denominator of \"\" marks a figure that is a fraction already, \"%\" one measured in percent. "
+        "A headline's share of GPU time lost is of the steady-state time lost (warm-up steps set "
+        "apart, each cause at its median per step over 4 or more steps) when that differs from the "
+        "idle time it shows first, and it then says so."
+    ),
 }
 
 # Figures of a comparison (`diff`) and of the exports: defined here with the run's, kept out of each saved
