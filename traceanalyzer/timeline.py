@@ -183,6 +183,8 @@ class Source:
     warnings: list[str] = field(default_factory=list)
     # Counter logs only: what the counters' ts_ns means before alignment (one of COUNTER_CLOCKS).
     clock: str = ""
+    # Where and how the file was cut off ("" when it was read to its end): its events stop early.
+    truncated: str = ""
 
 
 # How a counter log's own times relate to real time (Source.clock), before `align` moves them:
@@ -223,6 +225,7 @@ class RankInfo:
     clock: str = "relative"
     framework: str = ""  # e.g. "pytorch", "tensorflow"
     host: str | None = None  # the machine it ran on (trace metadata); ranks of one host share a clock
+    gpus_listed: int = 0  # GPUs the trace's header lists (deviceProperties: all visible ones, used or not)
 
 
 def empty_events() -> pd.DataFrame:
@@ -372,7 +375,7 @@ class Timeline:
             out.sources.extend(part.sources)
             for r in part.ranks:
                 out.ranks.append(RankInfo(r.index + rank_offset, r.rank, r.source + source_offset,
-                                          r.world_size, r.clock, r.framework, r.host))
+                                          r.world_size, r.clock, r.framework, r.host, r.gpus_listed))
             for d in part.devices:
                 out.devices.append(DeviceInfo(d.rank + rank_offset, d.index, d.name, d.properties))
             out.warnings.extend(part.warnings)

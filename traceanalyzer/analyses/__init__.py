@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from ..timeline import Timeline
 from . import figures as F
 from . import gaps as G
+from .capture import CaptureFigures, capture_figures
 from .memory import RankMemory, rank_memory
 
 
@@ -48,6 +49,7 @@ class RankAnalysis:
     input: str = ""  # the file the rank was read from
     clock: str = "relative"  # RankInfo.clock: "epoch" or "relative"
     host: str | None = None  # the machine it ran on (trace metadata)
+    capture: CaptureFigures | None = None  # how complete the capture is (cut off, GPU events lost)
 
 
 @dataclass(frozen=True)
@@ -89,4 +91,5 @@ def rank_figures(tl: Timeline, rank: int, min_gap_ns: int = F.DEFAULT_MIN_GAP_NS
                         wait / rank_window.dur_ns if rank_window.dur_ns > 0 else None, tuple(devices),
                         rank_memory(tl, rank, [d.device for d in devices], st), info.framework, st,
                         F.kernel_totals(tl, rank), F.pageable_htod_copies(tl, rank), F.range_profiler_capture(tl, rank),
-                        attributed, tl.sources[info.source].path, info.clock, info.host)
+                        attributed, tl.sources[info.source].path, info.clock, info.host,
+                        capture_figures(tl, rank))

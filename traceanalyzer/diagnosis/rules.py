@@ -16,6 +16,7 @@ import numpy as np
 
 from .. import causes as C
 from ..analyses import RankAnalysis
+from ..analyses.capture import capture_note
 from ..analyses.figures import Steps
 from ..analyses.gaps import AttributedGap, DeviceAttribution, Evidence, PeriodicSteps, RankCauses, StepCauses
 from ..analyses.host import HostShares
@@ -455,6 +456,9 @@ def _host_verdict(s: HostShares | None, framework: str) -> tuple[str | None, tup
 
 
 def _no_gpu_reason(ra: RankAnalysis) -> str:
+    lost = capture_note(ra.capture) if ra.capture is not None and ra.capture.gpu_events_lost else None
+    if lost:  # a cut-off capture (or one whose GPU activity was dropped) is no CPU-only one
+        return lost
     if ra.range_profiler:
         return ("no kernels in the trace: a CUPTI range-profiler capture records GPU work as ranges, "
                 "so GPU idle time cannot be measured")

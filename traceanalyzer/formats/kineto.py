@@ -210,6 +210,7 @@ def read_path(path: Path, options: ReadOptions, chunk_bytes: int = CHUNK_BYTES, 
         msg = (f"TRUNCATED: {stream.truncated}; the {source.events_read} complete events before the cut were "
                f"read and analysed; everything after it is missing (was the profiler killed?)")
         source.warnings.insert(0, msg)
+        source.truncated = stream.truncated
         tl.warnings.insert(0, f"{path}: {msg}")
     return tl
 
@@ -311,7 +312,7 @@ def _timeline(cols: _Collector, header: dict[str, Any], path: Path, fmt: str) ->
     tl = Timeline(events=events, memory=memory, sources=[source],
                   ranks=[RankInfo(index=0, rank=rank, source=0, world_size=world,
                                   clock="epoch" if epoch else "relative", framework="pytorch",
-                                  host=host_of(header, path))])
+                                  host=host_of(header, path), gpus_listed=gpus_listed(header))])
     devices = np.concatenate([events["device"].to_numpy(), memory["device"].to_numpy()]).astype(np.int64)
     check_device_count(path, devices[devices >= 0])
     tl.devices = _devices(header, events, memory)
@@ -792,6 +793,15 @@ def _drop_bad(events: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, int]]:
         return events, {}
     return (events[~bad].reset_index(drop=True),
             {"no_timestamp": int(no_ts.sum()), "negative_duration": int(negative.sum())})
+
+
+def gpus_listed(header: dict[str, Any]) -> int:
+    """How many GPUs the header lists (deviceProperties, or the legacy computeProperties): the visible
+    ones, used or not. What tells a capture cut before its GPU events from one without a GPU."""
+    props = header.get("deviceProperties")
+    if not isinstance(props, list):
+        props = header.get("computeProperties")
+    return sum(isinstance(p, dict) for p in props) if isinstance(props, list) else 0
 
 
 def _devices(header: dict[str, Any], events: pd.DataFrame, memory: pd.DataFrame) -> list[DeviceInfo]:

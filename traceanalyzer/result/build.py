@@ -19,6 +19,7 @@ from ..align import Alignment
 from ..analyses import DeviceAnalysis, Figures, RankAnalysis
 from ..analyses import throughput as TP
 from ..analyses import tracks as TR
+from ..analyses.capture import capture_note
 from ..analyses.collectives_job import JobFigures
 from ..analyses.counters import CROSS_CHECK_MARGIN_PCT
 from ..analyses.counters import DeviceCounters as CounterFigures
@@ -88,8 +89,21 @@ def rank_result(r: RankAnalysis, dr: RankDiagnosis | None, counters: dict[int, R
         host=r.host,
         host_memory=_memory(mem.host) if mem and mem.host else None,
         diagnosis=_rank_diagnosis(dr) if dr else None,
+        capture=_capture(r),
         drawing=R.RankDrawing(timeline, {"per_step": _per_step_chart(per_step, dr)}, memory_series),
     )
+
+
+def _capture(r: RankAnalysis) -> R.CaptureResult | None:
+    """What the capture says about its own completeness; None for a whole capture without a header
+    listing GPUs (nothing to say)."""
+    c = r.capture
+    if c is None:
+        return None
+    note = capture_note(c)
+    if note is None and not c.gpus_listed:
+        return None
+    return R.CaptureResult(gpus_listed=c.gpus_listed, gpu_events_lost=c.gpu_events_lost, note=note)
 
 
 def _memory_series(m: MemoryFigures, origin_ns: int) -> dict[str, Any]:
