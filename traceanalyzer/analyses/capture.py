@@ -58,8 +58,8 @@ def capture_note(c: CaptureFigures) -> str | None:
     listed = f"{c.gpus_listed} GPU{'s' if c.gpus_listed != 1 else ''} listed"
     if c.gpu_events_lost and c.truncated:
         if c.gpus_listed or c.launches:
-            launched = f", {c.launches} GPU launches recorded by the host" if c.launches else ""
-            return f"GPU events lost to truncation: {listed}{launched}, none of their activity survived"
+            launched = f" ({c.launches} GPU launches recorded by the host)" if c.launches else ""
+            return f"GPU events lost to truncation: {listed}, none of their activity survived{launched}"
         return ("GPU events may have been lost to truncation: the file was cut before any GPU activity "
                 "(Kineto writes it last), and the part of the header that lists GPUs was cut too")
     if c.gpu_events_lost:

@@ -37,16 +37,20 @@ ADVICE_CUT = (
 def add_capture_findings(rd: RankDiagnosis, ra: RankAnalysis) -> RankDiagnosis:
     """The rank's diagnosis with a capture finding first (unchanged when nothing is known lost)."""
     c = ra.capture
-    note = capture_note(c) if c is not None else None
-    if c is None or note is None:
+    if c is None:
         return rd
+    findings = rd.findings
+    if c.gpu_events or c.gpu_events_lost or c.truncated:  # the run had a GPU, or may have had one
+        findings = tuple(replace(f, advice=tuple(a for a in f.advice if not _GPU_PLACEMENT.search(a)))
+                         for f in findings)
+    note = capture_note(c)
+    if note is None:
+        return replace(rd, findings=findings) if findings != rd.findings else rd
     if c.gpu_events_lost:
         finding = Finding(CAPTURE_INCOMPLETE, None, "GPU events missing from the capture", "high", 0, 0.0,
                           (note,), ADVICE_LOST,
                           figures={"gpus_listed": float(c.gpus_listed), "gpu_launches": float(c.launches)})
-        kept = tuple(replace(f, advice=tuple(a for a in f.advice if not _GPU_PLACEMENT.search(a)))
-                     for f in rd.findings)
-        return replace(rd, findings=(finding, *kept))
+        return replace(rd, findings=(finding, *findings))
     finding = Finding(CAPTURE_INCOMPLETE, None, "The capture was cut off: its last GPU activity is missing",
                       "low", 0, 0.0, (note,), ADVICE_CUT, figures={"gpus_listed": float(c.gpus_listed)})
-    return replace(rd, findings=(*rd.findings, finding))
+    return replace(rd, findings=(*findings, finding))

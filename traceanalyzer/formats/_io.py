@@ -86,11 +86,25 @@ def plain_file_layout(path: Path) -> tuple[int, int] | None:
     return size, len(UTF8_BOM) if head == UTF8_BOM else 0
 
 
+# NUL bytes at the start of a file (a log rotated with copytruncate while its writer kept its offset) are
+# skipped for sniffing, up to this many: the reader then removes them all and counts them.
+_MAX_NUL_SKIP = 256 * 1024 * 1024
+
+
 def read_head(path: Path, size: int = 65536) -> bytes:
-    """The first `size` bytes of the content (decompressed when gzip), for format sniffing."""
+    """The first `size` bytes of the content (decompressed when gzip; NUL padding at the start of a
+    plain file skipped), for format sniffing."""
     try:
         with open(path, "rb") as fh:
             raw = fh.read(size)
+            skipped = 0
+            while raw[:1] == b"\x00" and skipped < _MAX_NUL_SKIP:  # NUL padding first (a rotated log)
+                kept = raw.lstrip(b"\x00")
+                skipped += len(raw) - len(kept)
+                more = fh.read(size - len(kept))
+                if not more and not kept:
+                    break
+                raw = kept + more
     except OSError as exc:
         raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
     if raw[:2] != GZIP_MAGIC:

@@ -491,6 +491,9 @@ class EventStream:
                 if "trailing characters" in str(exc) and m:
                     hi = pos - 1 + int(m.group(1))  # the array closes before the guessed ']'
                     continue
+                if "truncated" in str(exc):  # the guessed ']' closes a list inside an event of a file
+                    hi = j  # cut just after that event's args (what follows read as the keys after the array)
+                    continue
                 raise InputError(self.path, r.describe(exc, pos - 1)) from None
             if "traceEvents" in tail:
                 raise InputError(self.path, "not a trace: more than one top-level 'traceEvents' key")
@@ -500,7 +503,8 @@ class EventStream:
         try:  # no usable ']': decode what is there to say what is wrong
             r.decode_closed(pos - 1, len(buf), self.decoder)
         except msgspec.DecodeError as exc:
-            if "truncated" in str(exc) or r.cut is not None:  # cut off inside the events: salvage
+            if "truncated" in str(exc) or r.cut is not None or error_at_end(exc, len(buf) - (pos - 1)):
+                # cut off inside the events (inside a number, msgspec says "invalid number"): salvage
                 yield self._salvage(r, pos)
                 return
             m = _BYTE_POS.search(str(exc))

@@ -203,4 +203,12 @@ FIGURES: dict[str, str] = {
         " `storage` when it is below that and iowait is at least 5% or disks read at least 100 MB/s; "
         "otherwise, or without a host log, `unknown`."
     ),
+    "capture": (
+        "What the capture says about its own completeness. `gpus_listed`: the entries of the trace "
+        "header's `deviceProperties` (all visible GPUs, used or not). `gpu_events_lost`: the rank has no "
+        "kernel, memcpy or memset although its file was cut off (Kineto writes GPU activity last) or its "
+        "host recorded runtime calls with a correlation id (launches whose GPU side is missing). A capture "
+        "cut after some GPU activity is noted with how long before the host's last event the last GPU "
+        "activity that survived ends."
+    ),
 }
