@@ -28,6 +28,7 @@ import orjson
 import pandas as pd
 
 from ._version import __version__
+from .formats._io import resolved
 from .timeline import (
     COPY_KINDS,
     COUNTER_COLUMNS,
@@ -83,7 +84,7 @@ def max_bytes() -> int:
 def identity(path: Path, max_input_bytes: int) -> dict[str, Any]:
     """What an entry must match to stand for `path` as it is now."""
     st = path.stat()
-    return {"format": CACHE_FORMAT, "tool": __version__, "path": str(path.resolve()), "given": str(path),
+    return {"format": CACHE_FORMAT, "tool": __version__, "path": str(resolved(path)), "given": str(path),
             "size": st.st_size, "mtime_ns": st.st_mtime_ns, "max_input_bytes": max_input_bytes}
 
 

@@ -11,6 +11,7 @@ from ..errors import InputError, UsageError
 from ..inert import terminal
 from ..timeline import Timeline
 from ._base import ReadOptions
+from ._io import resolved
 from .registry import COUNTER_LOG_SUFFIXES, COUNTERS, HOST, TRACE_SUFFIXES, file_kind, read_file, read_host_log
 
 
@@ -189,7 +190,7 @@ def same_files(files: list[Path]) -> list[tuple[Path, Path]]:
     seen: dict[Path, Path] = {}
     pairs = []
     for f in files:
-        key = f.resolve()
+        key = resolved(f)
         if key in seen:
             pairs.append((seen[key], f))
         else:

@@ -206,6 +206,10 @@ def read_path(path: Path, options: ReadOptions, chunk_bytes: int = CHUNK_BYTES, 
     tl = _timeline(cols, stream.header, path, FORMAT)
     source = tl.sources[0]
     add_decode_notes(source)
+    malformed = source.not_kept.get("malformed_event", 0)
+    if malformed and malformed == source.events_read:
+        raise InputError(path, f"not a trace: its 'traceEvents' list holds {malformed} values and not one event "
+                               f"object (expected objects such as {{\"ph\": \"X\", \"name\": ..., \"ts\": ...}})")
     if stream.truncated:
         msg = (f"TRUNCATED: {stream.truncated}; the {source.events_read} complete events before the cut were "
                f"read and analysed; everything after it is missing (was the profiler killed?)")
@@ -287,6 +291,14 @@ def _timeline(cols: _Collector, header: dict[str, Any], path: Path, fmt: str) ->
     if duplicates:
         source.not_kept["duplicate"] = duplicates
         source.warnings.append(f"{duplicates} exact duplicate events removed")
+    odd_ids = _odd_device_ids(header)
+    if odd_ids:
+        source.warnings.append(f"deviceProperties: {len(odd_ids)} entries whose id is no device index (negative, "
+                               f"beyond {MAX_DEVICE_ID} or not a whole number: {', '.join(odd_ids[:5])}) ignored")
+    timed = int((events["kind"] != T.TRACE_SPAN).sum()) if len(events) else 0
+    if timed and not events["dur_ns"].to_numpy().any():
+        source.warnings.append(f"every one of the {timed} events has zero duration: there is no busy or step "
+                               f"time to measure (a trace written without durations?)")
     source.warnings.extend(names_cut_warning(cols.names, cols.cats, cols.copy_kinds))
     unknown = {c: n for c, n in cols.categories.items() if c not in CATEGORY_KINDS}
     if unknown:
@@ -578,7 +590,8 @@ class _Collector:
         if not self.memory_parts:
             return T.empty_memory()
         ts, dtype, dev, alloc, reserved, nbytes = (np.concatenate(c) for c in zip(*self.memory_parts))
-        bad = ~np.isfinite(ts) | (np.abs(ts + base_ns / 1000.0) > MAX_ABS_TIME_US) | ~(np.abs(alloc) < _MAX_BYTES)
+        bad = ~np.isfinite(ts) | (np.abs(ts + base_ns / 1000.0) > MAX_ABS_TIME_US) | (ts + base_ns / 1000.0 < 0)
+        bad |= ~(np.abs(alloc) < _MAX_BYTES)
         bad |= np.isfinite(dev) & ((dev > MAX_DEVICE_ID) | (dev < -1))
         if bad.any():
             self.dropped["memory_event_unusable"] += int(bad.sum())
@@ -617,6 +630,8 @@ class _Collector:
         finite_dur = np.isfinite(dur)
         bad = {  # in this order: a row is counted for its first reason
             "time_out_of_range": finite_ts & (np.abs(ts + base_ns / 1000.0) > MAX_ABS_TIME_US),
+            # epoch time before 1970 (no profiler writes one; relative clocks start at 0)
+            "time_before_1970": finite_ts & (ts + base_ns / 1000.0 < 0),
             "no_duration": ~finite_dur & finite_ts,
             "duration_out_of_range": finite_dur & (dur > MAX_DURATION_US),
             "id_out_of_range": p["bad_id"].astype(bool),
@@ -798,22 +813,35 @@ def _drop_bad(events: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, int]]:
 def gpus_listed(header: dict[str, Any]) -> int:
     """How many GPUs the header lists (deviceProperties, or the legacy computeProperties): the visible
     ones, used or not. What tells a capture cut before its GPU events from one without a GPU."""
+    return sum(isinstance(p, dict) for p in _device_properties(header))
+
+
+def _device_properties(header: dict[str, Any]) -> list[Any]:
     props = header.get("deviceProperties")
     if not isinstance(props, list):
         props = header.get("computeProperties")
-    return sum(isinstance(p, dict) for p in props) if isinstance(props, list) else 0
+    return props if isinstance(props, list) else []
+
+
+def _odd_device_ids(header: dict[str, Any]) -> list[str]:
+    """deviceProperties ids that are no device index (negative, beyond int32, not a whole number)."""
+    out = []
+    for entry in _device_properties(header):
+        if isinstance(entry, dict) and "id" in entry:
+            v = int_or_none(entry["id"])
+            if v is None or not 0 <= v <= MAX_DEVICE_ID or isinstance(entry["id"], bool):
+                out.append(str(entry["id"])[:24])
+    return out
 
 
 def _devices(header: dict[str, Any], events: pd.DataFrame, memory: pd.DataFrame) -> list[DeviceInfo]:
     """GPUs with work or with GPU memory events, with their deviceProperties (name, totalGlobalMem)."""
-    props = header.get("deviceProperties")
-    if not isinstance(props, list):
-        props = header.get("computeProperties")
     by_id: dict[int, dict[str, Any]] = {}
-    if isinstance(props, list):
-        for entry in props:
-            if isinstance(entry, dict) and int_or_none(entry.get("id")) is not None:
-                by_id[int(entry["id"])] = entry
+    for entry in _device_properties(header):
+        if isinstance(entry, dict) and not isinstance(entry.get("id"), bool):
+            v = int_or_none(entry.get("id"))
+            if v is not None and 0 <= v <= MAX_DEVICE_ID:
+                by_id[v] = entry
     work = T.category_mask(events["kind"], T.GPU_WORK_KINDS)
     gpu_memory = (memory["device_type"] == T.MEMORY_GPU).to_numpy() & (memory["device"].to_numpy() >= 0)
     used = sorted({int(d) for d in np.unique(events["device"].to_numpy()[work])}
