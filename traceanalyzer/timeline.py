@@ -226,6 +226,9 @@ class RankInfo:
     framework: str = ""  # e.g. "pytorch", "tensorflow"
     host: str | None = None  # the machine it ran on (trace metadata); ranks of one host share a clock
     gpus_listed: int = 0  # GPUs the trace's header lists (deviceProperties: all visible ones, used or not)
+    # The memory events carry no totals (PyTorch before 1.10): allocated_bytes is the running sum of their
+    # sizes from the capture's start, so it says what changed, not how full the device was.
+    memory_from_sizes: bool = False
 
 
 def empty_events() -> pd.DataFrame:
@@ -375,7 +378,8 @@ class Timeline:
             out.sources.extend(part.sources)
             for r in part.ranks:
                 out.ranks.append(RankInfo(r.index + rank_offset, r.rank, r.source + source_offset,
-                                          r.world_size, r.clock, r.framework, r.host, r.gpus_listed))
+                                          r.world_size, r.clock, r.framework, r.host, r.gpus_listed,
+                                          r.memory_from_sizes))
             for d in part.devices:
                 out.devices.append(DeviceInfo(d.rank + rank_offset, d.index, d.name, d.properties))
             out.warnings.extend(part.warnings)

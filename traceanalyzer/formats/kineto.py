@@ -305,6 +305,10 @@ def _timeline(cols: _Collector, header: dict[str, Any], path: Path, fmt: str) ->
         listed = ", ".join(f"{c or '(none)'} ({n})" for c, n in sorted(unknown.items()))
         source.warnings.append(f"categories not recognised, kept as 'other': {listed}")
     memory = cols.memory(base_ns)
+    if cols.rebuilt:
+        source.warnings.append(f"{cols.rebuilt} [memory] events carry no 'Total Allocated' (PyTorch before 1.10): "
+                               f"the allocated curve is the running sum of their 'Bytes' from the start of the "
+                               f"capture (what was allocated before it is not known; no reserved total)")
     n_memory_dropped = cols.dropped.pop("memory_event_unusable", 0)
     if n_memory_dropped:
         source.not_kept["memory_event_unusable"] = n_memory_dropped
@@ -324,7 +328,8 @@ def _timeline(cols: _Collector, header: dict[str, Any], path: Path, fmt: str) ->
     tl = Timeline(events=events, memory=memory, sources=[source],
                   ranks=[RankInfo(index=0, rank=rank, source=0, world_size=world,
                                   clock="epoch" if epoch else "relative", framework="pytorch",
-                                  host=host_of(header, path), gpus_listed=gpus_listed(header))])
+                                  host=host_of(header, path), gpus_listed=gpus_listed(header),
+                                  memory_from_sizes=cols.rebuilt > 0)])
     devices = np.concatenate([events["device"].to_numpy(), memory["device"].to_numpy()]).astype(np.int64)
     check_device_count(path, devices[devices >= 0])
     tl.devices = _devices(header, events, memory)
@@ -406,6 +411,7 @@ class _Collector:
         self.odd_steps = 0  # ProfilerStep#N events with N beyond int32: kept as annotations
         # "[memory]" instants: ts, device type, device id, allocated, reserved, bytes (kept apart)
         self.memory_parts: list[tuple[np.ndarray, ...]] = []
+        self.rebuilt = 0  # memory events whose allocated total was rebuilt from their sizes
 
     def add(self, chunk: list[Any]) -> None:
         n = len(chunk)
@@ -590,6 +596,7 @@ class _Collector:
         if not self.memory_parts:
             return T.empty_memory()
         ts, dtype, dev, alloc, reserved, nbytes = (np.concatenate(c) for c in zip(*self.memory_parts))
+        alloc = self._rebuilt_totals(ts, dtype, dev, alloc, nbytes)
         bad = ~np.isfinite(ts) | (np.abs(ts + base_ns / 1000.0) > MAX_ABS_TIME_US) | (ts + base_ns / 1000.0 < 0)
         bad |= ~(np.abs(alloc) < _MAX_BYTES)
         bad |= np.isfinite(dev) & ((dev > MAX_DEVICE_ID) | (dev < -1))
@@ -605,6 +612,30 @@ class _Collector:
             "reserved_bytes": np.where(np.abs(reserved) < _MAX_BYTES, reserved, -1.0),
             "bytes": np.where(np.abs(nbytes) < _MAX_BYTES, nbytes, 0.0),
         })
+
+    def _rebuilt_totals(self, ts: np.ndarray, dtype: np.ndarray, dev: np.ndarray, alloc: np.ndarray,
+                        nbytes: np.ndarray) -> np.ndarray:
+        """`alloc` with the totals that events without `Total Allocated` (PyTorch before 1.10 wrote only
+        `Bytes`) leave out rebuilt: per device, in time order, the running sum of the sizes, raised so that
+        it never goes below 0 (memory freed that was allocated before the capture). Counted in `rebuilt`."""
+        rebuilt = ~np.isfinite(alloc) & np.isfinite(nbytes) & (np.abs(nbytes) < _MAX_BYTES) & np.isfinite(ts)
+        if not rebuilt.any():
+            return alloc
+        idx = np.flatnonzero(rebuilt)
+        key = dtype[idx].astype(np.int64) * (MAX_DEVICE_ID + 3) + np.clip(np.nan_to_num(dev[idx], nan=-1.0),
+                                                                         -2, MAX_DEVICE_ID).astype(np.int64) + 2
+        order = np.lexsort((ts[idx], key))
+        k, b = key[order], nbytes[idx][order]
+        start = np.r_[True, k[1:] != k[:-1]]
+        group = np.cumsum(start) - 1
+        cums = np.cumsum(b)
+        running = cums - (cums - b)[start][group]
+        lowest = np.minimum.reduceat(running, np.flatnonzero(start))
+        running -= np.minimum(lowest, 0.0)[group]
+        out = alloc.copy()
+        out[idx[order]] = running
+        self.rebuilt = len(idx)
+        return out
 
     def frame(self, base_ns: int) -> pd.DataFrame:
         """The events table: the chunks joined; rows with values no real capture holds dropped and
