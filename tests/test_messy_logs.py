@@ -171,3 +171,31 @@ def test_log_without_utilisation_and_busy_gpus_is_not_called_idle(tmp_path):
     a = ta.analyze(path, ta.Options(cache=False))
     assert a.diagnosis.primary != "gpu_underused"
     assert not a.diagnosis.findings
+
+
+# --- ROCm traces: their GPUs named rocm:N (PyTorch calls them "cuda" devices; the trace says HIP) --------
+def _rocm_trace(how: str):
+    from tests.kineto_builder import KinetoTrace
+
+    t = KinetoTrace()
+    if how == "header":
+        t.header.update({"roctracer_version": 4.1, "hip_runtime_version": 60443483})
+    for i in range(3):
+        t.step(i + 1, 1000 + i * 1000, 1000)
+        t.kernel(1000 + i * 1000 + 20, 500)
+        t.runtime("hipLaunchKernel" if how == "names" else "cudaLaunchKernel", 1000 + i * 1000 + 10, 5, t._corr)
+    return t
+
+
+@pytest.mark.parametrize("how, label", [("header", "rocm:0"), ("names", "rocm:0"), ("cuda", "cuda:0")])
+def test_rocm_devices_are_named_rocm(tmp_path, how, label):
+    a = ta.analyze(_rocm_trace(how).write(tmp_path / "t.json"), ta.Options(cache=False, find_logs_beside=False))
+    (d,) = a.ranks[0].devices
+    assert d.device == label and d.index == 0
+    data = a.to_data()
+    rank = data["ranks"][0]
+    assert [x["device"] for x in rank["diagnosis"]["devices"]] == [label]
+    assert {g["device"] for g in rank["diagnosis"]["gaps"]} <= {label}
+    assert set(rank["devices"][0]) == set(ta.analyze(_rocm_trace("cuda").write(tmp_path / "c.json"),
+                                                     ta.Options(cache=False)).to_data()["ranks"][0]["devices"][0])
+    assert f"{label}: busy" in a.to_text()

@@ -229,6 +229,7 @@ class RankInfo:
     # The memory events carry no totals (PyTorch before 1.10): allocated_bytes is the running sum of their
     # sizes from the capture's start, so it says what changed, not how full the device was.
     memory_from_sizes: bool = False
+    gpu_api: str = ""  # "hip" when the trace says its GPUs ran ROCm/HIP (devices then named rocm:N); else CUDA
 
 
 def empty_events() -> pd.DataFrame:
@@ -379,7 +380,7 @@ class Timeline:
             for r in part.ranks:
                 out.ranks.append(RankInfo(r.index + rank_offset, r.rank, r.source + source_offset,
                                           r.world_size, r.clock, r.framework, r.host, r.gpus_listed,
-                                          r.memory_from_sizes))
+                                          r.memory_from_sizes, r.gpu_api))
             for d in part.devices:
                 out.devices.append(DeviceInfo(d.rank + rank_offset, d.index, d.name, d.properties))
             out.warnings.extend(part.warnings)

@@ -22,6 +22,11 @@ class CaptureFigures:
     gpu_events: int  # GPU work events (kernels, copies, memsets) of the rank, anywhere in the trace
     gpu_end_ns: int | None  # end of the last GPU work event (None: none)
     host_end_ns: int | None  # end of the last host event (None: none)
+    gpu_api: str = ""  # "hip": a ROCm trace (its devices are named rocm:N); "": CUDA
+
+    def device_label(self, device: int) -> str:
+        """How the device is named in results: "rocm:N" on a ROCm trace, else "cuda:N"."""
+        return device_label(self.gpu_api, device)
 
     @property
     def gpu_events_lost(self) -> bool:
@@ -50,7 +55,17 @@ def capture_figures(tl: Timeline, rank: int) -> CaptureFigures:
         gpus_listed=int(info.gpus_listed), truncated=source.truncated if source is not None else "",
         launches=int(runtime.sum()), gpu_events=int(work.sum()),
         gpu_end_ns=int(ends[work].max()) if work.any() else None,
-        host_end_ns=int(ends[host].max()) if host.any() else None)
+        host_end_ns=int(ends[host].max()) if host.any() else None, gpu_api=info.gpu_api)
+
+
+def device_label(gpu_api: str, device: int) -> str:
+    """A GPU's name in results and findings: "rocm:N" for a ROCm/HIP trace, "cuda:N" otherwise (PyTorch
+    itself calls ROCm GPUs "cuda" devices; the trace says which it was)."""
+    return f"{'rocm' if gpu_api == 'hip' else 'cuda'}:{device}"
+
+
+def rank_device_label(capture: CaptureFigures | None, device: int) -> str:
+    return device_label(capture.gpu_api if capture is not None else "", device)
 
 
 def capture_note(c: CaptureFigures) -> str | None:

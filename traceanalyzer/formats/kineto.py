@@ -329,7 +329,7 @@ def _timeline(cols: _Collector, header: dict[str, Any], path: Path, fmt: str) ->
                   ranks=[RankInfo(index=0, rank=rank, source=0, world_size=world,
                                   clock="epoch" if epoch else "relative", framework="pytorch",
                                   host=host_of(header, path), gpus_listed=gpus_listed(header),
-                                  memory_from_sizes=cols.rebuilt > 0)])
+                                  memory_from_sizes=cols.rebuilt > 0, gpu_api=gpu_api(header, cols.names.values))])
     devices = np.concatenate([events["device"].to_numpy(), memory["device"].to_numpy()]).astype(np.int64)
     check_device_count(path, devices[devices >= 0])
     tl.devices = _devices(header, events, memory)
@@ -852,6 +852,19 @@ def _device_properties(header: dict[str, Any]) -> list[Any]:
     if not isinstance(props, list):
         props = header.get("computeProperties")
     return props if isinstance(props, list) else []
+
+
+# Header keys ROCm builds of Kineto write (instead of cupti_version / cuda_*_version).
+ROCM_HEADER_KEYS = ("roctracer_version", "hip_runtime_version", "hip_driver_version")
+HIP_RUNTIME = re.compile(r"^hip(Ext)?(Module)?Launch|^hipMemcpy|^hipMalloc|^hipDeviceSynchronize$")
+
+
+def gpu_api(header: dict[str, Any], names: list[str]) -> str:
+    """"hip" when the trace says its GPUs ran ROCm/HIP: the header's roctracer / hip_* keys (2025+), or HIP
+    runtime calls among the event names (older ROCm traces reuse the CUDA categories); "" otherwise."""
+    if any(k in header for k in ROCM_HEADER_KEYS):
+        return "hip"
+    return "hip" if any(HIP_RUNTIME.match(n) for n in names if n[:3] == "hip") else ""
 
 
 def _odd_device_ids(header: dict[str, Any]) -> list[str]:
