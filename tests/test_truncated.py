@@ -172,3 +172,15 @@ def test_cut_anywhere_keeps_the_complete_events(tmp_path, tail):
     (inp,) = a.inputs
     assert inp.events_read == 1
     assert a.ranks[0].capture.note.startswith("GPU events lost to truncation: 1 GPU listed, none of their")
+
+
+def test_log_picked_up_beside_the_trace_is_named_in_the_summary_line(tmp_path):
+    trace = _kineto_order_trace().write(tmp_path / "run.json")
+    (tmp_path / "run.gpu.csv").write_text("timestamp, index, utilization.gpu [%]\n"
+                                          + "".join(f"2024/01/15 09:12:{s:02d}.000, 0, 50 %\n" for s in range(5)))
+    a = ta.analyze(trace, ta.Options(cache=False))
+    first = a.to_text().splitlines()[0]
+    assert first.startswith("traceanalyzer ") and ": 2 input(s), 1 rank(s), with nvidia-smi log" in a.to_text()
+    assert "run.gpu.csv" in " ".join(a.to_text().splitlines()[:2])
+    named = ta.analyze([trace, tmp_path / "run.gpu.csv"], ta.Options(cache=False))
+    assert "picked up" not in named.to_text()  # named on the command line: nothing implicit to say

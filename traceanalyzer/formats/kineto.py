@@ -616,10 +616,11 @@ class _Collector:
     def _rebuilt_totals(self, ts: np.ndarray, dtype: np.ndarray, dev: np.ndarray, alloc: np.ndarray,
                         nbytes: np.ndarray) -> np.ndarray:
         """`alloc` with the totals that events without `Total Allocated` (PyTorch before 1.10 wrote only
-        `Bytes`) leave out rebuilt: per device, in time order, the running sum of the sizes, raised so that
-        it never goes below 0 (memory freed that was allocated before the capture). Counted in `rebuilt`."""
+        `Bytes`) leave out rebuilt, when no event of the file has one: per device, in time order, the
+        running sum of the sizes, raised so that it never goes below 0 (memory freed that was allocated
+        before the capture). Counted in `rebuilt`."""
         rebuilt = ~np.isfinite(alloc) & np.isfinite(nbytes) & (np.abs(nbytes) < _MAX_BYTES) & np.isfinite(ts)
-        if not rebuilt.any():
+        if not rebuilt.any() or np.isfinite(alloc).any():  # a file with totals: one without is broken, not old
             return alloc
         idx = np.flatnonzero(rebuilt)
         key = dtype[idx].astype(np.int64) * (MAX_DEVICE_ID + 3) + np.clip(np.nan_to_num(dev[idx], nan=-1.0),
