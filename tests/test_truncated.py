@@ -89,8 +89,7 @@ def test_whole_trace_has_no_capture_note(tmp_path):
     path = _kineto_order_trace().write(tmp_path / "whole.json")
     a = ta.analyze(path, ta.Options(cache=False, find_logs_beside=False))
     (r,) = a.ranks
-    assert r.capture is not None and r.capture.gpus_listed == 2
-    assert r.capture.note is None and r.capture.gpu_events_lost is False
+    assert r.capture is None  # nothing missing: nothing to say
     assert len(r.devices) == 1
     assert not any(f.id == "capture_incomplete" for f in a.diagnosis.findings)
 

@@ -95,13 +95,12 @@ def rank_result(r: RankAnalysis, dr: RankDiagnosis | None, counters: dict[int, R
 
 
 def _capture(r: RankAnalysis) -> R.CaptureResult | None:
-    """What the capture says about its own completeness; None for a whole capture without a header
-    listing GPUs (nothing to say)."""
+    """What the capture says about its own completeness; None when nothing is known to be missing."""
     c = r.capture
     if c is None:
         return None
     note = capture_note(c)
-    if note is None and not c.gpus_listed:
+    if note is None:
         return None
     return R.CaptureResult(gpus_listed=c.gpus_listed, gpu_events_lost=c.gpu_events_lost, note=note)
 
