@@ -8,18 +8,24 @@ These figures let the diagnosis say so instead of advising to move the model to 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+
+import numpy as np
 
 from .. import timeline as T
 from ..timeline import Timeline
+
+# CUDA / HIP runtime and driver calls (other accelerators' runtimes, e.g. MTIA's, launch no GPU work).
+_GPU_RUNTIME = re.compile(r"^(cuda|cu[A-Z]|hip)")
 
 
 @dataclass(frozen=True)
 class CaptureFigures:
     gpus_listed: int  # GPUs the trace's header lists (visible ones, used or not)
     truncated: str  # how the file was cut off; "" when it was read to its end
-    launches: int  # host runtime calls with a correlation id (launches and copies whose GPU side has an id)
-    gpu_events: int  # GPU work events (kernels, copies, memsets) of the rank, anywhere in the trace
+    launches: int  # host CUDA/HIP runtime calls with a correlation id (launches and copies whose GPU side has an id)
+    gpu_events: int  # GPU events (kernels, copies, memsets, GPU-side ranges) of the rank, anywhere in the trace
     gpu_end_ns: int | None  # end of the last GPU work event (None: none)
     host_end_ns: int | None  # end of the last host event (None: none)
     gpu_api: str = ""  # "hip": a ROCm trace (its devices are named rocm:N); "": CUDA
@@ -48,12 +54,18 @@ def capture_figures(tl: Timeline, rank: int) -> CaptureFigures:
     ev = tl.rank_events(rank)
     kind = ev["kind"]
     work = T.category_mask(kind, T.GPU_WORK_KINDS)
-    runtime = (kind == T.RUNTIME).to_numpy() & (ev["correlation"].to_numpy() >= 0)
+    # GPU-side annotations (a CUPTI range-profiler capture records GPU work only as ranges) are activity too
+    on_gpu = work | (kind == T.GPU_ANNOTATION).to_numpy()
+    names = ev["name"]
+    gpu_call = np.array([bool(_GPU_RUNTIME.match(str(n))) for n in names.cat.categories], dtype=bool)
+    codes = names.cat.codes.to_numpy()
+    runtime = ((kind == T.RUNTIME).to_numpy() & (ev["correlation"].to_numpy() >= 0)
+               & np.r_[gpu_call, False][codes])
     host = ~T.category_mask(kind, T.DEVICE_KINDS) & (kind != T.TRACE_SPAN).to_numpy()
     ends = ev["ts_ns"].to_numpy() + ev["dur_ns"].to_numpy()
     return CaptureFigures(
         gpus_listed=int(info.gpus_listed), truncated=source.truncated if source is not None else "",
-        launches=int(runtime.sum()), gpu_events=int(work.sum()),
+        launches=int(runtime.sum()), gpu_events=int(on_gpu.sum()),
         gpu_end_ns=int(ends[work].max()) if work.any() else None,
         host_end_ns=int(ends[host].max()) if host.any() else None, gpu_api=info.gpu_api)
 

@@ -158,7 +158,7 @@ def classify_inputs(inputs: InputSet, counter_logs: list[Path] | None = None, ho
                 ignored += beside
     rest = InputSet(inputs.label, traces, inputs.from_dir, list(inputs.warnings))
     return JobInputs(rest, logs + explicit + found, hosts + list(host_logs or []), found, ignored,
-                     list(logs) if inputs.from_dir else [])
+                     list(logs) if inputs.from_dir and traces else [])
 
 
 def _trace_stem(path: Path) -> str:
