@@ -199,3 +199,14 @@ def test_rocm_devices_are_named_rocm(tmp_path, how, label):
     assert set(rank["devices"][0]) == set(ta.analyze(_rocm_trace("cuda").write(tmp_path / "c.json"),
                                                      ta.Options(cache=False)).to_data()["ranks"][0]["devices"][0])
     assert f"{label}: busy" in a.to_text()
+
+
+def test_dmon_memory_only_log_says_it_has_no_utilisation(tmp_path):
+    path = tmp_path / "dmon.log"
+    path.write_text("# gpu     fb   bar1   ccpm \n# Idx     MB     MB     MB \n"
+                    + "".join(f"    {g}      {4 if g else 30000}      1      0 \n" for _ in range(3) for g in range(2)))
+    tl = _read(path)
+    assert _rows_of(tl, "fb_used_mib") == 6 and _mean(tl, 0, "fb_used_mib") == 30000.0
+    assert any("no utilisation column" in w for w in tl.sources[0].warnings)
+    a = ta.analyze(path, ta.Options(cache=False))
+    assert [f.title for f in a.diagnosis.findings] == ["GPU 1 is not used at all"]
