@@ -13,6 +13,7 @@ from ..timeline import Timeline
 from . import figures as F
 from . import gaps as G
 from .capture import CaptureFigures, capture_figures
+from .iterations import StepSource, find_steps
 from .memory import RankMemory, rank_memory
 
 
@@ -49,6 +50,7 @@ class RankAnalysis:
     input: str = ""  # the file the rank was read from
     clock: str = "relative"  # RankInfo.clock: "epoch" or "relative"
     host: str | None = None  # the machine it ran on (trace metadata)
+    step_source: StepSource | None = None  # where the steps came from: markers, detected iterations, none
     capture: CaptureFigures | None = None  # how complete the capture is (cut off, GPU events lost)
 
 
@@ -67,12 +69,13 @@ def figures_of(tl: Timeline, min_gap_ns: int = F.DEFAULT_MIN_GAP_NS,
 
 def rank_figures(tl: Timeline, rank: int, min_gap_ns: int = F.DEFAULT_MIN_GAP_NS,
                  window: F.Window | None = None, causes: bool = True) -> RankAnalysis:
-    st = F.steps(tl, rank)
-    rank_window = window or F.rank_window(tl, rank, st)
+    markers = F.steps(tl, rank)
+    st, source = find_steps(tl, rank, markers)  # the markers; without them, iterations of repeating work
+    rank_window = window or F.rank_window(tl, rank, markers)  # detected iterations leave the window as it was
     names = {d.index: d.name for d in tl.devices if d.rank == rank}
     devices = []
     for device in tl.device_indices(rank):
-        w = window or F.device_window(tl, rank, device, st)
+        w = window or F.device_window(tl, rank, device, markers)
         busy = F.device_busy(tl, rank, device, w)
         idle = F.idle_intervals(tl, rank, device, w, min_gap_ns=0)
         devices.append(DeviceAnalysis(
@@ -91,5 +94,5 @@ def rank_figures(tl: Timeline, rank: int, min_gap_ns: int = F.DEFAULT_MIN_GAP_NS
                         wait / rank_window.dur_ns if rank_window.dur_ns > 0 else None, tuple(devices),
                         rank_memory(tl, rank, [d.device for d in devices], st), info.framework, st,
                         F.kernel_totals(tl, rank), F.pageable_htod_copies(tl, rank), F.range_profiler_capture(tl, rank),
-                        attributed, tl.sources[info.source].path, info.clock, info.host,
+                        attributed, tl.sources[info.source].path, info.clock, info.host, source,
                         capture_figures(tl, rank))

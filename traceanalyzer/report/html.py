@@ -24,8 +24,8 @@ import markupsafe
 from .. import inert
 from ..causes import PALETTE, page_registry
 from ..result.types import AnalysisData, HistogramBin, PlainData, RankResult
-from ..units import format_bytes
-from ._format import fmt_pct, fmt_pct_change, fmt_us
+from ..units import format_bytes, format_rules
+from ._format import fmt_pct, fmt_pct_change, fmt_us, step_source_text
 from .capture import no_gpu_text
 from .ranks import straggler_sentence
 
@@ -63,6 +63,7 @@ def template_env() -> jinja2.Environment:
     env.filters["gib"] = format_bytes
     env.filters["rate"] = fmt_rate
     env.filters["code_spans"] = code_spans
+    env.filters["step_source"] = step_source_text
     env.globals["straggler_sentence"] = straggler_sentence
     env.filters["visible"] = inert.visible
     env.filters["by_key"] = by_key
@@ -131,6 +132,7 @@ class PageData(TypedDict):
     causes: dict[str, dict[str, str]]
     palette: dict[str, str]
     host_lanes: dict[str, str]
+    format: dict[str, object]  # units.format_rules(): how the page writes durations and shares
     ranks: list[PageRank]
     job_shift_us: list[float]
 
@@ -147,6 +149,7 @@ def page_data(analysis: AnalysisData) -> PageData:
         causes=CAUSES,
         palette=PALETTE,
         host_lanes=HOST_LANES,
+        format=format_rules(),
         ranks=[PageRank(label=rank_label(r), timeline=r.drawing.timeline if r.drawing else None,
                         charts=(r.drawing.charts if r.drawing else None) or {},
                         devices=[{"device": d.device, "histogram": _histogram(d.gaps.histogram)} for d in r.devices])

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from .. import inert
 from ..causes import CAUSE_LIST, VERDICT_LIST
 from ..result.types import AnalysisData, DiagnosisResult, RankResult
-from ._format import fmt_pct, fmt_us, md, table
+from ._format import fmt_pct, fmt_us, md, step_source_text, table
 from .capture import no_gpu_text
 from .host import host_markdown, throughput_figures
 from .memory import markdown_lines as memory_markdown
@@ -187,6 +187,8 @@ def _details(a: AnalysisData, rows: dict[str, int]) -> list[str]:
     for r in a.ranks[: rows["ranks"]]:
         if r.per_step:
             out += [f"#### Per-step breakdown, rank {who(r)}", ""]
+            detected = step_source_text(r.step_source)
+            out += [f"_{md(detected, 240)}._", ""] if detected else []
             out += table(["step", "duration", "GPU busy", "memcpy", "DataLoader wait", "idle"],
                          ([str(s.step), fmt_us(s.duration_us), fmt_us(s.gpu_busy_us),
                            fmt_us(s.memcpy_us), fmt_us(s.dataloader_wait_us), fmt_us(s.idle_us)]

@@ -89,9 +89,20 @@ def rank_result(r: RankAnalysis, dr: RankDiagnosis | None, counters: dict[int, R
         host=r.host,
         host_memory=_memory(mem.host) if mem and mem.host else None,
         diagnosis=_rank_diagnosis(dr, r.capture.gpu_api if r.capture else "") if dr else None,
+        step_source=_step_source(r),
         capture=_capture(r),
         drawing=R.RankDrawing(timeline, {"per_step": _per_step_chart(per_step, dr)}, memory_series),
     )
+
+
+def _step_source(r: RankAnalysis) -> R.StepSourceResult | None:
+    """Where the rank's steps came from (definitions `step_source`)."""
+    src = r.step_source
+    if src is None:
+        return None
+    if src.kind != "detected":
+        return R.StepSourceResult(src.kind)
+    return R.StepSourceResult(src.kind, src.basis, _us(src.period_ns), src.iterations)
 
 
 def _capture(r: RankAnalysis) -> R.CaptureResult | None:

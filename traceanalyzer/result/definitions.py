@@ -10,9 +10,10 @@ FIGURES: dict[str, str] = {
     "window": (
         "The stretch of time a rank's figures are computed over. With steps: from the start of the "
         "first host step span (PyTorch `ProfilerStep#N`, Keras `Profiled batch`) to the end of the "
-        "last. Without steps: per device, from the start of its first GPU activity to the end of its "
-        "last (the rank's window then spans all its devices). On a CPU-only trace: from the first to "
-        "the last host event; GPU figures then say \"no GPU activity\"."
+        "last. Without steps (steps detected from repeating work, see step_source, leave the window as "
+        "it is): per device, from the start of its first GPU activity to the end of its last (the rank's window "
+        "then spans all its devices). On a CPU-only trace: from the first to the last host event; GPU "
+        "figures then say \"no GPU activity\"."
     ),
     "gpu_busy": (
         "Length of the union of the device's kernel, memcpy and memset intervals, clipped to the "
@@ -45,6 +46,30 @@ FIGURES: dict[str, str] = {
         "PyTorch: the op `enumerate(DataLoader)#..._DataLoaderIter.__next__` (single- and "
         "multi-process); not python stack frames and not anything that merely mentions "
         "\"DataLoader\". TensorFlow: the training thread blocked in `IteratorGetNext`."
+    ),
+    "step_source": (
+        "Where a rank's steps come from. `markers`: step spans the trace records (two or more). "
+        "`detected`: a trace with no step marker, or one holding the whole capture, whose work repeats: "
+        "(1) a host annotation recurring on one thread, each occurrence ending before the next and "
+        "covering at least 80% of the time to the next one and, when the rank waits for a DataLoader, "
+        "holding a wait in at least half of them; an iteration runs from one occurrence's start "
+        "to the next's, the last to its own end; else (2) the sequence of GPU operation names (kernels, "
+        "copies, memsets) of the busiest device, in launch order (a rank without GPU work: the top-level "
+        "framework ops, annotations and DataLoader waits of its busiest host thread, `host operations`), "
+        "repeating with period p operations "
+        "(a block of p names equal to the next block's in at least 90% of places) over at least half "
+        "of its operations. An iteration starts at the DataLoader wait when the period holds one (host "
+        "operations), else at the launch of the operation after the GPU's longest "
+        "idle stretch within the period when that stands out (at least 5 x the median and 20 us), else "
+        "at the first repetition's first operation, and ends at the launch of the next iteration's; "
+        "the last one ends at its last operation's end on the GPU. An iteration also holds the "
+        "DataLoader wait that ends just before its first launch. A head that does not repeat and a partial "
+        "last iteration are not iterations. Either kind needs at least 3 iterations and, in at least "
+        "half of them, a host<->device copy, a host synchronisation or a DataLoader wait, or else the "
+        "GPU idle before each iteration for at least 5 x the median idle between its operations and "
+        "20 us: the layers of one forward pass repeat too but show none, so a single pass gets no "
+        "steps. `basis` says what repeats, `period_us` is the median iteration length, `iterations` "
+        "how many. `window`: neither; the window is one stretch without steps."
     ),
     "per_step": (
         "For each host step span: its duration; GPU busy = union of GPU work on the rank's "
@@ -211,5 +236,50 @@ FIGURES: dict[str, str] = {
         "missing). Filled only when something is known missing. A capture "
         "cut after some GPU activity is noted with how long before the host's last event the last GPU "
         "activity that survived ends."
+    ),
+}
+
+# Figures of a comparison (`diff`) and of the exports: defined here with the run's, kept out of each saved
+# report's `definitions` (they describe the comparison, not the run).
+COMPARISON_FIGURES: dict[str, str] = {
+    "diff_step_time": (
+        "`diff`: the step-time change is the Hodges–Lehmann shift, the median of every difference "
+        "head step - base step (all pairs), divided by the base median step; one distorted step moves "
+        "few of the pairs, so it cannot swing the shift. With one run a side its 95% interval is the "
+        "rank test's distribution-free one: the k-th smallest and k-th largest pairwise difference, "
+        "k from the exact Mann–Whitney distribution (steps of one run only: run-to-run variation not "
+        "measured). With several runs a side: the 2.5% and 97.5% quantiles of the shift over 4000 "
+        "two-level resamples (runs drawn with replacement, then steps within each drawn run; fixed "
+        "seed), so the interval spans run-to-run variation. The median step change (head median / "
+        "base median - 1) is shown beside it, labelled. Distorted steps: further than 4 robust "
+        "standard deviations (1.4826 x the median absolute deviation) and 10% of the median from "
+        "their side's median."
+    ),
+    "diff_parts": (
+        "`diff`: each step splits into GPU compute, exposed communication, memcpy and GPU idle by "
+        "cause (host loop parts for ranks without GPU work), averaged over ranks. Per part: the mean "
+        "per step on each side (the parts' mean changes add up to the change of the mean step), its "
+        "Hodges–Lehmann shift per step, and the two-sided Mann–Whitney p of its per-step values. A "
+        "part is decisive when p <= 0.01 and either every head value lies above (below) every base "
+        "value or the shift exceeds 3 x the larger robust spread of the two sides; with several runs "
+        "on both sides, also every head run's median of the part lies beyond every base run's. "
+        "Share: a part's mean change / the summed mean changes of the parts moving with the net "
+        "change (they add up to 100%); a part moving against the net offsets that sum by its share."
+    ),
+    "diff_verdict": (
+        "`diff`: regressed (improved) when the step-time interval lies above (below) zero and the "
+        "shift is beyond the tolerance, or when the summed shifts of the decisive parts exceed the "
+        "tolerance of the base median step and the step-time shift is beyond the tolerance in the "
+        "same direction (the interval may then span zero); unchanged when the whole interval lies "
+        "within the tolerance; inconclusive otherwise, and always with fewer than 3 steps a side. "
+        "The gate `step_time:+N%` fails only on regressed with a shift above N%."
+    ),
+    "bmf": (
+        "`report --format bmf` writes Bencher Metric Format JSON: one benchmark `traceanalyzer` with "
+        "the measures step-time-ms (value the median step, lower_value p10, upper_value p90, as "
+        "`throughput`), gpu-idle-fraction, dataloader-wait-fraction, memcpy-share-of-gpu-busy (the "
+        "summary's), exposed-communication-fraction (exposed communication summed over GPUs / their "
+        "summed windows), peak-gpu-memory-bytes (the largest peak reserved, else allocated), "
+        "samples-per-s (with --batch-size) and steps-per-s; a figure the run lacks is left out."
     ),
 }
