@@ -187,6 +187,8 @@ class Source:
     warnings: list[str] = field(default_factory=list)
     # Counter logs only: what the counters' ts_ns means before alignment (one of COUNTER_CLOCKS).
     clock: str = ""
+    # Where and how the file was cut off ("" when it was read to its end): its events stop early.
+    truncated: str = ""
 
 
 # How a counter log's own times relate to real time (Source.clock), before `align` moves them:
@@ -228,6 +230,10 @@ class RankInfo:
     framework: str = ""  # e.g. "pytorch", "tensorflow"
     host: str | None = None  # the machine it ran on (trace metadata); ranks of one host share a clock
     gpus_listed: int = 0  # GPUs the trace's header lists (deviceProperties: all visible ones, used or not)
+    # The memory events carry no totals (PyTorch before 1.10): allocated_bytes is the running sum of their
+    # sizes from the capture's start, so it says what changed, not how full the device was.
+    memory_from_sizes: bool = False
+    gpu_api: str = ""  # "hip" when the trace says its GPUs ran ROCm/HIP (devices then named rocm:N); else CUDA
 
 
 def empty_events() -> pd.DataFrame:
@@ -377,7 +383,8 @@ class Timeline:
             out.sources.extend(part.sources)
             for r in part.ranks:
                 out.ranks.append(RankInfo(r.index + rank_offset, r.rank, r.source + source_offset,
-                                          r.world_size, r.clock, r.framework, r.host, r.gpus_listed))
+                                          r.world_size, r.clock, r.framework, r.host, r.gpus_listed,
+                                          r.memory_from_sizes, r.gpu_api))
             for d in part.devices:
                 out.devices.append(DeviceInfo(d.rank + rank_offset, d.index, d.name, d.properties))
             out.warnings.extend(part.warnings)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from ..timeline import Timeline
 from . import figures as F
 from . import gaps as G
+from .capture import CaptureFigures, capture_figures
 from .graphs import DeviceGraphs, device_graphs
 from .iterations import StepSource, find_steps
 from .memory import RankMemory, rank_memory
@@ -55,6 +56,7 @@ class RankAnalysis:
     host: str | None = None  # the machine it ran on (trace metadata)
     step_source: StepSource | None = None  # where the steps came from: markers, detected iterations, none
     gpus_listed: int = 0  # GPUs the trace lists for the rank (deviceProperties), active or not
+    capture: CaptureFigures | None = None  # how complete the capture is (cut off, GPU events lost)
 
 
 @dataclass(frozen=True)
@@ -100,4 +102,4 @@ def rank_figures(tl: Timeline, rank: int, min_gap_ns: int = F.DEFAULT_MIN_GAP_NS
                         rank_memory(tl, rank, [d.device for d in devices], st), info.framework, st,
                         F.kernel_totals(tl, rank), F.pageable_htod_copies(tl, rank), F.range_profiler_capture(tl, rank),
                         attributed, tl.sources[info.source].path, info.clock, info.host, source,
-                        info.gpus_listed)
+                        info.gpus_listed, capture_figures(tl, rank))

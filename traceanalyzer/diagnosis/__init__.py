@@ -11,13 +11,15 @@ from __future__ import annotations
 
 from ..analyses import Figures
 from ..causes import CAUSES
+from .capture import add_capture_findings
 from .memory import add_memory_findings
 from .rules import UNDETERMINED, VERDICTS, Diagnosis, Finding, RankDiagnosis, diagnose_rank, job_headline, job_rank
 
 
 def diagnose(figures: Figures, include_warmup: bool = False) -> Diagnosis:
     """The verdict for every rank and for the job (the rank losing the most GPU time)."""
-    ranks = tuple(add_memory_findings(diagnose_rank(r, include_warmup), r) for r in figures.ranks)
+    ranks = tuple(add_capture_findings(add_memory_findings(diagnose_rank(r, include_warmup), r), r)
+                  for r in figures.ranks)
     if not ranks:
         return Diagnosis(UNDETERMINED, None, "Nothing to diagnose: the input holds no events.", None, (), ())
     pick = ranks[job_rank([r.lost_ns for r in ranks], [bool(r.devices) for r in ranks])]

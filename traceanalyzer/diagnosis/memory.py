@@ -13,6 +13,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..analyses import RankAnalysis
+from ..analyses.capture import rank_device_label
 from ..analyses.memory import MemoryFigures
 from ..causes import ALLOCATOR_BOUND
 from ..units import format_bytes
@@ -58,7 +59,7 @@ def add_memory_findings(rd: RankDiagnosis, ra: RankAnalysis) -> RankDiagnosis:
         return rd
     found: list[Finding] = []
     for device, m in sorted(mem.devices.items()):
-        label = f"cuda:{device}"
+        label = rank_device_label(ra.capture, device)
         found += _pressure(m, label)
         if rd.primary != ALLOCATOR_BOUND:
             found += _headroom(m, label)

@@ -16,6 +16,7 @@ import numpy as np
 
 from .. import causes as C
 from ..analyses import RankAnalysis
+from ..analyses.capture import capture_note, rank_device_label
 from ..analyses.figures import Steps
 from ..analyses.gaps import AttributedGap, DeviceAttribution, Evidence, PeriodicSteps, RankCauses, StepCauses
 from ..analyses.host import HostShares
@@ -495,7 +496,8 @@ def _specific_evidence(ra: RankAnalysis, c: RankCauses, cause: str, q: Quoted) -
             for d in dev.memcpy.directions:
                 if d.direction == "HtoD" and d.bytes:
                     bw = f", {d.bandwidth_gbps:.1f} GB/s" if d.bandwidth_gbps else ""
-                    out.append(f"cuda:{dev.device}: {d.count} HtoD copies, {d.bytes / 1e6:.1f} MB{bw}")
+                    out.append(f"{rank_device_label(ra.capture, dev.device)}: {d.count} HtoD copies, "
+                               f"{d.bytes / 1e6:.1f} MB{bw}")
     elif cause == C.SYNC:
         if c.blocking_calls:
             out.append("blocking calls on the launching thread: "
@@ -629,6 +631,9 @@ def _join(items: list[str]) -> str:
 
 
 def _no_gpu_reason(ra: RankAnalysis) -> str:
+    lost = capture_note(ra.capture) if ra.capture is not None and ra.capture.gpu_events_lost else None
+    if lost:  # a cut-off capture (or one whose GPU activity was dropped) is no CPU-only one
+        return lost
     if ra.range_profiler:
         return ("no kernels in the trace: a CUPTI range-profiler capture records GPU work as ranges, "
                 "so GPU idle time cannot be measured")

@@ -228,10 +228,15 @@ def read_path(path: Path, options: ReadOptions, chunk_bytes: int = CHUNK_BYTES, 
     tl = _timeline(cols, stream.header, path, FORMAT)
     source = tl.sources[0]
     add_decode_notes(source)
+    malformed = source.not_kept.get("malformed_event", 0)
+    if malformed and malformed == source.events_read:
+        raise InputError(path, f"not a trace: its 'traceEvents' list holds {malformed} values and not one event "
+                               f"object (expected objects such as {{\"ph\": \"X\", \"name\": ..., \"ts\": ...}})")
     if stream.truncated:
         msg = (f"TRUNCATED: {stream.truncated}; the {source.events_read} complete events before the cut were "
                f"read and analysed; everything after it is missing (was the profiler killed?)")
         source.warnings.insert(0, msg)
+        source.truncated = stream.truncated
         tl.warnings.insert(0, f"{path}: {msg}")
     return tl
 
@@ -308,12 +313,24 @@ def _timeline(cols: _Collector, header: dict[str, Any], path: Path, fmt: str) ->
     if duplicates:
         source.not_kept["duplicate"] = duplicates
         source.warnings.append(f"{duplicates} exact duplicate events removed")
+    odd_ids = _odd_device_ids(header)
+    if odd_ids:
+        source.warnings.append(f"deviceProperties: {len(odd_ids)} entries whose id is no device index (negative, "
+                               f"beyond {MAX_DEVICE_ID} or not a whole number: {', '.join(odd_ids[:5])}) ignored")
+    timed = int((events["kind"] != T.TRACE_SPAN).sum()) if len(events) else 0
+    if timed and not events["dur_ns"].to_numpy().any():
+        source.warnings.append(f"every one of the {timed} events has zero duration: there is no busy or step "
+                               f"time to measure (a trace written without durations?)")
     source.warnings.extend(names_cut_warning(cols.names, cols.cats, cols.copy_kinds))
     unknown = {c: n for c, n in cols.categories.items() if c not in CATEGORY_KINDS}
     if unknown:
         listed = ", ".join(f"{c or '(none)'} ({n})" for c, n in sorted(unknown.items()))
         source.warnings.append(f"categories not recognised, kept as 'other': {listed}")
     memory = cols.memory(base_ns)
+    if cols.rebuilt:
+        source.warnings.append(f"{cols.rebuilt} [memory] events carry no 'Total Allocated' (PyTorch before 1.10): "
+                               f"the allocated curve is the running sum of their 'Bytes' from the start of the "
+                               f"capture (what was allocated before it is not known; no reserved total)")
     n_memory_dropped = cols.dropped.pop("memory_event_unusable", 0)
     if n_memory_dropped:
         source.not_kept["memory_event_unusable"] = n_memory_dropped
@@ -340,7 +357,8 @@ def _timeline(cols: _Collector, header: dict[str, Any], path: Path, fmt: str) ->
     tl = Timeline(events=events, memory=memory, counters=counters, sources=[source],
                   ranks=[RankInfo(index=0, rank=rank, source=0, world_size=world,
                                   clock="epoch" if epoch else "relative", framework="pytorch",
-                                  host=host_of(header, path), gpus_listed=gpus_listed(header))])
+                                  host=host_of(header, path), gpus_listed=gpus_listed(header),
+                                  memory_from_sizes=cols.rebuilt > 0, gpu_api=gpu_api(header, cols.names.values))])
     devices = np.concatenate([events["device"].to_numpy(), memory["device"].to_numpy()]).astype(np.int64)
     check_device_count(path, devices[devices >= 0])
     tl.devices = _devices(header, events, memory)
@@ -480,6 +498,7 @@ class _Collector:
         self.counter_rows: list[tuple[float, int, str, float]] = []
         self.counter_metrics: set[str] = set()
         self.counters_dropped = 0  # samples beyond MAX_COUNTER_METRICS distinct metrics or without a value
+        self.rebuilt = 0  # memory events whose allocated total was rebuilt from their sizes
 
     def add(self, chunk: list[Any]) -> None:
         n = len(chunk)
@@ -733,7 +752,9 @@ class _Collector:
         if not self.memory_parts:
             return T.empty_memory()
         ts, dtype, dev, alloc, reserved, nbytes = (np.concatenate(c) for c in zip(*self.memory_parts))
-        bad = ~np.isfinite(ts) | (np.abs(ts + base_ns / 1000.0) > MAX_ABS_TIME_US) | ~(np.abs(alloc) < _MAX_BYTES)
+        alloc = self._rebuilt_totals(ts, dtype, dev, alloc, nbytes)
+        bad = ~np.isfinite(ts) | (np.abs(ts + base_ns / 1000.0) > MAX_ABS_TIME_US) | (ts + base_ns / 1000.0 < 0)
+        bad |= ~(np.abs(alloc) < _MAX_BYTES)
         bad |= np.isfinite(dev) & ((dev > MAX_DEVICE_ID) | (dev < -1))
         if bad.any():
             self.dropped["memory_event_unusable"] += int(bad.sum())
@@ -747,6 +768,31 @@ class _Collector:
             "reserved_bytes": np.where(np.abs(reserved) < _MAX_BYTES, reserved, -1.0),
             "bytes": np.where(np.abs(nbytes) < _MAX_BYTES, nbytes, 0.0),
         })
+
+    def _rebuilt_totals(self, ts: np.ndarray, dtype: np.ndarray, dev: np.ndarray, alloc: np.ndarray,
+                        nbytes: np.ndarray) -> np.ndarray:
+        """`alloc` with the totals that events without `Total Allocated` (PyTorch before 1.10 wrote only
+        `Bytes`) leave out rebuilt, when no event of the file has one: per device, in time order, the
+        running sum of the sizes, raised so that it never goes below 0 (memory freed that was allocated
+        before the capture). Counted in `rebuilt`."""
+        rebuilt = ~np.isfinite(alloc) & np.isfinite(nbytes) & (np.abs(nbytes) < _MAX_BYTES) & np.isfinite(ts)
+        if not rebuilt.any() or np.isfinite(alloc).any():  # a file with totals: one without is broken, not old
+            return alloc
+        idx = np.flatnonzero(rebuilt)
+        key = dtype[idx].astype(np.int64) * (MAX_DEVICE_ID + 3) + np.clip(np.nan_to_num(dev[idx], nan=-1.0),
+                                                                         -2, MAX_DEVICE_ID).astype(np.int64) + 2
+        order = np.lexsort((ts[idx], key))
+        k, b = key[order], nbytes[idx][order]
+        start = np.r_[True, k[1:] != k[:-1]]
+        group = np.cumsum(start) - 1
+        cums = np.cumsum(b)
+        running = cums - (cums - b)[start][group]
+        lowest = np.minimum.reduceat(running, np.flatnonzero(start))
+        running -= np.minimum(lowest, 0.0)[group]
+        out = alloc.copy()
+        out[idx[order]] = running
+        self.rebuilt = len(idx)
+        return out
 
     def frame(self, base_ns: int) -> pd.DataFrame:
         """The events table: the chunks joined; rows with values no real capture holds dropped and
@@ -772,6 +818,8 @@ class _Collector:
         finite_dur = np.isfinite(dur)
         bad = {  # in this order: a row is counted for its first reason
             "time_out_of_range": finite_ts & (np.abs(ts + base_ns / 1000.0) > MAX_ABS_TIME_US),
+            # epoch time before 1970 (no profiler writes one; relative clocks start at 0)
+            "time_before_1970": finite_ts & (ts + base_ns / 1000.0 < 0),
             "no_duration": ~finite_dur & finite_ts,
             "duration_out_of_range": finite_dur & (dur > MAX_DURATION_US),
             "id_out_of_range": p["bad_id"].astype(bool),
@@ -977,22 +1025,48 @@ def _drop_bad(events: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, int]]:
 def gpus_listed(header: dict[str, Any]) -> int:
     """How many GPUs the header lists (deviceProperties, or the legacy computeProperties): the visible
     ones, used or not. What tells a capture cut before its GPU events from one without a GPU."""
+    return sum(isinstance(p, dict) for p in _device_properties(header))
+
+
+def _device_properties(header: dict[str, Any]) -> list[Any]:
     props = header.get("deviceProperties")
     if not isinstance(props, list):
         props = header.get("computeProperties")
-    return sum(isinstance(p, dict) for p in props) if isinstance(props, list) else 0
+    return props if isinstance(props, list) else []
+
+
+# Header keys ROCm builds of Kineto write (instead of cupti_version / cuda_*_version).
+ROCM_HEADER_KEYS = ("roctracer_version", "hip_runtime_version", "hip_driver_version")
+HIP_RUNTIME = re.compile(r"^hip(Ext)?(Module)?Launch|^hipMemcpy|^hipMalloc|^hipDeviceSynchronize$")
+
+
+def gpu_api(header: dict[str, Any], names: list[str]) -> str:
+    """"hip" when the trace says its GPUs ran ROCm/HIP: the header's roctracer / hip_* keys (2025+), or HIP
+    runtime calls among the event names (older ROCm traces reuse the CUDA categories); "" otherwise."""
+    if any(k in header for k in ROCM_HEADER_KEYS):
+        return "hip"
+    return "hip" if any(HIP_RUNTIME.match(n) for n in names if n[:3] == "hip") else ""
+
+
+def _odd_device_ids(header: dict[str, Any]) -> list[str]:
+    """deviceProperties ids that are no device index (negative, beyond int32, not a whole number)."""
+    out = []
+    for entry in _device_properties(header):
+        if isinstance(entry, dict) and "id" in entry:
+            v = int_or_none(entry["id"])
+            if v is None or not 0 <= v <= MAX_DEVICE_ID or isinstance(entry["id"], bool):
+                out.append(str(entry["id"])[:24])
+    return out
 
 
 def _devices(header: dict[str, Any], events: pd.DataFrame, memory: pd.DataFrame) -> list[DeviceInfo]:
     """GPUs with work or with GPU memory events, with their deviceProperties (name, totalGlobalMem)."""
-    props = header.get("deviceProperties")
-    if not isinstance(props, list):
-        props = header.get("computeProperties")
     by_id: dict[int, dict[str, Any]] = {}
-    if isinstance(props, list):
-        for entry in props:
-            if isinstance(entry, dict) and int_or_none(entry.get("id")) is not None:
-                by_id[int(entry["id"])] = entry
+    for entry in _device_properties(header):
+        if isinstance(entry, dict) and not isinstance(entry.get("id"), bool):
+            v = int_or_none(entry.get("id"))
+            if v is not None and 0 <= v <= MAX_DEVICE_ID:
+                by_id[v] = entry
     work = T.category_mask(events["kind"], T.GPU_WORK_KINDS)
     gpu_memory = (memory["device_type"] == T.MEMORY_GPU).to_numpy() & (memory["device"].to_numpy() >= 0)
     used = sorted({int(d) for d in np.unique(events["device"].to_numpy()[work])}

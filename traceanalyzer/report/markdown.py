@@ -16,6 +16,7 @@ from .. import inert
 from ..causes import CAUSE_LIST, VERDICT_LIST
 from ..result.types import AnalysisData, DiagnosisResult, RankResult
 from ._format import fmt_pct, fmt_us, md, step_source_text, table
+from .capture import no_gpu_text
 from .host import host_markdown, throughput_figures
 from .memory import markdown_lines as memory_markdown
 from .ranks import markdown_lines as ranks_markdown
@@ -103,7 +104,7 @@ def _verdict(a: AnalysisData, diag: DiagnosisResult | None) -> list[str]:
         figures.append(f"**{s.samples_per_s:.1f}** samples/s")
     figures += throughput_figures(s)
     if not s.devices:
-        figures[0] = "no GPU activity"
+        figures[0] = no_gpu_text(a.ranks[0]) if len(a.ranks) == 1 else "no GPU activity"
     if _cpu_only(a):  # no GPU to speak of: no GPU figures
         figures = ["CPU-only capture"] + figures[2:]
     return out + [" · ".join(figures), ""]
@@ -174,7 +175,7 @@ def _headline_table(a: AnalysisData, diag: DiagnosisResult | None, limit: int) -
             extra = ([VERDICT_LABELS.get(dr.primary if dr else "", "–"), fmt_us(dr.lost_us if dr else None)]
                      if diag else [])
             if not r.devices:
-                yield [who(r), "no GPU activity", fmt_us(r.window_us), str(r.steps), "n/a", "n/a", "n/a",
+                yield [who(r), no_gpu_text(r), fmt_us(r.window_us), str(r.steps), "n/a", "n/a", "n/a",
                        fmt_pct(r.dataloader_wait_fraction), "n/a", "n/a"] + extra
             for d in r.devices:
                 yield [who(r), md(d.device), fmt_us(d.window_us), str(r.steps), fmt_us(d.gpu_busy_us),

@@ -19,6 +19,7 @@ from ..align import Alignment
 from ..analyses import DeviceAnalysis, Figures, RankAnalysis
 from ..analyses import throughput as TP
 from ..analyses import tracks as TR
+from ..analyses.capture import capture_note, device_label, rank_device_label
 from ..analyses.collectives_job import JobFigures
 from ..analyses.counters import CROSS_CHECK_MARGIN_PCT
 from ..analyses.counters import DeviceCounters as CounterFigures
@@ -65,7 +66,7 @@ def rank_result(r: RankAnalysis, dr: RankDiagnosis | None, counters: dict[int, R
         m = mem_devices.get(d.device)
         devices.append(_device(d, counters.get(d.device), m, r))
         if m is not None:
-            memory_series[f"cuda:{d.device}"] = _memory_series(m, d.busy.window.start_ns)
+            memory_series[rank_device_label(r.capture, d.device)] = _memory_series(m, d.busy.window.start_ns)
     if mem and mem.host:
         memory_series["host"] = _memory_series(mem.host, r.window.start_ns)
     per_step = tuple(R.StepRow(s.step, _us0(s.start_ns - r.window.start_ns), _us0(s.dur_ns), _us0(s.gpu_busy_ns),
@@ -88,8 +89,9 @@ def rank_result(r: RankAnalysis, dr: RankDiagnosis | None, counters: dict[int, R
         devices=tuple(devices),
         host=r.host,
         host_memory=_memory(mem.host) if mem and mem.host else None,
-        diagnosis=_rank_diagnosis(dr) if dr else None,
+        diagnosis=_rank_diagnosis(dr, r.capture.gpu_api if r.capture else "") if dr else None,
         step_source=_step_source(r),
+        capture=_capture(r),
         drawing=R.RankDrawing(timeline, {"per_step": _per_step_chart(per_step, dr)}, memory_series),
     )
 
@@ -102,6 +104,17 @@ def _step_source(r: RankAnalysis) -> R.StepSourceResult | None:
     if src.kind != "detected":
         return R.StepSourceResult(src.kind)
     return R.StepSourceResult(src.kind, src.basis, _us(src.period_ns), src.iterations)
+
+
+def _capture(r: RankAnalysis) -> R.CaptureResult | None:
+    """What the capture says about its own completeness; None when nothing is known to be missing."""
+    c = r.capture
+    if c is None:
+        return None
+    note = capture_note(c)
+    if note is None:
+        return None
+    return R.CaptureResult(gpus_listed=c.gpus_listed, gpu_events_lost=c.gpu_events_lost, note=note)
 
 
 def _memory_series(m: MemoryFigures, origin_ns: int) -> dict[str, Any]:
@@ -131,7 +144,7 @@ def memory_warnings(figures: Figures) -> list[str]:
     out = []
     for r in figures.ranks:
         if r.memory and r.memory.unmatched:
-            gpus = ", ".join(f"cuda:{d}" for d in r.memory.unmatched)
+            gpus = ", ".join(rank_device_label(r.capture, d) for d in r.memory.unmatched)
             out.append(f"{r.input}: memory events of {gpus} not reported: the "
                        f"trace has no GPU work on it (profile with ProfilerActivity.CUDA for per-GPU figures)")
     return out
@@ -168,7 +181,7 @@ def _device(d: DeviceAnalysis, counters: R.DeviceCounters | None, memory: Memory
     causes = d.idle.cause
     kernels = tuple(R.KernelResult(k.name, k.count, _us0(k.total_ns), _us0(k.mean_ns), k.comm) for k in d.kernels)
     return R.DeviceResult(
-        device=f"cuda:{d.device}",
+        device=rank_device_label(rank.capture, d.device),
         index=d.device,
         name=d.name,
         window_start_ns=w.start_ns,
@@ -356,9 +369,9 @@ def _causes_us(by_cause: dict[str, int]) -> dict[str, float]:
     return {c: _us0(v) for c, v in by_cause.items()}
 
 
-def _gap(g: AttributedGap) -> R.AttributedGap:
-    return R.AttributedGap(f"cuda:{g.device}", _us0(g.start_ns - g.window_start_ns), _us0(g.dur_ns), g.step,
-                           g.cause, tuple(R.HostOp(e.name, e.share) for e in g.evidence))
+def _gap(g: AttributedGap, gpu_api: str = "") -> R.AttributedGap:
+    return R.AttributedGap(device_label(gpu_api, g.device), _us0(g.start_ns - g.window_start_ns), _us0(g.dur_ns),
+                           g.step, g.cause, tuple(R.HostOp(e.name, e.share) for e in g.evidence))
 
 
 def _host_shares(s: HostShares) -> R.HostSharesResult:
@@ -370,7 +383,7 @@ def _host_shares(s: HostShares) -> R.HostSharesResult:
         tuple(R.HostOp(name, round(ns / s.total_ns, 6), _us0(ns)) for name, ns in s.elsewhere_others))
 
 
-def _rank_diagnosis(r: RankDiagnosis) -> R.RankDiagnosisResult:
+def _rank_diagnosis(r: RankDiagnosis, gpu_api: str = "") -> R.RankDiagnosisResult:
     s = r.host_shares
     return R.RankDiagnosisResult(
         primary=r.primary, host_primary=r.host_primary, reason=r.reason, headline=r.headline,
@@ -382,11 +395,11 @@ def _rank_diagnosis(r: RankDiagnosis) -> R.RankDiagnosisResult:
         periodic=None if r.periodic is None else R.PeriodicResult(tuple(r.periodic.steps), r.periodic.every),
         host_shares=None if s is None else _host_shares(s),
         findings=tuple(_finding(f) for f in r.findings),
-        devices=tuple(R.DeviceDiagnosis(f"cuda:{d.device}", _us0(d.window.dur_ns), _us0(d.idle_ns), d.gap_count,
-                                        _causes_us(d.idle_by_cause), _us0(d.exposed_memcpy_ns),
+        devices=tuple(R.DeviceDiagnosis(device_label(gpu_api, d.device), _us0(d.window.dur_ns), _us0(d.idle_ns),
+                                        d.gap_count, _causes_us(d.idle_by_cause), _us0(d.exposed_memcpy_ns),
                                         _us0(d.exposed_comm_ns)) for d in r.devices),
         per_step=tuple(R.StepCausesResult(p.step, _causes_us(p.idle_by_cause)) for p in r.per_step),
-        gaps=tuple(_gap(g) for g in r.gaps),
+        gaps=tuple(_gap(g, gpu_api) for g in r.gaps),
         runner_up=r.runner_up, runner_up_share=r.runner_up_share, confidence=r.confidence,
         warmup_steps=tuple(r.warmup_steps), startup_us=_us0(r.startup_ns), input_split=r.input_split,
         headline_figures=dict(r.headline_figures), headline_shares=tuple(r.headline_shares),
@@ -402,9 +415,10 @@ def diagnosis_result(d: Diagnosis, speaker: int | None = None) -> R.DiagnosisRes
                              headline_shares=tuple(d.headline_shares), verdict_note=d.verdict_note)
 
 
-def rank_diagnosis(r: RankDiagnosis) -> R.RankDiagnosisResult:
-    """One rank's typed diagnosis (combine makes it once the rank's input split is known)."""
-    return _rank_diagnosis(r)
+def rank_diagnosis(r: RankDiagnosis, gpu_api: str = "") -> R.RankDiagnosisResult:
+    """One rank's typed diagnosis (combine makes it once the rank's input split is known); `gpu_api`: "hip"
+    names the rank's devices rocm:N."""
+    return _rank_diagnosis(r, gpu_api)
 
 
 def job_diagnosis(ranks: tuple[R.RankResult, ...]) -> R.DiagnosisResult | None:

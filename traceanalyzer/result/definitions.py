@@ -272,6 +272,15 @@ FIGURES: dict[str, str] = {
         "apart, each cause at its median per step over 4 or more steps) when that differs from the "
         "idle time it shows first, and it then says so."
     ),
+    "capture": (
+        "What the capture says about its own completeness. `gpus_listed`: the entries of the trace "
+        "header's `deviceProperties` (all visible GPUs, used or not). `gpu_events_lost`: the rank has no "
+        "kernel, memcpy, memset or GPU-side range although its file was cut off (Kineto writes GPU activity "
+        "last) or its host recorded CUDA/HIP runtime calls with a correlation id (launches whose GPU side is "
+        "missing). Filled only when something is known missing. A capture "
+        "cut after some GPU activity is noted with how long before the host's last event the last GPU "
+        "activity that survived ends."
+    ),
 }
 
 # Figures of a comparison (`diff`) and of the exports: defined here with the run's, kept out of each saved
