@@ -35,7 +35,9 @@
     if (key === "memcpy") return "GPU memcpy";
     if (key === "idle") return "GPU idle";
     if (key === "idle:unattributed") return "idle, no cause given";
-    return "idle: " + causeLabel(key.slice(5));
+    // GPU idle time given a cause: named apart from the host's own figures of the same name (the
+    // host's DataLoader wait is op time on the host; this is GPU idle time the wait is blamed for)
+    return "GPU idle (cause: " + causeLabel(key.slice(5)) + ")";
   }
   function seriesColor(key) {
     if (key === "compute") return PAL.compute;
@@ -125,6 +127,8 @@
       tl.devices.forEach(function (d) {
         add("gpu", d.device, 30, d);
         if (d.comm && d.comm.start_us.length) add("host", d.device + " comm", 14, d.comm, { color: PAL.communication });
+        // CUDA graph replays: one block per replay (its first node to its last), however many kernels it ran
+        if (d.graphs && d.graphs.start_us.length) add("host", d.device + " graph replays", 14, d.graphs, { color: "#7b2cbf" });
       });
       tl.host.forEach(function (h) { add("host", HOST[h.kind] || h.kind, 14, h, { color: HOST_COLORS[h.kind] || PAL.ops }); });
       tl.counters.forEach(function (c) {
@@ -426,7 +430,7 @@
         return function (e) {
           var rows = [["duration", fmtUs(ch.duration_us[idx])]];
           ch.series.forEach(function (s) { rows.push([seriesLabel(s.key), fmtUs(s.values[idx])]); });
-          rows.push(["DataLoader wait", fmtUs(ch.dataloader_wait_us[idx])]);
+          rows.push(["host in DataLoader (op time)", fmtUs(ch.dataloader_wait_us[idx])]);
           showTip("step " + ch.step[idx], rows, e.clientX, e.clientY);
         };
       })(i));

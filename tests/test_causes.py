@@ -30,7 +30,8 @@ def test_every_cause_leads_to_a_registered_verdict_with_advice():
         assert cause.verdict in ADVICE, cause
     for verdict in C.VERDICT_LIST:
         assert verdict.cause == "" or verdict.cause in C.CAUSE_BY_ID, verdict
-    for fid in (C.GPU_BOUND, C.GPU_UNDERUSED, f"host_{C.INPUT_BOUND}", f"host_{C.HOST_BOUND}"):
+    for fid in (C.GPU_BOUND, C.GPU_UNDERUSED, C.CPU_INPUT_BOUND, C.CPU_COMPUTE_BOUND, "cpu_optimizer", "cpu_annotation",
+                "cpu_elsewhere"):
         assert fid in ADVICE, fid
 
 

@@ -617,3 +617,149 @@ def test_absurd_alignment_options_are_usage_errors(tmp_path, args, message):
     res = CliRunner().invoke(main, ["report", str(tmp_path / "t.json"), "--dmon", str(tmp_path / "g.log"),
                                     "-o", str(tmp_path / "x.json"), "-q", *args])
     assert res.exit_code == 2 and message in res.output
+
+
+# --- leftovers of issue 25: each a clear error (exit 2, file and what was expected) or a counted warning ---
+def _run_report(tmp_path: Path, path: Path, fmt: str = "json"):
+    out = tmp_path / f"out.{fmt}"
+    res = CliRunner().invoke(main, ["report", str(path), "-o", str(out), "--format", fmt, "-q", "--force"])
+    return res, (json.loads(out.read_text()) if res.exit_code == 0 and fmt == "json" else None)
+
+
+def _leftover_doc(tmp_path: Path, events: list, name: str = "t.json", **header) -> Path:
+    path = tmp_path / name
+    path.write_text(json.dumps({"schemaVersion": 1, **header, "traceEvents": events}))
+    return path
+
+
+_STEP = {"ph": "X", "name": "ProfilerStep#1", "cat": "user_annotation", "pid": 1, "tid": 1, "ts": 1000, "dur": 500}
+_KERNEL = {"ph": "X", "name": "gemm", "cat": "kernel", "pid": 0, "tid": 7, "ts": 1040, "dur": 300,
+           "args": {"device": 0, "stream": 7, "correlation": 5}}
+
+
+def test_every_event_of_zero_duration_is_a_result_with_a_warning(tmp_path):
+    path = _leftover_doc(tmp_path, [dict(_STEP, dur=0), dict(_KERNEL, dur=0)])
+    for fmt in ("json", "md", "html"):
+        res, _ = _run_report(tmp_path, path, fmt)
+        assert res.exit_code == 0, res.output
+    res, data = _run_report(tmp_path, path)
+    (inp,) = data["inputs"]
+    assert inp["events_kept"] == 2
+    assert "every one of the 2 events has zero duration" in inp["warnings"][0]
+    assert data["summary"]["steps_per_s"] is None
+
+
+@pytest.mark.parametrize("layout", ["file_loop", "pt_trace_loop", "tf_run_loop", "folder_loop"])
+def test_symlink_loops_are_input_errors(tmp_path, layout):
+    d = tmp_path / "logs"
+    d.mkdir()
+    if layout == "file_loop":
+        (d / "a.json").symlink_to(d / "b.json")
+        (d / "b.json").symlink_to(d / "a.json")
+        target = d / "a.json"
+        expected = "a symbolic link that loops"
+    elif layout == "pt_trace_loop":
+        (d / "w.1.pt.trace.json").symlink_to(d / "w.2.pt.trace.json")
+        (d / "w.2.pt.trace.json").symlink_to(d / "w.1.pt.trace.json")
+        target, expected = d, "2 symbolic link(s) that loop left out in folder .: w.1.pt.trace.json, w.2.pt.trace.json"
+    elif layout == "tf_run_loop":
+        run = d / "plugins" / "profile" / "2024_01_01_00_00_00"
+        run.mkdir(parents=True)
+        (run / "h.xplane.pb").symlink_to(run / "h.xplane.pb")
+        target, expected = d, "1 symbolic link(s) that loop left out in folder plugins/profile/2024_01_01_00_00_00"
+    else:  # a folder linking to itself, and a trace beside it: the trace is read once, the loop not followed
+        (d / "self").symlink_to(d)
+        _trace().write(d / "w.1.pt.trace.json")
+        res, data = _run_report(tmp_path, d)
+        assert res.exit_code == 0, res.output
+        assert len(data["ranks"]) == 1
+        return
+    res, _ = _run_report(tmp_path, target)
+    assert res.exit_code == 2, res.output
+    assert str(target) in res.output and expected in res.output
+
+
+@pytest.mark.parametrize("event, reason", [
+    (dict(_STEP, name="old", cat="cpu_op", ts=-5000, dur=10), "time_before_1970"),
+    (dict(_STEP, name="b", cat="cpu_op", ts=True, dur=10), "no_timestamp"),
+    (dict(_STEP, name="b", cat="cpu_op", ts=1100, dur=False), "no_duration"),
+    (dict(_KERNEL, pid=-3, args={"device": -3, "stream": 7}), "device_id_out_of_range"),
+    (dict(_KERNEL, args={"device": 2**31 + 5, "stream": 7}), "device_id_out_of_range"),
+])
+def test_implausible_times_and_device_ids_are_counted_not_kept(tmp_path, event, reason):
+    res, data = _run_report(tmp_path, _leftover_doc(tmp_path, [_STEP, _KERNEL, event]))
+    assert res.exit_code == 0, res.output
+    (inp,) = data["inputs"]
+    assert inp["events_read"] == 3 and inp["events_kept"] == 2
+    assert inp["not_kept"] == {reason: 1}
+    assert any(reason.replace("_", " ") in w for w in inp["warnings"])
+
+
+def test_memory_events_before_1970_are_counted_not_kept(tmp_path):
+    mem = {"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "s": "t", "ts": -10,
+           "args": {"Device Type": 1, "Device Id": 0, "Bytes": 10, "Total Allocated": 10}}
+    res, data = _run_report(tmp_path, _leftover_doc(tmp_path, [_STEP, _KERNEL, mem]))
+    assert res.exit_code == 0
+    assert data["inputs"][0]["not_kept"]["memory_event_unusable"] == 1
+
+
+@pytest.mark.parametrize("ids", [[-1, 0], [2**31 + 1, 0], [True, 0]])
+def test_odd_device_property_ids_are_said(tmp_path, ids):
+    props = [{"id": i, "name": f"GPU {i}"} for i in ids]
+    res, data = _run_report(tmp_path, _leftover_doc(tmp_path, [_STEP, _KERNEL], deviceProperties=props))
+    assert res.exit_code == 0
+    (w,) = [w for w in data["inputs"][0]["warnings"] if w.startswith("deviceProperties")]
+    assert "1 entries whose id is no device index" in w
+    assert data["ranks"][0]["devices"][0]["name"] == "GPU 0"
+
+
+@pytest.mark.parametrize("events", [[1, 2, "x", None, []], [[{"ph": "X"}]], ["{}"]])
+def test_trace_events_without_any_object_are_refused(tmp_path, events):
+    path = _leftover_doc(tmp_path, events)
+    res, _ = _run_report(tmp_path, path)
+    assert res.exit_code == 2, res.output
+    assert str(path) in res.output
+    assert f"its 'traceEvents' list holds {len(events)} values and not one event object" in res.output
+
+
+def test_empty_trace_events_stay_an_empty_result(tmp_path):
+    res, data = _run_report(tmp_path, _leftover_doc(tmp_path, []))
+    assert res.exit_code == 0 and data["inputs"][0]["events_read"] == 0
+
+
+# --- the Trace Event Format's JSON Array Format: a bare list of events, closing ']' optional ---------------
+_ARRAY = [_STEP, {"ph": "X", "name": "cudaLaunchKernel", "cat": "cuda_runtime", "pid": 1, "tid": 1, "ts": 1020,
+                  "dur": 10, "args": {"correlation": 5}}, _KERNEL]
+
+
+@pytest.mark.parametrize("ending", ["]", "]\n\n", "", ",", ",\n", "\n"])
+def test_json_array_format_is_read_closed_or_not(tmp_path, ending):
+    text = json.dumps(_ARRAY, indent=1)
+    path = tmp_path / "array.json"
+    path.write_text(text[:-1].rstrip() + ending)
+    res, data = _run_report(tmp_path, path)
+    assert res.exit_code == 0, res.output
+    (inp,) = data["inputs"]
+    assert inp["events_read"] == 3 and inp["events_kept"] == 3 and inp["warnings"] == []
+    (d,) = data["ranks"][0]["devices"]
+    assert d["device"] == "cuda:0" and d["gpu_busy_us"] == 300.0
+
+
+def test_json_array_format_cut_inside_an_event_is_truncated(tmp_path):
+    text = json.dumps(_ARRAY)
+    path = tmp_path / "array.json"
+    path.write_text(text[:text.rindex('"dur"')])
+    res, data = _run_report(tmp_path, path)
+    assert res.exit_code == 0, res.output
+    (inp,) = data["inputs"]
+    assert inp["events_read"] == 2
+    assert inp["warnings"][0].startswith("TRUNCATED: the JSON document ends inside the event list")
+
+
+@pytest.mark.parametrize("doc", [[{"cols": [], "rows": []}], [[1, 2, 3, "alloc"]], [], [1, 2]])
+def test_other_json_lists_are_refused(tmp_path, doc):
+    path = tmp_path / "list.json"
+    path.write_text(json.dumps(doc))
+    res, _ = _run_report(tmp_path, path)
+    assert res.exit_code == 2, res.output
+    assert "not a trace: the JSON document is a list whose first element is no trace event" in res.output

@@ -107,7 +107,7 @@ def test_reader_keeps_memory_events_apart_by_device_type(tmp_path):
 def test_memory_events_without_totals_or_time_are_dropped_and_counted(tmp_path):
     t = gpu_trace([(1100, 10 * MiB, 20 * MiB)])
     t.events.append({"ph": "i", "name": "[memory]", "pid": HOST_PID, "tid": HOST_TID, "ts": 1200,
-                     "args": {"Device Type": 1, "Device Id": 0, "Bytes": 512}})  # no Total Allocated
+                     "args": {"Device Type": 1, "Device Id": 0}})  # no Total Allocated, no Bytes
     t.events.append({"ph": "i", "name": "Iteration Start: PyTorch Profiler", "pid": "Traces", "tid": "x",
                      "ts": 1000, "args": {}})
     tl = kineto.read_path(t.write(tmp_path / "t.json"), ReadOptions())
@@ -406,3 +406,48 @@ def test_timeline_contract_checks_memory():
     tl.memory = tl.memory.astype({"device": "int64"})
     with pytest.raises(T.TimelineError):
         tl.validate()
+
+
+# --- every generation of [memory] events --------------------------------------------------------------
+def test_2021_memory_events_without_totals_draw_a_curve_from_their_sizes(tmp_path):
+    """PyTorch 1.8/1.9 wrote [memory] instants without a category and without totals: only Device Type,
+    Device Id, Addr and Bytes. The allocated curve is their running sum per device, from 0 at the start."""
+    t = KinetoTrace()
+    t.header["deviceProperties"] = [{"id": 0, "name": "Tesla V100", "totalGlobalMem": TOTAL}]
+    for i in range(3):
+        t.step(i + 1, 1000 + i * 1000, 1000)
+        t.launched(1000 + i * 1000 + 10, 5, 1000 + i * 1000 + 20, 500)
+    sizes = [(1100, 1, 0, 8 * MiB), (1200, 1, 0, 4 * MiB), (1300, 1, 0, -8 * MiB), (2100, 1, 0, 16 * MiB),
+             (2200, 1, 0, -4 * MiB), (3100, 0, -1, 4096), (3200, 1, 0, -16 * MiB), (3300, 1, 0, 2 * MiB)]
+    for ts, dtype, dev, nbytes in sizes:
+        t.events.append({"ph": "i", "s": "t", "name": "[memory]", "pid": str(HOST_PID), "tid": str(HOST_TID),
+                         "ts": ts, "args": {"Device Type": dtype, "Device Id": dev, "Addr": 7 + ts,
+                                            "Bytes": nbytes}})
+    path = t.write(tmp_path / "t2021.json")
+    for typed in (True, False):
+        tl = kineto.read_path(path, ReadOptions(), typed=typed)
+        gpu = tl.memory[tl.memory["device_type"].astype(str) == "cuda"]
+        # running sums: 8, 12, 4, 20, 16, 0, 2 MiB
+        assert gpu["allocated_bytes"].tolist() == [v * MiB for v in (8, 12, 4, 20, 16, 0, 2)]
+        assert (gpu["reserved_bytes"] == -1).all()
+        assert tl.memory[tl.memory["device_type"].astype(str) == "cpu"]["allocated_bytes"].tolist() == [4096]
+        assert "memory_event_unusable" not in tl.sources[0].not_kept
+        assert any("8 [memory] events carry no 'Total Allocated'" in w for w in tl.sources[0].warnings)
+        assert tl.ranks[0].memory_from_sizes
+    a = ta.analyze(path, ta.Options(cache=False))
+    m = gpu_memory(a)
+    assert m.peak_allocated_bytes == 20 * MiB
+    assert m.total_bytes is None  # a relative curve says nothing of how full the device was
+    assert [s.end_allocated_bytes for s in m.per_step] == [4 * MiB, 16 * MiB, 2 * MiB]
+    assert PRESSURE not in memory_findings(a) and HEADROOM not in memory_findings(a)
+    assert gpu_series(a)["allocated_bytes"][-1] == 2 * MiB
+
+
+def test_memory_sizes_freeing_what_was_allocated_before_the_capture_stay_at_or_above_zero(tmp_path):
+    t = gpu_trace([])
+    for ts, nbytes in ((1100, -6 * MiB), (1200, 2 * MiB), (1300, -1 * MiB)):
+        t.events.append({"ph": "i", "s": "t", "name": "[memory]", "pid": HOST_PID, "tid": HOST_TID, "ts": ts,
+                         "args": {"Device Type": 1, "Device Id": 0, "Bytes": nbytes}})
+    tl = kineto.read_path(t.write(tmp_path / "t.json"), ReadOptions())
+    # -6, -4, -5 MiB raised by the 6 MiB freed before the capture: 0, 2, 1
+    assert tl.memory["allocated_bytes"].tolist() == [0, 2 * MiB, 1 * MiB]

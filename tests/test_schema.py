@@ -65,12 +65,33 @@ def _without_later_parts(a: ta.Analysis) -> ta.Analysis:
 
 def _without_gap_tables(a: ta.Analysis) -> ta.Analysis:
     a = _without_later_parts(a)
-    # (and without where the steps came from, which a /2 report does not say, nor the definitions: a saved
-    # report keeps the words it was written with, and figures added since have words of their own)
+    # (and without where the steps came from, which a /2 report does not say, nor the definitions)
     ranks = tuple(dataclasses.replace(r, devices=tuple(dataclasses.replace(d, gap_table=None) for d in r.devices),
-                                      step_source=None)
+                                      diagnosis=_figures_of(r.diagnosis), step_source=None)
                   for r in a.ranks)
-    return dataclasses.replace(a, ranks=ranks, tool=dataclasses.replace(a.tool, version=""), definitions={})
+    return dataclasses.replace(a, ranks=ranks, tool=dataclasses.replace(a.tool, version=""),
+                               diagnosis=_figures_of(a.diagnosis), definitions={})
+
+
+def _figures_of(d):
+    """A diagnosis without its prose and the figures written for it (headline, reasons, evidence, the
+    shares' figures, the host loop's finer parts): the /2 report's wording is its own version's. The
+    verdicts, the lost time by cause and each finding's id, severity and time stay compared; a CPU-only
+    capture's verdict is the host loop's now (cpu_*), where /2 said undetermined, and the host loop's
+    findings are one per part of its step time (/2: data wait and model ops only)."""
+    if d is None:
+        return None
+    out = dataclasses.replace(d, headline="", headline_figures={}, headline_shares=(), verdict_note=None,
+                              findings=tuple(dataclasses.replace(f, title="", evidence=(), figures={}, shares=(),
+                                                                 advice=()) for f in d.findings))
+    if d.primary in ("cpu_input_bound", "cpu_compute_bound"):
+        out = dataclasses.replace(out, primary="undetermined")
+    if d.host_primary:  # the host loop's findings are one per part now (optimizer, annotations apart)
+        out = dataclasses.replace(out, findings=())
+    if hasattr(d, "reason"):
+        hs = d.host_shares
+        out = dataclasses.replace(out, reason="", host_shares=hs and type(hs)(hs.total_us, hs.data_wait_us, 0, 0))
+    return out
 
 
 @pytest.mark.parametrize("name", sorted(MADE_FROM))
@@ -93,7 +114,7 @@ def test_a_saved_schema2_report_loads_as_the_fresh_analysis(name, monkeypatch):
             assert d_old.gap_table.cause == d_new.gap_table.cause
             assert d_old.gap_table.step == d_new.gap_table.step
             assert d_old.gap_table.duration_us == pytest.approx(d_new.gap_table.duration_us, abs=0.05)
-    assert _without_later_parts(old).to_markdown() == _without_later_parts(new).to_markdown()
+    assert old.diagnosis is None or old.diagnosis.headline in old.to_markdown().replace("\\", "")
 
 
 def test_migration_moves_each_rank_diagnosis_into_its_rank_and_names_the_speaking_rank():

@@ -28,6 +28,7 @@ import orjson
 import pandas as pd
 
 from ._version import __version__
+from .formats._io import resolved
 from .timeline import (
     COPY_KINDS,
     COUNTER_COLUMNS,
@@ -45,8 +46,9 @@ from .timeline import (
 )
 
 # Bump when the entry layout, the Timeline's columns or what a reader keeps change (5: which Kineto
-# events' args are read).
-CACHE_FORMAT = 6
+# events' args are read; 7: whether a source was cut off and how many GPUs a trace lists, CUDA graph
+# ids and NCCL sequence numbers; 9: ROCm devices and memory curves rebuilt from sizes).
+CACHE_FORMAT = 9
 # Every table of a Timeline, with its column contract (a test checks none is missing).
 TABLES: dict[str, dict[str, str]] = {"events": EVENT_COLUMNS, "counters": COUNTER_COLUMNS, "memory": MEMORY_COLUMNS,
                                      "host_metrics": HOST_METRIC_COLUMNS}
@@ -83,7 +85,7 @@ def max_bytes() -> int:
 def identity(path: Path, max_input_bytes: int) -> dict[str, Any]:
     """What an entry must match to stand for `path` as it is now."""
     st = path.stat()
-    return {"format": CACHE_FORMAT, "tool": __version__, "path": str(path.resolve()), "given": str(path),
+    return {"format": CACHE_FORMAT, "tool": __version__, "path": str(resolved(path)), "given": str(path),
             "size": st.st_size, "mtime_ns": st.st_mtime_ns, "max_input_bytes": max_input_bytes}
 
 

@@ -82,6 +82,10 @@ UNEXPLAINED = "unexplained_idle"  # a finding (idle time of cause `unknown`), ne
 STARTUP_DOMINATED = "startup_dominated"
 ALLOCATOR_BOUND = "allocator_bound"
 GPU_UNDERUSED = "gpu_underused"  # nvidia-smi logs alone: GPUs idle for much of the log
+# The host loop's own verdicts (CPU-only captures, and the host loop of ranks with too little GPU work to
+# judge): never the GPU verdicts, which say what starves a GPU.
+CPU_INPUT_BOUND = "cpu_input_bound"
+CPU_COMPUTE_BOUND = "cpu_compute_bound"
 
 # --- host event names that recognise causes (matched case-insensitively on the original name) ----------
 # Calls that only start-up makes: context, stream and event creation, module loading, library handle
@@ -114,6 +118,10 @@ SCALAR_READ_CALLS = re.compile(r"^aten::(item|_local_scalar_dense|is_nonzero)$",
 # Calls that block the host until the GPU catches up: the three above.
 SYNC_CALLS = re.compile("|".join(p.pattern for p in (SYNCHRONIZE_CALLS, SYNC_COPY_CALLS, SCALAR_READ_CALLS)),
                         re.IGNORECASE)
+# The optimizer's step and zero_grad (torch.optim's `Optimizer.step#SGD.step` record_function ranges, Keras
+# and Optax update ops): the host loop's "optimizer" part on CPU-only captures.
+OPTIMIZER_CALLS = re.compile(r"^Optimizer\.(step|zero_grad)\b|^optimizer[._/]|/optimizer/|apply_gradients",
+                             re.IGNORECASE)
 
 CAUSE_LIST: tuple[Cause, ...] = (
     Cause(DATALOADER, "DataLoader wait", "#e4572e", INPUT_BOUND, "waiting for the DataLoader",
@@ -148,6 +156,9 @@ VERDICT_LIST: tuple[Verdict, ...] = (
     Verdict(STARTUP_DOMINATED, "Start-up dominated", "One-off start-up costs dominate this capture", STARTUP),
     Verdict(ALLOCATOR_BOUND, "Allocator bound", "Synchronous cudaMalloc/cudaFree in the training loop", ALLOCATOR),
     Verdict(GPU_UNDERUSED, "GPU underused", "GPUs sit idle for much of the log", UNKNOWN),
+    Verdict(CPU_INPUT_BOUND, "CPU loop input bound", "The host loop waits for data", DATALOADER),
+    Verdict(CPU_COMPUTE_BOUND, "CPU loop compute bound",
+            "The host loop is busy in its own work (model ops, optimizer, annotated code)", HOST_COMPUTE),
     Verdict(GPU_BOUND, "GPU bound", "GPU-bound: the GPU itself is the bottleneck", ""),
     Verdict(UNDETERMINED, "Undetermined", "Undetermined", UNKNOWN),
     Verdict(UNEXPLAINED, "Unexplained idle", "GPU idle with no traced host activity", UNKNOWN),
@@ -172,6 +183,9 @@ PALETTE: dict[str, str] = {
     "busy": "#2f4b7c", "compute": "#2f4b7c", "memcpy": "#9b5de5", "idle": "#c9ced6",
     "unattributed": "#c9ced6", "step_a": "#e8ecf2", "step_b": "#d5dce6", "ops": "#5f7fa8",
     "communication": "#1b6b36",
+    # the host loop's parts on CPU-only captures (DataLoader wait wears its cause's colour)
+    "host_optimizer": "#17bebb", "host_annotations": "#a1785c", "host_model_ops": "#3a86ff",
+    "host_elsewhere": "#c9ced6",
 }
 
 

@@ -71,8 +71,12 @@ EVENT_COLUMNS: dict[str, str] = {
     # else "pg:<name>", else "" (no group recorded: every rank's collectives are taken as one group)
     "comm_group": "category",
     # CUDA graphs: the graph a kernel / memcpy / memset ran in (Kineto `graphId`), or that a
-    # `cudaGraphLaunch` replayed; -1 outside graphs
+    # `cudaGraphLaunch` replayed; 0: replayed by a graph launch in a trace that records no graph ids
+    # (before 2026, matched by correlation); -1 outside graphs
     "graph_id": "int64",
+    # communication kernels: the collective's sequence number in its process group (Kineto `Seq`, the
+    # same on every rank of the group); -1 when the trace does not record it
+    "comm_seq": "int64",
 }
 
 COUNTER_COLUMNS: dict[str, str] = {
@@ -183,6 +187,8 @@ class Source:
     warnings: list[str] = field(default_factory=list)
     # Counter logs only: what the counters' ts_ns means before alignment (one of COUNTER_CLOCKS).
     clock: str = ""
+    # Where and how the file was cut off ("" when it was read to its end): its events stop early.
+    truncated: str = ""
 
 
 # How a counter log's own times relate to real time (Source.clock), before `align` moves them:
@@ -223,6 +229,11 @@ class RankInfo:
     clock: str = "relative"
     framework: str = ""  # e.g. "pytorch", "tensorflow"
     host: str | None = None  # the machine it ran on (trace metadata); ranks of one host share a clock
+    gpus_listed: int = 0  # GPUs the trace's header lists (deviceProperties: all visible ones, used or not)
+    # The memory events carry no totals (PyTorch before 1.10): allocated_bytes is the running sum of their
+    # sizes from the capture's start, so it says what changed, not how full the device was.
+    memory_from_sizes: bool = False
+    gpu_api: str = ""  # "hip" when the trace says its GPUs ran ROCm/HIP (devices then named rocm:N); else CUDA
 
 
 def empty_events() -> pd.DataFrame:
@@ -275,7 +286,7 @@ def events_frame(columns: dict[str, Any]) -> pd.DataFrame:
     defaults: dict[str, Any] = {
         "category": "", "rank": 0, "device": -1, "stream": -1, "pid": -1, "tid": -1,
         "step": -1, "bytes": -1, "copy_kind": "", "pinned": -1, "comm": False, "correlation": -1,
-        "comm_group": "", "graph_id": -1,
+        "comm_group": "", "graph_id": -1, "comm_seq": -1,
     }
     data: dict[str, Any] = {}
     for col, dtype in EVENT_COLUMNS.items():
@@ -372,7 +383,8 @@ class Timeline:
             out.sources.extend(part.sources)
             for r in part.ranks:
                 out.ranks.append(RankInfo(r.index + rank_offset, r.rank, r.source + source_offset,
-                                          r.world_size, r.clock, r.framework, r.host))
+                                          r.world_size, r.clock, r.framework, r.host, r.gpus_listed,
+                                          r.memory_from_sizes, r.gpu_api))
             for d in part.devices:
                 out.devices.append(DeviceInfo(d.rank + rank_offset, d.index, d.name, d.properties))
             out.warnings.extend(part.warnings)

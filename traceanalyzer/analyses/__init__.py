@@ -16,11 +16,14 @@ from .. import intervals as iv
 from ..timeline import Timeline
 from . import figures as F
 from . import gaps as G
+from .capture import CaptureFigures, capture_figures
 from .frames import FrameFigures, frame_figures
+from .graphs import DeviceGraphs, device_graphs
 from .host import launching_threads
 from .iterations import StepSource, find_steps
 from .memory import RankMemory, rank_memory
 from .operators import OperatorFigures, operator_figures, step_basis
+from .trace_counters import TraceCounter, trace_counters
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,8 @@ class DeviceAnalysis:
     kernels: tuple[F.KernelRow, ...]  # by time, the first KERNEL_TABLE_ROWS names
     gpu_events: int = 0  # GPU activities starting inside the window
     attribution: G.DeviceAttribution | None = None  # idle time by cause (None: causes not asked for)
+    graphs: DeviceGraphs | None = None  # CUDA graph replays and captures (None: no graph ran)
+    trace_counters: tuple[TraceCounter, ...] = ()  # counters the trace itself recorded for this device
 
 
 @dataclass(frozen=True)
@@ -57,6 +62,8 @@ class RankAnalysis:
     clock: str = "relative"  # RankInfo.clock: "epoch" or "relative"
     host: str | None = None  # the machine it ran on (trace metadata)
     step_source: StepSource | None = None  # where the steps came from: markers, detected iterations, none
+    gpus_listed: int = 0  # GPUs the trace lists for the rank (deviceProperties), active or not
+    capture: CaptureFigures | None = None  # how complete the capture is (cut off, GPU events lost)
     operators: OperatorFigures | None = None  # host operators, kernels with their launchers (analyses/operators.py)
     frames: FrameFigures | None = None  # user Python frames behind host and idle time (analyses/frames.py)
 
@@ -89,7 +96,9 @@ def rank_figures(tl: Timeline, rank: int, min_gap_ns: int = F.DEFAULT_MIN_GAP_NS
             device, names.get(device, ""), busy, G.GapSet(*idle),
             F.gap_stats(tl, rank, device, w, min_gap_ns, idle=idle, st=st),
             F.memcpy_stats(tl, rank, device, w, busy.busy_ns),
-            F.top_kernels(tl, rank, device, w, top_n=F.KERNEL_TABLE_ROWS), F.gpu_events(tl, rank, device, w)))
+            F.top_kernels(tl, rank, device, w, top_n=F.KERNEL_TABLE_ROWS), F.gpu_events(tl, rank, device, w),
+            graphs=device_graphs(tl, rank, device, w, busy.busy_ns),
+            trace_counters=trace_counters(tl, rank, device, w)))
     attributed = None
     if causes:
         attributed = G.rank_causes(tl, rank, rank_window, st, [(d.device, d.busy.window, d.busy.exposed_comm_ns,
@@ -102,7 +111,8 @@ def rank_figures(tl: Timeline, rank: int, min_gap_ns: int = F.DEFAULT_MIN_GAP_NS
                         wait / rank_window.dur_ns if rank_window.dur_ns > 0 else None, tuple(devices),
                         rank_memory(tl, rank, [d.device for d in devices], st), info.framework, st,
                         F.kernel_totals(tl, rank), F.pageable_htod_copies(tl, rank), F.range_profiler_capture(tl, rank),
-                        attributed, tl.sources[info.source].path, info.clock, info.host, source, ops, frames)
+                        attributed, tl.sources[info.source].path, info.clock, info.host, source,
+                        info.gpus_listed, capture_figures(tl, rank), ops, frames)
 
 
 def _operator_view(tl: Timeline, rank: int, basis: iv.IntervalSet, n_steps: int, devices: list[DeviceAnalysis],

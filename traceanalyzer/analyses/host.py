@@ -22,6 +22,7 @@ from .. import intervals as iv
 from .. import timeline as T
 from ..names import name_flags
 from ..timeline import Timeline
+from .graphs import capture_mask
 from .thresholds import (
     COPY_WAIT_MAX_GPU_SHARE,
     COPY_WAIT_MIN_NS,
@@ -40,6 +41,8 @@ OTHER_HOST = "host"
 # Runtime calls that enqueue GPU work (cudaLaunchKernel, cuLaunchKernel, hipExtModuleLaunchKernel,
 # cudaGraphLaunch, ...).
 LAUNCH_CALL = re.compile(r"launch", re.IGNORECASE)
+# Named annotations measured one by one for the host loop's breakdown (those with the most time).
+ANNOTATIONS_MEASURED = 50
 
 # Host kinds that are activity of the thread (steps and the profiler span hold everything: not).
 ACTIVITY_KINDS = (T.DATALOADER, T.CPU_OP, T.ANNOTATION, T.RUNTIME, T.PYTHON, T.OTHER)
@@ -127,6 +130,8 @@ def host_activity(tl: Timeline, rank: int) -> HostActivity:
     # First-call costs only among operators and runtime calls: python frames and annotations nest under
     # one name (the outermost `_call_impl` spans the whole model), so their first call is not an outlier.
     matches[C.STARTUP] = matches[C.STARTUP] | (first_call_costs(events) & T.category_mask(kind, (T.CPU_OP, T.RUNTIME)))
+    # Making a CUDA graph (capture, instantiate) is a one-off cost, apart from its replays.
+    matches[C.STARTUP] |= capture_mask(events)
     # A copy call whose GPU copy (same correlation id) is a small device-to-host copy is the host reading
     # a result back (.item(), .cpu(), .tolist()): it waits for the GPU, a synchronisation. So is a copy
     # call that lasts far longer than its GPU copy: the host waited for earlier GPU work, then copied.
@@ -247,26 +252,100 @@ def sync_copy_calls(host: HostActivity) -> tuple[int, str | None]:
 
 @dataclass(frozen=True)
 class HostShares:
-    """Where the host loop's step time went (what CPU-only ranks are judged by)."""
+    """Where the host loop's step time went (what CPU-only ranks are judged by), in disjoint parts
+    claimed in this order: DataLoader wait, optimizer (step / zero_grad ranges and ops), named
+    annotations (the user's record_function ranges), model ops (framework operators), elsewhere."""
 
     total_ns: int
     data_wait_ns: int
     model_ops_ns: int
-    other_ns: int
+    other_ns: int  # elsewhere: step time in none of the parts above (untraced Python, the loop itself)
+    optimizer_ns: int = 0
+    annotations_ns: int = 0
+    steps: tuple[int, ...] = ()  # step numbers of the per-step parts (empty: no steps, the window)
+    # per step (same order as `steps`): data wait, optimizer, annotations, model ops, elsewhere
+    per_step: tuple[tuple[int, int, int, int, int], ...] = ()
+    top_annotations: tuple[tuple[str, int], ...] = ()  # named annotations by their time in the part, largest first
+    # what other threads of the rank ran during the loop's "elsewhere" time (name, time), largest first
+    elsewhere_others: tuple[tuple[str, int], ...] = ()
 
 
 def host_shares(wait_set: iv.IntervalSet, st_start_ns: np.ndarray, st_end_ns: np.ndarray, window_start_ns: int,
-                window_end_ns: int, host: HostActivity) -> HostShares | None:
+                window_end_ns: int, host: HostActivity, st_number: np.ndarray | None = None,
+                others: pd.DataFrame | None = None) -> HostShares | None:
     """Step time (or the window without steps) split into data wait (`wait_set`: the DataLoader
-    waits), model ops (the launching threads' operators outside those waits) and the rest."""
+    waits), the optimizer, named annotations, model ops (the launching threads' operators outside the
+    earlier parts) and the rest (elsewhere)."""
     lo, hi = ((st_start_ns, st_end_ns) if len(st_start_ns)
               else (np.array([window_start_ns]), np.array([window_end_ns])))
     total = int((hi - lo).sum())
     if total <= 0:
         return None
-    ops = host.events[(host.events["kind"] == T.CPU_OP).to_numpy()]
-    ts = ops["ts_ns"].to_numpy()
-    model_set = iv.subtract(iv.union(ts, ts + ops["dur_ns"].to_numpy()), wait_set)
-    wait = int(iv.overlap_per_window(wait_set, lo, hi).sum())
-    model = int(iv.overlap_per_window(model_set, lo, hi).sum())
-    return HostShares(total, wait, model, total - wait - model)
+    ev = host.events
+    kind = ev["kind"].to_numpy()
+    ts = ev["ts_ns"].to_numpy()
+    end = ts + ev["dur_ns"].to_numpy()
+    optimizer = name_flags(ev, C.OPTIMIZER_CALLS) & ((kind == T.CPU_OP) | (kind == T.ANNOTATION)) \
+        if len(ev) else np.zeros(0, dtype=bool)
+    annotation = (kind == T.ANNOTATION) & ~optimizer
+    op = kind == T.CPU_OP
+    claimed = wait_set
+    parts = []
+    for rows in (optimizer, annotation, op):
+        part = iv.subtract(iv.union(ts[rows], end[rows]), claimed)
+        parts.append(part)
+        claimed = iv.union(np.concatenate([claimed[0], part[0]]), np.concatenate([claimed[1], part[1]]))
+    opt_set, ann_set, model_set = parts
+    per = [iv.overlap_per_window(s, lo, hi).astype(np.int64) for s in (wait_set, opt_set, ann_set, model_set)]
+    rest = (hi - lo) - per[0] - per[1] - per[2] - per[3]
+    wait, opt, ann, model = (int(x.sum()) for x in per)
+    top: list[tuple[str, int]] = []
+    if annotation.any():
+        rows_all = np.flatnonzero(annotation)
+        for code, rows in _largest_names(ev["name"].cat.codes.to_numpy()[rows_all], (end - ts)[rows_all]):
+            name = ev["name"].cat.categories[code]
+            inside = iv.intersect(iv.union(ts[rows_all[rows]], end[rows_all[rows]]), ann_set)
+            top.append((str(name), int(iv.overlap_per_window(inside, lo, hi).sum())))
+        top = sorted((t for t in top if t[1] > 0), key=lambda t: (-t[1], t[0]))[:5]
+    elsewhere: list[tuple[str, int]] = []
+    if others is not None and len(others):  # the loop's thread ran no traced op: what did the others run?
+        rest_set = iv.subtract(iv.union(lo, hi), claimed)
+        o_ts = others["ts_ns"].to_numpy()
+        o_end = o_ts + others["dur_ns"].to_numpy()
+        for code, rows in _largest_names(others["name"].cat.codes.to_numpy(), o_end - o_ts):
+            spent = iv.total(iv.intersect(iv.union(o_ts[rows], o_end[rows]), rest_set))
+            if spent > 0:
+                elsewhere.append((str(others["name"].cat.categories[code]), int(spent)))
+        elsewhere = sorted(elsewhere, key=lambda t: (-t[1], t[0]))[:3]
+    steps = tuple(int(n) for n in st_number) if st_number is not None and len(st_start_ns) else ()
+    per_step = tuple((int(a), int(b), int(c), int(d), int(e))
+                     for a, b, c, d, e in zip(per[0], per[1], per[2], per[3], rest)) if steps else ()
+    return HostShares(total, wait, model, total - wait - opt - ann - model, opt, ann, steps, per_step, tuple(top),
+                      tuple(elsewhere))
+
+
+def _largest_names(codes: np.ndarray, dur: np.ndarray) -> list[tuple[int, np.ndarray]]:
+    """The ANNOTATIONS_MEASURED name codes with the most summed duration, each with its rows (one sort,
+    not one pass per name: a trace may hold thousands of distinct names and millions of events)."""
+    if not len(codes):
+        return []
+    order = np.argsort(codes, kind="stable")
+    sorted_codes = codes[order]
+    starts = np.flatnonzero(np.r_[True, sorted_codes[1:] != sorted_codes[:-1]])
+    totals = np.add.reduceat(dur[order], starts)
+    ends = np.r_[starts[1:], len(order)]
+    pick = np.argsort(-totals, kind="stable")[:ANNOTATIONS_MEASURED]
+    return [(int(sorted_codes[starts[i]]), order[starts[i]:ends[i]]) for i in pick]
+
+
+def other_threads(tl: Timeline, rank: int, host: HostActivity) -> pd.DataFrame:
+    """The rank's operators and named ranges on host threads other than the launching ones (collective
+    worker threads, DataLoader threads): `ts_ns`, `dur_ns`, `name`."""
+    ev = tl.rank_events(rank)
+    pid, tid = ev["pid"].to_numpy(), ev["tid"].to_numpy()
+    theirs = (ev["device"].to_numpy() < 0) & (tid >= 0) & T.category_mask(ev["kind"], (T.CPU_OP, T.ANNOTATION))
+    for p, t in host.threads:
+        theirs &= ~((pid == p) & (tid == t))
+    rows = np.flatnonzero(theirs)
+    return pd.DataFrame({"ts_ns": ev["ts_ns"].to_numpy()[rows], "dur_ns": ev["dur_ns"].to_numpy()[rows],
+                         "name": ev["name"].array.take(rows)})

@@ -83,7 +83,11 @@ def rank_memory(tl: Timeline, rank: int, work_devices: list[int], st: F.Steps | 
     dtype = mine["device_type"].to_numpy()
     gpu = mine[(dtype == T.MEMORY_GPU) & (mine["device"].to_numpy() >= 0)]
     host = mine[dtype == T.MEMORY_CPU]
-    totals = {d.index: _int_or_none(d.properties.get("totalGlobalMem")) for d in tl.devices if d.rank == rank}
+    # A curve rebuilt from allocation sizes (RankInfo.memory_from_sizes) starts at 0 at the capture's
+    # start: it shows growth, never how full the device was, so no device total is set beside it.
+    relative = tl.ranks[rank].memory_from_sizes if 0 <= rank < len(tl.ranks) else False
+    totals = {d.index: None if relative else _int_or_none(d.properties.get("totalGlobalMem"))
+              for d in tl.devices if d.rank == rank}
     devices: dict[int, MemoryFigures] = {}
     unmatched: list[int] = []
     mem_devices = sorted(int(d) for d in np.unique(gpu["device"].to_numpy()))

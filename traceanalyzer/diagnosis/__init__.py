@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ..analyses import Figures
 from ..causes import CAUSES
+from .capture import add_capture_findings
 from .memory import add_memory_findings
 from .operators import add_operator_findings
 from .rules import UNDETERMINED, VERDICTS, Diagnosis, Finding, RankDiagnosis, diagnose_rank, job_headline, job_rank
@@ -18,7 +19,8 @@ from .rules import UNDETERMINED, VERDICTS, Diagnosis, Finding, RankDiagnosis, di
 
 def diagnose(figures: Figures, include_warmup: bool = False) -> Diagnosis:
     """The verdict for every rank and for the job (the rank losing the most GPU time)."""
-    ranks = tuple(add_memory_findings(add_operator_findings(diagnose_rank(r, include_warmup), r), r)
+    ranks = tuple(add_capture_findings(add_memory_findings(add_operator_findings(diagnose_rank(r, include_warmup), r),
+                                                           r), r)
                   for r in figures.ranks)
     if not ranks:
         return Diagnosis(UNDETERMINED, None, "Nothing to diagnose: the input holds no events.", None, (), ())
@@ -27,7 +29,8 @@ def diagnose(figures: Figures, include_warmup: bool = False) -> Diagnosis:
     host_primary = pick.host_primary
     if host_primary is None:
         host_primary = next((r.host_primary for r in ranks if r.host_primary), None)
-    return Diagnosis(pick.primary, host_primary, headline, pick.index, pick.findings, ranks)
+    return Diagnosis(pick.primary, host_primary, headline, pick.index, pick.findings, ranks,
+                     pick.headline_figures, pick.headline_shares, pick.verdict_note)
 
 
 __all__ = ["CAUSES", "VERDICTS", "Diagnosis", "Finding", "RankDiagnosis", "diagnose"]

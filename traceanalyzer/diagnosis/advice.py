@@ -183,7 +183,7 @@ ADVICE: dict[str, dict[str, tuple[str, ...]]] = {
             "number of processes per node and the device each rank selects.",
         ),
     },
-    "host_input_bound": {
+    "cpu_input_bound": {
         PYTORCH: (
             "The loop waits for data: DataLoader(num_workers=N, persistent_workers=True, prefetch_factor=...).",
             "Make dataset __getitem__ cheaper (decode/resize once, offline) or read from faster storage.",
@@ -193,17 +193,34 @@ ADVICE: dict[str, dict[str, tuple[str, ...]]] = {
         ),
         GENERIC: ("Prepare batches in parallel with the step and make preprocessing cheaper.",),
     },
-    "host_host_bound": {
+    "cpu_compute_bound": {
         PYTORCH: (
             "The loop is busy in the model's own work: profile the top CPU ops; use a larger batch, "
             "torch.compile, and check torch.get_num_threads() matches the cores available.",
-            "If a GPU is available, move the model and batches to it.",
         ),
         TENSORFLOW: (
             "The loop is busy in the model's own work: compile with tf.function(jit_compile=True); "
             "check the intra/inter-op thread settings.",
         ),
         GENERIC: ("The loop is busy in its own computation: profile the top host operations.",),
+    },
+    "cpu_no_gpu": {  # CPU-only captures (no GPU listed) only: never said when GPUs are listed but silent
+        PYTORCH: ("If a GPU is available, move the model and batches to it.",),
+    },
+    "cpu_optimizer": {
+        PYTORCH: ("The optimizer's step takes a share of every step: use a fused or foreach optimizer "
+                  "(torch.optim.AdamW(foreach=True)) and zero_grad(set_to_none=True).",),
+        GENERIC: ("The optimizer update takes a share of every step: use a fused implementation.",),
+    },
+    "cpu_annotation": {
+        GENERIC: ("The named range(s) above fill the step: if they are post-processing, logging, metrics or "
+                  "checkpointing, run them every N steps or in a background thread; if they are the model, "
+                  "profile the ops inside them.",),
+    },
+    "cpu_elsewhere": {
+        PYTORCH: ("Step time outside every traced op is Python between ops or the loop itself: profile with "
+                  "with_stack=True (or py-spy) to see the code.",),
+        GENERIC: ("Step time outside every traced op is the loop's own code: profile it with a Python sampler.",),
     },
 }
 
@@ -213,3 +230,21 @@ def advice_for(finding_id: str, framework: str) -> tuple[str, ...]:
     family = PYTORCH if framework.lower() in ("pytorch", "torch") else (
         TENSORFLOW if framework.lower() in ("tensorflow", "tf", "keras") else GENERIC)
     return by_framework.get(family) or by_framework.get(GENERIC) or ()
+
+
+# --- CUDA graphs (launch-bound findings; issue 26) ----------------------------------------------------------
+# Where many tiny eager launches leave the GPU idle, launch_bound's own advice above proposes CUDA graphs
+# (torch.compile(mode='reduce-overhead')). Where the rank already replays graphs, the launch gaps are
+# outside them: this line leads the advice instead.
+GRAPH_ADVICE_PARTIAL = (
+    "Part of the GPU work already replays CUDA graphs; the launch gaps are outside them: widen the captured "
+    "region (fewer graph breaks with torch.compile(mode='reduce-overhead'), static shapes, no host reads "
+    "inside the step).")
+
+
+def graph_advice(has_graphs: bool, framework: str) -> tuple[str, ...]:
+    """The CUDA-graph line that leads a launch-bound finding's advice when the rank already replays
+    graphs (PyTorch only: the names are torch's); () otherwise."""
+    if not has_graphs or framework.lower() not in ("pytorch", "torch"):
+        return ()
+    return (GRAPH_ADVICE_PARTIAL,)

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..analyses.host_logs import HostLogFigures, WaitFigures
-from ..causes import DATALOADER, INPUT_BOUND, UNDETERMINED
+from ..causes import CPU_INPUT_BOUND, DATALOADER, INPUT_BOUND, UNDETERMINED
 from .rules import Finding, RankDiagnosis
 from .thresholds import (
     INPUT_CPU_SATURATED_PCT,
@@ -28,6 +28,7 @@ from .thresholds import (
     INPUT_MIN_SAMPLES,
     INPUT_MIN_WAIT_COVERAGE,
 )
+from .wording import Quoted
 
 CPU, STORAGE, UNKNOWN = "cpu", "storage", "unknown"
 
@@ -54,16 +55,19 @@ NO_LOG = ("Which resource the input pipeline is short of is not known without a 
 
 
 def is_input_bound(r: RankDiagnosis) -> bool:
-    return r.primary == INPUT_BOUND or (r.primary == UNDETERMINED and r.host_primary == INPUT_BOUND)
+    return r.primary in (INPUT_BOUND, CPU_INPUT_BOUND) or (r.primary == UNDETERMINED
+                                                           and r.host_primary == CPU_INPUT_BOUND)
 
 
-def classify(w: WaitFigures) -> tuple[str, str]:
-    """(split, one line of evidence) from the host figures during the waits."""
+def classify(w: WaitFigures, q: Quoted | None = None) -> tuple[str, str]:
+    """(split, one line of evidence) from the host figures during the waits; the line's shares go into `q`."""
+    q = q if q is not None else Quoted()
     coverage = w.covered_fraction
     if w.samples < INPUT_MIN_SAMPLES or coverage is None or coverage < INPUT_MIN_WAIT_COVERAGE:
-        got = "none" if coverage is None else f"{coverage:.0%}"
+        got = "none" if coverage is None else _whole(q.fraction(coverage, "host_log_wait_coverage"))
         return UNKNOWN, (f"The host log covers {got} of the DataLoader wait time ({w.samples} samples); at least "
-                         f"{INPUT_MIN_WAIT_COVERAGE:.0%} and {INPUT_MIN_SAMPLES} samples are needed to tell a "
+                         f"{_whole(q.fraction(INPUT_MIN_WAIT_COVERAGE, 'min_wait_coverage'))} and "
+                         f"{INPUT_MIN_SAMPLES} samples are needed to tell a "
                          f"CPU-bound from a storage-bound input pipeline.")
     m = w.means
     busy = (m["cpu_user_pct"] + m.get("cpu_system_pct", 0.0)) if "cpu_user_pct" in m else m.get("cpu_total_pct")
@@ -71,13 +75,16 @@ def classify(w: WaitFigures) -> tuple[str, str]:
     read = m.get("disk_read_bytes_per_s")
     parts = []
     if busy is not None:
-        parts.append(f"CPU user+system {busy:.0f}% of all cores")
+        parts.append(f"CPU user+system {q.pct(busy, 'cpu_busy_pct')} of all cores")
     if iowait is not None:
-        parts.append(f"iowait {iowait:.1f}%")
+        parts.append(f"iowait {q.pct(iowait, 'cpu_iowait_pct', 1)}")
     if read is not None:
         parts.append(f"disk reads {read / 1e6:.1f} MB/s")
     figures = ", ".join(parts) or "no CPU or disk figures"
-    where = f"During the DataLoader waits ({coverage:.0%} of them covered by {w.samples} host samples): {figures}"
+    cover = Quoted()
+    where = (f"During the DataLoader waits ({_whole(cover.fraction(coverage, 'host_log_wait_coverage'))} of them "
+             f"covered by {w.samples} host samples): {figures}")
+    q.extend(cover, first=True)
     if busy is not None and busy >= INPUT_CPU_SATURATED_PCT:
         return CPU, f"{where}: the CPU is saturated, so the input pipeline is CPU-bound."
     waits_on_disk = iowait is not None and iowait >= INPUT_IOWAIT_PCT
@@ -94,12 +101,22 @@ def _best(hosts: tuple[HostLogFigures, ...], index: int) -> WaitFigures | None:
     return max(found, key=lambda w: (w.covered_ns, w.samples)) if found else None
 
 
-def _extend(findings: tuple[Finding, ...], evidence: str, advice: tuple[str, ...]) -> tuple[Finding, ...]:
+def _whole(text: str) -> str:
+    """A percentage as a whole number (coverage is said coarsely)."""
+    return f"{float(text.rstrip('%')):.0f}%"
+
+
+def _extend(findings: tuple[Finding, ...], evidence: str, advice: tuple[str, ...],
+            q: Quoted | None = None) -> tuple[Finding, ...]:
     out, done = [], False
     for f in findings:
         if not done and f.cause == DATALOADER:
             # first: the reports that show a few evidence lines show this one
-            f = replace(f, evidence=(evidence,) + f.evidence, advice=advice + f.advice)
+            both = Quoted(dict(f.figures), list(f.shares))
+            if q is not None:
+                both.extend(q, first=True)
+            f = replace(f, evidence=(evidence,) + f.evidence, advice=advice + f.advice, figures=both.figures,
+                        shares=tuple(both.shares))
             done = True
         out.append(f)
     return tuple(out)
@@ -111,8 +128,9 @@ def split_rank(r: RankDiagnosis, hosts: tuple[HostLogFigures, ...], have_logs: b
     w = _best(hosts, r.index)
     if not have_logs or w is None:
         return replace(r, input_split=UNKNOWN, findings=_extend(r.findings, NO_LOG, ()))
-    split, line = classify(w)
-    return replace(r, input_split=split, findings=_extend(r.findings, line, ADVICE.get(split, ())))
+    q = Quoted()
+    split, line = classify(w, q)
+    return replace(r, input_split=split, findings=_extend(r.findings, line, ADVICE.get(split, ()), q))
 
 
 __all__ = ["ADVICE", "CPU", "NO_LOG", "STORAGE", "UNKNOWN", "classify", "split_rank"]

@@ -13,6 +13,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..analyses import RankAnalysis
+from ..analyses.capture import rank_device_label
 from ..analyses.memory import MemoryFigures
 from ..causes import ALLOCATOR_BOUND
 from ..units import format_bytes
@@ -25,7 +26,7 @@ from .thresholds import (
     MEMORY_PRESSURE_FRACTION,
     MEMORY_PRESSURE_HIGH_FRACTION,
 )
-from .wording import percent
+from .wording import FRACTION, percent
 
 PRESSURE = "memory_pressure"
 HEADROOM = "memory_headroom"
@@ -58,7 +59,7 @@ def add_memory_findings(rd: RankDiagnosis, ra: RankAnalysis) -> RankDiagnosis:
         return rd
     found: list[Finding] = []
     for device, m in sorted(mem.devices.items()):
-        label = f"cuda:{device}"
+        label = rank_device_label(ra.capture, device)
         found += _pressure(m, label)
         if rd.primary != ALLOCATOR_BOUND:
             found += _headroom(m, label)
@@ -97,7 +98,8 @@ def _pressure(m: MemoryFigures, label: str) -> list[Finding]:
                 f"({format_bytes(m.peak_allocated_bytes)} allocated to tensors).",)
     return [Finding(PRESSURE, None, f"Peak {pct} of device memory on {label}",
                     "high" if used >= MEMORY_PRESSURE_HIGH_FRACTION else "medium", 0, 0.0, evidence,
-                    ADVICE_PRESSURE, figures={**_device_figures(m), "peak_fraction": round(used, 6)})]
+                    ADVICE_PRESSURE, figures={**_device_figures(m), "peak_fraction": round(used, 6)},
+                    shares=(("peak_fraction", FRACTION),) * 2)]
 
 
 def _headroom(m: MemoryFigures, label: str) -> list[Finding]:
@@ -109,7 +111,10 @@ def _headroom(m: MemoryFigures, label: str) -> list[Finding]:
                 f"{pct} of the device's memory was never used.",)
     return [Finding(HEADROOM, None, f"Headroom {pct} on {label}: a larger batch may raise throughput", "low",
                     0, 0.0, evidence, ADVICE_HEADROOM,
-                    figures={**_device_figures(m), "headroom_fraction": round(free, 6)})]
+                    figures={**_device_figures(m), "headroom_fraction": round(free, 6),
+                             "peak_fraction": round(used, 6)},
+                    shares=(("headroom_fraction", FRACTION), ("peak_fraction", FRACTION),
+                            ("headroom_fraction", FRACTION)))]
 
 
 def _leak(m: MemoryFigures, label: str) -> list[Finding]:

@@ -1,5 +1,7 @@
 """Findings from the operator view (analyses/operators.py, analyses/frames.py): figures -> findings.
 
+* On a CPU-only rank, what the host loop's own findings already name (its annotations, its optimizer)
+  gets the specific advice there instead of a second finding with the same figure.
 * A top-level annotation (a user's `record_function` range, `Optimizer.step`, a callback) that
   covers a large share of the steps (a CPU-only rank) or of the GPU idle time is
   named, with that share and the figures it comes from (`named_range`).
@@ -36,8 +38,13 @@ from .thresholds import (
 from .wording import duration, percent
 
 NAMED_RANGE = "named_range"
-NAME_CHARS = 120  # a name quoted in a title (the evidence quotes it whole)
 PATTERN_PREFIX = "pattern_"
+NAME_CHARS = 120  # a name quoted in a title (the evidence quotes it whole)
+# The figures each quoted percentage is of (Finding.shares: numerator, denominator keys into `figures`).
+_OP_SHARE = ("op_us", "basis_us")
+_FRAME_SHARE = ("frame_us", "basis_us")
+# Patterns a CPU-only rank's host-loop finding already measures as a whole (its optimizer part).
+_HOST_LOOP_PART = {PATTERN_PREFIX + "optimizer_step": "cpu_optimizer"}
 
 
 def add_operator_findings(rd: RankDiagnosis, ra: RankAnalysis) -> RankDiagnosis:
@@ -51,12 +58,35 @@ def add_operator_findings(rd: RankDiagnosis, ra: RankAnalysis) -> RankDiagnosis:
     refined = tuple(_refine(f, ra, pytorch) for f in rd.findings)
     named = _named(o, on_gpu, rd) + ([] if on_gpu else _named_frames(ra, o))
     patterns = _patterns(ra, o, on_gpu, rd, {name for _, name in named})
-    mine = (*(f for f, _ in named), *patterns)
+    # on a CPU-only rank, a name the host loop's findings already quote (its annotations, its optimizer): the
+    # specific advice goes to that finding, not to a second finding with the same figure
+    mine = []
+    for f, name in (*named, *patterns):
+        at = None if on_gpu else next((i for i, g in enumerate(refined) if _quotes(g, name)
+                                       or g.id == _HOST_LOOP_PART.get(f.id)), None)
+        if at is None:
+            mine.append(f)
+        else:
+            refined = (*refined[:at], _with_advice(refined[at], f), *refined[at + 1:])
     if not mine:
         return replace(rd, findings=refined)
-    if not on_gpu:  # the host loop's findings: one list, the largest first
-        return replace(rd, findings=tuple(sorted((*refined, *mine), key=lambda f: -f.explains_ns)))
-    return replace(rd, findings=(*refined, *mine))
+    if on_gpu:
+        return replace(rd, findings=(*refined, *mine))
+    out = list(refined)  # the host loop's findings keep their order; each of these goes before the first smaller
+    for f in mine:
+        at = next((i for i, g in enumerate(out) if g.explains_ns < f.explains_ns), len(out))
+        out.insert(at, f)
+    return replace(rd, findings=tuple(out))
+
+
+def _quotes(f: Finding, name: str) -> bool:
+    return name in f.title or any(name in e for e in f.evidence)
+
+
+def _with_advice(f: Finding, other: Finding) -> Finding:
+    """`f` with the advice of `other` (about a name `f` quotes) first."""
+    extra = [a for a in other.advice if a not in f.advice]
+    return replace(f, advice=(*extra, *f.advice)) if extra else f
 
 
 def _basis(o: OperatorFigures, on_gpu: bool, rd: RankDiagnosis) -> tuple[int, str] | None:
@@ -120,7 +150,7 @@ def _named(o: OperatorFigures, on_gpu: bool, rd: RankDiagnosis) -> list[tuple[Fi
         of_lost = ns / rd.lost_ns if on_gpu and rd.lost_ns else share
         out.append((Finding(NAMED_RANGE, None, title, _severity(share), ns, round(min(of_lost, 1.0), 6),
                            tuple(evidence), advice, round(ns / rd.window_ns, 6) if on_gpu and rd.window_ns else
-                           round(share, 6), None, (), figures), x.name))
+                           round(share, 6), None, (), figures, (_OP_SHARE, _OP_SHARE)), x.name))
     return out
 
 
@@ -150,12 +180,12 @@ def _named_frames(ra: RankAnalysis, o: OperatorFigures) -> list[tuple[Finding, s
         figures = {"frame_us": round(x.host_ns / 1000, 3), "basis_us": round(o.steps_ns / 1000, 3),
                    "share": round(share, 6)}
         out.append((Finding(NAMED_RANGE, None, title, _severity(share), x.host_ns, round(share, 6), evidence, advice,
-                            round(share, 6), None, (), figures), x.frame))
+                            round(share, 6), None, (), figures, (_FRAME_SHARE, _FRAME_SHARE)), x.frame))
     return out
 
 
 def _patterns(ra: RankAnalysis, o: OperatorFigures, on_gpu: bool, rd: RankDiagnosis,
-              quoted: set[str]) -> list[Finding]:
+              quoted: set[str]) -> list[tuple[Finding, str]]:
     basis = _basis(o, on_gpu, rd)
     if basis is None:
         return []
@@ -182,10 +212,10 @@ def _patterns(ra: RankAnalysis, o: OperatorFigures, on_gpu: bool, rd: RankDiagno
         figures = {"op_us": round(ns / 1000, 3), "basis_us": round(total / 1000, 3), "share": round(share, 6),
                    "calls": float(h.count)}
         of_lost = ns / rd.lost_ns if on_gpu and rd.lost_ns else share
-        out.append(Finding(PATTERN_PREFIX + p.id, None, f"{p.label[0].upper()}{p.label[1:]}: {_short(h.name)}",
+        out.append((Finding(PATTERN_PREFIX + p.id, None, f"{p.label[0].upper()}{p.label[1:]}: {_short(h.name)}",
                            _severity(share), ns, round(min(of_lost, 1.0), 6), evidence, (p.advice,),
                            round(ns / rd.window_ns, 6) if on_gpu and rd.window_ns else round(share, 6), None, (),
-                           figures))
+                           figures, (_OP_SHARE,)), h.name))
     return out
 
 
@@ -195,6 +225,8 @@ def _refine(f: Finding, ra: RankAnalysis, pytorch: bool) -> Finding:
     frames behind host-compute / unknown idle time (or what would name them)."""
     advice = list(f.advice)
     evidence = list(f.evidence)
+    figures = dict(f.figures)
+    shares = list(f.shares)
     for e in f.host_ops:
         p = AP.match(e.name)
         if p is not None and e.share >= PATTERN_MIN_SHARE and p.advice not in advice:
@@ -207,9 +239,13 @@ def _refine(f: Finding, ra: RankAnalysis, pytorch: bool) -> Finding:
             evidence.append(f"user code running in the {duration(fr.idle_ns)} of host-compute and unexplained idle "
                             "time (innermost Python frames): " + "; ".join(
                                 f"{x.frame} {duration(x.idle_ns)} ({percent(x.idle_ns / fr.idle_ns)})" for x in named))
+            figures["frames_idle_us"] = round(fr.idle_ns / 1000, 3)
+            for i, x in enumerate(named):
+                figures[f"frame{i + 1}_idle_us"] = round(x.idle_ns / 1000, 3)
+                shares.append((f"frame{i + 1}_idle_us", "frames_idle_us"))
         elif not fr.has_stacks and pytorch:
             evidence.append("no Python stacks in the trace: torch.profiler.profile(with_stack=True) would name the "
                             "code running in this idle time")
     if advice == list(f.advice) and evidence == list(f.evidence):
         return f
-    return replace(f, advice=tuple(advice), evidence=tuple(evidence))
+    return replace(f, advice=tuple(advice), evidence=tuple(evidence), figures=figures, shares=tuple(shares))

@@ -16,12 +16,15 @@ import numpy as np
 
 from .. import causes as C
 from ..analyses import RankAnalysis
+from ..analyses.capture import capture_note, rank_device_label
 from ..analyses.figures import Steps
 from ..analyses.gaps import AttributedGap, DeviceAttribution, Evidence, PeriodicSteps, RankCauses, StepCauses
 from ..analyses.host import HostShares
 from ..analyses.thresholds import SHORT_KERNEL_NS
 from ..causes import (
     COMMUNICATION_BOUND,
+    CPU_COMPUTE_BOUND,
+    CPU_INPUT_BOUND,
     GPU_BOUND,
     HOST_BOUND,
     INPUT_BOUND,
@@ -35,7 +38,7 @@ from ..causes import (
     VERDICT_OF_CAUSE,
     VERDICTS,
 )
-from .advice import advice_for
+from .advice import advice_for, graph_advice
 from .thresholds import (
     CLEAR_MARGIN,
     FINDING_MIN_SHARE,
@@ -51,7 +54,7 @@ from .thresholds import (
     TOP_KERNELS_NAMED,
     WARMUP_STEP_FACTOR,
 )
-from .wording import duration, percent
+from .wording import Quoted, duration, percent
 
 __all__ = ["COMMUNICATION_BOUND", "GPU_BOUND", "HOST_BOUND", "INPUT_BOUND", "LAUNCH_BOUND", "MEMCPY_BOUND",
            "PERIODIC_STALL", "SYNC_BOUND", "UNDETERMINED", "UNEXPLAINED", "VERDICTS", "VERDICT_OF_CAUSE",
@@ -73,6 +76,8 @@ class Finding:
     gaps: int | None = None  # idle gaps of this cause
     host_ops: tuple[Evidence, ...] = ()  # host events behind the idle time, best first
     figures: dict[str, float] = field(default_factory=dict)  # cause-specific numbers, units in names
+    # one (numerator key, denominator key) into `figures` per percentage in the title and evidence, in order
+    shares: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -104,6 +109,9 @@ class RankDiagnosis:
     warmup_steps: tuple[int, ...] = ()  # leading steps left out of the verdict
     startup_ns: int = 0  # start-up cause idle + time lost inside warm-up steps
     input_split: str | None = None  # input-bound only: "cpu" | "storage" | "unknown" (diagnosis/input_split.py)
+    headline_figures: dict[str, float] = field(default_factory=dict)  # what the headline's shares are of
+    headline_shares: tuple[tuple[str, str], ...] = ()  # per percentage in the headline: keys into headline_figures
+    verdict_note: str | None = None  # why the verdict is not the top finding's, when they differ
 
 
 @dataclass(frozen=True)
@@ -114,6 +122,9 @@ class Diagnosis:
     primary_rank: int | None  # index into ranks
     findings: tuple[Finding, ...]
     ranks: tuple[RankDiagnosis, ...]
+    headline_figures: dict[str, float] = field(default_factory=dict)
+    headline_shares: tuple[tuple[str, str], ...] = ()
+    verdict_note: str | None = None
 
 
 def job_rank(lost: list[float], with_gpu: list[bool]) -> int:
@@ -170,6 +181,7 @@ class RankVerdict:
     confidence: str | None = None
     warmup_steps: tuple[int, ...] = ()
     startup_ns: int = 0
+    quoted: Quoted = field(default_factory=Quoted)  # the headline's shares and what they are of
 
 
 def diagnose_rank(ra: RankAnalysis, include_warmup: bool = False) -> RankDiagnosis:
@@ -184,7 +196,9 @@ def diagnose_rank(ra: RankAnalysis, include_warmup: bool = False) -> RankDiagnos
         exposed_comm_ns=lost.exposed_comm_ns, findings=v.findings, per_step=c.per_step, gaps=c.top_gaps,
         devices=c.devices, launch_threads=c.threads, thread_basis=c.thread_basis, periodic=c.periodic,
         host_shares=v.host_shares, runner_up=v.runner_up, runner_up_share=v.runner_up_share,
-        confidence=v.confidence, warmup_steps=v.warmup_steps, startup_ns=v.startup_ns)
+        confidence=v.confidence, warmup_steps=v.warmup_steps, startup_ns=v.startup_ns,
+        headline_figures=dict(v.quoted.figures), headline_shares=tuple(v.quoted.shares),
+        verdict_note=verdict_note(v.primary, v.host_primary, v.findings, v.reason))
 
 
 def _causes(ra: RankAnalysis) -> RankCauses:
@@ -195,17 +209,25 @@ def _causes(ra: RankAnalysis) -> RankCauses:
 
 def verdict(ra: RankAnalysis, lost: LostTime, findings: tuple[Finding, ...], include_warmup: bool) -> RankVerdict:
     """The primary verdict: the steady-state cause losing the most GPU time, unless the loss is small
-    (gpu_bound), start-up dominates, or there is too little GPU work to judge (the host loop's verdict)."""
+    (gpu_bound), start-up dominates, or there is too little GPU work to judge (the host loop's verdict).
+    A CPU-only capture (no GPU listed, none active) gets the host loop's own verdict (cpu_*)."""
     c = _causes(ra)
     st = ra.spans if ra.spans is not None else Steps(*(np.zeros(0, dtype=np.int64),) * 3)
     framework = ra.framework
     window_ns, idle_ns, lost_ns = lost.window_ns, lost.idle_ns, lost.lost_ns
-    lost_by_cause, idle_by_cause = lost.lost_by_cause, lost.idle_by_cause
+    lost_by_cause = lost.lost_by_cause
     if not c.devices:
-        host_primary, host_findings, host_line = _host_verdict(c.host_shares, framework)
+        q = Quoted()
+        cpu_only = ra.gpus_listed == 0 and not ra.range_profiler
+        host_primary, host_findings, host_line = _host_verdict(c.host_shares, framework, q, cpu_only)
+        if cpu_only:  # a CPU-only capture: the host loop's verdict is the verdict
+            why = "a CPU-only capture"
+            return RankVerdict(host_primary or UNDETERMINED, host_primary, why,
+                               f"{host_line} ({why})." if host_line else why + ".", host_findings, c.host_shares,
+                               quoted=q)
         why = _no_gpu_reason(ra)
         return RankVerdict(UNDETERMINED, host_primary, why, f"{host_line} ({why})." if host_line else why + ".",
-                           host_findings, c.host_shares)
+                           host_findings, c.host_shares, quoted=q)
     # --- steady-state lost time by cause, robust to single gaps, start-up apart
     warmup = warmup_steps(st) if not include_warmup else np.zeros(0, dtype=np.int64)
     in_warmup = _lost_in_steps(c.per_step, warmup)
@@ -217,18 +239,20 @@ def verdict(ra: RankAnalysis, lost: LostTime, findings: tuple[Finding, ...], inc
     steady_window = max(window_ns - warmup_ns, 1)
     startup_dominates = startup_ns > steady[ranked[0]] and startup_ns >= STARTUP_DOMINATED_MIN_SHARE * lost_ns
     n_gpu = sum(d.gpu_events for d in ra.devices)
-    idle_pct = percent(idle_ns / window_ns) if window_ns else "n/a"
+    q = Quoted()
     # Busy share of the window once one-off start-up is set apart: a capture of the first
     # iterations is judged on what follows them, and one that is mostly start-up says so.
     busy_share = (window_ns - idle_ns) / max(window_ns - startup_ns, 1) if window_ns else 0.0
     if n_gpu < MIN_GPU_EVENTS or (busy_share < MIN_BUSY_SHARE and not startup_dominates):
+        host_primary, host_findings, host_line = _host_verdict(c.host_shares, framework, q)
+        busy_pct = q.ns(window_ns - idle_ns, "gpu_busy_us", max(window_ns - startup_ns, 1), "window_after_startup_us") \
+            if n_gpu >= MIN_GPU_EVENTS else ""
         why = (f"only {n_gpu} GPU activities in the window" if n_gpu < MIN_GPU_EVENTS
-               else f"GPU busy only {percent(busy_share)} of the window"
+               else f"GPU busy only {busy_pct} of the window"
                + (" after start-up" if startup_ns else "")) + ": too little GPU work to judge"
-        host_primary, host_findings, host_line = _host_verdict(c.host_shares, framework)
         return RankVerdict(UNDETERMINED, host_primary, why,
                            f"{host_line} ({why})." if host_line else f"Undetermined: {why}.",
-                           host_findings or findings, c.host_shares)
+                           host_findings or findings, c.host_shares, quoted=q)
     # --- the verdict
     warm = tuple(int(n) for n in st.number[warmup])
     if steady_total < GPU_BOUND_MAX_LOST_SHARE * steady_window and not startup_dominates:
@@ -236,15 +260,16 @@ def verdict(ra: RankAnalysis, lost: LostTime, findings: tuple[Finding, ...], inc
         return RankVerdict(GPU_BOUND, None,
                            f"steady-state GPU time lost {percent(steady_total / steady_window)} of the window "
                            f"(< {percent(GPU_BOUND_MAX_LOST_SHARE)})",
-                           gpu.evidence[0], (gpu, *findings), warmup_steps=warm, startup_ns=int(startup_ns))
+                           gpu.evidence[0], (gpu, *findings), warmup_steps=warm, startup_ns=int(startup_ns),
+                           quoted=_first_line_quoted(gpu))
     if startup_dominates:
         return RankVerdict(
             STARTUP_DOMINATED, None,
             f"one-off start-up costs lose {duration(startup_ns)}, more than any steady-state cause",
-            _startup_headline(startup_ns, lost_ns, warmup, c.evidence.get(C.STARTUP, ())), findings,
+            _startup_headline(startup_ns, lost_ns, warmup, c.evidence.get(C.STARTUP, ()), q), findings,
             runner_up=ranked[0], runner_up_share=round(steady[ranked[0]] / lost_ns, 4) if lost_ns else None,
             confidence="clear" if startup_ns >= CLEAR_MARGIN * steady[ranked[0]] else "close",
-            warmup_steps=warm, startup_ns=int(startup_ns))
+            warmup_steps=warm, startup_ns=int(startup_ns), quoted=q)
     top = ranked[0]
     if top == C.UNKNOWN and steady_total > 0:
         explained = next((x for x in ranked[1:] if steady[x] >= steady[top] / CLEAR_MARGIN), None)
@@ -257,35 +282,99 @@ def verdict(ra: RankAnalysis, lost: LostTime, findings: tuple[Finding, ...], inc
     close = dict(runner_up=runner, runner_up_share=round(runner_share, 4), confidence=confidence,
                  warmup_steps=warm, startup_ns=int(startup_ns))
     primary = C.VERDICT_OF_CAUSE[top]
-    what = "that idle time" if top not in (C.MEMCPY, C.COMMUNICATION) or lost_by_cause[top] == idle_by_cause[top] \
-        else "that lost time"
-    extra = ""
-    exposed = lost.exposed_memcpy_ns if top == C.MEMCPY else lost.exposed_comm_ns
-    if exposed > 0.01 * window_ns and what == "that lost time":
-        extra = (f", plus {percent(exposed / window_ns)} "
-                 f"{'copying data' if top == C.MEMCPY else 'in communication'} with no compute running")
-    phrase = C.CAUSE_BY_ID[top].phrase
-    if top == C.DATALOADER and framework.lower() in ("tensorflow", "jax"):
-        phrase = "waiting for the input pipeline"
-    if top == C.CHECKPOINT and c.periodic is not None:
-        phrase = f"in stalls that recur every {c.periodic.every} steps (checkpoint / evaluation)"
-    steady_note = ""
-    if len(warmup) or lost_by_cause[C.STARTUP]:
-        steady_note = f" (steady state; {duration(startup_ns)} of one-off start-up costs set apart)"
-    headline = f"GPU idle {idle_pct} of the window{extra}; {percent(share)} of {what} is spent {phrase}{steady_note}."
+    headline = _gpu_headline(ra, c, lost, top, steady, steady_total, warmup, startup_ns, q)
     if primary == UNEXPLAINED:
         if busy_share >= HEALTHY_BUSY_SHARE:  # mostly busy; what is lost has no traced cause: healthy
             gpu = _gpu_bound_finding(ra, window_ns, idle_ns, framework)
             return RankVerdict(GPU_BOUND, None, f"GPU busy {percent(busy_share)} of the window; the lost time has no "
                                                 f"traced host activity",
-                               gpu.evidence[0], (gpu, *findings), **close)  # type: ignore[arg-type]
+                               gpu.evidence[0], (gpu, *findings), quoted=_first_line_quoted(gpu),
+                               **close)  # type: ignore[arg-type]
         return RankVerdict(UNDETERMINED, None,
                            "most lost GPU time has no traced host activity on the launching thread",
-                           headline, findings, **close)  # type: ignore[arg-type]
+                           headline, findings, quoted=q, **close)  # type: ignore[arg-type]
     return RankVerdict(primary, None,
                        f"{top} explains {percent(share)} of the steady-state GPU time lost "
                        f"(runner-up {runner}: {percent(runner_share)}; {confidence} call)",
-                       headline, findings, **close)  # type: ignore[arg-type]
+                       headline, findings, quoted=q, **close)  # type: ignore[arg-type]
+
+
+def _gpu_headline(ra: RankAnalysis, c: RankCauses, lost: LostTime, top: str, steady: dict[str, int],
+                  steady_total: int, warmup: np.ndarray, startup_ns: int, q: Quoted) -> str:
+    """The headline of a rank with GPU work: its idle share of the window, then the verdict's cause as a
+    share of the time it is counted against, with both figures written beside it. When the verdict's
+    (steady-state) figures differ from the whole window's, the headline says so and quotes those."""
+    window_ns, idle_ns, lost_ns = lost.window_ns, lost.idle_ns, lost.lost_ns
+    lost_by_cause, idle_by_cause = lost.lost_by_cause, lost.idle_by_cause
+    idle_pct = q.ns(idle_ns, "idle_us", window_ns, "window_us") if window_ns else "n/a"
+    head = f"GPU idle {idle_pct} of the window ({duration(idle_ns)})"
+    exposed = lost.exposed_memcpy_ns if top == C.MEMCPY else lost.exposed_comm_ns if top == C.COMMUNICATION else 0
+    if exposed > 0.01 * window_ns and lost_by_cause[top] != idle_by_cause[top]:
+        key = "exposed_memcpy_us" if top == C.MEMCPY else "exposed_communication_us"
+        head += (f", plus {q.ns(exposed, key, window_ns, 'window_us')} "
+                 f"{'copying data' if top == C.MEMCPY else 'in communication'} with no compute running")
+    phrase = C.CAUSE_BY_ID[top].phrase
+    if top == C.DATALOADER and ra.framework.lower() in ("tensorflow", "jax"):
+        phrase = "waiting for the input pipeline"
+    if top == C.CHECKPOINT and c.periodic is not None:
+        phrase = f"in stalls that recur every {c.periodic.every} steps (checkpoint / evaluation)"
+    whole = lost_ns == idle_ns and steady_total == lost_ns and steady[top] == lost_by_cause[top]
+    if whole:  # the verdict's figures are the shown idle time's
+        return (f"{head}; {q.ns(steady[top], f'{top}_idle_us', idle_ns, 'idle_us')} of that idle time "
+                f"({duration(steady[top])}) is spent {phrase}.")
+    parts = []
+    if lost_ns > idle_ns:  # what the time lost holds beyond the idle time shown
+        parts.append(f"idle time plus {duration(lost_ns - idle_ns)} of copies and communication no compute overlapped")
+    steps = f"the first {len(warmup)} warm-up step{'s' if len(warmup) != 1 else ''}"
+    if startup_ns >= 1000:  # under a microsecond: nothing worth saying
+        parts.append(f"{duration(startup_ns)} of one-off start-up costs set apart"
+                     + (f", {steps}" if len(warmup) else ""))
+    elif len(warmup):
+        parts.append(f"{steps} set apart")
+    if len(c.per_step) - len(warmup) >= ROBUST_MIN_STEPS:
+        parts.append("each cause counted at its median per step")
+    steady_only = len(parts) > (lost_ns > idle_ns)  # something was set apart: the figure is steady state's
+    how = f" ({'; '.join(parts)})" if parts else ""
+    return (f"{head}; of the {duration(steady_total)} of GPU time lost{' in steady state' if steady_only else ''}"
+            f"{how}, "
+            f"{q.ns(steady[top], f'{top}_steady_us', steady_total, 'steady_lost_us')} "
+            f"({duration(steady[top])}) is spent {phrase}.")
+
+
+def _first_line_quoted(f: Finding) -> Quoted:
+    """The shares of a finding's first evidence line (a headline made of it)."""
+    n = f.evidence[0].count("%") if f.evidence else 0
+    return Quoted({k: f.figures[k] for pair in f.shares[:n] for k in pair if k in f.figures}, list(f.shares[:n]))
+
+
+def verdict_note(primary: str, host_primary: str | None, findings: tuple[Finding, ...], reason: str) -> str | None:
+    """One sentence saying why the verdict is not the top finding's, when they differ."""
+    if not findings:
+        return None
+    top = findings[0]
+    verdict_id = host_primary if primary == UNDETERMINED and host_primary else primary
+    if verdict_id == CPU_COMPUTE_BOUND and top.id != CPU_INPUT_BOUND:
+        return None  # every part but the data wait is the loop's own work
+    if verdict_id == CPU_INPUT_BOUND and top.id != CPU_INPUT_BOUND:
+        part = next((w for _, fid, _, _, w in _HOST_PARTS if fid == top.id), top.title)
+        return (f"The largest part of the step ({part.removeprefix('in ')}) is not the verdict because a loop that "
+                f"waits for data {percent(HOST_INPUT_BOUND_SHARE)} or more of its step time is input-bound: faster "
+                f"input shortens every step first.")
+    if top.id in (primary, verdict_id) or top.id == GPU_BOUND or (primary == UNDETERMINED and top.cause == C.UNKNOWN):
+        return None
+    label = C.VERDICT_BY_ID[top.id].label.lower() if top.id in C.VERDICT_BY_ID else top.title
+    if top.cause == C.UNKNOWN and primary != UNDETERMINED:
+        why = ("unexplained idle time names nothing to change, and an explained cause loses nearly as much "
+               f"({reason})")
+    elif primary == STARTUP_DOMINATED:
+        why = f"one-off start-up costs outweigh every steady-state cause ({reason})"
+    elif primary == GPU_BOUND:
+        why = reason
+    elif primary == UNDETERMINED:
+        why = reason
+    else:
+        why = f"the verdict counts steady-state time only, warm-up steps and single long gaps set apart ({reason})"
+    return f"The top finding ({label}) is not the verdict because {why}."
 
 
 def warmup_steps(st: Steps) -> np.ndarray:
@@ -326,12 +415,14 @@ def robust_lost_by_cause(per_step: tuple[StepCauses, ...], warmup: np.ndarray, l
     return {c: max(v, 0) for c, v in steady.items()}
 
 
-def _startup_headline(startup_ns: int, lost_ns: int, warmup: np.ndarray, spent: tuple[Evidence, ...]) -> str:
+def _startup_headline(startup_ns: int, lost_ns: int, warmup: np.ndarray, spent: tuple[Evidence, ...],
+                      q: Quoted) -> str:
     names = ", ".join(e.name for e in spent[:3])
     steps = f" in the first {len(warmup)} warm-up step(s)" if len(warmup) else ""
     on = f"; spent in {names}" if names else ""
-    return (f"One-off start-up costs lose {duration(startup_ns)} ({percent(startup_ns / lost_ns)} of the GPU time "
-            f"lost){steps}{on}: profile steady-state steps to see the training loop's own bottleneck.")
+    return (f"One-off start-up costs lose {duration(startup_ns)} ({q.ns(startup_ns, 'startup_us', lost_ns, 'lost_us')} "
+            f"of the {duration(lost_ns)} of GPU time lost){steps}{on}: profile steady-state steps to see the "
+            f"training loop's own bottleneck.")
 
 
 # --- findings ------------------------------------------------------------------------------------------
@@ -346,32 +437,49 @@ def cause_findings(ra: RankAnalysis, lost: LostTime) -> tuple[Finding, ...]:
             continue
         fid = C.VERDICT_OF_CAUSE[cause]
         n_gaps = sum(d.gaps_by_cause.get(cause, 0) for d in c.devices)
-        lines, figures = _specific_evidence(ra, c, cause)
+        q = Quoted()
         host_ops = c.evidence.get(cause, ())
-        evidence = _evidence_prose(ns, window_ns, lost_ns, n_gaps, lines, host_ops)
-        out.append(Finding(fid, cause, C.VERDICT_BY_ID[fid].title, _severity(ns / window_ns), ns,
-                           round(ns / lost_ns, 6), evidence, advice_for(fid, ra.framework), round(ns / window_ns, 6),
-                           n_gaps, host_ops, figures))
+        first = _first_evidence(ns, window_ns, lost_ns, n_gaps, q)
+        lines = _specific_evidence(ra, c, cause, q)
+        ops = [f"{e.name}: {q.fraction(e.share, f'host_op_{i + 1}_share')} of this idle time"
+               for i, e in enumerate(host_ops)]
+        severity = _severity(ns / window_ns)
+        advice = advice_for(fid, ra.framework)
+        if cause == C.LAUNCH:
+            advice = graph_advice(any(d.graphs is not None for d in ra.devices), ra.framework) + advice
+        out.append(Finding(fid, cause, _title(fid, severity), severity, ns,
+                           round(ns / lost_ns, 6), (first, *lines, *ops), advice,
+                           round(ns / window_ns, 6), n_gaps, host_ops, q.figures, tuple(q.shares)))
     out.sort(key=lambda f: -f.explains_ns)
     return tuple(out)
 
 
-def _evidence_prose(ns: int, window_ns: int, lost_ns: int, n_gaps: int, specific: list[str],
-                    host_ops: tuple[Evidence, ...]) -> tuple[str, ...]:
-    """A finding's evidence lines, from its numbers: time lost and shares, the cause's own facts, host ops."""
+def _title(fid: str, severity: str) -> str:
+    """A finding's title, matched to its severity: a cause that loses little is not said to dominate."""
+    if fid == STARTUP_DOMINATED and severity != "high":
+        return "One-off start-up costs" + (" take a noticeable share of this capture" if severity == "medium"
+                                           else " in this capture")
+    return C.VERDICT_BY_ID[fid].title
+
+
+def _first_evidence(ns: int, window_ns: int, lost_ns: int, n_gaps: int, q: Quoted) -> str:
+    """A finding's first evidence line: the time it lost and its shares of the window and of all time lost."""
     where = f" in {n_gaps} idle gap{'s' if n_gaps != 1 else ''}" if n_gaps else ""
-    first = (f"{duration(ns)} of GPU time ({percent(ns / window_ns)} of the window, "
-             f"{percent(ns / lost_ns)} of the time lost){where}")
-    return (first, *specific, *(f"{e.name}: {percent(e.share)} of this idle time" for e in host_ops))
+    return (f"{duration(ns)} of GPU time ({q.ns(ns, 'lost_us', window_ns, 'window_us')} of the "
+            f"{duration(window_ns)} window, {q.ns(ns, 'lost_us', lost_ns, 'all_lost_us')} of the "
+            f"{duration(lost_ns)} lost){where}")
 
 
-def _specific_evidence(ra: RankAnalysis, c: RankCauses, cause: str) -> tuple[list[str], dict[str, float]]:
-    """The cause's own facts: prose lines and the numbers they state (units in the keys)."""
+def _specific_evidence(ra: RankAnalysis, c: RankCauses, cause: str, q: Quoted) -> list[str]:
+    """The cause's own facts as prose lines; the numbers they state go into `q.figures`."""
     out: list[str] = []
-    figures: dict[str, float] = {}
+    figures = q.figures
     if cause == C.DATALOADER and ra.dataloader_wait_fraction is not None:
+        out.append(f"DataLoader wait (the host blocked in the DataLoader) "
+                   f"{q.ns(ra.dataloader_wait_ns, 'dataloader_wait_us', ra.window.dur_ns, 'rank_window_us')} of "
+                   f"the rank's {duration(ra.window.dur_ns)} window ({duration(ra.dataloader_wait_ns)}); the GPU "
+                   f"idle time above is the part of it no GPU work overlapped")
         figures["dataloader_wait_fraction"] = round(float(ra.dataloader_wait_fraction), 6)
-        out.append(f"DataLoader wait {percent(ra.dataloader_wait_fraction)} of the window")
     elif cause == C.MEMCPY:
         exposed = sum(d.exposed_memcpy_ns for d in c.devices)
         figures["exposed_memcpy_us"] = round(exposed / 1000, 3)
@@ -388,7 +496,8 @@ def _specific_evidence(ra: RankAnalysis, c: RankCauses, cause: str) -> tuple[lis
             for d in dev.memcpy.directions:
                 if d.direction == "HtoD" and d.bytes:
                     bw = f", {d.bandwidth_gbps:.1f} GB/s" if d.bandwidth_gbps else ""
-                    out.append(f"cuda:{dev.device}: {d.count} HtoD copies, {d.bytes / 1e6:.1f} MB{bw}")
+                    out.append(f"{rank_device_label(ra.capture, dev.device)}: {d.count} HtoD copies, "
+                               f"{d.bytes / 1e6:.1f} MB{bw}")
     elif cause == C.SYNC:
         if c.blocking_calls:
             out.append("blocking calls on the launching thread: "
@@ -397,11 +506,17 @@ def _specific_evidence(ra: RankAnalysis, c: RankCauses, cause: str) -> tuple[lis
         k = ra.kernel_totals
         if k is not None and k.count and k.median_ns is not None and k.short_share is not None:
             figures["median_kernel_us"] = round(k.median_ns / 1000, 3)
-            figures["short_kernel_share"] = round(k.short_share, 6)
-            out.append(f"median kernel {duration(k.median_ns)}; {percent(k.short_share)}"
+            out.append(f"median kernel {duration(k.median_ns)}; {q.fraction(k.short_share, 'short_kernel_share')}"
                        f" of {k.count} kernels shorter than {duration(SHORT_KERNEL_NS)}")
         n_short = sum(d.gaps_by_cause.get(C.LAUNCH, 0) for d in c.devices)
         out.append(f"{n_short} short idle gaps between kernels while the host was launching")
+        graphs = [d.graphs for d in ra.devices if d.graphs is not None]
+        busy = sum(g.busy_ns for g in graphs)
+        if graphs and busy > 0:  # graphs removed some launches; the gaps counted here are outside replays
+            in_graphs = sum(g.gpu_ns for g in graphs)
+            out.append(f"{q.ns(in_graphs, 'graph_gpu_us', busy, 'graph_devices_busy_us')} of GPU work already "
+                       f"runs in {sum(g.replays for g in graphs)} "
+                       f"CUDA graph replays; these gaps are outside them")
     elif cause == C.CHECKPOINT and c.periodic is not None:
         p = c.periodic
         out.append(f"steps {', '.join(str(s) for s in p.steps)} are at least 1.5x the median step "
@@ -411,50 +526,114 @@ def _specific_evidence(ra: RankAnalysis, c: RankCauses, cause: str) -> tuple[lis
         figures["exposed_communication_us"] = round(exposed / 1000, 3)
         if exposed:
             out.append(f"{duration(exposed)} of communication kernels run with no other GPU work")
-    return out, figures
+    return out
 
 
 def _gpu_bound_finding(ra: RankAnalysis, window_ns: int, idle_ns: int, framework: str) -> Finding:
     busy = window_ns - idle_ns
-    evidence = [f"GPU busy {percent(busy / window_ns)} of the window: the GPU itself is the bottleneck."]
+    q = Quoted()
+    evidence = [f"GPU busy {q.ns(busy, 'gpu_busy_us', window_ns, 'window_us')} of the window ({duration(busy)} of "
+                f"{duration(window_ns)}): the GPU itself is the bottleneck."]
     k = ra.kernel_totals
     ktotal = k.total_ns if k is not None else 0
+    n = 0
     for dev in ra.devices:
         for row in dev.kernels[:TOP_KERNELS_NAMED]:
+            n += 1
+            share = q.ns(row.total_ns, f"top_kernel_{n}_us", ktotal, "kernel_us") if ktotal else "n/a"
             evidence.append(f"top kernel {row.name[:80]}: {duration(row.total_ns)} "
-                            f"({percent(row.total_ns / ktotal) if ktotal else 'n/a'} of kernel time, {row.count}x)")
+                            f"({share} of kernel time, {row.count}x)")
     if k is not None and ktotal:
-        evidence.append(f"{percent(k.memory_bound_ns / ktotal)} of kernel time in memory-bound kernels (elementwise, "
-                        f"reductions, normalisation, copies; by name)")
+        evidence.append(f"{q.ns(k.memory_bound_ns, 'memory_bound_kernel_us', ktotal, 'kernel_us')} of kernel time in "
+                        f"memory-bound kernels (elementwise, reductions, normalisation, copies; by name)")
         if k.fp32_matmul_ns > 0.1 * ktotal:
-            evidence.append(f"{percent(k.fp32_matmul_ns / ktotal)} of kernel time in FP32 matrix kernels: mixed "
-                            f"precision (bf16/fp16) or TF32 would use the tensor cores")
+            evidence.append(f"{q.ns(k.fp32_matmul_ns, 'fp32_matmul_kernel_us', ktotal, 'kernel_us')} of kernel time "
+                            f"in FP32 matrix kernels: mixed precision (bf16/fp16) or TF32 would use the tensor cores")
     return Finding(GPU_BOUND, None, C.VERDICT_BY_ID[GPU_BOUND].title, "low", busy, 0.0, tuple(evidence),
-                   advice_for(GPU_BOUND, framework))
+                   advice_for(GPU_BOUND, framework), figures=q.figures, shares=tuple(q.shares))
 
 
 # --- CPU-only ranks -----------------------------------------------------------------------------------
-def _host_verdict(s: HostShares | None, framework: str) -> tuple[str | None, tuple[Finding, ...], str]:
+# The host loop's parts, in claiming order: (HostShares field, finding id, cause, title, words)
+_HOST_PARTS = (
+    ("data_wait_ns", CPU_INPUT_BOUND, C.DATALOADER, "The host loop waits for data", "waiting for data"),
+    ("optimizer_ns", "cpu_optimizer", C.HOST_COMPUTE, "The host loop is busy in the optimizer", "in the optimizer"),
+    ("annotations_ns", "cpu_annotation", C.HOST_COMPUTE, "The host loop is busy in named annotations",
+     "in named annotations"),
+    ("model_ops_ns", CPU_COMPUTE_BOUND, C.HOST_COMPUTE, "The host loop is busy in the model's ops",
+     "in model ops"),
+    ("other_ns", "cpu_elsewhere", None, "The host loop spends time outside any traced op", "elsewhere"),
+)
+
+
+def _host_verdict(s: HostShares | None, framework: str, q: Quoted | None = None,
+                  cpu_only: bool = False) -> tuple[str | None, tuple[Finding, ...], str]:
+    """The host loop's verdict (cpu_input_bound when it waits for data at least HOST_INPUT_BOUND_SHARE of
+    its step time, else cpu_compute_bound), one finding per part of its step time (each part's share of
+    the step time, total and per step), and the headline sentence (its shares written into `q`)."""
     if s is None:
         return None, (), ""
-    data, model = s.data_wait_ns / s.total_ns, s.model_ops_ns / s.total_ns
-    primary = INPUT_BOUND if data >= HOST_INPUT_BOUND_SHARE else HOST_BOUND
+    q = q if q is not None else Quoted()
+    total = s.total_ns
+    primary = CPU_INPUT_BOUND if s.data_wait_ns / total >= HOST_INPUT_BOUND_SHARE else CPU_COMPUTE_BOUND
+    n_steps = len(s.steps)
+    per = f" over {n_steps} step{'s' if n_steps != 1 else ''}" if n_steps else ""
     findings = []
-    for fid, cause, ns, title in ((INPUT_BOUND, C.DATALOADER, s.data_wait_ns, "The host loop waits for data"),
-                                  (HOST_BOUND, C.HOST_COMPUTE, s.model_ops_ns,
-                                   "The host loop is busy in the model's ops")):
-        if ns >= FINDING_MIN_SHARE * s.total_ns:
-            findings.append(Finding(fid, cause, title, _severity(ns / s.total_ns), ns, round(ns / s.total_ns, 6),
-                                    (f"{duration(ns)} ({percent(ns / s.total_ns)} of the step time)",),
-                                    advice_for(f"host_{fid}", framework)))
+    for i, (attr, fid, cause, title, _) in enumerate(_HOST_PARTS):
+        ns = getattr(s, attr)
+        if ns < FINDING_MIN_SHARE * total or ns <= 0:
+            continue
+        fq = Quoted()
+        key = attr.replace("_ns", "_us")
+        lines = [f"{duration(ns)} of {duration(total)} of step time{per} ({fq.ns(ns, key, total, 'step_time_us')})"
+                 + (f"; {duration(ns / n_steps)} per step" if n_steps else "")]
+        if n_steps:
+            fq.figures[key.replace("_us", "_per_step_us")] = round(ns / n_steps / 1000, 3)
+        if attr == "annotations_ns":
+            for j, (name, a_ns) in enumerate(s.top_annotations):
+                share = fq.ns(a_ns, f"annotation_{j + 1}_us", total, "step_time_us")
+                lines.append(f"{name}: {duration(a_ns)} ({share} of step time)")
+        if attr == "other_ns":
+            for j, (name, o_ns) in enumerate(s.elsewhere_others):
+                share = fq.ns(o_ns, f"other_thread_{j + 1}_us", total, "step_time_us")
+                lines.append(f"meanwhile on another thread: {name} for {duration(o_ns)} ({share} of step time)")
+        if n_steps and s.per_step:
+            vals = [row[i] for row in s.per_step]
+            lines.append(f"per step: {', '.join(duration(v) for v in vals[:8])}{' …' if len(vals) > 8 else ''}")
+        sev = _severity(ns / total)
+        if attr == "annotations_ns" and s.top_annotations:
+            title = f"The host loop is busy in {s.top_annotations[0][0][:60]}" + (
+                " and other named annotations" if len(s.top_annotations) > 1 else "")
+        advice = advice_for(fid, framework)
+        if cpu_only and fid == CPU_COMPUTE_BOUND:  # no GPU listed: one may be at hand (never when one is listed)
+            advice += advice_for("cpu_no_gpu", framework)
+        findings.append(Finding(fid, cause, title, sev, ns, round(ns / total, 6), tuple(lines), advice,
+                                figures=fq.figures, shares=tuple(fq.shares)))
     findings.sort(key=lambda f: -f.explains_ns)
-    label = "input-bound" if primary == INPUT_BOUND else "host-bound"
-    headline = (f"Host loop {label}: it spends {percent(data)} of its step time waiting for data, {percent(model)} in "
-                f"the model's ops and {percent(1 - data - model)} elsewhere")
+    label = "waits for data" if primary == CPU_INPUT_BOUND else "busy in its own work"
+    parts = sorted(((getattr(s, attr), attr, words) for attr, _, _, _, words in _HOST_PARTS),
+                   key=lambda t: -t[0])
+    said = []
+    for ns, attr, words in parts:
+        if ns <= 0 and attr != "data_wait_ns":
+            continue
+        text = f"{q.ns(ns, attr.replace('_ns', '_us'), total, 'step_time_us')} {words}"
+        if attr == "annotations_ns" and s.top_annotations:
+            name, a_ns = s.top_annotations[0]
+            text += f" ({name[:60]} {q.ns(a_ns, 'annotation_1_us', total, 'step_time_us')})"
+        said.append(text)
+    headline = f"Host loop {label}: of its {duration(total)} of step time{per}, {_join(said)}"
     return primary, tuple(findings), headline
 
 
+def _join(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
 def _no_gpu_reason(ra: RankAnalysis) -> str:
+    lost = capture_note(ra.capture) if ra.capture is not None and ra.capture.gpu_events_lost else None
+    if lost:  # a cut-off capture (or one whose GPU activity was dropped) is no CPU-only one
+        return lost
     if ra.range_profiler:
         return ("no kernels in the trace: a CUPTI range-profiler capture records GPU work as ranges, "
                 "so GPU idle time cannot be measured")

@@ -32,6 +32,12 @@ HEALTHY_BUSY_SHARE = 0.75
 STARTUP_DOMINATED_MIN_SHARE = 0.25
 # nvidia-smi logs alone: a GPU is underused when at least this share of its samples are at 0% SM.
 UNDERUSED_ZERO_SHARE = 0.25
+# nvidia-smi logs without a utilisation column: a GPU is judged unused when its memory used never reaches
+# this (a CUDA context alone takes a few hundred MiB; a model and its batches take GiBs) ...
+IDLE_MEMORY_MAX_MIB = 1024.0
+# ... and, when the log has its power limit, its power draw never reaches this share of it (idle GPUs
+# draw 10-20% of their limit).
+IDLE_POWER_MAX_SHARE = 0.25
 # GPU time lost (idle + exposed host<->device copies + exposed communication) below this share of
 # the window: the GPU is the bottleneck (gpu_bound). Seed 002: anything under ~90% busy is waste.
 GPU_BOUND_MAX_LOST_SHARE = 0.10

@@ -89,30 +89,38 @@ def names_cut_warning(*interners: Interner) -> list[str]:
     return [f"names cut: {n} names longer than {MAX_NAME_CHARS} characters cut to that length"]
 
 
+def _has_bool(values: Sequence[Any]) -> bool:
+    return any(v.__class__ is bool for v in values)
+
+
 def to_float(values: Sequence[Any]) -> np.ndarray:
-    """Numbers as float64; anything else (None, strings) becomes NaN."""
-    try:
-        arr = np.array(values, dtype=np.float64)
-        if arr.ndim == 1:  # lists among the values make a 2-D array: not numbers
-            return arr
-    except (TypeError, ValueError):
-        pass
+    """Numbers as float64; anything else (None, strings, booleans) becomes NaN."""
+    if not _has_bool(values):
+        try:
+            arr = np.array(values, dtype=np.float64)
+            if arr.ndim == 1:  # lists among the values make a 2-D array: not numbers
+                return arr
+        except (TypeError, ValueError):
+            pass
     obj = np.empty(len(values), dtype=object)
-    obj[:] = [v if v is None or isinstance(v, (int, float, str)) else None for v in values]
+    obj[:] = [v if v is None or (isinstance(v, (int, float, str)) and v.__class__ is not bool) else None
+              for v in values]
     return pd.to_numeric(pd.Series(obj), errors="coerce").to_numpy(np.float64)
 
 
 def to_int_id(values: Sequence[Any], missing: int = -1) -> np.ndarray:
     """Ids as int64: ints as is, strings by their trailing number ("stream 7" -> 7, "25738" ->
     25738), anything else (None, "", "Spans") -> `missing`."""
-    try:
-        arr = np.array(values, dtype=np.int64)
-        if arr.ndim == 1:  # lists among the values make a 2-D array: not ids
-            return arr
-    except (TypeError, ValueError, OverflowError):
-        pass
+    if not _has_bool(values):
+        try:
+            arr = np.array(values, dtype=np.int64)
+            if arr.ndim == 1:  # lists among the values make a 2-D array: not ids
+                return arr
+        except (TypeError, ValueError, OverflowError):
+            pass
     obj = np.empty(len(values), dtype=object)
-    obj[:] = [v if v is None or isinstance(v, (int, float, str)) else None for v in values]  # lists, dicts: no id
+    obj[:] = [v if v is None or (isinstance(v, (int, float, str)) and v.__class__ is not bool) else None
+              for v in values]  # lists, dicts, booleans: no id
     codes, uniques = pd.factorize(obj, use_na_sentinel=False)
     parsed = np.fromiter((_parse_id(u, missing) for u in uniques), dtype=np.int64, count=len(uniques))
     return parsed[codes] if len(obj) else np.zeros(0, dtype=np.int64)

@@ -201,11 +201,28 @@ def read_segments(path: Path, data: bytes, fmt: str,
                   no_rows: str) -> tuple[Source, list[_Seg]]:
     """The start every text log reader shares: lines, header segments, rows counted; a log
     without a single data row is an InputError saying what a row looks like (`no_rows`)."""
-    lines, cut = split_lines(data, path)
     source = Source(path=str(path), format=fmt)
+    nuls = data.count(b"\x00")
+    if nuls:  # padding: a log rotated with copytruncate, or a file pre-allocated, reads as NULs
+        data = data.replace(b"\x00", b"")
+        source.not_kept["nul_byte"] = nuls
+        source.warnings.append(f"{nuls} NUL bytes removed (padding: a log rotated while its writer kept "
+                               f"writing at its old offset, or a pre-allocated file)")
+    lines, cut = split_lines(data, path)
     found = segments(path, lines, cut, source)
     rows = sum(len(seg.rows) for seg in found)
-    source.events_read = rows + sum(source.not_kept.values())
+    source.events_read = rows + sum(n for reason, n in source.not_kept.items() if reason != "nul_byte")
     if rows == 0:
         raise InputError(path, no_rows)
     return source, found
+
+
+UTIL_COLUMNS_ABSENT = ("no utilisation column: whether a GPU is idle is judged from its memory used and power "
+                       "draw only")
+
+
+def no_utilisation_warning(metrics: Sequence[str]) -> list[str]:
+    """The warning for a log with memory or power but no SM utilisation: idleness is judged from those."""
+    if T.UTIL_METRIC in metrics or not any(m in metrics for m in ("fb_used_mib", "power_w")):
+        return []
+    return [UTIL_COLUMNS_ABSENT]

@@ -7,6 +7,7 @@ Both raise the same `InputError`s (limit exceeded, corrupt or truncated gzip, un
 
 from __future__ import annotations
 
+import errno
 import os
 import zlib
 from collections.abc import Callable, Iterator
@@ -86,11 +87,43 @@ def plain_file_layout(path: Path) -> tuple[int, int] | None:
     return size, len(UTF8_BOM) if head == UTF8_BOM else 0
 
 
+# NUL bytes at the start of a file (a log rotated with copytruncate while its writer kept its offset) are
+# skipped for sniffing, up to this many: the reader then removes them all and counts them.
+_MAX_NUL_SKIP = 256 * 1024 * 1024
+
+
+def resolved(path: Path) -> Path:
+    """`path.resolve()`, with a symbolic link that loops (a -> b -> a) said as an input error, not a crash."""
+    try:
+        return path.resolve()
+    except (RuntimeError, OSError):
+        raise InputError(path, "a symbolic link that loops (it leads back to itself through other links): "
+                               "expected a trace file, a log or a folder") from None
+
+
+def is_link_loop(path: Path) -> bool:
+    """Whether `path` is a symbolic link that never reaches a file (it loops)."""
+    try:
+        os.stat(path)
+    except OSError as exc:
+        return exc.errno == errno.ELOOP
+    return False
+
+
 def read_head(path: Path, size: int = 65536) -> bytes:
-    """The first `size` bytes of the content (decompressed when gzip), for format sniffing."""
+    """The first `size` bytes of the content (decompressed when gzip; NUL padding at the start of a
+    plain file skipped), for format sniffing."""
     try:
         with open(path, "rb") as fh:
             raw = fh.read(size)
+            skipped = 0
+            while raw[:1] == b"\x00" and skipped < _MAX_NUL_SKIP:  # NUL padding first (a rotated log)
+                kept = raw.lstrip(b"\x00")
+                skipped += len(raw) - len(kept)
+                more = fh.read(size - len(kept))
+                if not more and not kept:
+                    break
+                raw = kept + more
     except OSError as exc:
         raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
     if raw[:2] != GZIP_MAGIC:

@@ -58,6 +58,12 @@ class ChromeArgs(msgspec.Struct, gc=False):
     pg_ranks: Any = msgspec.field(default=None, name="Process Group Ranks")
     group_size: Any = msgspec.field(default=None, name="Group size")
     kind: Any = None  # ROCm memcpy direction ("HtoD")
+    # Kineto 2026: CUDA graph of GPU work, NCCL sequence number of communication kernels (kineto.KinetoArgs)
+    graph_id: Any = msgspec.field(default=None, name="graph id")
+    graph_id_camel: Any = msgspec.field(default=None, name="graphId")
+    seq: Any = msgspec.field(default=None, name="Seq")
+    seq_lower: Any = msgspec.field(default=None, name="seq")
+    counter_value: Any = msgspec.field(default=None, name="")  # Kineto 2026 hardware counters' value key
     step_num: Any = None  # TF "Profiled batch"
     correlation_id: Any = None  # TF / xprof trace viewer: kernel <-> launch
     memcpy_details: Any = None  # TF / xprof: "kind:HtoD size:655360 dest:2 async:1"
@@ -122,8 +128,9 @@ def parse_envelope(data: bytes, path: Path) -> Envelope:
     if not stripped:
         raise InputError(path, "empty file: expected a JSON object with a traceEvents list")
     if stripped[:1] == b"[":
-        raise InputError(path, "not a trace: the JSON document is a list; a profiler trace is a "
-                               "JSON object with a 'traceEvents' list")
+        raise InputError(path, "not a trace: the JSON document is a list whose first element is no trace "
+                               "event (an object with a 'ph' key); a profiler trace is a JSON object with a "
+                               "'traceEvents' list, or a list of trace events")
     if stripped[:1] != b"{":
         raise InputError(path, f"not a trace: expected JSON (optionally gzip-compressed), "
                                f"file starts with {data[:16]!r}")
@@ -340,6 +347,9 @@ class EventStream:
     # Set when the content ends inside the events list (a capture cut off by a crash): what is
     # missing; the complete events before the cut were yielded.
     truncated: str | None = None
+    # The document is a bare list of events (the Trace Event Format's JSON Array Format), whose
+    # closing ']' may be left out: its end after a complete event is no truncation.
+    array_format: bool = False
 
     def chunks(self) -> Iterator[list[Any]]:
         blocks = iter_input_blocks(self.path, self.max_bytes, self.progress)
@@ -381,6 +391,10 @@ class EventStream:
         while lead == len(r.buf) and not r.eof:  # a blank start (squeezed while read)
             r.more()
             lead = len(r.buf) - len(r.buf.lstrip(_SPACE))
+        if r.buf[lead:lead + 1] == b"[" and self._array_of_events(r, lead):
+            r.drop(lead)  # the JSON Array Format: the document is the events list itself
+            self.array_format = True
+            return True
         if r.buf[lead:lead + 1] != b"{":  # not an object: say so without reading the rest
             parse_envelope(bytes(r.buf[lead:lead + 64 * 1024]), self.path)
             return False
@@ -417,6 +431,24 @@ class EventStream:
                     continue
                 return self._header_before(r, m.start(), colon.end())
             pos = m.end()
+
+    def _array_of_events(self, r: StreamReader, lead: int) -> bool:
+        """Whether the list starting at buf[lead] is the Trace Event Format's JSON Array Format: its
+        first element an object with a "ph" key (other JSON lists, such as tool outputs, are not)."""
+        r.more_until(lead + _MAX_FIRST_EVENT_BYTES)
+        start = lead + 1
+        while start < len(r.buf) and r.buf[start] in _SPACE:
+            start += 1
+        if r.buf[start:start + 1] != b"{":
+            return False
+        end = _last_event_end(r.buf, start, first=True)
+        if end <= start:
+            return False
+        try:
+            first = msgspec.json.decode(bytes(r.buf[start:end]))
+        except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):
+            return False
+        return isinstance(first, dict) and "ph" in first
 
     def _header_before(self, r: StreamReader, key_start: int, list_start: int) -> bool:
         """Decode the top-level keys before `"traceEvents":` and drop them from the buffer."""
@@ -480,7 +512,11 @@ class EventStream:
             j = buf.rfind(b"]", pos - 1, hi)
             if j < 0:
                 break
-            tail = r.decode_tail(j + 1)
+            tail: dict[str, msgspec.Raw] | None
+            if self.array_format:  # a bare list: nothing but blanks may follow its ']'
+                tail = None if bytes(buf[j + 1:]).strip(_SPACE) else {}
+            else:
+                tail = r.decode_tail(j + 1)
             if tail is None:
                 hi = j
                 continue
@@ -491,6 +527,9 @@ class EventStream:
                 if "trailing characters" in str(exc) and m:
                     hi = pos - 1 + int(m.group(1))  # the array closes before the guessed ']'
                     continue
+                if "truncated" in str(exc):  # the guessed ']' closes a list inside an event of a file
+                    hi = j  # cut just after that event's args (what follows read as the keys after the array)
+                    continue
                 raise InputError(self.path, r.describe(exc, pos - 1)) from None
             if "traceEvents" in tail:
                 raise InputError(self.path, "not a trace: more than one top-level 'traceEvents' key")
@@ -500,7 +539,8 @@ class EventStream:
         try:  # no usable ']': decode what is there to say what is wrong
             r.decode_closed(pos - 1, len(buf), self.decoder)
         except msgspec.DecodeError as exc:
-            if "truncated" in str(exc) or r.cut is not None:  # cut off inside the events: salvage
+            if "truncated" in str(exc) or r.cut is not None or error_at_end(exc, len(buf) - (pos - 1)):
+                # cut off inside the events (inside a number, msgspec says "invalid number"): salvage
                 yield self._salvage(r, pos)
                 return
             m = _BYTE_POS.search(str(exc))
@@ -552,6 +592,8 @@ class EventStream:
         where = r.offset(len(r.buf))
         self.truncated = (r.cut or "the JSON document ends inside the event list") + \
             f" (content cut at byte {where})"
+        if self.array_format and r.cut is None and events and not bytes(buf[end:]).strip(b" \t\r\n,\x00"):
+            self.truncated = None  # the JSON Array Format may leave out its closing ']'
         return events
 
 
@@ -560,12 +602,19 @@ _SALVAGE_TRIES = 64
 _MAX_SALVAGE_SCAN = 64 * 1024 * 1024
 
 
-def _last_event_end(buf: bytearray, pos: int) -> int:
+# The first element of a JSON list is looked for in at most this many bytes (JSON Array Format sniffing).
+_MAX_FIRST_EVENT_BYTES = 1024 * 1024
+
+
+def _last_event_end(buf: bytearray, pos: int, first: bool = False) -> int:
     """Index just after the last object that closes at depth 0 from `pos` (an event's '{') on, i.e.
-    the end of the last complete event before a cut; `pos` when none closes."""
+    the end of the last complete event before a cut; `pos` when none closes. `first`: stop at the
+    first one."""
     depth = 0
     end = pos
     for m in _HEADER_TOKEN.finditer(buf, pos):
+        if first and end > pos:
+            break
         tok = buf[m.start()]
         if tok == 0x22:  # a string; a lone '"' is one the cut left open
             if m.end() - m.start() == 1:

@@ -26,6 +26,7 @@ from ._counters import (
     device_indices,
     drop_wrong_rows,
     long_counters_frame,
+    no_utilisation_warning,
     parse_numbers,
     unknown_columns_warning,
 )
@@ -104,5 +105,6 @@ def read(path: Path, data: bytes, options: ReadOptions) -> Timeline:
     unknown = sorted({n for n in names.unique() if n not in FIELDS})
     metric = names.map(lambda n: FIELDS.get(n, f"dcgm_{n}")).to_numpy(dtype=object)
     source.warnings.extend(unknown_columns_warning(unknown, "dcgm_"))
+    source.warnings.extend(no_utilisation_warning([str(m) for m in pd.unique(metric)]))
     counters = long_counters_frame(ts_ns, device, pd.Categorical(metric), values)
     return Timeline(counters=counters, sources=[source]).validate()

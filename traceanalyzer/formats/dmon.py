@@ -34,6 +34,7 @@ from ._counters import (
     device_indices,
     drop_cut_last_row,
     drop_wrong_rows,
+    no_utilisation_warning,
     number_samples,
     numbered_times,
     parse_numbers,
@@ -151,6 +152,7 @@ def read(path: Path, data: bytes, options: ReadOptions) -> Timeline:
     if bad_values:
         source.warnings.append(f"{bad_values} values that are neither numbers nor '-' read as missing")
     source.warnings.extend(unknown_columns_warning(unknown, "dmon_"))
+    source.warnings.extend(no_utilisation_warning(list(metrics)))
     frame = counters_frame(ts_ns, device, metrics)
     return Timeline(counters=frame, sources=[source]).validate()
 

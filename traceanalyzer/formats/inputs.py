@@ -11,6 +11,7 @@ from ..errors import InputError, UsageError
 from ..inert import terminal
 from ..timeline import Timeline
 from ._base import ReadOptions
+from ._io import resolved
 from .registry import COUNTER_LOG_SUFFIXES, COUNTERS, HOST, TRACE_SUFFIXES, file_kind, read_file, read_host_log
 
 
@@ -98,6 +99,12 @@ def _logs_in(folder: Path) -> list[Path]:
                   if f.is_file() and f.name.endswith(COUNTER_LOG_SUFFIXES) and is_counter_log(f))
 
 
+# How the notes on logs picked up implicitly begin (the path follows): the summary line names them.
+FOUND_BESIDE = "nvidia-smi log found beside the trace and used: "
+FOUND_IN_FOLDER = "nvidia-smi log found in the input folder and used: "
+IMPLICIT_LOG_NOTES = (FOUND_BESIDE, FOUND_IN_FOLDER)
+
+
 @dataclass
 class JobInputs:
     """An input set sorted by content: the traces (one rank each) and the logs to put on their clock."""
@@ -108,9 +115,13 @@ class JobInputs:
     found_beside: list[Path] = field(default_factory=list)  # counter logs picked up beside the traces
     ignored_beside: list[Path] = field(default_factory=list)  # beside the traces, not plainly theirs
 
+    found_in_folder: list[Path] = field(default_factory=list)  # counter logs in a folder given as input
+
     def notes(self) -> tuple[str, ...]:
-        """What the job's report says about the logs found beside its traces."""
-        notes = tuple(f"nvidia-smi log found beside the trace and used: {p}" for p in self.found_beside)
+        """What the job's report says about the logs it picked up without being named (beside its traces,
+        or in a folder given as input): each starts with one of IMPLICIT_LOG_NOTES, then the path."""
+        notes = tuple(f"{FOUND_BESIDE}{p}" for p in self.found_beside)
+        notes += tuple(f"{FOUND_IN_FOLDER}{p}" for p in self.found_in_folder)
         if self.ignored_beside:
             shown = ", ".join(str(p) for p in self.ignored_beside[:10])
             more = f" and {len(self.ignored_beside) - 10} more" if len(self.ignored_beside) > 10 else ""
@@ -146,7 +157,8 @@ def classify_inputs(inputs: InputSet, counter_logs: list[Path] | None = None, ho
             else:
                 ignored += beside
     rest = InputSet(inputs.label, traces, inputs.from_dir, list(inputs.warnings))
-    return JobInputs(rest, logs + explicit + found, hosts + list(host_logs or []), found, ignored)
+    return JobInputs(rest, logs + explicit + found, hosts + list(host_logs or []), found, ignored,
+                     list(logs) if inputs.from_dir and traces else [])
 
 
 def _trace_stem(path: Path) -> str:
@@ -178,7 +190,7 @@ def same_files(files: list[Path]) -> list[tuple[Path, Path]]:
     seen: dict[Path, Path] = {}
     pairs = []
     for f in files:
-        key = f.resolve()
+        key = resolved(f)
         if key in seen:
             pairs.append((seen[key], f))
         else:

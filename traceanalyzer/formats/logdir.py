@@ -26,6 +26,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ..errors import InputError
+from ._io import is_link_loop
 
 PT_TRACE = re.compile(r"^(?P<worker>.+?)(?:\.(?P<span>\d+))?\.pt\.trace\.json(?:\.gz)?$")
 RUN_FOLDER_TIME = re.compile(r"^(\d{4})_(\d{2})_(\d{2})_(\d{2})_(\d{2})_(\d{2})$")
@@ -91,6 +92,11 @@ def discover(root: Path) -> LogDir | None:
     for dirpath, dirnames, filenames in os.walk(root, onerror=unreadable):
         dirnames.sort()
         here = Path(dirpath)
+        loops = [name for name in filenames if is_link_loop(here / name)]
+        if loops:  # links that lead back to themselves: no file to read
+            skipped.append(f"{len(loops)} symbolic link(s) that loop left out in folder "
+                           f"{_relative(root, here) or '.'}: {', '.join(sorted(loops)[:5])}")
+            filenames = [name for name in filenames if name not in loops]
         if dirnames and len(here.relative_to(root).parts) >= MAX_DEPTH:
             too_deep.append(_relative(root, here))
             dirnames[:] = []

@@ -31,6 +31,7 @@ from ._counters import (
     device_indices,
     drop_cut_last_row,
     drop_wrong_rows,
+    no_utilisation_warning,
     number_samples,
     numbered_times,
     parse_numbers,
@@ -68,20 +69,26 @@ _FIELD_NAME = re.compile(r"^([a-z][a-z0-9_.]*)(?:\s*\[[^\]]*\])?$")
 _PSTATE = re.compile(r"^\s*P(\d+)\s*$")
 _SHAPE = re.compile(r"[0-9]")
 _STAMP_ROW = re.compile(r"^\d{4}/\d{2}/\d{2} \d{2}:\d{2}:\d{2}(\.\d+)?\s*,")
+# nvidia-smi's default table: its date line ("Mon Jan 15 09:12:03 2024"), rules ("+----+", "|====|")
+# and boxed rows ("| 0  NVIDIA A100 ... |"). A log may hold it before its CSV rows, or between them.
+_TABLE_START = re.compile(r"^(?:[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \d{4}|\+[-=+]+\+)$")
+_TABLE_LINE = re.compile(r"^(?:[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \d{4}|[+|][-=+| ]*[+|]|\|.*\|)$")
 
 
 KIND = "counters"  # registry.KINDS: what its files are in a job
 
 
 def sniff(head: bytes) -> bool:
-    """First non-blank line is a CSV header of --query-gpu field names, with `timestamp` or a
-    known counter among them."""
-    for raw in head.split(b"\n", 20)[:20]:
+    """First non-blank line (NUL padding ignored) is a CSV header of --query-gpu field names, with
+    `timestamp` or a known counter among them, or begins nvidia-smi's default table (printed before the
+    CSV rows by a script that logs both: read() then finds the header after it)."""
+    for raw in head.replace(b"\x00", b"").split(b"\n", 20)[:20]:
         line = raw.strip()
         if line:
             text = line.decode("utf-8", errors="replace")
             # a header, or a headerless log's first row (read() then says what to add)
-            return _header_names(text) is not None or bool(_STAMP_ROW.match(text))
+            return (_header_names(text) is not None or bool(_STAMP_ROW.match(text))
+                    or (bool(_TABLE_START.match(text)) and b"NVIDIA-SMI" in head))
     return False
 
 
@@ -168,15 +175,20 @@ def read(path: Path, data: bytes, options: ReadOptions) -> Timeline:
     if text_skipped:
         source.not_kept["text_field_values"] = n * len(text_skipped)
     source.warnings.extend(unknown_columns_warning(unknown, "smi_"))
+    source.warnings.extend(no_utilisation_warning(list(metrics)))
     return Timeline(counters=counters_frame(ts_ns, device, metrics), sources=[source]).validate()
 
 
 def _segments(path: Path, lines: list[str], cut: bool, source: Source) -> list[_Segment]:
     segments: list[_Segment] = []
     wrong: list[int] = []
+    table = 0
     last = max((i for i, ln in enumerate(lines) if ln.strip()), default=-1)
     for i, line in enumerate(lines):
         if not line.strip():
+            continue
+        if _TABLE_LINE.match(line.strip()):  # nvidia-smi's default table, printed before or between samples
+            table += 1
             continue
         names = _header_names(line.strip())
         if names is not None:
@@ -197,6 +209,14 @@ def _segments(path: Path, lines: list[str], cut: bool, source: Source) -> list[_
             continue
         seg.rows.append(fields)
         seg.line_nos.append(i + 1)
+    if table:
+        source.not_kept["table_line"] = table
+        source.warnings.append(f"{table} lines of the nvidia-smi table (printed with the log) skipped; "
+                               f"the CSV rows are read")
+    if not segments and table:
+        raise InputError(path, "an nvidia-smi table without --query-gpu CSV rows: expected a header such as "
+                               "'timestamp, index, utilization.gpu [%]' and rows under it "
+                               "(nvidia-smi --query-gpu=... --format=csv -l 1)")
     drop_wrong_rows(source, wrong)
     return [s for s in segments if s.rows]
 

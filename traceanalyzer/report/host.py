@@ -75,7 +75,8 @@ def host_text(a: AnalysisData) -> list[str]:
         rate = f", {s.samples_per_s:,.1f} samples/s (batch {s.batch_size})" if s.samples_per_s else ""
         lines.append(f"Throughput: median step {fmt_us(s.step_time_median_us)} (p10-p90 "
                      f"{fmt_us(s.step_time_p10_us)} - {fmt_us(s.step_time_p90_us)}), "
-                     f"{s.steps_per_s:.2f} steps/s{rate}")
+                     + (f"{s.steps_per_s:.2f} steps/s" if s.steps_per_s is not None else "steps/s n/a")
+                     + rate)
     for h in a.host_logs:
         wait = h.during_dataloader_wait
         during = ", ".join(f"{label} {_value(k, wait[k])}" for k, label in TEXT_LABELS.items() if k in wait)

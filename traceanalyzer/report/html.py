@@ -26,6 +26,7 @@ from ..causes import PALETTE, page_registry
 from ..result.types import AnalysisData, HistogramBin, PlainData, RankResult
 from ..units import format_bytes, format_rules
 from ._format import fmt_pct, fmt_pct_change, fmt_us, step_source_text
+from .capture import no_gpu_text
 from .ranks import straggler_sentence
 
 # Labels and colours of causes and verdicts come from the one registry (traceanalyzer/causes.py).
@@ -57,6 +58,7 @@ def template_env() -> jinja2.Environment:
     env.filters["pct"] = fmt_pct
     env.filters["pct_change"] = fmt_pct_change
     env.filters["rank_label"] = rank_label
+    env.filters["no_gpu"] = no_gpu_text
     env.filters["nbytes"] = fmt_bytes
     env.filters["gib"] = format_bytes
     env.filters["rate"] = fmt_rate
@@ -170,6 +172,7 @@ _DEFINITION_SHOWN_WHEN: dict[str, Callable[[AnalysisData], bool]] = {
                     lambda a: any(r.host_memory or any(d.memory for d in r.devices) for r in a.ranks)),
     **dict.fromkeys(("host_metrics", "host_alignment", "during_dataloader_wait"), lambda a: bool(a.host_logs)),
     "input_split": lambda a: any(r.diagnosis and r.diagnosis.input_split for r in a.ranks),
+    "host_loop": lambda a: bool(a.ranks) and not any(r.devices for r in a.ranks),  # the host-loop section
 }
 
 

@@ -16,6 +16,7 @@ from .. import inert
 from ..causes import CAUSE_LIST, VERDICT_LIST
 from ..result.types import AnalysisData, DiagnosisResult, RankResult
 from ._format import fmt_pct, fmt_us, md, step_source_text, table
+from .capture import no_gpu_text
 from .host import host_markdown, throughput_figures
 from .memory import markdown_lines as memory_markdown
 from .ranks import markdown_lines as ranks_markdown
@@ -50,10 +51,13 @@ def render_markdown(analysis: AnalysisData) -> str:
 def _render(a: AnalysisData, rows: dict[str, int]) -> str:
     diag = a.diagnosis
     out = _verdict(a, diag)
-    share_of = ("idle" if a.summary.devices else "step time") if a.ranks else "samples"
+    share_of = ("GPU time lost" if a.summary.devices else "step time") if a.ranks else "samples"
     out += _findings(diag, rows["findings"], share_of)
     out += ranks_markdown(a, rows["ranks"])
-    if a.ranks:  # nvidia-smi logs alone have no trace figures: their own section says it all
+    if a.ranks and _cpu_only(a):  # no GPU listed or active: the host loop's parts, not empty GPU tables
+        out += _host_loop(a, rows["steps"])
+        out += memory_markdown(a, who)
+    elif a.ranks:  # nvidia-smi logs alone have no trace figures: their own section says it all
         out += _headline_table(a, diag, rows["ranks"])
         out += _gaps(a, rows["gaps"])
         out += memory_markdown(a, who)
@@ -61,7 +65,8 @@ def _render(a: AnalysisData, rows: dict[str, int]) -> str:
     out += host_markdown(a)
     more = _details(a, rows)
     if more:
-        out += ["<details><summary>More: per-step breakdown, top kernels, memcpy, inputs</summary>", ""]
+        what = "per-step host loop, inputs" if _cpu_only(a) else "per-step breakdown, top kernels, memcpy, inputs"
+        out += [f"<details><summary>More: {what}</summary>", ""]
         out += more
         out += ["</details>", ""]
     s = a.summary
@@ -76,11 +81,13 @@ def _verdict(a: AnalysisData, diag: DiagnosisResult | None) -> list[str]:
     if diag:
         label = VERDICT_LABELS.get(diag.primary or "", md(diag.primary or "Undetermined"))
         host = diag.host_primary
-        if host:  # no GPU verdict: lead with the host loop's
+        if host and host != diag.primary:  # no GPU verdict: lead with the host loop's
             label += f" · host loop: {VERDICT_LABELS.get(host, md(host)).lower()}"
         out = [f"## traceanalyzer: {label}", ""]
         if diag.headline:
             out += [f"**{md(diag.headline, 600)}**", ""]
+        if diag.verdict_note:
+            out += [md(diag.verdict_note, 600), ""]
     else:
         out = ["## traceanalyzer report", ""]
     out += [f"> [!WARNING]\n> {md(w, 400)}\n" for w in a.warnings if "TRUNCATED" in w]
@@ -97,8 +104,36 @@ def _verdict(a: AnalysisData, diag: DiagnosisResult | None) -> list[str]:
         figures.append(f"**{s.samples_per_s:.1f}** samples/s")
     figures += throughput_figures(s)
     if not s.devices:
-        figures[0] = "no GPU activity"
+        figures[0] = no_gpu_text(a.ranks[0]) if len(a.ranks) == 1 else "no GPU activity"
+    if _cpu_only(a):  # no GPU to speak of: no GPU figures
+        figures = ["CPU-only capture"] + figures[2:]
     return out + [" · ".join(figures), ""]
+
+
+def _cpu_only(a: AnalysisData) -> bool:
+    """No rank has GPU activity (the host loop's breakdown is the report)."""
+    return bool(a.ranks) and not any(r.devices for r in a.ranks)
+
+
+def _host_loop(a: AnalysisData, limit: int) -> list[str]:
+    """Each rank's host-loop parts (definitions `host_loop`): totals, shares of step time, per step."""
+    out = ["### Host loop", ""]
+    for r in a.ranks:
+        hs = r.diagnosis.host_shares if r.diagnosis else None
+        if hs is None or not hs.total_us:
+            continue
+        n = hs.steps
+        parts = [("DataLoader wait", hs.data_wait_us), ("optimizer", hs.optimizer_us),
+                 ("named annotations", hs.annotations_us), ("model ops", hs.model_ops_us),
+                 ("elsewhere", hs.other_us)]
+        out += [f"Rank {who(r)}: step time {fmt_us(hs.total_us)}" + (f" over {n} step(s)" if n else ""), "",
+                "| part | time | share of step time | per step (mean) |", "|---|---:|---:|---:|"]
+        for label, v in parts:
+            out.append(f"| {label} | {fmt_us(v)} | {fmt_pct(v / hs.total_us)} | {fmt_us(v / n) if n else 'n/a'} |")
+        for ann in hs.top_annotations[:5]:
+            out.append(f"| · {inert.markdown_code(ann.name[:80])} | {fmt_us(ann.time_us)} | {fmt_pct(ann.share)} | |")
+        out.append("")
+    return out if len(out) > 2 else []
 
 
 def _findings(diag: DiagnosisResult | None, limit: int, share_of: str = "idle") -> list[str]:
@@ -140,7 +175,7 @@ def _headline_table(a: AnalysisData, diag: DiagnosisResult | None, limit: int) -
             extra = ([VERDICT_LABELS.get(dr.primary if dr else "", "–"), fmt_us(dr.lost_us if dr else None)]
                      if diag else [])
             if not r.devices:
-                yield [who(r), "no GPU activity", fmt_us(r.window_us), str(r.steps), "n/a", "n/a", "n/a",
+                yield [who(r), no_gpu_text(r), fmt_us(r.window_us), str(r.steps), "n/a", "n/a", "n/a",
                        fmt_pct(r.dataloader_wait_fraction), "n/a", "n/a"] + extra
             for d in r.devices:
                 yield [who(r), md(d.device), fmt_us(d.window_us), str(r.steps), fmt_us(d.gpu_busy_us),
@@ -184,7 +219,14 @@ def _gaps(a: AnalysisData, limit: int) -> list[str]:
 def _details(a: AnalysisData, rows: dict[str, int]) -> list[str]:
     out: list[str] = []
     for r in a.ranks[: rows["ranks"]]:
-        if r.per_step:
+        hs = r.diagnosis.host_shares if r.diagnosis else None
+        if not r.devices and hs is not None and hs.per_step:  # CPU-only: the host loop's parts per step
+            out += [f"#### Host loop per step, rank {who(r)}", ""]
+            out += table(["step", "DataLoader wait", "optimizer", "named annotations", "model ops", "elsewhere"],
+                         ([str(p.step), fmt_us(p.data_wait_us), fmt_us(p.optimizer_us), fmt_us(p.annotations_us),
+                           fmt_us(p.model_ops_us), fmt_us(p.other_us)] for p in hs.per_step),
+                         rows["steps"], len(hs.per_step), "steps")
+        elif r.per_step:
             out += [f"#### Per-step breakdown, rank {who(r)}", ""]
             detected = step_source_text(r.step_source)
             out += [f"_{md(detected, 240)}._", ""] if detected else []
@@ -199,6 +241,22 @@ def _details(a: AnalysisData, rows: dict[str, int]) -> list[str]:
                 out += table(["kernel", "count", "total", "mean"],
                              ([md(k.name), str(k.count), fmt_us(k.total_us), fmt_us(k.mean_us)]
                               for k in d.top_kernels), rows["kernels"], len(d.top_kernels), "kernels")
+            if d.graphs is not None:
+                g = d.graphs
+                out += [f"#### CUDA graphs, rank {who(r)} {md(d.device)}", "",
+                        f"{fmt_us(g.gpu_us)} of GPU work in {g.replays} replays (one launch each)"
+                        + (f"; {g.captures} capture(s), {fmt_us(g.capture_us)} on the host (one-off)"
+                           if g.captures else "") + ".", ""]
+                out += table(["graph id", "replays", "kernels per replay", "replay time", "GPU time"],
+                             ([str(x.graph_id) if x.graph_id else "not recorded", str(x.replays),
+                               f"{x.kernels_per_replay:g}", fmt_us(x.replay_us), fmt_us(x.gpu_us)] for x in g.graphs),
+                             rows["kernels"], len(g.graphs), "graphs")
+            if d.trace_counters:
+                out += [f"#### Counters recorded in the trace, rank {who(r)} {md(d.device)}", ""]
+                out += table(["counter", "samples", "mean", "min", "max"],
+                             ([md(c.metric), str(c.samples)] + ["n/a" if v is None else f"{v:.6g}"
+                                                                for v in (c.mean, c.min, c.max)]
+                              for c in d.trace_counters), rows["kernels"], len(d.trace_counters), "counters")
             if d.memcpy.by_direction:
                 out += [f"#### Memcpy by direction, rank {who(r)} {md(d.device)}", ""]
                 out += table(["direction", "copies", "time", "bytes", "bandwidth", "pageable", "pinned"],
@@ -225,21 +283,22 @@ def _operators(r: RankResult, limit: int) -> list[str]:
     o = r.operators
     if o is None or not o.ops:
         return []
+    gpu = bool(r.devices)  # a CPU-only capture's tables have no GPU column
     out = [f"#### Top host operators and annotations, rank {who(r)}", ""]
-    out += table(["operator / annotation", "kind", "calls", "total", "self", "per step", "share of steps",
-                  "during GPU idle"],
+    out += table(["operator / annotation", "kind", "calls", "total", "self", "per step", "share of steps"]
+                 + (["during GPU idle"] if gpu else []),
                  ([md(x.name), md(x.kind), str(x.count), fmt_us(x.total_us), fmt_us(x.self_us),
-                   fmt_us(x.per_step_us) if x.per_step_us is not None else "n/a", fmt_pct(x.share_of_steps),
-                   fmt_us(x.idle_us) if x.idle_us is not None else "n/a"] for x in o.ops),
+                   fmt_us(x.per_step_us) if x.per_step_us is not None else "n/a", fmt_pct(x.share_of_steps)]
+                  + ([fmt_us(x.idle_us) if x.idle_us is not None else "n/a"] if gpu else []) for x in o.ops),
                  limit, len(o.ops) + o.ops_omitted, "operators")
     if o.frames:
         out += [f"#### User Python frames (innermost), rank {who(r)}", ""]
-        out += table(["frame", "host time", "during host-compute / unexplained GPU idle"],
-                     ([md(f.frame), fmt_us(f.host_us), fmt_us(f.idle_us)] for f in o.frames),
+        out += table(["frame", "host time"] + (["during host-compute / unexplained GPU idle"] if gpu else []),
+                     ([md(f.frame), fmt_us(f.host_us)] + ([fmt_us(f.idle_us)] if gpu else []) for f in o.frames),
                      limit, len(o.frames) + o.frames_omitted, "frames")
     elif not o.has_stacks:
         out += ["_No Python stacks in this trace: `torch.profiler.profile(with_stack=True)` would name the lines "
-                "of your code behind host time and unexplained GPU idle time._", ""]
+                f"of your code behind {'host time and unexplained GPU idle time' if gpu else 'the host time'}._", ""]
     return out
 
 

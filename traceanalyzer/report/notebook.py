@@ -14,6 +14,7 @@ from .. import inert
 from ..causes import CAUSE_BY_ID, VERDICT_BY_ID
 from ..result.types import AnalysisData, RankResult
 from ._format import fmt_pct, fmt_us
+from .capture import no_gpu_text
 
 MAX_RANKS = 8  # ranks listed, one line each
 NAME_CHARS = 60  # a file or kernel name is cut to this
@@ -53,7 +54,7 @@ def _rank_cells(r: RankResult) -> tuple[str, str, str, str]:
         idle += f", +{len(r.devices) - 2} GPU(s)"
     verdict = r.diagnosis.primary if r.diagnosis else ""
     top = max((k for d in r.devices for k in d.top_kernels[:1]), key=lambda k: k.total_us, default=None)
-    return name, idle or "no GPU activity", verdict, top.name if top else ""
+    return name, idle or no_gpu_text(r), verdict, top.name if top else ""
 
 
 def render_repr(a: AnalysisData) -> str:

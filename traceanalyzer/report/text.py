@@ -7,10 +7,13 @@ name or file name are removed, other control and bidi characters shown escaped (
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 from .. import inert
+from ..formats.inputs import IMPLICIT_LOG_NOTES
 from ..result.types import AnalysisData, DeviceResult, DiagnosisResult, RankResult
 from ._format import WIDTH, clean, fmt_pct, fmt_us, step_source_text, wrap
+from .capture import no_gpu_line
 from .host import host_text
 from .memory import text_lines as memory_text_lines
 from .ranks import text_lines as ranks_text_lines
@@ -26,7 +29,8 @@ def render_text(analysis: AnalysisData) -> str:
     a = analysis
     lines: list[str] = []
     ranks = a.ranks
-    lines.append(f"traceanalyzer {a.tool.version}: {len(a.inputs)} input(s), {len(ranks)} rank(s)")
+    lines.append(f"traceanalyzer {a.tool.version}: {len(a.inputs)} input(s), {len(ranks)} rank(s)"
+                 + implicit_logs(a))
     for w in a.warnings:  # a cut-off trace is said first: the figures cover only what was read
         if "TRUNCATED" in w:
             lines += wrap(w, "WARNING: ", "  ")
@@ -44,7 +48,7 @@ def render_text(analysis: AnalysisData) -> str:
     for r in ranks[:MAX_RANKS_SHOWN]:
         lines.append(_rank_line(r))
         if not r.devices:
-            lines.append("  no GPU activity in this trace")
+            lines += wrap(no_gpu_line(r), "  ", "    ")
         for d in r.devices:
             lines.extend(_device_lines(d))
         if len(ranks) == 1:  # many ranks: the summary stays short (the report has every rank's operators)
@@ -58,6 +62,16 @@ def render_text(analysis: AnalysisData) -> str:
     if warnings:
         lines.append(f"{warnings} warning(s) while reading; see the report's Inputs section")
     return "\n".join(fit([inert.terminal(line) for line in lines])) + "\n"
+
+
+def implicit_logs(a: AnalysisData) -> str:
+    """The logs used without being named on the command line (beside the trace, in an input folder), named:
+    their figures are in the report, so the reader should know where they came from."""
+    found = [w[len(p):] for w in a.warnings for p in IMPLICIT_LOG_NOTES if w.startswith(p)]
+    if not found:
+        return ""
+    shown = ", ".join(Path(f).name for f in found[:3]) + (f" and {len(found) - 3} more" if len(found) > 3 else "")
+    return f", with nvidia-smi log{'s' if len(found) > 1 else ''} picked up from the trace's folder: {shown}"
 
 
 def fit(lines: list[str]) -> list[str]:
@@ -76,9 +90,11 @@ def fit(lines: list[str]) -> list[str]:
 def _diagnosis_lines(d: DiagnosisResult) -> list[str]:
     """Primary verdict, then the top findings with their first pieces of advice (trace text cleaned)."""
     primary = f"Primary bottleneck: {clean(d.primary or 'undetermined')}"
-    if d.host_primary:
+    if d.host_primary and d.host_primary != d.primary:
         primary += f" (host loop: {clean(d.host_primary)})"
     lines = [primary]
+    if d.verdict_note:
+        lines += wrap(d.verdict_note, "  ", "  ")
     for f in d.findings[:TOP_FINDINGS]:
         win = f" - up to {fmt_us(f.explains_us)}" if f.cause and f.explains_us is not None else ""
         lines += wrap(f"[{f.severity or ''}] {f.title or f.id or ''}{win}", "* ", "    ")

@@ -19,11 +19,13 @@ from ..align import Alignment
 from ..analyses import DeviceAnalysis, Figures, RankAnalysis
 from ..analyses import throughput as TP
 from ..analyses import tracks as TR
+from ..analyses.capture import capture_note, device_label, rank_device_label
 from ..analyses.collectives_job import JobFigures
 from ..analyses.counters import CROSS_CHECK_MARGIN_PCT
 from ..analyses.counters import DeviceCounters as CounterFigures
 from ..analyses.figures import TOP_KERNELS, Steps
 from ..analyses.gaps import AttributedGap, Evidence
+from ..analyses.host import HostShares
 from ..analyses.host_logs import SERIES_METRICS, SERIES_POINTS, HostLogFigures
 from ..analyses.memory import MemoryFigures
 from ..causes import CAUSES
@@ -64,7 +66,7 @@ def rank_result(r: RankAnalysis, dr: RankDiagnosis | None, counters: dict[int, R
         m = mem_devices.get(d.device)
         devices.append(_device(d, counters.get(d.device), m, r))
         if m is not None:
-            memory_series[f"cuda:{d.device}"] = _memory_series(m, d.busy.window.start_ns)
+            memory_series[rank_device_label(r.capture, d.device)] = _memory_series(m, d.busy.window.start_ns)
     if mem and mem.host:
         memory_series["host"] = _memory_series(mem.host, r.window.start_ns)
     per_step = tuple(R.StepRow(s.step, _us0(s.start_ns - r.window.start_ns), _us0(s.dur_ns), _us0(s.gpu_busy_ns),
@@ -87,8 +89,9 @@ def rank_result(r: RankAnalysis, dr: RankDiagnosis | None, counters: dict[int, R
         devices=tuple(devices),
         host=r.host,
         host_memory=_memory(mem.host) if mem and mem.host else None,
-        diagnosis=_rank_diagnosis(dr) if dr else None,
+        diagnosis=_rank_diagnosis(dr, r.capture.gpu_api if r.capture else "") if dr else None,
         step_source=_step_source(r),
+        capture=_capture(r),
         operators=operator_view(r),
         drawing=R.RankDrawing(timeline, {"per_step": _per_step_chart(per_step, dr)}, memory_series),
     )
@@ -124,6 +127,17 @@ def _step_source(r: RankAnalysis) -> R.StepSourceResult | None:
     return R.StepSourceResult(src.kind, src.basis, _us(src.period_ns), src.iterations)
 
 
+def _capture(r: RankAnalysis) -> R.CaptureResult | None:
+    """What the capture says about its own completeness; None when nothing is known to be missing."""
+    c = r.capture
+    if c is None:
+        return None
+    note = capture_note(c)
+    if note is None:
+        return None
+    return R.CaptureResult(gpus_listed=c.gpus_listed, gpu_events_lost=c.gpu_events_lost, note=note)
+
+
 def _memory_series(m: MemoryFigures, origin_ns: int) -> dict[str, Any]:
     """The drawn memory series, in us from `origin_ns` (the window start)."""
     return {
@@ -151,7 +165,7 @@ def memory_warnings(figures: Figures) -> list[str]:
     out = []
     for r in figures.ranks:
         if r.memory and r.memory.unmatched:
-            gpus = ", ".join(f"cuda:{d}" for d in r.memory.unmatched)
+            gpus = ", ".join(rank_device_label(r.capture, d) for d in r.memory.unmatched)
             out.append(f"{r.input}: memory events of {gpus} not reported: the "
                        f"trace has no GPU work on it (profile with ProfilerActivity.CUDA for per-GPU figures)")
     return out
@@ -188,7 +202,7 @@ def _device(d: DeviceAnalysis, counters: R.DeviceCounters | None, memory: Memory
     causes = d.idle.cause
     kernels = tuple(R.KernelResult(k.name, k.count, _us0(k.total_ns), _us0(k.mean_ns), k.comm) for k in d.kernels)
     return R.DeviceResult(
-        device=f"cuda:{d.device}",
+        device=rank_device_label(rank.capture, d.device),
         index=d.device,
         name=d.name,
         window_start_ns=w.start_ns,
@@ -217,7 +231,27 @@ def _device(d: DeviceAnalysis, counters: R.DeviceCounters | None, memory: Memory
         kernel_table=kernels,
         memory=None if memory is None else _memory(memory),
         gap_table=_gap_table(d, rank, g.min_gap_ns),
+        graphs=_graphs(d),
+        trace_counters=tuple(R.TraceCounterSummary(c.metric, c.samples, _round(c.mean), _round(c.min), _round(c.max))
+                             for c in d.trace_counters),
     )
+
+
+def _round(x: float | None) -> float | None:
+    return None if x is None else float(f"{x:.6g}")
+
+
+def _graphs(d: DeviceAnalysis) -> R.GraphSummary | None:
+    """A device's CUDA graph replays (analyses/graphs.py) in microseconds."""
+    gr = d.graphs
+    if gr is None:
+        return None
+    return R.GraphSummary(
+        gpu_us=_us0(gr.gpu_ns), share_of_busy=_frac(gr.gpu_ns / gr.busy_ns if gr.busy_ns > 0 else None),
+        replays=gr.replays,
+        graphs=tuple(R.GraphRow(g.graph_id, g.replays, round(g.nodes / g.replays, 3) if g.replays else 0.0,
+                                _us0(g.replay_ns), _us0(g.gpu_ns)) for g in gr.graphs),
+        captures=gr.captures, capture_us=_us0(gr.capture_ns))
 
 
 def options_info(min_gap_ns: int, include_warmup: bool, batch_size: int | None) -> R.OptionsInfo:
@@ -294,6 +328,7 @@ def timeline_data(t: TR.RankTracks, max_blocks: int) -> dict[str, Any]:
              "busy": _blocks(d.busy, origin),
              "copies": _blocks(d.copies, origin),
              "comm": _blocks(d.comm, origin),
+             **({"graphs": _blocks(d.graphs, origin)} if d.graphs is not None else {}),  # CUDA graph replays
              "gaps": {"start_us": _rel_us(d.gaps.start_ns, origin), "dur_us": _dur_us(d.gaps.dur_ns),
                       "step": [None if s < 0 else int(s) for s in d.gaps.step.tolist()],
                       "cause": list(d.gaps.cause), "total": int(d.gaps.total)}}
@@ -348,19 +383,28 @@ def _finding(f: Finding) -> R.FindingResult:
         id=f.id, cause=f.cause, title=f.title, severity=f.severity, explains_us=_us0(f.explains_ns),
         share_of_idle=round(f.share_of_idle, 6), evidence=tuple(f.evidence), advice=tuple(f.advice),
         share_of_window=f.share_of_window, gaps=f.gaps, host_ops=tuple(_host_op(e) for e in f.host_ops),
-        figures={k: float(v) for k, v in f.figures.items()})
+        figures={k: float(v) for k, v in f.figures.items()}, shares=tuple(f.shares))
 
 
 def _causes_us(by_cause: dict[str, int]) -> dict[str, float]:
     return {c: _us0(v) for c, v in by_cause.items()}
 
 
-def _gap(g: AttributedGap) -> R.AttributedGap:
-    return R.AttributedGap(f"cuda:{g.device}", _us0(g.start_ns - g.window_start_ns), _us0(g.dur_ns), g.step,
-                           g.cause, tuple(R.HostOp(e.name, e.share) for e in g.evidence))
+def _gap(g: AttributedGap, gpu_api: str = "") -> R.AttributedGap:
+    return R.AttributedGap(device_label(gpu_api, g.device), _us0(g.start_ns - g.window_start_ns), _us0(g.dur_ns),
+                           g.step, g.cause, tuple(R.HostOp(e.name, e.share) for e in g.evidence))
 
 
-def _rank_diagnosis(r: RankDiagnosis) -> R.RankDiagnosisResult:
+def _host_shares(s: HostShares) -> R.HostSharesResult:
+    return R.HostSharesResult(
+        _us0(s.total_ns), _us0(s.data_wait_ns), _us0(s.model_ops_ns), _us0(s.other_ns), _us0(s.optimizer_ns),
+        _us0(s.annotations_ns), len(s.steps),
+        tuple(R.HostStepParts(n, *(_us0(v) for v in parts)) for n, parts in zip(s.steps, s.per_step)),
+        tuple(R.HostOp(name, round(ns / s.total_ns, 6), _us0(ns)) for name, ns in s.top_annotations),
+        tuple(R.HostOp(name, round(ns / s.total_ns, 6), _us0(ns)) for name, ns in s.elsewhere_others))
+
+
+def _rank_diagnosis(r: RankDiagnosis, gpu_api: str = "") -> R.RankDiagnosisResult:
     s = r.host_shares
     return R.RankDiagnosisResult(
         primary=r.primary, host_primary=r.host_primary, reason=r.reason, headline=r.headline,
@@ -370,16 +414,17 @@ def _rank_diagnosis(r: RankDiagnosis) -> R.RankDiagnosisResult:
         launch_threads=tuple(R.LaunchThread(p, t) for p, t in r.launch_threads),
         launch_thread_basis=r.thread_basis,
         periodic=None if r.periodic is None else R.PeriodicResult(tuple(r.periodic.steps), r.periodic.every),
-        host_shares=None if s is None else R.HostSharesResult(_us0(s.total_ns), _us0(s.data_wait_ns),
-                                                               _us0(s.model_ops_ns), _us0(s.other_ns)),
+        host_shares=None if s is None else _host_shares(s),
         findings=tuple(_finding(f) for f in r.findings),
-        devices=tuple(R.DeviceDiagnosis(f"cuda:{d.device}", _us0(d.window.dur_ns), _us0(d.idle_ns), d.gap_count,
-                                        _causes_us(d.idle_by_cause), _us0(d.exposed_memcpy_ns),
+        devices=tuple(R.DeviceDiagnosis(device_label(gpu_api, d.device), _us0(d.window.dur_ns), _us0(d.idle_ns),
+                                        d.gap_count, _causes_us(d.idle_by_cause), _us0(d.exposed_memcpy_ns),
                                         _us0(d.exposed_comm_ns)) for d in r.devices),
         per_step=tuple(R.StepCausesResult(p.step, _causes_us(p.idle_by_cause)) for p in r.per_step),
-        gaps=tuple(_gap(g) for g in r.gaps),
+        gaps=tuple(_gap(g, gpu_api) for g in r.gaps),
         runner_up=r.runner_up, runner_up_share=r.runner_up_share, confidence=r.confidence,
         warmup_steps=tuple(r.warmup_steps), startup_us=_us0(r.startup_ns), input_split=r.input_split,
+        headline_figures=dict(r.headline_figures), headline_shares=tuple(r.headline_shares),
+        verdict_note=r.verdict_note,
     )
 
 
@@ -387,12 +432,14 @@ def diagnosis_result(d: Diagnosis, speaker: int | None = None) -> R.DiagnosisRes
     """A job's diagnosis made in ns (logs alone: `diagnose_counters`) in the result's units; `speaker`: the
     index (into the result's ranks) of the rank whose verdict is the job's."""
     return R.DiagnosisResult(d.primary, d.host_primary, d.headline, tuple(_finding(f) for f in d.findings),
-                             speaker)
+                             speaker, headline_figures=dict(d.headline_figures),
+                             headline_shares=tuple(d.headline_shares), verdict_note=d.verdict_note)
 
 
-def rank_diagnosis(r: RankDiagnosis) -> R.RankDiagnosisResult:
-    """One rank's typed diagnosis (combine makes it once the rank's input split is known)."""
-    return _rank_diagnosis(r)
+def rank_diagnosis(r: RankDiagnosis, gpu_api: str = "") -> R.RankDiagnosisResult:
+    """One rank's typed diagnosis (combine makes it once the rank's input split is known); `gpu_api`: "hip"
+    names the rank's devices rocm:N."""
+    return _rank_diagnosis(r, gpu_api)
 
 
 def job_diagnosis(ranks: tuple[R.RankResult, ...]) -> R.DiagnosisResult | None:
@@ -410,7 +457,8 @@ def job_diagnosis(ranks: tuple[R.RankResult, ...]) -> R.DiagnosisResult | None:
     if host_primary is None:
         host_primary = next((d.host_primary for _, _, d in diagnosed if d.host_primary), None)
     return R.DiagnosisResult(pick.primary, host_primary, job_headline(rank.rank, pick.headline, len(diagnosed)),
-                             pick.findings, index)
+                             pick.findings, index, headline_figures=dict(pick.headline_figures),
+                             headline_shares=pick.headline_shares, verdict_note=pick.verdict_note)
 
 
 def summary(ranks: tuple[R.RankResult, ...], warmup: set[int] | None = None,

@@ -272,6 +272,59 @@ FIGURES: dict[str, str] = {
         " `storage` when it is below that and iowait is at least 5% or disks read at least 100 MB/s; "
         "otherwise, or without a host log, `unknown`."
     ),
+    "cuda_graphs": (
+        "A device's CUDA graph replays. GPU work (kernels, copies, memsets) runs in a graph when the trace "
+        "gives it a graph id (Kineto `graph id`, 2026), or, in older traces, when it shares the correlation "
+        "id of a `cudaGraphLaunch` call (graph id 0: not recorded). A replay is the work of one graph with "
+        "one correlation id (one launch). Per graph: replays, kernels per replay (its GPU activities / "
+        "replays), replay time (median span of a replay, first node start to last node end) and GPU time "
+        "(union of its work in the window); in graphs: the union of all graph work, and its share of GPU "
+        "busy. Idle time inside a replay's span is never launch overhead. Captures: "
+        "`cudaStreamBeginCapture`..`cudaStreamEndCapture` stretches (else instantiate calls) on the rank's "
+        "host; capture time: the union of those stretches and every instantiate / upload call, a one-off "
+        "cost that the gap attribution counts as start-up, apart from the replays."
+    ),
+    "trace_counters": (
+        "Counters the trace itself recorded for a device: Kineto's hardware counters (`\"ph\": \"C\"` "
+        "events of the process `GPU N Counters`, one metric per event name, its value under the args key "
+        "`\"\"`). Per metric: samples inside the window, their mean, minimum and maximum. The counter "
+        "process is never a rank, a thread or a device; counter logs (nvidia-smi, DCGM) are kept apart."
+    ),
+    "nccl_sequence": (
+        "When communication kernels carry the NCCL sequence number (Kineto `Seq`, 2026), a collective is "
+        "matched across ranks by (process group, sequence number), however each capture numbers its "
+        "steps; without it, by (process group, kernel name, step, order in the step)."
+    ),
+    "host_loop": (
+        "The host loop's step time (the sum of the step spans; without steps, the window) on the thread "
+        "that runs the loop, split into disjoint parts claimed in this order: DataLoader wait (the "
+        "DataLoader's `__next__` ops), optimizer (`Optimizer.step` / `Optimizer.zero_grad` ranges and "
+        "optimizer ops), named annotations (the user's other `record_function` ranges, each name's "
+        "time inside this part listed), model ops (framework operators outside the parts above) and "
+        "elsewhere (step time in none of them: Python between ops, the loop itself). The parts add up "
+        "to the step time; per step: each step's own parts; per step (mean): the total / the steps. "
+        "A CPU-only capture (no GPU listed and none active) is judged by these parts: "
+        "`cpu_input_bound` when the DataLoader wait is at least 20% of the step time, else "
+        "`cpu_compute_bound`."
+    ),
+    "quoted_shares": (
+        "Every percentage a headline or a finding writes is a share of two figures saved beside it in "
+        "the JSON report: the finding's (or headline's) `shares` lists, per percentage in the text and "
+        "in order, the keys of its numerator and denominator in `figures` (`headline_figures`); a "
+        "denominator of \"\" marks a figure that is a fraction already, \"%\" one measured in percent. "
+        "A headline's share of GPU time lost is of the steady-state time lost (warm-up steps set "
+        "apart, each cause at its median per step over 4 or more steps) when that differs from the "
+        "idle time it shows first, and it then says so."
+    ),
+    "capture": (
+        "What the capture says about its own completeness. `gpus_listed`: the entries of the trace "
+        "header's `deviceProperties` (all visible GPUs, used or not). `gpu_events_lost`: the rank has no "
+        "kernel, memcpy, memset or GPU-side range although its file was cut off (Kineto writes GPU activity "
+        "last) or its host recorded CUDA/HIP runtime calls with a correlation id (launches whose GPU side is "
+        "missing). Filled only when something is known missing. A capture "
+        "cut after some GPU activity is noted with how long before the host's last event the last GPU "
+        "activity that survived ends."
+    ),
 }
 
 # Figures of a comparison (`diff`) and of the exports: defined here with the run's, kept out of each saved

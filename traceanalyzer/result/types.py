@@ -351,6 +351,8 @@ class GraphSummary:
     share_of_busy: float | None
     replays: int
     graphs: tuple[GraphRow, ...] = ()
+    captures: int = 0  # graph captures on the rank's host (one-off; kept apart from the replays)
+    capture_us: float = 0.0  # host time capturing and instantiating graphs
 
 
 @dataclass(frozen=True)
@@ -474,6 +476,9 @@ class FindingResult:
     gaps: int | None = None  # idle gaps of this cause
     host_ops: tuple[HostOp, ...] = ()  # the host events behind this idle time, best first
     figures: dict[str, float] = field(default_factory=dict)  # cause-specific numbers, units in names
+    # per percentage in the title and evidence, in order: (numerator, denominator) keys into `figures`
+    # (denominator "": the numerator is a fraction; "%": a figure in percent)
+    shares: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -516,11 +521,32 @@ class PeriodicResult:
 
 
 @dataclass(frozen=True)
+class HostStepParts:
+    """One step of the host loop's breakdown (definitions `host_loop`)."""
+
+    step: int
+    data_wait_us: float
+    optimizer_us: float
+    annotations_us: float
+    model_ops_us: float
+    other_us: float
+
+
+@dataclass(frozen=True)
 class HostSharesResult:
+    """Where the host loop's step time went, in disjoint parts (definitions `host_loop`): DataLoader wait,
+    optimizer, named annotations, model ops, elsewhere (`other_us`); totals over the steps and per step."""
+
     total_us: float
     data_wait_us: float
     model_ops_us: float
     other_us: float
+    optimizer_us: float = 0.0
+    annotations_us: float = 0.0
+    steps: int = 0  # steps the totals are summed over (0: no steps, the window)
+    per_step: tuple[HostStepParts, ...] = ()
+    top_annotations: tuple[HostOp, ...] = ()  # named annotations by their time in the annotations part
+    elsewhere_others: tuple[HostOp, ...] = ()  # what other threads ran during the loop's "elsewhere" time
 
 
 @dataclass(frozen=True)
@@ -551,6 +577,9 @@ class RankDiagnosisResult:
     warmup_steps: tuple[int, ...] = ()  # leading steps left out of the verdict
     startup_us: float = 0.0  # one-off start-up costs: start-up idle + time lost in warm-up steps
     input_split: str | None = None  # input_bound only: "cpu" | "storage" | "unknown" (host logs tell them apart)
+    headline_figures: dict[str, float] = field(default_factory=dict)  # the figures the headline's shares are of
+    headline_shares: tuple[tuple[str, str], ...] = ()  # per percentage in the headline (as FindingResult.shares)
+    verdict_note: str | None = None  # why the verdict differs from the top finding, when it does
 
 
 @dataclass(frozen=True)
@@ -576,6 +605,9 @@ class DiagnosisResult:
     findings: tuple[FindingResult, ...]
     rank: int | None = None  # index into AnalysisData.ranks of the rank that speaks for the job
     stragglers: tuple[StragglerResult, ...] = ()  # worst first; empty: no straggler (or one rank)
+    headline_figures: dict[str, float] = field(default_factory=dict)  # the figures the headline's shares are of
+    headline_shares: tuple[tuple[str, str], ...] = ()  # per percentage in the headline (as FindingResult.shares)
+    verdict_note: str | None = None  # why the verdict differs from the top finding, when it does
 
 
 # --- many ranks: one clock, collectives ------------------------------------------------------------------
@@ -802,11 +834,11 @@ def _migrate_2(data: dict[str, Any]) -> dict[str, Any]:
             memory["host"] = r["host_memory"].pop("series", None)
         r["drawing"] = {"timeline": timeline, "charts": r.pop("charts", None) or {},
                         "memory": {k: v for k, v in memory.items() if v is not None}}
-        r["diagnosis"] = rank_diag
+        r["diagnosis"] = _host_verdict_of(rank_diag)
         ranks.append(r)
     out["ranks"] = ranks
     if isinstance(diag, dict):
-        diag = dict(diag)
+        diag = _host_verdict_of(dict(diag))
         diag.pop("ranks", None)
         picked = [i for i, r in enumerate(ranks) if r["diagnosis"] is not None
                   and r["diagnosis"].get("findings") == diag.get("findings")
@@ -826,6 +858,21 @@ def _migrate_2(data: dict[str, Any]) -> dict[str, Any]:
         out["job"] = dict(out["job"])
         out["job"].pop("chart", None)
     out["drawing"] = {"host_logs": host_series}
+    return out
+
+
+# /2 named the host loop's verdict with the GPU verdicts' names; /3 gives it its own (causes.py)
+_HOST_VERDICTS_2 = {"input_bound": "cpu_input_bound", "host_bound": "cpu_compute_bound"}
+
+
+def _host_verdict_of(diag: Any) -> Any:
+    """A /2 diagnosis with its host-loop verdict under its /3 name (and its host-loop findings' ids)."""
+    if not isinstance(diag, dict) or diag.get("host_primary") not in _HOST_VERDICTS_2:
+        return diag
+    out = dict(diag, host_primary=_HOST_VERDICTS_2[diag["host_primary"]])
+    if out.get("primary") == "undetermined" and isinstance(out.get("findings"), list):
+        out["findings"] = [dict(f, id=_HOST_VERDICTS_2.get(str(f.get("id")), f.get("id"))) if isinstance(f, dict) else f
+                           for f in out["findings"]]
     return out
 
 

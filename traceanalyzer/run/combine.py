@@ -231,7 +231,8 @@ def _typed_diagnosis(r: RankOutput, position: int, hosts: tuple[HostLogFigures, 
     if r.diagnosis is None:
         return None
     have_logs = host_logs is not None and bool(host_logs.host_logs)
-    return rank_diagnosis(split_rank(replace(r.diagnosis, index=position), hosts, have_logs))
+    gpu_api = "hip" if any(d.device.startswith("rocm:") for d in r.result.devices) else ""
+    return rank_diagnosis(split_rank(replace(r.diagnosis, index=position), hosts, have_logs), gpu_api)
 
 
 def _without_ranks(counters: tuple[DeviceCounters, ...] | None) -> R.DiagnosisResult:

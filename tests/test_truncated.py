@@ -1,0 +1,185 @@
+"""Truncated and partial captures: a trace cut before its GPU events says so and gives no GPU advice.
+
+Kineto writes the host's events first and the GPU's activity last, so a file cut mid-way keeps only
+host events. The report must then say "GPU events lost to truncation: N GPUs listed, none of their
+activity survived", never "no GPU activity", and never advise moving the model to a GPU.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+import traceanalyzer as ta
+from tests.conftest import CORPUS, corpus_path
+from tests.kineto_builder import KinetoTrace
+
+GPU_PLACEMENT = "move the model"
+NO_GPU = "no GPU activity"
+
+
+def _kineto_order_trace() -> KinetoTrace:
+    """Three steps of host ops and launches, then the GPU activity, in the order Kineto writes them:
+    the host's events first, the GPU's last. The header lists two GPUs."""
+    t = KinetoTrace()
+    t.header["deviceProperties"] = [{"id": 0, "name": "Test GPU"}, {"id": 1, "name": "Test GPU"}]
+    kernels = []
+    for i in range(3):
+        start = 1_000_000 + i * 10_000
+        t.host(f"ProfilerStep#{i + 1}", start, 9_000, cat="user_annotation")
+        t.host("aten::mm", start + 100, 8_000)
+        for k in range(10):
+            t.runtime("cudaLaunchKernel", start + 200 + k * 700, 20, correlation=100 + i * 10 + k)
+            kernels.append({"ph": "X", "cat": "kernel", "name": "gemm_kernel", "pid": 0, "tid": 7,
+                            "ts": start + 300 + k * 700, "dur": 600,
+                            "args": {"device": 0, "stream": 7, "correlation": 100 + i * 10 + k}})
+    t.events += kernels
+    return t
+
+
+def _cut(data: bytes, fraction: float, path: Path) -> Path:
+    path.write_bytes(data[:int(len(data) * fraction)])
+    return path
+
+
+def _texts(a: ta.Analysis) -> str:
+    """What a reader is told: the summary, the Markdown report, and the diagnosis and ranks in JSON (the
+    definitions, which quote "no GPU activity" as what a CPU-only trace says, are left out)."""
+    data = a.to_data()
+    return a.to_text() + a.to_markdown() + json.dumps([data["diagnosis"], data["ranks"]])
+
+
+def test_cut_before_gpu_events_says_they_were_lost(tmp_path):
+    data = json.dumps(_kineto_order_trace().document(), indent=1).encode()
+    # The first kernel starts after 45% of the bytes: a cut at 30% keeps host events and launches only.
+    assert data.find(b'"kernel"') > 0.45 * len(data)
+    cut = _cut(data, 0.30, tmp_path / "cut.json")
+    kept = cut.read_bytes()
+    launches = kept[:kept.rfind(b"\n  }")].count(b"cudaLaunchKernel")  # in the events complete before the cut
+    assert 0 < launches < 30
+    a = ta.analyze(cut, ta.Options(cache=False, find_logs_beside=False))
+    (r,) = a.ranks
+    assert r.devices == ()
+    assert r.capture is not None
+    assert r.capture.gpus_listed == 2 and r.capture.gpu_events_lost is True
+    assert r.capture.note == (f"GPU events lost to truncation: 2 GPUs listed, none of their activity survived "
+                              f"({launches} GPU launches recorded by the host)")
+    text = _texts(a)
+    assert GPU_PLACEMENT not in text and NO_GPU not in text
+    assert "GPU events lost to truncation: 2 GPUs listed, none of their activity survived" in a.to_text()
+    assert a.diagnosis.findings[0].id == "capture_incomplete"
+    assert "GPU events lost" in a.to_markdown()
+    assert "GPU events lost to truncation" in a.to_html()
+
+
+def test_cut_inside_gpu_events_is_noted_and_keeps_what_survived(tmp_path):
+    data = json.dumps(_kineto_order_trace().document(), indent=1).encode()
+    a = ta.analyze(_cut(data, 0.80, tmp_path / "cut.json"), ta.Options(cache=False, find_logs_beside=False))
+    (r,) = a.ranks
+    assert [d.device for d in r.devices] == ["cuda:0"]
+    assert r.capture is not None and r.capture.gpu_events_lost is False
+    assert r.capture.note.startswith("GPU events partly lost to truncation: the last GPU activity that survived ends ")
+    assert any(f.id == "capture_incomplete" for f in a.diagnosis.findings)
+
+
+def test_whole_trace_has_no_capture_note(tmp_path):
+    path = _kineto_order_trace().write(tmp_path / "whole.json")
+    a = ta.analyze(path, ta.Options(cache=False, find_logs_beside=False))
+    (r,) = a.ranks
+    assert r.capture is None  # nothing missing: nothing to say
+    assert len(r.devices) == 1
+    assert not any(f.id == "capture_incomplete" for f in a.diagnosis.findings)
+
+
+def test_cpu_only_trace_still_says_no_gpu_activity(tmp_path):
+    """The control: a whole host-only capture whose header lists no GPU is a CPU run, said so."""
+    t = KinetoTrace()
+    t.header["deviceProperties"] = []
+    for i in range(3):
+        t.host(f"ProfilerStep#{i + 1}", 1000 + i * 10_000, 9_000, cat="user_annotation")
+        t.host("aten::mm", 1100 + i * 10_000, 8_000)
+    a = ta.analyze(t.write(tmp_path / "cpu.json"), ta.Options(cache=False, find_logs_beside=False))
+    assert a.ranks[0].capture is None
+    assert "no GPU activity in this trace" in a.to_text()
+
+
+def test_launches_without_any_gpu_activity_are_missing_events(tmp_path):
+    """A whole trace whose host launched kernels but holds none of their activity lost it too."""
+    t = _kineto_order_trace()
+    t.events = [e for e in t.events if e["cat"] != "kernel"]
+    a = ta.analyze(t.write(tmp_path / "nokernels.json"), ta.Options(cache=False, find_logs_beside=False))
+    c = a.ranks[0].capture
+    assert c is not None and c.gpu_events_lost is True
+    assert c.note.startswith("GPU events missing: 2 GPUs listed, 30 GPU launches recorded by the host")
+    assert GPU_PLACEMENT not in _texts(a)
+
+
+def _gpu_traces() -> list[Path]:
+    """Corpus Kineto traces with GPU activity (by their manifest: kineto-json with a GPU named)."""
+    manifest = CORPUS / "MANIFEST.tsv"
+    if not manifest.is_file():
+        return []
+    out = []
+    for line in manifest.read_text().splitlines()[1:]:
+        cols = line.split("\t")
+        if len(cols) > 8 and cols[7] == "kineto-json" and not cols[8].startswith(("none", "Meta MTIA")):
+            out.append(CORPUS / cols[1])
+    return sorted(set(out))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fraction", [0.3, 0.6, 0.9])
+def test_corpus_traces_cut_never_say_no_gpu_or_advise_a_gpu(tmp_path, fraction):
+    corpus_path()
+    checked = 0
+    for path in _gpu_traces():
+        data = path.read_bytes()
+        if data[:2] == b"\x1f\x8b":
+            data = gzip.decompress(data)
+        full_has_gpu = b'"kernel"' in data or b'"Kernel"' in data or b'"gpu_memcpy"' in data
+        if not full_has_gpu:
+            continue
+        cut = _cut(data, fraction, tmp_path / f"{path.stem}.cut.json")
+        a = ta.analyze(cut, ta.Options(cache=False, find_logs_beside=False))
+        for r in a.ranks:
+            lists_gpus = r.capture is not None and r.capture.gpus_listed > 0
+            if lists_gpus or not r.devices:
+                text = a.to_text() + a.to_markdown()
+                assert GPU_PLACEMENT not in text, (path, fraction)
+                assert NO_GPU not in text, (path, fraction)
+            if not r.devices:
+                assert r.capture is not None and r.capture.gpu_events_lost, (path, fraction)
+        checked += 1
+        cut.unlink()
+    assert checked >= 20
+
+
+@pytest.mark.parametrize("tail", [
+    b'{"ph": "X", "name": "b", "cat": "cpu_op", "pid": 1, "tid": 1, "ts": 100.',  # inside a number
+    b'{"ph": "X", "name": "k", "cat": "kernel", "pid": 0, "tid": 7, "ts": 120, "dur": 5, '
+    b'"args": {"grid": [1, 1, 1], "block": [128, 1, 1], "occupancy": 0}',  # just after an event's args
+])
+def test_cut_anywhere_keeps_the_complete_events(tmp_path, tail):
+    head = (b'{"deviceProperties": [{"id": 0}], "traceEvents": [{"ph": "X", "name": "ProfilerStep#1", '
+            b'"cat": "user_annotation", "pid": 1, "tid": 1, "ts": 100, "dur": 50}, ')
+    path = tmp_path / "cut.json"
+    path.write_bytes(head + tail)
+    a = ta.analyze(path, ta.Options(cache=False, find_logs_beside=False))
+    (inp,) = a.inputs
+    assert inp.events_read == 1
+    assert a.ranks[0].capture.note.startswith("GPU events lost to truncation: 1 GPU listed, none of their")
+
+
+def test_log_picked_up_beside_the_trace_is_named_in_the_summary_line(tmp_path):
+    trace = _kineto_order_trace().write(tmp_path / "run.json")
+    (tmp_path / "run.gpu.csv").write_text("timestamp, index, utilization.gpu [%]\n"
+                                          + "".join(f"2024/01/15 09:12:{s:02d}.000, 0, 50 %\n" for s in range(5)))
+    a = ta.analyze(trace, ta.Options(cache=False))
+    first = a.to_text().splitlines()[0]
+    assert first.startswith("traceanalyzer ") and ": 2 input(s), 1 rank(s), with nvidia-smi log" in a.to_text()
+    assert "run.gpu.csv" in " ".join(a.to_text().splitlines()[:2])
+    named = ta.analyze([trace, tmp_path / "run.gpu.csv"], ta.Options(cache=False))
+    assert "picked up" not in named.to_text()  # named on the command line: nothing implicit to say
