@@ -169,4 +169,5 @@ def _robust_spread(x: np.ndarray, edges: list[int]) -> float:
     return float(max(1.4826 * np.median(dev), 1.4826 / np.sqrt(2) * np.median(successive)))
 
 
-__all__ = ["ALPHA", "ChangePoint", "MIN_EFFECT", "MIN_SIZE", "PERMUTATIONS", "best_split", "e_divisive", "permutation_p"]
+__all__ = ["ALPHA", "ChangePoint", "MIN_EFFECT", "MIN_SIZE", "PERMUTATIONS", "best_split", "e_divisive",
+           "permutation_p"]
