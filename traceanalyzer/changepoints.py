@@ -33,8 +33,8 @@ from dataclasses import dataclass
 import numpy as np
 
 MIN_SIZE = 3  # values on each side of a change point
-ALPHA = 0.005  # significance level: with 199 shuffles, no shuffle may reach the split's Q
-PERMUTATIONS = 199  # shuffles per test (p = 1/200 at best)
+ALPHA = 0.005  # significance level of the permutation test
+PERMUTATIONS = 499  # shuffles per test (p = 1/500 at best)
 SEED = 20261125
 MIN_EFFECT = 2.0  # |after - before| / robust spread, at least
 MAX_POINTS = 50  # change points per series at most

@@ -70,11 +70,19 @@ class Refused(HTTPException):
     """A 4xx with one line for the client."""
 
 
+def _checkout_templates() -> Path | None:
+    """templates/serve of the source checkout this package runs from (a checkout's own templates win over
+    those an editable install maps elsewhere); None for an installed wheel."""
+    folder = Path(__file__).resolve().parents[2] / "templates" / "serve"
+    return folder if (folder / "base.html.j2").is_file() else None
+
+
 def _templates() -> jinja2.Environment:
-    try:
-        loader: jinja2.BaseLoader = jinja2.PackageLoader("traceanalyzer.templates", "serve")
-    except (ImportError, ValueError):  # a source checkout that is not installed
-        loader = jinja2.FileSystemLoader(Path(__file__).resolve().parents[2] / "templates" / "serve")
+    checkout = _checkout_templates()
+    if checkout is not None:
+        loader: jinja2.BaseLoader = jinja2.FileSystemLoader(checkout)
+    else:
+        loader = jinja2.PackageLoader("traceanalyzer.templates", "serve")
     env = jinja2.Environment(loader=loader, autoescape=True, trim_blocks=True, lstrip_blocks=True,
                              undefined=jinja2.StrictUndefined)
     env.filters["when"] = lambda t: datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -89,6 +97,9 @@ def _human(n: int | None) -> str:
 
 
 def _static(name: str) -> bytes:
+    checkout = _checkout_templates()
+    if checkout is not None:
+        return (checkout / name).read_bytes()
     try:
         from importlib.resources import files
 

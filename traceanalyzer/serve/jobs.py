@@ -143,6 +143,8 @@ class JobRunner:
             headline = json.loads((s.reports / run_id / "headline.json").read_text())
             metrics = headline.pop("metrics", None)
             self.store.finish(job_id, run_id, None, headline, metrics)
+            if metrics is None:  # an analysis process of an older version (an upgrade mid-job): from the JSON
+                backfill_metrics(s, self.store)
         elif rc < 0 and -rc in RETRIED_SIGNALS:
             if try_no < s.max_tries:
                 self.store.requeue(job_id)
