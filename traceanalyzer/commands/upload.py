@@ -126,8 +126,9 @@ def _parts(paths: list[Path], tmp: Path) -> list[Path]:
             target = tmp / f"{p.resolve().name or 'upload'}.tar.gz"
             if target.exists():
                 target = tmp / f"{i}-{target.name}"
-            with tarfile.open(target, "w:gz") as t:
-                t.add(p, arcname=p.resolve().name or f"upload{i}")
+            with tarfile.open(target, "w:gz") as t:  # its content at the archive's root, as the folder was
+                for child in sorted(p.iterdir()):
+                    t.add(child, arcname=child.name)
             out.append(target)
         elif p.is_file():
             out.append(p)
