@@ -137,6 +137,7 @@ def create_app(settings: Settings, run_jobs: bool = True) -> Starlette:
     db = Store(settings.database_url)
     runner = JobRunner(settings, db)
     env = _templates()
+    env.filters["figure"] = hist.figure
     reports = hist.Reports(settings.reports)
     histories = hist.HistoryCache()
 

@@ -252,6 +252,8 @@ WIDTH, HEIGHT, PAD_X, PAD_Y = 900, 150, 56, 16
 def _fmt(value: float, unit: str) -> str:
     from ..units import format_bytes
 
+    if isinstance(value, str) or value is None:
+        return str(value)
     if unit == "fraction":
         return f"{value * 100:.1f}%"
     if unit == "bytes":
@@ -261,6 +263,11 @@ def _fmt(value: float, unit: str) -> str:
     if unit == "1/s":
         return f"{value:.4g}/s"
     return f"{value:.4g}"
+
+
+def figure(value: Any, unit: str) -> str:
+    """A figure as the page shows it (a verdict as it is)."""
+    return _fmt(value, unit)
 
 
 def charts(history: dict[str, Any]) -> list[dict[str, Any]]:
@@ -341,4 +348,4 @@ def comment(base_url: str, project: str, head: dict[str, Any], base_branch: str,
 
 
 __all__ = ["LAST_BASES", "METRICS", "METRIC_KEYS", "Reports", "build", "charts", "comment", "compare_runs",
-           "metrics_of"]
+           "figure", "metrics_of"]
