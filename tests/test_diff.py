@@ -71,7 +71,7 @@ def test_added_dataloader_wait_is_a_regression_carried_by_the_dataloader(tmp_pat
     assert sum(p.delta_per_step_us for p in c.attribution) == pytest.approx(c.mean_step_change_us, abs=0.01)
     assert "slower per step" in c.headline and "DataLoader wait" in c.headline
     assert (c.base.primary, c.head.primary) == ("gpu_bound", "input_bound") and c.verdict_changed
-    assert "verdict changed gpu_bound → input_bound" in c.headline
+    assert "Verdict changed gpu_bound → input_bound" in c.headline
 
 
 def test_fewer_than_three_steps_is_inconclusive(tmp_path):
