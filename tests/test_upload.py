@@ -11,12 +11,12 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from conftest import ROOT
 from history_builder import training_trace
 from serve_helpers import Server, free_port
+
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):

@@ -89,15 +89,12 @@ def metrics_of(a: AnalysisData) -> dict[str, float | None]:
 
 # --- comparing runs ----------------------------------------------------------------------------------
 def compare_runs(bases: Sequence[AnalysisData], heads: Sequence[AnalysisData], tolerance: float | None = None) -> Any:
-    """The comparison of several runs before with several after: `traceanalyzer.compare.compare_runs`
-    where it exists; else the last run before with the first after (one run per side)."""
-    from .. import compare as compare_module
+    """The comparison of several runs before with several after (`traceanalyzer.compare.compare_runs`: with
+    several runs on both sides the interval is taken across runs)."""
+    from ..compare import DEFAULT_TOLERANCE
+    from ..compare import compare_runs as several
 
-    tol = compare_module.DEFAULT_TOLERANCE if tolerance is None else tolerance
-    several = getattr(compare_module, "compare_runs", None)
-    if several is not None:
-        return several(list(bases), list(heads), tolerance=tol)
-    return compare_module.compare(bases[-1], heads[0], tol)
+    return several(list(bases), list(heads), tolerance=DEFAULT_TOLERANCE if tolerance is None else tolerance)
 
 
 class Reports:
