@@ -243,7 +243,7 @@ def cache_key(project: str, branch: str | None, base_url: str, rows: list[dict[s
 
 
 # --- the page's charts (drawn on the server as SVG; the page's script only handles clicks) -----------
-WIDTH, HEIGHT, PAD_X, PAD_Y = 900, 150, 56, 16
+WIDTH, HEIGHT, PAD_X, PAD_Y = 900, 150, 100, 16  # PAD_X: room for the axis labels
 
 
 def _fmt(value: float, unit: str) -> str:
@@ -279,8 +279,11 @@ def charts(history: dict[str, Any]) -> list[dict[str, Any]]:
         cats = sorted({str(p["value"]) for p in pts}) if categorical else []
         vals = [] if categorical else [float(p["value"]) for p in pts]
         lo, hi = (min(vals), max(vals)) if vals else (0.0, 1.0)
-        if hi == lo:
-            lo, hi = lo - (abs(lo) * 0.05 or 1.0), hi + (abs(hi) * 0.05 or 1.0)
+        if hi == lo:  # a flat series: a band around it (a fraction stays within 0..1)
+            pad = abs(lo) * 0.05 or (0.01 if s["unit"] == "fraction" else 1.0)
+            lo, hi = lo - pad, hi + pad
+            if s["unit"] == "fraction":
+                lo, hi = max(lo, 0.0), min(hi, 1.0)
 
         def y_of(v: Any, cats: list[str] = cats, lo: float = lo, hi: float = hi) -> float:
             if cats:
@@ -297,7 +300,8 @@ def charts(history: dict[str, Any]) -> list[dict[str, Any]]:
                  for c in history["change_points"] if c["metric"] == key]
         line = " ".join(f"{c['x']},{c['y']}" for c in circles) if not categorical else ""
         out.append({"key": key, "label": s["label"], "points": circles, "marks": marks, "line": line,
-                    "ticks": [{"y": round(y, 1), "text": t} for y, t in ticks], "width": WIDTH, "height": HEIGHT})
+                    "ticks": [{"y": round(y, 1), "text": t} for y, t in ticks], "width": WIDTH, "height": HEIGHT,
+                    "axis": PAD_X - 8})
     return out
 
 
