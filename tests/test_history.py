@@ -170,3 +170,48 @@ def test_a_run_compared_with_the_last_runs_of_a_branch_with_gates(server, upload
     assert same.json()["failed"] is None and same.json()["bases"] == ids[-6:-1]
     assert server.get(f"/api/v1/runs/{ids[0]}/compare", params={"branch": "main"}).json()["bases"] == []
     assert server.get(f"/api/v1/runs/{ids[0]}/compare", params={"fail_on": "nonsense"}).status_code == 400
+
+
+# --- the store: figures written with the job, read back per branch, filled in for older runs ------------
+@pytest.mark.parametrize("backend", __import__("serve_helpers").BACKENDS)
+def test_the_store_keeps_each_runs_figures_and_fills_in_older_runs(backend, tmp_path):
+    import sqlalchemy as sa
+    from serve_helpers import SAMPLES, db_url
+
+    import traceanalyzer as ta
+    from traceanalyzer.serve.jobs import backfill_metrics
+    from traceanalyzer.serve.settings import Settings
+    from traceanalyzer.serve.store import Store, StoredFile, jobs, run_metrics
+
+    settings = Settings(tmp_path / "data", db_url(backend))
+    settings.make_dirs()
+    store = Store(settings.database_url)
+    store.migrate()
+    try:
+        f = [StoredFile("ab" * 32, "t.json", 1, "file")]
+        ids = [store.create_run("p", "main", f"c{i}", f, commit_order=float(10 - i)) for i in range(3)]
+        other = store.create_run("p", "feature", "cx", f)
+        store.create_run("p", "main", "queued", f)  # not analysed: not in the history
+        for n, run_id in enumerate([*ids, other]):
+            job = store.claim()
+            assert job is not None and job[1] == run_id
+            metrics = None if n == 1 else {"step_time_ms": 10.0 + n, "samples_per_s": None}
+            store.finish(job[0], run_id, None, {"verdict": "gpu_bound"}, metrics)
+        rows = store.history("p", "main", 10)
+        assert [r["id"] for r in rows] == ids and [r["commit_order"] for r in rows] == [10.0, 9.0, 8.0]
+        assert rows[0]["metrics"] == {"step_time_ms": 10.0, "samples_per_s": None} and rows[1]["metrics"] == {}
+        assert [r["id"] for r in store.history("p", "main", 2)] == ids[1:]  # the newest 2, oldest first
+        assert [r["id"] for r in store.history("p", "main", 10, exclude=ids[2])] == ids[:2]
+        assert store.branches("p") == ["feature", "main"]
+        assert store.runs_without_metrics() == [ids[1]]
+        (settings.reports / ids[1]).mkdir(parents=True)
+        ta.analyze(SAMPLES / "input_bound.json").save(settings.reports / ids[1] / "report.json")
+        assert backfill_metrics(settings, store) == 1 and store.runs_without_metrics() == []
+        assert store.history("p", "main", 10)[1]["metrics"]["step_time_ms"] == pytest.approx(10.0)
+        store.delete_run(ids[0])
+        with store.engine.connect() as c:
+            assert c.execute(sa.select(sa.func.count()).select_from(run_metrics)
+                             .where(run_metrics.c.run_id == ids[0])).scalar_one() == 0
+            assert c.execute(sa.select(sa.func.count()).select_from(jobs)).scalar_one() == 4
+    finally:
+        store.close()
