@@ -63,19 +63,17 @@ def _q_curve(values: np.ndarray, min_size: int) -> np.ndarray:
     so a change that is undone later (a bump) is seen too (Matteson & James' kappa)."""
     n = values.shape[-1]
     d = np.abs(values[..., :, None] - values[..., None, :])
-    s = _integral(d)
-    tau = np.arange(min_size, n - min_size + 1)[:, None]
-    kappa = np.arange(2 * min_size, n + 1)[None, :]
-    m = np.broadcast_to(tau, (tau.shape[0], kappa.shape[1])).astype(float)
-    k = (kappa - tau).astype(float)
+    s = _integral(d)  # symmetric, as d is: S[tau, kappa] = S[kappa, tau]
+    tau = np.arange(min_size, n - min_size + 1)
+    kappa = np.arange(2 * min_size, n + 1)
+    m = tau[:, None].astype(float)
+    k = (kappa[None, :] - tau[:, None]).astype(float)
     valid = k >= min_size
     k = np.where(valid, k, 2.0)  # placeholders where kappa is too close to tau (masked below)
-    kap = np.where(valid, kappa, tau + min_size)
-    s_tt = s[..., tau, tau]  # block [0, tau) x [0, tau)
-    s_tk = s[..., tau, kap]  # rows [0, tau), columns [0, kappa)
-    s_kt = s[..., kap, tau]
-    s_kk = s[..., kap, kap]
-    within_y = s_kk - s_tk - s_kt + s_tt  # block [tau, kappa) x [tau, kappa)
+    s_tt = s[..., tau, tau][..., :, None]  # block [0, tau) x [0, tau)
+    s_kk = s[..., kappa, kappa][..., None, :]  # block [0, kappa) x [0, kappa)
+    s_tk = s[..., tau[:, None], kappa[None, :]]  # rows [0, tau), columns [0, kappa)
+    within_y = s_kk - 2 * s_tk + s_tt  # block [tau, kappa) x [tau, kappa)
     between = s_tk - s_tt  # rows [0, tau), columns [tau, kappa)
     e = 2 * between / (m * k) - s_tt / (m * (m - 1)) - within_y / (k * (k - 1))
     q = np.where(valid, m * k / (m + k) * e, -np.inf)
@@ -99,7 +97,8 @@ def permutation_p(values: np.ndarray, q_obs: float, min_size: int = MIN_SIZE, pe
     x = np.asarray(values, dtype=float)
     n = len(x)
     rng = np.random.default_rng(seed)
-    batch = max(1, min(permutations, _BATCH_CELLS // max(n * n, 1)))
+    most = max(1, min(permutations, _BATCH_CELLS // max(n * n, 1)))
+    batch = min(16, most)  # small first: a split that is not significant is usually known after a few shuffles
     need_below = alpha * (permutations + 1) - 1  # exceedances allowed for p <= alpha
     exceed = done = 0
     tol = 1e-12 * max(abs(q_obs), 1.0)
@@ -109,6 +108,7 @@ def permutation_p(values: np.ndarray, q_obs: float, min_size: int = MIN_SIZE, pe
         q = _q_curve(shuffled, min_size).max(axis=1)
         exceed += int(np.count_nonzero(q >= q_obs - tol))
         done += r
+        batch = min(batch * 2, most)
         if exceed > need_below:  # no longer significant whatever the remaining shuffles give
             return (exceed + 1) / (done + 1)
     return (exceed + 1) / (permutations + 1)

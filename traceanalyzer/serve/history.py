@@ -28,8 +28,8 @@ from ..result.types import AnalysisData
 VERDICT = "verdict"
 VERDICT_HOLD = 2  # runs in a row a new verdict must hold to be a change
 SIDE_RUNS = 5  # runs on each side of a change point compared for its attribution
-DEFAULT_RUNS = 200  # runs in a history, newest kept
-MAX_RUNS = 1000
+DEFAULT_RUNS = 100  # runs in a history, newest kept (a 100-run history takes a few seconds, then is cached)
+MAX_RUNS = 500
 LAST_BASES = 5  # runs of the base branch a run is compared with (upload)
 
 
