@@ -43,7 +43,8 @@ def seeded(tmp_path_factory):
         trace.write_bytes(training_trace(wait, seed=len(side)))
         saved[side] = folder / f"{side}.report.json"
         ta.analyze(trace).save(saved[side])
-        (folder / f"{side}.report.html").write_text(ta.load(saved[side]).to_html(), "utf-8")
+        # the run page's frame: a stand-in page (the report's own rendering is tested elsewhere)
+        (folder / f"{side}.report.html").write_text(f"<!doctype html><title>{side}</title><p>{side} run</p>")
     figures = {side: metrics_of(ta.load(path)) for side, path in saved.items()}
     store = Store(settings.database_url)
     store.migrate()
