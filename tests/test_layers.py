@@ -4,7 +4,7 @@ reads figures, never the Timeline or the result types; analyses never the result
 
 The layers, bottom up (docs/architecture.md draws the same picture):
 
-    model      timeline, intervals, names, causes, units, errors, inert, progress, _version
+    model      timeline, intervals, names, causes, units, errors, inert, progress, _version, changepoints
     readers    formats/, cache
     align      align
     analyses   analyses/
@@ -23,7 +23,8 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parent.parent / "traceanalyzer"
 
 LAYERS: dict[str, tuple[str, ...]] = {
-    "model": ("timeline", "intervals", "names", "causes", "units", "errors", "inert", "progress", "_version"),
+    "model": ("timeline", "intervals", "names", "causes", "units", "errors", "inert", "progress", "_version",
+              "changepoints"),
     "readers": ("formats", "cache"),
     "align": ("align",),
     "analyses": ("analyses",),
