@@ -258,7 +258,7 @@ def text(buf: bytes, span: tuple[int, int]) -> str:
 # --- encoding -------------------------------------------------------------------------------------
 
 
-def _varint_bytes(value: int) -> bytes:
+def _encode_varint(value: int) -> bytes:
     value &= 0xFFFFFFFFFFFFFFFF  # negative int64: ten-byte two's complement
     out = bytearray()
     while value >= 0x80:
@@ -266,6 +266,13 @@ def _varint_bytes(value: int) -> bytes:
         value >>= 7
     out.append(value)
     return bytes(out)
+
+
+_SMALL_VARINTS = [_encode_varint(v) for v in range(1 << 14)]  # tags, small ids and lengths: looked up
+
+
+def _varint_bytes(value: int) -> bytes:
+    return _SMALL_VARINTS[value] if 0 <= value < 16384 else _encode_varint(value)
 
 
 def f_varint(number: int, value: int) -> bytes:
