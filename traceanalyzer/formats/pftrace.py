@@ -187,7 +187,8 @@ class _Decoder:
     def _truncated(self, at: int, end: int, where: str) -> None:
         self.warnings.insert(0, f"TRUNCATED: the trace{where} ends inside the packet starting at byte {at} "
                                 f"({end - at} bytes of it present); the {self.packets} complete packets before the "
-                                f"cut were read and analysed, everything after it is missing (was the profiler killed?)")
+                                f"cut were read and analysed, everything after it is missing "
+                                f"(was the profiler killed?)")
 
     def packet(self, buf: bytes, start: int, end: int) -> None:
         self.packets += 1

@@ -171,8 +171,8 @@ def pftrace_bytes(doc: dict[str, Any]) -> bytes:
     """A Kineto JSON document (decoded) as Perfetto trace bytes."""
     events = doc.get("traceEvents")
     events = [e for e in events if isinstance(e, dict)] if isinstance(events, list) else []
-    base_ns = doc.get("baseTimeNanoseconds")
-    base_ns = base_ns if _is_int64(base_ns) and base_ns >= 0 else 0
+    raw_base = doc.get("baseTimeNanoseconds")
+    base_ns: int = raw_base if isinstance(raw_base, int) and _is_int64(raw_base) and raw_base >= 0 else 0
     w = _Writer()
     out: list[bytes] = []
 

@@ -101,7 +101,8 @@ def read_host_log(path: Path, options: ReadOptions) -> Timeline:
 
 def _unsupported(head: bytes) -> str:
     expected = ("expected Chrome-trace JSON (optionally gzip-compressed), an XSpace protobuf "
-                "(<host>.xplane.pb), a Perfetto trace (.pftrace), or an nvidia-smi dmon / --query-gpu CSV / DCGM CSV log")
+                "(<host>.xplane.pb), a Perfetto trace (.pftrace), or an nvidia-smi dmon / --query-gpu CSV / "
+                "DCGM CSV log")
     if _looks_binary(head[:64]):
         return (f"not a supported trace: binary data that is not an XSpace profile (TF profiler tool "
                 f"outputs such as overview_page.pb or input_pipeline.pb are summaries, not traces); "
