@@ -157,6 +157,7 @@ def _builder_trace() -> bytes:
     out.append(_packet(_descriptor(3, name="NVIDIA H100 [GPU 0]", process=f_varint(1, 0) + f_string(6, "NVIDIA H100"))))
     out.append(_packet(_descriptor(4, parent=2, name="thread 4243", thread=f_varint(1, 4242) + f_varint(2, 4243))))
     out.append(_packet(_descriptor(5, parent=3, name="stream 7", thread=f_varint(1, 0) + f_varint(2, 7))))
+    out += _slice(1, "PyTorch Profiler", T0 - 5000, 2_010_000)  # the trace span, on the main process
     meta = f_bytes(11, f_varint(9, 3) + f_varint(11, 1) + f_string(23, "trace_metadata")
                    + _ann("distributedInfo", '{"rank": 3, "world_size": 8}'))
     props = f_bytes(11, f_varint(9, 3) + f_varint(11, 1) + f_string(23, "device_properties")
@@ -197,7 +198,8 @@ def test_kineto_builder_layout_read_with_known_figures(tmp_path):
     assert len(runtime) == 8 and set(runtime["pid"]) == {4242} and set(runtime["tid"]) == {4243}
     assert sorted(runtime["correlation"]) == sorted(kernels["correlation"])
     assert (ev["kind"] == "step").sum() == 2
-    assert int(ev["ts_ns"].min()) == T0
+    assert ev[ev["kind"] == "trace_span"]["name"].tolist() == ["PyTorch Profiler"]
+    assert int(ev["ts_ns"].min()) == T0 - 5000
     assert tl.ranks[0].rank == 3 and tl.ranks[0].world_size == 8 and tl.ranks[0].clock == "epoch"
     assert tl.devices[0].name == "NVIDIA H100"
     a = ta.analyze(path)
@@ -278,6 +280,22 @@ def test_counters_flows_and_string_ids():
     assert flows == [("f", 99, 0), ("s", 99, 5)]
 
 
+def test_report_command_reads_pftrace(tmp_path):
+    from click.testing import CliRunner
+
+    from traceanalyzer.commands import main
+
+    out = tmp_path / "r.json"
+    res = CliRunner().invoke(main, ["report", str(SAMPLES / "basic.pftrace"), "--format", "json", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    data = msgspec.json.decode(out.read_bytes())
+    assert data["inputs"][0]["format"] == "pftrace" and data["ranks"][0]["steps"] == 3
+    bad = _write(tmp_path, _packet(_descriptor(1)) + f_bytes(1, b"\x40\xff"), "bad.pftrace")
+    res = CliRunner().invoke(main, ["report", str(bad), "--format", "json", "-o", str(tmp_path / "b.json")])
+    assert res.exit_code == 2 and "bad.pftrace: not a valid Perfetto trace: at byte" in res.output
+    assert "Traceback" not in res.output
+
+
 def test_compressed_packets_read_and_bounded(tmp_path):
     inner = _builder_trace()
     path = tmp_path / "c.pftrace"
@@ -285,6 +303,9 @@ def test_compressed_packets_read_and_bounded(tmp_path):
     assert len(read_file(path, ReadOptions()).events) == len(read_file(_write(tmp_path, inner), ReadOptions()).events)
     with pytest.raises(InputError, match="inflate to more than the input limit"):
         read_file(path, ReadOptions(max_input_bytes=len(path.read_bytes()) + 1000))
+    nested = _write(tmp_path, _packet(f_bytes(50, zlib.compress(_packet(f_bytes(50, zlib.compress(inner)))))))
+    with pytest.raises(InputError, match="compressed packets inside compressed packets"):
+        read_file(nested, ReadOptions())
 
 
 def _write(tmp_path: Path, data: bytes, name: str = "t.pftrace") -> Path:

@@ -182,25 +182,29 @@ def scan(buf: bytes, pos: int, end: int, message: str) -> list[tuple[int, Any, i
     """The fields of one `message` in buf[pos:end] as (number, value, offset of the tag): a varint or
     fixed-width value as an int (doubles as floats), a length-delimited one as (start, stop). Fields of
     the schema must have its wire type (repeated scalars may also come packed, length-delimited)."""
-    known = FIELDS[message]
+    known = _ALLOWED[message]
     out: list[tuple[int, Any, int]] = []
     append = out.append
     while pos < end:
         tag_at = pos
         b = buf[pos]
+        pos += 1
         if b < 0x80:
             tag = b
+        elif pos < end and buf[pos] < 0x80:  # two-byte tags: fields 16 to 2047
+            tag = (b & 0x7F) | (buf[pos] << 7)
             pos += 1
         else:
-            tag, pos = read_varint(buf, pos, end)
+            tag, pos = read_varint(buf, tag_at, end)
         number = tag >> 3
         wire = tag & 7
         if number == 0:
             raise WireError(tag_at, f"a field tag of {message} with field number 0 (not a protobuf message here)")
         spec = known.get(number)
-        if spec is not None and wire != spec[1] and not (spec[3] and wire == LEN and spec[1] != LEN):
-            raise WireError(tag_at, f"field {number} ({spec[0]}) of {message} with wire type "
-                                    f"{_WIRE_NAMES[wire]}, expected {_WIRE_NAMES[spec[1]]}")
+        if spec is not None and not spec[0] >> wire & 1:
+            name, expected = FIELDS[message][number][:2]
+            raise WireError(tag_at, f"field {number} ({name}) of {message} with wire type "
+                                    f"{_WIRE_NAMES[wire]}, expected {_WIRE_NAMES[expected]}")
         if wire == VARINT:
             if pos < end and buf[pos] < 0x80:
                 value: Any = buf[pos]
@@ -208,7 +212,11 @@ def scan(buf: bytes, pos: int, end: int, message: str) -> list[tuple[int, Any, i
             else:
                 value, pos = read_varint(buf, pos, end)
         elif wire == LEN:
-            length, pos = read_varint(buf, pos, end)
+            if pos < end and buf[pos] < 0x80:
+                length = buf[pos]
+                pos += 1
+            else:
+                length, pos = read_varint(buf, pos, end)
             stop = pos + length
             if stop > end:
                 raise WireError(tag_at, f"field {number} of {message} declares {length} bytes but only "
@@ -218,7 +226,7 @@ def scan(buf: bytes, pos: int, end: int, message: str) -> list[tuple[int, Any, i
         elif wire == I64:
             if pos + 8 > end:
                 raise WireError(tag_at, f"a 64-bit field {number} of {message} cut off (truncated data)")
-            value = _DOUBLE.unpack_from(buf, pos)[0] if spec is not None and spec[2] == "double" \
+            value = _DOUBLE.unpack_from(buf, pos)[0] if spec is not None and spec[1] \
                 else _U64.unpack_from(buf, pos)[0]
             pos += 8
         elif wire == I32:
@@ -232,6 +240,18 @@ def scan(buf: bytes, pos: int, end: int, message: str) -> list[tuple[int, Any, i
         if spec is not None:
             append((number, value, tag_at))
     return out
+
+
+def _allowed_table() -> dict[str, dict[int, tuple[int, bool]]]:
+    """message -> field number -> (bit mask of the wire types it may come in, whether it is a double)."""
+    out: dict[str, dict[int, tuple[int, bool]]] = {}
+    for msg, fields in FIELDS.items():
+        out[msg] = {num: ((1 << wire) | (1 << LEN if rep and wire != LEN else 0), ftype == "double")
+                    for num, (_, wire, ftype, rep) in fields.items()}
+    return out
+
+
+_ALLOWED = _allowed_table()
 
 
 def packed(buf: bytes, value: Any, wire: int, at: int) -> list[int]:

@@ -22,6 +22,7 @@ warning. Packet compression: deflate (`compressed_packets`) is read within the i
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import re
 import zlib
 from collections import Counter
@@ -124,6 +125,10 @@ class _Track:
     is_counter: bool = False
 
 
+_GENERATIONS = itertools.count()
+_ANNOTATION_CACHE_SIZE = 65536  # decoded annotations kept by their bytes (most repeat: device, stream...)
+
+
 class _Sequence:
     """Incremental state of one packet sequence (`trusted_packet_sequence_id`)."""
 
@@ -133,6 +138,7 @@ class _Sequence:
         self.thread: tuple[int, int] | None = None  # legacy: the sequence's own thread descriptor
 
     def clear(self) -> None:
+        self.generation = next(_GENERATIONS)  # decoded annotations are cached per generation of state
         self.names: dict[int, str] = {}
         self.cats: dict[int, str] = {}
         self.ann_names: dict[int, str] = {}
@@ -159,6 +165,9 @@ class _Decoder:
         self.warnings: list[str] = []
         self.order = 0
         self.packets = 0
+        self.inflating = False
+        # (state generation, annotation bytes) -> (key, value); values are shared, never modified
+        self.annotations: dict[tuple[int, bytes], tuple[str, Any]] = {}
 
     # --- packets ---------------------------------------------------------------------------------
 
@@ -247,6 +256,8 @@ class _Decoder:
 
     def _compressed(self, buf: bytes, span: tuple[int, int], at: int) -> None:
         """Packets deflated into one field (Perfetto's packet compression), inflated within the input limit."""
+        if self.inflating:
+            raise WireError(at, "compressed packets inside compressed packets (Perfetto never nests them)")
         raw = bytes(buf[span[0]:span[1]])
         for wbits in (15, -15):  # a zlib stream, or raw deflate
             d = zlib.decompressobj(wbits=wbits)
@@ -258,11 +269,14 @@ class _Decoder:
                 raise InputError(self.path, f"compressed packets at byte {at} inflate to more than the input limit "
                                             f"({self.budget} bytes left)")
             self.budget -= len(inner)
+            self.inflating = True
             try:
                 self.trace(inner, where=f"'s compressed packets at byte {at}")
             except WireError as exc:
                 raise WireError(at, f"inside the compressed packets starting here, at their byte {exc.offset}: "
                                     f"{exc.what}") from None
+            finally:
+                self.inflating = False
             return
         raise WireError(at, "compressed packets that are not deflate data")
 
@@ -406,9 +420,16 @@ class _Decoder:
 
     def _args(self, buf: bytes, spans: list[tuple[int, int]], seq: _Sequence) -> dict[str, Any]:
         args: dict[str, Any] = {}
+        cache = self.annotations
+        generation = seq.generation
         for span in spans:
-            key, value = self._annotation(buf, span, seq, 0)
-            args[key] = value
+            raw = buf[span[0]:span[1]]
+            found = cache.get((generation, raw))
+            if found is None:
+                if len(cache) >= _ANNOTATION_CACHE_SIZE:
+                    cache.clear()
+                found = cache[(generation, raw)] = self._annotation(buf, span, seq, 0)
+            args[found[0]] = found[1]
         meta = args.get(METADATA_ANNOTATION)
         if isinstance(meta, str):  # Kineto's builder: the activity's args as one JSON text
             parsed = _json_object(meta)
@@ -527,6 +548,10 @@ class _Decoder:
         cache[key] = out
         return out
 
+    def on_process(self, key: Any) -> bool:
+        track = self.tracks.get(key) if not isinstance(key, tuple) else None
+        return track is not None and track.is_process
+
     def counter_name(self, key: Any, name: str) -> str:
         track = self.tracks.get(key) if not isinstance(key, tuple) else None
         return (track.name or name) if track is not None else name
@@ -595,8 +620,11 @@ def _json_object(raw: str) -> dict[str, Any] | None:
 _RUNTIME_NAME = re.compile(r"^(cuda|cu|hip|nccl)[A-Z_]")
 
 
-def infer_category(name: str, args: dict[str, Any] | None) -> str:
-    """What Kineto would have written as `cat`, for an event written without one."""
+def infer_category(name: str, args: dict[str, Any] | None, on_process: bool = False) -> str:
+    """What Kineto would have written as `cat`, for an event written without one. `on_process`: the slice
+    sits on a process track itself, not on a thread (Kineto's builder puts only its trace span there)."""
+    if on_process:
+        return "Trace"
     a = args or {}
     if "stream" in a and "device" in a:
         if name.startswith("Memcpy"):
@@ -646,7 +674,8 @@ def kineto_document(dec: _Decoder) -> bytes:
             if ph == "f":
                 ev["bp"] = "e"
         if ph not in ("s", "t", "f"):
-            ev["cat"] = cat if cat is not None else infer_category(name, args) if ph == "X" else ""
+            ev["cat"] = cat if cat is not None else infer_category(name, args, dec.on_process(track)) \
+                if ph == "X" else ""
         if args is not None:
             ev["args"] = args
         out.append(ev)
