@@ -208,6 +208,79 @@ def test_kineto_builder_layout_read_with_known_figures(tmp_path):
     assert [s.gpu_busy_us for s in a.ranks[0].per_step] == [400, 400]
 
 
+# --- a trace laid out as PyTorch's Perfetto encoder writes it -------------------------------------------------
+
+
+def _pytorch_trace() -> bytes:
+    """torch's `.pftrace` export: process and thread tracks (pid, tid, name; no categories), one interned
+    name table, then per group of slices all the begins (with typed annotations and flows) followed by
+    all the ends in the same order, so a track's events go back in time (Perfetto sorts them)."""
+    names = ["ProfilerStep#0", "aten::mm", "aten::relu", "cudaLaunchKernel", "gemm", "Memcpy"]
+    iid = {n: i + 1 for i, n in enumerate(names)}
+    out = [f_bytes(1, _descriptor(1, process=f_varint(1, 4242) + f_string(6, "python"))),
+           f_bytes(1, _descriptor(2, parent=1, thread=f_varint(1, 4242) + f_varint(2, 4243) + f_string(5, "thread"))),
+           f_bytes(1, _descriptor(3, process=f_varint(1, 0) + f_string(6, "python"))),
+           f_bytes(1, _descriptor(4, parent=3, thread=f_varint(1, 0) + f_varint(2, 7) + f_string(5, "stream 7 ")))]
+    out.append(_packet(f_varint(13, 1), f_bytes(12, b"".join(
+        f_bytes(2, f_varint(1, i) + f_string(2, n)) for n, i in iid.items())), seq=1))
+
+    def arr(key: str, values: list[int]) -> bytes:
+        return f_bytes(4, f_string(10, key) + b"".join(f_bytes(12, f_varint(4, v)) for v in values))
+
+    def group(rows: list[tuple[int, str, int, int, bytes]]) -> None:  # (track, name, start us, end us, anns)
+        for track, name, start, _, anns in rows:
+            ev = f_varint(9, 1) + f_varint(11, track) + f_varint(10, iid[name]) + anns
+            out.append(_packet(f_varint(13, 2), f_bytes(11, ev), ts=T0 + start * 1000, seq=1))
+        for track, _, _, end, _ in rows:
+            out.append(_packet(f_bytes(11, f_varint(9, 2) + f_varint(11, track)), ts=T0 + end * 1000, seq=1))
+
+    group([(2, "ProfilerStep#0", 0, 1000, _ann("External id", 1)), (2, "aten::mm", 100, 300, _ann("External id", 2)),
+           (2, "aten::relu", 300, 500, b""), (2, "aten::relu", 500, 500, b"")])  # back to back, zero length
+    group([(2, "cudaLaunchKernel", 110 + 200 * k, 120 + 200 * k,
+            _ann("cbid", 211) + _ann("correlation", k + 1) + f_fixed64(47, k + 1)) for k in range(3)])
+    group([(4, "gemm", 150 + 100 * k, 250 + 100 * k,
+            _ann("device", 0) + _ann("stream", 7) + _ann("correlation", k + 1) + arr("grid", [4, 1, 1])
+            + f_fixed64(47, k + 1)) for k in range(3)]  # back to back on stream 7
+          + [(4, "Memcpy", 600, 700, _ann("device", 0) + _ann("stream", 7) + _ann("copy kind", "HtoD")
+              + _ann("bytes", 1 << 20))])
+    group([(4, "ProfilerStep#0", 150, 700, _ann("External id", 1))])  # the step's GPU copy: an annotation
+    return b"".join(out)
+
+
+def test_pytorch_encoder_layout_read_with_known_figures(tmp_path):
+    path = _write(tmp_path, _pytorch_trace(), "torch.pftrace")
+    ev = read_file(path, ReadOptions()).events
+    assert (ev["kind"] == "step").sum() == 1 and (ev["kind"] == "gpu_annotation").sum() == 1
+    kernels = ev[ev["kind"] == "kernel"].sort_values("ts_ns")
+    assert (kernels["ts_ns"] - T0).tolist() == [150_000, 250_000, 350_000]
+    assert (kernels["dur_ns"] == 100_000).all() and kernels["correlation"].tolist() == [1, 2, 3]
+    ops = ev[ev["kind"] == "cpu_op"].sort_values(["ts_ns", "dur_ns"])
+    assert list(zip(ops["name"], ops["ts_ns"] - T0, ops["dur_ns"])) == [
+        ("aten::mm", 100_000, 200_000), ("aten::relu", 300_000, 200_000), ("aten::relu", 500_000, 0)]
+    runtime = ev[ev["kind"] == "runtime"]
+    assert sorted(runtime["correlation"]) == [1, 2, 3] and (runtime["dur_ns"] == 10_000).all()
+    copy = ev[ev["kind"] == "memcpy"]
+    assert copy["bytes"].tolist() == [1 << 20] and copy["dur_ns"].tolist() == [100_000]
+    a = ta.analyze(path)
+    assert a.ranks[0].steps == 1 and a.ranks[0].window_us == 1000
+    assert a.ranks[0].devices[0].gpu_busy_us == 400  # three 100 us kernels and a 100 us copy
+
+
+def test_slice_pairing_rules():
+    def b(ts: int) -> tuple:
+        return (True, ts, ts, "b", None, None)
+
+    def e(ts: int) -> tuple:
+        return (False, ts, -1, "", None, None)
+
+    spans = lambda pairs: [(x[1], y[1]) for x, y in pairs[0]]  # noqa: E731
+    assert spans(pf.pair_slices([b(0), b(10), e(20), e(100)])) == [(10, 20), (0, 100)]  # in time order: nested
+    assert spans(pf.pair_slices([b(0), b(10), e(100), e(20)])) == [(0, 100), (10, 20)]  # begins, then ends
+    assert spans(pf.pair_slices([b(0), b(10), e(10), e(20)])) == [(10, 10), (0, 20)]  # in time order: latest open
+    assert spans(pf.pair_slices([b(0), b(10), b(20), e(10), e(20), e(30)])) == [(0, 10), (10, 20), (20, 30)]
+    assert pf.pair_slices([b(5), e(3)])[1:] == (1, 1)  # ends before its begin: sorted by time, neither pairs
+
+
 # --- interning, incremental state, instants, counters, flows ---------------------------------------------
 
 
@@ -333,6 +406,16 @@ def test_sniff_tells_perfetto_from_xspace_and_json():
     assert not pf.sniff(_space()[:4096])
     assert not pf.sniff(b'{"traceEvents": []}')
     assert not pf.sniff(b"\x0a\x05hello")
+
+
+def test_no_corpus_file_is_taken_for_perfetto(corpus):
+    """Other protobufs (XSpace, TF profiler summaries such as op_stats_v2.pb, whose first field 10 is
+    length-delimited) and every JSON / log file keep their own reader or their own error."""
+    from traceanalyzer.formats._io import read_head
+
+    files = [p for p in corpus.rglob("*") if p.is_file() and p.name != "MANIFEST.tsv"]
+    assert len([p for p in files if p.name.endswith(".pb")]) >= 5
+    assert [p.name for p in files if pf.sniff(read_head(p))] == []
 
 
 # --- damaged input: a clear error with the byte offset, never a traceback ----------------------------------

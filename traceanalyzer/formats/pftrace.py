@@ -76,24 +76,26 @@ _P_TIMESTAMP, _P_SEQ, _P_EVENT, _P_INTERNED, _P_FLAGS, _P_CLEARED = 8, 10, 11, 1
 _P_DEFAULTS, _P_DESCRIPTOR, _P_THREAD, _P_COMPRESSED, _P_ZSTD = 59, 60, 44, 50, 133
 
 # What the first packet of a Perfetto trace holds, and no XSpace plane does (an XSpace also starts
-# with field 1, length-delimited): timestamp, sequence id, track event / descriptor, interned data,
-# sequence flags, trace config, synchronization marker, clock snapshot defaults, compressed packets.
-_PERFETTO_FIELDS = frozenset({8, 10, 11, 12, 13, 33, 36, 41, 43, 44, 50, 58, 59, 60, 133})
+# with field 1, length-delimited), with the wire type each has: timestamp, sequence id, track event /
+# descriptor, interned data, sequence flags, trace config, synchronization marker, process / thread
+# descriptor, compressed packets, clock id, packet defaults.
+_PERFETTO_FIELDS = {8: VARINT, 10: VARINT, 11: LEN, 12: LEN, 13: VARINT, 33: LEN, 36: LEN, 41: VARINT, 43: LEN,
+                    44: LEN, 50: LEN, 58: VARINT, 59: LEN, 60: LEN, 133: LEN}
 
 
 def sniff(head: bytes) -> bool:
-    """A `Trace`: field 1 length-delimited, whose first packet's fields are well formed and include
-    one only a TracePacket has."""
+    """A `Trace`: field 1 length-delimited, whose first packet's fields are well formed, include one only
+    a TracePacket has, and have a TracePacket's wire types."""
     if head[:1] != b"\x0a":
         return False
+    numbers: set[int] = set()
     try:
         length, pos = read_varint(head, 1, min(len(head), 11))
         end = min(pos + length, len(head))
-        numbers: set[int] = set()
         while pos < end:
             tag, pos = read_varint(head, pos, end)
             number, wire = tag >> 3, tag & 7
-            if number == 0 or wire not in (0, 1, 2, 5):
+            if number == 0 or wire not in (0, 1, 2, 5) or _PERFETTO_FIELDS.get(number, wire) != wire:
                 return False
             numbers.add(number)
             if wire == VARINT:
@@ -105,7 +107,7 @@ def sniff(head: bytes) -> bool:
                 pos += 8 if wire == 1 else 4
     except WireError:
         pass  # the head ends inside the packet: judged on the fields seen
-    return bool(numbers & _PERFETTO_FIELDS)
+    return bool(numbers & _PERFETTO_FIELDS.keys())
 
 
 @dataclasses.dataclass
@@ -158,7 +160,8 @@ class _Decoder:
         self.tracks: dict[int, _Track] = {}
         self.sequences: dict[int, _Sequence] = {}
         self.events: list[_Event] = []
-        self.open: dict[Any, list[list[Any]]] = {}
+        # per track, in file order: (is begin, ts, order, name, cat, args); paired in `finish`
+        self.slices: dict[Any, list[tuple[bool, int, int, str, str | None, dict[str, Any] | None]]] = {}
         self.flows_seen: set[int] = set()
         self.header: dict[str, Any] = {}
         self.not_kept: Counter[str] = Counter()
@@ -380,15 +383,8 @@ class _Decoder:
         if track is None:
             track = ("sequence", seq_id)
         if typ == TYPE_SLICE_END:
-            stack = self.open.get(track)
-            if not stack:
-                self.not_kept["slice_end_without_begin"] += 1
-                return
-            begin = stack.pop()
-            if annotations:  # args given at the end are the slice's too
-                begin[6] = {**(begin[6] or {}), **self._args(buf, annotations, seq)}
-            order, b_name, b_cat, b_ts, b_flows, b_ends, args = begin
-            self.events.append((order, "X", b_name, b_cat, track, b_ts, ts - b_ts, args, 0))
+            end_args = self._args(buf, annotations, seq) if annotations else None
+            self.slices.setdefault(track, []).append((False, ts, -1, "", None, end_args))
             return
         args = self._args(buf, annotations, seq) if annotations else None
         if correlation is not None:
@@ -399,7 +395,7 @@ class _Decoder:
         order = self.order
         self.order += 1
         if typ == TYPE_SLICE_BEGIN:
-            self.open.setdefault(track, []).append([order, name, cat, ts, flows, ends, args])
+            self.slices.setdefault(track, []).append((True, ts, order, name, cat, args))
         elif typ == TYPE_INSTANT:
             if name in (METADATA_EVENT, DEVICE_PROPERTIES_EVENT) and args:
                 self._header(name, args)
@@ -500,11 +496,21 @@ class _Decoder:
     # --- the end -----------------------------------------------------------------------------------
 
     def finish(self) -> None:
-        unended = sum(len(s) for s in self.open.values())
+        """Begins and ends paired into complete events, track by track (`pair_slices`)."""
+        unended = unbegun = 0
+        for track, items in self.slices.items():
+            pairs, n_unended, n_unbegun = pair_slices(items)
+            unended += n_unended
+            unbegun += n_unbegun
+            for b, e in pairs:
+                args = b[5] if e[5] is None else {**(b[5] or {}), **e[5]}  # args given at the end count too
+                self.events.append((b[2], "X", b[3], b[4], track, b[1], e[1] - b[1], args, 0))
+        self.slices.clear()
         if unended:
             self.not_kept["slice_not_ended"] += unended
-            self.warnings.append(f"{unended} slices begun but never ended (no end event before the trace ends): "
-                                 f"not kept")
+            self.warnings.append(f"{unended} slices begun but never ended (no end event on their track): not kept")
+        if unbegun:
+            self.not_kept["slice_end_without_begin"] += unbegun
 
     def owner(self, key: Any, cache: dict[Any, tuple[Any, Any]]) -> tuple[Any, Any]:
         """(pid, tid) of the events of a track: the thread above it, else the closest named track below
@@ -583,6 +589,53 @@ class _Decoder:
         return out
 
 
+_Slice = tuple[bool, int, int, str, "str | None", "dict[str, Any] | None"]
+
+
+def pair_slices(items: list[_Slice]) -> tuple[list[tuple[_Slice, _Slice]], int, int]:
+    """(begin, end) pairs of one track's slice events (given in file order), and the counts of begins
+    never ended and ends without a begin.
+
+    A writer that emits events as they happen (Perfetto's SDK, Kineto's builder) writes a track's
+    events in time order: an end closes the latest open begin. PyTorch's Perfetto encoder writes
+    each group of slices as all its begins, then all its ends in the same order (and lets Perfetto
+    sort by time): where a track's events go back in time, runs of begins followed by as many ends
+    are paired first to first. Anything else is sorted by time (ties in file order) and paired
+    latest-open first, as Perfetto's trace processor does."""
+    times = [it[1] for it in items]
+    if all(a <= b for a, b in zip(times, times[1:])):
+        return _pair_latest(items)
+    pairs: list[tuple[_Slice, _Slice]] = []
+    i, n = 0, len(items)
+    while i < n:
+        j = i
+        while j < n and items[j][0]:
+            j += 1
+        k = j
+        while k < n and not items[k][0]:
+            k += 1
+        if j - i != k - j or any(items[i + m][1] > items[j + m][1] for m in range(j - i)):
+            order = sorted(range(n), key=lambda x: items[x][1])
+            return _pair_latest([items[x] for x in order])
+        pairs.extend(zip(items[i:j], items[j:k]))
+        i = k
+    return pairs, 0, 0
+
+
+def _pair_latest(items: list[_Slice]) -> tuple[list[tuple[_Slice, _Slice]], int, int]:
+    stack: list[_Slice] = []
+    pairs: list[tuple[_Slice, _Slice]] = []
+    unbegun = 0
+    for it in items:
+        if it[0]:
+            stack.append(it)
+        elif stack:
+            pairs.append((stack.pop(), it))
+        else:
+            unbegun += 1
+    return pairs, len(stack), unbegun
+
+
 def _thread_fields(buf: bytes, span: tuple[int, int]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for number, value, _ in scan(buf, span[0], span[1], "ThreadDescriptor"):
@@ -616,24 +669,45 @@ def _json_object(raw: str) -> dict[str, Any] | None:
     return None
 
 
-# Categories for events that carry none (Kineto's builder writes no category): from the name and args.
-_RUNTIME_NAME = re.compile(r"^(cuda|cu|hip|nccl)[A-Z_]")
+# Categories for events that carry none (Kineto's builder and PyTorch's encoder write no category):
+# from the args and the name, and from whether the event sits on a GPU's process.
+_DRIVER_NAME = re.compile(r"^cu[A-Z]")
+_RUNTIME_NAME = re.compile(r"^(cuda|hip)[A-Z_]")
+_KERNEL_ARGS = ("grid", "block", "registers per thread", "shared memory")
+_GPU_LABEL = re.compile(r"^GPU \d+$")
 
 
-def infer_category(name: str, args: dict[str, Any] | None, on_process: bool = False) -> str:
+def device_work(name: str, args: dict[str, Any] | None) -> str | None:
+    """The category of GPU work an uncategorised event's args show (they name its device and stream),
+    else None."""
+    a = args or {}
+    if "cuda_sync_kind" in a:
+        return "cuda_sync"
+    if "stream" not in a or "device" not in a or "cbid" in a:
+        return None
+    if name.startswith("Memcpy") or "copy kind" in a:
+        return "gpu_memcpy"
+    if name.startswith("Memset"):
+        return "gpu_memset"
+    return "kernel"
+
+
+def infer_category(name: str, args: dict[str, Any] | None, on_process: bool = False, on_gpu: bool = False) -> str:
     """What Kineto would have written as `cat`, for an event written without one. `on_process`: the slice
-    sits on a process track itself, not on a thread (Kineto's builder puts only its trace span there)."""
+    sits on a process track itself, not on a thread (Kineto's builder puts only its trace span there);
+    `on_gpu`: on the process of a GPU (where everything but GPU work is an annotation)."""
     if on_process:
         return "Trace"
+    work = device_work(name, args)
+    if work is not None:
+        return work
     a = args or {}
-    if "stream" in a and "device" in a:
-        if name.startswith("Memcpy"):
-            return "gpu_memcpy"
-        if name.startswith("Memset"):
-            return "gpu_memset"
+    if any(k in a for k in _KERNEL_ARGS):
         return "kernel"
-    if "cbid" in a or _RUNTIME_NAME.match(name):
-        return "cuda_runtime"
+    if on_gpu:
+        return "gpu_user_annotation"
+    if "cbid" in a or _RUNTIME_NAME.match(name) or _DRIVER_NAME.match(name):
+        return "cuda_driver" if _DRIVER_NAME.match(name) else "cuda_runtime"
     if kineto.STEP_NAME.match(name):
         return "user_annotation"
     return "cpu_op"
@@ -661,6 +735,11 @@ def kineto_document(dec: _Decoder) -> bytes:
         base = times[0]
     cache: dict[Any, tuple[Any, Any]] = {}
     out: list[dict[str, Any]] = dec.metadata_events()
+    # GPU processes: labelled "GPU N", or holding uncategorised events whose args show GPU work
+    gpu_pids = {t.pid if t.pid is not None else t.name for t in dec.tracks.values()
+                if t.is_process and any(_GPU_LABEL.match(label) for label in t.labels)}
+    gpu_pids |= {dec.owner(e[4], cache)[0] for e in dec.events
+                 if e[1] == "X" and e[3] is None and device_work(e[2], e[7]) not in (None, "cuda_sync")}
     for _, ph, name, cat, track, ts, dur, args, fid in dec.events:
         pid, tid = dec.owner(track, cache)
         ev: dict[str, Any] = {"ph": ph, "name": name, "pid": pid, "tid": tid, "ts": (ts - base) / 1000}
@@ -674,8 +753,8 @@ def kineto_document(dec: _Decoder) -> bytes:
             if ph == "f":
                 ev["bp"] = "e"
         if ph not in ("s", "t", "f"):
-            ev["cat"] = cat if cat is not None else infer_category(name, args, dec.on_process(track)) \
-                if ph == "X" else ""
+            ev["cat"] = cat if cat is not None else \
+                infer_category(name, args, dec.on_process(track), pid in gpu_pids) if ph == "X" else ""
         if args is not None:
             ev["args"] = args
         out.append(ev)
