@@ -369,6 +369,29 @@ def test_report_command_reads_pftrace(tmp_path):
     assert "Traceback" not in res.output
 
 
+def test_gpu_counters_as_pytorch_writes_them():
+    """Kineto 2026's "GPU N Counters" samples become GpuCounterEvents (names in an interned descriptor per
+    GPU) and come back as the same counter samples; other counters go to counter tracks."""
+    doc = {"traceEvents": [
+        {"ph": "C", "name": "SM Active", "pid": "GPU 1 Counters", "ts": 10.0, "args": {"": 87.5}},
+        {"ph": "C", "name": "HBM BW", "pid": "GPU 1 Counters", "ts": 10.0, "args": {"": 3}},
+        {"ph": "C", "name": "SM Active", "pid": "GPU 1 Counters", "ts": 11.5, "args": {"": 12.0}},
+        {"ph": "C", "name": "mem", "pid": 42, "ts": 12.0, "args": {"used": 5, "free": 7}},
+    ]}
+    data = pftrace_bytes(doc)
+    assert data.count(b"\xa2\x03") == 3  # three GpuCounterEvent packets (field 52)
+    counters = [(e["pid"], e["name"], e["args"], e["ts"]) for e in _decoded(data) if e["ph"] == "C"]
+    assert counters == [("GPU 1 Counters", "SM Active", {"": 87.5}, 10.0), ("GPU 1 Counters", "HBM BW", {"": 3}, 10.0),
+                        ("GPU 1 Counters", "SM Active", {"": 12.0}, 11.5), (42, "mem.used", {"": 5}, 12.0),
+                        (42, "mem.free", {"": 7}, 12.0)]
+    # a descriptor given inline, on the event itself, with the GPU id
+    spec = f_bytes(1, f_varint(1, 3) + f_string(2, "Cycles"))  # GpuCounterDescriptor.specs
+    inline = _packet(f_bytes(52, f_bytes(1, spec) + f_varint(3, 2) + f_bytes(2, f_varint(1, 3) + f_double(3, 1.5))),
+                     ts=2000)
+    assert [(e["pid"], e["name"], e["args"]) for e in _decoded(inline) if e["ph"] == "C"] == [
+        ("GPU 2 Counters", "Cycles", {"": 1.5})]
+
+
 def test_compressed_packets_read_and_bounded(tmp_path):
     inner = _builder_trace()
     path = tmp_path / "c.pftrace"

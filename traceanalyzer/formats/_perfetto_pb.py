@@ -35,6 +35,8 @@ SCHEMA: dict[str, list[tuple[str, int, str, bool]]] = {
         ("thread_descriptor", 44, "ThreadDescriptor", False),
         ("compressed_packets", 50, "bytes", False),
         ("zstd_compressed_packets", 133, "bytes", False),
+        ("gpu_counter_event", 52, "GpuCounterEvent", False),
+        ("gpu_render_stage_event", 53, "bytes", False),
     ],
     "TracePacketDefaults": [
         ("timestamp_clock_id", 58, "uint32", False),
@@ -104,11 +106,30 @@ SCHEMA: dict[str, list[tuple[str, int, str, bool]]] = {
         ("event_names", 2, "EventName", True),
         ("debug_annotation_names", 3, "DebugAnnotationName", True),
         ("debug_annotation_string_values", 29, "InternedString", True),
+        ("gpu_counter_descriptors", 47, "InternedGpuCounterDescriptor", True),
     ],
     "EventCategory": [("iid", 1, "uint64", False), ("name", 2, "string", False)],
     "EventName": [("iid", 1, "uint64", False), ("name", 2, "string", False)],
     "DebugAnnotationName": [("iid", 1, "uint64", False), ("name", 2, "string", False)],
     "InternedString": [("iid", 1, "uint64", False), ("str", 2, "bytes", False)],
+    "GpuCounterEvent": [
+        ("counter_descriptor", 1, "GpuCounterDescriptor", False),
+        ("counters", 2, "GpuCounter", True),
+        ("gpu_id", 3, "int32", False),
+        ("counter_descriptor_iid", 4, "uint64", False),
+    ],
+    "GpuCounter": [
+        ("counter_id", 1, "uint32", False),
+        ("int_value", 2, "int64", False),
+        ("double_value", 3, "double", False),
+    ],
+    "GpuCounterDescriptor": [("specs", 1, "GpuCounterSpec", True)],
+    "GpuCounterSpec": [("counter_id", 1, "uint32", False), ("name", 2, "string", False)],
+    "InternedGpuCounterDescriptor": [
+        ("iid", 1, "uint64", False),
+        ("counter_descriptor", 2, "GpuCounterDescriptor", False),
+        ("gpu_id", 3, "int32", False),
+    ],
 }
 
 _SCALAR_WIRE = {"uint64": VARINT, "uint32": VARINT, "int64": VARINT, "int32": VARINT, "bool": VARINT,

@@ -31,6 +31,7 @@ from typing import Any
 
 import msgspec
 
+from .. import timeline as T
 from ..errors import InputError
 from ..timeline import Timeline
 from . import kineto
@@ -74,13 +75,16 @@ _I64_MAX = 2**63 - 1
 # Field numbers (see _perfetto_pb.SCHEMA; named here for the packet loop).
 _P_TIMESTAMP, _P_SEQ, _P_EVENT, _P_INTERNED, _P_FLAGS, _P_CLEARED = 8, 10, 11, 12, 13, 41
 _P_DEFAULTS, _P_DESCRIPTOR, _P_THREAD, _P_COMPRESSED, _P_ZSTD = 59, 60, 44, 50, 133
+_P_GPU_COUNTERS, _P_RENDER_STAGE = 52, 53
+# The process a GPU's hardware counters belong to, as in the JSON export ("GPU N Counters").
+GPU_COUNTERS_PROCESS = "GPU {} Counters"
 
 # What the first packet of a Perfetto trace holds, and no XSpace plane does (an XSpace also starts
 # with field 1, length-delimited), with the wire type each has: timestamp, sequence id, track event /
 # descriptor, interned data, sequence flags, trace config, synchronization marker, process / thread
 # descriptor, compressed packets, clock id, packet defaults.
 _PERFETTO_FIELDS = {8: VARINT, 10: VARINT, 11: LEN, 12: LEN, 13: VARINT, 33: LEN, 36: LEN, 41: VARINT, 43: LEN,
-                    44: LEN, 50: LEN, 58: VARINT, 59: LEN, 60: LEN, 133: LEN}
+                    44: LEN, 50: LEN, 52: LEN, 53: LEN, 58: VARINT, 59: LEN, 60: LEN, 133: LEN}
 
 
 def sniff(head: bytes) -> bool:
@@ -145,6 +149,7 @@ class _Sequence:
         self.cats: dict[int, str] = {}
         self.ann_names: dict[int, str] = {}
         self.strings: dict[int, str] = {}
+        self.gpu_counters: dict[int, tuple[int | None, dict[int, str]]] = {}  # iid -> (gpu, counter names)
         self.default_track: int | None = None
         self.valid = True
 
@@ -169,6 +174,7 @@ class _Decoder:
         self.order = 0
         self.packets = 0
         self.inflating = False
+        self.inline_counters: dict[int | None, dict[int, str]] = {}  # GPU counter names given inline, by GPU
         # (state generation, annotation bytes) -> (key, value); values are shared, never modified
         self.annotations: dict[tuple[int, bytes], tuple[str, Any]] = {}
 
@@ -208,7 +214,7 @@ class _Decoder:
         ts = 0
         seq_id = 0
         flags = 0
-        event = interned = defaults = descriptor = thread = None
+        event = interned = defaults = descriptor = thread = gpu_counters = None
         for number, value, at in fields:
             if number == _P_TIMESTAMP:
                 ts = value
@@ -232,6 +238,10 @@ class _Decoder:
                 self._compressed(buf, value, at)
             elif number == _P_ZSTD:
                 self.not_kept["zstd_compressed_packets"] += 1
+            elif number == _P_GPU_COUNTERS:
+                gpu_counters = value
+            elif number == _P_RENDER_STAGE:  # PyTorch also writes each GPU op as a slice: those are read
+                self.not_kept["gpu_render_stage_event"] += 1
         seq = self.sequences.get(seq_id)
         if seq is None:
             seq = self.sequences[seq_id] = _Sequence()
@@ -256,6 +266,8 @@ class _Decoder:
                             seq.default_track = v2
         if event is not None:
             self._event(buf, event, seq, seq_id, ts)
+        if gpu_counters is not None:
+            self._gpu_counters(buf, gpu_counters, seq, ts)
 
     def _compressed(self, buf: bytes, span: tuple[int, int], at: int) -> None:
         """Packets deflated into one field (Perfetto's packet compression), inflated within the input limit."""
@@ -324,6 +336,17 @@ class _Decoder:
         tables = {1: ("EventCategory", seq.cats), 2: ("EventName", seq.names),
                   3: ("DebugAnnotationName", seq.ann_names), 29: ("InternedString", seq.strings)}
         for number, value, _ in scan(buf, span[0], span[1], "InternedData"):
+            if number == 47:
+                iid, gpu, names = 0, None, {}
+                for n2, v2, _ in scan(buf, value[0], value[1], "InternedGpuCounterDescriptor"):
+                    if n2 == 1:
+                        iid = v2
+                    elif n2 == 3:
+                        gpu = signed32(v2)
+                    else:
+                        names = _counter_names(buf, v2)
+                seq.gpu_counters[iid] = (gpu, names)
+                continue
             message, table = tables[number]
             iid, name = 0, ""
             for n2, v2, _ in scan(buf, value[0], value[1], message):
@@ -332,6 +355,46 @@ class _Decoder:
                 else:
                     name = text(buf, v2)
             table[iid] = name
+
+    def _gpu_counters(self, buf: bytes, span: tuple[int, int], seq: _Sequence, ts: int) -> None:
+        """A GpuCounterEvent (PyTorch's hardware counters): one counter sample per value, on the GPU's
+        counter process, named by the (interned or inline) descriptor."""
+        gpu: int | None = None
+        names: dict[int, str] | None = None
+        samples: list[tuple[int, int | float]] = []
+        for number, value, _ in scan(buf, span[0], span[1], "GpuCounterEvent"):
+            if number == 3:
+                gpu = signed32(value)
+            elif number == 4:
+                found = seq.gpu_counters.get(value)
+                if found is None:
+                    self.not_kept["unknown_interned_counter_descriptor"] += 1
+                else:
+                    gpu = found[0] if gpu is None else gpu
+                    names = found[1]
+            elif number == 1:
+                names = _counter_names(buf, value)
+                self.inline_counters[gpu] = names
+            elif number == 2:
+                cid = 0
+                sample: int | float | None = None
+                for n2, v2, _ in scan(buf, value[0], value[1], "GpuCounter"):
+                    if n2 == 1:
+                        cid = v2
+                    elif n2 == 2:
+                        sample = signed64(v2)
+                    else:
+                        sample = v2
+                if sample is not None:
+                    samples.append((cid, sample))
+        if names is None:
+            names = self.inline_counters.get(gpu) or self.inline_counters.get(None) or {}
+        gpu = gpu if gpu is not None else 0
+        for cid, sample in samples:
+            order = self.order
+            self.order += 1
+            self.events.append((order, "C", names.get(cid, f"counter {cid}"), None, ("gpu", gpu), ts, 0,
+                                {"": sample}, 0))
 
     # --- events ----------------------------------------------------------------------------------
 
@@ -518,6 +581,8 @@ class _Decoder:
         found = cache.get(key)
         if found is not None:
             return found
+        if isinstance(key, tuple) and key[0] == "gpu":  # a GPU's hardware counters
+            return GPU_COUNTERS_PROCESS.format(key[1]), 0
         if isinstance(key, tuple):  # no track: the sequence's own thread, if it named one
             seq = self.sequences.get(key[1])
             out: tuple[Any, Any] = seq.thread if seq is not None and seq.thread is not None else (-1, -1)
@@ -634,6 +699,21 @@ def _pair_latest(items: list[_Slice]) -> tuple[list[tuple[_Slice, _Slice]], int,
         else:
             unbegun += 1
     return pairs, len(stack), unbegun
+
+
+def _counter_names(buf: bytes, span: tuple[int, int]) -> dict[int, str]:
+    """counter id -> name, from a GpuCounterDescriptor."""
+    names: dict[int, str] = {}
+    for number, value, _ in scan(buf, span[0], span[1], "GpuCounterDescriptor"):
+        if number == 1:
+            cid, name = 0, ""
+            for n2, v2, _ in scan(buf, value[0], value[1], "GpuCounterSpec"):
+                if n2 == 1:
+                    cid = v2
+                else:
+                    name = text(buf, v2)
+            names[cid] = name
+    return names
 
 
 def _thread_fields(buf: bytes, span: tuple[int, int]) -> dict[str, Any]:
@@ -783,6 +863,10 @@ def read(path: Path, data: bytes, options: ReadOptions) -> Timeline:
     if dec.not_kept.get("incremental_state_lost"):
         dec.warnings.append(f"{dec.not_kept['incremental_state_lost']} track events dropped: their packet sequence "
                             f"lost its interned names (the writer's buffer overflowed?)")
+    stages = dec.not_kept.get("gpu_render_stage_event", 0)
+    if stages and not T.category_mask(tl.events["kind"], T.GPU_WORK_KINDS).any():
+        dec.warnings.append(f"{stages} GPU render-stage events not read and no GPU work among the slices: "
+                            f"this trace's GPU activity is not analysed")
     for message in reversed(dec.warnings):
         source.warnings.insert(0, message)
     if dec.warnings and dec.warnings[0].startswith("TRUNCATED"):

@@ -6,9 +6,11 @@ that is a string ("stream 7", "Spans") becomes a track of that name. Complete ev
 begin / end pairs; slices of one thread that overlap without nesting go to child tracks of the
 thread (as Kineto's builder does), since a track's slices must nest. Names, categories and
 debug-annotation names are interned on one packet sequence (cleared on its first packet); args
-become typed debug annotations (lists and objects nested). Instants stay instants, counter samples
-go to one counter track per process, name and series ("name.series"; "" is the series of Kineto's
-hardware counters), flows become `flow_ids` / `terminating_flow_ids` on the slices they leave and
+become typed debug annotations (lists and objects nested). Instants stay instants. Counter samples
+of a "GPU N Counters" process (Kineto's hardware counters) become GpuCounterEvents of GPU N with
+their names interned, as PyTorch's encoder writes them; other counter samples go to one counter track
+per process, name and series ("name.series"). Flows become `flow_ids` / `terminating_flow_ids` on the
+slices they leave and
 enter. The JSON header becomes "trace_metadata" instants (each value JSON text) and one
 "device_properties" instant, as in Kineto's builder. Times are absolute nanoseconds (the JSON base
 time added), rounded as the Kineto reader rounds them.
@@ -21,6 +23,7 @@ from __future__ import annotations
 import gzip
 import heapq
 import math
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -45,6 +48,7 @@ from ._perfetto_pb import (
 )
 
 SEQUENCE_ID = 1
+GPU_COUNTERS_PID = re.compile(r"^GPU (\d{1,9}) Counters$")  # Kineto 2026's process of a GPU's counters
 _MAX_NESTING = 24  # args nested deeper are written as one JSON text (legacy_json_value)
 _MAX_TS_US = 9e15  # beyond this the Kineto reader's nanosecond conversion gives up: not written
 
@@ -251,6 +255,21 @@ def pftrace_bytes(doc: dict[str, Any]) -> bytes:
         out.append(w.packet(w.track_event(TYPE_INSTANT, meta_track, "device_properties",
                                           args={"properties": text}), interned=True))
 
+    # Hardware counters of "GPU N Counters" processes: GpuCounterEvents, their names interned per GPU.
+    gpu_counter_ids: dict[int, dict[str, int]] = {}
+    for e in events:
+        m = GPU_COUNTERS_PID.match(e["pid"]) if e.get("ph") == "C" and isinstance(e.get("pid"), str) else None
+        if m and isinstance(e.get("args"), dict):
+            ids = gpu_counter_ids.setdefault(int(m.group(1)), {})
+            for series in e["args"]:
+                ids.setdefault(_metric(e.get("name"), series), len(ids) + 1)
+    if gpu_counter_ids:
+        interned = b""
+        for gpu, ids in gpu_counter_ids.items():
+            specs = b"".join(f_bytes(1, f_varint(1, cid) + f_string(2, metric)) for metric, cid in ids.items())
+            interned += f_bytes(47, f_varint(1, gpu + 1) + f_bytes(2, specs) + f_varint(3, gpu))
+        out.append(f_bytes(1, f_varint(10, SEQUENCE_ID) + f_bytes(12, interned)))
+
     # Times, as the Kineto reader makes them.
     ts_us = np.array([_num(e.get("ts")) for e in events], dtype=np.float64)
     dur_us = np.array([_num(e.get("dur")) for e in events], dtype=np.float64)
@@ -285,11 +304,21 @@ def pftrace_bytes(doc: dict[str, Any]) -> bytes:
         if ph in ("i", "I"):
             ev = w.track_event(TYPE_INSTANT, thread_track(pid, tid), name, cat, args)
             singles.append((int(ts_ns[i]), i, ev))
+        elif ph == "C" and args and isinstance(pid, str) and GPU_COUNTERS_PID.match(pid):
+            gpu = int(GPU_COUNTERS_PID.match(pid).group(1))  # type: ignore[union-attr]
+            for series, value in args.items():
+                if not isinstance(value, (int, float)) or isinstance(value, bool):
+                    continue
+                cid = gpu_counter_ids[gpu][_metric(e.get("name"), series)]
+                sample = f_varint(2, value) if isinstance(value, int) and _is_int64(value) \
+                    else f_double(3, float(value))
+                body = f_varint(4, gpu + 1) + f_bytes(2, f_varint(1, cid) + sample)
+                singles.append((int(ts_ns[i]), i, f_bytes(52, body)))
         elif ph == "C" and args:
             for series, value in args.items():
                 if not isinstance(value, (int, float)) or isinstance(value, bool):
                     continue
-                metric = name if series == "" else f"{name}.{series}"
+                metric = _metric(name, series)
                 track = counters.get((pid, metric))
                 if track is None:
                     track = counters[(pid, metric)] = w.uuid()
@@ -340,12 +369,13 @@ def pftrace_bytes(doc: dict[str, Any]) -> bytes:
         lanes_out.extend(lanes)
 
     singles.sort(key=lambda s: (s[0], s[1]))
-    merged = heapq.merge(*lanes_out, [(ts, i, 0, 0) for ts, i, _ in singles], key=lambda s: (s[0], s[1]))
-    single_events = {i: ev for _, i, ev in singles}
+    # (ts, event index, type, track; for instants and counters: their place in `singles`)
+    merged = heapq.merge(*lanes_out, [(ts, i, 0, k) for k, (ts, i, _) in enumerate(singles)],
+                         key=lambda s: (s[0], s[1]))
     for ts, i, typ, track in merged:
         e = events[i]
         if typ == 0:
-            out.append(w.packet(single_events[i], ts=ts, interned=True))
+            out.append(w.packet(singles[track][2], ts=ts, interned=True))
         elif typ == TYPE_SLICE_END:
             out.append(w.packet(w.track_event(TYPE_SLICE_END, track), ts=ts))
         else:
@@ -355,6 +385,12 @@ def pftrace_bytes(doc: dict[str, Any]) -> bytes:
             ev = w.track_event(TYPE_SLICE_BEGIN, track, name, cat, args, flows.get(i), ends.get(i))
             out.append(w.packet(ev, ts=ts, interned=True))
     return b"".join(out)
+
+
+def _metric(name: Any, series: str) -> str:
+    """A counter sample's metric: its name, with the series unless that is "" (Kineto's hardware counters)."""
+    name = name if isinstance(name, str) else ""
+    return name if series == "" else f"{name}.{series}"
 
 
 def _key(v: Any) -> Any:
