@@ -62,6 +62,20 @@ def test_sample_trace_same_analysis_from_pftrace(src, tmp_path):
     assert from_pf == from_json
 
 
+def test_two_rank_job_same_analysis_from_pftrace(tmp_path):
+    """The ranks' distributedInfo travels in the header instants: the job (clock, collectives matched,
+    stragglers) is the same from two .pftrace files as from the two JSON files."""
+    ranks = [SAMPLES / "comm_rank0.json", SAMPLES / "comm_rank1.json"]
+    converted = []
+    for src in ranks:
+        converted.append(tmp_path / (src.name.split(".")[0] + ".pftrace"))
+        convert(src, converted[-1])
+    from_json = _comparable(ta.analyze(ranks).to_data())
+    from_pf = _comparable(ta.analyze(converted).to_data())
+    assert from_pf == from_json
+    assert [r["rank"] for r in from_pf["ranks"]] == [0, 1] and from_pf["job"] is not None
+
+
 def _corpus_kineto() -> list[str]:
     manifest = CORPUS / "MANIFEST.tsv"
     if not manifest.is_file():

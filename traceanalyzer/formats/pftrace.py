@@ -8,7 +8,10 @@ counter values, with their names, categories and debug-annotation names interned
 (`InternedData`, reset when `sequence_flags` says the incremental state was cleared). Debug annotations
 carry the Kineto args (device, stream, correlation, External id, bytes...), typed or as one JSON
 "metadata" string (Kineto's builder); `flow_ids` / `terminating_flow_ids` are the flow arrows.
-Instants named "trace_metadata" / "device_properties" carry the JSON header's keys.
+Instants named "trace_metadata" / "device_properties" carry the JSON header's keys. PyTorch's encoder
+writes each group of slices as all its begins, then all its ends (`pair_slices`), no categories (they
+are inferred from the args, `infer_category`), and its GPU hardware counters as GpuCounterEvents
+(read as the samples of the JSON export's "GPU N Counters" process).
 
 The events are turned into the Kineto JSON event model and read by the Kineto reader (`kineto.read`):
 one mapping of categories and args to Timeline kinds and columns for both formats, so a trace read
@@ -56,7 +59,6 @@ from ._perfetto_pb import (
 
 FORMAT = "pftrace"
 KIND = "trace"  # registry.KINDS: what its files are in a job
-SUFFIXES = (".pftrace", ".perfetto-trace", ".pftrace.gz", ".perfetto-trace.gz")
 
 # Instants that carry the JSON header (Kineto's builder: one per metadata key; the device properties).
 METADATA_EVENT = "trace_metadata"
@@ -70,7 +72,6 @@ MAX_TRACK_DEPTH = 64  # parent links followed from a track (a cycle or a deeper 
 MAX_HEADER_KEYS = 1024  # metadata instants kept as header keys
 _EPOCH_NS_FLOOR = 10**18  # the Kineto reader's test for epoch times (median ts > 1e15 us)
 _MAX_BASE_NS = 7 * 10**18  # a base time the Kineto reader accepts (below the year 2200)
-_I64_MAX = 2**63 - 1
 
 # Field numbers (see _perfetto_pb.SCHEMA; named here for the packet loop).
 _P_TIMESTAMP, _P_SEQ, _P_EVENT, _P_INTERNED, _P_FLAGS, _P_CLEARED = 8, 10, 11, 12, 13, 41
@@ -470,7 +471,7 @@ class _Decoder:
             else:
                 self.events.append((order, "C", name, cat, track, ts, 0, {"": counter}, 0))
         else:
-            self.not_kept[f"track_event_type_{typ}"] += 1
+            self.not_kept["track_event_type_unspecified" if typ == 0 else "track_event_type_unknown"] += 1
         for fid in flows:
             self.events.append((order, "t" if fid in self.flows_seen else "s", "", None, track, ts, 0, None, fid))
             self.flows_seen.add(fid)
