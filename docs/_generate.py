@@ -41,9 +41,10 @@ def _cell(text: str) -> str:
 
 
 def figures() -> str:
-    from traceanalyzer.result.definitions import FIGURES
+    from traceanalyzer.result.definitions import COMPARISON_FIGURES, FIGURES
 
-    return "".join(f"- **{name}**: {' '.join(text.split())}\n" for name, text in FIGURES.items())
+    figures = {**FIGURES, **COMPARISON_FIGURES}
+    return "".join(f"- **{name}**: {' '.join(text.split())}\n" for name, text in figures.items())
 
 
 def _metric_table(metrics: dict[str, str]) -> str:

@@ -8,22 +8,25 @@
   var SVGNS = "http://www.w3.org/2000/svg";
   var HOST_COLORS = { ops: PAL.ops, dataloader: CAUSES.dataloader.color, sync: CAUSES.sync.color, copy: CAUSES.memcpy.color };
 
-  // ---- formatting (the same units as the Python renderers) ---------------------------------
+  // ---- formatting: the rules come with the data (units.format_rules), the same as Python's -------
+  var FMT = DATA.format;
+  function durationRule(a) {
+    for (var i = 0; i < FMT.duration.length; i++) if (a >= FMT.duration[i].from_us) return FMT.duration[i];
+    return FMT.duration[FMT.duration.length - 1];
+  }
   function fmtUs(us) {
     if (us === null || us === undefined || isNaN(us)) return "n/a";
-    var a = Math.abs(us);
-    if (a >= 1e6) return (us / 1e6).toFixed(2) + " s";
-    if (a >= 1e3) return (us / 1e3).toFixed(a >= 1e4 ? 1 : 2) + " ms";
-    if (a >= 10) return us.toFixed(0) + " us";
-    return us.toFixed(1) + " us";
+    var r = durationRule(Math.abs(us));
+    var text = (us / r.per).toFixed(r.decimals);
+    if (/^-[0.]+$/.test(text)) text = text.slice(1);  // -0.3 us is written 0 us, as in Python
+    return text + " " + r.unit;
   }
   // Short form for axes and bins: trailing zeros dropped (200 ms, 1.2 s, 100 us).
   function fmtShort(us) {
-    var a = Math.abs(us), v, unit;
-    if (a >= 1e6) { v = us / 1e6; unit = " s"; } else if (a >= 1e3) { v = us / 1e3; unit = " ms"; } else { v = us; unit = " us"; }
-    return String(+v.toFixed(Math.abs(v) >= 100 ? 0 : Math.abs(v) >= 10 ? 1 : 2)) + unit;
+    var r = durationRule(Math.abs(us)), v = us / r.per;
+    return String(+v.toFixed(Math.abs(v) >= 100 ? 0 : Math.abs(v) >= 10 ? 1 : 2)) + " " + r.unit;
   }
-  function fmtPct(x) { return (x === null || x === undefined || isNaN(x)) ? "n/a" : (100 * x).toFixed(1) + "%"; }
+  function fmtPct(x) { return (x === null || x === undefined || isNaN(x)) ? "n/a" : (100 * x).toFixed(FMT.percent_decimals) + "%"; }
   function causeColor(c) { return c && CAUSES[c] ? CAUSES[c].color : PAL.idle; }
   function causeLabel(c) { return c && CAUSES[c] ? CAUSES[c].label : (c ? String(c) : "no cause given"); }
   function seriesLabel(key) {

@@ -330,3 +330,26 @@ def test_host_chart_in_browser(browser, tmp_path):
     finally:
         page.close()
     assert errors == [] and refused == [] and dialogs == []
+
+
+def test_page_writes_durations_as_python_does(browser, tmp_path):
+    """The page's tooltips format a duration by the rules the data carries (units.format_rules), so a
+    step of 3000 us reads "3.0 ms" on the page as in the Markdown, not a second spelling."""
+    import traceanalyzer as ta
+    from traceanalyzer.units import format_us
+
+    analysis = ta.analyze(ROOT / "sample_traces" / "basic.json")
+    durations = {s.duration_us for s in analysis.ranks[0].per_step}
+    assert durations == {3000.0}
+    out = tmp_path / "basic.html"
+    out.write_text(render_html(analysis), encoding="utf-8")
+    page, errors, refused, _ = open_report(browser, out)
+    canvas = page.locator(".tl canvas").first
+    canvas.scroll_into_view_if_needed()
+    b = box(canvas)
+    page.mouse.move(b["x"] + 124 + (b["width"] - 130) * 0.5, b["y"] + 20 + 4 + 9)  # the steps lane
+    assert page.locator("#tip").is_visible()
+    rows = dict(zip(page.locator("#tip .row .k").all_text_contents(), page.locator("#tip .row .v").all_text_contents()))
+    assert rows["duration"] == format_us(3000.0) == "3.0 ms"
+    assert not errors and not refused
+    page.close()

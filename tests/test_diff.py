@@ -71,7 +71,7 @@ def test_added_dataloader_wait_is_a_regression_carried_by_the_dataloader(tmp_pat
     assert sum(p.delta_per_step_us for p in c.attribution) == pytest.approx(c.mean_step_change_us, abs=0.01)
     assert "slower per step" in c.headline and "DataLoader wait" in c.headline
     assert (c.base.primary, c.head.primary) == ("gpu_bound", "input_bound") and c.verdict_changed
-    assert "verdict changed gpu_bound → input_bound" in c.headline
+    assert "Verdict changed gpu_bound → input_bound" in c.headline
 
 
 def test_fewer_than_three_steps_is_inconclusive(tmp_path):
@@ -115,7 +115,9 @@ def test_saved_json_report_is_the_same_side_as_its_trace(tmp_path):
     assert code == 0
     a = json.loads((tmp_path / "from_trace.json").read_text())
     b = json.loads((tmp_path / "from_json.json").read_text())
-    assert a == b
+    assert b["base"].pop("inputs") == ["base.report.json (saved report of base.json)"]
+    assert a["base"].pop("inputs") == ["base.json"]
+    assert a == b  # every figure and word but the base's name
     assert a["schema"] == "traceanalyzer-diff/1" and a["change_verdict"] == "regressed"
     for key in ("base_median_us", "head_median_us", "change", "ci_low", "ci_high"):
         assert key in a["step_time"]
@@ -206,6 +208,20 @@ def test_diff_html_in_a_browser(tmp_path, browser):
         bars = page.locator(".track .pos")
         assert bars.count() >= 1 and bars.first.bounding_box()["width"] > 50  # the DataLoader bar is drawn
         assert page.locator(".steps").nth(1).locator(".s").count() == 10
+        # axes with units: the step charts share one duration scale (top label = the longest step),
+        # the attribution bars a signed per-step scale
+        from traceanalyzer.units import format_us
+        longest = max(max(s) for s in (c_side.step_durations_us for c_side in
+                                       (compare(ta.analyze(base), ta.analyze(head)).base,
+                                        compare(ta.analyze(base), ta.analyze(head)).head)))
+        ys = page.locator(".yaxis").first.locator("span").all_text_contents()
+        assert ys == [format_us(longest), format_us(longest / 2), "0"]
+        for i in range(2):
+            assert page.locator(".yaxis").nth(i).bounding_box()["height"] > 100
+            assert "step duration" in page.locator(".xaxis").nth(i).inner_text()
+        scale = page.locator("#attribution .scale span").all_text_contents()
+        assert scale[1] == "0" and scale[0].startswith("−") and scale[2].startswith("+") and scale[2].endswith(("us", "ms", "s"))
+        assert "per step" in page.locator("#attribution .axislabel").inner_text()
         artifacts = Path(__file__).resolve().parent.parent / "artifacts"
         artifacts.mkdir(exist_ok=True)
         page.screenshot(path=str(artifacts / "diff.png"), full_page=True)
@@ -265,3 +281,15 @@ def test_memory_peak_and_stragglers_are_compared(tmp_path):
     assert "<tr><td>stragglers</td><td>rank 5 (210.0 ms wait/step)</td></tr>" in page
     assert "<tr><td>stragglers</td><td>none</td></tr>" in page
     assert "<td>GPU memory peak</td>" not in page
+
+
+def test_a_saved_report_is_named_as_given(tmp_path):
+    """A side read from a saved JSON report is named by that file, with the traces it was made from."""
+    base_trace = training(tmp_path / "base_trace.json", wait_us=100, seed=1)
+    saved = tmp_path / "base_saved.json"
+    assert run("report", str(base_trace), "--format", "json", "-o", str(saved), "-q")[0] == 0
+    head = training(tmp_path / "head.json", wait_us=100, seed=2)
+    out = tmp_path / "d.md"
+    assert run("diff", str(saved), str(head), "--format", "md", "-o", str(out), "-q")[0] in (0, 1)
+    footer = [line for line in out.read_text().splitlines() if "base:" in line][0]
+    assert "base: base\\_saved.json (saved report of base\\_trace.json) · head: head.json" in footer

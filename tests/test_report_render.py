@@ -174,7 +174,7 @@ def test_every_renderer_reads_the_typed_result_and_json_round_trips(tmp_path, ca
     """Every renderer of the registry renders the typed result; the JSON loads back to an equal result,
     which renders to the same bytes in every format (mappings are listed in the saved report's order)."""
     analysis = report_for(CASES[case](tmp_path), diagnosed=diagnosed)
-    assert set(RENDERERS) == {"html", "json", "md", "text"}
+    assert set(RENDERERS) == {"html", "json", "md", "text", "bmf"}
     out = {name: render(analysis, name) for name in RENDERERS}
     assert all(out.values())
     assert out["text"].decode() == analysis.to_text() and out["md"].decode() == analysis.to_markdown()
@@ -193,9 +193,9 @@ def test_every_renderer_reads_the_typed_result_and_json_round_trips(tmp_path, ca
 def test_renderers_name_their_extension():
     from traceanalyzer.report.diff import RENDERERS as DIFF_RENDERERS
 
-    for registry in (RENDERERS, DIFF_RENDERERS):
+    for registry, extra in ((RENDERERS, {"bmf": "bmf.json"}), (DIFF_RENDERERS, {})):
         assert {name: r.extension for name, r in registry.items()} == {"html": "html", "json": "json", "md": "md",
-                                                                       "text": "txt"}
+                                                                       "text": "txt", **extra}
         assert all(r.name == name for name, r in registry.items())
 
 

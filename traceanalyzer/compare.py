@@ -1,26 +1,34 @@
-"""Two analyses of one job (BASE before a change, HEAD after) -> a typed `Comparison`.
+"""Two analyses of one job (BASE before a change, HEAD after), or several runs a side -> a typed `Comparison`.
 
-Did the change make training slower, by how much, and why:
+Did the change make training slower, by how much, and why (docs/ci.md says each figure in words):
 
-* **step time**: median, p10 and p90 of the job's step durations on each side (a job step lasts
-  as long as its slowest rank), the relative change of the median with a 95% bootstrap interval
-  (fixed seed, so the same inputs give the same interval), and a verdict: `regressed` /
-  `improved` when the interval excludes zero and the change is beyond the tolerance, `unchanged`
-  when the whole interval lies within the tolerance, else `inconclusive` (also with fewer than
+* **step time**: a job step lasts as long as its slowest rank. The change is the Hodges–Lehmann shift
+  (the median of every pairwise difference head step - base step) relative to the base median, so one
+  distorted step cannot swing it. With one run a side its 95% interval is the distribution-free one of
+  the Mann–Whitney rank test (run-to-run variation not measured); with several runs a side, a two-level
+  bootstrap (runs, then steps within runs; fixed seed) so the interval spans run-to-run variation.
+* **parts**: every step splits exactly into GPU compute, exposed communication, memcpy and GPU idle by
+  cause (host loop parts for CPU-only ranks). Each part gets its own evidence from its per-step values:
+  its Hodges–Lehmann shift, a rank test, and whether the two sides' values overlap. A part whose values
+  differ beyond chance and beyond their spread is **decisive**. The table's mean per step of each part
+  adds up to the change of the mean step; parts moving against the net change are shown as offsetting it.
+* **verdict**: `regressed` / `improved` when the step-time interval excludes zero and the shift is beyond
+  the tolerance, or when decisive parts move the step beyond the tolerance and the step-time shift agrees;
+  `unchanged` when the whole interval lies within the tolerance; else `inconclusive` (also with fewer than
   `MIN_STEPS` steps on a side: never a guess).
-* **attribution**: the mean step splits exactly into GPU compute, exposed communication, memcpy
-  and GPU idle by cause (the diagnosis' causes); the change of each part per step adds up to the
-  change of the mean step, so the parts explain the whole change.
-* **kernels**: time per step by normalised name (template arguments, addresses and numbers
-  removed, so one kernel is not split into many), the biggest movers, new and vanished kernels.
+* **kernels**: time per step by normalised name, the biggest movers, new and vanished kernels.
 
-Pure: Analysis x Analysis -> Comparison. Rendering lives in `report/diff*.py`.
+Pure: Analysis x Analysis (or runs x runs) -> Comparison. Rendering lives in `report/diff*.py`.
 """
 
 from __future__ import annotations
 
+import math
 import re
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -38,6 +46,16 @@ BOOTSTRAP_RESAMPLES = 4000
 BOOTSTRAP_SEED = 20261122
 CONFIDENCE = 0.95
 TOP_MOVERS = 15
+EXACT_MAX = 60  # values a side up to which the rank test's null distribution is computed exactly
+MAX_VALUES = 2000  # values a side beyond which the pairwise statistics use that many evenly spaced quantiles
+RUN_VALUES = 128  # values per side (split over its runs) that one bootstrap resample of runs draws at most
+BOOTSTRAP_BUDGET = 5e7  # pairwise differences over all resamples of runs (fewer resamples beyond it)
+BOOTSTRAP_CHUNK = 5e6  # pairwise differences held at once
+PART_ALPHA = 0.01  # a part is decisive only when the rank test gives p <= this (several parts are tested)
+SPREAD_K = 3.0  # ... and its values do not overlap, or its shift exceeds SPREAD_K x the larger robust spread
+OUTLIER_K = 4.0  # a distorted step: further than OUTLIER_K robust SDs and OUTLIER_MIN of the median from it
+OUTLIER_MIN = 0.10
+NORMAL_QUANTILE = {0.95: 1.959964, 0.99: 2.575829}
 
 REGRESSED = "regressed"
 IMPROVED = "improved"
@@ -67,9 +85,17 @@ class StepTime:
     base_p90_us: float | None
     head_p10_us: float | None
     head_p90_us: float | None
-    change: float | None  # head median / base median - 1
-    ci_low: float | None  # 95% interval of `change`
+    change: float | None  # Hodges–Lehmann shift of the step time / base median
+    ci_low: float | None  # 95% interval of `change` (see `interval`)
     ci_high: float | None
+    median_change: float | None = None  # head median / base median - 1 (the table's "median step" row)
+    estimator: str = "hodges_lehmann"
+    interval: str = ""  # "rank" (one run a side: steps only) | "runs" (several: two-level bootstrap) | ""
+    p_value: float | None = None  # two-sided Mann–Whitney rank test of the steps
+    base_runs: int = 1
+    head_runs: int = 1
+    base_outlier_steps: int = 0  # distorted steps (see outlier_steps)
+    head_outlier_steps: int = 0
 
 
 @dataclass(frozen=True)
@@ -80,8 +106,17 @@ class Part:
     label: str
     base_per_step_us: float
     head_per_step_us: float
-    delta_per_step_us: float
-    share_of_change: float | None  # delta / change of the mean step
+    delta_per_step_us: float  # change of the part's mean per step
+    share_of_change: float | None  # delta / the summed deltas moving with the net change (< 0: offsets it)
+    shift_per_step_us: float | None = None  # Hodges–Lehmann shift of the part's per-step values
+    p_value: float | None = None  # two-sided rank test of the per-step values
+    separated: bool = False  # every head value above (below) every base value
+    decisive: bool = False  # see `part_evidence`
+    role: str = ""  # "adds" (moves with the net change) | "offsets" (against it) | ""
+    base_min_us: float | None = None  # range of the per-step values on each side
+    base_max_us: float | None = None
+    head_min_us: float | None = None
+    head_max_us: float | None = None
 
 
 @dataclass(frozen=True)
@@ -117,6 +152,8 @@ class Side:
     peak_memory_bytes: int | None = None  # largest GPU peak reserved (else allocated), memory events
     stragglers: tuple[int, ...] = ()  # straggler ranks, worst first (many-rank jobs)
     straggler_wait_per_step_us: float | None = None  # wait the worst straggler causes per step
+    runs: int = 1  # runs on this side (several: `diff --base A --base B`)
+    run_medians_us: tuple[float, ...] = ()  # each run's median step
 
 
 @dataclass(frozen=True)
@@ -143,6 +180,8 @@ class Comparison:
     verdict_changed: bool
     warnings: tuple[str, ...]
     gates: tuple[GateResult, ...] = ()
+    reason: str = ""  # why the verdict: "step_time" | "parts" | "within_tolerance" | "too_few_steps" | ...
+    run_to_run_measured: bool = False  # several runs on both sides: the interval spans runs
 
     def to_data(self) -> dict[str, Any]:
         return to_data(self)  # type: ignore[no-any-return]
@@ -222,7 +261,17 @@ def _step_parts(a: AnalysisData, steps: list[int]) -> dict[str, np.ndarray]:
     return parts
 
 
-def _side(a: AnalysisData, root: str | None) -> tuple[Side, np.ndarray, dict[str, np.ndarray]]:
+def _inputs(a: AnalysisData, root: str | None, report: str | None) -> tuple[str, ...]:
+    """How a run is named: its inputs, or, for a run read from a saved report, the report's name with
+    the traces it was made from."""
+    traces = tuple(_display(i.path, root) for i in a.inputs)
+    if report is None:
+        return traces
+    made_of = ", ".join(traces[:2]) + (f" and {len(traces) - 2} more" if len(traces) > 2 else "")
+    return (f"{_display(report, root)} (saved report of {made_of})" if traces else _display(report, root),)
+
+
+def _side(a: AnalysisData, root: str | None, report: str | None = None) -> tuple[Side, np.ndarray, dict[str, np.ndarray]]:
     steps, dur = _job_steps(a)
     parts = _step_parts(a, steps)
     ranks_with = [r for r in a.ranks if r.per_step]
@@ -237,7 +286,7 @@ def _side(a: AnalysisData, root: str | None) -> tuple[Side, np.ndarray, dict[str
     diag = a.diagnosis
     mean = lambda xs: float(np.mean(xs)) if len(xs) else None  # noqa: E731
     side = Side(
-        inputs=tuple(_display(i.path, root) for i in a.inputs),
+        inputs=_inputs(a, root, report),
         primary=diag.primary if diag else None,
         host_primary=diag.host_primary if diag else None,
         headline=diag.headline if diag else "",
@@ -274,44 +323,206 @@ def _r(x: float | None, digits: int = 3) -> float | None:
     return None if x is None else round(float(x), digits)
 
 
-# --- step time ------------------------------------------------------------------------------------
-def bootstrap_change(base: np.ndarray, head: np.ndarray, resamples: int = BOOTSTRAP_RESAMPLES,
-                     seed: int = BOOTSTRAP_SEED) -> tuple[float, float, float]:
-    """Relative change of the median (head / base - 1) and its percentile-bootstrap interval."""
+# --- robust statistics ----------------------------------------------------------------------------
+def hl_shift(base: np.ndarray, head: np.ndarray) -> float:
+    """Hodges–Lehmann shift: the median of all pairwise differences head[i] - base[j]."""
+    return float(np.median(np.subtract.outer(head, base)))
+
+
+@lru_cache(maxsize=256)
+def _u_distribution(n: int, m: int) -> np.ndarray:
+    """P(U = u), u = 0..n*m, of the Mann–Whitney count U (pairs where the head value is larger) when both
+    samples come from one distribution (no ties): the exact null distribution, by the recurrence
+    p(n, m, u) = n/(n+m) p(n-1, m, u-m) + m/(n+m) p(n, m-1, u), one row of m at a time."""
+    # prev[k] = distribution for (k, j-1); built up over j = 0..m, each for every k = 0..n
+    rows = [np.ones(1) for _ in range(n + 1)]  # j = 0: U = 0 with probability 1
+    for j in range(1, m + 1):
+        new = [np.ones(1)]  # k = 0: U = 0
+        for k in range(1, n + 1):
+            size = k * j + 1
+            out = np.zeros(size)
+            a = new[k - 1]  # (k-1, j): the largest value is a head value -> U grows by j
+            out[j:j + len(a)] += k / (k + j) * a
+            b = rows[k]  # (k, j-1): the largest value is a base value
+            out[:len(b)] += j / (k + j) * b
+            new.append(out)
+        rows = new
+    return rows[n]
+
+
+def _u_count(base: np.ndarray, head: np.ndarray) -> float:
+    d = np.subtract.outer(head, base)
+    return float(np.count_nonzero(d > 0) + 0.5 * np.count_nonzero(d == 0))
+
+
+def rank_test(base: np.ndarray, head: np.ndarray) -> float | None:
+    """Two-sided p-value of the Mann–Whitney rank test (exact null distribution up to EXACT_MAX values a side,
+    else the normal approximation): how often two samples of one distribution differ in rank this much."""
+    n, m = len(head), len(base)
+    if n == 0 or m == 0:
+        return None
+    u = _u_count(base, head)
+    if n <= EXACT_MAX and m <= EXACT_MAX:
+        cdf = np.cumsum(_u_distribution(n, m))
+        lo = cdf[int(np.floor(u))]  # P(U <= u)
+        hi = 1.0 - (cdf[int(np.ceil(u)) - 1] if np.ceil(u) >= 1 else 0.0)  # P(U >= u)
+        return float(min(1.0, 2 * min(lo, hi)))
+    mean, sd = n * m / 2, np.sqrt(n * m * (n + m + 1) / 12)
+    z = (abs(u - mean) - 0.5) / sd
+    return float(min(1.0, math.erfc(max(z, 0.0) / math.sqrt(2))))
+
+
+def rank_interval(base: np.ndarray, head: np.ndarray, confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """The distribution-free interval of the Hodges–Lehmann shift (Lehmann/Moses): the k-th smallest and k-th
+    largest pairwise difference, k from the rank test's null distribution so that the interval covers the
+    true shift with at least `confidence`; with too few values for that, the smallest and largest difference."""
+    d = np.sort(np.subtract.outer(head, base).ravel())
+    n, m = len(head), len(base)
+    alpha = (1 - confidence) / 2
+    if n <= EXACT_MAX and m <= EXACT_MAX:
+        cdf = np.cumsum(_u_distribution(n, m))
+        k = int(np.count_nonzero(cdf <= alpha + 1e-12))  # P(U <= k-1) <= alpha
+    else:
+        z = NORMAL_QUANTILE[confidence] if confidence in NORMAL_QUANTILE else 1.959964
+        k = int(np.floor(n * m / 2 - z * np.sqrt(n * m * (n + m + 1) / 12)))
+    k = max(k, 1)
+    return float(d[k - 1]), float(d[len(d) - k])
+
+
+def runs_bootstrap(base_runs: Sequence[np.ndarray], head_runs: Sequence[np.ndarray],
+                   resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED) -> tuple[float, float]:
+    """95% interval of the relative Hodges–Lehmann shift across runs: a two-level bootstrap (runs drawn with
+    replacement on each side, then steps within each drawn run), so run-to-run variation widens it.
+
+    Bounded work: a run longer than RUN_VALUES (fewer with many runs) enters as that many evenly spaced
+    quantiles of its steps, fewer resamples are drawn when the pairs are many, and they are taken in chunks."""
     rng = np.random.default_rng(seed)
-    b = np.median(base[rng.integers(0, len(base), (resamples, len(base)))], axis=1)
-    h = np.median(head[rng.integers(0, len(head), (resamples, len(head)))], axis=1)
-    ratio = h / np.where(b > 0, b, np.nan) - 1.0
-    ratio = ratio[np.isfinite(ratio)]
+    cap = max(8, RUN_VALUES // max(len(base_runs), len(head_runs)))
+    base_runs = [_thin(r, cap) for r in base_runs]
+    head_runs = [_thin(r, cap) for r in head_runs]
+    width_b, width_h = max(len(r) for r in base_runs), max(len(r) for r in head_runs)
+    pairs = len(base_runs) * width_b * len(head_runs) * width_h
+    resamples = min(resamples, max(1000, int(BOOTSTRAP_BUDGET / pairs)))
+
+    def draw(runs: Sequence[np.ndarray], count: int) -> np.ndarray:
+        """`count` resamples: k runs drawn with replacement, then `width` steps drawn from each drawn run
+        (so each run weighs the same, whatever its length)."""
+        k, width = len(runs), max(len(r) for r in runs)
+        sizes = np.array([len(r) for r in runs])
+        offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        flat = np.concatenate(list(runs))
+        pick = rng.integers(0, k, (count, k))  # which runs
+        idx = offsets[pick][:, :, None] + np.floor(rng.random((count, k, width)) * sizes[pick][:, :, None])
+        return flat[idx.astype(np.int64)].reshape(count, k * width)
+
+    rel = []
+    chunk = max(1, int(BOOTSTRAP_CHUNK / pairs))
+    for start in range(0, resamples, chunk):
+        count = min(chunk, resamples - start)
+        b, h = draw(base_runs, count), draw(head_runs, count)
+        shift = np.median((h[:, :, None] - b[:, None, :]).reshape(count, -1), axis=1)
+        rel.append(shift / np.median(b, axis=1))
+    values = np.concatenate(rel)
+    values = values[np.isfinite(values)]
     alpha = (1 - CONFIDENCE) / 2
-    change = float(np.median(head) / np.median(base) - 1.0)
-    return change, float(np.quantile(ratio, alpha)), float(np.quantile(ratio, 1 - alpha))
+    return float(np.quantile(values, alpha)), float(np.quantile(values, 1 - alpha))
 
 
-def step_time(base: np.ndarray, head: np.ndarray) -> StepTime:
-    ok = len(base) >= MIN_STEPS and len(head) >= MIN_STEPS and np.median(base) > 0
-    change = low = high = None
-    if ok:
-        change, low, high = bootstrap_change(base, head)
-    elif len(base) and len(head) and np.median(base) > 0:
-        change = float(np.median(head) / np.median(base) - 1.0)
+def outlier_steps(values: np.ndarray) -> int:
+    """Steps far from their side's median: more than OUTLIER_K robust standard deviations (1.4826 x the median
+    absolute deviation) and more than OUTLIER_MIN of the median away (warm-up, the profiler's own stop)."""
+    if len(values) < MIN_STEPS:
+        return 0
+    med = np.median(values)
+    scale = 1.4826 * np.median(np.abs(values - med))
+    far = np.abs(values - med) > np.maximum(OUTLIER_K * scale, OUTLIER_MIN * abs(med))
+    return int(np.count_nonzero(far))
+
+
+def _robust_scale(values: np.ndarray) -> float:
+    return float(1.4826 * np.median(np.abs(values - np.median(values)))) if len(values) else 0.0
+
+
+# --- step time ------------------------------------------------------------------------------------
+def _thin(values: np.ndarray, most: int = MAX_VALUES) -> np.ndarray:
+    """At most `most` values: evenly spaced quantiles of a longer sample (bounds the pairwise work)."""
+    if len(values) <= most:
+        return values
+    return np.quantile(values, np.linspace(0, 1, most))
+
+
+def step_time(base_runs: Sequence[np.ndarray], head_runs: Sequence[np.ndarray]) -> StepTime:
+    """The step-time change of HEAD against BASE (module docstring), from each side's runs' steady steps."""
+    base = np.concatenate(list(base_runs)) if base_runs else np.zeros(0)
+    head = np.concatenate(list(head_runs)) if head_runs else np.zeros(0)
     b_med, b_p10, b_p90 = step_time_stats(base)
     h_med, h_p10, h_p90 = step_time_stats(head)
-    return StepTime(len(base), len(head), _r(b_med), _r(h_med), _r(b_p10), _r(b_p90),
-                    _r(h_p10), _r(h_p90), _r(change, 6), _r(low, 6), _r(high, 6))
+    change = low = high = p = median_change = None
+    interval = ""
+    if len(base) and len(head) and b_med:
+        median_change = float(np.median(head) / b_med - 1.0)
+        tb, th = _thin(base), _thin(head)
+        change = hl_shift(tb, th) / b_med
+        if len(base) >= MIN_STEPS and len(head) >= MIN_STEPS:
+            p = rank_test(tb, th)
+            if len(base_runs) > 1 and len(head_runs) > 1:
+                low, high = runs_bootstrap([_thin(r) for r in base_runs], [_thin(r) for r in head_runs])
+                interval = "runs"
+            else:
+                lo_us, hi_us = rank_interval(tb, th)
+                low, high, interval = lo_us / b_med, hi_us / b_med, "rank"
+            low, high = min(low, change), max(high, change)  # the point lies in its interval
+    return StepTime(len(base), len(head), _r(b_med), _r(h_med), _r(b_p10), _r(b_p90), _r(h_p10), _r(h_p90),
+                    _r(change, 6), _r(low, 6), _r(high, 6), median_change=_r(median_change, 6), interval=interval,
+                    p_value=_r(p, 6), base_runs=len(base_runs), head_runs=len(head_runs),
+                    base_outlier_steps=sum(outlier_steps(r) for r in base_runs),
+                    head_outlier_steps=sum(outlier_steps(r) for r in head_runs))
 
 
-def change_verdict(st: StepTime, tolerance: float) -> str:
-    if st.base_steps < MIN_STEPS or st.head_steps < MIN_STEPS or st.change is None:
-        return INCONCLUSIVE
+def part_evidence(base_runs: Sequence[np.ndarray], head_runs: Sequence[np.ndarray]) -> dict[str, Any]:
+    """A part's evidence from its per-step values on each side (one array per run).
+
+    Decisive: at least MIN_DECISIVE... steps a side, the rank test gives p <= PART_ALPHA, and either no value
+    of one side reaches the other's range (`separated`) or the shift exceeds SPREAD_K x the larger robust
+    spread (1.4826 x MAD) of the two sides; with several runs on both sides, also every run's median of the
+    part on one side lies beyond every run's median on the other (run-to-run variation counted).
+    """
+    base = np.concatenate(list(base_runs)) if base_runs else np.zeros(0)
+    head = np.concatenate(list(head_runs)) if head_runs else np.zeros(0)
+    if not len(base) or not len(head):
+        return {}
+    tb, th = _thin(base), _thin(head)
+    shift = hl_shift(tb, th)
+    p = rank_test(tb, th) if len(base) >= MIN_STEPS and len(head) >= MIN_STEPS else None
+    separated = bool(head.min() > base.max() or head.max() < base.min())
+    spread = max(_robust_scale(base), _robust_scale(head))
+    decisive = p is not None and p <= PART_ALPHA and shift != 0 and (separated or abs(shift) > SPREAD_K * spread)
+    if decisive and len(base_runs) > 1 and len(head_runs) > 1:
+        bm = [float(np.median(r)) for r in base_runs if len(r)]
+        hm = [float(np.median(r)) for r in head_runs if len(r)]
+        decisive = bool(bm and hm and (min(hm) > max(bm) if shift > 0 else max(hm) < min(bm)))
+    return {"shift_per_step_us": _r(shift), "p_value": _r(p, 6), "separated": separated, "decisive": decisive,
+            "base_min_us": _r(float(base.min())), "base_max_us": _r(float(base.max())),
+            "head_min_us": _r(float(head.min())), "head_max_us": _r(float(head.max()))}
+
+
+def change_verdict(st: StepTime, tolerance: float, parts: Sequence[Part] = ()) -> tuple[str, str]:
+    """(verdict, reason): see the module docstring; `parts` with their evidence."""
+    if st.base_steps < MIN_STEPS or st.head_steps < MIN_STEPS or st.change is None or not st.base_median_us:
+        return INCONCLUSIVE, "too_few_steps"
     assert st.ci_low is not None and st.ci_high is not None
     if st.ci_low > 0 and st.change > tolerance:
-        return REGRESSED
+        return REGRESSED, "step_time"
     if st.ci_high < 0 and st.change < -tolerance:
-        return IMPROVED
+        return IMPROVED, "step_time"
+    net = sum(p.shift_per_step_us or 0.0 for p in parts if p.decisive) / st.base_median_us
+    if net > tolerance and st.change > tolerance:
+        return REGRESSED, "parts"
+    if net < -tolerance and st.change < -tolerance:
+        return IMPROVED, "parts"
     if -tolerance <= st.ci_low and st.ci_high <= tolerance:
-        return UNCHANGED
-    return INCONCLUSIVE
+        return UNCHANGED, "within_tolerance"
+    return INCONCLUSIVE, "interval_too_wide"
 
 
 # --- kernels --------------------------------------------------------------------------------------
@@ -327,8 +538,18 @@ def _kernel_per_step(a: AnalysisData) -> dict[str, float]:
     return out
 
 
-def kernel_moves(base: AnalysisData, head: AnalysisData, top: int = TOP_MOVERS) -> tuple[KernelMove, ...]:
-    b, h = _kernel_per_step(base), _kernel_per_step(head)
+def kernel_moves(base: AnalysisData | Sequence[AnalysisData], head: AnalysisData | Sequence[AnalysisData],
+                 top: int = TOP_MOVERS) -> tuple[KernelMove, ...]:
+    """Kernel time per step on each side (averaged over a side's runs): the biggest movers first."""
+    def per_step(side: AnalysisData | Sequence[AnalysisData]) -> dict[str, float]:
+        runs = [side] if isinstance(side, AnalysisData) else list(side)
+        out: dict[str, float] = {}
+        for a in runs:
+            for k, v in _kernel_per_step(a).items():
+                out[k] = out.get(k, 0.0) + v / len(runs)
+        return out
+
+    b, h = per_step(base), per_step(head)
     rows = []
     for name in set(b) | set(h):
         bv, hv = b.get(name, 0.0), h.get(name, 0.0)
@@ -341,41 +562,134 @@ def kernel_moves(base: AnalysisData, head: AnalysisData, top: int = TOP_MOVERS) 
 # --- the comparison -------------------------------------------------------------------------------
 def compare(base: AnalysisData, head: AnalysisData, tolerance: float = DEFAULT_TOLERANCE,
             root: str | None = None) -> Comparison:
-    """`root`: input paths are shown relative to it (else by file name)."""
-    b_side, b_dur, b_parts = _side(base, root)
-    h_side, h_dur, h_parts = _side(head, root)
-    st = step_time(b_dur, h_dur)
-    verdict = change_verdict(st, tolerance)
+    """One run a side. `root`: input paths are shown relative to it (else by file name)."""
+    return compare_runs([base], [head], tolerance=tolerance, root=root)
+
+
+def compare_runs(bases: Sequence[AnalysisData], heads: Sequence[AnalysisData],
+                 tolerance: float = DEFAULT_TOLERANCE, root: str | None = None, *,
+                 reports: tuple[Sequence[str | None], Sequence[str | None]] | None = None) -> Comparison:
+    """Several runs of the base (e.g. the last N runs of the base branch) against one or several of the head.
+
+    Steps and parts are pooled over each side's runs; with several runs on both sides the step-time
+    interval is taken across runs (two-level bootstrap), so run-to-run variation is measured.
+    `reports`: per side, per run, the saved report the run was read from (None: analysed from traces),
+    so the comparison names the file the user gave."""
+    if not bases or not heads:
+        raise ValueError("compare_runs needs at least one run on each side")
+    b_reports, h_reports = reports or ([None] * len(bases), [None] * len(heads))
+    b_sides = [_side(a, root, r) for a, r in zip(bases, b_reports, strict=True)]
+    h_sides = [_side(a, root, r) for a, r in zip(heads, h_reports, strict=True)]
+    st = step_time([d for _, d, _ in b_sides], [d for _, d, _ in h_sides])
+    b_side, h_side = _merge([s for s, _, _ in b_sides]), _merge([s for s, _, _ in h_sides])
     warnings: list[str] = []
     if st.base_steps < MIN_STEPS or st.head_steps < MIN_STEPS:
         warnings.append(f"fewer than {MIN_STEPS} steps on a side (base {st.base_steps}, head {st.head_steps}): "
                         f"the change cannot be judged; profile more steps")
-    models = [sorted({d.name for r in a.ranks for d in r.devices if d.name}) for a in (base, head)]
+    models = [sorted({d.name for a in side for r in a.ranks for d in r.devices if d.name}) for side in (bases, heads)]
     if models[0] and models[1] and models[0] != models[1]:
         warnings.append(f"different GPU models: base {', '.join(models[0])}, head {', '.join(models[1])}; "
                         f"the change includes the hardware")
-    if base.summary.ranks != head.summary.ranks:
-        warnings.append(f"base has {base.summary.ranks} rank(s), head {head.summary.ranks}: job totals compared")
-    mean_change = (None if b_side.mean_step_us is None or h_side.mean_step_us is None or not len(b_dur)
-                   or not len(h_dur) else round(h_side.mean_step_us - b_side.mean_step_us, 3))
-    parts = []
-    for key in sorted(set(b_parts) | set(h_parts)):
-        bv = float(np.mean(b_parts[key])) if key in b_parts and len(b_parts[key]) else 0.0
-        hv = float(np.mean(h_parts[key])) if key in h_parts and len(h_parts[key]) else 0.0
-        if abs(bv) < 5e-4 and abs(hv) < 5e-4:
-            continue
-        delta = hv - bv
-        share = delta / mean_change if mean_change else None
-        parts.append(Part(key, _part_label(key), round(bv, 3), round(hv, 3), round(delta, 3),
-                          None if share is None else round(share, 4)))
-    parts.sort(key=lambda p: (-abs(p.delta_per_step_us), p.cause))
-    verdict_changed = (b_side.primary or "") != (h_side.primary or "")
+    b_ranks, h_ranks = {a.summary.ranks for a in bases}, {a.summary.ranks for a in heads}
+    if b_ranks != h_ranks:
+        warnings.append(f"base has {'/'.join(map(str, sorted(b_ranks)))} rank(s), head "
+                        f"{'/'.join(map(str, sorted(h_ranks)))}: job totals compared")
+    mean_change = (None if b_side.mean_step_us is None or h_side.mean_step_us is None
+                   else round(h_side.mean_step_us - b_side.mean_step_us, 3))
+    parts = _parts([p for _, _, p in b_sides], [p for _, _, p in h_sides], mean_change)
+    verdict, reason = change_verdict(st, tolerance, parts)
     comparison = Comparison(
         schema=SCHEMA, tool={"name": "traceanalyzer", "version": __version__}, change_verdict=verdict,
         headline="", tolerance=tolerance, step_time=st, mean_step_change_us=mean_change,
-        attribution=tuple(parts), kernels=kernel_moves(base, head), base=b_side, head=h_side,
-        verdict_changed=verdict_changed, warnings=tuple(warnings))
+        attribution=parts, kernels=kernel_moves(bases, heads), base=b_side, head=h_side,
+        verdict_changed=(b_side.primary or "") != (h_side.primary or ""), warnings=tuple(warnings),
+        reason=reason, run_to_run_measured=len(bases) > 1 and len(heads) > 1)
     return _with_headline(comparison)
+
+
+def judge(base_steps: Sequence[np.ndarray], head_steps: Sequence[np.ndarray],
+          base_parts: Sequence[dict[str, np.ndarray]], head_parts: Sequence[dict[str, np.ndarray]],
+          tolerance: float = DEFAULT_TOLERANCE) -> tuple[StepTime, tuple[Part, ...], str, str]:
+    """The verdict from arrays alone (what `compare_runs` does after reading the analyses): each run's steady
+    step durations and per-step parts on each side -> (step time, parts, verdict, reason)."""
+    st = step_time(base_steps, head_steps)
+    b_all, h_all = np.concatenate(list(base_steps)), np.concatenate(list(head_steps))
+    mean_change = float(np.mean(h_all) - np.mean(b_all)) if len(b_all) and len(h_all) else None
+    parts = _parts(list(base_parts), list(head_parts), mean_change)
+    verdict, reason = change_verdict(st, tolerance, parts)
+    return st, parts, verdict, reason
+
+
+def _parts(b_runs: list[dict[str, np.ndarray]], h_runs: list[dict[str, np.ndarray]],
+           mean_change: float | None) -> tuple[Part, ...]:
+    """Each part's mean per step on both sides (pooled steps), its change, share and evidence; largest first."""
+    keys = sorted(set().union(*b_runs, *h_runs))
+    rows = []
+    for key in keys:
+        # a run without the part (e.g. no idle of that cause) counts it as zero in every step
+        b = [r.get(key, np.zeros(_steps_of(r))) for r in b_runs]
+        h = [r.get(key, np.zeros(_steps_of(r))) for r in h_runs]
+        b_all, h_all = np.concatenate(b), np.concatenate(h)
+        bv = float(np.mean(b_all)) if len(b_all) else 0.0
+        hv = float(np.mean(h_all)) if len(h_all) else 0.0
+        if abs(bv) < 5e-4 and abs(hv) < 5e-4:
+            continue
+        rows.append((key, bv, hv, hv - bv, part_evidence(b, h)))
+    net = sum(d for _, _, _, d, _ in rows)
+    gross = sum(d for _, _, _, d, _ in rows if d * net > 0)
+    parts = []
+    for key, bv, hv, delta, ev in rows:
+        role = "" if abs(delta) < 5e-4 or not mean_change else "adds" if delta * net > 0 else "offsets"
+        share = delta / gross if gross and role else None
+        parts.append(Part(key, _part_label(key), round(bv, 3), round(hv, 3), round(delta, 3),
+                          None if share is None else round(share, 4), role=role, **ev))
+    parts.sort(key=lambda p: (-abs(p.delta_per_step_us), p.cause))
+    return tuple(parts)
+
+
+def _steps_of(parts: dict[str, np.ndarray]) -> int:
+    return max((len(v) for v in parts.values()), default=0)
+
+
+def _merge(sides: list[Side]) -> Side:
+    """One side of several runs: inputs of all, the most common verdict, figures averaged over runs (the
+    step durations pooled), each run's median step."""
+    if len(sides) == 1:
+        s = sides[0]
+        med = float(np.median(s.step_durations_us)) if s.step_durations_us else None
+        return replace(s, run_medians_us=() if med is None else (round(med, 3),))
+    primary = Counter(s.primary for s in sides).most_common(1)[0][0]
+    first = next(s for s in sides if s.primary == primary)
+
+    def avg(values: list[float | None]) -> float | None:
+        xs = [v for v in values if v is not None]
+        return _r(float(np.mean(xs)), 6) if xs else None
+
+    steps = tuple(d for s in sides for d in s.step_durations_us)
+    keys = sorted({k for s in sides for k in s.step_parts_us})
+    directions = sorted({k for s in sides for k in s.memcpy_bytes_per_step})
+    peaks = [s.peak_memory_bytes for s in sides if s.peak_memory_bytes is not None]
+    return Side(
+        inputs=tuple(i for s in sides for i in s.inputs), primary=primary, host_primary=first.host_primary,
+        headline=first.headline, ranks=max(s.ranks for s in sides), steps=sum(s.steps for s in sides),
+        mean_step_us=_r(float(np.mean(steps))) if steps else None,
+        gpu_busy_per_step_us=avg([s.gpu_busy_per_step_us for s in sides]),
+        gpu_idle_per_step_us=avg([s.gpu_idle_per_step_us for s in sides]),
+        dataloader_wait_per_step_us=avg([s.dataloader_wait_per_step_us for s in sides]),
+        memcpy_bytes_per_step={k: round(float(np.mean([s.memcpy_bytes_per_step.get(k, 0.0) for s in sides])), 1)
+                               for k in directions},
+        gpu_idle_fraction=avg([s.gpu_idle_fraction for s in sides]),
+        dataloader_wait_fraction=avg([s.dataloader_wait_fraction for s in sides]),
+        memcpy_share_of_busy=avg([s.memcpy_share_of_busy for s in sides]),
+        sm_util_mean_pct=avg([s.sm_util_mean_pct for s in sides]),
+        step_durations_us=steps,
+        step_parts_us={k: tuple(x for s in sides for x in s.step_parts_us.get(k, (0.0,) * len(s.step_durations_us)))
+                       for k in keys},
+        samples_per_s=avg([s.samples_per_s for s in sides]),
+        batch_size=first.batch_size, peak_memory_bytes=max(peaks) if peaks else None,
+        stragglers=first.stragglers, straggler_wait_per_step_us=first.straggler_wait_per_step_us,
+        runs=len(sides),
+        run_medians_us=tuple(round(float(np.median(s.step_durations_us)), 3) for s in sides if s.step_durations_us))
 
 
 def _part_label(key: str) -> str:
@@ -385,43 +699,76 @@ def _part_label(key: str) -> str:
     return PART_LABELS.get(key, key)
 
 
-def _with_headline(c: Comparison) -> Comparison:
-    from dataclasses import replace
+def _pct(x: float) -> str:
+    return f"{x * 100:+.1f}%"
 
+
+def _interval_text(st: StepTime) -> str:
+    return "" if st.ci_low is None or st.ci_high is None else f"95% interval {_pct(st.ci_low)} to {_pct(st.ci_high)}"
+
+
+def _part_sentence(p: Part) -> str:
+    """One decisive part, one statistic (its Hodges–Lehmann shift per step), labelled."""
+    shift = p.shift_per_step_us or 0.0
+    sign = "+" if shift > 0 else "−"
+    how = (f"every head step {'above' if shift > 0 else 'below'} every base step" if p.separated
+           else "beyond the steps' spread")
+    label = p.label[:1].upper() + p.label[1:]
+    return f"{label} {sign}{format_us(abs(shift))} per step (Hodges–Lehmann shift), decisive: {how}"
+
+
+def _with_headline(c: Comparison) -> Comparison:
     st = c.step_time
+    sentences: list[str] = []
+    decisive = [p for p in c.attribution if p.decisive]
+    decisive.sort(key=lambda p: -abs(p.shift_per_step_us or 0.0))
     if st.change is None:
-        text = "Step time cannot be compared: a side has no steps."
+        sentences.append("Step time cannot be compared: a side has no steps")
     else:
-        pct = f"{abs(st.change) * 100:.1f}%"
-        ci = "" if st.ci_low is None or st.ci_high is None else \
-            f" (95% CI {st.ci_low * 100:+.1f}% to {st.ci_high * 100:+.1f}%)"
-        if c.change_verdict == REGRESSED:
-            text = f"HEAD is {pct} slower per step{ci}"
-        elif c.change_verdict == IMPROVED:
-            text = f"HEAD is {pct} faster per step{ci}"
+        shift = f"{abs(st.change) * 100:.1f}%"
+        ci = _interval_text(st)
+        label = "Hodges–Lehmann shift of the step time"
+        if c.change_verdict in (REGRESSED, IMPROVED) and c.reason == "step_time":
+            slower = "slower" if c.change_verdict == REGRESSED else "faster"
+            sentences.append(f"HEAD is {shift} {slower} per step ({label}; {ci})")
+            if decisive:
+                sentences.append(_part_sentence(decisive[0]))
+        elif c.change_verdict in (REGRESSED, IMPROVED):
+            slower = "slower" if c.change_verdict == REGRESSED else "faster"
+            movers = [p for p in decisive if (p.shift_per_step_us or 0) * st.change > 0]
+            sentences.append(f"HEAD is {slower}: " + "; ".join(_part_sentence(p) for p in movers[:2]))
+            spans = f"step time {_pct(st.change)} (Hodges–Lehmann shift); its {ci} spans zero"
+            outliers = st.base_outlier_steps + st.head_outlier_steps
+            if outliers:
+                spans += f" because of {outliers} distorted step{'s' if outliers != 1 else ''}"
+            sentences.append(spans[0].upper() + spans[1:])
         elif c.change_verdict == UNCHANGED:
-            text = f"Step time unchanged: {st.change * 100:+.1f}%{ci}, within ±{c.tolerance * 100:.0f}%"
+            sentences.append(f"Step time unchanged: {_pct(st.change)} ({label}; {ci}), within "
+                             f"±{c.tolerance * 100:.0f}%")
         else:
-            text = f"Inconclusive: step time {st.change * 100:+.1f}%{ci}"
+            text = f"Inconclusive: step time {_pct(st.change)} ({label}" + (f"; {ci})" if ci else ")")
             if st.base_steps < MIN_STEPS or st.head_steps < MIN_STEPS:
                 text += f", too few steps (base {st.base_steps}, head {st.head_steps})"
-    movers = [p for p in c.attribution if c.mean_step_change_us and p.share_of_change is not None
-              and p.share_of_change > 0.2 and (p.delta_per_step_us > 0) == (c.mean_step_change_us > 0)]
-    if movers and c.change_verdict in (REGRESSED, IMPROVED):
-        p = movers[0]
-        more_less = "more" if p.delta_per_step_us > 0 else "less"
-        text += (f"; {format_us(abs(p.delta_per_step_us))} {more_less} {p.label} per step explains "
-                 f"{min(p.share_of_change or 0.0, 9.99) * 100:.0f}% of it")
+            sentences.append(text)
+            if decisive:
+                sentences.append(_part_sentence(decisive[0]) + ", but within the tolerance or against the "
+                                 "step time's direction")
+        if st.ci_low is not None:
+            if c.run_to_run_measured:
+                sentences.append(f"The interval spans run-to-run variation ({st.base_runs} base and "
+                                 f"{st.head_runs} head runs)")
+            else:
+                sentences.append("Run-to-run variation was not measured (one run on a side): compare several runs "
+                                 "a side to measure it")
     if c.verdict_changed:
-        text += f"; verdict changed {c.base.primary or 'none'} → {c.head.primary or 'none'}"
-    return replace(c, headline=text + ".")
+        sentences.append(f"Verdict changed {c.base.primary or 'none'} → {c.head.primary or 'none'}")
+    return replace(c, headline=". ".join(sentences) + ".")
 
 
 def with_gates(c: Comparison, gates: tuple[GateResult, ...]) -> Comparison:
-    from dataclasses import replace
-
     return replace(c, gates=gates)
 
 
 __all__ = ["CHANGE_VERDICTS", "Comparison", "GateResult", "KernelMove", "Part", "SCHEMA", "Side", "StepTime",
-           "compare", "normalise_kernel", "with_gates"]
+           "compare", "compare_runs", "hl_shift", "judge", "normalise_kernel", "rank_interval", "rank_test",
+           "with_gates"]

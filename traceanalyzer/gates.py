@@ -2,8 +2,9 @@
 
 A rule is `METRIC OP VALUE` or `step_time:+N%`:
 
-* `step_time:+5%` (diff only): fails when the median step time grew by more than 5% and the 95%
-  interval of the change excludes zero (a regression, not noise).
+* `step_time:+5%` (diff only): follows the verdict of the change: fails when the change is `regressed`
+  (the step-time interval excludes zero, or a decisive part made the step slower beyond the tolerance)
+  and the step time grew by more than 5% (its Hodges–Lehmann shift). Noise never trips it.
 * `gpu_idle>0.30`, `dataloader_wait>10%`, `memcpy_share>=0.2`, `step_time_ms>120` ... with `>`,
   `>=`, `<`, `<=`: fails when the figure (HEAD's, for diff) satisfies the comparison.
 * `verdict=input_bound` / `verdict!=gpu_bound`: fails when the primary verdict (HEAD's) is / is
@@ -110,10 +111,11 @@ def evaluate(rule: Rule, head: AnalysisData, comparison: Comparison | None = Non
         st = comparison.step_time
         if st.change is None or st.ci_low is None:
             return GateResult(rule.text, st.change, True, "not judged: too few steps to measure a change")
-        failed = st.change > float(rule.value) and st.ci_low > 0
+        failed = comparison.change_verdict == "regressed" and st.change > float(rule.value)
         return GateResult(rule.text, st.change, not failed,
                           f"step time {st.change * 100:+.1f}% (95% CI {st.ci_low * 100:+.1f}% to "
-                          f"{(st.ci_high or 0) * 100:+.1f}%), limit +{float(rule.value) * 100:.1f}%")
+                          f"{(st.ci_high or 0) * 100:+.1f}%; Hodges–Lehmann shift), change {comparison.change_verdict}"
+                          f"{_why(comparison)}, limit +{float(rule.value) * 100:.1f}%")
     if rule.metric == "verdict":
         primary = head.diagnosis.primary if head.diagnosis else None
         failed = (primary == rule.value) if rule.op == "=" else (primary != rule.value)
@@ -123,6 +125,17 @@ def evaluate(rule: Rule, head: AnalysisData, comparison: Comparison | None = Non
         return GateResult(rule.text, None, True, f"{rule.metric} not available in this run: not judged")
     failed = _holds(value, rule.op, float(rule.value))
     return GateResult(rule.text, round(value, 6), not failed, f"{rule.metric} = {value:.4g}")
+
+
+def _why(c: Comparison) -> str:
+    """What made a regressed / improved verdict: the step time itself or its decisive parts."""
+    if c.change_verdict not in ("regressed", "improved"):
+        return ""
+    if c.reason == "parts":
+        direction = c.step_time.change or 0.0
+        names = [p.label for p in c.attribution if p.decisive and (p.shift_per_step_us or 0.0) * direction > 0]
+        return f" by decisive parts ({', '.join(names[:3])})" if names else ""
+    return " (the interval excludes zero)"
 
 
 def evaluate_all(rules: tuple[Rule, ...], head: AnalysisData,

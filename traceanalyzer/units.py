@@ -47,16 +47,33 @@ def format_duration(ns: int) -> str:
     return f"{ns}ns"
 
 
+# How durations and shares are written, for prose, tables and the HTML page alike: the first rule whose
+# `from_us` the magnitude reaches gives the unit and the decimals. The page receives these rules in its
+# data (report/html.py), so its tooltips and tables write a duration exactly as the Markdown does.
+DURATION_RULES: tuple[dict[str, float | str | int], ...] = (
+    {"from_us": 1_000_000, "per": 1_000_000, "unit": "s", "decimals": 2},
+    {"from_us": 1_000, "per": 1_000, "unit": "ms", "decimals": 1},
+    {"from_us": 0, "per": 1, "unit": "us", "decimals": 0},
+)
+PERCENT_DECIMALS = 1
+
+
 def format_us(us: float | None) -> str:
     """A duration in the most readable unit for prose and tables: 850 us, 12.3 ms, 4.56 s."""
-    if us is None:
+    if us is None or us != us:
         return "n/a"
-    if abs(us) >= 1_000_000:
-        return f"{us / 1_000_000:.2f} s"
-    if abs(us) >= 1_000:
-        return f"{us / 1_000:.1f} ms"
-    return f"{us:.0f} us"
+    for rule in DURATION_RULES:
+        if abs(us) >= float(rule["from_us"]):
+            text = f"{us / float(rule['per']):.{int(rule['decimals'])}f}"
+            if text.startswith("-") and not text.strip("-0."):
+                text = text[1:]  # -0.3 us is written 0 us, not -0 us
+            return f"{text} {rule['unit']}"
+    return f"{us:.0f} us"  # not reached: the last rule starts at 0
 
+
+def format_rules() -> dict[str, object]:
+    """The formatting rules as data, for the page's scripts."""
+    return {"duration": [dict(r) for r in DURATION_RULES], "percent_decimals": PERCENT_DECIMALS}
 
 
 def parse_start(text: str) -> tuple[int, str]:

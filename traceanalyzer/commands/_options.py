@@ -12,7 +12,7 @@ import click
 from ..inert import terminal
 
 FORMAT_BY_SUFFIX = {".html": "html", ".htm": "html", ".json": "json", ".md": "md", ".markdown": "md"}
-SUFFIX_BY_FORMAT = {"html": "html", "json": "json", "md": "md"}
+SUFFIX_BY_FORMAT = {"html": "html", "json": "json", "md": "md", "bmf": "bmf.json"}
 
 
 # Accepted ranges of the duration options (ns): wider than any real use, narrow enough that no
@@ -199,11 +199,20 @@ def build_options(params: dict[str, Any], **callbacks: Any) -> Any:
 
 def output_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Where and in which format a command writes its result."""
+    return output_options_for(("html", "json", "md"))(fn)
+
+
+def output_options_for(formats: tuple[str, ...]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """`output_options` with these `--format` choices (report adds bmf)."""
+    return lambda fn: _output_options(fn, formats)
+
+
+def _output_options(fn: Callable[..., Any], formats: tuple[str, ...]) -> Callable[..., Any]:
     decorators = [
         click.option("-o", "--output", type=click.Path(path_type=Path),
                      help="Where to write ('-' for standard output). Default: <first input's name>.<command>."
                           "<format> in the current directory."),
-        click.option("--format", "fmt", type=click.Choice(["html", "json", "md"]),
+        click.option("--format", "fmt", type=click.Choice(list(formats)),
                      help="Output format. Default: from the --output extension, else html."),
         click.option("--force", is_flag=True, help="Overwrite the output file if it exists (never an input)."),
         click.option("-q", "--quiet", is_flag=True, help="Do not print the summary on the terminal."),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +25,12 @@ def _tolerance(text: str) -> float:
     return value
 
 
-DIFF_HELP = f"""Compare BASE (before a change) with HEAD (after it).
+DIFF_HELP = f"""Compare BASE (before a change) with HEAD (after it), or several runs a side.
 
 \b
 Examples:
   traceanalyzer diff base.report.json head_trace.json.gz -o diff.md
+  traceanalyzer diff --base base.json --base base.report.json --head head.json  # several runs a side
   traceanalyzer diff base/ head/ --fail-on step_time:+5% -o diff.md   # exit 1 when slower by 5%
   traceanalyzer diff base.json head.json -o "$GITHUB_STEP_SUMMARY" --format md   # a CI job summary
   traceanalyzer diff base.json head.json -o - --format json    # the comparison for scripts
@@ -36,14 +38,20 @@ Examples:
 \b
 Each side is anything `report` takes (a trace, .json.gz, a log dir, a directory of ranks)
 or a JSON report saved by `traceanalyzer report --format json` (CI keeps the base
-branch's small JSON report, not its trace).
+branch's small JSON report, not its trace). With --base/--head (repeatable) each names
+one run, or a directory of saved JSON reports (one run each); the interval is then taken
+across runs, so run-to-run variation is measured.
 
 \b
-The verdict of the change comes first: regressed, improved, unchanged (the 95% interval
-of the median step-time change lies within --tolerance) or inconclusive (too wide, or
-fewer than 3 steps on a side). Then where the per-step change comes from (GPU compute,
-communication, copies, GPU idle by cause: the parts add up to the change of the mean
-step), the kernels that moved, and both sides' verdicts, one of:
+The verdict of the change comes first. Step time: the Hodges-Lehmann shift (median of all
+pairwise head-base step differences) with a 95% interval. Each part of the step (GPU
+compute, communication, copies, GPU idle by cause) gets its own evidence; a part whose
+per-step values separate the sides beyond chance and their spread is "decisive".
+regressed/improved: the interval excludes zero and the shift is beyond --tolerance, or
+decisive parts move the step beyond it; unchanged: the interval lies within --tolerance;
+inconclusive: anything else, or fewer than 3 steps on a side. Then the parts (means per
+step, adding up to the change of the mean step), the kernels that moved, and both sides'
+verdicts, one of:
 {verdicts_help()}
 
 \b
@@ -54,38 +62,58 @@ More: docs/ci.md (gates, pull-request comments, a GitHub Actions workflow).
 
 
 @click.command("diff", help=DIFF_HELP)
-@click.argument("base", type=click.Path(path_type=Path))
-@click.argument("head", type=click.Path(path_type=Path))
+@click.argument("sides", nargs=-1, type=click.Path(path_type=Path), metavar="[BASE HEAD]")
+@click.option("--base", "bases", multiple=True, type=click.Path(path_type=Path), metavar="RUN",
+              help="A base run (repeatable): a trace, a log dir, a saved JSON report or a directory of them.")
+@click.option("--head", "heads", multiple=True, type=click.Path(path_type=Path), metavar="RUN",
+              help="A head run (repeatable), as --base.")
 @output_options
 @click.option("--fail-on", "fail_on", multiple=True, metavar="RULE",
               help="Exit 1 when RULE holds (repeatable): step_time:+5% (slower by more than 5%, "
                    "beyond noise), gpu_idle>0.30, dataloader_wait>10%, memcpy_share>0.2, step_time_ms>120, "
                    "verdict=input_bound (HEAD's figures).")
 @click.option("--tolerance", default="2%", show_default=True, metavar="PCT",
-              help="A change whose 95% interval lies within +-PCT is 'unchanged'.")
+              help="A change whose 95% interval lies within +-PCT is 'unchanged'; a change must exceed it "
+                   "to be regressed or improved.")
 @analysis_options
 @execution_options
-def diff_command(base: Path, head: Path, output: Path | None, fmt: str | None, force: bool, quiet: bool,
-                 fail_on: tuple[str, ...], tolerance: str, **params: Any) -> None:
+def diff_command(sides: tuple[Path, ...], bases: tuple[Path, ...], heads: tuple[Path, ...], output: Path | None,
+                 fmt: str | None, force: bool, quiet: bool, fail_on: tuple[str, ...], tolerance: str,
+                 **params: Any) -> None:
     """Compare BASE (before a change) with HEAD (after it) (the help text is DIFF_HELP)."""
-    from ..compare import compare, with_gates
+    from ..compare import compare_runs, with_gates
     from ..errors import GateFailed, UsageError
     from ..gates import evaluate_all, failed_message, parse_rules
     from ..pipeline import analyze, is_saved_report, load
     from ..report.diff import RENDERERS, render_diff_text
 
+    if sides and (bases or heads):
+        raise click.UsageError("give BASE HEAD, or --base RUN ... --head RUN ..., not both")
+    if len(sides) == 1:
+        raise click.UsageError("Missing argument 'HEAD': diff takes BASE HEAD, or --base RUN ... --head RUN ...")
+    if len(sides) > 2:
+        raise click.UsageError(f"diff takes BASE and HEAD ({len(sides)} paths given); several runs a side: "
+                               f"--base RUN --base RUN --head RUN")
+    if sides:
+        bases, heads = (sides[0],), (sides[1],)
+    if not bases or not heads:
+        raise click.UsageError(f"Missing {'--head' if bases else '--base'}: diff needs a base and a head: BASE HEAD, "
+                               f"or --base RUN ... --head RUN ...")
     try:
         tol = _tolerance(tolerance)
     except ValueError as exc:
         raise UsageError(f"--tolerance: {exc}") from None
     rules = parse_rules(fail_on)
     fmt = output_format(output, fmt)
-    target = output or Path.cwd() / f"{stem(head)}.diff.{fmt}"
+    base_runs, head_runs = _runs(bases, is_saved_report), _runs(heads, is_saved_report)
+    target = output or Path.cwd() / f"{stem(heads[0])}.diff.{fmt}"
     options = build_options(params)
-    check_target(target, force, [base, head, *option_inputs(options)])
-    sides = [load(p) if is_saved_report(p) else analyze(p, options) for p in (base, head)]
-    comparison = compare(sides[0], sides[1], tol, root=str(Path.cwd()))
-    comparison = with_gates(comparison, evaluate_all(rules, sides[1], comparison))
+    check_target(target, force, [*bases, *heads, *base_runs, *head_runs, *option_inputs(options)])
+    base_data = [load(p) if is_saved_report(p) else analyze(p, options) for p in base_runs]
+    head_data = [load(p) if is_saved_report(p) else analyze(p, options) for p in head_runs]
+    reports = tuple([str(p) if is_saved_report(p) else None for p in runs] for runs in (base_runs, head_runs))
+    comparison = compare_runs(base_data, head_data, tol, root=str(Path.cwd()), reports=reports)
+    comparison = with_gates(comparison, evaluate_all(rules, head_data[-1], comparison))
     write(target, RENDERERS[fmt](comparison))
     if not quiet:
         say(render_diff_text(comparison), target)
@@ -94,3 +122,18 @@ def diff_command(base: Path, head: Path, output: Path | None, fmt: str | None, f
     message = failed_message(comparison.gates)
     if message:
         raise GateFailed(message)
+
+
+def _runs(paths: tuple[Path, ...], saved: Callable[[Path], bool]) -> list[Path]:
+    """The runs a side names: each path is one run, except a directory holding saved JSON reports (and no
+    trace), which is one run per report, in name order."""
+    out: list[Path] = []
+    for p in paths:
+        if p.is_dir():
+            files = sorted(f for f in p.iterdir() if f.is_file())
+            reports = [f for f in files if f.suffix == ".json" and saved(f)]
+            if reports and len(reports) == len([f for f in files if f.name.endswith((".json", ".json.gz", ".pb"))]):
+                out += reports
+                continue
+        out.append(p)
+    return out

@@ -14,7 +14,7 @@ from ._options import (
     build_options,
     execution_options,
     output_format,
-    output_options,
+    output_options_for,
     stem,
 )
 from ._output import check_target, option_inputs, say, unique_targets, write
@@ -35,6 +35,7 @@ REPORT_HELP = f"""Analyse TRACES and write a report: why training is slow, with 
 Examples:
   traceanalyzer report trace.json                      # writes trace.report.html here
   traceanalyzer report trace.json.gz -o - --format md  # Markdown on standard output
+  traceanalyzer report trace.json.gz -o run.bmf.json --format bmf  # Bencher Metric Format, for a tracker
   traceanalyzer report ranks/ --jobs 8 -o job.json     # every rank file of a job, 8 processes
   traceanalyzer report logdir/ --all-runs -o out.json  # each run of a TensorBoard log dir
   traceanalyzer report trace.json --dmon gpu.log --host-log host.csv   # with nvidia-smi, glances
@@ -74,7 +75,7 @@ More: docs/report.md, docs/diagnosis.md.
 
 @click.command("report", help=REPORT_HELP)
 @click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=Path))
-@output_options
+@output_options_for(("html", "json", "md", "bmf"))
 @analysis_options
 @execution_options
 @click.option("--all-runs", is_flag=True,

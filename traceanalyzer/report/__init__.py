@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ..result.types import AnalysisData
 from .base import Renderer, encoded, registry
+from .bmf import render_bmf
 from .html import render_html
 from .jsonout import render_json
 from .markdown import render_markdown
@@ -20,11 +21,12 @@ RENDERERS: dict[str, Renderer[AnalysisData]] = registry(
     Renderer("json", "json", render_json),
     Renderer("md", "md", encoded(render_markdown)),
     Renderer("text", "txt", encoded(render_text)),  # the terminal summary
+    Renderer("bmf", "bmf.json", render_bmf),  # Bencher Metric Format, for benchmark trackers
 )
 
 
 def render(analysis: AnalysisData, fmt: str) -> bytes:
-    """`fmt` is a name in `RENDERERS`: "html", "json", "md" or "text"."""
+    """`fmt` is a name in `RENDERERS`: "html", "json", "md", "text" or "bmf"."""
     return RENDERERS[fmt].render(analysis)
 
 

@@ -7,6 +7,7 @@ import textwrap
 from collections.abc import Iterable
 
 from .. import inert
+from ..units import PERCENT_DECIMALS
 from ..units import format_us as fmt_us
 
 WIDTH = 80  # terminal lines
@@ -17,12 +18,12 @@ __all__ = ["MAX_CELL_CHARS", "WIDTH", "clean", "fmt_pct", "fmt_pct_change", "fmt
 
 def fmt_pct(x: float | None) -> str:
     """A fraction in [0, 1] as a percentage with one decimal ("n/a" for None)."""
-    return "n/a" if x is None else f"{100 * x:.1f}%"
+    return "n/a" if x is None else f"{100 * x:.{PERCENT_DECIMALS}f}%"
 
 
 def fmt_pct_change(x: float | None) -> str:
     """A relative change (head / base - 1) as a signed percentage: +12.5%, -3.0% ("n/a" for None)."""
-    return "n/a" if x is None else f"{x * 100:+.1f}%"
+    return "n/a" if x is None else f"{x * 100:+.{PERCENT_DECIMALS}f}%"
 
 
 def clean(text: object) -> str:

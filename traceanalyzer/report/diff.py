@@ -11,7 +11,7 @@ import orjson
 
 from .. import inert
 from ..causes import VERDICT_BY_ID
-from ..compare import Comparison, Side
+from ..compare import Comparison, Part, Side, StepTime
 from ..units import format_bytes
 from ._format import WIDTH, clean, fmt_pct, fmt_pct_change, fmt_us, md, wrap
 from .base import Renderer, encoded, registry
@@ -32,6 +32,51 @@ def _signed_us(us: float | None) -> str:
     return ("+" if us > 0 else "−" if us < 0 else "±") + fmt_us(abs(us))
 
 
+SHARE_NOTE = ("<sub>share: of the summed change of the parts that moved with the net change (those add up "
+              "to 100%); *offsets N%*: a part that moved against it, N% of that sum. Evidence: *decisive* when "
+              "the part's per-step values differ beyond chance (rank test p ≤ 0.01) and do not overlap or differ "
+              "by more than 3× their spread; else the rank test's p.</sub>")
+
+
+def interval_text(st: StepTime) -> str:
+    """The step-time interval, labelled with how it was taken."""
+    if st.ci_low is None or st.ci_high is None:
+        return ""
+    how = "across runs" if st.interval == "runs" else "rank test, steps of one run a side"
+    return f"(95% interval {fmt_pct_change(st.ci_low)} to {fmt_pct_change(st.ci_high)}, {how})"
+
+
+def attribution_sentence(c: Comparison) -> str:
+    """What the parts add up to, with the parts that offset each other named as such: one statistic (the
+    mean per step), labelled."""
+    adds = [p for p in c.attribution if p.role == "adds"]
+    offsets = [p for p in c.attribution if p.role == "offsets"]
+    text = (f"Mean step {_signed_us(c.mean_step_change_us)} (change of the mean per step); "
+            "the parts' means add up to it.")
+    if adds and offsets:
+        gross = sum(p.delta_per_step_us for p in adds)
+        back = sum(p.delta_per_step_us for p in offsets)
+        grew = "grew" if gross > 0 else "shrank"
+        text += (f" Parts that {grew} moved it {_signed_us(gross)}; parts moving the other way offset "
+                 f"{_signed_us(back)} of that ({abs(back) / abs(gross) * 100:.0f}%): "
+                 + ", ".join(p.label for p in offsets[:3]) + ".")
+    return text
+
+
+def share_text(p: Part) -> str:
+    if p.share_of_change is None:
+        return ""
+    return f"{p.share_of_change * 100:.0f}%" if p.role == "adds" else f"offsets {abs(p.share_of_change) * 100:.0f}%"
+
+
+def evidence_text(p: Part) -> str:
+    if p.decisive:
+        return "**decisive** (no overlap)" if p.separated else "**decisive** (beyond spread)"
+    if p.p_value is None:
+        return ""
+    return "p < 0.001" if p.p_value < 0.001 else f"p = {p.p_value:.2g}"
+
+
 def render_diff_markdown(c: Comparison, max_chars: int = MAX_CHARS) -> str:
     rows = {"parts": 12, "kernels": 15}
     while True:
@@ -48,10 +93,13 @@ def _markdown(c: Comparison, rows: dict[str, int]) -> str:
            f"**{md(c.headline, 600)}**", ""]
     out += ["| | base | head | change |", "|---|---|---|---|",
             f"| median step | {fmt_us(st.base_median_us)} | {fmt_us(st.head_median_us)} | "
-            f"{fmt_pct_change(st.change)} |",
+            f"{fmt_pct_change(st.median_change)} |",
+            f"| step time shift (Hodges–Lehmann) | | | {fmt_pct_change(st.change)} {md(interval_text(st))} |",
             f"| p10 – p90 step | {fmt_us(st.base_p10_us)} – {fmt_us(st.base_p90_us)} | "
             f"{fmt_us(st.head_p10_us)} – {fmt_us(st.head_p90_us)} | |",
             f"| steps measured | {st.base_steps} | {st.head_steps} | |",
+            f"| runs | {st.base_runs} | {st.head_runs} | "
+            f"{'interval across runs' if c.run_to_run_measured else 'run-to-run variation not measured'} |",
             f"| verdict | {md(_verdict_label(c.base.primary))} | {md(_verdict_label(c.head.primary))} | "
             f"{'changed' if c.verdict_changed else 'same'} |",
             f"| GPU idle | {fmt_pct(c.base.gpu_idle_fraction)} | {fmt_pct(c.head.gpu_idle_fraction)} | |",
@@ -67,14 +115,14 @@ def _markdown(c: Comparison, rows: dict[str, int]) -> str:
         out += [f"- {'✅' if g.passed else '❌'} {inert.markdown_code(g.rule)}: {md(g.detail, 300)}" for g in c.gates]
         out.append("")
     if c.attribution:
-        out += ["### Where the per-step change comes from", "",
-                f"Mean step {_signed_us(c.mean_step_change_us)}; the parts add up to it.", "",
-                "| part | base / step | head / step | change / step | share |", "|---|---|---|---|---|"]
+        out += ["### Where the per-step change comes from", "", md(attribution_sentence(c), 1000), "",
+                "| part | base mean / step | head mean / step | change of the mean | share | "
+                "Hodges–Lehmann shift / step | evidence |", "|---|---|---|---|---|---|---|"]
         for p in c.attribution[:rows["parts"]]:
-            share = "" if p.share_of_change is None else f"{p.share_of_change * 100:.0f}%"
             out.append(f"| {md(p.label)} | {fmt_us(p.base_per_step_us)} | {fmt_us(p.head_per_step_us)} | "
-                       f"{_signed_us(p.delta_per_step_us)} | {share} |")
-        out.append("")
+                       f"{_signed_us(p.delta_per_step_us)} | {share_text(p)} | {_signed_us(p.shift_per_step_us)} | "
+                       f"{evidence_text(p)} |")
+        out += ["", SHARE_NOTE, ""]
     if c.kernels:
         out += ["<details><summary>Kernel movers (time per step)</summary>", "",
                 "| kernel | base | head | change | |", "|---|---|---|---|---|"]
@@ -124,7 +172,8 @@ def render_diff_text(c: Comparison) -> str:
     st = c.step_time
     lines = wrap(c.headline, f"Change: {c.change_verdict.upper()}: ", "  ")
     lines.append(f"median step {fmt_us(st.base_median_us)} -> {fmt_us(st.head_median_us)} "
-                 f"({st.base_steps} vs {st.head_steps} steps)")
+                 f"({st.base_steps} vs {st.head_steps} steps"
+                 + (f", {st.base_runs} vs {st.head_runs} runs" if st.base_runs > 1 or st.head_runs > 1 else "") + ")")
     b_rate, h_rate = c.base.samples_per_s, c.head.samples_per_s
     if b_rate is not None and h_rate is not None:
         change = fmt_pct_change(h_rate / b_rate - 1 if b_rate else None)
@@ -134,8 +183,11 @@ def render_diff_text(c: Comparison) -> str:
                      f"{format_bytes(c.head.peak_memory_bytes)}")
     if c.base.stragglers or c.head.stragglers:
         lines.append(f"stragglers {_ranks_text(c.base)} -> {_ranks_text(c.head)}")
+    if c.attribution:
+        lines.append("change of the mean per step, by part:")
     for p in c.attribution[:5]:
-        lines.append(f"  {_signed_us(p.delta_per_step_us):>10} per step  {clean(p.label)}")
+        tag = " (decisive)" if p.decisive else " (offsets)" if p.role == "offsets" else ""
+        lines.append(f"  {_signed_us(p.delta_per_step_us):>10}  {clean(p.label)}{tag}")
     for g in c.gates:
         lines += wrap(f"{g.rule}: {g.detail}", f"gate {'passed' if g.passed else 'FAILED'}: ", "  ")
     for w in c.warnings:
@@ -152,7 +204,10 @@ def render_diff_html(c: Comparison) -> str:
     steps_scale = max(list(c.base.step_durations_us) + list(c.head.step_durations_us) + [1e-9])
     return template_env().get_template("diff.html.j2").render(
         c=c, verdict_labels={k: v.label for k, v in VERDICT_BY_ID.items()}, scale=scale,
-        steps_scale=steps_scale, extra_rows=_side_rows(c), css=asset("report.css"))
+        steps_scale=steps_scale, extra_rows=_side_rows(c), css=asset("report.css"),
+        interval=interval_text(c.step_time), attribution_sentence=attribution_sentence(c),
+        shares={p.cause: share_text(p) for p in c.attribution},
+        evidence={p.cause: evidence_text(p).replace("**", "") for p in c.attribution})
 
 
 def _side_rows(c: Comparison) -> dict[str, list[tuple[str, str]]]:

@@ -24,7 +24,7 @@ import markupsafe
 from .. import inert
 from ..causes import PALETTE, page_registry
 from ..result.types import AnalysisData, HistogramBin, PlainData, RankResult
-from ..units import format_bytes
+from ..units import format_bytes, format_rules
 from ._format import fmt_pct, fmt_pct_change, fmt_us
 from .ranks import straggler_sentence
 
@@ -129,6 +129,7 @@ class PageData(TypedDict):
     causes: dict[str, dict[str, str]]
     palette: dict[str, str]
     host_lanes: dict[str, str]
+    format: dict[str, object]  # units.format_rules(): how the page writes durations and shares
     ranks: list[PageRank]
     job_shift_us: list[float]
 
@@ -145,6 +146,7 @@ def page_data(analysis: AnalysisData) -> PageData:
         causes=CAUSES,
         palette=PALETTE,
         host_lanes=HOST_LANES,
+        format=format_rules(),
         ranks=[PageRank(label=rank_label(r), timeline=r.drawing.timeline if r.drawing else None,
                         charts=(r.drawing.charts if r.drawing else None) or {},
                         devices=[{"device": d.device, "histogram": _histogram(d.gaps.histogram)} for d in r.devices])

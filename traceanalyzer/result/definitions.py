@@ -204,3 +204,48 @@ FIGURES: dict[str, str] = {
         "otherwise, or without a host log, `unknown`."
     ),
 }
+
+# Figures of a comparison (`diff`) and of the exports: defined here with the run's, kept out of each saved
+# report's `definitions` (they describe the comparison, not the run).
+COMPARISON_FIGURES: dict[str, str] = {
+    "diff_step_time": (
+        "`diff`: the step-time change is the Hodges–Lehmann shift, the median of every difference "
+        "head step - base step (all pairs), divided by the base median step; one distorted step moves "
+        "few of the pairs, so it cannot swing the shift. With one run a side its 95% interval is the "
+        "rank test's distribution-free one: the k-th smallest and k-th largest pairwise difference, "
+        "k from the exact Mann–Whitney distribution (steps of one run only: run-to-run variation not "
+        "measured). With several runs a side: the 2.5% and 97.5% quantiles of the shift over 4000 "
+        "two-level resamples (runs drawn with replacement, then steps within each drawn run; fixed "
+        "seed), so the interval spans run-to-run variation. The median step change (head median / "
+        "base median - 1) is shown beside it, labelled. Distorted steps: further than 4 robust "
+        "standard deviations (1.4826 x the median absolute deviation) and 10% of the median from "
+        "their side's median."
+    ),
+    "diff_parts": (
+        "`diff`: each step splits into GPU compute, exposed communication, memcpy and GPU idle by "
+        "cause (host loop parts for ranks without GPU work), averaged over ranks. Per part: the mean "
+        "per step on each side (the parts' mean changes add up to the change of the mean step), its "
+        "Hodges–Lehmann shift per step, and the two-sided Mann–Whitney p of its per-step values. A "
+        "part is decisive when p <= 0.01 and either every head value lies above (below) every base "
+        "value or the shift exceeds 3 x the larger robust spread of the two sides; with several runs "
+        "on both sides, also every head run's median of the part lies beyond every base run's. "
+        "Share: a part's mean change / the summed mean changes of the parts moving with the net "
+        "change (they add up to 100%); a part moving against the net offsets that sum by its share."
+    ),
+    "diff_verdict": (
+        "`diff`: regressed (improved) when the step-time interval lies above (below) zero and the "
+        "shift is beyond the tolerance, or when the summed shifts of the decisive parts exceed the "
+        "tolerance of the base median step and the step-time shift is beyond the tolerance in the "
+        "same direction (the interval may then span zero); unchanged when the whole interval lies "
+        "within the tolerance; inconclusive otherwise, and always with fewer than 3 steps a side. "
+        "The gate `step_time:+N%` fails only on regressed with a shift above N%."
+    ),
+    "bmf": (
+        "`report --format bmf` writes Bencher Metric Format JSON: one benchmark `traceanalyzer` with "
+        "the measures step-time-ms (value the median step, lower_value p10, upper_value p90, as "
+        "`throughput`), gpu-idle-fraction, dataloader-wait-fraction, memcpy-share-of-gpu-busy (the "
+        "summary's), exposed-communication-fraction (exposed communication summed over GPUs / their "
+        "summed windows), peak-gpu-memory-bytes (the largest peak reserved, else allocated), "
+        "samples-per-s (with --batch-size) and steps-per-s; a figure the run lacks is left out."
+    ),
+}
