@@ -406,6 +406,30 @@ def test_gpu_counters_as_pytorch_writes_them():
         ("GPU 2 Counters", "Cycles", {"": 1.5})]
 
 
+def test_chrome_legacy_events_and_reused_flow_ids():
+    """Chrome's legacy form (a JSON phase and a duration in us on `legacy_event`), and a flow id that
+    starts a new flow after it was terminated (as in Perfetto's own flow tests)."""
+    t1 = _descriptor(1, thread=f_varint(1, 1) + f_varint(2, 1) + f_string(5, "t1"))
+    t2 = _descriptor(2, thread=f_varint(1, 2) + f_varint(2, 2) + f_string(5, "t2"))
+
+    def legacy(track: int, name: str, flow: bytes, phase: str = "X") -> bytes:
+        return f_bytes(11, f_string(23, name) + f_string(22, "test") + f_varint(11, track) + flow
+                       + f_bytes(6, f_varint(3, 10) + f_varint(2, ord(phase))))
+
+    data = b"".join([
+        _packet(t1, ts=0), _packet(t2, ts=0),
+        _packet(legacy(1, "Start", f_fixed64(47, 1)), ts=10_000),
+        _packet(legacy(2, "End", f_fixed64(48, 1)), ts=30_000),
+        _packet(legacy(1, "Again", f_fixed64(47, 1)), ts=50_000),
+        _packet(legacy(2, "Instant", b"", "I"), ts=60_000),
+    ])
+    events = [e for e in _decoded(data) if e["ph"] != "M"]
+    slices = [(e["name"], e["pid"], e["ts"], e["dur"]) for e in events if e["ph"] == "X"]
+    assert slices == [("Start", 1, 10.0, 10.0), ("End", 2, 30.0, 10.0), ("Again", 1, 50.0, 10.0)]
+    assert [(e["ph"], e["id"]) for e in events if e["ph"] in "stf"] == [("s", 1), ("f", 1), ("s", 1)]
+    assert [e["name"] for e in events if e["ph"] == "i"] == ["Instant"]
+
+
 def test_compressed_packets_read_and_bounded(tmp_path):
     inner = _builder_trace()
     path = tmp_path / "c.pftrace"

@@ -86,6 +86,12 @@ SCHEMA: dict[str, list[tuple[str, int, str, bool]]] = {
         ("terminating_flow_ids_old", 42, "uint64", True),
         ("terminating_flow_ids", 48, "fixed64", True),
         ("correlation_id", 52, "uint64", False),
+        ("legacy_event", 6, "LegacyEvent", False),
+    ],
+    "LegacyEvent": [
+        ("name_iid", 1, "uint64", False),
+        ("phase", 2, "int32", False),
+        ("duration_us", 3, "int64", False),
     ],
     "DebugAnnotation": [
         ("name_iid", 1, "uint64", False),

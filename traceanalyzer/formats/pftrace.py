@@ -77,6 +77,10 @@ _MAX_BASE_NS = 7 * 10**18  # a base time the Kineto reader accepts (below the ye
 _P_TIMESTAMP, _P_SEQ, _P_EVENT, _P_INTERNED, _P_FLAGS, _P_CLEARED = 8, 10, 11, 12, 13, 41
 _P_DEFAULTS, _P_DESCRIPTOR, _P_THREAD, _P_COMPRESSED, _P_ZSTD = 59, 60, 44, 50, 133
 _P_GPU_COUNTERS, _P_RENDER_STAGE = 52, 53
+# Chrome's legacy events (TrackEvent.legacy_event): JSON phases as track-event types; X is complete.
+_LEGACY_COMPLETE = -1
+_LEGACY_TYPES = {ord("B"): TYPE_SLICE_BEGIN, ord("E"): TYPE_SLICE_END, ord("I"): TYPE_INSTANT, ord("i"): TYPE_INSTANT,
+                 ord("n"): TYPE_INSTANT}
 # The process a GPU's hardware counters belong to, as in the JSON export ("GPU N Counters").
 GPU_COUNTERS_PROCESS = "GPU {} Counters"
 
@@ -409,6 +413,8 @@ class _Decoder:
         flows: list[int] = []
         ends: list[int] = []
         correlation = None
+        legacy_phase: int | None = None
+        legacy_dur = 0
         for number, value, at in scan(buf, span[0], span[1], "TrackEvent"):
             if number == 9:
                 typ = value
@@ -442,6 +448,18 @@ class _Decoder:
                 ends.extend(packed(buf, value, VARINT if number == 42 else 1, at))
             elif number == 52:
                 correlation = value
+            elif number == 6:  # Chrome's legacy form: a JSON phase, a duration in us
+                for n2, v2, _ in scan(buf, value[0], value[1], "LegacyEvent"):
+                    if n2 == 1 and name is None:
+                        name = seq.names.get(v2, "")
+                    elif n2 == 2:
+                        legacy_phase = signed32(v2)
+                    elif n2 == 3:
+                        legacy_dur = signed64(v2)
+        if typ == 0 and legacy_phase is not None:
+            typ = _LEGACY_TYPES.get(legacy_phase, 0)
+            if legacy_phase == ord("X"):
+                typ = _LEGACY_COMPLETE
         if track is None:
             track = seq.default_track
         if track is None:
@@ -460,6 +478,8 @@ class _Decoder:
         self.order += 1
         if typ == TYPE_SLICE_BEGIN:
             self.slices.setdefault(track, []).append((True, ts, order, name, cat, args))
+        elif typ == _LEGACY_COMPLETE:
+            self.events.append((order, "X", name, cat, track, ts, legacy_dur * 1000, args, 0))
         elif typ == TYPE_INSTANT:
             if name in (METADATA_EVENT, DEVICE_PROPERTIES_EVENT) and args:
                 self._header(name, args)
@@ -477,6 +497,7 @@ class _Decoder:
             self.flows_seen.add(fid)
         for fid in ends:
             self.events.append((order, "f", "", None, track, ts, 0, None, fid))
+            self.flows_seen.discard(fid)  # the id may start a new flow later
 
     def _args(self, buf: bytes, spans: list[tuple[int, int]], seq: _Sequence) -> dict[str, Any]:
         args: dict[str, Any] = {}
