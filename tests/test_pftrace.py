@@ -430,6 +430,22 @@ def test_chrome_legacy_events_and_reused_flow_ids():
     assert [e["name"] for e in events if e["ph"] == "i"] == ["Instant"]
 
 
+def test_incremental_counter_sums_deltas_per_sequence():
+    """A counter track marked incremental carries deltas: each sequence sums its own (Perfetto's
+    incremental_counter_sequences test: 100, 50, +10, +5 on two sequences give 100, 50, 110, 55)."""
+    desc = f_bytes(60, f_varint(1, 10) + f_string(2, "MyIncrementalCounter") + f_bytes(8, f_varint(5, 1)))
+
+    def value(v: int) -> bytes:
+        return f_bytes(11, f_varint(9, 4) + f_varint(11, 10) + f_varint(30, v))
+
+    data = b"".join([
+        _packet(f_varint(41, 1), desc, ts=0, seq=1), _packet(f_varint(41, 1), desc, ts=0, seq=2),
+        _packet(value(100), ts=100, seq=1), _packet(value(50), ts=150, seq=2),
+        _packet(value(10), ts=200, seq=1), _packet(value(5), ts=250, seq=2),
+    ])
+    assert [e["args"][""] for e in _decoded(data) if e["ph"] == "C"] == [100, 50, 110, 55]
+
+
 def test_compressed_packets_read_and_bounded(tmp_path):
     inner = _builder_trace()
     path = tmp_path / "c.pftrace"

@@ -70,6 +70,7 @@ SCHEMA: dict[str, list[tuple[str, int, str, bool]]] = {
     "CounterDescriptor": [
         ("unit", 3, "int32", False),
         ("unit_name", 6, "string", False),
+        ("is_incremental", 5, "bool", False),
     ],
     "TrackEvent": [
         ("category_iids", 3, "uint64", True),

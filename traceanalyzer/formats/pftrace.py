@@ -134,6 +134,7 @@ class _Track:
     thread_name: str | None = None
     thread_sort: int | None = None
     is_counter: bool = False
+    incremental: bool = False  # counter values are deltas, summed per packet sequence
 
 
 _GENERATIONS = itertools.count()
@@ -179,6 +180,7 @@ class _Decoder:
         self.order = 0
         self.packets = 0
         self.inflating = False
+        self.counter_sums: dict[tuple[int, Any], int | float] = {}  # incremental counters' running sums
         self.inline_counters: dict[int | None, dict[int, str]] = {}  # GPU counter names given inline, by GPU
         # (state generation, annotation bytes) -> (key, value); values are shared, never modified
         self.annotations: dict[tuple[int, bytes], tuple[str, Any]] = {}
@@ -336,6 +338,8 @@ class _Decoder:
                 track.thread_sort = t.get("legacy_sort_index")
             elif number == 8:
                 track.is_counter = True
+                track.incremental = any(n2 == 5 and v2 for n2, v2, _ in
+                                        scan(buf, value[0], value[1], "CounterDescriptor"))
 
     def _interned(self, buf: bytes, span: tuple[int, int], seq: _Sequence) -> None:
         tables = {1: ("EventCategory", seq.cats), 2: ("EventName", seq.names),
@@ -489,6 +493,10 @@ class _Decoder:
             if counter is None:
                 self.not_kept["counter_without_value"] += 1
             else:
+                desc = self.tracks.get(track) if not isinstance(track, tuple) else None
+                if desc is not None and desc.incremental:  # a delta: the sum since the state was cleared
+                    key = (seq.generation, track)
+                    counter = self.counter_sums[key] = self.counter_sums.get(key, 0) + counter
                 self.events.append((order, "C", name, cat, track, ts, 0, {"": counter}, 0))
         else:
             self.not_kept["track_event_type_unspecified" if typ == 0 else "track_event_type_unknown"] += 1
