@@ -280,6 +280,22 @@ def test_pytorch_encoder_layout_read_with_known_figures(tmp_path):
     assert a.ranks[0].devices[0].gpu_busy_us == 400  # three 100 us kernels and a 100 us copy
 
 
+def test_categories_inferred_for_uncategorised_events():
+    infer = pf.infer_category
+    gpu = {"device": 0, "stream": 7, "correlation": 5}
+    assert infer("gemm", gpu) == "kernel" and infer("k", {"grid": [1, 1, 1]}) == "kernel"
+    assert infer("Memcpy", {**gpu, "copy kind": "HtoD"}) == "gpu_memcpy" and infer("Memset", gpu) == "gpu_memset"
+    assert infer("Memcpy HtoD (Pinned -> Device)", gpu) == "gpu_memcpy"
+    assert infer("Stream Sync", {"cuda_sync_kind": "Stream Sync", "stream": 7, "device": 0}) == "cuda_sync"
+    assert infer("EventRecord", gpu) == "graph_event_node"
+    assert infer("ProfilerStep#3", {"External id": 1}, on_gpu=True) == "gpu_user_annotation"
+    assert infer("ProfilerStep#3", {"External id": 1}) == "user_annotation"
+    assert infer("cudaLaunchKernel", {"cbid": 211, "correlation": 5}) == "cuda_runtime"
+    assert infer("cuLaunchKernel", {"cbid": 307}) == "cuda_driver"
+    assert infer("aten::mm", None) == "cpu_op" and infer("PyTorch Profiler", None, on_process=True) == "Trace"
+    assert infer("Activity Buffer Request", None, pid=-1) == "overhead"
+
+
 def test_slice_pairing_rules():
     def b(ts: int) -> tuple:
         return (True, ts, ts, "b", None, None)

@@ -799,15 +799,21 @@ def device_work(name: str, args: dict[str, Any] | None) -> str | None:
         return "gpu_memcpy"
     if name.startswith("Memset"):
         return "gpu_memset"
+    if name == "EventRecord":  # a CUDA-graph event-record node (PyTorch's export): no GPU work
+        return "graph_event_node"
     return "kernel"
 
 
-def infer_category(name: str, args: dict[str, Any] | None, on_process: bool = False, on_gpu: bool = False) -> str:
+def infer_category(name: str, args: dict[str, Any] | None, on_process: bool = False, on_gpu: bool = False,
+                   pid: Any = None) -> str:
     """What Kineto would have written as `cat`, for an event written without one. `on_process`: the slice
     sits on a process track itself, not on a thread (Kineto's builder puts only its trace span there);
-    `on_gpu`: on the process of a GPU (where everything but GPU work is an annotation)."""
+    `on_gpu`: on the process of a GPU (where everything but GPU work is an annotation); `pid` -1: the
+    profiler's own overhead (PyTorch's export) or no process at all."""
     if on_process:
         return "Trace"
+    if pid == -1:
+        return "overhead"
     work = device_work(name, args)
     if work is not None:
         return work
@@ -864,7 +870,7 @@ def kineto_document(dec: _Decoder) -> bytes:
                 ev["bp"] = "e"
         if ph not in ("s", "t", "f"):
             ev["cat"] = cat if cat is not None else \
-                infer_category(name, args, dec.on_process(track), pid in gpu_pids) if ph == "X" else ""
+                infer_category(name, args, dec.on_process(track), pid in gpu_pids, pid) if ph == "X" else ""
         if args is not None:
             ev["args"] = args
         out.append(ev)
