@@ -125,6 +125,8 @@
       tl.devices.forEach(function (d) {
         add("gpu", d.device, 30, d);
         if (d.comm && d.comm.start_us.length) add("host", d.device + " comm", 14, d.comm, { color: PAL.communication });
+        // CUDA graph replays: one block per replay (its first node to its last), however many kernels it ran
+        if (d.graphs && d.graphs.start_us.length) add("host", d.device + " graph replays", 14, d.graphs, { color: "#7b2cbf" });
       });
       tl.host.forEach(function (h) { add("host", HOST[h.kind] || h.kind, 14, h, { color: HOST_COLORS[h.kind] || PAL.ops }); });
       tl.counters.forEach(function (c) {

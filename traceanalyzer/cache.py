@@ -46,7 +46,7 @@ from .timeline import (
 
 # Bump when the entry layout, the Timeline's columns or what a reader keeps change (5: which Kineto
 # events' args are read).
-CACHE_FORMAT = 6
+CACHE_FORMAT = 7
 # Every table of a Timeline, with its column contract (a test checks none is missing).
 TABLES: dict[str, dict[str, str]] = {"events": EVENT_COLUMNS, "counters": COUNTER_COLUMNS, "memory": MEMORY_COLUMNS,
                                      "host_metrics": HOST_METRIC_COLUMNS}

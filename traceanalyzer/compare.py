@@ -271,7 +271,8 @@ def _inputs(a: AnalysisData, root: str | None, report: str | None) -> tuple[str,
     return (f"{_display(report, root)} (saved report of {made_of})" if traces else _display(report, root),)
 
 
-def _side(a: AnalysisData, root: str | None, report: str | None = None) -> tuple[Side, np.ndarray, dict[str, np.ndarray]]:
+def _side(a: AnalysisData, root: str | None,
+          report: str | None = None) -> tuple[Side, np.ndarray, dict[str, np.ndarray]]:
     steps, dur = _job_steps(a)
     parts = _step_parts(a, steps)
     ranks_with = [r for r in a.ranks if r.per_step]

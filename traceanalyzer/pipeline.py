@@ -167,11 +167,13 @@ def _analyze_timeline(tl: Timeline, options: Options) -> Analysis:
 def _logs_of(tl: Timeline) -> tuple[Timeline | None, Timeline | None]:
     """A Timeline's counters and host logs, each as a Timeline of its own (sources renumbered)."""
     counters = hosts = None
-    if len(tl.counters):
-        used = sorted(int(s) for s in np.unique(tl.counters["source"].to_numpy()))
+    # a trace's own counters (Kineto "GPU N Counters": rows whose source is a rank's) stay with its rank
+    logs = ~np.isin(tl.counters["source"].to_numpy(), [r.source for r in tl.ranks])
+    if logs.any():
+        co = tl.counters[logs].reset_index(drop=True)
+        used = sorted(int(s) for s in np.unique(co["source"].to_numpy()))
         new = np.zeros(len(tl.sources), dtype=np.int32)
         new[used] = np.arange(len(used), dtype=np.int32)
-        co = tl.counters.copy()
         co["source"] = new[co["source"].to_numpy()]
         counters = Timeline(counters=co, sources=[tl.sources[i] for i in used]).validate()
     if tl.host_logs:

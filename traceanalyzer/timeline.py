@@ -71,8 +71,12 @@ EVENT_COLUMNS: dict[str, str] = {
     # else "pg:<name>", else "" (no group recorded: every rank's collectives are taken as one group)
     "comm_group": "category",
     # CUDA graphs: the graph a kernel / memcpy / memset ran in (Kineto `graphId`), or that a
-    # `cudaGraphLaunch` replayed; -1 outside graphs
+    # `cudaGraphLaunch` replayed; 0: replayed by a graph launch in a trace that records no graph ids
+    # (before 2026, matched by correlation); -1 outside graphs
     "graph_id": "int64",
+    # communication kernels: the collective's sequence number in its process group (Kineto `Seq`, the
+    # same on every rank of the group); -1 when the trace does not record it
+    "comm_seq": "int64",
 }
 
 COUNTER_COLUMNS: dict[str, str] = {
@@ -275,7 +279,7 @@ def events_frame(columns: dict[str, Any]) -> pd.DataFrame:
     defaults: dict[str, Any] = {
         "category": "", "rank": 0, "device": -1, "stream": -1, "pid": -1, "tid": -1,
         "step": -1, "bytes": -1, "copy_kind": "", "pinned": -1, "comm": False, "correlation": -1,
-        "comm_group": "", "graph_id": -1,
+        "comm_group": "", "graph_id": -1, "comm_seq": -1,
     }
     data: dict[str, Any] = {}
     for col, dtype in EVENT_COLUMNS.items():

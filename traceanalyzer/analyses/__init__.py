@@ -12,7 +12,10 @@ from dataclasses import dataclass, replace
 from ..timeline import Timeline
 from . import figures as F
 from . import gaps as G
+from .graphs import DeviceGraphs, device_graphs
+from .iterations import StepSource, find_steps
 from .memory import RankMemory, rank_memory
+from .trace_counters import TraceCounter, trace_counters
 
 
 @dataclass(frozen=True)
@@ -26,6 +29,8 @@ class DeviceAnalysis:
     kernels: tuple[F.KernelRow, ...]  # by time, the first KERNEL_TABLE_ROWS names
     gpu_events: int = 0  # GPU activities starting inside the window
     attribution: G.DeviceAttribution | None = None  # idle time by cause (None: causes not asked for)
+    graphs: DeviceGraphs | None = None  # CUDA graph replays and captures (None: no graph ran)
+    trace_counters: tuple[TraceCounter, ...] = ()  # counters the trace itself recorded for this device
 
 
 @dataclass(frozen=True)
@@ -48,6 +53,7 @@ class RankAnalysis:
     input: str = ""  # the file the rank was read from
     clock: str = "relative"  # RankInfo.clock: "epoch" or "relative"
     host: str | None = None  # the machine it ran on (trace metadata)
+    step_source: StepSource | None = None  # where the steps came from: markers, detected iterations, none
 
 
 @dataclass(frozen=True)
@@ -65,19 +71,22 @@ def figures_of(tl: Timeline, min_gap_ns: int = F.DEFAULT_MIN_GAP_NS,
 
 def rank_figures(tl: Timeline, rank: int, min_gap_ns: int = F.DEFAULT_MIN_GAP_NS,
                  window: F.Window | None = None, causes: bool = True) -> RankAnalysis:
-    st = F.steps(tl, rank)
-    rank_window = window or F.rank_window(tl, rank, st)
+    markers = F.steps(tl, rank)
+    st, source = find_steps(tl, rank, markers)  # the markers; without them, iterations of repeating work
+    rank_window = window or F.rank_window(tl, rank, markers)  # detected iterations leave the window as it was
     names = {d.index: d.name for d in tl.devices if d.rank == rank}
     devices = []
     for device in tl.device_indices(rank):
-        w = window or F.device_window(tl, rank, device, st)
+        w = window or F.device_window(tl, rank, device, markers)
         busy = F.device_busy(tl, rank, device, w)
         idle = F.idle_intervals(tl, rank, device, w, min_gap_ns=0)
         devices.append(DeviceAnalysis(
             device, names.get(device, ""), busy, G.GapSet(*idle),
             F.gap_stats(tl, rank, device, w, min_gap_ns, idle=idle, st=st),
             F.memcpy_stats(tl, rank, device, w, busy.busy_ns),
-            F.top_kernels(tl, rank, device, w, top_n=F.KERNEL_TABLE_ROWS), F.gpu_events(tl, rank, device, w)))
+            F.top_kernels(tl, rank, device, w, top_n=F.KERNEL_TABLE_ROWS), F.gpu_events(tl, rank, device, w),
+            graphs=device_graphs(tl, rank, device, w, busy.busy_ns),
+            trace_counters=trace_counters(tl, rank, device, w)))
     attributed = None
     if causes:
         attributed = G.rank_causes(tl, rank, rank_window, st, [(d.device, d.busy.window, d.busy.exposed_comm_ns,
@@ -89,4 +98,4 @@ def rank_figures(tl: Timeline, rank: int, min_gap_ns: int = F.DEFAULT_MIN_GAP_NS
                         wait / rank_window.dur_ns if rank_window.dur_ns > 0 else None, tuple(devices),
                         rank_memory(tl, rank, [d.device for d in devices], st), info.framework, st,
                         F.kernel_totals(tl, rank), F.pageable_htod_copies(tl, rank), F.range_profiler_capture(tl, rank),
-                        attributed, tl.sources[info.source].path, info.clock, info.host)
+                        attributed, tl.sources[info.source].path, info.clock, info.host, source)

@@ -14,6 +14,10 @@ of its process group, even when the captures cover different stretches of the ru
 kernel's process group (the events' `comm_group`: "0,1" for the ranks 0 and 1, "pg:<name>", or ""
 when the trace does not record it) and `seq` counts within (group, name, step): a tensor-parallel
 all-reduce and a data-parallel one of the same kernel name are told apart.
+
+When the trace records NCCL sequence numbers (Kineto 2026 `Seq` on the kernel: the collective's
+number in its process group, the same on every rank), `nccl_seq` holds it and the job matches by
+(group, nccl_seq) alone, whatever the steps are numbered; otherwise it is -1 and the key above is used.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ COLUMNS: dict[str, str] = {
     "start_ns": "int64",  # on the rank's own clock
     "end_ns": "int64",
     "bytes": "int64",  # message size, -1 when the trace does not record it
+    "nccl_seq": "int64",  # the collective's sequence number in its process group (trace `Seq`), -1 unknown
 }
 
 
@@ -79,6 +84,7 @@ def collective_table(tl: Timeline, rank: int) -> pd.DataFrame:
         "start_ns": start,
         "end_ns": end.astype(np.int64),
         "bytes": comm["bytes"].to_numpy().astype(np.int64),
+        "nccl_seq": comm["comm_seq"].to_numpy().astype(np.int64),
     })
 
 

@@ -181,10 +181,12 @@ _LAST = np.iinfo(np.int64).max
 def _matrices(table: pd.DataFrame, taking: list[int]) -> _Matrices | None:
     """Matched collectives as rank-by-collective matrices: a collective (group, name, step, seq)
     is matched when every rank that has collectives of its group has it (without group info:
-    every rank that has any collective), and at least two do."""
-    key = ["group", "name", "step", "seq"]
+    every rank that has any collective), and at least two do. A collective with an NCCL sequence
+    number (`nccl_seq` >= 0) is matched by (group, nccl_seq) instead."""
+    key = ["group", "k_name", "k_step", "k_seq"]
     if "group" not in table:
         table = table.assign(group="")
+    table = _match_keys(table)
     size = table.groupby(key, sort=False)["rank"].transform("size").to_numpy()
     expected = table.groupby("group", sort=False)["rank"].transform("nunique").to_numpy()
     full = table[(size == expected) & (expected >= 2)]
@@ -208,6 +210,16 @@ def _matrices(table: pd.DataFrame, taking: list[int]) -> _Matrices | None:
     head = full.iloc[first]
     return _Matrices(start[order], end[order], nbytes[order], part[order], head["step"].to_numpy()[order],
                      head["name"].to_numpy()[order], head["group"].to_numpy()[order])
+
+
+def _match_keys(table: pd.DataFrame) -> pd.DataFrame:
+    """The key columns that name one collective on every rank (k_name, k_step, k_seq): its NCCL
+    sequence number when recorded ("", -1, nccl_seq), else (name, step, order in the step)."""
+    nccl = table["nccl_seq"].to_numpy() if "nccl_seq" in table else np.full(len(table), -1, dtype=np.int64)
+    by_seq = nccl >= 0
+    return table.assign(k_name=np.where(by_seq, "", table["name"].to_numpy(dtype=object)),
+                        k_step=np.where(by_seq, -1, table["step"].to_numpy()).astype(np.int64),
+                        k_seq=np.where(by_seq, nccl, table["seq"].to_numpy()).astype(np.int64))
 
 
 def _row_median(values: np.ndarray, part: np.ndarray) -> np.ndarray:

@@ -192,7 +192,7 @@ def gap_stats(tl: Timeline, rank: int, device: int, window: Window,
         HistogramBin(int(edges[i]), None if i == len(edges) - 2 else int(edges[i + 1]),
                      int((which == i).sum()), int(lengths[which == i].sum()))
         for i in range(len(edges) - 1))
-    st = steps(tl, rank)
+    st = steps(tl, rank) if st is None else st
     order = np.argsort(-lengths, kind="stable")[:top_n]
     step_idx = iv.locate(starts[order], st.start_ns, st.end_ns) if len(st) else np.full(len(order), -1)
     top = tuple(Gap(int(starts[i]), int(lengths[i]), int(st.number[j]) if j >= 0 else None, int(keep[i]))

@@ -22,6 +22,7 @@ from .. import timeline as T
 from ..timeline import Timeline
 from . import figures as F
 from . import host as H
+from .graphs import replay_spans
 from .thresholds import (
     EVIDENCE_NAMES,
     LAUNCH_GAP_MAX_NS,
@@ -140,6 +141,10 @@ def attribute_device(tl: Timeline, rank: int, device: int, window: F.Window, hos
     dur = ends - starts
     code = cause_codes()
     causes = classify_gaps(starts, ends, host)
+    if len(starts) and (tl.events["graph_id"].to_numpy() >= 0).any():
+        # inside a CUDA graph replay the GPU schedules the nodes itself: no gap there is launch overhead
+        in_replay = iv.overlap_per_window(replay_spans(tl, rank, device, window), starts, ends) >= dur
+        causes = np.where(in_replay & (causes == code[C.LAUNCH]), code[C.UNKNOWN], causes)
     if periodic is not None and len(starts):
         idx = iv.locate(starts, st.start_ns, st.end_ns)
         step_no = np.where(idx >= 0, st.number[np.clip(idx, 0, None)] if len(st) else -1, -1)

@@ -22,6 +22,7 @@ from .. import intervals as iv
 from .. import timeline as T
 from ..names import name_flags
 from ..timeline import Timeline
+from .graphs import capture_mask
 from .thresholds import (
     COPY_WAIT_MAX_GPU_SHARE,
     COPY_WAIT_MIN_NS,
@@ -127,6 +128,8 @@ def host_activity(tl: Timeline, rank: int) -> HostActivity:
     # First-call costs only among operators and runtime calls: python frames and annotations nest under
     # one name (the outermost `_call_impl` spans the whole model), so their first call is not an outlier.
     matches[C.STARTUP] = matches[C.STARTUP] | (first_call_costs(events) & T.category_mask(kind, (T.CPU_OP, T.RUNTIME)))
+    # Making a CUDA graph (capture, instantiate) is a one-off cost, apart from its replays.
+    matches[C.STARTUP] |= capture_mask(events)
     # A copy call whose GPU copy (same correlation id) is a small device-to-host copy is the host reading
     # a result back (.item(), .cpu(), .tolist()): it waits for the GPU, a synchronisation. So is a copy
     # call that lasts far longer than its GPU copy: the host waited for earlier GPU work, then copied.

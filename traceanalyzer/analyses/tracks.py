@@ -24,6 +24,7 @@ from ..names import name_flags
 from ..timeline import Timeline
 from .figures import Steps, Window, steps
 from .gaps import GapSet
+from .graphs import replays
 
 MAX_BLOCKS_PER_TRACK = 2000
 MIN_BLOCKS_PER_TRACK = 200
@@ -75,6 +76,7 @@ class DeviceTrack:
     copies: Blocks
     gaps: GapTrack
     comm: Blocks  # communication kernels (NCCL/RCCL): drawn as their own lane
+    graphs: Blocks | None = None  # CUDA graph replays, one block each (first node .. last node); None: none
 
 
 @dataclass(frozen=True)
@@ -205,7 +207,8 @@ def recut_tracks(t: RankTracks, max_blocks: int) -> RankTracks:
     if max_blocks >= MAX_BLOCKS_PER_TRACK:
         return t
     devices = tuple(DeviceTrack(d.device, recoarsen(d.busy, max_blocks), recoarsen(d.copies, max_blocks),
-                                recut_gaps(d.gaps, max_blocks), recoarsen(d.comm, max_blocks)) for d in t.devices)
+                                recut_gaps(d.gaps, max_blocks), recoarsen(d.comm, max_blocks),
+                                None if d.graphs is None else recoarsen(d.graphs, max_blocks)) for d in t.devices)
     host = tuple(HostTrack(h.kind, recoarsen(h.blocks, max_blocks)) for h in t.host)
     return RankTracks(t.window, t.step_number, t.step_start_ns, t.step_end_ns, t.steps_total, devices, host,
                       t.counters)
@@ -292,7 +295,8 @@ def rank_tracks(tl: Timeline, rank: int, window: Window, gap_sets: dict[int, Gap
             blocks(on_dev & is_copy),
             _gap_track(gap_sets.get(device, GapSet(np.zeros(0, np.int64), np.zeros(0, np.int64))),
                        st.number, st.start_ns, st.end_ns, min_gap_ns, max_blocks),
-            blocks(on_dev & is_comm)))
+            blocks(on_dev & is_comm),
+            _replay_blocks(tl, rank, device, window, max_blocks)))
 
     on_host = device_col < 0
     runtime = on_host & (kind == T.RUNTIME).to_numpy()
@@ -311,6 +315,17 @@ def rank_tracks(tl: Timeline, rank: int, window: Window, gap_sets: dict[int, Gap
                       tuple(devices), host_tracks, counters)
 
 
+def _replay_blocks(tl: Timeline, rank: int, device: int, window: Window, max_blocks: int) -> Blocks | None:
+    """The device's CUDA graph replays as one block each, named by their graph; None without graphs."""
+    if not (tl.events["graph_id"].to_numpy() >= 0).any():
+        return None
+    start, end, graph = replays(tl, rank, device, window)
+    if not len(start):
+        return None
+    names = np.array([f"CUDA graph {g} replay" if g > 0 else "CUDA graph replay" for g in graph.tolist()], dtype=object)
+    return coarsen(start, end, names, window.start_ns, window.end_ns, max_blocks)
+
+
 def count_tracks(tl: Timeline) -> int:
     """How many block tracks the whole timeline will draw (for sharing the budget)."""
     return sum(count_rank_tracks(tl, r.index) for r in tl.ranks)
@@ -321,6 +336,9 @@ def count_rank_tracks(tl: Timeline, rank: int) -> int:
     ev = tl.rank_events(rank)
     n = 3 * len(tl.device_indices(rank))  # busy, copies, gaps
     n += int(ev["comm"].to_numpy().any())  # a communication lane
+    graph = ev["graph_id"].to_numpy() >= 0
+    if graph.any():  # a lane of graph replays per device that ran one
+        n += len(np.unique(ev["device"].to_numpy()[graph & (ev["device"].to_numpy() >= 0)]))
     on_host = ev["device"].to_numpy() < 0
     kind = ev["kind"]
     n += int((on_host & T.category_mask(kind, (T.CPU_OP, T.ANNOTATION))).any())

@@ -111,7 +111,8 @@ def diff_command(sides: tuple[Path, ...], bases: tuple[Path, ...], heads: tuple[
     check_target(target, force, [*bases, *heads, *base_runs, *head_runs, *option_inputs(options)])
     base_data = [load(p) if is_saved_report(p) else analyze(p, options) for p in base_runs]
     head_data = [load(p) if is_saved_report(p) else analyze(p, options) for p in head_runs]
-    reports = tuple([str(p) if is_saved_report(p) else None for p in runs] for runs in (base_runs, head_runs))
+    named: list[str | None] = [str(p) if is_saved_report(p) else None for p in [*base_runs, *head_runs]]
+    reports = (named[:len(base_runs)], named[len(base_runs):])
     comparison = compare_runs(base_data, head_data, tol, root=str(Path.cwd()), reports=reports)
     comparison = with_gates(comparison, evaluate_all(rules, head_data[-1], comparison))
     write(target, RENDERERS[fmt](comparison))

@@ -213,3 +213,21 @@ def advice_for(finding_id: str, framework: str) -> tuple[str, ...]:
     family = PYTORCH if framework.lower() in ("pytorch", "torch") else (
         TENSORFLOW if framework.lower() in ("tensorflow", "tf", "keras") else GENERIC)
     return by_framework.get(family) or by_framework.get(GENERIC) or ()
+
+
+# --- CUDA graphs (launch-bound findings; issue 26) ----------------------------------------------------------
+# Where many tiny eager launches leave the GPU idle, launch_bound's own advice above proposes CUDA graphs
+# (torch.compile(mode='reduce-overhead')). Where the rank already replays graphs, the launch gaps are
+# outside them: this line leads the advice instead.
+GRAPH_ADVICE_PARTIAL = (
+    "Part of the GPU work already replays CUDA graphs; the launch gaps are outside them: widen the captured "
+    "region (fewer graph breaks with torch.compile(mode='reduce-overhead'), static shapes, no host reads "
+    "inside the step).")
+
+
+def graph_advice(has_graphs: bool, framework: str) -> tuple[str, ...]:
+    """The CUDA-graph line that leads a launch-bound finding's advice when the rank already replays
+    graphs (PyTorch only: the names are torch's); () otherwise."""
+    if not has_graphs or framework.lower() not in ("pytorch", "torch"):
+        return ()
+    return (GRAPH_ADVICE_PARTIAL,)

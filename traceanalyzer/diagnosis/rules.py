@@ -35,7 +35,7 @@ from ..causes import (
     VERDICT_OF_CAUSE,
     VERDICTS,
 )
-from .advice import advice_for
+from .advice import advice_for, graph_advice
 from .thresholds import (
     CLEAR_MARGIN,
     FINDING_MIN_SHARE,
@@ -349,8 +349,11 @@ def cause_findings(ra: RankAnalysis, lost: LostTime) -> tuple[Finding, ...]:
         lines, figures = _specific_evidence(ra, c, cause)
         host_ops = c.evidence.get(cause, ())
         evidence = _evidence_prose(ns, window_ns, lost_ns, n_gaps, lines, host_ops)
+        advice = advice_for(fid, ra.framework)
+        if cause == C.LAUNCH:
+            advice = graph_advice(any(d.graphs is not None for d in ra.devices), ra.framework) + advice
         out.append(Finding(fid, cause, C.VERDICT_BY_ID[fid].title, _severity(ns / window_ns), ns,
-                           round(ns / lost_ns, 6), evidence, advice_for(fid, ra.framework), round(ns / window_ns, 6),
+                           round(ns / lost_ns, 6), evidence, advice, round(ns / window_ns, 6),
                            n_gaps, host_ops, figures))
     out.sort(key=lambda f: -f.explains_ns)
     return tuple(out)
@@ -402,6 +405,13 @@ def _specific_evidence(ra: RankAnalysis, c: RankCauses, cause: str) -> tuple[lis
                        f" of {k.count} kernels shorter than {duration(SHORT_KERNEL_NS)}")
         n_short = sum(d.gaps_by_cause.get(C.LAUNCH, 0) for d in c.devices)
         out.append(f"{n_short} short idle gaps between kernels while the host was launching")
+        graphs = [d.graphs for d in ra.devices if d.graphs is not None]
+        busy = sum(g.busy_ns for g in graphs)
+        if graphs and busy > 0:  # graphs removed some launches; the gaps counted here are outside replays
+            in_graphs = sum(g.gpu_ns for g in graphs)
+            figures["graph_share_of_busy"] = round(in_graphs / busy, 6)
+            out.append(f"{percent(in_graphs / busy)} of GPU work already runs in {sum(g.replays for g in graphs)} "
+                       f"CUDA graph replays; these gaps are outside them")
     elif cause == C.CHECKPOINT and c.periodic is not None:
         p = c.periodic
         out.append(f"steps {', '.join(str(s) for s in p.steps)} are at least 1.5x the median step "

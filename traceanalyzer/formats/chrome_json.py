@@ -58,6 +58,12 @@ class ChromeArgs(msgspec.Struct, gc=False):
     pg_ranks: Any = msgspec.field(default=None, name="Process Group Ranks")
     group_size: Any = msgspec.field(default=None, name="Group size")
     kind: Any = None  # ROCm memcpy direction ("HtoD")
+    # Kineto 2026: CUDA graph of GPU work, NCCL sequence number of communication kernels (kineto.KinetoArgs)
+    graph_id: Any = msgspec.field(default=None, name="graph id")
+    graph_id_camel: Any = msgspec.field(default=None, name="graphId")
+    seq: Any = msgspec.field(default=None, name="Seq")
+    seq_lower: Any = msgspec.field(default=None, name="seq")
+    counter_value: Any = msgspec.field(default=None, name="")  # Kineto 2026 hardware counters' value key
     step_num: Any = None  # TF "Profiled batch"
     correlation_id: Any = None  # TF / xprof trace viewer: kernel <-> launch
     memcpy_details: Any = None  # TF / xprof: "kind:HtoD size:655360 dest:2 async:1"

@@ -26,6 +26,7 @@ import pandas as pd
 
 from .. import timeline as T
 from ..errors import InputError
+from ..names import name_flags
 from ..timeline import DeviceInfo, RankInfo, Source, Timeline
 from ._base import ReadOptions
 from ._columns import (
@@ -83,6 +84,19 @@ MEMCPY_DIRECTION = re.compile(r"\b(HtoD|DtoH|DtoD|PtoP|HtoH)\b")
 COMM_PREFIXES = ("nccl", "rccl")
 
 _FLOW_PHASES = {"s", "f", "t"}
+# Kineto 2026: CUPTI hardware counters on a process of their own, the string pid "GPU N Counters"
+# (output_json.cpp, handleCounterEvent); read as the device's trace counters, never as a rank or device.
+COUNTER_PID = re.compile(r"^GPU (\d{1,9}) Counters$")
+MAX_COUNTER_METRICS = 256  # distinct counter names kept per trace; samples of more are dropped, counted
+MAX_COUNTER_SAMPLES = 2_000_000  # counter samples kept per trace (a bound on memory); later ones dropped, counted
+MAX_METRIC_CHARS = 256
+_MAX_COUNTER_ARGS = 64  # values read from one counter event
+# Kineto 2026 puts "Stream Sync" events on a virtual thread, the stream's id + this offset, named
+# "stream N (sync)" (output_json.h kSyncStreamTidOffset): their stream is the real one.
+SYNC_TID_OFFSET = 1_000_000
+# The runtime / driver calls that replay a graph; the GPU work of a replay shares the call's correlation.
+GRAPH_LAUNCH_CALL = re.compile(r"^(cuda|hip|cu)GraphLaunch(_v\d+|_spt|_ptsz)?$", re.IGNORECASE)
+UNKNOWN_GRAPH_ID = 0  # graph_id of work replayed by a graph launch in a trace that records no graph ids
 MEMORY_EVENT = "[memory]"  # torch.profiler(profile_memory=True): one instant per allocation / release
 # c10::DeviceType numbers as Kineto writes them in "Device Type" (HIP: the GPU of ROCm builds).
 _MEMORY_DEVICE_TYPE = {0: T.MEMORY_CPU, 1: T.MEMORY_GPU, 6: T.MEMORY_GPU}
@@ -114,6 +128,14 @@ class KinetoArgs(msgspec.Struct, gc=False):
     pg_ranks: Any = msgspec.field(default=None, name="Process Group Ranks")
     group_size: Any = msgspec.field(default=None, name="Group size")
     kind: str = ""  # ROCm memcpy direction ("HtoD")
+    # CUDA graphs (Kineto 2026, CUDA >= 12): the graph a kernel / copy / memset ran in; 0 outside graphs.
+    # Kineto writes "graph id"; "graphId" is read too (other writers, CUPTI's own field name).
+    graph_id: Any = msgspec.field(default=None, name="graph id")
+    graph_id_camel: Any = msgspec.field(default=None, name="graphId")
+    # NCCL kernels (Kineto 2026): the process group's collective sequence number, the same on every
+    # rank of the group ("Seq"; "seq" read too)
+    seq: Any = msgspec.field(default=None, name="Seq")
+    seq_lower: Any = msgspec.field(default=None, name="seq")
     # "[memory]" instants (profile_memory=True); loosely typed, read only for those events
     device_type: Any = msgspec.field(default=None, name="Device Type")
     device_id: Any = msgspec.field(default=None, name="Device Id")
@@ -297,7 +319,14 @@ def _timeline(cols: _Collector, header: dict[str, Any], path: Path, fmt: str) ->
         source.not_kept["memory_event_unusable"] = n_memory_dropped
         source.warnings.append(f"{n_memory_dropped} [memory] events dropped: no time, no allocated total, "
                                f"or an implausible time or device")
-    source.events_kept = len(events) + len(memory)
+    counters = cols.counters(base_ns)
+    if cols.counters_dropped:
+        source.not_kept["counter_unusable"] = cols.counters_dropped
+        source.warnings.append(f"{cols.counters_dropped} hardware counter samples dropped: no numeric value, an "
+                               f"implausible time, beyond {MAX_COUNTER_METRICS} distinct counters or "
+                               f"{MAX_COUNTER_SAMPLES} samples")
+    events = _sync_streams(_graph_launches(events))
+    source.events_kept = len(events) + len(memory) + len(counters)
 
     info = header.get("distributedInfo") if isinstance(header.get("distributedInfo"), dict) else {}
     rank = small_int_or_none(info.get("rank")) if info else None
@@ -308,7 +337,7 @@ def _timeline(cols: _Collector, header: dict[str, Any], path: Path, fmt: str) ->
                                    f"number; ignored")
     ts_us_median = float(np.median(events["ts_ns"].to_numpy())) / 1000 if len(events) else 0.0
     epoch = bool(base_ns) or ts_us_median > 1e15  # > 2001-09-09 in epoch microseconds
-    tl = Timeline(events=events, memory=memory, sources=[source],
+    tl = Timeline(events=events, memory=memory, counters=counters, sources=[source],
                   ranks=[RankInfo(index=0, rank=rank, source=0, world_size=world,
                                   clock="epoch" if epoch else "relative", framework="pytorch",
                                   host=host_of(header, path))])
@@ -316,6 +345,58 @@ def _timeline(cols: _Collector, header: dict[str, Any], path: Path, fmt: str) ->
     check_device_count(path, devices[devices >= 0])
     tl.devices = _devices(header, events, memory)
     return tl.validate()
+
+
+def _graph_launches(events: pd.DataFrame) -> pd.DataFrame:
+    """CUDA graphs: a runtime call (cudaGraphLaunch) whose correlation id is that of GPU work run in a
+    graph gets that graph's id: CUPTI gives every kernel of one replay its launch call's correlation.
+    Traces before 2026 record no graph ids: GPU work sharing a graph launch call's correlation is
+    marked as replayed by a graph whose id is not recorded (UNKNOWN_GRAPH_ID), and so is the call."""
+    graph = events["graph_id"].to_numpy()
+    corr = events["correlation"].to_numpy()
+    launch = np.flatnonzero(name_flags(events, GRAPH_LAUNCH_CALL) & (events["kind"] == T.RUNTIME).to_numpy()
+                            & (corr >= 0))
+    if len(launch):
+        work = T.category_mask(events["kind"], T.GPU_WORK_KINDS) & (graph < 0) & (corr >= 0)
+        replayed = work & np.isin(corr, corr[launch])
+        if replayed.any():
+            graph = graph.copy()
+            graph[replayed] = UNKNOWN_GRAPH_ID
+            events["graph_id"] = graph
+    in_graph = graph >= 0
+    if not in_graph.any():
+        return events
+    runtime = (events["kind"] == T.RUNTIME).to_numpy() & (corr >= 0) & ~in_graph
+    if not runtime.any():
+        return events
+    g_corr, g_graph = corr[in_graph & (corr >= 0)], graph[in_graph & (corr >= 0)]
+    if not len(g_corr):
+        return events
+    order = np.argsort(g_corr, kind="stable")
+    g_corr, g_graph = g_corr[order], g_graph[order]
+    rows = np.flatnonzero(runtime)
+    pos = np.clip(np.searchsorted(g_corr, corr[rows]), 0, len(g_corr) - 1)
+    found = g_corr[pos] == corr[rows]
+    if not found.any():
+        return events
+    graph = graph.copy()
+    graph[rows[found]] = g_graph[pos[found]]
+    events["graph_id"] = graph
+    return events
+
+
+def _sync_streams(events: pd.DataFrame) -> pd.DataFrame:
+    """Kineto 2026 "Stream Sync" events sit on a virtual thread (stream + SYNC_TID_OFFSET); one without a
+    "stream" arg is put back on its real stream (never a stream of its own). They stay synchronisation
+    annotations on the device, not GPU work."""
+    stream = events["stream"].to_numpy()
+    virtual = (stream >= SYNC_TID_OFFSET) & (events["kind"] == T.GPU_ANNOTATION).to_numpy()
+    if not virtual.any():
+        return events
+    virtual &= (events["category"] == "cuda_sync").to_numpy()
+    if virtual.any():
+        events["stream"] = np.where(virtual, stream - SYNC_TID_OFFSET, stream)
+    return events
 
 
 class _NameFacts:
@@ -357,13 +438,15 @@ class _NameFacts:
 _KIND_CODE = {k: np.int8(i) for i, k in enumerate(T.EVENT_KINDS)}
 _COPY_CODE = {k: np.int8(i) for i, k in enumerate(T.COPY_KINDS)}
 _DEVICE_KIND = np.array([k in T.DEVICE_KINDS for k in T.EVENT_KINDS])
+_WORK_KIND = np.array([k in T.GPU_WORK_KINDS for k in T.EVENT_KINDS])
 # Events of these categories carry no args key this reader uses (operators, python frames and
 # annotations hold ids of their own and input shapes, never a correlation or a device): their args
 # are not decoded. Every other category's are (runtime calls, GPU work, and any category not known).
 _ARGS_READ = np.array([k not in (T.CPU_OP, T.PYTHON, T.ANNOTATION) for k in T.EVENT_KINDS])
 # The columns a chunk leaves, and those holding interned codes (remapped when collectors merge).
 _PARTS = ("ts", "dur", "ts_ns", "dur_ns", "name", "cat", "kind", "step", "device", "stream", "pid", "tid",
-          "bytes", "copy_kind", "pinned", "comm", "correlation", "bad_id", "bad_device", "group")
+          "bytes", "copy_kind", "pinned", "comm", "correlation", "bad_id", "bad_device", "group", "graph",
+          "comm_seq")
 _CODED_PARTS = ("name", "cat", "group")
 
 
@@ -393,6 +476,10 @@ class _Collector:
         self.odd_steps = 0  # ProfilerStep#N events with N beyond int32: kept as annotations
         # "[memory]" instants: ts, device type, device id, allocated, reserved, bytes (kept apart)
         self.memory_parts: list[tuple[np.ndarray, ...]] = []
+        # hardware counters of "GPU N Counters" processes: (ts us, device, metric, value) per sample
+        self.counter_rows: list[tuple[float, int, str, float]] = []
+        self.counter_metrics: set[str] = set()
+        self.counters_dropped = 0  # samples beyond MAX_COUNTER_METRICS distinct metrics or without a value
 
     def add(self, chunk: list[Any]) -> None:
         n = len(chunk)
@@ -411,6 +498,8 @@ class _Collector:
                     self.not_kept[_phase_reason(ph)] += count
             if phases.get("i") or phases.get("I"):
                 self._add_memory(chunk, phs)
+            if phases.get("C"):
+                self._add_counters(chunk, phs)
         if not n_x:
             return
         xs = chunk if n_x == n else list(compress(chunk, map(eq, phs, repeat("X"))))
@@ -427,6 +516,7 @@ class _Collector:
                                  count=len(args))
         _message_bytes(nbytes, args, collective)
         group = _group_codes(self.groups, args)
+        graph, seq = _graph_and_seq(args)
         self.facts.update(self.names.values, self.cats.values, self.copy_kinds.values)
         correlation = to_int_id([a.correlation if a is not None else None for a in args])
         correlation[~_ARGS_READ[self.facts.kind[cats]]] = -1  # as the typed path: args not read there
@@ -437,7 +527,7 @@ class _Collector:
                        nbytes=nbytes,
                        correlation=correlation,
                        copy_kind=self.copy_kinds.codes([a.kind if a is not None else None for a in args]),
-                       collective=collective, group=group)
+                       collective=collective, group=group, graph=graph, seq=seq)
 
     def _add_typed(self, xs: list[KinetoEvent]) -> None:
         """`add` for typed structs: the same columns, one C-level pass per field; args decoded only
@@ -467,6 +557,8 @@ class _Collector:
         copy_kind = np.zeros(n, dtype=np.int32)
         collective = np.zeros(n, dtype=bool)
         group = np.zeros(n, dtype=np.int32)
+        graph = np.full(n, -1, dtype=np.int64)
+        seq = np.full(n, -1, dtype=np.int64)
         on_device = np.flatnonzero(_DEVICE_KIND[kinds])  # device kinds are among those whose args are read
         if len(on_device):
             sub = list(map(args.__getitem__, np.searchsorted(read, on_device).tolist()))
@@ -479,17 +571,19 @@ class _Collector:
             nbytes[on_device] = sub_bytes
             collective[on_device] = sub_collective
             group[on_device] = _group_codes(self.groups, sub)
+            graph[on_device], seq[on_device] = _graph_and_seq(sub)
         self._add_rows(ts, dur, names, cats, pid=_ids(xs, _PID), tid=_ids(xs, _TID), device=device, stream=stream,
                        nbytes=nbytes, correlation=correlation, copy_kind=copy_kind, collective=collective,
-                       group=group)
+                       group=group, graph=graph, seq=seq)
 
     def _add_rows(self, ts: np.ndarray, dur: np.ndarray, names: np.ndarray, cats: np.ndarray, *, pid: np.ndarray,
                   tid: np.ndarray, device: np.ndarray, stream: np.ndarray, nbytes: np.ndarray,
                   correlation: np.ndarray, copy_kind: np.ndarray, collective: np.ndarray,
-                  group: np.ndarray) -> None:
+                  group: np.ndarray, graph: np.ndarray, seq: np.ndarray) -> None:
         """A chunk's rows, from its raw values: event kinds and copy directions as small-int codes
         (from per-name / per-category facts spread by code, never per row on strings). `group`:
-        interned process-group codes, kept for communication kernels only."""
+        interned process-group codes, kept for communication kernels only; `graph`: the CUDA graph id
+        (kept for GPU work, > 0 only); `seq`: the NCCL sequence number (communication kernels only)."""
         f = self.facts
         f.update(self.names.values, self.cats.values, self.copy_kinds.values)
         name_codes = names.astype(np.intp)
@@ -521,7 +615,9 @@ class _Collector:
                 ("bytes", np.where(moved, nbytes, -1)), ("copy_kind", direction.astype(np.int8)),
                 ("pinned", pinned), ("comm", comm), ("correlation", correlation), ("bad_id", bad_id),
                 ("bad_device", on_device & ((dev > MAX_DEVICE_ID) | (dev < -1)) & ~bad_id),
-                ("group", np.where(comm, group, 0).astype(np.int32))):
+                ("group", np.where(comm, group, 0).astype(np.int32)),
+                ("graph", np.where(_WORK_KIND[kind] & (graph > 0), graph, -1).astype(np.int64)),
+                ("comm_seq", np.where(comm & (seq >= 0), seq, -1).astype(np.int64))):
             p[key].append(value)
 
     def merge(self, later: _Collector) -> None:
@@ -540,12 +636,72 @@ class _Collector:
         self.not_kept.update(later.not_kept)
         self.odd_steps += later.odd_steps
         self.memory_parts.extend(later.memory_parts)
+        for row in later.counter_rows:
+            self._counter_row(*row)
+        self.counters_dropped += later.counters_dropped
 
     def _malformed(self, n: int) -> None:
         """`n` events of this chunk dropped for args that are no JSON object: counted where the loose
         path counts the events it cannot decode (they are read, but never became events)."""
         DECODE_NOTES["malformed_event"] += n
         self.events_read -= n
+
+    def _add_counters(self, chunk: list[Any], phs: list[Any]) -> None:
+        """The hardware-counter samples of a chunk: "ph": "C" events of a process named by the string
+        pid "GPU N Counters" (Kineto's CUPTI PM sampling: one event per metric and sample, its value
+        under the args key ""). Other counter events stay not kept, as before. Read events are kept."""
+        for e in compress(chunk, map(eq, phs, repeat("C"))):
+            m = COUNTER_PID.match(e.pid) if isinstance(e.pid, str) else None
+            if m is None:
+                continue
+            raw = e.args
+            args: Any = None
+            if isinstance(raw, msgspec.Raw):
+                try:
+                    args = msgspec.json.decode(raw)
+                except (msgspec.DecodeError, UnicodeDecodeError):
+                    pass
+            elif raw is not None:  # loose structs hold only the keys the reader knows: the "" value
+                args = {"": getattr(raw, "counter_value", None)}
+            self.not_kept["counter"] -= 1
+            ts = e.ts if isinstance(e.ts, (int, float)) else float("nan")
+            name = e.name if isinstance(e.name, str) else ""
+            values = [(k, v) for k, v in args.items() if isinstance(v, (int, float)) and not isinstance(v, bool)] \
+                if isinstance(args, dict) else []
+            if not values or not np.isfinite(ts):
+                self.counters_dropped += 1
+                continue
+            for key, value in values[:_MAX_COUNTER_ARGS]:
+                metric = cut_text(name if key == "" else f"{name}.{key}" if name else key, MAX_METRIC_CHARS)
+                self._counter_row(float(ts), int(m.group(1)), metric, float(value))
+
+    def _counter_row(self, ts: float, device: int, metric: str, value: float) -> None:
+        if len(self.counter_rows) >= MAX_COUNTER_SAMPLES:
+            self.counters_dropped += 1
+            return
+        if metric not in self.counter_metrics:
+            if len(self.counter_metrics) >= MAX_COUNTER_METRICS:
+                self.counters_dropped += 1
+                return
+            self.counter_metrics.add(metric)
+        self.counter_rows.append((ts, device, metric, value))
+
+    def counters(self, base_ns: int) -> pd.DataFrame:
+        """The hardware counters as a counters table (source 0: the trace itself), on the events' clock;
+        samples at implausible times dropped and counted."""
+        if not self.counter_rows:
+            return T.empty_counters()
+        ts, device, metric, value = zip(*self.counter_rows)
+        t = np.array(ts, dtype=np.float64)
+        ok = np.abs(t + base_ns / 1000.0) <= MAX_ABS_TIME_US
+        self.counters_dropped += int((~ok).sum())
+        return pd.DataFrame({
+            "ts_ns": (us_to_ns(t) + np.int64(base_ns))[ok],
+            "device": np.array(device, dtype=np.int32)[ok],
+            "metric": pd.Categorical(np.array(metric, dtype=object)[ok]),
+            "value": np.array(value, dtype=np.float64)[ok],
+            "source": np.zeros(int(ok.sum()), dtype=np.int32),
+        })
 
     def _add_memory(self, chunk: list[Any], phs: list[Any]) -> None:
         """The "[memory]" instants of a chunk, as columns (the other instants stay not kept)."""
@@ -650,6 +806,7 @@ class _Collector:
             "copy_kind": pd.Categorical.from_codes(p["copy_kind"].astype(np.int8, copy=False), categories=T.COPY_KINDS),
             "pinned": p["pinned"], "comm": p["comm"], "correlation": p["correlation"],
             "comm_group": self.groups.categorical(p["group"]),
+            "graph_id": p["graph"], "comm_seq": p["comm_seq"],
         })
 
 
@@ -677,6 +834,29 @@ def _message_bytes(nbytes: np.ndarray, args: list[Any], collective: np.ndarray) 
         counts = [v for v in (int_or_none(a.in_nelems), int_or_none(a.out_nelems)) if v is not None and v >= 0]
         if size and counts and nbytes[i] < 0 and max(counts) * size < MAX_MESSAGE_BYTES:
             nbytes[i] = max(counts) * size
+
+
+def _graph_and_seq(args: list[Any]) -> tuple[np.ndarray, np.ndarray]:
+    """Each of `args`' CUDA graph id ("graph id", else "graphId"; -1 when absent or not a number)
+    and NCCL sequence number ("Seq", else "seq"; -1 likewise)."""
+    if not args:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    graph = [_first(getattr(a, "graph_id", None), getattr(a, "graph_id_camel", None)) for a in args]
+    seq = [_first(getattr(a, "seq", None), getattr(a, "seq_lower", None)) for a in args]
+    out = []
+    for values in (graph, seq):
+        if values.count(None) == len(values):
+            out.append(np.full(len(values), -1, dtype=np.int64))
+        else:
+            ids = to_int_id(values)
+            out.append(np.where(ids == ID_OUT_OF_RANGE, -1, ids))
+    return out[0], out[1]
+
+
+def _first(a: Any, b: Any) -> Any:
+    return a if a is not None else b
+
+
 def group_identity(ranks: Any, name: Any) -> str:
     """A collective's process group as one string: its ranks "0,1,2,3" when the trace lists them
     (`Process Group Ranks`, a list or its text "[0, 1, 2, 3]"), else "pg:" + `Process Group Name`,

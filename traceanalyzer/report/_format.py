@@ -13,7 +13,8 @@ from ..units import format_us as fmt_us
 WIDTH = 80  # terminal lines
 MAX_CELL_CHARS = 160  # a Markdown cell
 
-__all__ = ["MAX_CELL_CHARS", "WIDTH", "clean", "fmt_pct", "fmt_pct_change", "fmt_us", "md", "table", "wrap"]
+__all__ = ["MAX_CELL_CHARS", "WIDTH", "clean", "fmt_pct", "fmt_pct_change", "fmt_us", "md", "step_source_text", "table",
+           "wrap"]
 
 
 def fmt_pct(x: float | None) -> str:
@@ -54,3 +55,19 @@ def table(header: list[str], rows: Iterable[list[str]], limit: int, total: int, 
     if total > shown:
         out += ["", f"_{total - shown} more {what} not shown; see the HTML or JSON report._"]
     return out + [""]
+
+
+def step_source_text(source: object) -> str | None:
+    """"steps detected from <basis>, period X" for a rank whose steps were detected (a
+    `StepSourceResult`, or its plain-data form), else None. Plain text: each renderer escapes it."""
+    def get(key: str) -> object:
+        return source.get(key) if isinstance(source, dict) else getattr(source, key, None)
+
+    if get("kind") != "detected":
+        return None
+    basis = str(get("basis") or "repeating work")
+    basis = "the kernel sequence" if basis == "kernel sequence" else basis
+    n = get("iterations")
+    period = get("period_us")
+    return (f"steps detected from {basis}, period {fmt_us(period if isinstance(period, (int, float)) else None)}"
+            f"{f' ({n} iterations)' if n else ''}")

@@ -25,7 +25,7 @@ from .. import inert
 from ..causes import PALETTE, page_registry
 from ..result.types import AnalysisData, HistogramBin, PlainData, RankResult
 from ..units import format_bytes, format_rules
-from ._format import fmt_pct, fmt_pct_change, fmt_us
+from ._format import fmt_pct, fmt_pct_change, fmt_us, step_source_text
 from .ranks import straggler_sentence
 
 # Labels and colours of causes and verdicts come from the one registry (traceanalyzer/causes.py).
@@ -61,6 +61,7 @@ def template_env() -> jinja2.Environment:
     env.filters["gib"] = format_bytes
     env.filters["rate"] = fmt_rate
     env.filters["code_spans"] = code_spans
+    env.filters["step_source"] = step_source_text
     env.globals["straggler_sentence"] = straggler_sentence
     env.filters["visible"] = inert.visible
     env.filters["by_key"] = by_key

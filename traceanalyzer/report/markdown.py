@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from .. import inert
 from ..causes import CAUSE_LIST, VERDICT_LIST
 from ..result.types import AnalysisData, DiagnosisResult, RankResult
-from ._format import fmt_pct, fmt_us, md, table
+from ._format import fmt_pct, fmt_us, md, step_source_text, table
 from .host import host_markdown, throughput_figures
 from .memory import markdown_lines as memory_markdown
 from .ranks import markdown_lines as ranks_markdown
@@ -186,6 +186,8 @@ def _details(a: AnalysisData, rows: dict[str, int]) -> list[str]:
     for r in a.ranks[: rows["ranks"]]:
         if r.per_step:
             out += [f"#### Per-step breakdown, rank {who(r)}", ""]
+            detected = step_source_text(r.step_source)
+            out += [f"_{md(detected, 240)}._", ""] if detected else []
             out += table(["step", "duration", "GPU busy", "memcpy", "DataLoader wait", "idle"],
                          ([str(s.step), fmt_us(s.duration_us), fmt_us(s.gpu_busy_us),
                            fmt_us(s.memcpy_us), fmt_us(s.dataloader_wait_us), fmt_us(s.idle_us)]
@@ -196,6 +198,22 @@ def _details(a: AnalysisData, rows: dict[str, int]) -> list[str]:
                 out += table(["kernel", "count", "total", "mean"],
                              ([md(k.name), str(k.count), fmt_us(k.total_us), fmt_us(k.mean_us)]
                               for k in d.top_kernels), rows["kernels"], len(d.top_kernels), "kernels")
+            if d.graphs is not None:
+                g = d.graphs
+                out += [f"#### CUDA graphs, rank {who(r)} {md(d.device)}", "",
+                        f"{fmt_us(g.gpu_us)} of GPU work in {g.replays} replays (one launch each)"
+                        + (f"; {g.captures} capture(s), {fmt_us(g.capture_us)} on the host (one-off)"
+                           if g.captures else "") + ".", ""]
+                out += table(["graph id", "replays", "kernels per replay", "replay time", "GPU time"],
+                             ([str(x.graph_id) if x.graph_id else "not recorded", str(x.replays),
+                               f"{x.kernels_per_replay:g}", fmt_us(x.replay_us), fmt_us(x.gpu_us)] for x in g.graphs),
+                             rows["kernels"], len(g.graphs), "graphs")
+            if d.trace_counters:
+                out += [f"#### Counters recorded in the trace, rank {who(r)} {md(d.device)}", ""]
+                out += table(["counter", "samples", "mean", "min", "max"],
+                             ([md(c.metric), str(c.samples)] + ["n/a" if v is None else f"{v:.6g}"
+                                                                for v in (c.mean, c.min, c.max)]
+                              for c in d.trace_counters), rows["kernels"], len(d.trace_counters), "counters")
             if d.memcpy.by_direction:
                 out += [f"#### Memcpy by direction, rank {who(r)} {md(d.device)}", ""]
                 out += table(["direction", "copies", "time", "bytes", "bandwidth", "pageable", "pinned"],

@@ -10,7 +10,7 @@ import textwrap
 
 from .. import inert
 from ..result.types import AnalysisData, DeviceResult, DiagnosisResult, RankResult
-from ._format import WIDTH, clean, fmt_pct, fmt_us, wrap
+from ._format import WIDTH, clean, fmt_pct, fmt_us, step_source_text, wrap
 from .host import host_text
 from .memory import text_lines as memory_text_lines
 from .ranks import text_lines as ranks_text_lines
@@ -88,6 +88,8 @@ def _diagnosis_lines(d: DiagnosisResult) -> list[str]:
 def _rank_line(r: RankResult) -> str:
     who = f"rank {r.rank}" if r.rank is not None else str(r.input or "trace").rsplit("/", 1)[-1]
     steps = f"{r.steps} steps" if r.steps else f"no steps, window from {r.window_basis.replace('_', ' ')}"
+    detected = step_source_text(r.step_source)
+    steps = f"{steps}; {clean(detected)}" if detected else steps
     return (f"{who}: window {fmt_us(r.window_us)} ({steps}), "
             f"dataloader wait {fmt_pct(r.dataloader_wait_fraction)}")
 

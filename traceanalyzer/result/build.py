@@ -88,8 +88,19 @@ def rank_result(r: RankAnalysis, dr: RankDiagnosis | None, counters: dict[int, R
         host=r.host,
         host_memory=_memory(mem.host) if mem and mem.host else None,
         diagnosis=_rank_diagnosis(dr) if dr else None,
+        step_source=_step_source(r),
         drawing=R.RankDrawing(timeline, {"per_step": _per_step_chart(per_step, dr)}, memory_series),
     )
+
+
+def _step_source(r: RankAnalysis) -> R.StepSourceResult | None:
+    """Where the rank's steps came from (definitions `step_source`)."""
+    src = r.step_source
+    if src is None:
+        return None
+    if src.kind != "detected":
+        return R.StepSourceResult(src.kind)
+    return R.StepSourceResult(src.kind, src.basis, _us(src.period_ns), src.iterations)
 
 
 def _memory_series(m: MemoryFigures, origin_ns: int) -> dict[str, Any]:
@@ -185,7 +196,27 @@ def _device(d: DeviceAnalysis, counters: R.DeviceCounters | None, memory: Memory
         kernel_table=kernels,
         memory=None if memory is None else _memory(memory),
         gap_table=_gap_table(d, rank, g.min_gap_ns),
+        graphs=_graphs(d),
+        trace_counters=tuple(R.TraceCounterSummary(c.metric, c.samples, _round(c.mean), _round(c.min), _round(c.max))
+                             for c in d.trace_counters),
     )
+
+
+def _round(x: float | None) -> float | None:
+    return None if x is None else float(f"{x:.6g}")
+
+
+def _graphs(d: DeviceAnalysis) -> R.GraphSummary | None:
+    """A device's CUDA graph replays (analyses/graphs.py) in microseconds."""
+    gr = d.graphs
+    if gr is None:
+        return None
+    return R.GraphSummary(
+        gpu_us=_us0(gr.gpu_ns), share_of_busy=_frac(gr.gpu_ns / gr.busy_ns if gr.busy_ns > 0 else None),
+        replays=gr.replays,
+        graphs=tuple(R.GraphRow(g.graph_id, g.replays, round(g.nodes / g.replays, 3) if g.replays else 0.0,
+                                _us0(g.replay_ns), _us0(g.gpu_ns)) for g in gr.graphs),
+        captures=gr.captures, capture_us=_us0(gr.capture_ns))
 
 
 def options_info(min_gap_ns: int, include_warmup: bool, batch_size: int | None) -> R.OptionsInfo:
@@ -262,6 +293,7 @@ def timeline_data(t: TR.RankTracks, max_blocks: int) -> dict[str, Any]:
              "busy": _blocks(d.busy, origin),
              "copies": _blocks(d.copies, origin),
              "comm": _blocks(d.comm, origin),
+             **({"graphs": _blocks(d.graphs, origin)} if d.graphs is not None else {}),  # CUDA graph replays
              "gaps": {"start_us": _rel_us(d.gaps.start_ns, origin), "dur_us": _dur_us(d.gaps.dur_ns),
                       "step": [None if s < 0 else int(s) for s in d.gaps.step.tolist()],
                       "cause": list(d.gaps.cause), "total": int(d.gaps.total)}}

@@ -10,9 +10,10 @@ FIGURES: dict[str, str] = {
     "window": (
         "The stretch of time a rank's figures are computed over. With steps: from the start of the "
         "first host step span (PyTorch `ProfilerStep#N`, Keras `Profiled batch`) to the end of the "
-        "last. Without steps: per device, from the start of its first GPU activity to the end of its "
-        "last (the rank's window then spans all its devices). On a CPU-only trace: from the first to "
-        "the last host event; GPU figures then say \"no GPU activity\"."
+        "last. Without steps (steps detected from repeating work, see step_source, leave the window as "
+        "it is): per device, from the start of its first GPU activity to the end of its last (the rank's window "
+        "then spans all its devices). On a CPU-only trace: from the first to the last host event; GPU "
+        "figures then say \"no GPU activity\"."
     ),
     "gpu_busy": (
         "Length of the union of the device's kernel, memcpy and memset intervals, clipped to the "
@@ -45,6 +46,30 @@ FIGURES: dict[str, str] = {
         "PyTorch: the op `enumerate(DataLoader)#..._DataLoaderIter.__next__` (single- and "
         "multi-process); not python stack frames and not anything that merely mentions "
         "\"DataLoader\". TensorFlow: the training thread blocked in `IteratorGetNext`."
+    ),
+    "step_source": (
+        "Where a rank's steps come from. `markers`: step spans the trace records (two or more). "
+        "`detected`: a trace with no step marker, or one holding the whole capture, whose work repeats: "
+        "(1) a host annotation recurring on one thread, each occurrence ending before the next and "
+        "covering at least 80% of the time to the next one and, when the rank waits for a DataLoader, "
+        "holding a wait in at least half of them; an iteration runs from one occurrence's start "
+        "to the next's, the last to its own end; else (2) the sequence of GPU operation names (kernels, "
+        "copies, memsets) of the busiest device, in launch order (a rank without GPU work: the top-level "
+        "framework ops, annotations and DataLoader waits of its busiest host thread, `host operations`), "
+        "repeating with period p operations "
+        "(a block of p names equal to the next block's in at least 90% of places) over at least half "
+        "of its operations. An iteration starts at the DataLoader wait when the period holds one (host "
+        "operations), else at the launch of the operation after the GPU's longest "
+        "idle stretch within the period when that stands out (at least 5 x the median and 20 us), else "
+        "at the first repetition's first operation, and ends at the launch of the next iteration's; "
+        "the last one ends at its last operation's end on the GPU. An iteration also holds the "
+        "DataLoader wait that ends just before its first launch. A head that does not repeat and a partial "
+        "last iteration are not iterations. Either kind needs at least 3 iterations and, in at least "
+        "half of them, a host<->device copy, a host synchronisation or a DataLoader wait, or else the "
+        "GPU idle before each iteration for at least 5 x the median idle between its operations and "
+        "20 us: the layers of one forward pass repeat too but show none, so a single pass gets no "
+        "steps. `basis` says what repeats, `period_us` is the median iteration length, `iterations` "
+        "how many. `window`: neither; the window is one stretch without steps."
     ),
     "per_step": (
         "For each host step span: its duration; GPU busy = union of GPU work on the rank's "
@@ -202,6 +227,29 @@ FIGURES: dict[str, str] = {
         "(3 samples or more): `cpu` when user + system during the waits is at least 85% of all cores;"
         " `storage` when it is below that and iowait is at least 5% or disks read at least 100 MB/s; "
         "otherwise, or without a host log, `unknown`."
+    ),
+    "cuda_graphs": (
+        "A device's CUDA graph replays. GPU work (kernels, copies, memsets) runs in a graph when the trace "
+        "gives it a graph id (Kineto `graph id`, 2026), or, in older traces, when it shares the correlation "
+        "id of a `cudaGraphLaunch` call (graph id 0: not recorded). A replay is the work of one graph with "
+        "one correlation id (one launch). Per graph: replays, kernels per replay (its GPU activities / "
+        "replays), replay time (median span of a replay, first node start to last node end) and GPU time "
+        "(union of its work in the window); in graphs: the union of all graph work, and its share of GPU "
+        "busy. Idle time inside a replay's span is never launch overhead. Captures: "
+        "`cudaStreamBeginCapture`..`cudaStreamEndCapture` stretches (else instantiate calls) on the rank's "
+        "host; capture time: the union of those stretches and every instantiate / upload call, a one-off "
+        "cost that the gap attribution counts as start-up, apart from the replays."
+    ),
+    "trace_counters": (
+        "Counters the trace itself recorded for a device: Kineto's hardware counters (`\"ph\": \"C\"` "
+        "events of the process `GPU N Counters`, one metric per event name, its value under the args key "
+        "`\"\"`). Per metric: samples inside the window, their mean, minimum and maximum. The counter "
+        "process is never a rank, a thread or a device; counter logs (nvidia-smi, DCGM) are kept apart."
+    ),
+    "nccl_sequence": (
+        "When communication kernels carry the NCCL sequence number (Kineto `Seq`, 2026), a collective is "
+        "matched across ranks by (process group, sequence number), however each capture numbers its "
+        "steps; without it, by (process group, kernel name, step, order in the step)."
     ),
 }
 

@@ -340,6 +340,8 @@ class GraphSummary:
     share_of_busy: float | None
     replays: int
     graphs: tuple[GraphRow, ...] = ()
+    captures: int = 0  # graph captures on the rank's host (one-off; kept apart from the replays)
+    capture_us: float = 0.0  # host time capturing and instantiating graphs
 
 
 @dataclass(frozen=True)

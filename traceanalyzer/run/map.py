@@ -201,8 +201,9 @@ def _compact(dr: RankDiagnosis | None) -> RankDiagnosis | None:
 
 def split_ranks(tl: Timeline) -> Iterator[Timeline]:
     """A Timeline of several ranks as one Timeline per rank, one at a time (its events, devices, memory
-    and source; rank and source index 0), so that each goes through the map like a rank file. Counters,
-    host logs and warnings are the job's: they stay with the caller."""
+    and source; rank and source index 0), so that each goes through the map like a rank file, with the
+    counters its own trace recorded. Counter logs, host logs and warnings are the job's: they stay with
+    the caller."""
     if len(tl.ranks) == 1 and len(tl.sources) == 1 and not len(tl.counters) and not tl.host_logs and not tl.warnings:
         yield tl
         return
@@ -213,8 +214,10 @@ def split_ranks(tl: Timeline) -> Iterator[Timeline]:
         ev["rank"] = np.zeros(len(ev), dtype=np.int32)
         mem = tl.memory[mem_rank == r.index].reset_index(drop=True)
         mem["rank"] = np.zeros(len(mem), dtype=np.int32)
+        own = tl.counters[tl.counters["source"].to_numpy() == r.source].reset_index(drop=True)  # the trace's own
+        own["source"] = np.zeros(len(own), dtype=np.int32)
         yield Timeline(
-            events=ev, memory=mem, sources=[tl.sources[r.source]],
+            events=ev, memory=mem, counters=own, sources=[tl.sources[r.source]],
             ranks=[dataclasses.replace(r, index=0, source=0)],
             devices=[dataclasses.replace(d, rank=0) for d in tl.devices if d.rank == r.index]).validate()
 

@@ -1,0 +1,215 @@
+"""Iterations found without step markers (analyses/iterations.py): built loops with known answers, the
+negatives (random work, one forward pass), markers untouched, per-step figures and `diff` on detected
+steps, and what the detector finds on the corpus's traces without markers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from iterations_builder import PATTERN, loop_trace, random_work, single_pass
+
+import traceanalyzer as ta
+from traceanalyzer.analyses import figures as F
+from traceanalyzer.analyses.iterations import find_steps
+from traceanalyzer.compare import compare
+from traceanalyzer.formats import ReadOptions, read_file
+
+
+def source(path):
+    r = ta.analyze(path).ranks[0]
+    return r, r.step_source
+
+
+@pytest.mark.parametrize("kw", [
+    {},
+    {"head": 15},
+    {"jitter": 0.3, "seed": 3},
+    {"partial": 3},
+    {"head": 9, "partial": 4, "jitter": 0.2, "seed": 5},
+    {"wait_us": 0},  # no DataLoader: the copy and the synchronisation mark the boundary
+    {"copy": False, "wait_us": 0},  # no copy either: the host's synchronisation
+], ids=["plain", "warmup-head", "jitter", "partial-tail", "all", "no-wait", "sync-only"])
+def test_a_pattern_repeated_n_times_gives_n_iterations(tmp_path, kw):
+    r, src = source(loop_trace(tmp_path / "loop.json", iterations=8, **kw))
+    assert (src.kind, src.basis, src.iterations) == ("detected", "kernel sequence", 8)
+    assert r.steps == 8 and len(r.per_step) == 8
+    assert [s.step for s in r.per_step] == list(range(8))
+
+
+def test_period_and_steps_are_the_iterations(tmp_path):
+    # without jitter each iteration is: wait 200 + 2, copy launch, 6 kernels of 50 us run back to back
+    # (the GPU is the slower side), then the host waits for the GPU and synchronises
+    r, src = source(loop_trace(tmp_path / "loop.json", iterations=6))
+    durations = [s.duration_us for s in r.per_step]
+    assert src.period_us == pytest.approx(np.median(durations), abs=0.01)
+    # one iteration: wait (200) + 2 + copy starts 5 later and runs 20, 6 kernels x (50 + 1 spacing), + 1 to sync
+    assert durations[:-1] == pytest.approx([200 + 2 + 5 + 20 + 1 + 6 * 51 + 1 - 1 + 1] * 5, abs=2)
+    assert all(s.dataloader_wait_us == pytest.approx(200, abs=0.01) for s in r.per_step)
+    assert all(s.gpu_busy_us == pytest.approx(20 + 6 * 50, abs=0.01) for s in r.per_step)
+
+
+def test_random_work_gives_no_steps(tmp_path):
+    for seed in range(5):
+        _, src = source(random_work(tmp_path / f"r{seed}.json", seed=seed))
+        assert src.kind == "window" and src.iterations is None
+
+
+def test_one_forward_pass_of_identical_layers_gives_no_steps(tmp_path):
+    r, src = source(single_pass(tmp_path / "pass.json", layers=24))
+    assert src.kind == "window" and r.steps == 0
+
+
+def test_two_iterations_are_not_enough(tmp_path):
+    _, src = source(loop_trace(tmp_path / "two.json", iterations=2))
+    assert src.kind == "window"
+
+
+def test_a_recurring_annotation_gives_its_iterations(tmp_path):
+    r, src = source(loop_trace(tmp_path / "ann.json", iterations=7, annotation="iteration", head=5))
+    assert (src.kind, src.basis, src.iterations) == ("detected", "annotation iteration", 7)
+    assert r.steps == 7
+
+
+def test_one_marker_around_many_iterations_is_split(tmp_path):
+    r, src = source(loop_trace(tmp_path / "one.json", iterations=9, one_marker=True))
+    assert (src.kind, src.iterations) == ("detected", 9) and r.steps == 9
+
+
+def test_markers_are_kept_and_their_figures_do_not_move(tmp_path):
+    path = loop_trace(tmp_path / "steps.json", iterations=6, markers=True, jitter=0.2, seed=1)
+    tl = read_file(path, ReadOptions())
+    markers = F.steps(tl, 0)
+    st, src = find_steps(tl, 0, markers)
+    assert src.kind == "markers" and st is markers
+    r = ta.analyze(path).ranks[0]
+    assert r.step_source.kind == "markers" and r.steps == 6
+    assert [s.duration_us for s in r.per_step] == pytest.approx(
+        [round(float(d) / 1000, 3) for d in (markers.end_ns - markers.start_ns)], abs=0.001)
+
+
+def test_a_single_marker_without_repetition_stays(tmp_path):
+    path = random_work(tmp_path / "r.json", seed=1)
+    tl = read_file(path, ReadOptions())
+    _, src = find_steps(tl, 0, F.Steps(np.array([0]), np.array([0]), np.array([10**9])))
+    assert src.kind == "markers"
+
+
+def test_diff_of_detected_iterations_sees_a_clear_change(tmp_path):
+    base = ta.analyze(loop_trace(tmp_path / "base.json", iterations=8, wait_us=100, jitter=0.05, seed=1))
+    head = ta.analyze(loop_trace(tmp_path / "head.json", iterations=8, wait_us=900, jitter=0.05, seed=2))
+    assert base.ranks[0].step_source.kind == head.ranks[0].step_source.kind == "detected"
+    c = compare(base, head)
+    assert c.change_verdict == "regressed"
+    assert c.step_time.base_steps >= 6 and c.step_time.ci_low > 0.5
+    same = compare(base, ta.analyze(loop_trace(tmp_path / "again.json", iterations=8, wait_us=100, jitter=0.05,
+                                               seed=3)))
+    assert same.change_verdict in ("unchanged", "inconclusive")
+
+
+def test_renderers_say_the_steps_were_detected(tmp_path, monkeypatch):
+    import jinja2
+
+    from traceanalyzer.report import html
+    # this checkout's templates (an installed package may point the package loader at another copy)
+    root = Path(__file__).resolve().parent.parent / "templates"
+    monkeypatch.setattr(html, "_loader", lambda: jinja2.FileSystemLoader(root))
+    html.template_env.cache_clear()
+    try:
+        a = ta.analyze(loop_trace(tmp_path / "loop.json", iterations=5))
+        line = f"steps detected from the kernel sequence, period {a.ranks[0].step_source.period_us:.0f} us (5 iterations)"
+        for text in (a.to_markdown(), a.to_text(), a.to_html()):  # the terminal wraps lines
+            assert line in " ".join(text.split())
+    finally:
+        html.template_env.cache_clear()
+
+
+@pytest.mark.parametrize("name, kind, iterations", [
+    ("tl_h100/google_owlv2-large-patch14-ensemble__1016001.json.gz", "detected", 5),
+    ("tl_mi300/google_owlv2-large-patch14-ensemble__1016001.json.gz", "detected", 5),
+    ("tl_xdit_sd35/profile_trace_rank_0.json.gz", "detected", 4),
+    ("tl_jax_te_xplane/934987a2fc2f.xplane.pb", "detected", 5),  # 150 kernels: one jitted step of 30, run 5 times
+    # a serving loop on an accelerator the trace has no GPU events for: each task run is an iteration
+    ("hta_mtia_inference/mtia_inference_rank_0.json.gz", "detected", 11),
+    # one forward pass of a transformer (its layers repeat) and a prompt + a few tokens: no steps
+    ("tl_h100/facebook_timesformer-base-finetuned-k400__1016002.json.gz", "markers", None),
+    ("tl_h100/Falconsai_nsfw_image_detection__1016002.json.gz", "markers", None),
+    ("tl_h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz", "markers", None),
+    ("tl_mi210_gpu_only/gpu_only_trace.json.gz", "window", None),
+])
+def test_corpus_traces_without_markers(corpus, name, kind, iterations):
+    path = corpus / name
+    tl = read_file(path, ReadOptions())
+    st, src = find_steps(tl, 0, F.steps(tl, 0))
+    assert src.kind == kind and (src.iterations if kind == "detected" else None) == iterations
+    if name.startswith("tl_h100/google_owlv2"):
+        # five images, each: ~122 ms waiting for the DataLoader, then ~115 ms of GPU work
+        d = (st.end_ns - st.start_ns) / 1e6
+        assert src.period_ns / 1e6 == pytest.approx(241.7, abs=1)
+        assert d == pytest.approx([244.1, 237.3, 241.5, 241.7, 241.7], abs=1)
+        r = ta.analyze(path).ranks[0]
+        assert [s.dataloader_wait_us / 1000 for s in r.per_step] == pytest.approx([127.7, 121.8, 121.5, 122.3, 125.6], abs=0.5)
+    if name.startswith("tl_xdit"):  # four denoising steps, one compiled-graph call each
+        assert src.basis.startswith("annotation ## Call CompiledFxGraph")
+        assert src.period_ns / 1e6 == pytest.approx(249, abs=2)
+
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
+CPU_CAPTURES = ("torch_cpu_input_bound", "torch_cpu_well_fed", "torch_cpu_multiworker", "torch_cpu_host_bound")
+
+
+def without_markers(name: str, folder: Path) -> Path:
+    """A real torch.profiler capture (sample_traces/make_torch_cpu.py) with its ProfilerStep spans removed."""
+    import gzip
+    import json
+
+    doc = json.loads(gzip.decompress((SAMPLES / f"{name}.json.gz").read_bytes()))
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if not str(e.get("name", "")).startswith("ProfilerStep#")]
+    out = folder / f"{name}.json"
+    out.write_text(json.dumps(doc))
+    return out
+
+
+@pytest.mark.parametrize("name", CPU_CAPTURES)
+def test_real_cpu_captures_without_markers_get_their_steps_back(tmp_path, name):
+    marked = ta.analyze(SAMPLES / f"{name}.json.gz").ranks[0]
+    r, src = source(without_markers(name, tmp_path))
+    assert (src.kind, src.basis, src.iterations) == ("detected", "host operations", 4)
+    # the same four steps as the ProfilerStep spans: each from its DataLoader wait to the next one
+    assert [s.duration_us for s in r.per_step] == pytest.approx([s.duration_us for s in marked.per_step], abs=1500)
+    assert [s.dataloader_wait_us for s in r.per_step] == pytest.approx(
+        [s.dataloader_wait_us for s in marked.per_step], abs=100)
+
+
+@pytest.mark.slow
+def test_diff_of_real_captures_without_markers_matches_the_diff_with_them(tmp_path):
+    # num_workers=0 with a slow dataset (input_bound), workers (multiworker), a cheap dataset (well_fed)
+    plain = {n: ta.analyze(without_markers(n, tmp_path)) for n in CPU_CAPTURES[:3]}
+    marked = {n: ta.analyze(SAMPLES / f"{n}.json.gz") for n in CPU_CAPTURES[:3]}
+    expected = {("torch_cpu_input_bound", "torch_cpu_multiworker"): "improved",
+                ("torch_cpu_multiworker", "torch_cpu_input_bound"): "regressed",
+                ("torch_cpu_well_fed", "torch_cpu_input_bound"): "regressed",
+                ("torch_cpu_input_bound", "torch_cpu_well_fed"): "improved"}
+    for (a, b), verdict in expected.items():
+        with_markers = compare(marked[a], marked[b])
+        c = compare(plain[a], plain[b])
+        assert c.change_verdict == with_markers.change_verdict == verdict
+        assert c.step_time.change == pytest.approx(with_markers.step_time.change, abs=0.02)
+
+
+def test_pattern_of_the_builder_is_what_repeats():
+    assert len(set(PATTERN)) == len(PATTERN)  # every kernel once per iteration: the count is exact
+
+
+@pytest.mark.slow
+def test_diff_of_two_real_captures_without_step_markers_is_decided(corpus):
+    # the same OWLv2 inference loop on an H100 and an MI300X, each one ProfilerStep around five images:
+    # one step per side gave "inconclusive"; five detected iterations per side decide it
+    h100 = ta.analyze(corpus / "tl_h100/google_owlv2-large-patch14-ensemble__1016001.json.gz")
+    mi300 = ta.analyze(corpus / "tl_mi300/google_owlv2-large-patch14-ensemble__1016001.json.gz")
+    c = compare(h100, mi300)
+    assert (c.step_time.base_steps, c.step_time.head_steps) == (5, 5)
+    assert c.change_verdict == "improved"
+    assert c.step_time.change == pytest.approx(210.5 / 241.7 - 1, abs=0.01)
+    assert c.step_time.ci_high < -0.1
