@@ -135,8 +135,13 @@ def test_the_workflows_of_the_docs_call_upload_with_options_it_has():
 
     help_text = CliRunner().invoke(main, ["upload", "--help"]).output
     text = (ROOT / "docs" / "ci-service.md").read_text(encoding="utf-8")
-    workflows = [yaml.safe_load(b) for b in re.findall(r"```yaml\n(.*?)```", text, re.DOTALL)]
+    blocks = [yaml.safe_load(b) for b in re.findall(r"```yaml\n(.*?)```", text, re.DOTALL)]
+    workflows = [b for b in blocks if isinstance(b, dict) and "jobs" in b]
     assert len(workflows) >= 3
+    # the action's step (a fragment of steps) uses only inputs the action has, with a server
+    action_inputs = set(yaml.safe_load((ROOT / "action.yml").read_text(encoding="utf-8"))["inputs"])
+    action_steps = [s for b in blocks if isinstance(b, list) for s in b if "traceanalyzer@" in str(s.get("uses"))]
+    assert action_steps and all(set(s["with"]) <= action_inputs and "server" in s["with"] for s in action_steps)
     calls = [line for w in workflows for job in w["jobs"].values() for step in job["steps"]
              for line in str(step.get("run", "")).replace("\\\n", " ").splitlines() if "traceanalyzer upload" in line]
     assert calls

@@ -24,6 +24,7 @@ from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
 import click
+import orjson
 
 from ..errors import EXIT_INTERNAL, GateFailed, TraceAnalyzerError, UsageError
 from ..inert import terminal
@@ -244,10 +245,13 @@ def _write_comment(text: str, target: Path | None) -> Path | None:
               help="Write the pull-request comment here (default: append to $GITHUB_STEP_SUMMARY when set).")
 @click.option("--timeout", "timeout_s", default=3600.0, show_default=True, type=click.FloatRange(1, 86400),
               metavar="S", help="Longest wait for the analysis, in seconds.")
+@click.option("--json", "json_out", type=click.Path(path_type=Path, dir_okay=False), metavar="FILE",
+              help="Also write the comparison as JSON (change_verdict, headline, gates, run and compare URLs) "
+                   "for scripts (implies --wait).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
 def upload_command(traces: tuple[Path, ...], server: str, project: str, branch: str | None, commit: str | None,
                    order: float | None, base_branch: str, last: int, fail_on: tuple[str, ...], wait: bool,
-                   comment: Path | None, timeout_s: float, quiet: bool) -> None:
+                   comment: Path | None, timeout_s: float, json_out: Path | None, quiet: bool) -> None:
     """Upload traces, wait, compare, write the comment (the help text is UPLOAD_HELP)."""
     from ..gates import parse_rules
 
@@ -260,7 +264,7 @@ def upload_command(traces: tuple[Path, ...], server: str, project: str, branch: 
     created = upload_files(client, project, list(traces), fields, quiet)
     run_id = str(created.get("id", ""))
     click.echo(created.get("url", f"{client.server}/runs/{run_id}"))
-    if not (wait or fail_on or comment is not None):
+    if not (wait or fail_on or comment is not None or json_out is not None):
         return
     run = wait_for(client, run_id, timeout_s, quiet)
     if run["status"] == "failed":
@@ -268,6 +272,10 @@ def upload_command(traces: tuple[Path, ...], server: str, project: str, branch: 
     query = urlencode([("branch", base_branch), ("last", str(last)), *(("fail_on", r) for r in fail_on)])
     result = client.json("GET", f"/api/v1/runs/{run_id}/compare?{query}")
     written = _write_comment(str(result.get("comment", "")), comment)
+    if json_out is not None:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_bytes(orjson.dumps({k: v for k, v in result.items() if k != "comment"},
+                                          option=orjson.OPT_INDENT_2))
     if not quiet:
         line = result.get("headline") or f"no analysed run of {base_branch} to compare with"
         click.echo(f"traceanalyzer: {terminal(str(line))}", err=True)
