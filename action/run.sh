@@ -7,10 +7,15 @@
 #   INPUT_FAIL_ON       gates, separated by spaces, commas or new lines (step_time:+5% ...)
 #   INPUT_COMMENT_FILE  where the Markdown comment goes   (default $RUNNER_TEMP/traceanalyzer-comment.md)
 #   INPUT_SUMMARY       true: the comment is also appended to $GITHUB_STEP_SUMMARY
+#   INPUT_SERVER        a `traceanalyzer serve` service: upload the trace there and compare with the last
+#                       runs of INPUT_BASE_BRANCH (default main) instead of INPUT_BASE
+#   INPUT_PROJECT, INPUT_TOKEN  the service's project and its token (with INPUT_SERVER)
+#   INPUT_BRANCH, INPUT_COMMIT  this run's branch and commit (default: GITHUB_HEAD_REF or GITHUB_REF_NAME;
+#                       GITHUB_SHA)
 #   INPUT_PYTHON        the interpreter the tool is installed with (default python3)
 #   TRACEANALYZER_SKIP_INSTALL=1  use $TRACEANALYZER_PYTHON (default: INPUT_PYTHON), already holding the tool
 #
-# Outputs: verdict, change, report-json, comment, gate. Exit 0; 1 a gate failed (comment and outputs
+# Outputs: verdict, change, report-json, comment, gate (and run-url with a server). Exit 0; 1 a gate failed (comment and outputs
 # written first); 2 bad input or usage, 3 the tool's internal error (a comment that says it failed,
 # never a gate).
 set -Eeuo pipefail
@@ -97,6 +102,37 @@ tool report "$INPUT_TRACE" -o "$head_json" --format json --force -q || code=$?
 output report-json "$head_json"
 verdict=$("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["diagnosis"]["primary"] or "undetermined")' "$head_json")
 output verdict "$verdict"
+
+# --- with a service: upload, compare there with the base branch's last runs -------------------------
+if [ -n "${INPUT_SERVER:-}" ]; then
+  if [ -z "${INPUT_PROJECT:-}" ]; then
+    echo "traceanalyzer: error: the action's server input needs the project input too" > "$work/stderr"
+    failed 2
+  fi
+  code=0
+  TRACEANALYZER_TOKEN="${INPUT_TOKEN:-${TRACEANALYZER_TOKEN:-}}" tool upload "$INPUT_TRACE" \
+    --server "$INPUT_SERVER" --project "$INPUT_PROJECT" \
+    --branch "${INPUT_BRANCH:-${GITHUB_HEAD_REF:-${GITHUB_REF_NAME:-}}}" --commit "${INPUT_COMMIT:-${GITHUB_SHA:-}}" \
+    --base-branch "${INPUT_BASE_BRANCH:-main}" --comment "$comment" --json "$work/upload.json" -q "${gates[@]}" \
+    || code=$?
+  [ "$code" -le 1 ] || failed "$code"
+  read -r change gate url < <("$PY" -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+gates = r.get("gates") or []
+print(r.get("change_verdict") or "no-baseline", "none" if not gates else "passed" if all(g["passed"] for g in gates)
+      else "failed", (r.get("links") or {}).get("run") or "-")
+' "$work/upload.json")
+  output change "$change"
+  output gate "$gate"
+  output run-url "$url"
+  publish
+  if [ "$code" = 1 ]; then
+    annotate error "gate failed: see the comment ($comment)"
+    exit 1
+  fi
+  exit 0
+fi
 
 # --- no baseline: say so, pass ---------------------------------------------------------------------
 if [ -z "${INPUT_BASE:-}" ] || [ ! -f "$INPUT_BASE" ]; then

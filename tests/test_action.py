@@ -24,7 +24,7 @@ ACTION = yaml.safe_load((ROOT / "action.yml").read_text(encoding="utf-8"))
 def test_the_action_passes_every_input_through_env_only():
     assert ACTION["runs"]["using"] == "composite"
     assert set(ACTION["inputs"]) >= {"trace", "base", "fail-on", "comment-file", "summary"}
-    assert set(ACTION["outputs"]) == {"verdict", "change", "report-json", "comment", "gate"}
+    assert set(ACTION["outputs"]) == {"verdict", "change", "report-json", "comment", "gate", "run-url"}
     for name, out in ACTION["outputs"].items():
         assert out["value"] == f"${{{{ steps.run.outputs.{name} }}}}"
     assert STEP["id"] == "run" and STEP["shell"] == "bash"
@@ -140,3 +140,41 @@ def test_the_documented_workflows_use_the_action_as_it_is():
     assert not any("checkout" in str(s.get("uses", "")) or "run" in s for s in cjob["steps"])
     names = {s["with"]["name"] for j in (job, cjob) for s in j["steps"] if "artifact" in str(s.get("uses", "")) and "name" in s.get("with", {})}
     assert "perf-comment" in names
+
+
+@pytest.mark.slow  # a real service analysing real uploads
+def test_the_action_compares_with_the_services_base_branch(workdir: Path, tmp_path: Path):
+    """With `server`, the action uploads the trace and compares it there with the base branch's last runs:
+    the first pull request of a project with no base run passes with a comment saying so; a regressed
+    one posts its comment (links to the served run), sets the outputs, then fails its gate (exit 1)."""
+    from history_builder import training_trace
+    from serve_helpers import Server
+    from test_upload import upload
+
+    server = Server(tmp_path / "data", None, "--jobs", "2").start()
+    try:
+        token = server.token("perf")
+        (workdir / "first.json").write_bytes(training_trace(500.0, seed=1))
+        code, log, out, comment, _ = _action(workdir, trace="first.json", server=server.url, project="perf",
+                                             token=token, branch="feature/first", commit="a" * 40,
+                                             **{"fail-on": "step_time:+5%"})
+        assert code == 0, log
+        assert out["change"] == "no-baseline" and out["gate"] == "none"
+        assert out["run-url"].startswith(f"{server.url}/runs/")
+        assert comment.startswith("<!-- traceanalyzer-diff -->") and "main" in comment
+        for i in range(3):
+            base = tmp_path / f"main{i}.json"
+            base.write_bytes(training_trace(500.0, seed=10 + i))
+            assert upload(token, base, "--server", server.url, "--project", "perf", "--branch", "main",
+                          "--commit", f"{i:040x}", "--wait").returncode == 0
+        (workdir / "slow.json").write_bytes(training_trace(4000.0, seed=2))
+        code, log, out, comment, summary = _action(workdir, trace="slow.json", server=server.url, project="perf",
+                                                   token=token, branch="feature/slow", commit="b" * 40,
+                                                   **{"fail-on": "step_time:+5%"})
+        assert code == 1, log
+        assert out["change"] == "regressed" and out["gate"] == "failed" and out["verdict"]
+        assert "Compared with the last 3 run(s) of `main`" in comment and out["run-url"] in comment
+        assert comment in summary and token not in log + comment
+        assert server.get(out["run-url"].replace(server.url, "")).status_code == 200
+    finally:
+        server.stop()

@@ -4,7 +4,8 @@ reads figures, never the Timeline or the result types; analyses never the result
 
 The layers, bottom up (docs/architecture.md draws the same picture):
 
-    model      timeline, intervals, names, causes, advice_patterns, units, errors, inert, progress, _version
+    model      timeline, intervals, names, causes, advice_patterns, units, errors, inert, progress, _version,
+               changepoints
     readers    formats/, cache
     align      align
     analyses   analyses/
@@ -24,7 +25,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "traceanalyzer"
 
 LAYERS: dict[str, tuple[str, ...]] = {
     "model": ("timeline", "intervals", "names", "causes", "advice_patterns", "units", "errors", "inert", "progress",
-              "_version"),
+              "_version", "changepoints"),
     "readers": ("formats", "cache"),
     "align": ("align",),
     "analyses": ("analyses",),

@@ -132,10 +132,12 @@ def _register() -> None:
     from .diff import diff_command
     from .report import report_command
     from .serve import serve_command
+    from .upload import upload_command
 
     main.add_command(report_command)
     main.add_command(diff_command)
     main.add_command(serve_command)
+    main.add_command(upload_command)
 
 
 _register()

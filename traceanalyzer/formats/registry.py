@@ -20,7 +20,7 @@ from ._io import first_content, read_head, read_input
 TRACE, COUNTERS, HOST = "trace", "counters", "host"
 KINDS = (TRACE, COUNTERS, HOST)
 
-TRACE_SUFFIXES = (".json", ".json.gz", ".gz", ".xplane.pb")
+TRACE_SUFFIXES = (".json", ".json.gz", ".gz", ".xplane.pb", ".pftrace", ".perfetto-trace")
 # Names a counter log found beside a trace (or in a trace directory) may have; content decides.
 COUNTER_LOG_SUFFIXES = (".log", ".csv", ".txt")
 _COUNTER_HEAD_BYTES = 4096  # what a counter log's sniff needs
@@ -28,11 +28,12 @@ _COUNTER_HEAD_BYTES = 4096  # what a counter log's sniff needs
 
 def reader_modules() -> tuple[ModuleType, ...]:
     """Every reader, in sniffing order."""
-    from . import dcgm_csv, dmon, glances, kineto, smi_csv, tf_json, xplane
+    from . import dcgm_csv, dmon, glances, kineto, pftrace, smi_csv, tf_json, xplane
 
     # glances first (its CSV header would pass for a --query-gpu log); text logs before JSON and protobuf
-    # (their sniffs never accept those); tf_json before kineto: kineto's sniff accepts any JSON object.
-    return (glances, dmon, smi_csv, dcgm_csv, xplane, tf_json, kineto)
+    # (their sniffs never accept those); xplane before pftrace (both start with field 1; pftrace's sniff
+    # wants a TracePacket field); tf_json before kineto: kineto's sniff accepts any JSON object.
+    return (glances, dmon, smi_csv, dcgm_csv, xplane, pftrace, tf_json, kineto)
 
 
 def readers(*kinds: str) -> tuple[ModuleType, ...]:
@@ -100,7 +101,8 @@ def read_host_log(path: Path, options: ReadOptions) -> Timeline:
 
 def _unsupported(head: bytes) -> str:
     expected = ("expected Chrome-trace JSON (optionally gzip-compressed), an XSpace protobuf "
-                "(<host>.xplane.pb), or an nvidia-smi dmon / --query-gpu CSV / DCGM CSV log")
+                "(<host>.xplane.pb), a Perfetto trace (.pftrace), or an nvidia-smi dmon / --query-gpu CSV / "
+                "DCGM CSV log")
     if _looks_binary(head[:64]):
         return (f"not a supported trace: binary data that is not an XSpace profile (TF profiler tool "
                 f"outputs such as overview_page.pb or input_pipeline.pb are summaries, not traces); "

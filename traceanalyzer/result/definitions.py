@@ -370,4 +370,21 @@ COMPARISON_FIGURES: dict[str, str] = {
         "summed windows), peak-gpu-memory-bytes (the largest peak reserved, else allocated), "
         "samples-per-s (with --batch-size) and steps-per-s; a figure the run lacks is left out."
     ),
+    # the service's history of a branch (serve/history.py), also not a figure of one run
+    "history": (
+        "The service's series of a project's branch, one per figure: each analysed run's median step "
+        "time (ms), GPU idle, DataLoader wait and memcpy share (the summary's fractions), exposed "
+        "communication over the GPUs' windows, the largest GPU memory peak (reserved, else allocated), "
+        "samples/s and verdict, in commit order when every run was uploaded with one, else in upload "
+        "order; a run without the figure is left out of its series."
+    ),
+    "change_points": (
+        "E-Divisive means (Matteson & James 2014) on a history's series: the split of a stretch with "
+        "the largest weighted energy distance between the runs before and after (at least 3 a side), "
+        "kept when at most 1 of 499 seeded shuffles of the stretch reaches it (p = (that + 1) / 500 <= "
+        "0.005) and "
+        "when the medians on either side differ by at least twice the noise's robust spread; then the "
+        "same in the stretches on either side. Before and after are the medians of the segments up to "
+        "the neighbouring change points. A verdict changes where a new one holds for 2 runs in a row."
+    ),
 }

@@ -19,6 +19,7 @@ import contextlib
 import dataclasses
 import hashlib
 import hmac
+import math
 import re
 import secrets
 import shutil
@@ -43,8 +44,9 @@ from starlette.responses import (
 )
 from starlette.routing import Route
 
+from . import history as hist
 from .body import receive
-from .jobs import JobRunner
+from .jobs import JobRunner, backfill_metrics
 from .settings import Settings
 from .store import STATUSES, Store
 from .uploads import (
@@ -60,18 +62,27 @@ CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' 
        "form-action 'self'; frame-src 'self'; frame-ancestors 'self'; base-uri 'none'")
 SECURITY_HEADERS = {"X-Content-Type-Options": "nosniff", "Referrer-Policy": "same-origin",
                     "Cross-Origin-Opener-Policy": "same-origin", "Cross-Origin-Resource-Policy": "same-origin"}
-STATIC = {"serve.css": "text/css; charset=utf-8", "upload.js": "text/javascript; charset=utf-8"}
+STATIC = {"serve.css": "text/css; charset=utf-8", "upload.js": "text/javascript; charset=utf-8",
+          "history.js": "text/javascript; charset=utf-8"}
 
 
 class Refused(HTTPException):
     """A 4xx with one line for the client."""
 
 
+def _checkout_templates() -> Path | None:
+    """templates/serve of the source checkout this package runs from (a checkout's own templates win over
+    those an editable install maps elsewhere); None for an installed wheel."""
+    folder = Path(__file__).resolve().parents[2] / "templates" / "serve"
+    return folder if (folder / "base.html.j2").is_file() else None
+
+
 def _templates() -> jinja2.Environment:
-    try:
-        loader: jinja2.BaseLoader = jinja2.PackageLoader("traceanalyzer.templates", "serve")
-    except (ImportError, ValueError):  # a source checkout that is not installed
-        loader = jinja2.FileSystemLoader(Path(__file__).resolve().parents[2] / "templates" / "serve")
+    checkout = _checkout_templates()
+    if checkout is not None:
+        loader: jinja2.BaseLoader = jinja2.FileSystemLoader(checkout)
+    else:
+        loader = jinja2.PackageLoader("traceanalyzer.templates", "serve")
     env = jinja2.Environment(loader=loader, autoescape=True, trim_blocks=True, lstrip_blocks=True,
                              undefined=jinja2.StrictUndefined)
     env.filters["when"] = lambda t: datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -86,6 +97,9 @@ def _human(n: int | None) -> str:
 
 
 def _static(name: str) -> bytes:
+    checkout = _checkout_templates()
+    if checkout is not None:
+        return (checkout / name).read_bytes()
     try:
         from importlib.resources import files
 
@@ -123,6 +137,9 @@ def create_app(settings: Settings, run_jobs: bool = True) -> Starlette:
     db = Store(settings.database_url)
     runner = JobRunner(settings, db)
     env = _templates()
+    env.filters["figure"] = hist.figure
+    reports = hist.Reports(settings.reports)
+    histories = hist.HistoryCache()
 
     # -- helpers
     def is_api(request: Request) -> bool:
@@ -217,6 +234,18 @@ def create_app(settings: Settings, run_jobs: bool = True) -> Starlette:
             raise refuse(400, f"bad {name}: at most {limit} printable characters")
         return value
 
+    def order_param(value: str | None) -> float | None:
+        """`order`: the run's place in its branch's history (e.g. the commit's time); a finite number."""
+        if value is None or value == "":
+            return None
+        try:
+            number = float(value[:40])
+        except ValueError:
+            raise refuse(400, "bad order: a number (e.g. the commit's time in seconds)") from None
+        if not math.isfinite(number):
+            raise refuse(400, "bad order: a finite number")
+        return number
+
     async def upload(request: Request) -> Response:
         project = request.path_params["project"]
         if not PROJECT_RE.match(project):
@@ -231,6 +260,7 @@ def create_app(settings: Settings, run_jobs: bool = True) -> Starlette:
             raise refuse(403, "this token is read-only")
         branch = text_param(request.query_params.get("branch"), "branch", 200)
         commit = text_param(request.query_params.get("commit"), "commit", 100)
+        order = order_param(request.query_params.get("order"))
         try:
             received, fields = await receive(request, settings)
         except UploadError as exc:
@@ -240,12 +270,13 @@ def create_app(settings: Settings, run_jobs: bool = True) -> Starlette:
         try:
             branch = branch or text_param(fields.get("branch"), "branch", 200)
             commit = commit or text_param(fields.get("commit"), "commit", 100)
+            order = order if order is not None else order_param(fields.get("order"))
         except Refused:
             for r in received:
                 r.tmp.unlink(missing_ok=True)
             raise
         stored = [store(r, settings.traces) for r in received]
-        run_id = await run_in_threadpool(db.create_run, project, branch, commit, stored)
+        run_id = await run_in_threadpool(db.create_run, project, branch, commit, stored, order)
         runner.wake.set()
         return JSONResponse({"id": run_id, "status": "queued", "url": f"{base_url(request)}/runs/{run_id}"},
                             status_code=201)
@@ -443,6 +474,99 @@ def create_app(settings: Settings, run_jobs: bool = True) -> Starlette:
 
         return Response(render_diff_json(comparison(*sides)), media_type="application/json")
 
+    # -- history: series per figure over a branch's runs, change points, comparison with a branch's last runs
+    def project_or_404(request: Request) -> tuple[str, Access]:
+        who = access(request)
+        need_reader(who)
+        name = request.path_params["project"]
+        if not PROJECT_RE.match(name) or not may_read(who, name) or name not in db.project_names():
+            raise refuse(404, f"no project {name[:64]!r}")
+        return name, who
+
+    def history_branch(request: Request, project: str) -> tuple[str | None, list[str]]:
+        branches = db.branches(project)
+        branch = text_param(request.query_params.get("branch"), "branch", 200)
+        if branch is None:
+            branch = "main" if "main" in branches else (branches[0] if branches else None)
+        return branch, branches
+
+    def history_of(request: Request, project: str, branch: str | None) -> dict[str, Any]:
+        try:
+            limit = int(request.query_params.get("runs", str(hist.DEFAULT_RUNS)))
+        except ValueError:
+            raise refuse(400, "bad runs: a number of runs") from None
+        if not 2 <= limit <= hist.MAX_RUNS:
+            raise refuse(400, f"bad runs: between 2 and {hist.MAX_RUNS}")
+        rows = db.history(project, branch, limit)
+        base = base_url(request)
+        return histories.get(hist.cache_key(project, branch, base, rows),
+                             lambda: hist.build(rows, reports, base, project, branch))
+
+    def api_history(request: Request) -> Response:
+        project, _ = project_or_404(request)
+        branch, _ = history_branch(request, project)
+        return JSONResponse(history_of(request, project, branch))
+
+    def history_page(request: Request) -> Response:
+        who = access(request)
+        if settings.private and who.project is None:
+            return RedirectResponse("/login", status_code=303)
+        project, _ = project_or_404(request)
+        branch, branches = history_branch(request, project)
+        data = history_of(request, project, branch)
+        return page(request, "history.html.j2", project=project, branch=branch, branches=branches, history=data,
+                    charts=hist.charts(data), labels=hist.LABELS)
+
+    def api_run_compare(request: Request) -> Response:
+        """The run against the last runs of a branch (`?branch=main&last=5&fail_on=RULE...`): the diff,
+        the gates evaluated as `diff --fail-on` does, and the pull-request comment."""
+        from ..compare import with_gates
+        from ..errors import UsageError
+        from ..gates import evaluate_all, parse_rules
+        from ..report.diff import render_diff_markdown
+
+        row, _ = run_or_404(request, request.path_params["run_id"])
+        if row["status"] != "done":
+            raise refuse(409, f"run {row['id']} is {row['status']}: nothing to compare yet")
+        q = request.query_params
+        branch = text_param(q.get("branch"), "branch", 200) or "main"
+        try:
+            last = int(q.get("last", str(hist.LAST_BASES)))
+        except ValueError:
+            raise refuse(400, "bad last: a number of runs") from None
+        if not 1 <= last <= 50:
+            raise refuse(400, "bad last: between 1 and 50")
+        texts = q.getlist("fail_on")
+        if len(texts) > 20 or any(len(t) > 200 for t in texts):
+            raise refuse(400, "too many or too long fail_on rules")
+        try:
+            rules = parse_rules(texts)
+        except UsageError as exc:
+            raise refuse(400, str(exc)) from None
+        bases = db.history(row["project"], branch, last, exclude=row["id"],
+                           before=row["created_at"] if row["branch"] == branch else None)
+        base = base_url(request)
+        comparison = markdown = None
+        gates: list[dict[str, Any]] = []
+        if bases:
+            head = reports.load(row["id"])
+            comparison = hist.compare_runs([reports.load(b["id"]) for b in bases], [head])
+            comparison = with_gates(comparison, evaluate_all(rules, head, comparison))
+            markdown = render_diff_markdown(comparison)
+            gates = [dataclasses.asdict(g) for g in comparison.gates]
+        text = hist.comment(base, row["project"], row, branch, bases, comparison, markdown)
+        failed = [g for g in gates if not g["passed"]]
+        return JSONResponse({
+            "run": row["id"], "branch": branch, "bases": [b["id"] for b in bases],
+            "change_verdict": comparison.change_verdict if comparison else None,
+            "headline": comparison.headline if comparison else None,
+            "comparison": comparison.to_data() if comparison else None, "gates": gates,
+            "failed": "gate failed: " + "; ".join(f"{g['rule']} ({g['detail']})" for g in failed) if failed else None,
+            "comment": text,
+            "links": {"run": f"{base}/runs/{row['id']}",
+                      "compare": f"{base}/compare?base={bases[-1]['id']}&head={row['id']}" if bases else None,
+                      "history": f"{base}/projects/{row['project']}/history?" + urlencode({"branch": branch})}})
+
     def upload_page(request: Request) -> Response:
         return page(request, "upload.html.j2", max_upload=settings.max_upload_bytes)
 
@@ -523,6 +647,7 @@ def create_app(settings: Settings, run_jobs: bool = True) -> Starlette:
         for p in [*settings.work.iterdir(), *settings.reports.glob("*.tmp*")]:  # analyses cut off by a stop
             shutil.rmtree(p, ignore_errors=True)
         _sweep_unreferenced(settings, db)
+        backfill_metrics(settings, db)  # runs analysed before the history's figures were stored
         if requeued or failed:
             print(f"traceanalyzer serve: {requeued} interrupted job(s) queued again, {failed} given up",
                   file=__import__("sys").stderr)
@@ -533,6 +658,9 @@ def create_app(settings: Settings, run_jobs: bool = True) -> Starlette:
         Route("/projects", projects_page),
         Route("/projects/{project}", project_page),
         Route("/api/v1/projects", api_projects),
+        Route("/projects/{project}/history", history_page),
+        Route("/api/v1/projects/{project}/history", api_history),
+        Route("/api/v1/runs/{run_id}/compare", api_run_compare),
         Route("/runs/{run_id}", run_page),
         Route("/runs/{run_id}/report.html", report_html),
         Route("/runs/{run_id}/report.md", report_md),

@@ -141,7 +141,10 @@ class JobRunner:
             self.store.requeue(job_id, count_try=False)
         elif rc == 0:
             headline = json.loads((s.reports / run_id / "headline.json").read_text())
-            self.store.finish(job_id, run_id, None, headline)
+            metrics = headline.pop("metrics", None)
+            self.store.finish(job_id, run_id, None, headline, metrics)
+            if metrics is None:  # an analysis process of an older version (an upgrade mid-job): from the JSON
+                backfill_metrics(s, self.store)
         elif rc < 0 and -rc in RETRIED_SIGNALS:
             if try_no < s.max_tries:
                 self.store.requeue(job_id)
@@ -155,6 +158,23 @@ class JobRunner:
                                               f"needed more memory than the limit of {limit} (--job-memory)")
         else:
             self.store.finish(job_id, run_id, line or f"the analysis process ended with status {rc}")
+
+
+def backfill_metrics(settings: Settings, store: Store, limit: int = 1000) -> int:
+    """The history's figures of runs analysed before they were extracted (migration 0002), from their
+    saved JSON; a run whose report is missing or unreadable gets an empty set (it is not tried again)."""
+    from ..pipeline import load
+    from .history import metrics_of
+
+    done = 0
+    for run_id in store.runs_without_metrics(limit):
+        try:
+            metrics = metrics_of(load(settings.reports / run_id / "report.json"))
+        except Exception:
+            metrics = {}
+        store.set_metrics(run_id, metrics or {"step_time_ms": None})
+        done += 1
+    return done
 
 
 def remove_old_traces(settings: Settings, store: Store) -> int:
@@ -241,6 +261,7 @@ def child_main(spec_path: str) -> int:
         import traceanalyzer as ta
         from traceanalyzer.gates import METRICS
 
+        from .history import metrics_of
         from .uploads import UploadError
 
         try:
@@ -261,9 +282,10 @@ def child_main(spec_path: str) -> int:
             (side / "report.html").write_text(saved.to_html(), "utf-8")
             (side / "report.md").write_text(saved.to_markdown(), "utf-8")
             step = METRICS["step_time_ms"][1](saved)
-            headline = {"verdict": saved.diagnosis.primary if saved.diagnosis else None,
+            headline: dict[str, Any] = {"verdict": saved.diagnosis.primary if saved.diagnosis else None,
                         "step_time_ms": None if step is None else round(step, 3),
                         "gpu_idle": saved.summary.gpu_idle_fraction}
+            headline["metrics"] = metrics_of(saved)  # the history's figures (serve/history.py)
             (side / "headline.json").write_text(json.dumps(headline))
             shutil.rmtree(out, ignore_errors=True)
             os.replace(side, out)

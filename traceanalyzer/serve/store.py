@@ -49,6 +49,7 @@ runs = sa.Table(
     sa.Column("verdict", sa.String(40), nullable=True),
     sa.Column("step_time_ms", sa.Float, nullable=True),
     sa.Column("gpu_idle", sa.Float, nullable=True),
+    sa.Column("commit_order", sa.Float, nullable=True),  # optional: orders a branch's history (migration 0002)
 )
 run_files = sa.Table(
     "run_files", metadata,
@@ -59,6 +60,12 @@ run_files = sa.Table(
     sa.Column("name", sa.String(255), nullable=False),
     sa.Column("size_bytes", sa.BigInteger, nullable=False),
     sa.Column("kind", sa.String(16), nullable=False),
+)
+run_metrics = sa.Table(  # one row per run and figure, written when its analysis is done (migration 0002)
+    "run_metrics", metadata,
+    sa.Column("run_id", sa.String(16), sa.ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("metric", sa.String(40), primary_key=True),
+    sa.Column("value", sa.Float, nullable=True),
 )
 jobs = sa.Table(
     "jobs", metadata,
@@ -154,14 +161,16 @@ class Store:
             return [dict(r) for r in c.execute(q).mappings()]
 
     # -- runs
-    def create_run(self, project: str, branch: str | None, commit: str | None, files: Sequence[StoredFile]) -> str:
+    def create_run(self, project: str, branch: str | None, commit: str | None, files: Sequence[StoredFile],
+                   commit_order: float | None = None) -> str:
         """The run, its files and its queued job, in one transaction (the project made on first use)."""
         now = time.time()
         run_id = secrets.token_hex(6)
         pid = self._project_id(project, now)
         with self.engine.begin() as c:
             c.execute(runs.insert().values(id=run_id, project_id=pid, branch=branch, commit=commit, created_at=now,
-                                           size_bytes=sum(f.size_bytes for f in files), files=len(files)))
+                                           size_bytes=sum(f.size_bytes for f in files), files=len(files),
+                                           commit_order=commit_order))
             c.execute(run_files.insert(), [dict(run_id=run_id, position=i, sha256=f.sha256, name=f.name,
                                                 size_bytes=f.size_bytes, kind=f.kind) for i, f in enumerate(files)])
             c.execute(jobs.insert().values(run_id=run_id, status="queued", tries=0, queued_at=now))
@@ -240,6 +249,7 @@ class Store:
         with self.engine.begin() as c:
             shas = [r[0] for r in c.execute(sa.select(run_files.c.sha256).where(run_files.c.run_id == run_id))]
             c.execute(jobs.delete().where(jobs.c.run_id == run_id))
+            c.execute(run_metrics.delete().where(run_metrics.c.run_id == run_id))
             c.execute(run_files.delete().where(run_files.c.run_id == run_id))
             c.execute(runs.delete().where(runs.c.id == run_id))
             used = {r[0] for r in c.execute(sa.select(run_files.c.sha256).where(run_files.c.sha256.in_(shas)))}
@@ -275,12 +285,65 @@ class Store:
         with self.engine.begin() as c:
             c.execute(jobs.update().where(jobs.c.id == job_id).values(pid=pid))
 
-    def finish(self, job_id: int, run_id: str, error: str | None, headline: dict[str, Any] | None = None) -> None:
+    def finish(self, job_id: int, run_id: str, error: str | None, headline: dict[str, Any] | None = None,
+               metrics: dict[str, float | None] | None = None) -> None:
         with self.engine.begin() as c:
             c.execute(jobs.update().where(jobs.c.id == job_id)
                       .values(status="failed" if error else "done", error=error, finished_at=time.time(), pid=None))
             if headline:
                 c.execute(runs.update().where(runs.c.id == run_id).values(**headline))
+            if metrics is not None:
+                self._write_metrics(c, run_id, metrics)
+
+    # -- history: each run's figures, in a table of their own
+    @staticmethod
+    def _write_metrics(c: sa.Connection, run_id: str, metrics: dict[str, float | None]) -> None:
+        c.execute(run_metrics.delete().where(run_metrics.c.run_id == run_id))
+        if metrics:
+            c.execute(run_metrics.insert(), [{"run_id": run_id, "metric": k, "value": v} for k, v in metrics.items()])
+
+    def set_metrics(self, run_id: str, metrics: dict[str, float | None]) -> None:
+        with self.engine.begin() as c:
+            self._write_metrics(c, run_id, metrics)
+
+    def runs_without_metrics(self, limit: int = 1000) -> list[str]:
+        """Done runs whose figures were never extracted (analysed before migration 0002)."""
+        has = sa.select(run_metrics.c.run_id).where(run_metrics.c.run_id == runs.c.id).exists()
+        q = (sa.select(runs.c.id).join(jobs, jobs.c.run_id == runs.c.id)
+             .where(jobs.c.status == "done", ~has).order_by(runs.c.created_at).limit(limit))
+        with self.engine.connect() as c:
+            return [r[0] for r in c.execute(q)]
+
+    def history(self, project: str, branch: str | None, limit: int, before: float | None = None,
+                exclude: str | None = None) -> list[dict[str, Any]]:
+        """The newest `limit` done runs of a project's branch (None: runs without a branch), oldest first,
+        each with its figures under "metrics"; `before`: uploaded before that time; `exclude`: not that run."""
+        where = [projects.c.name == project, jobs.c.status == "done",
+                 runs.c.branch == branch if branch is not None else runs.c.branch.is_(None)]
+        if before is not None:
+            where.append(runs.c.created_at < before)
+        if exclude is not None:
+            where.append(runs.c.id != exclude)
+        q = (sa.select(runs.c.id, runs.c.commit, runs.c.created_at, runs.c.commit_order, runs.c.verdict)
+             .join(projects, projects.c.id == runs.c.project_id).join(jobs, jobs.c.run_id == runs.c.id)
+             .where(*where).order_by(runs.c.created_at.desc(), runs.c.id).limit(limit))
+        with self.engine.connect() as c:
+            rows = [dict(r) for r in c.execute(q).mappings()]
+            values: dict[str, dict[str, float | None]] = {r["id"]: {} for r in rows}
+            if rows:
+                for m in c.execute(sa.select(run_metrics).where(run_metrics.c.run_id.in_(list(values)))):
+                    values[m.run_id][m.metric] = m.value
+        for r in rows:
+            r["metrics"] = values[r["id"]]
+        rows.reverse()
+        return rows
+
+    def branches(self, project: str) -> list[str]:
+        """The branches of a project's runs, by name."""
+        q = (sa.select(runs.c.branch).join(projects, projects.c.id == runs.c.project_id)
+             .where(projects.c.name == project, runs.c.branch.is_not(None)).distinct().order_by(runs.c.branch))
+        with self.engine.connect() as c:
+            return [r[0] for r in c.execute(q)]
 
     def requeue(self, job_id: int, count_try: bool = True) -> None:
         with self.engine.begin() as c:

@@ -1,0 +1,286 @@
+"""`traceanalyzer upload TRACE... --server URL --project P`: the CI client of `traceanalyzer serve`.
+
+Streams the trace(s) to the service (progress on stderr), prints the run's URL; with --wait (implied by
+--fail-on and --comment) waits for the analysis, compares the run with the last runs of --base-branch
+on the server (GET /api/v1/runs/{id}/compare: the gates are evaluated there as `diff --fail-on` does)
+and writes the pull-request comment. The token is read from $TRACEANALYZER_TOKEN, never from the
+command line (where other users of the machine and CI logs could see it). Standard library only: the
+client needs no extra package.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import secrets
+import sys
+import tarfile
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlencode, urlsplit
+
+import click
+import orjson
+
+from ..errors import EXIT_INTERNAL, GateFailed, TraceAnalyzerError, UsageError
+from ..inert import terminal
+
+TOKEN_ENV = "TRACEANALYZER_TOKEN"
+CHUNK = 1 << 20
+POLL_S = (0.5, 1.0, 2.0, 5.0)  # waits between polls of the run's status, the last repeated
+
+
+class ServerError(TraceAnalyzerError):
+    """The service failed (5xx), could not be reached, or the analysis did not finish in time. Exit code 3."""
+
+    exit_code = EXIT_INTERNAL
+
+
+UPLOAD_HELP = f"""Upload traces to a `traceanalyzer serve` service, wait for the analysis, compare with
+the base branch's last runs there, and write the pull-request comment.
+
+\b
+Examples:
+  export TRACEANALYZER_TOKEN=...   # the project's token, from your CI's secrets
+  traceanalyzer upload trace.json --server https://perf.example.com --project resnet \\
+      --branch main --commit "$GITHUB_SHA"
+  traceanalyzer upload trace.json --server https://perf.example.com --project resnet \\
+      --branch "$GITHUB_HEAD_REF" --commit "$SHA" --fail-on step_time:+5% --comment comment.md
+
+\b
+The token is read from ${TOKEN_ENV} (`traceanalyzer serve token create --project P`). Each TRACE is a
+file (.json, .json.gz, ...); a directory (a log dir, a directory of ranks) is sent as a tar.gz. The
+run's URL is printed on stdout; progress goes to stderr. --fail-on and --comment imply --wait. The
+comparison takes the last --last runs of --base-branch that are analysed (uploaded before this run
+when it is on that branch itself); with none, the comment says so and no gate is evaluated. The
+comment (Markdown: links to the served report, the compare page and the branch's history, then the
+diff) goes to --comment FILE, else is appended to $GITHUB_STEP_SUMMARY when that is set.
+
+\b
+Exit status: 0 ok, 1 a gate failed (the comment is written first), 2 bad input or usage (no token,
+a refused upload, an analysis that failed on the trace), 3 the server failed or was unreachable, or
+the analysis did not finish within --timeout.
+More: docs/ci-service.md (GitHub Actions workflows, pull requests from forks).
+"""
+
+
+class Client:
+    """Requests to the service, each on a fresh connection (uploads may take long; CI runs few requests)."""
+
+    def __init__(self, server: str, token: str) -> None:
+        parts = urlsplit(server)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise UsageError(f"--server {server!r}: expected http://HOST[:PORT] or https://HOST[:PORT]")
+        self.scheme, self.host, self.port = parts.scheme, parts.hostname, parts.port
+        self.prefix = parts.path.rstrip("/")
+        self.token = token
+        self.server = server.rstrip("/")
+
+    def _connection(self, timeout: float) -> http.client.HTTPConnection:
+        cls = http.client.HTTPSConnection if self.scheme == "https" else http.client.HTTPConnection
+        return cls(self.host, self.port, timeout=timeout)
+
+    def request(self, method: str, path: str, body: Iterator[bytes] | None = None,
+                headers: dict[str, str] | None = None, timeout: float = 120.0) -> tuple[int, bytes]:
+        conn = self._connection(timeout)
+        try:
+            conn.putrequest(method, self.prefix + path)
+            for k, v in {"Authorization": f"Bearer {self.token}", "Accept": "application/json",
+                         **(headers or {})}.items():
+                conn.putheader(k, v)
+            conn.endheaders()
+            if body is not None:
+                for block in body:
+                    conn.send(block)
+            resp = conn.getresponse()
+            return resp.status, resp.read(16 * 1024**2)
+        except (OSError, http.client.HTTPException) as exc:
+            raise ServerError(f"{self.server}: cannot reach the service ({type(exc).__name__}: {exc})") from None
+        finally:
+            conn.close()
+
+    def json(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
+        status, data = self.request(method, path, **kw)
+        try:
+            reply = json.loads(data) if data else {}
+        except ValueError:
+            reply = {}
+        if not isinstance(reply, dict):
+            reply = {}
+        if status >= 500:
+            raise ServerError(f"{self.server}: the service failed ({status}): {reply.get('error', '')}".rstrip(": "))
+        if status >= 400:
+            why = reply.get("error") or data[:200].decode(errors="replace")
+            raise UsageError(f"{self.server}: refused ({status}): {why}")
+        return reply
+
+
+def _parts(paths: list[Path], tmp: Path) -> list[Path]:
+    """The files to send: a directory becomes a tar.gz of it (made in `tmp`)."""
+    out = []
+    for i, p in enumerate(paths):
+        if p.is_dir():
+            target = tmp / f"{p.resolve().name or 'upload'}.tar.gz"
+            if target.exists():
+                target = tmp / f"{i}-{target.name}"
+            with tarfile.open(target, "w:gz") as t:  # its content at the archive's root, as the folder was
+                for child in sorted(p.iterdir()):
+                    t.add(child, arcname=child.name)
+            out.append(target)
+        elif p.is_file():
+            out.append(p)
+        else:
+            raise UsageError(f"{p}: no such file or directory")
+    return out
+
+
+def _multipart(files: list[Path], boundary: str) -> tuple[list[bytes | Path], int]:
+    """A multipart/form-data body as pieces (bytes, or a file streamed in chunks) and its length."""
+    pieces: list[bytes | Path] = []
+    for f in files:
+        name = f.name.replace('"', "_").replace("\r", "_").replace("\n", "_")
+        pieces.append(f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{name}"\r\n'
+                      f"Content-Type: application/octet-stream\r\n\r\n".encode())
+        pieces.append(f)
+        pieces.append(b"\r\n")
+    pieces.append(f"--{boundary}--\r\n".encode())
+    return pieces, sum(p.stat().st_size if isinstance(p, Path) else len(p) for p in pieces)
+
+
+def _stream(pieces: list[bytes | Path], total: int, quiet: bool) -> Iterator[bytes]:
+    sent = 0
+    shown = -1
+    start = time.monotonic()
+    for piece in pieces:
+        blocks: Iterator[bytes]
+        if isinstance(piece, Path):
+            def read(path: Path = piece) -> Iterator[bytes]:
+                with open(path, "rb") as fh:
+                    while block := fh.read(CHUNK):
+                        yield block
+            blocks = read()
+        else:
+            blocks = iter([piece])
+        for block in blocks:
+            yield block
+            sent += len(block)
+            pct = int(100 * sent / max(total, 1))
+            if not quiet and (pct // 10 > shown // 10 or sent == total):
+                shown = pct
+                rate = sent / max(time.monotonic() - start, 1e-3) / 1024**2
+                click.echo(f"traceanalyzer: uploading {pct:3d}% ({sent / 1024**2:.1f} of {total / 1024**2:.1f} MiB, "
+                           f"{rate:.1f} MiB/s)", err=True)
+
+
+def upload_files(client: Client, project: str, paths: list[Path], fields: dict[str, str],
+                 quiet: bool) -> dict[str, Any]:
+    query = urlencode({k: v for k, v in fields.items() if v})
+    path = f"/api/v1/projects/{quote(project, safe='')}/runs" + (f"?{query}" if query else "")
+    with tempfile.TemporaryDirectory(prefix="ta-upload-") as tmp:
+        files = _parts(paths, Path(tmp))
+        if len(files) == 1:
+            size = files[0].stat().st_size
+            headers = {"Content-Type": "application/octet-stream", "X-Filename": files[0].name,
+                       "Content-Length": str(size)}
+            body = _stream([files[0]], size, quiet)
+        else:
+            boundary = "ta" + secrets.token_hex(16)
+            pieces, size = _multipart(files, boundary)
+            headers = {"Content-Type": f"multipart/form-data; boundary={boundary}", "Content-Length": str(size)}
+            body = _stream(pieces, size, quiet)
+        return client.json("POST", path, body=body, headers=headers, timeout=600)
+
+
+def wait_for(client: Client, run_id: str, timeout_s: float, quiet: bool) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout_s
+    said = None
+    for n in range(10**9):
+        run = client.json("GET", f"/api/v1/runs/{run_id}")
+        status = run.get("status")
+        if status in ("done", "failed"):
+            return run
+        if not quiet and status != said:
+            click.echo(f"traceanalyzer: run {run_id} is {status}", err=True)
+            said = status
+        if time.monotonic() > deadline:
+            raise ServerError(f"run {run_id} is still {status} after {timeout_s:g} s (--timeout)")
+        time.sleep(POLL_S[min(n, len(POLL_S) - 1)])
+    raise AssertionError("unreachable")
+
+
+def _write_comment(text: str, target: Path | None) -> Path | None:
+    if target is None:
+        summary = os.environ.get("GITHUB_STEP_SUMMARY")
+        if not summary:
+            return None
+        with open(summary, "a", encoding="utf-8") as fh:  # the job summary: other steps' text stays
+            fh.write(text)
+        return Path(summary)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text, encoding="utf-8")
+    return target
+
+
+@click.command("upload", help=UPLOAD_HELP)
+@click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--server", required=True, metavar="URL", help="The service, e.g. https://perf.example.com.")
+@click.option("--project", required=True, metavar="P", help="The project (its token must be in $TRACEANALYZER_TOKEN).")
+@click.option("--branch", metavar="B", help="The branch the traces were captured on.")
+@click.option("--commit", metavar="SHA", help="The commit the traces were captured at.")
+@click.option("--order", type=float, metavar="N",
+              help="The run's place in its branch's history (e.g. the commit's time, `git log -1 --format=%ct`); "
+                   "the history is in this order when every run has one, else in upload order.")
+@click.option("--base-branch", default="main", show_default=True, metavar="B",
+              help="Compare with the last runs of this branch.")
+@click.option("--last", default=5, show_default=True, type=click.IntRange(1, 50), metavar="N",
+              help="How many of the base branch's last runs to compare with.")
+@click.option("--fail-on", "fail_on", multiple=True, metavar="RULE",
+              help="Exit 1 when RULE holds, as `diff --fail-on` (repeatable): step_time:+5%, gpu_idle>0.30, ...")
+@click.option("--wait", is_flag=True, help="Wait for the analysis and compare (implied by --fail-on and --comment).")
+@click.option("--comment", type=click.Path(path_type=Path, dir_okay=False), metavar="FILE",
+              help="Write the pull-request comment here (default: append to $GITHUB_STEP_SUMMARY when set).")
+@click.option("--timeout", "timeout_s", default=3600.0, show_default=True, type=click.FloatRange(1, 86400),
+              metavar="S", help="Longest wait for the analysis, in seconds.")
+@click.option("--json", "json_out", type=click.Path(path_type=Path, dir_okay=False), metavar="FILE",
+              help="Also write the comparison as JSON (change_verdict, headline, gates, run and compare URLs) "
+                   "for scripts (implies --wait).")
+@click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
+def upload_command(traces: tuple[Path, ...], server: str, project: str, branch: str | None, commit: str | None,
+                   order: float | None, base_branch: str, last: int, fail_on: tuple[str, ...], wait: bool,
+                   comment: Path | None, timeout_s: float, json_out: Path | None, quiet: bool) -> None:
+    """Upload traces, wait, compare, write the comment (the help text is UPLOAD_HELP)."""
+    from ..gates import parse_rules
+
+    token = os.environ.get(TOKEN_ENV, "").strip()
+    if not token:
+        raise UsageError(f"no token: set {TOKEN_ENV} (traceanalyzer serve token create --project {project})")
+    parse_rules(fail_on)  # a bad rule is a usage error before anything is sent
+    client = Client(server, token)
+    fields = {"branch": branch or "", "commit": commit or "", "order": "" if order is None else repr(order)}
+    created = upload_files(client, project, list(traces), fields, quiet)
+    run_id = str(created.get("id", ""))
+    click.echo(created.get("url", f"{client.server}/runs/{run_id}"))
+    if not (wait or fail_on or comment is not None or json_out is not None):
+        return
+    run = wait_for(client, run_id, timeout_s, quiet)
+    if run["status"] == "failed":
+        raise UsageError(f"run {run_id}: the analysis failed: {run.get('error') or 'no reason given'}")
+    query = urlencode([("branch", base_branch), ("last", str(last)), *(("fail_on", r) for r in fail_on)])
+    result = client.json("GET", f"/api/v1/runs/{run_id}/compare?{query}")
+    written = _write_comment(str(result.get("comment", "")), comment)
+    if json_out is not None:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_bytes(orjson.dumps({k: v for k, v in result.items() if k != "comment"},
+                                          option=orjson.OPT_INDENT_2))
+    if not quiet:
+        line = result.get("headline") or f"no analysed run of {base_branch} to compare with"
+        click.echo(f"traceanalyzer: {terminal(str(line))}", err=True)
+        if written is not None:
+            click.echo(f"traceanalyzer: comment written to {terminal(str(written))}", err=True)
+    sys.stdout.flush()
+    if result.get("failed"):
+        raise GateFailed(str(result["failed"]))
