@@ -31,9 +31,9 @@ def test_corpus_diagnosis(path):
     assert d["primary"] in VERDICTS
     (rank,) = d["ranks"]
     # all idle time is attributed: per device, the causes add up to window - busy (within 0.1%)
-    report_devices = {f"cuda:{x.device}": x for x in figures_of(tl, min_gap_ns=0).ranks[0].devices}
+    report_devices = {x.device: x for x in figures_of(tl, min_gap_ns=0).ranks[0].devices}
     for dev in rank["devices"]:
-        ours = report_devices[dev["device"]]
+        ours = report_devices[int(dev["device"].split(":")[1])]  # "cuda:N", or "rocm:N" on ROCm traces
         idle_us = (ours.busy.window.dur_ns - ours.busy.busy_ns) / 1000
         assert set(dev["idle_by_cause_us"]) == set(CAUSES)
         assert sum(dev["idle_by_cause_us"].values()) == pytest.approx(idle_us, rel=1e-3, abs=0.01)
