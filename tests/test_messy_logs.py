@@ -210,3 +210,15 @@ def test_dmon_memory_only_log_says_it_has_no_utilisation(tmp_path):
     assert any("no utilisation column" in w for w in tl.sources[0].warnings)
     a = ta.analyze(path, ta.Options(cache=False))
     assert [f.title for f in a.diagnosis.findings] == ["GPU 1 is not used at all"]
+
+
+def test_a_dcgm_csv_with_nul_padding_is_read_and_the_padding_counted(tmp_path):
+    """NUL padding before a DCGM long CSV's header (found by the fuzz test): removed, counted, rows read."""
+    rows = "".join(f"{g},{1718783836956328 + 500000 * i},gpu_utilization,{10 * i}\n" for i in range(4) for g in (0, 1))
+    path = tmp_path / "gpu.csv"
+    path.write_bytes(b"\x00" * 3 + b"GPUId,TimeStampUs,Field,Values\n" + rows.encode())
+    tl = read_file(path, ReadOptions(cache=False))
+    (source,) = tl.sources
+    assert source.not_kept["nul_byte"] == 3 and source.events_read == 8
+    util = tl.counters[tl.counters["metric"] == "sm_util_pct"]
+    assert len(util) == 8 and util["value"].mean() == 15.0

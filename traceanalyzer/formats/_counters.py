@@ -196,18 +196,25 @@ def drop_wrong_rows(source: Source, line_nos: list[int]) -> None:
                            f"header dropped (lines {shown})")
 
 
+def without_nuls(data: bytes, source: Source) -> bytes:
+    """A log's bytes with NUL padding removed, counted in `source` (a log rotated with copytruncate while
+    its writer kept writing at its old offset, or a pre-allocated file, reads as NULs)."""
+    nuls = data.count(b"\x00")
+    if nuls:
+        data = data.replace(b"\x00", b"")
+        source.not_kept["nul_byte"] = nuls
+        source.warnings.append(f"{nuls} NUL bytes removed (padding: a log rotated while its writer kept "
+                               f"writing at its old offset, or a pre-allocated file)")
+    return data
+
+
 def read_segments(path: Path, data: bytes, fmt: str,
                   segments: Callable[[Path, list[str], bool, Source], list[_Seg]],
                   no_rows: str) -> tuple[Source, list[_Seg]]:
     """The start every text log reader shares: lines, header segments, rows counted; a log
     without a single data row is an InputError saying what a row looks like (`no_rows`)."""
     source = Source(path=str(path), format=fmt)
-    nuls = data.count(b"\x00")
-    if nuls:  # padding: a log rotated with copytruncate, or a file pre-allocated, reads as NULs
-        data = data.replace(b"\x00", b"")
-        source.not_kept["nul_byte"] = nuls
-        source.warnings.append(f"{nuls} NUL bytes removed (padding: a log rotated while its writer kept "
-                               f"writing at its old offset, or a pre-allocated file)")
+    data = without_nuls(data, source)
     lines, cut = split_lines(data, path)
     found = segments(path, lines, cut, source)
     rows = sum(len(seg.rows) for seg in found)

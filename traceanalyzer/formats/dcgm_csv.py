@@ -29,6 +29,7 @@ from ._counters import (
     no_utilisation_warning,
     parse_numbers,
     unknown_columns_warning,
+    without_nuls,
 )
 
 FORMAT = "dcgm-csv"
@@ -56,7 +57,7 @@ def sniff(head: bytes) -> bool:
 
 def read(path: Path, data: bytes, options: ReadOptions) -> Timeline:
     source = Source(path=str(path), format=FORMAT, clock=T.CLOCK_EPOCH)
-    text = data.decode("utf-8", errors="replace")
+    text = without_nuls(data, source).decode("utf-8", errors="replace")
     cut = not text.endswith("\n")
     if cut and "\n" in text:  # a last row cut off mid-write
         text = text[: text.rindex("\n") + 1]
@@ -97,7 +98,7 @@ def read(path: Path, data: bytes, options: ReadOptions) -> Timeline:
     names = names.str.replace(r"^dcgm_fi_(dev|prof)_", "", regex=True)
     if names.nunique() > MAX_LOG_COLUMNS:
         raise InputError(path, f"{names.nunique()} distinct fields; DCGM logs have at most {MAX_LOG_COLUMNS}")
-    source.events_read = len(frame) + sum(source.not_kept.values())
+    source.events_read = len(frame) + sum(n for reason, n in source.not_kept.items() if reason != "nul_byte")
     source.events_kept = len(frame)
     if bad.any():
         source.warnings.append(f"{int(bad.sum())} values that are not numbers read as missing")
