@@ -28,7 +28,7 @@ import pandas as pd
 from .. import intervals as iv
 from .. import timeline as T
 from ..timeline import Timeline
-from .figures import steps
+from .figures import launch_times, steps
 
 COLUMNS: dict[str, str] = {
     "rank": "int64",  # the job rank (RankInfo.rank; its index when unknown)
@@ -66,7 +66,7 @@ def collective_table(tl: Timeline, rank: int) -> pd.DataFrame:
     st = steps(tl, rank)
     step = np.full(len(comm), -1, dtype=np.int64)
     if len(st):
-        when = _launch_times(ev, comm)
+        when = launch_times(ev, comm["correlation"].to_numpy(), comm["ts_ns"].to_numpy().astype(np.int64))
         idx = iv.locate(when, st.start_ns, st.end_ns) if _disjoint(st) else _last_started(when, st.start_ns)
         step = np.where(idx >= 0, st.number[np.clip(idx, 0, None)], -1).astype(np.int64)
     names = comm["name"].astype(str).to_numpy()
@@ -86,22 +86,6 @@ def collective_table(tl: Timeline, rank: int) -> pd.DataFrame:
         "bytes": comm["bytes"].to_numpy().astype(np.int64),
         "nccl_seq": comm["comm_seq"].to_numpy().astype(np.int64),
     })
-
-
-def _launch_times(ev: pd.DataFrame, comm: pd.DataFrame) -> np.ndarray:
-    """Start of each kernel's launch call (same correlation id), else the kernel's own start."""
-    start = comm["ts_ns"].to_numpy().astype(np.int64)
-    corr = comm["correlation"].to_numpy()
-    rt = ev[(ev["kind"] == T.RUNTIME).to_numpy() & (ev["correlation"].to_numpy() >= 0)]
-    if not len(rt) or not (corr >= 0).any():
-        return start
-    rt_corr = rt["correlation"].to_numpy()
-    rt_ts = rt["ts_ns"].to_numpy()
-    order = np.argsort(rt_corr, kind="stable")
-    rt_corr, rt_ts = rt_corr[order], rt_ts[order]
-    pos = np.clip(np.searchsorted(rt_corr, corr), 0, len(rt_corr) - 1)
-    found = (corr >= 0) & (rt_corr[pos] == corr)
-    return np.where(found, rt_ts[pos], start).astype(np.int64)
 
 
 def _disjoint(st) -> bool:  # type: ignore[no-untyped-def]

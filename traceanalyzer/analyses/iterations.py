@@ -40,7 +40,7 @@ import pandas as pd
 
 from .. import timeline as T
 from ..timeline import Timeline
-from .figures import Steps
+from .figures import Steps, launch_times
 
 # At least this many iterations before repeating work is taken for a loop (two could be chance).
 MIN_ITERATIONS = 3
@@ -142,7 +142,7 @@ class _Ops:
         w = work[work["device"].to_numpy() == devices[int(np.argmax(counts))]]
         start = w["ts_ns"].to_numpy().astype(np.int64)
         end = start + w["dur_ns"].to_numpy()
-        launch = _launch_times(ev, w["correlation"].to_numpy(), start)
+        launch = launch_times(ev, w["correlation"].to_numpy(), start)
         order = np.lexsort((start, launch))
         start, end, launch = start[order], end[order], launch[order]
         copy = w["copy_kind"].isin(("HtoD", "DtoH")).to_numpy()[order]
@@ -176,20 +176,6 @@ class _Ops:
         idle = np.zeros(len(start), dtype=np.int64)
         idle[1:] = np.clip(start[1:] - done[:-1], 0, None)
         return _Ops(code, start, start, end, np.zeros(len(start), dtype=bool), idle, False, wait)
-
-
-def _launch_times(ev: pd.DataFrame, corr: np.ndarray, gpu_start: np.ndarray) -> np.ndarray:
-    """Start of each operation's launch call (same correlation id), else its GPU start."""
-    rt = ev[(ev["kind"] == T.RUNTIME).to_numpy() & (ev["correlation"].to_numpy() >= 0)]
-    if not len(rt) or not (corr >= 0).any():
-        return gpu_start
-    rt_corr = rt["correlation"].to_numpy()
-    rt_ts = rt["ts_ns"].to_numpy()
-    order = np.argsort(rt_corr, kind="stable")
-    rt_corr, rt_ts = rt_corr[order], rt_ts[order]
-    pos = np.clip(np.searchsorted(rt_corr, corr), 0, len(rt_corr) - 1)
-    found = (corr >= 0) & (rt_corr[pos] == corr)
-    return np.where(found, rt_ts[pos], gpu_start).astype(np.int64)
 
 
 @dataclass(frozen=True)
