@@ -16,6 +16,7 @@ import errno
 import os
 import queue
 import threading
+import types
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,12 +24,14 @@ from typing import BinaryIO
 
 from ..errors import InputError
 
+_inflate: types.ModuleType
 try:  # ISA-L's inflate: the same API as zlib's, about twice as fast
-    from isal import isal_zlib as _inflate
+    from isal import isal_zlib
 
-    _INFLATE_ERRORS: tuple[type[Exception], ...] = (zlib.error, _inflate.error)
+    _inflate = isal_zlib
+    _INFLATE_ERRORS: tuple[type[Exception], ...] = (zlib.error, isal_zlib.error)  # type: ignore[assignment]
 except ImportError:  # pragma: no cover - a platform without isal wheels
-    _inflate = zlib  # type: ignore[no-redef]
+    _inflate = zlib
     _INFLATE_ERRORS = (zlib.error,)
 
 GZIP_MAGIC = b"\x1f\x8b"
