@@ -3,18 +3,36 @@
 Two ways in: `read_input` returns the whole (decompressed) content; `iter_input_blocks` yields
 it block by block, so that a multi-GB trace can be decoded without ever being held whole.
 Both raise the same `InputError`s (limit exceeded, corrupt or truncated gzip, unreadable file).
+
+Gzip is inflated by ISA-L (`isal`, about twice zlib's speed on traces) when it is installed, else by
+zlib, with the same bounds and errors; while the caller parses one block, a reader thread inflates the
+next (both libraries release the GIL while inflating), so a gzip trace costs little more than a plain one
+on two or more cores.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import queue
+import threading
+import types
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
 from ..errors import InputError
+
+_inflate: types.ModuleType
+try:  # ISA-L's inflate: the same API as zlib's, about twice as fast
+    from isal import isal_zlib
+
+    _inflate = isal_zlib
+    _INFLATE_ERRORS: tuple[type[Exception], ...] = (zlib.error, isal_zlib.error)  # type: ignore[assignment]
+except ImportError:  # pragma: no cover - a platform without isal wheels
+    _inflate = zlib
+    _INFLATE_ERRORS = (zlib.error,)
 
 GZIP_MAGIC = b"\x1f\x8b"
 UTF8_BOM = b"\xef\xbb\xbf"
@@ -128,10 +146,10 @@ def read_head(path: Path, size: int = 65536) -> bytes:
         raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
     if raw[:2] != GZIP_MAGIC:
         return _strip_bom(raw)
-    d = zlib.decompressobj(wbits=31)
+    d = _inflate.decompressobj(wbits=31)
     try:
         return _strip_bom(d.decompress(raw, size))
-    except zlib.error:
+    except _INFLATE_ERRORS:
         return b""
 
 
@@ -167,14 +185,58 @@ def _blocks(fh: BinaryIO, path: Path, max_bytes: int, gzipped: bool,
             if progress:
                 progress(len(block))
             yield block
-    yield from _gunzip(fh, path, max_bytes, progress, block_size)
+    yield from _read_ahead(_gunzip(fh, path, max_bytes, progress, block_size))
+
+
+_READ_AHEAD_BLOCKS = 2  # inflated blocks waiting for the parser: memory is bounded by this many blocks
+
+
+def _read_ahead(blocks: Iterator[bytes]) -> Iterator[bytes]:
+    """`blocks`, produced by a thread while the caller works on the previous one; the producer's
+    exception is raised here, at the point of the stream it was met, and the thread stops when the
+    caller stops early."""
+    q: queue.Queue[tuple[bytes | None, BaseException | None]] = queue.Queue(_READ_AHEAD_BLOCKS)
+    stop = threading.Event()
+
+    def put(item: tuple[bytes | None, BaseException | None]) -> bool:
+        while not stop.is_set():
+            try:
+                q.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def produce() -> None:
+        try:
+            for block in blocks:
+                if not put((block, None)):
+                    return
+        except BaseException as exc:  # handed to the caller, raised there
+            put((None, exc))
+            return
+        put((None, None))
+
+    thread = threading.Thread(target=produce, name="traceanalyzer-inflate", daemon=True)
+    thread.start()
+    try:
+        while True:
+            block, exc = q.get()
+            if exc is not None:
+                raise exc
+            if block is None:
+                return
+            yield block
+    finally:
+        stop.set()
+        thread.join()
 
 
 def _gunzip(fh: BinaryIO, path: Path, max_bytes: int, progress: Callable[[int], None] | None,
             block_size: int) -> Iterator[bytes]:
     total = 0
     consumed = 0
-    d = zlib.decompressobj(wbits=31)
+    d = _inflate.decompressobj(wbits=31)
     member_started = False
 
     def check(out: bytes) -> bytes:
@@ -198,20 +260,20 @@ def _gunzip(fh: BinaryIO, path: Path, max_bytes: int, progress: Callable[[int], 
             member_started = True
             try:
                 out = d.decompress(data, block_size)
-            except zlib.error as exc:
+            except _INFLATE_ERRORS as exc:
                 raise InputError(path, f"corrupt gzip data near compressed byte {consumed}: {exc}") from None
             if out:
                 yield check(out)
             if d.eof:  # concatenated gzip members are legal: continue with a fresh decompressor
                 data = d.unused_data
-                d = zlib.decompressobj(wbits=31)
+                d = _inflate.decompressobj(wbits=31)
                 member_started = False
             else:
                 data = d.unconsumed_tail
     if member_started:
         try:
             out = d.flush()
-        except zlib.error as exc:
+        except _INFLATE_ERRORS as exc:
             raise InputError(path, f"corrupt gzip data at the end: {exc}") from None
         if out:
             yield check(out)
