@@ -12,7 +12,9 @@ rewritten, from:
 - `advice_patterns`: the catalogue of patterns and their fixes (`traceanalyzer/advice_patterns.py`);
 - `thresholds`: every constant of `traceanalyzer/analyses/thresholds.py` and
   `traceanalyzer/diagnosis/thresholds.py`, with its value and the comment above it in the code;
-- `counter_metrics`, `host_metrics`: `traceanalyzer/timeline.py` `COUNTER_METRICS` and `HOST_METRICS`.
+- `counter_metrics`, `host_metrics`: `traceanalyzer/timeline.py` `COUNTER_METRICS` and `HOST_METRICS`;
+- `run_metrics`, `bmf_measures`: the run's metrics (`traceanalyzer/result/metrics.py` `METRICS`), what
+  `--fail-on`, `--format bmf`, `diff` and the service read.
 
 So adding a cause, a threshold or a figure is a registry entry and `python docs/_generate.py`;
 `tests/test_docs.py` fails while a page is out of step.
@@ -64,6 +66,29 @@ def host_metrics() -> str:
     from traceanalyzer.timeline import HOST_METRICS
 
     return _metric_table(HOST_METRICS)
+
+
+_UNITS = {"ms": "ms", "fraction": "fraction, 0–1", "bytes": "bytes", "1/s": "per second"}
+
+
+def run_metrics() -> str:
+    from traceanalyzer.result import metrics as M
+
+    rows = ["| metric (`--fail-on`, the service) | BMF measure | unit | worse when | definition |",
+            "|---|---|---|---|---|"]
+    rows += [f"| `{m.key}` | `{m.bmf}` | {_UNITS[m.unit]} | {'higher' if m.higher_is_worse else 'lower'} | "
+             f"{_cell(m.definition)} |" for m in M.METRICS]
+    rows.append(f"| `{M.VERDICT.key}` | – | a verdict id | – | {_cell(M.VERDICT.definition)} |")
+    return "\n".join(rows) + "\n"
+
+
+def bmf_measures() -> str:
+    from traceanalyzer.result import metrics as M
+
+    rows = ["| measure | value (bounds) |", "|---|---|"]
+    rows += [f"| `{m.bmf}` | {_cell(m.label)}, {_UNITS[m.unit]}: {_cell(m.definition)} (metric `{m.key}`) |"
+             for m in M.METRICS]
+    return "\n".join(rows) + "\n"
 
 
 def causes() -> str:
@@ -178,7 +203,7 @@ def thresholds() -> str:
 GENERATORS: dict[str, Callable[[], str]] = {
     "figures": figures, "counter_metrics": counter_metrics, "host_metrics": host_metrics,
     "causes": causes, "cause_patterns": cause_patterns, "verdicts": verdicts, "thresholds": thresholds,
-    "advice_patterns": advice_patterns,
+    "advice_patterns": advice_patterns, "run_metrics": run_metrics, "bmf_measures": bmf_measures,
 }
 
 

@@ -30,6 +30,10 @@ STEPS, STEP_US, GC_US, GAP_US = 5, 10_000, 6_000, 6_010
 
 @pytest.fixture
 def gc_cause(monkeypatch: pytest.MonkeyPatch) -> None:
+    add_gc_cause(monkeypatch)
+
+
+def add_gc_cause(monkeypatch: pytest.MonkeyPatch) -> None:
     """The registry with the gc cause and its verdict added (what editing causes.py gives), and its advice."""
     causes, verdicts = (*C.CAUSE_LIST, GC_CAUSE), (*C.VERDICT_LIST, GC_VERDICT)
     monkeypatch.setattr(C, "CAUSE_LIST", causes)
@@ -93,3 +97,30 @@ def test_without_the_registry_entry_the_same_gaps_are_host_compute(tmp_path: Pat
     d = diagnose(figures_of(kineto.read_path(gc_trace(tmp_path / "gc.json"), ReadOptions()))).ranks[0]
     assert GC not in d.idle_by_cause
     assert d.idle_by_cause[C.HOST_COMPUTE] == STEPS * GAP_US * 1000
+
+
+# --- saved reports do not enumerate the causes: adding one leaves their shape, and the schema tests, as they are
+@pytest.mark.parametrize("name", sorted(__import__("test_schema").MADE_FROM))
+def test_with_a_new_cause_saved_schema2_reports_still_load_as_the_fresh_analysis(
+        name: str, gc_cause: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    import test_schema
+
+    assert GC in C.CAUSES
+    test_schema.test_a_saved_schema2_report_loads_as_the_fresh_analysis(name, monkeypatch)
+
+
+def test_a_new_cause_does_not_change_the_shape_of_saved_reports(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from conftest import SAMPLES
+
+    opts = ta.Options(cache=False, jobs=1)
+    before = ta.analyze(SAMPLES / "input_bound.json", opts).save(tmp_path / "before.json")
+    with monkeypatch.context() as m:
+        add_gc_cause(m)
+        assert GC in C.CAUSES
+        fresh = ta.analyze(SAMPLES / "input_bound.json", opts)
+        after = fresh.save(tmp_path / "after.json")
+        assert after.read_bytes() == before.read_bytes()  # no cause the run has no time for is written
+        assert ta.load(before) == fresh  # a report saved before the cause existed loads as the fresh one
+        rank = fresh.ranks[0].diagnosis
+        assert rank is not None and GC not in rank.idle_by_cause_us and rank.idle_by_cause_us["dataloader"] > 0

@@ -106,7 +106,8 @@ def test_scenario_verdict_and_dominant_cause(tmp_path, kind, verdict, cause):
     top = d["findings"][0]
     assert top["id"] == verdict and top["cause"] == cause and top["advice"] and top["evidence"]
     assert top["explains_us"] > 0 and 0 < top["share_of_idle"] <= 1
-    assert set(rank["idle_by_cause_us"]) == set(CAUSES)
+    # the causes present only (a saved report names no cause it has no time for), each a known one
+    assert set(rank["idle_by_cause_us"]) <= set(CAUSES) and all(rank["idle_by_cause_us"].values())
     # all idle time is attributed: the causes add up to window - busy
     assert sum(rank["idle_by_cause_us"].values()) == pytest.approx(rank["idle_us"], abs=0.01)
     # per step, too
@@ -144,7 +145,7 @@ def test_periodic_stall_names_the_steps(tmp_path):
     d = diag_of([scenario("periodic_stall").write(tmp_path / "p.json")])
     rank = d["ranks"][0]
     assert rank["periodic"] == {"steps": [3, 7, 11], "every": 4}
-    stalled = {s["step"] for s in rank["per_step"] if s["idle_by_cause_us"]["checkpoint"] > 1000}
+    stalled = {s["step"] for s in rank["per_step"] if s["idle_by_cause_us"].get("checkpoint", 0) > 1000}
     assert stalled == {3, 7, 11}
 
 
@@ -157,7 +158,7 @@ def test_python_frames_alone_do_not_make_input_bound(tmp_path):
         t.host("MyDataLoaderHelper", s + 425, 400)
     d = diag_of([t.write(tmp_path / "trap.json")])
     assert d["primary"] != "input_bound"
-    assert d["ranks"][0]["idle_by_cause_us"]["dataloader"] == 0
+    assert "dataloader" not in d["ranks"][0]["idle_by_cause_us"]  # no time for it: not named
 
 
 def test_communication_bound_job_verdict_is_the_rank_losing_most(tmp_path):

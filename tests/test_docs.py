@@ -20,7 +20,8 @@ spec.loader.exec_module(generate)
 
 # Which page holds which generated table (a block may not go missing unnoticed).
 BLOCKS = {
-    "figures.md": {"figures"},
+    "figures.md": {"figures", "run_metrics"},
+    "ci.md": {"run_metrics", "bmf_measures"},
     "diagnosis.md": {"causes", "cause_patterns", "verdicts", "thresholds"},
     "inputs.md": {"counter_metrics", "host_metrics"},
 }

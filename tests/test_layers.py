@@ -1,6 +1,7 @@
 """The package's layers, checked on its imports: each module imports only its own layer or those below,
 no module imports in a circle, and the few rules that keep facts where they are made hold (diagnosis
-reads figures, never the Timeline or the result types; analyses never the result types).
+reads figures, never the Timeline or the result types; analyses never the result types; a renderer
+never imports a reader; a comparison or a gate never imports the analyses).
 
 The layers, bottom up (docs/architecture.md draws the same picture):
 
@@ -45,6 +46,14 @@ FORBIDDEN = {
     "analyses": ("result", "formats"),  # figures are made from the Timeline, in ns, before any result
     "align": ("analyses",),  # logs go on the trace clock from arrays, before any figure
     "result": ("timeline", "formats"),  # the result is built from figures and findings, never from events
+}
+# The same, for modules of one layer: a renderer shows a result and never reads an input (what it needs of
+# the inputs is in the result); a comparison and a gate read results (and the run's metrics,
+# result/metrics.py), never the analyses that made them.
+FORBIDDEN_FOR = {
+    "report": ("formats",),
+    "compare": ("analyses",),
+    "gates": ("analyses",),
 }
 
 
@@ -105,6 +114,8 @@ def test_imports_run_down_the_layers_only():
                 wrong.append(f"{rel}:{line} ({here}) imports {name} ({there})")
             if name in FORBIDDEN.get(here, ()):
                 wrong.append(f"{rel}:{line} ({here}) imports {name}, which its layer must not read")
+            if name in FORBIDDEN_FOR.get(top_name(p), ()):
+                wrong.append(f"{rel}:{line} imports {name}, which {top_name(p)} must not read")
     assert not wrong, "\n".join(wrong)
 
 

@@ -34,8 +34,9 @@ from typing import Any
 import numpy as np
 
 from ._version import __version__
-from .analyses.throughput import job_step_durations, step_time_stats
 from .causes import CAUSES, cause_label
+from .result import metrics as M
+from .result.metrics import step_time_stats
 from .result.types import AnalysisData, to_data
 from .units import format_us
 
@@ -221,13 +222,6 @@ def _display(path: str, root: str | None) -> str:
     return os.path.basename(path.rstrip("/")) or path
 
 
-def _job_steps(a: AnalysisData) -> tuple[list[int], np.ndarray]:
-    """Steady job steps (present on every rank with steps, warm-up left out) and each one's duration
-    (the slowest rank's): the same measure as the report's step time (analyses/throughput.py)."""
-    warmup = {n for r in a.ranks if r.diagnosis for n in r.diagnosis.warmup_steps}
-    return job_step_durations([{s.step: s.duration_us for s in r.per_step} for r in a.ranks], warmup)
-
-
 def _step_parts(a: AnalysisData, steps: list[int]) -> dict[str, np.ndarray]:
     """Per job step: compute, exposed communication, memcpy and idle by cause, averaged over ranks.
 
@@ -273,7 +267,7 @@ def _inputs(a: AnalysisData, root: str | None, report: str | None) -> tuple[str,
 
 def _side(a: AnalysisData, root: str | None,
           report: str | None = None) -> tuple[Side, np.ndarray, dict[str, np.ndarray]]:
-    steps, dur = _job_steps(a)
+    steps, dur = M.job_steps(a)  # the steps the run's step time (result/metrics.py) is the median of
     parts = _step_parts(a, steps)
     ranks_with = [r for r in a.ranks if r.per_step]
     bytes_by_dir: dict[str, float] = {}
@@ -298,26 +292,19 @@ def _side(a: AnalysisData, root: str | None,
         gpu_idle_per_step_us=_r(mean([s.idle_us for r in ranks_with for s in r.per_step])),
         dataloader_wait_per_step_us=_r(mean([s.dataloader_wait_us for r in ranks_with for s in r.per_step])),
         memcpy_bytes_per_step={k: round(v, 1) for k, v in sorted(bytes_by_dir.items())},
-        gpu_idle_fraction=a.summary.gpu_idle_fraction,
-        dataloader_wait_fraction=a.summary.dataloader_wait_fraction,
-        memcpy_share_of_busy=a.summary.memcpy_share_of_busy,
+        gpu_idle_fraction=M.value(M.BY_KEY["gpu_idle"], a),
+        dataloader_wait_fraction=M.value(M.BY_KEY["dataloader_wait"], a),
+        memcpy_share_of_busy=M.value(M.BY_KEY["memcpy_share"], a),
         sm_util_mean_pct=_r(mean(sm)),
         step_durations_us=tuple(round(float(v), 3) for v in dur),
         step_parts_us={k: tuple(round(float(x), 3) for x in v) for k, v in parts.items() if np.any(v > 0)},
-        samples_per_s=a.summary.samples_per_s,
+        samples_per_s=M.value(M.BY_KEY["samples_per_s"], a),
         batch_size=a.summary.batch_size,
-        peak_memory_bytes=_peak_memory(a),
+        peak_memory_bytes=None if (peak := M.peak_gpu_memory_bytes(a)) is None else int(peak),
         stragglers=tuple(s.rank for s in diag.stragglers) if diag else (),
         straggler_wait_per_step_us=diag.stragglers[0].caused_wait_per_step_us if diag and diag.stragglers else None,
     )
     return side, dur, parts
-
-
-def _peak_memory(a: AnalysisData) -> int | None:
-    """The largest GPU memory peak of the run: reserved where the events carry it, else allocated."""
-    peaks = [m.peak_reserved_bytes if m.peak_reserved_bytes is not None else m.peak_allocated_bytes
-             for r in a.ranks for d in r.devices if (m := d.memory) is not None]
-    return max(peaks) if peaks else None
 
 
 def _r(x: float | None, digits: int = 3) -> float | None:

@@ -6,7 +6,9 @@ A rule is `METRIC OP VALUE` or `step_time:+N%`:
   (the step-time interval excludes zero, or a decisive part made the step slower beyond the tolerance)
   and the step time grew by more than 5% (its Hodges–Lehmann shift). Noise never trips it.
 * `gpu_idle>0.30`, `dataloader_wait>10%`, `memcpy_share>=0.2`, `step_time_ms>120` ... with `>`,
-  `>=`, `<`, `<=`: fails when the figure (HEAD's, for diff) satisfies the comparison.
+  `>=`, `<`, `<=`: fails when the figure (HEAD's, for diff) satisfies the comparison. The metrics are
+  the run's metrics (`result/metrics.py`), the figures every face reads: `step_time_ms` is the report's
+  step time (the median job step).
 * `verdict=input_bound` / `verdict!=gpu_bound`: fails when the primary verdict (HEAD's) is / is
   not that one.
 
@@ -18,30 +20,17 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from .causes import VERDICTS
 from .compare import Comparison, GateResult
 from .errors import UsageError
+from .result import metrics as M
 from .result.types import AnalysisData
 
-# Metric -> (description, figure of an analysis). Fractions are in [0, 1]; a value may be written "30%".
-METRICS: dict[str, tuple[str, Callable[[AnalysisData], float | None]]] = {
-    "gpu_idle": ("GPU idle fraction of the window (summary)", lambda a: a.summary.gpu_idle_fraction),
-    "dataloader_wait": ("DataLoader wait fraction of the window (summary)",
-                        lambda a: a.summary.dataloader_wait_fraction),
-    "memcpy_share": ("memcpy share of GPU busy time (summary)", lambda a: a.summary.memcpy_share_of_busy),
-    "step_time_ms": ("median step duration, ms", lambda a: _median_step_ms(a)),
-}
+# The metrics a rule may name (result/metrics.py). Fractions are in [0, 1]; a value may be written "30%".
+METRICS: dict[str, M.Metric] = M.BY_KEY
 RULE = re.compile(r"^\s*([a-z_]+)\s*(>=|<=|!=|>|<|=|:)\s*(\S+)\s*$")
-
-
-def _median_step_ms(a: AnalysisData) -> float | None:
-    import numpy as np
-
-    d = [s.duration_us for r in a.ranks for s in r.per_step]
-    return float(np.median(d)) / 1000 if d else None
 
 
 @dataclass(frozen=True)
@@ -116,11 +105,11 @@ def evaluate(rule: Rule, head: AnalysisData, comparison: Comparison | None = Non
                           f"step time {st.change * 100:+.1f}% (95% CI {st.ci_low * 100:+.1f}% to "
                           f"{(st.ci_high or 0) * 100:+.1f}%; Hodges–Lehmann shift), change {comparison.change_verdict}"
                           f"{_why(comparison)}, limit +{float(rule.value) * 100:.1f}%")
-    if rule.metric == "verdict":
-        primary = head.diagnosis.primary if head.diagnosis else None
+    if rule.metric == M.VERDICT.key:
+        primary = M.VERDICT.of(head)
         failed = (primary == rule.value) if rule.op == "=" else (primary != rule.value)
         return GateResult(rule.text, primary, not failed, f"verdict {primary}")
-    value = METRICS[rule.metric][1](head)
+    value = M.value(METRICS[rule.metric], head)
     if value is None:
         return GateResult(rule.text, None, True, f"{rule.metric} not available in this run: not judged")
     failed = _holds(value, rule.op, float(rule.value))

@@ -146,6 +146,7 @@ def _analyze_set(inputs: InputSet, options: Options) -> Analysis:
     return combine(outputs, JobInputs(
         found.traces.label, tuple(traces), analysis, from_dir=found.traces.from_dir,
         warnings=tuple(found.traces.warnings), notes=found.notes(), counter_logs=counter_logs, host_logs=host_logs,
+        implicit_logs=tuple(str(p) for p in (*found.found_beside, *found.found_in_folder)),
         align=options.align_options(), force_job=options.force_job))
 
 

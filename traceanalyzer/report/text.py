@@ -10,7 +10,6 @@ import textwrap
 from pathlib import Path
 
 from .. import inert
-from ..formats.inputs import IMPLICIT_LOG_NOTES
 from ..result.types import AnalysisData, DeviceResult, DiagnosisResult, RankResult
 from ._format import WIDTH, clean, fmt_pct, fmt_us, step_source_text, wrap
 from .capture import no_gpu_line
@@ -67,7 +66,7 @@ def render_text(analysis: AnalysisData) -> str:
 def implicit_logs(a: AnalysisData) -> str:
     """The logs used without being named on the command line (beside the trace, in an input folder), named:
     their figures are in the report, so the reader should know where they came from."""
-    found = [w[len(p):] for w in a.warnings for p in IMPLICIT_LOG_NOTES if w.startswith(p)]
+    found = a.implicit_logs
     if not found:
         return ""
     shown = ", ".join(Path(f).name for f in found[:3]) + (f" and {len(found) - 3} more" if len(found) > 3 else "")

@@ -375,7 +375,8 @@ COMPARISON_FIGURES: dict[str, str] = {
         "The service's series of a project's branch, one per figure: each analysed run's median step "
         "time (ms), GPU idle, DataLoader wait and memcpy share (the summary's fractions), exposed "
         "communication over the GPUs' windows, the largest GPU memory peak (reserved, else allocated), "
-        "samples/s and verdict, in commit order when every run was uploaded with one, else in upload "
+        "samples/s, steps/s and verdict (the run's metrics, as `--fail-on` and `bmf` read them), in "
+        "commit order when every run was uploaded with one, else in upload "
         "order; a run without the figure is left out of its series."
     ),
     "change_points": (

@@ -46,6 +46,7 @@ class JobInputs:
     from_dir: bool = False  # files found in a directory: an unreadable one is skipped, not fatal
     warnings: tuple[str, ...] = ()  # the inputs' own (what a log dir skipped), after the ranks'
     notes: tuple[str, ...] = ()  # said after the logs' warnings (logs found beside the trace)
+    implicit_logs: tuple[str, ...] = ()  # counter logs used without being named (beside a trace, in a folder)
     counter_logs: Timeline | None = None  # nvidia-smi / DCGM counters on their own clocks
     host_logs: Timeline | None = None  # host monitor logs on their own clocks
     align: AlignOptions = AlignOptions()
@@ -94,6 +95,7 @@ def combine(outputs: Sequence[FileOutput], job: JobInputs) -> Analysis:
         counters=logs.devices,
         host_logs=logs.host_results,
         drawing=R.JobDrawing(host_logs=logs.host_drawing),
+        implicit_logs=job.implicit_logs,
     )
     final = tuple(replace(r, result=res) for r, res in zip(ranks, rank_results))
     for reduce in JOB_REDUCERS:

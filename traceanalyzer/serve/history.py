@@ -1,8 +1,8 @@
 """History: per project, branch and figure, a series over the branch's runs, its change points, and the
 comparison of a run with the last runs of a branch (what `traceanalyzer upload` gates on).
 
-* Each run's figures are extracted once, when its analysis is done (`metrics_of`, stored in the
-  `run_metrics` table); a history never parses the runs' JSON.
+* Each run's figures, the run's metrics (`result/metrics.py`), are extracted once, when its analysis
+  is done (`metrics_of`, stored in the `run_metrics` table); a history never parses the runs' JSON.
 * Order: by the commit order the uploads gave (`?order=N`, e.g. the commit's time) when every run of
   the series has one, else by upload time.
 * Change points: `traceanalyzer.changepoints.e_divisive` on each numeric series (runs without the
@@ -14,18 +14,18 @@ comparison of a run with the last runs of a branch (what `traceanalyzer upload` 
 
 from __future__ import annotations
 
-import math
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from threading import Lock
 from typing import Any
 
 from ..changepoints import e_divisive
+from ..result import metrics as M
+from ..result.metrics import Metric
 from ..result.types import AnalysisData
 
-VERDICT = "verdict"
+VERDICT = M.VERDICT.key
 VERDICT_HOLD = 2  # runs in a row a new verdict must hold to be a change
 SIDE_RUNS = 5  # runs on each side of a change point compared for its attribution
 DEFAULT_RUNS = 100  # runs in a history, newest kept (a 100-run history takes a few seconds, then is cached)
@@ -33,58 +33,15 @@ MAX_RUNS = 500
 LAST_BASES = 5  # runs of the base branch a run is compared with (upload)
 
 
-@dataclass(frozen=True)
-class Metric:
-    key: str
-    label: str
-    unit: str  # "ms" | "fraction" | "bytes" | "1/s" | ""
-    higher_is_worse: bool
-    of: Callable[[AnalysisData], float | None]
-
-
-def _median_step_ms(a: AnalysisData) -> float | None:
-    from ..gates import METRICS as GATE_METRICS
-
-    return GATE_METRICS["step_time_ms"][1](a)
-
-
-def _exposed_comm(a: AnalysisData) -> float | None:
-    """Exposed communication over the GPUs' windows (summed over every GPU of every rank)."""
-    pairs = [(d.exposed_communication_us, d.window_us) for r in a.ranks for d in r.devices
-             if d.exposed_communication_us is not None and d.window_us]
-    if not pairs:
-        return None
-    return sum(e for e, _ in pairs) / sum(w for _, w in pairs if w)
-
-
-def _peak_memory(a: AnalysisData) -> float | None:
-    peaks = [m.peak_reserved_bytes if m.peak_reserved_bytes is not None else m.peak_allocated_bytes
-             for r in a.ranks for d in r.devices if (m := d.memory) is not None]
-    peaks = [p for p in peaks if p is not None]
-    return float(max(peaks)) if peaks else None
-
-
-METRICS: tuple[Metric, ...] = (
-    Metric("step_time_ms", "median step time", "ms", True, _median_step_ms),
-    Metric("gpu_idle", "GPU idle fraction", "fraction", True, lambda a: a.summary.gpu_idle_fraction),
-    Metric("dataloader_wait", "DataLoader wait fraction", "fraction", True,
-           lambda a: a.summary.dataloader_wait_fraction),
-    Metric("memcpy_share", "memcpy share of GPU busy", "fraction", True, lambda a: a.summary.memcpy_share_of_busy),
-    Metric("exposed_comm", "exposed communication fraction", "fraction", True, _exposed_comm),
-    Metric("peak_memory_bytes", "peak GPU memory", "bytes", True, _peak_memory),
-    Metric("samples_per_s", "samples/s", "1/s", False, lambda a: a.summary.samples_per_s),
-)
+# The history's figures are the run's metrics (result/metrics.py): the ones every face reads.
+METRICS: tuple[Metric, ...] = M.METRICS
 METRIC_KEYS = tuple(m.key for m in METRICS)
-LABELS = {**{m.key: m.label for m in METRICS}, VERDICT: "verdict"}
+LABELS = {**{m.key: m.label for m in METRICS}, VERDICT: M.VERDICT.label}
 
 
 def metrics_of(a: AnalysisData) -> dict[str, float | None]:
     """The run's figures the history keeps (None: the run does not have it, e.g. no GPU or no batch size)."""
-    out: dict[str, float | None] = {}
-    for m in METRICS:
-        v = m.of(a)
-        out[m.key] = None if v is None or not math.isfinite(float(v)) else round(float(v), 9)
-    return out
+    return M.values(a)
 
 
 # --- comparing runs ----------------------------------------------------------------------------------

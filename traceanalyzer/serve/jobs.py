@@ -141,8 +141,8 @@ class JobRunner:
             self.store.requeue(job_id, count_try=False)
         elif rc == 0:
             headline = json.loads((s.reports / run_id / "headline.json").read_text())
-            metrics = headline.pop("metrics", None)
-            self.store.finish(job_id, run_id, None, headline, metrics)
+            metrics = headline.get("metrics")  # (an older version's process also wrote two of them apart)
+            self.store.finish(job_id, run_id, None, {"verdict": headline.get("verdict")}, metrics)
             if metrics is None:  # an analysis process of an older version (an upgrade mid-job): from the JSON
                 backfill_metrics(s, self.store)
         elif rc < 0 and -rc in RETRIED_SIGNALS:
@@ -259,7 +259,7 @@ def child_main(spec_path: str) -> int:
     _limit_memory(int(spec["memory"]))
     try:
         import traceanalyzer as ta
-        from traceanalyzer.gates import METRICS
+        from traceanalyzer.result.metrics import VERDICT
 
         from .history import metrics_of
         from .uploads import UploadError
@@ -281,11 +281,8 @@ def child_main(spec_path: str) -> int:
             saved = ta.load(side / "report.json")  # every page comes from the saved JSON
             (side / "report.html").write_text(saved.to_html(), "utf-8")
             (side / "report.md").write_text(saved.to_markdown(), "utf-8")
-            step = METRICS["step_time_ms"][1](saved)
-            headline: dict[str, Any] = {"verdict": saved.diagnosis.primary if saved.diagnosis else None,
-                        "step_time_ms": None if step is None else round(step, 3),
-                        "gpu_idle": saved.summary.gpu_idle_fraction}
-            headline["metrics"] = metrics_of(saved)  # the history's figures (serve/history.py)
+            # the run's metrics (result/metrics.py), stored once (run_metrics); the verdict on the run's row
+            headline: dict[str, Any] = {"verdict": VERDICT.of(saved), "metrics": metrics_of(saved)}
             (side / "headline.json").write_text(json.dumps(headline))
             shutil.rmtree(out, ignore_errors=True)
             os.replace(side, out)

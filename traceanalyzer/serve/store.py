@@ -47,8 +47,7 @@ runs = sa.Table(
     sa.Column("size_bytes", sa.BigInteger, nullable=False),
     sa.Column("files", sa.Integer, nullable=False),
     sa.Column("verdict", sa.String(40), nullable=True),
-    sa.Column("step_time_ms", sa.Float, nullable=True),
-    sa.Column("gpu_idle", sa.Float, nullable=True),
+    # step_time_ms and gpu_idle: in run_metrics only, with the run's other metrics (migration 0003)
     sa.Column("commit_order", sa.Float, nullable=True),  # optional: orders a branch's history (migration 0002)
 )
 run_files = sa.Table(
@@ -81,6 +80,7 @@ jobs = sa.Table(
 )
 
 STATUSES = ("queued", "running", "done", "failed")
+SHOWN_METRICS = ("step_time_ms", "gpu_idle")  # the run's metrics (result/metrics.py) a run's row carries
 
 
 def hash_token(token: str) -> str:
@@ -191,9 +191,16 @@ class Store:
             return int(c.execute(select).scalar_one())
 
     def _run_query(self) -> sa.Select:
+        """A run's row with its project, its job and the metrics a run list shows (from run_metrics, the
+        one place a run's figures are stored)."""
+        shown = {key: run_metrics.alias(f"m_{key}") for key in SHOWN_METRICS}
+        joined = runs.join(projects, projects.c.id == runs.c.project_id).join(jobs, jobs.c.run_id == runs.c.id)
+        for key, m in shown.items():
+            joined = joined.outerjoin(m, sa.and_(m.c.run_id == runs.c.id, m.c.metric == key))
         return (sa.select(runs, projects.c.name.label("project"), jobs.c.status, jobs.c.error, jobs.c.tries,
-                          jobs.c.started_at, jobs.c.finished_at, jobs.c.pid)
-                .join(projects, projects.c.id == runs.c.project_id).join(jobs, jobs.c.run_id == runs.c.id))
+                          jobs.c.started_at, jobs.c.finished_at, jobs.c.pid,
+                          *(m.c.value.label(key) for key, m in shown.items()))
+                .select_from(joined))
 
     def run(self, run_id: str) -> dict[str, Any] | None:
         with self.engine.connect() as c:
