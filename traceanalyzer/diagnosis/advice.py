@@ -175,6 +175,20 @@ ADVICE: dict[str, dict[str, tuple[str, ...]]] = {
             "caching or pool allocator.",
         ),
     },
+    "dependency_bound": {
+        PYTORCH: (
+            "The host is not what holds the GPU up here: the next work was queued before the GPU went idle. "
+            "Look at what it waits on: cross-stream waits (torch.cuda.Stream.wait_stream / wait_event) that "
+            "serialise streams, a collective waiting for a slower rank (see the straggler figures), or the "
+            "small gaps between a CUDA graph's kernels.",
+            "Overlap independent work on separate streams instead of chaining them with events; fuse many tiny "
+            "kernels (torch.compile) so fewer inter-kernel bubbles remain.",
+        ),
+        GENERIC: (
+            "The next GPU work was already queued when the GPU went idle: look for cross-stream or cross-device "
+            "waits, collectives waiting for a slower rank, and bubbles between many tiny kernels.",
+        ),
+    },
     "gpu_underused": {
         GENERIC: (
             "GPUs at 0% for long runs of samples are waiting: profile a few steps with torch.profiler (or the "

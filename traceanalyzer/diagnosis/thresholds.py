@@ -41,6 +41,14 @@ IDLE_POWER_MAX_SHARE = 0.25
 # GPU time lost (idle + exposed host<->device copies + exposed communication) below this share of
 # the window: the GPU is the bottleneck (gpu_bound). Seed 002: anything under ~90% busy is waste.
 GPU_BOUND_MAX_LOST_SHARE = 0.10
+# ... and when no cause's removal would shorten the median step (diagnosis/savings.py: the cause's idle
+# time with nothing queued on the GPU, per steady step) by this share or more while the GPU is busy at
+# least HEALTHY_BUSY_SHARE: each fix alone would gain little, the GPU's own work sets the pace.
+GPU_BOUND_MAX_SAVING_SHARE = 0.10
+# A GPU busy at least this share of the window (after start-up) is never called host-, launch- or
+# sync-bound: those causes only matter to a GPU with little else to do (issue 32's hard rule); the next
+# cause by saving is the verdict, or gpu_bound when it saves less than GPU_BOUND_MAX_SAVING_SHARE.
+BUSY_NEVER_HOST_SHARE = 0.80
 # Finding severity by the share of the window it explains. XProf: input time >= 20% of the step is
 # "highly", >= 5% "moderately" input-bound; the TensorBoard plugin flagged DataLoader > 5% of the
 # step; TraceLens flags memcpy > 5% of the time.

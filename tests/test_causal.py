@@ -1,0 +1,167 @@
+"""Causal gap attribution and what fixing each cause would save (issue 32), on traces built here with
+known answers: a gap whose next GPU work was queued before it began is never the host's; a DataLoader
+wait of W on the critical path projects a saving of exactly W; a busy GPU with small launch gaps is
+GPU-bound; start-up before the first GPU work is counted."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from kineto_builder import KinetoTrace
+
+import traceanalyzer as ta
+from traceanalyzer import causes as C
+from traceanalyzer.diagnosis.thresholds import BUSY_NEVER_HOST_SHARE
+
+STEP_US = 1000
+
+
+def _only_gap_cause(a: ta.Analysis, lo_us: float, hi_us: float) -> str:
+    """The cause of the one listed gap that starts in [lo_us, hi_us) of the device's window."""
+    (gap,) = [g for g in a.ranks[0].diagnosis.gaps if lo_us <= g.start_us < hi_us]
+    return gap.cause
+
+
+HOST_ACTIVITIES = {
+    "dataloader": lambda t, s, d: t.dataloader(s, d),
+    "sync": lambda t, s, d: t.runtime("cudaStreamSynchronize", s, d),
+    "host_compute": lambda t, s, d: t.host("postprocess_masks", s, d, cat="user_annotation"),
+    "nothing": lambda t, s, d: t,
+}
+
+
+@pytest.mark.parametrize("host", sorted(HOST_ACTIVITIES))
+def test_a_gap_whose_next_work_was_queued_before_it_began_is_never_the_hosts(tmp_path, host):
+    """Per step: kernel A (0..300 us), then a 400 us gap while the host does `host`, then kernel B. B's launch
+    call returned 50 us before the gap began (it waited on the device side), so the gap is
+    device_dependency whatever the host did; in steps whose B is launched during the gap, the same host
+    activity gets the gap."""
+    t = KinetoTrace()
+    for i in range(6):
+        s = 10_000 + i * STEP_US
+        t.step(i, s, STEP_US)
+        t.launched(s + 2, 5, s + 10, 290)  # A: 10..300
+        HOST_ACTIVITIES[host](t, s + 310, 380)
+        queued = i % 2 == 0  # even steps: B queued before the gap; odd: launched inside it
+        t.launched(s + 240 if queued else s + 695, 5, s + 700, 290)  # B: 700..990
+    a = ta.analyze(t.write(tmp_path / f"{host}.json"))
+    r = a.ranks[0].diagnosis
+    steps = {g.step: g.cause for g in r.gaps if g.duration_us == pytest.approx(400)}
+    assert set(steps) == set(range(6))
+    for n, cause in steps.items():
+        if n % 2 == 0:
+            assert cause == C.DEPENDENCY
+        else:
+            assert cause == (C.UNKNOWN if host == "nothing" else host)
+    # three 400 us device-side gaps, counted as such; the host causes hold only the other steps' gaps
+    assert r.idle_by_cause_us[C.DEPENDENCY] == pytest.approx(3 * 400)
+
+
+def test_a_dataloader_wait_on_the_critical_path_saves_exactly_its_length(tmp_path):
+    """Steps of varying compute, each starting with a 300 us DataLoader wait (the GPU idle, nothing
+    queued) and holding a 50 us device-side wait: removing the DataLoader wait shortens the median step
+    by exactly 300 us, and the device-side wait is no part of it."""
+    wait = 300
+    t = KinetoTrace()
+    s = 10_000.0
+    rng = np.random.default_rng(3)
+    durations = []
+    for i in range(9):
+        compute = 600 + float(rng.integers(0, 200))
+        dur = wait + compute + 60
+        t.step(i, s, dur).dataloader(s, wait)
+        t.launched(s + wait - 8, 5, s + wait, compute / 2)  # launched at the wait's end
+        mid = s + wait + compute / 2
+        t.launched(s + wait - 4, 2, mid + 50, compute / 2)  # queued long before: a 50 us device-side wait
+        t.launched(mid + compute / 2 + 50, 5, mid + compute / 2 + 55, 5)  # a tail kernel, launched late
+        durations.append(dur)
+        s += dur
+    a = ta.analyze(t.write(tmp_path / "dl.json"))
+    d = a.diagnosis
+    assert d.primary == "input_bound"
+    f = next(f for f in d.findings if f.cause == C.DATALOADER)
+    assert f.figures["saving_us"] == pytest.approx(wait, abs=0.01)
+    assert f.figures["step_us"] == pytest.approx(float(np.median(durations)), abs=0.01)
+    assert any(re.search(r"removing the DataLoader wait would shorten the median step .* by ≈ 300 us", e)
+               for e in f.evidence)
+    dep = next(f for f in d.findings if f.cause == C.DEPENDENCY)
+    assert dep.figures["saving_us"] == pytest.approx(50, abs=0.01)
+    assert d.findings[0].cause == C.DATALOADER  # ordered by saving
+    assert "removing dataloader would shorten the median step" in a.ranks[0].diagnosis.reason
+
+
+def test_a_busy_gpu_with_small_launch_gaps_is_gpu_bound(tmp_path):
+    """86% busy: each step 25 kernels of 34.4 us with 5.6 us launch gaps (the host launches each kernel
+    after the last ended). Every gap is launch overhead; all of them together are 14% of the step, more
+    than the old 10% line, but a GPU this busy is never launch-bound."""
+    t = KinetoTrace()
+    s = 10_000.0
+    for i in range(8):
+        t.step(i, s, STEP_US)
+        for j in range(25):
+            k = s + j * 40
+            t.launched(k - 4, 3.5, k, 34.4, "vectorized_elementwise_kernel", op="aten::add")
+        s += STEP_US
+    a = ta.analyze(t.write(tmp_path / "busy.json"))
+    r = a.ranks[0].diagnosis
+    busy = 1 - r.idle_us / r.window_us
+    assert 0.85 < busy < 0.87 and busy >= BUSY_NEVER_HOST_SHARE
+    assert r.idle_by_cause_us[C.LAUNCH] > 0.13 * r.window_us
+    assert a.diagnosis.primary == "gpu_bound"
+    assert "launch not counted" in r.reason
+    assert any(f.cause == C.LAUNCH for f in a.diagnosis.findings)  # still a finding, not the verdict
+
+
+def test_a_sync_while_the_gpu_is_busy_costs_only_the_idle_it_causes(tmp_path):
+    """The host blocks 900 us in cudaStreamSynchronize while a 890 us kernel runs, then launches the next
+    10 us after the kernel ends: the sync costs 10 us of idle per step, not 900."""
+    t = KinetoTrace()
+    for i in range(6):
+        s = 10_000 + i * STEP_US
+        t.step(i, s, STEP_US)
+        t.launched(s + 1, 5, s + 100, 890)  # 100..990
+        t.runtime("cudaStreamSynchronize", s + 10, 985)  # returns at 995
+        t.host("aten::add", s + 996, 4)
+    a = ta.analyze(t.write(tmp_path / "sync.json"))
+    r = a.ranks[0].diagnosis
+    # between steps 990..1100 (the next kernel at +100): 110 us, not the sync's 985 us; plus the first
+    # step's 100 us before its kernel and the last one's 10 us after it (the sync covers both)
+    assert r.idle_by_cause_us[C.SYNC] == pytest.approx(5 * 110 + 100 + 10) == r.idle_us
+
+
+def _addmm_capture(t: KinetoTrace, first_kernel_us: float) -> None:
+    """The first aten::addmm holds two cudaFree calls (the context's creation), then kernels follow."""
+    t.host("aten::addmm", 100, first_kernel_us - 90)
+    t.runtime("cudaFree", 110, first_kernel_us / 2 - 200)
+    t.runtime("cudaFree", first_kernel_us / 2, first_kernel_us / 2 - 100)
+    at = first_kernel_us
+    for _ in range(40):
+        t.launched(at - 15, 5, at, 400)
+        at += 500
+
+
+def test_start_up_before_the_first_gpu_work_is_counted_without_steps(tmp_path):
+    """No step markers: the window starts at the first GPU work, after ~20 ms of cudaFree (context
+    creation); that start-up is counted (the window's figures stay the GPU activity's)."""
+    t = KinetoTrace()
+    _addmm_capture(t, 20_000)
+    a = ta.analyze(t.write(tmp_path / "nomarkers.json"))
+    r = a.ranks[0].diagnosis
+    assert r.window_us == pytest.approx(40 * 500 - 100)  # the window: first to last GPU work
+    assert r.startup_us == pytest.approx(9_800 + 9_900)  # the two cudaFree calls
+    assert a.diagnosis.primary == "startup_dominated"
+    assert "before the window, which starts at the first GPU work" in r.reason
+
+
+def test_idle_before_the_first_gpu_work_filled_by_allocator_calls_is_start_up(tmp_path):
+    """With steps: the first step's idle before its first kernel is the cudaFree calls: start-up, not
+    the allocator-bound verdict."""
+    t = KinetoTrace()
+    t.step(0, 0, 40_000)
+    _addmm_capture(t, 20_000)
+    a = ta.analyze(t.write(tmp_path / "markers.json"))
+    r = a.ranks[0].diagnosis
+    assert r.idle_by_cause_us[C.STARTUP] > 19_000 and r.idle_by_cause_us[C.ALLOCATOR] == 0
+    assert a.diagnosis.primary == "startup_dominated"
