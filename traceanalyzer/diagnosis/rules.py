@@ -108,7 +108,7 @@ class RankDiagnosis:
     thread_basis: str
     periodic: PeriodicSteps | None
     host_shares: HostShares | None
-    runner_up: str | None = None  # the cause losing the second most time (how close the call was)
+    runner_up: str | None = None  # the cause whose removal would save the second most (how close the call was)
     runner_up_share: float | None = None  # its share of the time lost, as the verdict counts it
     confidence: str | None = None  # "clear" (top >= CLEAR_MARGIN x runner-up) | "close"
     warmup_steps: tuple[int, ...] = ()  # leading steps left out of the verdict
@@ -266,8 +266,9 @@ def verdict(ra: RankAnalysis, lost: LostTime, findings: tuple[Finding, ...], inc
     steady_total = sum(steady[x] for x in ranked)
     warmup_ns = int((st.end_ns[warmup] - st.start_ns[warmup]).sum()) * len(c.devices) if len(warmup) else 0
     steady_window = max(window_ns - warmup_ns, 1)
-    biggest_steady = max(steady[x] for x in ranked)
-    startup_dominates = (startup_ns > biggest_steady
+    # start-up outweighs the steady state's whole loss (not merely its largest cause: splitting a loss into
+    # finer causes must not make start-up dominate)
+    startup_dominates = (startup_ns > steady_total
                          and startup_ns >= STARTUP_DOMINATED_MIN_SHARE * (lost_ns + c.startup_before_ns))
     n_gpu = sum(d.gpu_events for d in ra.devices)
     q = Quoted()
@@ -295,11 +296,12 @@ def verdict(ra: RankAnalysis, lost: LostTime, findings: tuple[Finding, ...], inc
     if startup_dominates:
         return RankVerdict(
             STARTUP_DOMINATED, None,
-            f"one-off start-up costs lose {duration(startup_ns)}, more than any steady-state cause{before}",
+            f"one-off start-up costs lose {duration(startup_ns)}, more than the steady state's "
+            f"{duration(steady_total)}{before}",
             _startup_headline(startup_ns, lost_ns + c.startup_before_ns, warmup, c.evidence.get(C.STARTUP, ()), q),
             findings, runner_up=ranked[0],
             runner_up_share=round(steady[ranked[0]] / lost_ns, 4) if lost_ns else None,
-            confidence="clear" if startup_ns >= CLEAR_MARGIN * biggest_steady else "close",
+            confidence="clear" if startup_ns >= CLEAR_MARGIN * steady_total else "close",
             warmup_steps=warm, startup_ns=int(startup_ns), quoted=q)
     # A busy GPU is never host-, launch- or sync-bound: those causes stall only a GPU with little to do.
     barred = busy_share >= BUSY_NEVER_HOST_SHARE
@@ -418,7 +420,7 @@ def verdict_note(primary: str, host_primary: str | None, findings: tuple[Finding
         why = ("unexplained idle time names nothing to change, and an explained cause loses nearly as much "
                f"({reason})")
     elif primary == STARTUP_DOMINATED:
-        why = f"one-off start-up costs outweigh every steady-state cause ({reason})"
+        why = f"one-off start-up costs outweigh the steady state's whole loss ({reason})"
     elif primary == GPU_BOUND:
         why = reason
     elif primary == UNDETERMINED:

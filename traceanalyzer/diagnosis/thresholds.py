@@ -28,7 +28,7 @@ ROBUST_MIN_STEPS = 4
 # A rank whose lost time has mostly no traced cause is still healthy (gpu_bound) when its GPU is busy
 # at least this share of the window; below it the verdict is undetermined (nothing to point at).
 HEALTHY_BUSY_SHARE = 0.75
-# Start-up is the verdict when it loses more than every steady cause and at least this share of all.
+# Start-up is the verdict when it loses more than all steady causes together and at least this share of all.
 STARTUP_DOMINATED_MIN_SHARE = 0.25
 # nvidia-smi logs alone: a GPU is underused when at least this share of its samples are at 0% SM.
 UNDERUSED_ZERO_SHARE = 0.25
