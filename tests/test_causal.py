@@ -165,3 +165,34 @@ def test_idle_before_the_first_gpu_work_filled_by_allocator_calls_is_start_up(tm
     r = a.ranks[0].diagnosis
     assert r.idle_by_cause_us[C.STARTUP] > 19_000 and r.idle_by_cause_us[C.ALLOCATOR] == 0
     assert a.diagnosis.primary == "startup_dominated"
+
+
+@pytest.mark.parametrize(("name", "comm"), [
+    ("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", True),
+    ("void ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)", True),
+    ("void deep_ep::internode::dispatch<true, 8, 3, 24, 4>(int4*, float*)", True),
+    ("void deep_ep::internode_ll::combine<false, 7168>(void*, void const*)", True),
+    ("mscclKernel_Sum_bfloat16_LL128(int, int, mscclAlgo*, mscclWork*)", True),
+    ("void mscclpp::allreduce8<__nv_bfloat16>(int)", True),
+    ("void nvshmemi_proxy_progress_kernel()", True),
+    ("void vllm::cross_device_reduce_1stage<__nv_bfloat16, 8>(vllm::RankData*)", True),
+    ("void tensorrt_llm::kernels::oneShotAllReduceKernel<half, 8>(AllReduceParams)", True),
+    ("ampere_sgemm_128x64_nn", False),
+    ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>", False),
+    ("void gather_nccl_like_kernel()", False),
+])
+def test_communication_kernels_of_the_common_libraries_are_recognised(name, comm):
+    from traceanalyzer.names import is_comm_kernel
+
+    assert is_comm_kernel(name) is comm
+
+
+def test_a_deepep_kernel_is_exposed_communication(tmp_path):
+    t = KinetoTrace()
+    for i in range(4):
+        s = 10_000 + i * STEP_US
+        t.step(i, s, STEP_US)
+        t.launched(s + 2, 5, s + 10, 400)
+        t.launched(s + 8, 5, s + 420, 500, "void deep_ep::internode::dispatch<true, 8>(int4*, float*)")
+    a = ta.analyze(t.write(tmp_path / "deepep.json"))
+    assert a.ranks[0].diagnosis.exposed_communication_us == pytest.approx(4 * 500)
