@@ -196,3 +196,37 @@ def test_a_deepep_kernel_is_exposed_communication(tmp_path):
         t.launched(s + 8, 5, s + 420, 500, "void deep_ep::internode::dispatch<true, 8>(int4*, float*)")
     a = ta.analyze(t.write(tmp_path / "deepep.json"))
     assert a.ranks[0].diagnosis.exposed_communication_us == pytest.approx(4 * 500)
+
+
+def _stalls(path, every: int, steps: int, stall_op: str):
+    """`steps` steps of 1 ms (GPU busy), every `every`-th one with a 4 ms host stall in `stall_op`."""
+    t = KinetoTrace()
+    s = 10_000.0
+    for i in range(steps):
+        stall = i % every == every - 1
+        dur = STEP_US + (4000 if stall else 0)
+        t.step(i, s, dur)
+        for j in range(8):
+            k = s + 30 + j * 120
+            t.launched(k - 20, 5, k, 118)
+        if stall:
+            t.host(stall_op, s + STEP_US + 20, 3900, cat="user_annotation")
+        s += dur
+    return ta.analyze(t.write(path))
+
+
+def test_periodic_stalls_without_a_checkpoint_get_no_checkpoint_advice(tmp_path):
+    a = _stalls(tmp_path / "p.json", 4, 12, "flush_tensorboard_summaries")
+    assert a.diagnosis.primary == "periodic_stall"
+    f = next(f for f in a.diagnosis.findings if f.id == "periodic_stall")
+    assert not any("checkpoints" in x for x in f.advice)  # no "save checkpoints asynchronously"
+    assert any("Find what the slow steps do" in x for x in f.advice)
+    b = _stalls(tmp_path / "c.json", 4, 12, "save_checkpoint")
+    g = next(f for f in b.diagnosis.findings if f.id == "periodic_stall")
+    assert any("checkpoints asynchronously" in x for x in g.advice)
+
+
+def test_two_slow_steps_make_no_period(tmp_path):
+    a = _stalls(tmp_path / "p.json", 4, 8, "save_checkpoint")  # slow steps 3 and 7 only
+    assert a.diagnosis.primary != "periodic_stall"
+    assert a.ranks[0].diagnosis.idle_by_cause_us[C.CHECKPOINT] == 0

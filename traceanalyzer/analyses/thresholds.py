@@ -25,9 +25,10 @@ READBACK_MAX_BYTES = 1 << 20
 PERIODIC_STEP_FACTOR = 1.5
 # ... and at least this much longer than the median step ...
 PERIODIC_MIN_EXCESS_NS = 1_000_000
-# ... recurring at least this many times, in at most this share of the steps, at a regular
-# step interval (the spacings differ by at most one step), in a trace of at least PERIODIC_MIN_STEPS.
-PERIODIC_MIN_OCCURRENCES = 2
+# ... recurring at least this many times (two slow steps make no period), in at most this share of the
+# steps, at a regular step interval (the spacings differ by at most one step), in a trace of at least
+# PERIODIC_MIN_STEPS.
+PERIODIC_MIN_OCCURRENCES = 3
 PERIODIC_MAX_STEP_SHARE = 0.5
 PERIODIC_MIN_STEPS = 4
 

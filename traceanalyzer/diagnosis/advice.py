@@ -6,6 +6,8 @@ PyTorch tuning decision tree: data loader -> memcpy -> GPU -> CPU).
 
 from __future__ import annotations
 
+import re
+
 PYTORCH = "pytorch"
 TENSORFLOW = "tensorflow"
 GENERIC = ""
@@ -103,6 +105,18 @@ ADVICE: dict[str, dict[str, tuple[str, ...]]] = {
         ),
         GENERIC: (
             "Save checkpoints and run evaluation less often, or asynchronously.",
+        ),
+    },
+    # periodic stalls whose host events name no checkpoint or evaluation: no advice that assumes either
+    "periodic_stall_unnamed": {
+        PYTORCH: (
+            "Find what the slow steps do: the host events listed above cover the stall; common causes are "
+            "checkpoint saving, evaluation, logging or metric flushes, and Python garbage collection "
+            "(gc.freeze() after start-up). Run such work every N steps or in the background.",
+        ),
+        GENERIC: (
+            "Find what the slow steps do (the host events listed above) and run that work less often or in "
+            "the background.",
         ),
     },
     "communication_bound": {
@@ -237,6 +251,18 @@ ADVICE: dict[str, dict[str, tuple[str, ...]]] = {
         GENERIC: ("Step time outside every traced op is the loop's own code: profile it with a Python sampler.",),
     },
 }
+
+
+# What a periodic stall's host events must name for the checkpoint / evaluation advice to apply.
+CHECKPOINT_OR_EVAL_NAMES = re.compile(r"checkpoint|save|serializ|state_dict|eval|valid", re.IGNORECASE)
+
+
+def periodic_advice(names: list[str], framework: str) -> tuple[str, ...]:
+    """Advice for a periodic stall: checkpoint / evaluation advice only when the stall's host events name
+    one (a run that saves nothing gets no checkpoint advice)."""
+    if any(CHECKPOINT_OR_EVAL_NAMES.search(n) for n in names):
+        return advice_for("periodic_stall", framework)
+    return advice_for("periodic_stall_unnamed", framework)
 
 
 def advice_for(finding_id: str, framework: str) -> tuple[str, ...]:

@@ -41,7 +41,7 @@ from ..causes import (
     VERDICTS,
 )
 from . import savings as S
-from .advice import advice_for, graph_advice
+from .advice import advice_for, graph_advice, periodic_advice
 from .thresholds import (
     BUSY_NEVER_HOST_SHARE,
     CLEAR_MARGIN,
@@ -502,6 +502,8 @@ def cause_findings(ra: RankAnalysis, lost: LostTime, saved: dict[str, S.Saving] 
                for i, e in enumerate(host_ops)]
         severity = _severity(save.share if save is not None and cause != C.STARTUP else ns / window_ns)
         advice = advice_for(fid, ra.framework)
+        if cause == C.CHECKPOINT:
+            advice = periodic_advice([e.name for e in host_ops], ra.framework)
         if cause == C.LAUNCH:
             advice = graph_advice(any(d.graphs is not None for d in ra.devices), ra.framework) + advice
         out.append(Finding(fid, cause, _title(fid, severity), severity, ns,
