@@ -230,3 +230,26 @@ def test_two_slow_steps_make_no_period(tmp_path):
     a = _stalls(tmp_path / "p.json", 4, 8, "save_checkpoint")  # slow steps 3 and 7 only
     assert a.diagnosis.primary != "periodic_stall"
     assert a.ranks[0].diagnosis.idle_by_cause_us[C.CHECKPOINT] == 0
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_inference_gets_no_training_loop_advice(tmp_path, training):
+    """A host-bound serving loop (post-processing after each step's kernels, 40 framework ops a step, no
+    backward and no optimizer) gets serving advice; the same loop with a backward op gets the training
+    loop's (image writing, logging off the hot loop)."""
+    t = KinetoTrace()
+    for i in range(6):
+        s = 10_000 + i * STEP_US
+        t.step(i, s, STEP_US)
+        for j in range(4):
+            t.launched(s + 10 + j * 90, 5, s + 20 + j * 90, 85, op="aten::linear")
+        for j in range(36):
+            t.host("aten::argmax", s + 400 + j * 15, 10)
+        if training:
+            t.host("autograd::engine::evaluate_function: AddmmBackward0", s + 390, 5)
+    a = ta.analyze(t.write(tmp_path / "serve.json"))
+    assert a.diagnosis.primary == "host_bound"
+    f = next(f for f in a.diagnosis.findings if f.id == "host_bound")
+    text = " ".join(f.advice)
+    assert ("image writing" in text) is training
+    assert ("serving loop" in text) is not training

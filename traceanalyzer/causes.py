@@ -126,6 +126,13 @@ SYNC_CALLS = re.compile("|".join(p.pattern for p in (SYNCHRONIZE_CALLS, SYNC_COP
 OPTIMIZER_CALLS = re.compile(r"^Optimizer\.(step|zero_grad)\b|^optimizer[._/]|/optimizer/|apply_gradients",
                              re.IGNORECASE)
 
+# Work that only training does: the backward pass (autograd's engine, `*Backward0` nodes, TF `gradients/`
+# ops) and the optimizer's update. A rank whose trace has host ops but none of these is an inference or
+# serving workload: its advice leaves out training-loop advice (analyses/gaps.py `workload`).
+TRAINING_CALLS = re.compile(
+    r"backward|^autograd::engine|^Optimizer\.(step|zero_grad)\b|^optimizer[._/]|/optimizer/|apply_gradients"
+    r"|(^|/)gradients?/|GradientTape", re.IGNORECASE)
+
 CAUSE_LIST: tuple[Cause, ...] = (
     Cause(DATALOADER, "DataLoader wait", "#e4572e", INPUT_BOUND, "waiting for the DataLoader",
           host_kind=DATALOADER_KIND, priority=20, direct=True),

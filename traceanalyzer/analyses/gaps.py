@@ -25,6 +25,7 @@ import pandas as pd
 from .. import causes as C
 from .. import intervals as iv
 from .. import timeline as T
+from ..names import name_flags
 from ..timeline import Timeline
 from . import figures as F
 from . import host as H
@@ -39,6 +40,7 @@ from .thresholds import (
     PERIODIC_STEP_FACTOR,
     SYNC_TOLERANCE_NS,
     TOP_GAPS,
+    WORKLOAD_MIN_OPS,
 )
 
 
@@ -124,6 +126,9 @@ class RankCauses:
     # without steps before the first GPU work), no GPU work of the rank running: one-off start-up the
     # window leaves out (context creation in the first cudaFree, lazy loading, compilation).
     startup_before_ns: int = 0
+    # "training" (backward or optimizer ops in the trace), "inference" (host ops, none of them), "" (no host
+    # ops to tell): chooses the advice, never a figure
+    workload: str = ""
 
 
 def cause_codes() -> dict[str, int]:
@@ -287,7 +292,18 @@ def rank_causes(tl: Timeline, rank: int, window: F.Window, st: F.Steps,
               if devices and all(w.basis in ("steps", "gpu_activity") for _, w, _, _ in devices) else 0)
     return RankCauses(host.threads, host.basis, periodic, tuple(attributed), per_step,
                       top_gaps(attributed, host, st), evidence, H.blocking_calls(host), n_copies, first_copy,
-                      shares, before)
+                      shares, before, workload(tl, rank))
+
+
+def workload(tl: Timeline, rank: int) -> str:
+    """"training" when any of the rank's host ops, annotations or frames is backward or optimizer work
+    (causes.TRAINING_CALLS), "inference" when it has at least WORKLOAD_MIN_OPS framework ops but none of
+    these, "" when it cannot tell (too few ops: small or hand-made traces)."""
+    ev = tl.rank_events(rank)
+    ops = ev[T.category_mask(ev["kind"], (T.CPU_OP, T.ANNOTATION, T.PYTHON))]
+    if len(ops) and name_flags(ops, C.TRAINING_CALLS).any():
+        return "training"
+    return "inference" if int((ops["kind"] == T.CPU_OP).sum()) >= WORKLOAD_MIN_OPS else ""
 
 
 def per_step_by_cause(devices: list[DeviceAttribution], st: F.Steps) -> list[dict[str, int]]:

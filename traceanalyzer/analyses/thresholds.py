@@ -44,6 +44,11 @@ COPY_WAIT_MAX_GPU_SHARE = 0.1
 # ... and the call lasts at least this long.
 COPY_WAIT_MIN_NS = 100_000
 
+# A rank is an inference / serving workload (its advice leaves out training-loop advice) when it has at
+# least this many framework ops (cpu_op events) and none of them, nor any annotation or frame, is
+# backward or optimizer work (causes.TRAINING_CALLS); with fewer it cannot tell (hand-made traces).
+WORKLOAD_MIN_OPS = 200
+
 # Kernels shorter than this are "short" (TraceLens' flag): evidence for launch-bound work.
 SHORT_KERNEL_NS = 10_000
 

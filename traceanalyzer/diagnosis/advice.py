@@ -253,6 +253,47 @@ ADVICE: dict[str, dict[str, tuple[str, ...]]] = {
 }
 
 
+# Inference and serving workloads (no backward, no optimizer in the trace: RankCauses.workload): advice that
+# replaces the training-loop advice above (no image writing, checkpoints, fused optimizers or
+# DistributedDataParallel for a decode loop).
+INFERENCE_ADVICE: dict[str, dict[str, tuple[str, ...]]] = {
+    "host_bound": {
+        PYTORCH: (
+            "Move request pre- and post-processing (tokenisation, detokenisation, sampling on the host, image "
+            "decoding) off the serving loop: a separate thread or process, or batched with the next step.",
+            "Keep per-step Python light: torch.compile the model's forward, and avoid per-request Python loops.",
+        ),
+        GENERIC: ("Move request pre- and post-processing off the serving loop, or batch it.",),
+    },
+    "sync_bound": {
+        PYTORCH: (
+            "Avoid reading results back every token or batch (.item(), .cpu(), .tolist()): keep the generation "
+            "loop's state (stop conditions, sampled tokens) on the GPU and read it every N steps.",
+            "Use non_blocking=True copies into pinned buffers; find hidden syncs with "
+            "torch.cuda.set_sync_debug_mode('warn').",
+        ),
+        GENERIC: ("Avoid reading GPU results on the host every step of the serving loop; batch the reads.",),
+    },
+    "launch_bound": {
+        PYTORCH: (
+            "Batch more requests per forward pass (continuous batching) so each launch does more work.",
+            "Capture the decode step with CUDA graphs (torch.compile(mode='reduce-overhead'), or the serving "
+            "engine's graph mode) and fuse small kernels with torch.compile.",
+        ),
+        GENERIC: ("Batch more requests per step and capture the step as a graph (CUDA graphs, XLA).",),
+    },
+    "gpu_bound": {
+        PYTORCH: (
+            "The GPU is the bottleneck: use lower precision (bf16/fp16, FP8 or int8/int4 weight quantisation) "
+            "and fused attention kernels (scaled_dot_product_attention, FlashAttention).",
+            "Compile the model (torch.compile) to fuse memory-bound elementwise kernels; add GPUs (tensor "
+            "parallelism) or use a faster GPU.",
+        ),
+        GENERIC: ("The GPU is the bottleneck: lower precision, fuse kernels, or use a faster GPU / more GPUs.",),
+    },
+}
+
+
 # What a periodic stall's host events must name for the checkpoint / evaluation advice to apply.
 CHECKPOINT_OR_EVAL_NAMES = re.compile(r"checkpoint|save|serializ|state_dict|eval|valid", re.IGNORECASE)
 
@@ -265,8 +306,9 @@ def periodic_advice(names: list[str], framework: str) -> tuple[str, ...]:
     return advice_for("periodic_stall_unnamed", framework)
 
 
-def advice_for(finding_id: str, framework: str) -> tuple[str, ...]:
-    by_framework = ADVICE.get(finding_id, {})
+def advice_for(finding_id: str, framework: str, workload: str = "") -> tuple[str, ...]:
+    """The advice for a finding, by framework; an inference workload's own where it has one."""
+    by_framework = (INFERENCE_ADVICE.get(finding_id) if workload == "inference" else None) or ADVICE.get(finding_id, {})
     family = PYTORCH if framework.lower() in ("pytorch", "torch") else (
         TENSORFLOW if framework.lower() in ("tensorflow", "tf", "keras") else GENERIC)
     return by_framework.get(family) or by_framework.get(GENERIC) or ()

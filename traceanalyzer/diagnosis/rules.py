@@ -501,7 +501,7 @@ def cause_findings(ra: RankAnalysis, lost: LostTime, saved: dict[str, S.Saving] 
         ops = [f"{e.name}: {q.fraction(e.share, f'host_op_{i + 1}_share')} of this idle time"
                for i, e in enumerate(host_ops)]
         severity = _severity(save.share if save is not None and cause != C.STARTUP else ns / window_ns)
-        advice = advice_for(fid, ra.framework)
+        advice = advice_for(fid, ra.framework, c.workload)
         if cause == C.CHECKPOINT:
             advice = periodic_advice([e.name for e in host_ops], ra.framework)
         if cause == C.LAUNCH:
@@ -624,7 +624,8 @@ def _gpu_bound_finding(ra: RankAnalysis, window_ns: int, idle_ns: int, framework
             evidence.append(f"{q.ns(k.fp32_matmul_ns, 'fp32_matmul_kernel_us', ktotal, 'kernel_us')} of kernel time "
                             f"in FP32 matrix kernels: mixed precision (bf16/fp16) or TF32 would use the tensor cores")
     return Finding(GPU_BOUND, None, C.VERDICT_BY_ID[GPU_BOUND].title, "low", busy, 0.0, tuple(evidence),
-                   advice_for(GPU_BOUND, framework), figures=q.figures, shares=tuple(q.shares))
+                   advice_for(GPU_BOUND, framework, ra.causes.workload if ra.causes is not None else ""),
+                   figures=q.figures, shares=tuple(q.shares))
 
 
 # --- CPU-only ranks -----------------------------------------------------------------------------------
