@@ -253,3 +253,29 @@ def test_inference_gets_no_training_loop_advice(tmp_path, training):
     text = " ".join(f.advice)
     assert ("image writing" in text) is training
     assert ("serving loop" in text) is not training
+
+
+def test_a_job_waiting_for_a_late_rank_names_it_first(tmp_path):
+    """8 ranks; rank 5 waits 30 ms per step for its DataLoader and starts the all-reduce 30 ms late, so the
+    others spend 30 of their 40 ms of exposed communication per step waiting: the straggler leads the
+    headline, the findings and the advice, ahead of overlapping or compressing communication."""
+    from test_stragglers import write_job
+
+    a = ta.analyze(write_job(tmp_path))
+    d = a.diagnosis
+    assert d.primary == "communication_bound"
+    assert d.headline.startswith("Waiting for a straggler: rank 5 is late by 30.0 ms per step")
+    top = d.findings[0]
+    assert top.id == "straggler" and top.explains_us == 30_000.0
+    assert top.figures == {"wait_us": 30_000.0, "exposed_communication_us": 40_000.0}
+    assert top.advice[0].startswith("Make rank 5 faster first") and "DataLoader" in top.advice[0]
+    assert "num_workers" in top.advice[1]  # rank 5's own cause's advice
+    assert "mostly waiting" in d.verdict_note
+
+
+def test_a_job_without_a_straggler_keeps_the_communication_advice(tmp_path):
+    from test_stragglers import write_job
+
+    d = ta.analyze(write_job(tmp_path, slow=None)).diagnosis
+    assert d.primary == "communication_bound" and d.findings[0].id != "straggler"
+    assert not d.headline.startswith("Waiting for a straggler")

@@ -107,6 +107,14 @@ ADVICE: dict[str, dict[str, tuple[str, ...]]] = {
             "Save checkpoints and run evaluation less often, or asynchronously.",
         ),
     },
+    # a communication-bound job whose communication is mostly waiting for a late rank (diagnosis/stragglers.py)
+    "straggler": {
+        GENERIC: (
+            "Balance the work across ranks (equal batch sizes and sequence lengths per rank, balanced pipeline "
+            "stages or experts) and give every rank the same input pipeline and hardware; compressing or "
+            "overlapping communication will not help while the others wait for one rank.",
+        ),
+    },
     # periodic stalls whose host events name no checkpoint or evaluation: no advice that assumes either
     "periodic_stall_unnamed": {
         PYTORCH: (

@@ -69,6 +69,10 @@ TOP_KERNELS_NAMED = 3  # kernels named in a gpu_bound finding
 STRAGGLER_MIN_LATENESS_NS = 1_000_000
 # ... and at least this share of the median step time (a 1 ms lag in a 10 s step is no straggler).
 STRAGGLER_MIN_STEP_SHARE = 0.05
+# A communication-bound job's straggler leads its headline, findings and advice when the rank that speaks
+# for the job spends at least this share of its exposed communication waiting for later ranks (exposed
+# communication = transfer + waiting for peers; the waiting is the late rank's to fix).
+STRAGGLER_WAIT_DOMINATES_SHARE = 0.5
 # --- memory (profile_memory events; findings, not causes of idle time) ---------------------------------
 # High memory pressure: the peak reserved (else allocated) memory is at least this share of the
 # device's memory. The caching allocator then retries / frees its cache and an OOM is one batch away.
