@@ -63,8 +63,46 @@ def _without_later_parts(a: ta.Analysis) -> ta.Analysis:
                                definitions={k: v for k, v in a.definitions.items() if k not in LATER_DEFINITIONS})
 
 
+def _fold(x, key: str = ""):  # noqa: ANN001, ANN202
+    """`x` with the device-side cause (issue 32: gaps whose next work was queued before they began) folded
+    into `unknown`, what the /2 reports' tool called those gaps: causes renamed, idle maps summed, its
+    finding's time added to the unexplained-idle finding's."""
+    dep, unk = "device_dependency", "unknown"
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        changes = {f.name: _fold(getattr(x, f.name), f.name) for f in dataclasses.fields(x)}
+        if isinstance(changes.get("findings"), tuple):
+            kept = [f for f in changes["findings"] if f.id != "dependency_bound"]
+            extra = [f for f in changes["findings"] if f.id == "dependency_bound"]
+            if extra:
+                e = extra[0]
+                kept = [dataclasses.replace(f, explains_us=f.explains_us + e.explains_us,
+                                            share_of_idle=round(f.share_of_idle + e.share_of_idle, 6),
+                                            share_of_window=round((f.share_of_window or 0) + (e.share_of_window or 0), 6),
+                                            gaps=(f.gaps or 0) + (e.gaps or 0), host_ops=())
+                        if f.id == "unexplained_idle" else f for f in kept]
+            changes["findings"] = tuple(kept)
+        return dataclasses.replace(x, **changes)
+    if isinstance(x, dict):
+        if dep in x and unk in x and isinstance(x[dep], (int, float)):
+            out = {k: _fold(v, k) for k, v in x.items() if k != dep}
+            out[unk] += x[dep]
+            return out
+        if x.get("key") == f"idle:{dep}":
+            return dict(x, key=f"idle:{unk}")
+        return {k: _fold(v, k) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        items = [_fold(v, key) for v in x]
+        keys = [i.get("key") for i in items if isinstance(i, dict)]
+        if keys.count(f"idle:{unk}") == 2:  # two series of the unknown cause: summed
+            a, b = (i for i in items if isinstance(i, dict) and i.get("key") == f"idle:{unk}")
+            items = [i for i in items if i is not b]
+            a["values"] = [u + v for u, v in zip(a["values"], b["values"])]
+        return type(x)(items)
+    return unk if x == dep else x
+
+
 def _without_gap_tables(a: ta.Analysis) -> ta.Analysis:
-    a = _without_later_parts(a)
+    a = _fold(_without_later_parts(a))
     # (and without where the steps came from, which a /2 report does not say, nor the definitions)
     ranks = tuple(dataclasses.replace(r, devices=tuple(dataclasses.replace(d, gap_table=None) for d in r.devices),
                                       diagnosis=_figures_of(r.diagnosis), step_source=None)
@@ -81,9 +119,14 @@ def _figures_of(d):
     findings are one per part of its step time (/2: data wait and model ops only)."""
     if d is None:
         return None
+    # (nor the findings' severity and the runner-up, which follow the projected savings since issue 32)
     out = dataclasses.replace(d, headline="", headline_figures={}, headline_shares=(), verdict_note=None,
                               findings=tuple(dataclasses.replace(f, title="", evidence=(), figures={}, shares=(),
-                                                                 advice=()) for f in d.findings))
+                                                                 advice=(), severity="",
+                                                                 host_ops=() if f.id == "unexplained_idle"
+                                                                 else f.host_ops) for f in d.findings))
+    if hasattr(d, "runner_up"):
+        out = dataclasses.replace(out, runner_up=None, runner_up_share=None, confidence=None)
     if d.primary in ("cpu_input_bound", "cpu_compute_bound"):
         out = dataclasses.replace(out, primary="undetermined")
     if d.host_primary:  # the host loop's findings are one per part now (optimizer, annotations apart)
@@ -111,7 +154,7 @@ def test_a_saved_schema2_report_loads_as_the_fresh_analysis(name, monkeypatch):
             # these small traces draw every gap: the migrated table has each, at drawing precision (0.1 us)
             assert len(d_old.gap_table.start_us) + d_old.gap_table.omitted == d_new.gap_table.omitted + len(
                 d_new.gap_table.start_us) == d_new.gaps.count
-            assert d_old.gap_table.cause == d_new.gap_table.cause
+            assert d_old.gap_table.cause == _fold(d_new.gap_table.cause)
             assert d_old.gap_table.step == d_new.gap_table.step
             assert d_old.gap_table.duration_us == pytest.approx(d_new.gap_table.duration_us, abs=0.05)
     assert old.diagnosis is None or old.diagnosis.headline in old.to_markdown().replace("\\", "")

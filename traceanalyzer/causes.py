@@ -67,6 +67,8 @@ COMMUNICATION = "communication"
 UNKNOWN = "unknown"
 STARTUP = "startup"
 ALLOCATOR = "allocator"
+# Device-side: the work that ended the gap was already queued when it began (the host delayed nothing).
+DEPENDENCY = "device_dependency"
 
 # --- verdicts -------------------------------------------------------------------------------------------
 INPUT_BOUND = "input_bound"
@@ -81,6 +83,7 @@ UNDETERMINED = "undetermined"
 UNEXPLAINED = "unexplained_idle"  # a finding (idle time of cause `unknown`), never a primary verdict
 STARTUP_DOMINATED = "startup_dominated"
 ALLOCATOR_BOUND = "allocator_bound"
+DEPENDENCY_BOUND = "dependency_bound"
 GPU_UNDERUSED = "gpu_underused"  # nvidia-smi logs alone: GPUs idle for much of the log
 # The host loop's own verdicts (CPU-only captures, and the host loop of ranks with too little GPU work to
 # judge): never the GPU verdicts, which say what starves a GPU.
@@ -123,6 +126,13 @@ SYNC_CALLS = re.compile("|".join(p.pattern for p in (SYNCHRONIZE_CALLS, SYNC_COP
 OPTIMIZER_CALLS = re.compile(r"^Optimizer\.(step|zero_grad)\b|^optimizer[._/]|/optimizer/|apply_gradients",
                              re.IGNORECASE)
 
+# Work that only training does: the backward pass (autograd's engine, `*Backward0` nodes, TF `gradients/`
+# ops) and the optimizer's update. A rank whose trace has host ops but none of these is an inference or
+# serving workload: its advice leaves out training-loop advice (analyses/gaps.py `workload`).
+TRAINING_CALLS = re.compile(
+    r"backward|^autograd::engine|^Optimizer\.(step|zero_grad)\b|^optimizer[._/]|/optimizer/|apply_gradients"
+    r"|(^|/)gradients?/|GradientTape", re.IGNORECASE)
+
 CAUSE_LIST: tuple[Cause, ...] = (
     Cause(DATALOADER, "DataLoader wait", "#e4572e", INPUT_BOUND, "waiting for the DataLoader",
           host_kind=DATALOADER_KIND, priority=20, direct=True),
@@ -142,6 +152,11 @@ CAUSE_LIST: tuple[Cause, ...] = (
     Cause(ALLOCATOR, "allocator (cudaMalloc/Free)", "#ef476f", ALLOCATOR_BOUND,
           "in synchronous device-memory allocation and release", host_pattern=ALLOCATOR_CALLS, priority=40,
           direct=True),
+    # Not a host class: given by the gap attribution when the next GPU work's launch call had returned
+    # before the gap began (analyses/gaps.py), whatever the host did meanwhile.
+    Cause(DEPENDENCY, "device-side wait", "#9c89b8", DEPENDENCY_BOUND,
+          "with the next GPU work already queued (waiting on another stream, an event, a peer rank, or "
+          "between a graph's kernels)"),
 )
 
 VERDICT_LIST: tuple[Verdict, ...] = (
@@ -155,6 +170,8 @@ VERDICT_LIST: tuple[Verdict, ...] = (
     Verdict(COMMUNICATION_BOUND, "Communication bound", "Waiting on communication", COMMUNICATION),
     Verdict(STARTUP_DOMINATED, "Start-up dominated", "One-off start-up costs dominate this capture", STARTUP),
     Verdict(ALLOCATOR_BOUND, "Allocator bound", "Synchronous cudaMalloc/cudaFree in the training loop", ALLOCATOR),
+    Verdict(DEPENDENCY_BOUND, "Device-side waits",
+            "The GPU waits with work already queued (streams, events, peers, graph bubbles)", DEPENDENCY),
     Verdict(GPU_UNDERUSED, "GPU underused", "GPUs sit idle for much of the log", UNKNOWN),
     Verdict(CPU_INPUT_BOUND, "CPU loop input bound", "The host loop waits for data", DATALOADER),
     Verdict(CPU_COMPUTE_BOUND, "CPU loop compute bound",

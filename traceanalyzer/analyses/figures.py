@@ -392,14 +392,15 @@ def range_profiler_capture(tl: Timeline, rank: int) -> bool:
     return bool(len(ann) and (ann["category"].astype(str) == "cuda_profiler_range").any())
 
 
-def launch_times(ev: pd.DataFrame, corr: np.ndarray, gpu_start: np.ndarray) -> np.ndarray:
+def launch_times(ev: pd.DataFrame, corr: np.ndarray, gpu_start: np.ndarray, end: bool = False) -> np.ndarray:
     """Start of each GPU operation's launch call on the host (the runtime call with the same correlation
-    id), else the operation's own GPU start (`gpu_start`): when the host asked for it."""
+    id), else the operation's own GPU start (`gpu_start`): when the host asked for it. `end`: the call's
+    end instead (when the work was queued: the call had returned)."""
     rt = ev[(ev["kind"] == T.RUNTIME).to_numpy() & (ev["correlation"].to_numpy() >= 0)]
     if not len(rt) or not (corr >= 0).any():
         return gpu_start
     rt_corr = rt["correlation"].to_numpy()
-    rt_ts = rt["ts_ns"].to_numpy()
+    rt_ts = rt["ts_ns"].to_numpy() + (rt["dur_ns"].to_numpy() if end else 0)
     order = np.argsort(rt_corr, kind="stable")
     rt_corr, rt_ts = rt_corr[order], rt_ts[order]
     pos = np.clip(np.searchsorted(rt_corr, corr), 0, len(rt_corr) - 1)

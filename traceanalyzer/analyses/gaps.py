@@ -3,15 +3,21 @@ the launching host threads were doing during it (analyses/host.py). Timeline -> 
 vectorized over gaps.
 
 All idle time of the window is attributed (gaps of any length, `min_gap_ns = 0`), so the idle
-time by cause adds up to window - GPU busy. A gap mostly covered by the events of a host class
-whose cause is `direct` (causes.py) gets that cause; otherwise: blocked in a synchronising call at
-its start -> sync, inside a copy call -> memcpy, short with host activity -> launch, the rest of
-the host's work -> host_compute, nothing traced -> unknown; slow steps that recur -> checkpoint.
+time by cause adds up to window - GPU busy. Causal first: a gap whose ending GPU work (the work that
+starts when it ends) was already queued when it began (its launch call, found by correlation id, had
+returned) is device-side (`device_dependency`): the host delayed nothing, so no host cause gets it;
+so is every gap inside a CUDA graph replay (the graph's nodes are queued together). The other gaps are
+the host's: a gap mostly covered by the events of a host class whose cause is `direct` (causes.py)
+gets that cause; otherwise: blocked in a synchronising call at its start -> sync, inside a copy call
+-> memcpy, short with host activity -> launch, the rest of the host's work -> host_compute, nothing
+traced -> unknown; slow steps that recur -> checkpoint. Idle before a device's first GPU work that
+allocator calls fill (the first cudaFree/cudaMalloc creates the context) is start-up; start-up and
+allocator calls before the window starts (`RankCauses.startup_before_ns`) are counted apart.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -19,6 +25,7 @@ import pandas as pd
 from .. import causes as C
 from .. import intervals as iv
 from .. import timeline as T
+from ..names import name_flags
 from ..timeline import Timeline
 from . import figures as F
 from . import host as H
@@ -33,6 +40,7 @@ from .thresholds import (
     PERIODIC_STEP_FACTOR,
     SYNC_TOLERANCE_NS,
     TOP_GAPS,
+    WORKLOAD_MIN_OPS,
 )
 
 
@@ -94,6 +102,9 @@ class PeriodicSteps:
 class StepCauses:
     step: int
     idle_by_cause: dict[str, int]  # summed over the rank's devices
+    # GPU time lost inside the step that is not idle: exposed host<->device copies (memcpy) and exposed
+    # communication (communication), summed over the rank's devices
+    exposed_by_cause: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -111,6 +122,13 @@ class RankCauses:
     sync_copy_calls: int  # synchronous copy API calls on the launching threads
     sync_copy_first: str | None  # the first one's name
     host_shares: H.HostShares | None  # the host loop's step time split (data wait, model ops, other)
+    # Start-up and allocator calls on the launching threads before the window (before the first step, or
+    # without steps before the first GPU work), no GPU work of the rank running: one-off start-up the
+    # window leaves out (context creation in the first cudaFree, lazy loading, compilation).
+    startup_before_ns: int = 0
+    # "training" (backward or optimizer ops in the trace), "inference" (host ops, none of them), "" (no host
+    # ops to tell): chooses the advice, never a figure
+    workload: str = ""
 
 
 def cause_codes() -> dict[str, int]:
@@ -141,21 +159,53 @@ def attribute_device(tl: Timeline, rank: int, device: int, window: F.Window, hos
     dur = ends - starts
     code = cause_codes()
     causes = classify_gaps(starts, ends, host)
-    if len(starts) and (tl.events["graph_id"].to_numpy() >= 0).any():
-        # inside a CUDA graph replay the GPU schedules the nodes itself: no gap there is launch overhead
-        in_replay = iv.overlap_per_window(replay_spans(tl, rank, device, window), starts, ends) >= dur
-        causes = np.where(in_replay & (causes == code[C.LAUNCH]), code[C.UNKNOWN], causes)
+    if len(starts):
+        first_work = _first_work_ns(tl, rank, device)
+        # idle before the device's first GPU work that allocator calls fill: the context's creation
+        leading = (ends <= first_work) & (causes == code[C.ALLOCATOR])
+        causes = np.where(leading, code[C.STARTUP], causes)
+        device_side = queued_before(tl, rank, device, starts, ends)
+        if (tl.events["graph_id"].to_numpy() >= 0).any():
+            # inside a CUDA graph replay the GPU schedules the nodes itself, all queued by one launch
+            device_side |= iv.overlap_per_window(replay_spans(tl, rank, device, window), starts, ends) >= dur
+        causes = np.where(device_side, code[C.DEPENDENCY], causes)
     if periodic is not None and len(starts):
         idx = iv.locate(starts, st.start_ns, st.end_ns)
         step_no = np.where(idx >= 0, st.number[np.clip(idx, 0, None)] if len(st) else -1, -1)
         stall = np.isin(step_no, periodic.steps) & (dur >= LAUNCH_GAP_MAX_NS)
-        stall &= ~np.isin(causes, [code[C.DATALOADER], code[C.COMMUNICATION]])
+        stall &= ~np.isin(causes, [code[C.DATALOADER], code[C.COMMUNICATION], code[C.DEPENDENCY]])
         causes = np.where(stall, code[C.CHECKPOINT], causes)
     by_cause = {c: int(dur[causes == i].sum()) for i, c in enumerate(C.CAUSES)}
     count = {c: int((causes == i).sum()) for i, c in enumerate(C.CAUSES)}
     gaps = GapSet(starts, ends, pd.Categorical.from_codes(causes, categories=list(C.CAUSES)))
     return DeviceAttribution(device, window, int(dur.sum()), len(dur), by_cause, count,
                              exposed_memcpy_ns(tl, rank, device, window), exposed_comm_ns, gaps)
+
+
+def _first_work_ns(tl: Timeline, rank: int, device: int) -> int:
+    work = tl.gpu_work(rank)
+    ts = work["ts_ns"].to_numpy()[work["device"].to_numpy() == device]
+    return int(ts.min()) if len(ts) else np.iinfo(np.int64).max
+
+
+def queued_before(tl: Timeline, rank: int, device: int, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Per gap: was the GPU work that ends it (the device's work starting at the gap's end; the earliest
+    queued when several start there) queued before the gap began, i.e. had its launch call (same
+    correlation id) returned? Work with no launch call found counts as queued when it started (never
+    before its gap), so such gaps stay the host's."""
+    n = len(starts)
+    work = tl.gpu_work(rank)
+    work = work[work["device"].to_numpy() == device]
+    if not n or not len(work):
+        return np.zeros(n, dtype=bool)
+    ts = work["ts_ns"].to_numpy().astype(np.int64)
+    queued = F.launch_times(tl.rank_events(rank), work["correlation"].to_numpy(), ts, end=True)
+    order = np.argsort(ts, kind="stable")
+    ts, queued = ts[order], queued[order]
+    first = np.flatnonzero(np.r_[True, ts[1:] != ts[:-1]])
+    at, earliest = ts[first], np.minimum.reduceat(queued, first)
+    pos = np.clip(np.searchsorted(at, ends), 0, len(at) - 1)
+    return (at[pos] == ends) & (earliest[pos] < starts)
 
 
 def classify_gaps(starts: np.ndarray, ends: np.ndarray, host: H.HostActivity) -> np.ndarray:
@@ -189,15 +239,40 @@ def classify_gaps(starts: np.ndarray, ends: np.ndarray, host: H.HostActivity) ->
     return out
 
 
-def exposed_memcpy_ns(tl: Timeline, rank: int, device: int, window: F.Window) -> int:
-    """Host<->device copy time (HtoD, DtoH or direction unknown) with no kernel running."""
+def exposed_memcpy(tl: Timeline, rank: int, device: int, window: F.Window) -> iv.IntervalSet:
+    """Host<->device copies (HtoD, DtoH or direction unknown) with no kernel running, inside the window."""
     ev = tl.rank_events(rank)
     copies = ev[(ev["kind"] == T.MEMCPY).to_numpy() & (ev["device"].to_numpy() == device)
                 & ev["copy_kind"].isin(("", "HtoD", "DtoH")).to_numpy()]
     ts = copies["ts_ns"].to_numpy()
     c = iv.clip(iv.union(ts, ts + copies["dur_ns"].to_numpy()), window.start_ns, window.end_ns)
     k = iv.clip(F.work_union(tl, rank, device, (T.KERNEL,)), window.start_ns, window.end_ns)
-    return iv.total(iv.subtract(c, k))
+    return iv.subtract(c, k)
+
+
+def exposed_memcpy_ns(tl: Timeline, rank: int, device: int, window: F.Window) -> int:
+    """Host<->device copy time (HtoD, DtoH or direction unknown) with no kernel running."""
+    return iv.total(exposed_memcpy(tl, rank, device, window))
+
+
+def exposed_comm(tl: Timeline, rank: int, device: int, window: F.Window) -> iv.IntervalSet:
+    """Communication kernels running while no other GPU work runs, inside the window (as
+    `DeviceBusy.exposed_comm_ns` counts them)."""
+    lo, hi = window.start_ns, window.end_ns
+    comm = iv.clip(F.work_union(tl, rank, device, (T.KERNEL,), comm=True), lo, hi)
+    return iv.subtract(comm, iv.clip(F.work_union(tl, rank, device, comm=False), lo, hi))
+
+
+def startup_before(tl: Timeline, rank: int, host: H.HostActivity, before_ns: int) -> int:
+    """Start-up and allocator calls of the launching threads before `before_ns`, while no GPU work of the
+    rank runs (one-off costs a window starting there leaves out)."""
+    calls = [host.exclusive[c] for c in (C.STARTUP, C.ALLOCATOR) if c in host.exclusive]
+    if not calls:
+        return 0
+    s = iv.union(np.concatenate([c[0] for c in calls]), np.concatenate([c[1] for c in calls]))
+    lo = int(s[0].min()) if len(s[0]) else before_ns
+    s = iv.clip(s, lo, before_ns)
+    return iv.total(iv.subtract(s, iv.clip(F.work_union(tl, rank), lo, before_ns)))
 
 
 def rank_causes(tl: Timeline, rank: int, window: F.Window, st: F.Steps,
@@ -206,14 +281,29 @@ def rank_causes(tl: Timeline, rank: int, window: F.Window, st: F.Steps,
     host = H.host_activity(tl, rank)
     periodic = periodic_steps(st)
     attributed = [attribute_device(tl, rank, d, w, host, st, periodic, comm, idle) for d, w, comm, idle in devices]
-    per_step = tuple(StepCauses(int(n), c) for n, c in zip(st.number, per_step_by_cause(attributed, st)))
+    exposed = per_step_exposed(tl, rank, attributed, st)
+    per_step = tuple(StepCauses(int(n), c, e) for n, c, e in zip(st.number, per_step_by_cause(attributed, st), exposed))
     evidence = causes_evidence(host, attributed)
     n_copies, first_copy = H.sync_copy_calls(host)
     shares = H.host_shares(F.dataloader_union(tl, rank), st.start_ns, st.end_ns, window.start_ns, window.end_ns,
                            host, st.number, H.other_threads(tl, rank, host))
+    # one-off start-up before the window: before the first step, or without steps the first GPU work
+    before = (startup_before(tl, rank, host, min(w.start_ns for _, w, _, _ in devices))
+              if devices and all(w.basis in ("steps", "gpu_activity") for _, w, _, _ in devices) else 0)
     return RankCauses(host.threads, host.basis, periodic, tuple(attributed), per_step,
                       top_gaps(attributed, host, st), evidence, H.blocking_calls(host), n_copies, first_copy,
-                      shares)
+                      shares, before, workload(tl, rank))
+
+
+def workload(tl: Timeline, rank: int) -> str:
+    """"training" when any of the rank's host ops, annotations or frames is backward or optimizer work
+    (causes.TRAINING_CALLS), "inference" when it has at least WORKLOAD_MIN_OPS framework ops but none of
+    these, "" when it cannot tell (too few ops: small or hand-made traces)."""
+    ev = tl.rank_events(rank)
+    ops = ev[T.category_mask(ev["kind"], (T.CPU_OP, T.ANNOTATION, T.PYTHON))]
+    if len(ops) and name_flags(ops, C.TRAINING_CALLS).any():
+        return "training"
+    return "inference" if int((ops["kind"] == T.CPU_OP).sum()) >= WORKLOAD_MIN_OPS else ""
 
 
 def per_step_by_cause(devices: list[DeviceAttribution], st: F.Steps) -> list[dict[str, int]]:
@@ -230,6 +320,23 @@ def per_step_by_cause(devices: list[DeviceAttribution], st: F.Steps) -> list[dic
             got = iv.overlap_per_window((d.gaps.start_ns[m], d.gaps.end_ns[m]), st.start_ns, st.end_ns)
             for j, v in enumerate(got):
                 out[j][c] += int(v)
+    return out
+
+
+def per_step_exposed(tl: Timeline, rank: int, devices: list[DeviceAttribution],
+                     st: F.Steps) -> list[dict[str, int]]:
+    """Exposed copies (memcpy) and exposed communication (communication) inside each step span, summed over
+    the rank's devices."""
+    out = [{C.MEMCPY: 0, C.COMMUNICATION: 0} for _ in range(len(st))]
+    if not len(st):
+        return out
+    for d in devices:
+        for cause, s in ((C.MEMCPY, exposed_memcpy(tl, rank, d.device, d.window)),
+                         (C.COMMUNICATION, exposed_comm(tl, rank, d.device, d.window))):
+            if not len(s[0]):
+                continue
+            for j, v in enumerate(iv.overlap_per_window(s, st.start_ns, st.end_ns)):
+                out[j][cause] += int(v)
     return out
 
 

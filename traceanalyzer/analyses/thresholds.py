@@ -25,9 +25,10 @@ READBACK_MAX_BYTES = 1 << 20
 PERIODIC_STEP_FACTOR = 1.5
 # ... and at least this much longer than the median step ...
 PERIODIC_MIN_EXCESS_NS = 1_000_000
-# ... recurring at least this many times, in at most this share of the steps, at a regular
-# step interval (the spacings differ by at most one step), in a trace of at least PERIODIC_MIN_STEPS.
-PERIODIC_MIN_OCCURRENCES = 2
+# ... recurring at least this many times (two slow steps make no period), in at most this share of the
+# steps, at a regular step interval (the spacings differ by at most one step), in a trace of at least
+# PERIODIC_MIN_STEPS.
+PERIODIC_MIN_OCCURRENCES = 3
 PERIODIC_MAX_STEP_SHARE = 0.5
 PERIODIC_MIN_STEPS = 4
 
@@ -42,6 +43,11 @@ STARTUP_MIN_CALLS = 3
 COPY_WAIT_MAX_GPU_SHARE = 0.1
 # ... and the call lasts at least this long.
 COPY_WAIT_MIN_NS = 100_000
+
+# A rank is an inference / serving workload (its advice leaves out training-loop advice) when it has at
+# least this many framework ops (cpu_op events) and none of them, nor any annotation or frame, is
+# backward or optimizer work (causes.TRAINING_CALLS); with fewer it cannot tell (hand-made traces).
+WORKLOAD_MIN_OPS = 200
 
 # Kernels shorter than this are "short" (TraceLens' flag): evidence for launch-bound work.
 SHORT_KERNEL_NS = 10_000

@@ -6,6 +6,8 @@ PyTorch tuning decision tree: data loader -> memcpy -> GPU -> CPU).
 
 from __future__ import annotations
 
+import re
+
 PYTORCH = "pytorch"
 TENSORFLOW = "tensorflow"
 GENERIC = ""
@@ -105,6 +107,26 @@ ADVICE: dict[str, dict[str, tuple[str, ...]]] = {
             "Save checkpoints and run evaluation less often, or asynchronously.",
         ),
     },
+    # a communication-bound job whose communication is mostly waiting for a late rank (diagnosis/stragglers.py)
+    "straggler": {
+        GENERIC: (
+            "Balance the work across ranks (equal batch sizes and sequence lengths per rank, balanced pipeline "
+            "stages or experts) and give every rank the same input pipeline and hardware; compressing or "
+            "overlapping communication will not help while the others wait for one rank.",
+        ),
+    },
+    # periodic stalls whose host events name no checkpoint or evaluation: no advice that assumes either
+    "periodic_stall_unnamed": {
+        PYTORCH: (
+            "Find what the slow steps do: the host events listed above cover the stall; common causes are "
+            "checkpoint saving, evaluation, logging or metric flushes, and Python garbage collection "
+            "(gc.freeze() after start-up). Run such work every N steps or in the background.",
+        ),
+        GENERIC: (
+            "Find what the slow steps do (the host events listed above) and run that work less often or in "
+            "the background.",
+        ),
+    },
     "communication_bound": {
         PYTORCH: (
             "Overlap gradient communication with backward (DDP bucket_cap_mb, gradient_as_bucket_view=True); "
@@ -175,6 +197,20 @@ ADVICE: dict[str, dict[str, tuple[str, ...]]] = {
             "caching or pool allocator.",
         ),
     },
+    "dependency_bound": {
+        PYTORCH: (
+            "The host is not what holds the GPU up here: the next work was queued before the GPU went idle. "
+            "Look at what it waits on: cross-stream waits (torch.cuda.Stream.wait_stream / wait_event) that "
+            "serialise streams, a collective waiting for a slower rank (see the straggler figures), or the "
+            "small gaps between a CUDA graph's kernels.",
+            "Overlap independent work on separate streams instead of chaining them with events; fuse many tiny "
+            "kernels (torch.compile) so fewer inter-kernel bubbles remain.",
+        ),
+        GENERIC: (
+            "The next GPU work was already queued when the GPU went idle: look for cross-stream or cross-device "
+            "waits, collectives waiting for a slower rank, and bubbles between many tiny kernels.",
+        ),
+    },
     "gpu_underused": {
         GENERIC: (
             "GPUs at 0% for long runs of samples are waiting: profile a few steps with torch.profiler (or the "
@@ -225,8 +261,62 @@ ADVICE: dict[str, dict[str, tuple[str, ...]]] = {
 }
 
 
-def advice_for(finding_id: str, framework: str) -> tuple[str, ...]:
-    by_framework = ADVICE.get(finding_id, {})
+# Inference and serving workloads (no backward, no optimizer in the trace: RankCauses.workload): advice that
+# replaces the training-loop advice above (no image writing, checkpoints, fused optimizers or
+# DistributedDataParallel for a decode loop).
+INFERENCE_ADVICE: dict[str, dict[str, tuple[str, ...]]] = {
+    "host_bound": {
+        PYTORCH: (
+            "Move request pre- and post-processing (tokenisation, detokenisation, sampling on the host, image "
+            "decoding) off the serving loop: a separate thread or process, or batched with the next step.",
+            "Keep per-step Python light: torch.compile the model's forward, and avoid per-request Python loops.",
+        ),
+        GENERIC: ("Move request pre- and post-processing off the serving loop, or batch it.",),
+    },
+    "sync_bound": {
+        PYTORCH: (
+            "Avoid reading results back every token or batch (.item(), .cpu(), .tolist()): keep the generation "
+            "loop's state (stop conditions, sampled tokens) on the GPU and read it every N steps.",
+            "Use non_blocking=True copies into pinned buffers; find hidden syncs with "
+            "torch.cuda.set_sync_debug_mode('warn').",
+        ),
+        GENERIC: ("Avoid reading GPU results on the host every step of the serving loop; batch the reads.",),
+    },
+    "launch_bound": {
+        PYTORCH: (
+            "Batch more requests per forward pass (continuous batching) so each launch does more work.",
+            "Capture the decode step with CUDA graphs (torch.compile(mode='reduce-overhead'), or the serving "
+            "engine's graph mode) and fuse small kernels with torch.compile.",
+        ),
+        GENERIC: ("Batch more requests per step and capture the step as a graph (CUDA graphs, XLA).",),
+    },
+    "gpu_bound": {
+        PYTORCH: (
+            "The GPU is the bottleneck: use lower precision (bf16/fp16, FP8 or int8/int4 weight quantisation) "
+            "and fused attention kernels (scaled_dot_product_attention, FlashAttention).",
+            "Compile the model (torch.compile) to fuse memory-bound elementwise kernels; add GPUs (tensor "
+            "parallelism) or use a faster GPU.",
+        ),
+        GENERIC: ("The GPU is the bottleneck: lower precision, fuse kernels, or use a faster GPU / more GPUs.",),
+    },
+}
+
+
+# What a periodic stall's host events must name for the checkpoint / evaluation advice to apply.
+CHECKPOINT_OR_EVAL_NAMES = re.compile(r"checkpoint|save|serializ|state_dict|eval|valid", re.IGNORECASE)
+
+
+def periodic_advice(names: list[str], framework: str) -> tuple[str, ...]:
+    """Advice for a periodic stall: checkpoint / evaluation advice only when the stall's host events name
+    one (a run that saves nothing gets no checkpoint advice)."""
+    if any(CHECKPOINT_OR_EVAL_NAMES.search(n) for n in names):
+        return advice_for("periodic_stall", framework)
+    return advice_for("periodic_stall_unnamed", framework)
+
+
+def advice_for(finding_id: str, framework: str, workload: str = "") -> tuple[str, ...]:
+    """The advice for a finding, by framework; an inference workload's own where it has one."""
+    by_framework = (INFERENCE_ADVICE.get(finding_id) if workload == "inference" else None) or ADVICE.get(finding_id, {})
     family = PYTORCH if framework.lower() in ("pytorch", "torch") else (
         TENSORFLOW if framework.lower() in ("tensorflow", "tf", "keras") else GENERIC)
     return by_framework.get(family) or by_framework.get(GENERIC) or ()

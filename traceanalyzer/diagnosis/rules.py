@@ -4,8 +4,10 @@ never the events.
 
 Each rank's GPU time lost = idle time (attributed by cause) + host<->device copy time with no
 kernel running (memcpy) + communication with no other GPU work (communication). The primary
-verdict is the cause losing the most time, unless the loss is small (gpu_bound) or the trace cannot
-tell (undetermined). Thresholds live in `thresholds`; docs/diagnosis.md documents every rule.
+verdict is the cause whose removal would shorten the median step most (diagnosis/savings.py), unless
+no cause would save much and the GPU is busy (gpu_bound), start-up dominates, or the trace cannot tell
+(undetermined); a busy GPU is never called host-, launch- or sync-bound. Thresholds live in
+`thresholds`; docs/diagnosis.md documents every rule.
 """
 
 from __future__ import annotations
@@ -38,11 +40,14 @@ from ..causes import (
     VERDICT_OF_CAUSE,
     VERDICTS,
 )
-from .advice import advice_for, graph_advice
+from . import savings as S
+from .advice import advice_for, graph_advice, periodic_advice
 from .thresholds import (
+    BUSY_NEVER_HOST_SHARE,
     CLEAR_MARGIN,
     FINDING_MIN_SHARE,
     GPU_BOUND_MAX_LOST_SHARE,
+    GPU_BOUND_MAX_SAVING_SHARE,
     HEALTHY_BUSY_SHARE,
     HOST_INPUT_BOUND_SHARE,
     MIN_BUSY_SHARE,
@@ -103,7 +108,7 @@ class RankDiagnosis:
     thread_basis: str
     periodic: PeriodicSteps | None
     host_shares: HostShares | None
-    runner_up: str | None = None  # the cause losing the second most time (how close the call was)
+    runner_up: str | None = None  # the cause whose removal would save the second most (how close the call was)
     runner_up_share: float | None = None  # its share of the time lost, as the verdict counts it
     confidence: str | None = None  # "clear" (top >= CLEAR_MARGIN x runner-up) | "close"
     warmup_steps: tuple[int, ...] = ()  # leading steps left out of the verdict
@@ -188,7 +193,8 @@ def diagnose_rank(ra: RankAnalysis, include_warmup: bool = False) -> RankDiagnos
     """A rank's diagnosis from its figures (made with `causes=True`)."""
     c = _causes(ra)
     lost = lost_time(c.devices)
-    v = verdict(ra, lost, cause_findings(ra, lost), include_warmup)
+    saved = rank_savings(ra, lost, include_warmup)
+    v = verdict(ra, lost, cause_findings(ra, lost, saved), include_warmup, saved)
     return RankDiagnosis(
         index=ra.index, rank=ra.rank, framework=ra.framework, primary=v.primary, host_primary=v.host_primary,
         reason=v.reason, headline=v.headline, window_ns=lost.window_ns, idle_ns=lost.idle_ns, lost_ns=lost.lost_ns,
@@ -201,18 +207,37 @@ def diagnose_rank(ra: RankAnalysis, include_warmup: bool = False) -> RankDiagnos
         verdict_note=verdict_note(v.primary, v.host_primary, v.findings, v.reason))
 
 
+def _steps(ra: RankAnalysis) -> Steps:
+    return ra.spans if ra.spans is not None else Steps(*(np.zeros(0, dtype=np.int64),) * 3)
+
+
+def rank_savings(ra: RankAnalysis, lost: LostTime, include_warmup: bool = False) -> dict[str, S.Saving]:
+    """Each cause's projected saving on the rank's steady steps (diagnosis/savings.py)."""
+    c = _causes(ra)
+    st = _steps(ra)
+    warmup = warmup_steps(st) if not include_warmup else np.zeros(0, dtype=np.int64)
+    return S.savings(c.per_step, st, warmup, lost.lost_by_cause, lost.window_ns, len(c.devices))
+
+
+# Causes a busy GPU (BUSY_NEVER_HOST_SHARE) is never said to be bound by: host work between launches,
+# launching and synchronising stall only a GPU that has little else to do.
+HOST_SIDE_CAUSES = (C.LAUNCH, C.HOST_COMPUTE, C.SYNC)
+
+
 def _causes(ra: RankAnalysis) -> RankCauses:
     if ra.causes is None:
         raise ValueError("these figures carry no gap causes: make them with figures_of(..., causes=True)")
     return ra.causes
 
 
-def verdict(ra: RankAnalysis, lost: LostTime, findings: tuple[Finding, ...], include_warmup: bool) -> RankVerdict:
-    """The primary verdict: the steady-state cause losing the most GPU time, unless the loss is small
-    (gpu_bound), start-up dominates, or there is too little GPU work to judge (the host loop's verdict).
-    A CPU-only capture (no GPU listed, none active) gets the host loop's own verdict (cpu_*)."""
+def verdict(ra: RankAnalysis, lost: LostTime, findings: tuple[Finding, ...], include_warmup: bool,
+            saved: dict[str, S.Saving] | None = None) -> RankVerdict:
+    """The primary verdict: the steady-state cause whose removal would save the most (the median step's
+    projected shortening), unless no cause saves much and the GPU is busy (gpu_bound), start-up
+    dominates, or there is too little GPU work to judge (the host loop's verdict). A CPU-only capture (no
+    GPU listed, none active) gets the host loop's own verdict (cpu_*)."""
     c = _causes(ra)
-    st = ra.spans if ra.spans is not None else Steps(*(np.zeros(0, dtype=np.int64),) * 3)
+    st = _steps(ra)
     framework = ra.framework
     window_ns, idle_ns, lost_ns = lost.window_ns, lost.idle_ns, lost.lost_ns
     lost_by_cause = lost.lost_by_cause
@@ -228,75 +253,103 @@ def verdict(ra: RankAnalysis, lost: LostTime, findings: tuple[Finding, ...], inc
         why = _no_gpu_reason(ra)
         return RankVerdict(UNDETERMINED, host_primary, why, f"{host_line} ({why})." if host_line else why + ".",
                            host_findings, c.host_shares, quoted=q)
+    saved = saved if saved is not None else rank_savings(ra, lost, include_warmup)
     # --- steady-state lost time by cause, robust to single gaps, start-up apart
     warmup = warmup_steps(st) if not include_warmup else np.zeros(0, dtype=np.int64)
     in_warmup = _lost_in_steps(c.per_step, warmup)
     steady = robust_lost_by_cause(c.per_step, warmup, lost_by_cause, in_warmup)
-    startup_ns = lost_by_cause[C.STARTUP] + (sum(in_warmup.values()) - in_warmup[C.STARTUP])
-    ranked = sorted((x for x in C.CAUSES if x != C.STARTUP), key=lambda x: (-steady[x], C.CAUSES.index(x)))
+    # start-up inside the window (the start-up cause, and what warm-up steps lose), and before it
+    startup_in_window = lost_by_cause[C.STARTUP] + (sum(in_warmup.values()) - in_warmup[C.STARTUP])
+    startup_ns = startup_in_window + c.startup_before_ns
+    ranked = sorted((x for x in C.CAUSES if x != C.STARTUP),
+                    key=lambda x: (-saved[x].saving_ns, -steady[x], C.CAUSES.index(x)))
     steady_total = sum(steady[x] for x in ranked)
     warmup_ns = int((st.end_ns[warmup] - st.start_ns[warmup]).sum()) * len(c.devices) if len(warmup) else 0
     steady_window = max(window_ns - warmup_ns, 1)
-    startup_dominates = startup_ns > steady[ranked[0]] and startup_ns >= STARTUP_DOMINATED_MIN_SHARE * lost_ns
+    # start-up outweighs the steady state's whole loss (not merely its largest cause: splitting a loss into
+    # finer causes must not make start-up dominate)
+    startup_dominates = (startup_ns > steady_total
+                         and startup_ns >= STARTUP_DOMINATED_MIN_SHARE * (lost_ns + c.startup_before_ns))
     n_gpu = sum(d.gpu_events for d in ra.devices)
     q = Quoted()
     # Busy share of the window once one-off start-up is set apart: a capture of the first
     # iterations is judged on what follows them, and one that is mostly start-up says so.
-    busy_share = (window_ns - idle_ns) / max(window_ns - startup_ns, 1) if window_ns else 0.0
+    busy_share = (window_ns - idle_ns) / max(window_ns - startup_in_window, 1) if window_ns else 0.0
     if n_gpu < MIN_GPU_EVENTS or (busy_share < MIN_BUSY_SHARE and not startup_dominates):
         host_primary, host_findings, host_line = _host_verdict(c.host_shares, framework, q)
-        busy_pct = q.ns(window_ns - idle_ns, "gpu_busy_us", max(window_ns - startup_ns, 1), "window_after_startup_us") \
-            if n_gpu >= MIN_GPU_EVENTS else ""
+        busy_pct = q.ns(window_ns - idle_ns, "gpu_busy_us", max(window_ns - startup_in_window, 1),
+                        "window_after_startup_us") if n_gpu >= MIN_GPU_EVENTS else ""
         why = (f"only {n_gpu} GPU activities in the window" if n_gpu < MIN_GPU_EVENTS
                else f"GPU busy only {busy_pct} of the window"
-               + (" after start-up" if startup_ns else "")) + ": too little GPU work to judge"
+               + (" after start-up" if startup_in_window else "")) + ": too little GPU work to judge"
         return RankVerdict(UNDETERMINED, host_primary, why,
                            f"{host_line} ({why})." if host_line else f"Undetermined: {why}.",
                            host_findings or findings, c.host_shares, quoted=q)
     # --- the verdict
     warm = tuple(int(n) for n in st.number[warmup])
+    before = (f"; {duration(c.startup_before_ns)} of it before the window, which starts at the first "
+              f"{'step' if len(st) else 'GPU work'}" if c.startup_before_ns else "")
     if steady_total < GPU_BOUND_MAX_LOST_SHARE * steady_window and not startup_dominates:
-        gpu = _gpu_bound_finding(ra, window_ns, idle_ns, framework)
-        return RankVerdict(GPU_BOUND, None,
-                           f"steady-state GPU time lost {percent(steady_total / steady_window)} of the window "
-                           f"(< {percent(GPU_BOUND_MAX_LOST_SHARE)})",
-                           gpu.evidence[0], (gpu, *findings), warmup_steps=warm, startup_ns=int(startup_ns),
-                           quoted=_first_line_quoted(gpu))
+        return _gpu_bound(ra, window_ns, idle_ns, framework, findings,
+                          f"steady-state GPU time lost {percent(steady_total / steady_window)} of the window "
+                          f"(< {percent(GPU_BOUND_MAX_LOST_SHARE)})", warmup_steps=warm, startup_ns=int(startup_ns))
     if startup_dominates:
         return RankVerdict(
             STARTUP_DOMINATED, None,
-            f"one-off start-up costs lose {duration(startup_ns)}, more than any steady-state cause",
-            _startup_headline(startup_ns, lost_ns, warmup, c.evidence.get(C.STARTUP, ()), q), findings,
-            runner_up=ranked[0], runner_up_share=round(steady[ranked[0]] / lost_ns, 4) if lost_ns else None,
-            confidence="clear" if startup_ns >= CLEAR_MARGIN * steady[ranked[0]] else "close",
+            f"one-off start-up costs lose {duration(startup_ns)}, more than the steady state's "
+            f"{duration(steady_total)}{before}",
+            _startup_headline(startup_ns, lost_ns + c.startup_before_ns, warmup, c.evidence.get(C.STARTUP, ()), q),
+            findings, runner_up=ranked[0],
+            runner_up_share=round(steady[ranked[0]] / lost_ns, 4) if lost_ns else None,
+            confidence="clear" if startup_ns >= CLEAR_MARGIN * steady_total else "close",
             warmup_steps=warm, startup_ns=int(startup_ns), quoted=q)
-    top = ranked[0]
+    # A busy GPU is never host-, launch- or sync-bound: those causes stall only a GPU with little to do.
+    barred = busy_share >= BUSY_NEVER_HOST_SHARE
+    eligible = [x for x in ranked if not (barred and x in HOST_SIDE_CAUSES)]
+    top = eligible[0]
     if top == C.UNKNOWN and steady_total > 0:
-        explained = next((x for x in ranked[1:] if steady[x] >= steady[top] / CLEAR_MARGIN), None)
+        explained = next((x for x in eligible[1:] if saved[x].saving_ns >= saved[top].saving_ns / CLEAR_MARGIN
+                          and saved[x].saving_ns > 0), None)
         if explained is not None:  # an explained cause close behind: name it, not the unexplained time
             top = explained
     runner = next(x for x in ranked if x != top)
-    share = steady[top] / steady_total if steady_total else 0.0
     runner_share = steady[runner] / steady_total if steady_total else 0.0
-    confidence = "clear" if steady[top] >= CLEAR_MARGIN * steady[runner] else "close"
+    confidence = "clear" if saved[top].saving_ns >= CLEAR_MARGIN * saved[runner].saving_ns else "close"
     close = dict(runner_up=runner, runner_up_share=round(runner_share, 4), confidence=confidence,
                  warmup_steps=warm, startup_ns=int(startup_ns))
+    top_save = saved[top]
+    if top_save.share < GPU_BOUND_MAX_SAVING_SHARE and busy_share >= HEALTHY_BUSY_SHARE:
+        blocked = (f"; {', '.join(x for x in ranked[:ranked.index(top)] if x in HOST_SIDE_CAUSES)} not counted: "
+                   f"the GPU is busy {percent(busy_share)} (>= {percent(BUSY_NEVER_HOST_SHARE)})"
+                   if ranked[0] != top and barred else "")
+        return _gpu_bound(ra, window_ns, idle_ns, framework, findings,
+                          f"GPU busy {percent(busy_share)} of the window and no cause would shorten "
+                          f"{S.basis_words(top_save)} by {percent(GPU_BOUND_MAX_SAVING_SHARE)} or more (largest: "
+                          f"{top}, ≈ {duration(top_save.saving_ns)}, {percent(top_save.share)}){blocked}", **close)
     primary = C.VERDICT_OF_CAUSE[top]
     headline = _gpu_headline(ra, c, lost, top, steady, steady_total, warmup, startup_ns, q)
     if primary == UNEXPLAINED:
         if busy_share >= HEALTHY_BUSY_SHARE:  # mostly busy; what is lost has no traced cause: healthy
-            gpu = _gpu_bound_finding(ra, window_ns, idle_ns, framework)
-            return RankVerdict(GPU_BOUND, None, f"GPU busy {percent(busy_share)} of the window; the lost time has no "
-                                                f"traced host activity",
-                               gpu.evidence[0], (gpu, *findings), quoted=_first_line_quoted(gpu),
-                               **close)  # type: ignore[arg-type]
+            return _gpu_bound(ra, window_ns, idle_ns, framework, findings,
+                              f"GPU busy {percent(busy_share)} of the window; the lost time has no "
+                              f"traced host activity", **close)
         return RankVerdict(UNDETERMINED, None,
                            "most lost GPU time has no traced host activity on the launching thread",
                            headline, findings, quoted=q, **close)  # type: ignore[arg-type]
+    runner_save = saved[runner]
     return RankVerdict(primary, None,
-                       f"{top} explains {percent(share)} of the steady-state GPU time lost "
-                       f"(runner-up {runner}: {percent(runner_share)}; {confidence} call)",
+                       f"removing {top} would shorten {S.basis_words(top_save)} by ≈ {duration(top_save.saving_ns)} "
+                       f"({percent(top_save.share)}; runner-up {runner}: ≈ {duration(runner_save.saving_ns)}, "
+                       f"{percent(runner_save.share)}; {confidence} call)",
                        headline, findings, quoted=q, **close)  # type: ignore[arg-type]
+
+
+def _gpu_bound(ra: RankAnalysis, window_ns: int, idle_ns: int, framework: str, findings: tuple[Finding, ...],
+               reason: str, **close: object) -> RankVerdict:
+    """The gpu_bound verdict, its finding leading the others."""
+    gpu = _gpu_bound_finding(ra, window_ns, idle_ns, framework)
+    return RankVerdict(GPU_BOUND, None, reason, gpu.evidence[0], (gpu, *findings), quoted=_first_line_quoted(gpu),
+                       **close)  # type: ignore[arg-type]
 
 
 def _gpu_headline(ra: RankAnalysis, c: RankCauses, lost: LostTime, top: str, steady: dict[str, int],
@@ -367,7 +420,7 @@ def verdict_note(primary: str, host_primary: str | None, findings: tuple[Finding
         why = ("unexplained idle time names nothing to change, and an explained cause loses nearly as much "
                f"({reason})")
     elif primary == STARTUP_DOMINATED:
-        why = f"one-off start-up costs outweigh every steady-state cause ({reason})"
+        why = f"one-off start-up costs outweigh the steady state's whole loss ({reason})"
     elif primary == GPU_BOUND:
         why = reason
     elif primary == UNDETERMINED:
@@ -426,9 +479,11 @@ def _startup_headline(startup_ns: int, lost_ns: int, warmup: np.ndarray, spent: 
 
 
 # --- findings ------------------------------------------------------------------------------------------
-def cause_findings(ra: RankAnalysis, lost: LostTime) -> tuple[Finding, ...]:
-    """One finding per cause losing at least FINDING_MIN_SHARE of the window, the largest first."""
+def cause_findings(ra: RankAnalysis, lost: LostTime, saved: dict[str, S.Saving] | None = None) -> tuple[Finding, ...]:
+    """One finding per cause losing at least FINDING_MIN_SHARE of the window, each with what removing it
+    would save; ordered by that saving (then by the time lost); severity by the saving's share of the step."""
     c = _causes(ra)
+    saved = saved if saved is not None else rank_savings(ra, lost)
     window_ns, lost_ns = lost.window_ns, lost.lost_ns
     out = []
     for cause in C.CAUSES:
@@ -440,18 +495,37 @@ def cause_findings(ra: RankAnalysis, lost: LostTime) -> tuple[Finding, ...]:
         q = Quoted()
         host_ops = c.evidence.get(cause, ())
         first = _first_evidence(ns, window_ns, lost_ns, n_gaps, q)
+        save = saved.get(cause)
+        saving = [_saving_line(cause, save, q)] if save is not None and cause != C.STARTUP else []
         lines = _specific_evidence(ra, c, cause, q)
         ops = [f"{e.name}: {q.fraction(e.share, f'host_op_{i + 1}_share')} of this idle time"
                for i, e in enumerate(host_ops)]
-        severity = _severity(ns / window_ns)
-        advice = advice_for(fid, ra.framework)
+        severity = _severity(save.share if save is not None and cause != C.STARTUP else ns / window_ns)
+        advice = advice_for(fid, ra.framework, c.workload)
+        if cause == C.CHECKPOINT:
+            advice = periodic_advice([e.name for e in host_ops], ra.framework)
         if cause == C.LAUNCH:
             advice = graph_advice(any(d.graphs is not None for d in ra.devices), ra.framework) + advice
         out.append(Finding(fid, cause, _title(fid, severity), severity, ns,
-                           round(ns / lost_ns, 6), (first, *lines, *ops), advice,
+                           round(ns / lost_ns, 6), (first, *saving, *lines, *ops), advice,
                            round(ns / window_ns, 6), n_gaps, host_ops, q.figures, tuple(q.shares)))
-    out.sort(key=lambda f: -f.explains_ns)
+    order = {f.cause: (saved[f.cause].saving_ns if f.cause in saved and f.cause != C.STARTUP else 0) for f in out}
+    out.sort(key=lambda f: (-order[f.cause or ""], -f.explains_ns))
     return tuple(out)
+
+
+def _saving_line(cause: str, s: S.Saving, q: Quoted) -> str:
+    """What removing the cause would save, its basis and its limits (diagnosis/savings.py)."""
+    label = C.CAUSE_BY_ID[cause].label
+    pct = q.ns(s.saving_ns, "saving_us", s.step_ns, "step_us")
+    if cause == C.DEPENDENCY:
+        basis = ("basis: the idle time with the next GPU work already queued; removing a host cause never "
+                 "saves it, removing the wait (the dependency, the late peer, the graph's bubbles) would")
+    else:
+        basis = ("basis: its idle time with nothing queued on the GPU (the host had not yet launched the next "
+                 "work), per step; limits: assumes the rest of the step unchanged and nothing else fills the "
+                 "freed time")
+    return f"removing the {label} would shorten {S.basis_words(s)} by ≈ {duration(s.saving_ns)} ({pct}); {basis}"
 
 
 def _title(fid: str, severity: str) -> str:
@@ -550,7 +624,8 @@ def _gpu_bound_finding(ra: RankAnalysis, window_ns: int, idle_ns: int, framework
             evidence.append(f"{q.ns(k.fp32_matmul_ns, 'fp32_matmul_kernel_us', ktotal, 'kernel_us')} of kernel time "
                             f"in FP32 matrix kernels: mixed precision (bf16/fp16) or TF32 would use the tensor cores")
     return Finding(GPU_BOUND, None, C.VERDICT_BY_ID[GPU_BOUND].title, "low", busy, 0.0, tuple(evidence),
-                   advice_for(GPU_BOUND, framework), figures=q.figures, shares=tuple(q.shares))
+                   advice_for(GPU_BOUND, framework, ra.causes.workload if ra.causes is not None else ""),
+                   figures=q.figures, shares=tuple(q.shares))
 
 
 # --- CPU-only ranks -----------------------------------------------------------------------------------

@@ -15,11 +15,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import causes as C
 from ..analyses.collectives_job import JobFigures
 from ..causes import cause_label
 from ..units import format_us
-from .rules import RankDiagnosis
-from .thresholds import STRAGGLER_MIN_LATENESS_NS, STRAGGLER_MIN_STEP_SHARE
+from .advice import advice_for
+from .rules import Finding, RankDiagnosis
+from .thresholds import STRAGGLER_MIN_LATENESS_NS, STRAGGLER_MIN_STEP_SHARE, STRAGGLER_WAIT_DOMINATES_SHARE
+from .wording import Quoted
 
 
 @dataclass(frozen=True)
@@ -92,4 +95,44 @@ def stragglers(job: JobFigures, diagnoses: Mapping[int, RankDiagnosis | None]) -
     return tuple(out)
 
 
-__all__ = ["Straggler", "duration_text", "min_lateness", "min_lateness_ns", "stragglers", "top_cause"]
+@dataclass(frozen=True)
+class StragglerLead:
+    """A communication-bound job whose communication is mostly waiting for a late rank: the straggler leads
+    the headline, the findings and the advice."""
+
+    headline: str
+    note: str
+    finding: Finding
+
+
+def straggler_lead(job: JobFigures, speaker: int | None, primary: str, late: tuple[Straggler, ...],
+                   framework: str = "") -> StragglerLead | None:
+    """When the job is communication-bound and the speaking rank (`speaker`, its number in the job) spends at
+    least STRAGGLER_WAIT_DOMINATES_SHARE of its exposed communication per step waiting for later ranks, the
+    worst straggler leads: exposed communication = transfer + waiting, and fixing the late rank removes
+    the waiting. None otherwise."""
+    if primary != C.COMMUNICATION_BOUND or not late or speaker is None:
+        return None
+    me = next((r for r in job.ranks if r.rank == speaker), None)
+    if me is None or me.exposed_comm_ns <= 0 or me.wait_ns < STRAGGLER_WAIT_DOMINATES_SHARE * me.exposed_comm_ns:
+        return None
+    s = late[0]
+    wait, exposed = min(me.wait_ns, me.exposed_comm_ns), me.exposed_comm_ns
+    q = Quoted()
+    split = (f"rank {me.rank}'s exposed communication is {duration_text(exposed)} per step: "
+             f"{duration_text(wait)} ({q.ns(wait, 'wait_us', exposed, 'exposed_communication_us')}) waiting for "
+             f"later ranks, {duration_text(exposed - wait)} transferring")
+    cause_advice = advice_for(C.VERDICT_OF_CAUSE[s.top_cause], framework) if s.top_cause in C.VERDICT_OF_CAUSE else ()
+    advice = (f"Make rank {s.rank} faster first: the others wait for it at every collective"
+              + (f"; its own largest loss is its {cause_label(s.top_cause)}:" if s.top_cause else "."),
+              *cause_advice[:2], *advice_for("straggler", framework))
+    finding = Finding("straggler", C.COMMUNICATION, f"Rank {s.rank} holds the other ranks up at collectives", "high",
+                      wait, 0.0, (s.text, split), advice, figures=q.figures, shares=tuple(q.shares))
+    headline = f"Waiting for a straggler: {s.text}."
+    note = (f"The job is communication-bound, but its communication is mostly waiting ({split}): the late rank "
+            f"{s.rank}, not the transfers, sets the pace.")
+    return StragglerLead(headline, note, finding)
+
+
+__all__ = ["Straggler", "StragglerLead", "duration_text", "min_lateness", "min_lateness_ns", "straggler_lead",
+           "stragglers", "top_cause"]

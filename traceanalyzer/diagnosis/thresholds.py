@@ -28,7 +28,7 @@ ROBUST_MIN_STEPS = 4
 # A rank whose lost time has mostly no traced cause is still healthy (gpu_bound) when its GPU is busy
 # at least this share of the window; below it the verdict is undetermined (nothing to point at).
 HEALTHY_BUSY_SHARE = 0.75
-# Start-up is the verdict when it loses more than every steady cause and at least this share of all.
+# Start-up is the verdict when it loses more than all steady causes together and at least this share of all.
 STARTUP_DOMINATED_MIN_SHARE = 0.25
 # nvidia-smi logs alone: a GPU is underused when at least this share of its samples are at 0% SM.
 UNDERUSED_ZERO_SHARE = 0.25
@@ -41,6 +41,14 @@ IDLE_POWER_MAX_SHARE = 0.25
 # GPU time lost (idle + exposed host<->device copies + exposed communication) below this share of
 # the window: the GPU is the bottleneck (gpu_bound). Seed 002: anything under ~90% busy is waste.
 GPU_BOUND_MAX_LOST_SHARE = 0.10
+# ... and when no cause's removal would shorten the median step (diagnosis/savings.py: the cause's idle
+# time with nothing queued on the GPU, per steady step) by this share or more while the GPU is busy at
+# least HEALTHY_BUSY_SHARE: each fix alone would gain little, the GPU's own work sets the pace.
+GPU_BOUND_MAX_SAVING_SHARE = 0.10
+# A GPU busy at least this share of the window (after start-up) is never called host-, launch- or
+# sync-bound: those causes only matter to a GPU with little else to do (issue 32's hard rule); the next
+# cause by saving is the verdict, or gpu_bound when it saves less than GPU_BOUND_MAX_SAVING_SHARE.
+BUSY_NEVER_HOST_SHARE = 0.80
 # Finding severity by the share of the window it explains. XProf: input time >= 20% of the step is
 # "highly", >= 5% "moderately" input-bound; the TensorBoard plugin flagged DataLoader > 5% of the
 # step; TraceLens flags memcpy > 5% of the time.
@@ -61,6 +69,10 @@ TOP_KERNELS_NAMED = 3  # kernels named in a gpu_bound finding
 STRAGGLER_MIN_LATENESS_NS = 1_000_000
 # ... and at least this share of the median step time (a 1 ms lag in a 10 s step is no straggler).
 STRAGGLER_MIN_STEP_SHARE = 0.05
+# A communication-bound job's straggler leads its headline, findings and advice when the rank that speaks
+# for the job spends at least this share of its exposed communication waiting for later ranks (exposed
+# communication = transfer + waiting for peers; the waiting is the late rank's to fix).
+STRAGGLER_WAIT_DOMINATES_SHARE = 0.5
 # --- memory (profile_memory events; findings, not causes of idle time) ---------------------------------
 # High memory pressure: the peak reserved (else allocated) memory is at least this share of the
 # device's memory. The caching allocator then retries / frees its cache and an OOM is one batch away.

@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from .. import timeline as T
+from ..names import is_comm_kernel
 from ._columns import Interner, names_cut_warning
 
 GPU_PLANE = re.compile(r"^/device:GPU:(\d+)$")
@@ -289,6 +290,4 @@ def _order_numbers(ts: np.ndarray) -> np.ndarray:
 
 
 def _is_comm(name: str) -> bool:
-    n = name.lower()
-    n = n.removeprefix("void ")
-    return n.startswith(("nccl", "rccl"))
+    return is_comm_kernel(name)

@@ -26,7 +26,7 @@ import pandas as pd
 
 from .. import timeline as T
 from ..errors import InputError
-from ..names import name_flags
+from ..names import is_comm_kernel, name_flags
 from ..timeline import DeviceInfo, RankInfo, Source, Timeline
 from ._base import ReadOptions
 from ._columns import (
@@ -81,7 +81,6 @@ STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
 # The DataLoader wait op, single- and multi-process iterators (and any custom *Iter.__next__).
 DATALOADER_NAME = re.compile(r"^enumerate\(DataLoader\)#.*__next__$")
 MEMCPY_DIRECTION = re.compile(r"\b(HtoD|DtoH|DtoD|PtoP|HtoH)\b")
-COMM_PREFIXES = ("nccl", "rccl")
 
 _FLOW_PHASES = {"s", "f", "t"}
 # Kineto 2026: CUPTI hardware counters on a process of their own, the string pid "GPU N Counters"
@@ -1135,7 +1134,4 @@ def _pinned(name: str) -> int:
 
 
 def _is_comm_name(name: str) -> bool:
-    n = name.lower()
-    if n.startswith("void "):
-        n = n[5:]
-    return n.startswith(COMM_PREFIXES)
+    return is_comm_kernel(name)

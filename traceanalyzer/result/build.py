@@ -386,6 +386,9 @@ def _finding(f: Finding) -> R.FindingResult:
         figures={k: float(v) for k, v in f.figures.items()}, shares=tuple(f.shares))
 
 
+finding_result = _finding  # for the job stage (run/combine.py), which adds the straggler's finding
+
+
 def _causes_us(by_cause: dict[str, int]) -> dict[str, float]:
     """Idle time by cause in us, the causes present only (`types.CAUSE_MAP`)."""
     return R.causes_present({c: _us0(v) for c, v in by_cause.items()})

@@ -22,8 +22,11 @@ FIGURES: dict[str, str] = {
     ),
     "gpu_idle_fraction": "1 - GPU busy / window length.",
     "communication": (
-        "Communication kernels are kernels whose name starts with `nccl` or `rccl` (after an "
-        "optional `void `) or that carry a `Collective name` argument. They count as busy. "
+        "Communication kernels are kernels that carry a `Collective name` argument or whose name (after an "
+        "optional `void `) is a communication library's (`names.COMM_KERNEL_NAMES`): NCCL/RCCL `nccl*`/`rccl*`, "
+        "MSCCL `msccl*`, MSCCL++ `mscclpp::`, NVSHMEM `nvshmem*`, DeepEP `deep_ep::`, PyTorch symmetric "
+        "memory `c10d::symmetric_memory::`, vLLM `vllm::cross_device_reduce*`, TensorRT-LLM all-reduce "
+        "kernels. They count as busy. "
         "Communication time is the union of their intervals; exposed communication is the time when "
         "communication kernels run and no other GPU work does."
     ),

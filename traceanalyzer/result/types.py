@@ -583,8 +583,8 @@ class RankDiagnosisResult:
     devices: tuple[DeviceDiagnosis, ...]
     per_step: tuple[StepCausesResult, ...]
     gaps: tuple[AttributedGap, ...]  # the rank's longest gaps over all devices
-    runner_up: str | None = None  # the cause losing the second most steady-state time
-    runner_up_share: float | None = None  # its share of that time: how close the call was
+    runner_up: str | None = None  # the cause whose removal would save the second most (diagnosis/savings.py)
+    runner_up_share: float | None = None  # its share of the steady-state time lost: how close the call was
     confidence: str | None = None  # "clear" | "close"
     warmup_steps: tuple[int, ...] = ()  # leading steps left out of the verdict
     startup_us: float = 0.0  # one-off start-up costs: start-up idle + time lost in warm-up steps

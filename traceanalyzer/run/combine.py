@@ -27,7 +27,7 @@ from ..analyses import tracks as TR
 from ..analyses.collectives_job import job_figures
 from ..analyses.counters import DeviceCounters, counter_figures, job_window, merge_busy_sets
 from ..analyses.host_logs import HostLogFigures, host_figures
-from ..diagnosis.stragglers import stragglers
+from ..diagnosis.stragglers import straggler_lead, stragglers
 from ..errors import InputError
 from ..formats import metas_mismatch, number_ranks, same_files
 from ..result import Analysis
@@ -253,7 +253,7 @@ def _job(outputs: tuple[RankOutput, ...], analysis: Analysis) -> Analysis:
     """Many ranks: one clock, collectives matched, per-rank communication and stragglers, from the ranks'
     collective tables (their rank column set to the rank's number in the job, known only here) and job
     facts; unchanged for fewer than two ranks."""
-    from ..result.build import job_result, straggler_result
+    from ..result.build import finding_result, job_result, straggler_result
 
     if len(outputs) < 2:
         return analysis
@@ -266,6 +266,12 @@ def _job(outputs: tuple[RankOutput, ...], analysis: Analysis) -> Analysis:
     if diag is not None:
         late = stragglers(figures, {n: o.diagnosis for n, o in zip(numbers, outputs)})
         diag = dataclasses.replace(diag, stragglers=tuple(straggler_result(s) for s in late))
+        speaker = numbers[diag.rank] if diag.rank is not None and diag.rank < len(numbers) else None
+        framework = outputs[diag.rank].result.framework if diag.rank is not None and diag.rank < len(outputs) else ""
+        lead = straggler_lead(figures, speaker, diag.primary, late, framework)
+        if lead is not None:  # communication that is mostly waiting for a late rank: that rank leads
+            diag = dataclasses.replace(diag, headline=lead.headline, headline_figures={}, headline_shares=(),
+                                       verdict_note=lead.note, findings=(finding_result(lead.finding), *diag.findings))
     return dataclasses.replace(analysis, job=job_result(figures), diagnosis=diag,
                                warnings=analysis.warnings + figures.warnings)
 

@@ -1,0 +1,281 @@
+"""Causal gap attribution and what fixing each cause would save (issue 32), on traces built here with
+known answers: a gap whose next GPU work was queued before it began is never the host's; a DataLoader
+wait of W on the critical path projects a saving of exactly W; a busy GPU with small launch gaps is
+GPU-bound; start-up before the first GPU work is counted."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from kineto_builder import KinetoTrace
+
+import traceanalyzer as ta
+from traceanalyzer import causes as C
+from traceanalyzer.diagnosis.thresholds import BUSY_NEVER_HOST_SHARE
+
+STEP_US = 1000
+
+
+def _only_gap_cause(a: ta.Analysis, lo_us: float, hi_us: float) -> str:
+    """The cause of the one listed gap that starts in [lo_us, hi_us) of the device's window."""
+    (gap,) = [g for g in a.ranks[0].diagnosis.gaps if lo_us <= g.start_us < hi_us]
+    return gap.cause
+
+
+HOST_ACTIVITIES = {
+    "dataloader": lambda t, s, d: t.dataloader(s, d),
+    "sync": lambda t, s, d: t.runtime("cudaStreamSynchronize", s, d),
+    "host_compute": lambda t, s, d: t.host("postprocess_masks", s, d, cat="user_annotation"),
+    "nothing": lambda t, s, d: t,
+}
+
+
+@pytest.mark.parametrize("host", sorted(HOST_ACTIVITIES))
+def test_a_gap_whose_next_work_was_queued_before_it_began_is_never_the_hosts(tmp_path, host):
+    """Per step: kernel A (0..300 us), then a 400 us gap while the host does `host`, then kernel B. B's launch
+    call returned 50 us before the gap began (it waited on the device side), so the gap is
+    device_dependency whatever the host did; in steps whose B is launched during the gap, the same host
+    activity gets the gap."""
+    t = KinetoTrace()
+    for i in range(6):
+        s = 10_000 + i * STEP_US
+        t.step(i, s, STEP_US)
+        t.launched(s + 2, 5, s + 10, 290)  # A: 10..300
+        HOST_ACTIVITIES[host](t, s + 310, 380)
+        queued = i % 2 == 0  # even steps: B queued before the gap; odd: launched inside it
+        t.launched(s + 240 if queued else s + 695, 5, s + 700, 290)  # B: 700..990
+    a = ta.analyze(t.write(tmp_path / f"{host}.json"))
+    r = a.ranks[0].diagnosis
+    steps = {g.step: g.cause for g in r.gaps if g.duration_us == pytest.approx(400)}
+    assert set(steps) == set(range(6))
+    for n, cause in steps.items():
+        if n % 2 == 0:
+            assert cause == C.DEPENDENCY
+        else:
+            assert cause == (C.UNKNOWN if host == "nothing" else host)
+    # three 400 us device-side gaps, counted as such; the host causes hold only the other steps' gaps
+    assert r.idle_by_cause_us[C.DEPENDENCY] == pytest.approx(3 * 400)
+
+
+def test_a_dataloader_wait_on_the_critical_path_saves_exactly_its_length(tmp_path):
+    """Steps of varying compute, each starting with a 300 us DataLoader wait (the GPU idle, nothing
+    queued) and holding a 50 us device-side wait: removing the DataLoader wait shortens the median step
+    by exactly 300 us, and the device-side wait is no part of it."""
+    wait = 300
+    t = KinetoTrace()
+    s = 10_000.0
+    rng = np.random.default_rng(3)
+    durations = []
+    for i in range(9):
+        compute = 600 + float(rng.integers(0, 200))
+        dur = wait + compute + 60
+        t.step(i, s, dur).dataloader(s, wait)
+        t.launched(s + wait - 8, 5, s + wait, compute / 2)  # launched at the wait's end
+        mid = s + wait + compute / 2
+        t.launched(s + wait - 4, 2, mid + 50, compute / 2)  # queued long before: a 50 us device-side wait
+        t.launched(mid + compute / 2 + 50, 5, mid + compute / 2 + 55, 5)  # a tail kernel, launched late
+        durations.append(dur)
+        s += dur
+    a = ta.analyze(t.write(tmp_path / "dl.json"))
+    d = a.diagnosis
+    assert d.primary == "input_bound"
+    f = next(f for f in d.findings if f.cause == C.DATALOADER)
+    assert f.figures["saving_us"] == pytest.approx(wait, abs=0.01)
+    assert f.figures["step_us"] == pytest.approx(float(np.median(durations)), abs=0.01)
+    assert any(re.search(r"removing the DataLoader wait would shorten the median step .* by ≈ 300 us", e)
+               for e in f.evidence)
+    dep = next(f for f in d.findings if f.cause == C.DEPENDENCY)
+    assert dep.figures["saving_us"] == pytest.approx(50, abs=0.01)
+    assert d.findings[0].cause == C.DATALOADER  # ordered by saving
+    assert "removing dataloader would shorten the median step" in a.ranks[0].diagnosis.reason
+
+
+def test_a_busy_gpu_with_small_launch_gaps_is_gpu_bound(tmp_path):
+    """86% busy: each step 25 kernels of 34.4 us with 5.6 us launch gaps (the host launches each kernel
+    after the last ended). Every gap is launch overhead; all of them together are 14% of the step, more
+    than the old 10% line, but a GPU this busy is never launch-bound."""
+    t = KinetoTrace()
+    s = 10_000.0
+    for i in range(8):
+        t.step(i, s, STEP_US)
+        for j in range(25):
+            k = s + j * 40
+            t.launched(k - 4, 3.5, k, 34.4, "vectorized_elementwise_kernel", op="aten::add")
+        s += STEP_US
+    a = ta.analyze(t.write(tmp_path / "busy.json"))
+    r = a.ranks[0].diagnosis
+    busy = 1 - r.idle_us / r.window_us
+    assert 0.85 < busy < 0.87 and busy >= BUSY_NEVER_HOST_SHARE
+    assert r.idle_by_cause_us[C.LAUNCH] > 0.13 * r.window_us
+    assert a.diagnosis.primary == "gpu_bound"
+    assert "launch not counted" in r.reason
+    assert any(f.cause == C.LAUNCH for f in a.diagnosis.findings)  # still a finding, not the verdict
+
+
+def test_a_sync_while_the_gpu_is_busy_costs_only_the_idle_it_causes(tmp_path):
+    """The host blocks 900 us in cudaStreamSynchronize while a 890 us kernel runs, then launches the next
+    10 us after the kernel ends: the sync costs 10 us of idle per step, not 900."""
+    t = KinetoTrace()
+    for i in range(6):
+        s = 10_000 + i * STEP_US
+        t.step(i, s, STEP_US)
+        t.launched(s + 1, 5, s + 100, 890)  # 100..990
+        t.runtime("cudaStreamSynchronize", s + 10, 985)  # returns at 995
+        t.host("aten::add", s + 996, 4)
+    a = ta.analyze(t.write(tmp_path / "sync.json"))
+    r = a.ranks[0].diagnosis
+    # between steps 990..1100 (the next kernel at +100): 110 us, not the sync's 985 us; plus the first
+    # step's 100 us before its kernel and the last one's 10 us after it (the sync covers both)
+    assert r.idle_by_cause_us[C.SYNC] == pytest.approx(5 * 110 + 100 + 10) == r.idle_us
+
+
+def _addmm_capture(t: KinetoTrace, first_kernel_us: float) -> None:
+    """The first aten::addmm holds two cudaFree calls (the context's creation), then kernels follow."""
+    t.host("aten::addmm", 100, first_kernel_us - 90)
+    t.runtime("cudaFree", 110, first_kernel_us / 2 - 200)
+    t.runtime("cudaFree", first_kernel_us / 2, first_kernel_us / 2 - 100)
+    at = first_kernel_us
+    for _ in range(40):
+        t.launched(at - 15, 5, at, 400)
+        at += 500
+
+
+def test_start_up_before_the_first_gpu_work_is_counted_without_steps(tmp_path):
+    """No step markers: the window starts at the first GPU work, after ~20 ms of cudaFree (context
+    creation); that start-up is counted (the window's figures stay the GPU activity's)."""
+    t = KinetoTrace()
+    _addmm_capture(t, 20_000)
+    a = ta.analyze(t.write(tmp_path / "nomarkers.json"))
+    r = a.ranks[0].diagnosis
+    assert r.window_us == pytest.approx(40 * 500 - 100)  # the window: first to last GPU work
+    assert r.startup_us == pytest.approx(9_800 + 9_900)  # the two cudaFree calls
+    assert a.diagnosis.primary == "startup_dominated"
+    assert "before the window, which starts at the first GPU work" in r.reason
+
+
+def test_idle_before_the_first_gpu_work_filled_by_allocator_calls_is_start_up(tmp_path):
+    """With steps: the first step's idle before its first kernel is the cudaFree calls: start-up, not
+    the allocator-bound verdict."""
+    t = KinetoTrace()
+    t.step(0, 0, 40_000)
+    _addmm_capture(t, 20_000)
+    a = ta.analyze(t.write(tmp_path / "markers.json"))
+    r = a.ranks[0].diagnosis
+    assert r.idle_by_cause_us[C.STARTUP] > 19_000 and r.idle_by_cause_us[C.ALLOCATOR] == 0
+    assert a.diagnosis.primary == "startup_dominated"
+
+
+@pytest.mark.parametrize(("name", "comm"), [
+    ("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", True),
+    ("void ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)", True),
+    ("void deep_ep::internode::dispatch<true, 8, 3, 24, 4>(int4*, float*)", True),
+    ("void deep_ep::internode_ll::combine<false, 7168>(void*, void const*)", True),
+    ("mscclKernel_Sum_bfloat16_LL128(int, int, mscclAlgo*, mscclWork*)", True),
+    ("void mscclpp::allreduce8<__nv_bfloat16>(int)", True),
+    ("void nvshmemi_proxy_progress_kernel()", True),
+    ("void vllm::cross_device_reduce_1stage<__nv_bfloat16, 8>(vllm::RankData*)", True),
+    ("void tensorrt_llm::kernels::oneShotAllReduceKernel<half, 8>(AllReduceParams)", True),
+    ("ampere_sgemm_128x64_nn", False),
+    ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>", False),
+    ("void gather_nccl_like_kernel()", False),
+])
+def test_communication_kernels_of_the_common_libraries_are_recognised(name, comm):
+    from traceanalyzer.names import is_comm_kernel
+
+    assert is_comm_kernel(name) is comm
+
+
+def test_a_deepep_kernel_is_exposed_communication(tmp_path):
+    t = KinetoTrace()
+    for i in range(4):
+        s = 10_000 + i * STEP_US
+        t.step(i, s, STEP_US)
+        t.launched(s + 2, 5, s + 10, 400)
+        t.launched(s + 8, 5, s + 420, 500, "void deep_ep::internode::dispatch<true, 8>(int4*, float*)")
+    a = ta.analyze(t.write(tmp_path / "deepep.json"))
+    assert a.ranks[0].diagnosis.exposed_communication_us == pytest.approx(4 * 500)
+
+
+def _stalls(path, every: int, steps: int, stall_op: str):
+    """`steps` steps of 1 ms (GPU busy), every `every`-th one with a 4 ms host stall in `stall_op`."""
+    t = KinetoTrace()
+    s = 10_000.0
+    for i in range(steps):
+        stall = i % every == every - 1
+        dur = STEP_US + (4000 if stall else 0)
+        t.step(i, s, dur)
+        for j in range(8):
+            k = s + 30 + j * 120
+            t.launched(k - 20, 5, k, 118)
+        if stall:
+            t.host(stall_op, s + STEP_US + 20, 3900, cat="user_annotation")
+        s += dur
+    return ta.analyze(t.write(path))
+
+
+def test_periodic_stalls_without_a_checkpoint_get_no_checkpoint_advice(tmp_path):
+    a = _stalls(tmp_path / "p.json", 4, 12, "flush_tensorboard_summaries")
+    assert a.diagnosis.primary == "periodic_stall"
+    f = next(f for f in a.diagnosis.findings if f.id == "periodic_stall")
+    assert not any("checkpoints" in x for x in f.advice)  # no "save checkpoints asynchronously"
+    assert any("Find what the slow steps do" in x for x in f.advice)
+    b = _stalls(tmp_path / "c.json", 4, 12, "save_checkpoint")
+    g = next(f for f in b.diagnosis.findings if f.id == "periodic_stall")
+    assert any("checkpoints asynchronously" in x for x in g.advice)
+
+
+def test_two_slow_steps_make_no_period(tmp_path):
+    a = _stalls(tmp_path / "p.json", 4, 8, "save_checkpoint")  # slow steps 3 and 7 only
+    assert a.diagnosis.primary != "periodic_stall"
+    assert a.ranks[0].diagnosis.idle_by_cause_us[C.CHECKPOINT] == 0
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_inference_gets_no_training_loop_advice(tmp_path, training):
+    """A host-bound serving loop (post-processing after each step's kernels, 40 framework ops a step, no
+    backward and no optimizer) gets serving advice; the same loop with a backward op gets the training
+    loop's (image writing, logging off the hot loop)."""
+    t = KinetoTrace()
+    for i in range(6):
+        s = 10_000 + i * STEP_US
+        t.step(i, s, STEP_US)
+        for j in range(4):
+            t.launched(s + 10 + j * 90, 5, s + 20 + j * 90, 85, op="aten::linear")
+        for j in range(36):
+            t.host("aten::argmax", s + 400 + j * 15, 10)
+        if training:
+            t.host("autograd::engine::evaluate_function: AddmmBackward0", s + 390, 5)
+    a = ta.analyze(t.write(tmp_path / "serve.json"))
+    assert a.diagnosis.primary == "host_bound"
+    f = next(f for f in a.diagnosis.findings if f.id == "host_bound")
+    text = " ".join(f.advice)
+    assert ("image writing" in text) is training
+    assert ("serving loop" in text) is not training
+
+
+def test_a_job_waiting_for_a_late_rank_names_it_first(tmp_path):
+    """8 ranks; rank 5 waits 30 ms per step for its DataLoader and starts the all-reduce 30 ms late, so the
+    others spend 30 of their 40 ms of exposed communication per step waiting: the straggler leads the
+    headline, the findings and the advice, ahead of overlapping or compressing communication."""
+    from test_stragglers import write_job
+
+    a = ta.analyze(write_job(tmp_path))
+    d = a.diagnosis
+    assert d.primary == "communication_bound"
+    assert d.headline.startswith("Waiting for a straggler: rank 5 is late by 30.0 ms per step")
+    top = d.findings[0]
+    assert top.id == "straggler" and top.explains_us == 30_000.0
+    assert top.figures == {"wait_us": 30_000.0, "exposed_communication_us": 40_000.0}
+    assert top.advice[0].startswith("Make rank 5 faster first") and "DataLoader" in top.advice[0]
+    assert "num_workers" in top.advice[1]  # rank 5's own cause's advice
+    assert "mostly waiting" in d.verdict_note
+
+
+def test_a_job_without_a_straggler_keeps_the_communication_advice(tmp_path):
+    from test_stragglers import write_job
+
+    d = ta.analyze(write_job(tmp_path, slow=None)).diagnosis
+    assert d.primary == "communication_bound" and d.findings[0].id != "straggler"
+    assert not d.headline.startswith("Waiting for a straggler")

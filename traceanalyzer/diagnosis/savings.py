@@ -1,0 +1,76 @@
+"""What removing each cause would save: the projected shortening of the median step.
+
+A first version of a what-if replay, from the causal gap attribution (analyses/gaps.py): a gap is the
+host's only when the work that ends it was queued after it began, so a host cause's idle time is time
+the GPU had nothing queued, on the step's critical path. Removing the cause removes that idle time
+from the step and nothing else (the basis); the limits: work does not move into the freed time (a
+shorter wait for data is not refilled by something else), and time the GPU spent waiting with work
+already queued (`device_dependency`) is no host cause's, so removing a host cause never saves it.
+
+Per steady step (warm-up steps left out) and cause: its lost time x in the step (idle of that cause,
+plus exposed copies for memcpy and exposed communication for communication), averaged over the rank's
+devices. The saving is median(step) - median(step - x): a step with a DataLoader wait of W in every
+step saves exactly W, and no cause saves more than its largest per-step time. Periodic stalls, rare by
+nature, are counted on the mean step (their total / the steps). Without steps, the capture window
+stands for one step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import causes as C
+from ..analyses.figures import Steps
+from ..analyses.gaps import StepCauses
+
+MEDIAN_STEP = "median_step"
+MEAN_STEP = "mean_step"
+WINDOW = "window"
+
+
+@dataclass(frozen=True)
+class Saving:
+    cause: str
+    saving_ns: int  # projected shortening of the median step (mean step, or window: see `basis`)
+    step_ns: int  # the median step (mean step, or the window per device) it shortens
+    basis: str  # MEDIAN_STEP | MEAN_STEP | WINDOW
+    steps: int  # steady steps it is measured on (0: the window)
+
+    @property
+    def share(self) -> float:
+        return self.saving_ns / self.step_ns if self.step_ns > 0 else 0.0
+
+
+def savings(per_step: tuple[StepCauses, ...], st: Steps, warmup: np.ndarray, lost_by_cause: dict[str, int],
+            window_ns: int, n_devices: int) -> dict[str, Saving]:
+    """Each cause's projected saving (see the module's words); `lost_by_cause` and `window_ns` summed
+    over the rank's `n_devices` devices, as `per_step` is."""
+    n_dev = max(n_devices, 1)
+    keep = np.setdiff1d(np.arange(min(len(st), len(per_step))), warmup)
+    if not len(keep):
+        step = window_ns // n_dev
+        return {c: Saving(c, int(lost_by_cause.get(c, 0) // n_dev), step, WINDOW, 0) for c in C.CAUSES}
+    dur = (st.end_ns[keep] - st.start_ns[keep]).astype(np.float64)
+    median = float(np.median(dur))
+    out = {}
+    for c in C.CAUSES:
+        x = np.array([per_step[i].idle_by_cause.get(c, 0) + per_step[i].exposed_by_cause.get(c, 0)
+                      for i in keep], dtype=np.float64) / n_dev
+        if c == C.CHECKPOINT:
+            out[c] = Saving(c, int(round(float(x.mean()))), int(round(float(dur.mean()))), MEAN_STEP, len(keep))
+            continue
+        saving = median - float(np.median(dur - x))
+        out[c] = Saving(c, int(round(min(max(saving, 0.0), float(x.max(initial=0.0))))), int(round(median)),
+                        MEDIAN_STEP, len(keep))
+    return out
+
+
+def basis_words(s: Saving) -> str:
+    """What a saving is of, in words."""
+    if s.basis == WINDOW:
+        return "the captured window (no steps)"
+    if s.basis == MEAN_STEP:
+        return f"the mean step (over {s.steps} steady steps)"
+    return f"the median step (over {s.steps} steady steps)"
