@@ -122,7 +122,7 @@ def _step_source(r: RankAnalysis) -> R.StepSourceResult | None:
     src = r.step_source
     if src is None:
         return None
-    if src.kind != "detected":
+    if not src.iterations:
         return R.StepSourceResult(src.kind)
     return R.StepSourceResult(src.kind, src.basis, _us(src.period_ns), src.iterations)
 

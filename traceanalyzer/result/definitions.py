@@ -48,8 +48,10 @@ FIGURES: dict[str, str] = {
         "\"DataLoader\". TensorFlow: the training thread blocked in `IteratorGetNext`."
     ),
     "step_source": (
-        "Where a rank's steps come from. `markers`: step spans the trace records (two or more). "
-        "`detected`: a trace with no step marker, or one holding the whole capture, whose work repeats: "
+        "Where a rank's steps come from. `markers`: step spans the trace records, one step per marker "
+        "(even a single one); with a single marker, the iterations found inside it as below are reported "
+        "as its sub-iterations (`basis`, `period_us`, `iterations`) and never replace it. "
+        "`detected`: a trace with no step marker whose work repeats: "
         "(1) a host annotation recurring on one thread, each occurrence ending before the next and "
         "covering at least 80% of the time to the next one and, when the rank waits for a DataLoader, "
         "holding a wait in at least half of them; an iteration runs from one occurrence's start "

@@ -268,9 +268,11 @@ class StepSourceResult:
     none (the whole window is one step)."""
 
     kind: str  # "markers" | "detected" | "window"
-    basis: str | None = None  # detected: what repeats ("kernel sequence", "annotation <name>")
-    period_us: float | None = None  # detected: the median length of one iteration
-    iterations: int | None = None  # detected: how many were found
+    # iterations found (detected; or markers: inside the single step, its sub-iterations): what repeats
+    # ("kernel sequence", "annotation <name>"), the median length of one, how many
+    basis: str | None = None
+    period_us: float | None = None
+    iterations: int | None = None
 
 
 # --- operators and Python frames (issue: operator view) -----------------------------------------------
