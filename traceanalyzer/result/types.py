@@ -291,6 +291,7 @@ class OperatorRow:
     idle_us: float | None = None  # the union of its calls inside GPU idle gaps, summed over devices
     share_of_idle: float | None = None  # idle_us / the devices' idle time (None without GPU idle)
     top_level: bool = False  # some call has no enclosing operator or annotation (only a step)
+    threads: int = 1  # host threads it ran on (total_us: its outermost calls' time on each, summed)
 
 
 @dataclass(frozen=True)
