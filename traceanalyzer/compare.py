@@ -62,6 +62,9 @@ REGRESSED = "regressed"
 IMPROVED = "improved"
 UNCHANGED = "unchanged"
 INCONCLUSIVE = "inconclusive"
+# What a side's steps are (StepSourceResult.kind), in words; a side whose ranks differ is "mixed".
+STEP_BASES = {"markers": "by step markers", "detected": "detected from repeating work"}
+MIXED_BASIS = "mixed"
 CHANGE_VERDICTS = (REGRESSED, IMPROVED, UNCHANGED, INCONCLUSIVE)
 
 # Per-step parts of the mean step: what the attribution splits a change into.
@@ -155,6 +158,7 @@ class Side:
     straggler_wait_per_step_us: float | None = None  # wait the worst straggler causes per step
     runs: int = 1  # runs on this side (several: `diff --base A --base B`)
     run_medians_us: tuple[float, ...] = ()  # each run's median step
+    step_basis: str = ""  # what its steps are: "markers" | "detected" | "mixed" | "" (none, or not recorded)
 
 
 @dataclass(frozen=True)
@@ -181,7 +185,7 @@ class Comparison:
     verdict_changed: bool
     warnings: tuple[str, ...]
     gates: tuple[GateResult, ...] = ()
-    reason: str = ""  # why the verdict: "step_time" | "parts" | "within_tolerance" | "too_few_steps" | ...
+    reason: str = ""  # why: "step_time" | "parts" | "within_tolerance" | "too_few_steps" | "step_basis_differs" ...
     run_to_run_measured: bool = False  # several runs on both sides: the interval spans runs
 
     def to_data(self) -> dict[str, Any]:
@@ -303,8 +307,25 @@ def _side(a: AnalysisData, root: str | None,
         peak_memory_bytes=None if (peak := M.peak_gpu_memory_bytes(a)) is None else int(peak),
         stragglers=tuple(s.rank for s in diag.stragglers) if diag else (),
         straggler_wait_per_step_us=diag.stragglers[0].caused_wait_per_step_us if diag and diag.stragglers else None,
+        step_basis=_step_basis({r.step_source.kind for r in ranks_with if r.step_source is not None}),
     )
     return side, dur, parts
+
+
+def _step_basis(kinds: set[str]) -> str:
+    """One side's step basis from its ranks' (or runs') step sources: the one kind, "mixed", or ""."""
+    kinds = {k for k in kinds if k in STEP_BASES or k == MIXED_BASIS}
+    return "" if not kinds else next(iter(kinds)) if len(kinds) == 1 else MIXED_BASIS
+
+
+def basis_mismatch(base: str, head: str) -> str | None:
+    """Why the two sides' steps are not like with like (one by step markers, the other detected from
+    repeating work, or either mixed), or None when they are (or a side's basis is not recorded)."""
+    if not base or not head or (base == head and base != MIXED_BASIS):
+        return None
+    return (f"steps {STEP_BASES.get(base, 'of mixed kinds')} on the base, {STEP_BASES.get(head, 'of mixed kinds')} "
+            f"on the head: the step times are not like with like and the change is not judged; profile both "
+            f"sides with the same step markers (or both without)")
 
 
 def _r(x: float | None, digits: int = 3) -> float | None:
@@ -586,6 +607,10 @@ def compare_runs(bases: Sequence[AnalysisData], heads: Sequence[AnalysisData],
                    else round(h_side.mean_step_us - b_side.mean_step_us, 3))
     parts = _parts([p for _, _, p in b_sides], [p for _, _, p in h_sides], mean_change)
     verdict, reason = change_verdict(st, tolerance, parts)
+    mismatch = basis_mismatch(b_side.step_basis, h_side.step_basis)
+    if mismatch:  # one side by step markers, the other by detected iterations: never judged
+        warnings.insert(0, mismatch)
+        verdict, reason = INCONCLUSIVE, "step_basis_differs"
     comparison = Comparison(
         schema=SCHEMA, tool={"name": "traceanalyzer", "version": __version__}, change_verdict=verdict,
         headline="", tolerance=tolerance, step_time=st, mean_step_change_us=mean_change,
@@ -676,7 +701,7 @@ def _merge(sides: list[Side]) -> Side:
         samples_per_s=avg([s.samples_per_s for s in sides]),
         batch_size=first.batch_size, peak_memory_bytes=max(peaks) if peaks else None,
         stragglers=first.stragglers, straggler_wait_per_step_us=first.straggler_wait_per_step_us,
-        runs=len(sides),
+        runs=len(sides), step_basis=_step_basis({s.step_basis for s in sides if s.step_basis}),
         run_medians_us=tuple(round(float(np.median(s.step_durations_us)), 3) for s in sides if s.step_durations_us))
 
 
@@ -735,7 +760,10 @@ def _with_headline(c: Comparison) -> Comparison:
                              f"±{c.tolerance * 100:.0f}%")
         else:
             text = f"Inconclusive: step time {_pct(st.change)} ({label}" + (f"; {ci})" if ci else ")")
-            if st.base_steps < MIN_STEPS or st.head_steps < MIN_STEPS:
+            if c.reason == "step_basis_differs":
+                text += (f", steps of different kinds (base {STEP_BASES.get(c.base.step_basis, 'mixed')}, "
+                         f"head {STEP_BASES.get(c.head.step_basis, 'mixed')})")
+            elif st.base_steps < MIN_STEPS or st.head_steps < MIN_STEPS:
                 text += f", too few steps (base {st.base_steps}, head {st.head_steps})"
             sentences.append(text)
             if decisive:

@@ -1,8 +1,10 @@
 """Iterations without step markers: the repeating unit of a rank's work, used as its steps.
 
 `find_steps` returns a rank's steps and where they came from. Step markers (`ProfilerStep#N`, Keras
-batches) are used as they are when there are two or more. Otherwise (no marker, or one marker holding the
-whole capture) the loop is looked for in the work itself, in this order:
+batches) always define the steps when the trace has any: one marker is one step, however much repeating
+work it holds. Iterations are looked for in the work itself only without markers (they are then the
+steps), and inside a single marker, where they are only reported (`StepSource.iterations`: sub-iterations
+of the step, never replacing it). They are found in this order:
 
 1. **annotation**: a host annotation (`record_function`) that recurs on one thread, each occurrence
    ending before the next starts and covering at least ANNOTATION_MIN_COVER of the time to the next one
@@ -76,23 +78,31 @@ SYNC_CALL = re.compile(r"Synchroni[sz]e|^(?:cuda|hip)Memcpy$|^cuMemcpy(?:DtoH|Ht
 
 @dataclass(frozen=True)
 class StepSource:
-    """Where a rank's steps came from."""
+    """Where a rank's steps came from. With kind "markers", `basis`, `period_ns` and `iterations` (when set)
+    describe the iterations found inside a single marker: sub-iterations of the one step."""
 
     kind: str  # "markers" | "detected" | "window"
-    basis: str | None = None  # detected: "kernel sequence" or "annotation <name>"
-    period_ns: int | None = None  # detected: median iteration length on the host clock
-    iterations: int = 0  # detected: how many
+    basis: str | None = None  # iterations found: "kernel sequence" or "annotation <name>"
+    period_ns: int | None = None  # iterations found: median iteration length on the host clock
+    iterations: int = 0  # iterations found: how many (inside the marker, for kind "markers")
 
 
 def find_steps(tl: Timeline, rank: int, markers: Steps) -> tuple[Steps, StepSource]:
-    """The rank's steps: its markers when it has two or more; else the iterations found in its work;
-    else its markers (one or none)."""
+    """The rank's steps: its markers when it has any (one marker is one step; the iterations found inside
+    a single marker are reported as its sub-iterations); else the iterations found in its work; else none."""
     if len(markers) >= 2:
         return markers, StepSource("markers")
     found = detect_iterations(tl, rank)
-    if found is not None:
-        return found
-    return markers, StepSource("markers" if len(markers) else "window")
+    if not len(markers):
+        return found if found is not None else (markers, StepSource("window"))
+    if found is None:
+        return markers, StepSource("markers")
+    its, src = found
+    inside = (its.start_ns >= markers.start_ns[0]) & (its.end_ns <= markers.end_ns[0])
+    if int(inside.sum()) < MIN_ITERATIONS:
+        return markers, StepSource("markers")
+    period = int(np.median(its.end_ns[inside] - its.start_ns[inside]))
+    return markers, StepSource("markers", src.basis, period, int(inside.sum()))
 
 
 def detect_iterations(tl: Timeline, rank: int) -> tuple[Steps, StepSource] | None:

@@ -4,7 +4,10 @@ catalogue's patterns (advice_patterns.py) found among them. Timeline -> frozen f
 
 Nesting is per host thread: a thread's events sorted by start (longer first on ties); an event's
 depth is the number of the thread's earlier events still open at its start, its parent the last
-earlier event one level up. Self time = duration - the parts of its children inside it. A kernel's
+earlier event one level up. Self time = duration - the parts of its children inside it. An operator's
+total is counted once: the inclusive time of its outermost calls on each thread (a call nested in another
+call of the same name on its thread, as `aten::copy_` inside `aten::copy_`, adds nothing), so it never
+exceeds the time its threads were recorded; its self time sums every call's own time. A kernel's
 launcher: the runtime call with the kernel's `correlation`, then the operator or annotation that
 encloses that call on its thread.
 """
@@ -34,11 +37,12 @@ class OpFigure:
     name: str
     kind: str
     count: int
-    total_ns: int  # summed duration of its calls
+    total_ns: int  # inclusive time of its outermost calls per thread (nested calls of the name count once), summed
     self_ns: int  # summed self time (duration minus its nested host events)
     steps_ns: int  # union of its calls (any thread) inside the steps (the window without steps)
     idle_ns: int  # union of its calls inside the devices' idle gaps, summed over devices
     top_level: bool  # some call has no enclosing operator or annotation (only a step, or nothing)
+    threads: int = 1  # host threads it ran on: total_ns is at most their recorded time, summed
 
 
 @dataclass(frozen=True)
@@ -165,7 +169,8 @@ def host_nesting(tl: Timeline, rank: int) -> tuple[pd.DataFrame, np.ndarray]:
     host = pd.DataFrame({c: ev[c].array.take(rows) if ev[c].dtype == "category" else ev[c].to_numpy()[rows]
                          for c in cols})
     ts = host["ts_ns"].to_numpy()
-    parent = nest(thread_groups(host["pid"].to_numpy(), host["tid"].to_numpy()), ts, ts + host["dur_ns"].to_numpy())
+    host["thread"] = thread_groups(host["pid"].to_numpy(), host["tid"].to_numpy())
+    parent = nest(host["thread"].to_numpy(), ts, ts + host["dur_ns"].to_numpy())
     return host, parent
 
 
@@ -207,23 +212,28 @@ def _ops_table(host: pd.DataFrame, rows: np.ndarray, ts: np.ndarray, end: np.nda
         return (), 0
     code = host["name"].cat.codes.to_numpy()[rows].astype(np.int64)
     t0, t1 = ts[rows], end[rows]
+    thread = host["thread"].to_numpy()[rows]
+    # counted once: per thread, the union of the name's calls (its outermost calls' inclusive time)
+    per_thread = pd.factorize(code * (int(thread.max()) + 1) + thread)[0].astype(np.int64)
+    own_lo, own_hi = union_pieces(per_thread, t0, t1)
     lo, hi = union_pieces(code, t0, t1)
     in_window = covered(basis, lo, hi)
     in_idle = np.zeros(len(rows), dtype=np.int64)
     for s in idle_sets:
         in_idle += covered(s, lo, hi)
-    frame = pd.DataFrame({"code": code, "kind": host["kind"].cat.codes.to_numpy()[rows], "dur": t1 - t0,
-                          "self": self_ns[rows], "win": in_window, "idle": in_idle, "top": top[rows]})
+    frame = pd.DataFrame({"code": code, "kind": host["kind"].cat.codes.to_numpy()[rows], "dur": own_hi - own_lo,
+                          "self": self_ns[rows], "win": in_window, "idle": in_idle, "top": top[rows],
+                          "thread": thread})
     g = frame.groupby("code", sort=False).agg(count=("dur", "size"), total=("dur", "sum"), selfns=("self", "sum"),
                                               win=("win", "sum"), idle=("idle", "sum"), top=("top", "max"),
-                                              kind=("kind", "first"))
+                                              kind=("kind", "first"), threads=("thread", "nunique"))
     names = host["name"].cat.categories
     g["key"] = [str(names[c]) for c in g.index]
     g = g.sort_values(["total", "count", "key"], ascending=[False, False, True], kind="stable")
     kinds = host["kind"].cat.categories
-    out = tuple(OpFigure(k, str(kinds[kd]), int(n), int(tot), int(sf), int(w), int(i), bool(tp))
-                for k, kd, n, tot, sf, w, i, tp in zip(g["key"], g["kind"], g["count"], g["total"], g["selfns"],
-                                                       g["win"], g["idle"], g["top"]))
+    out = tuple(OpFigure(k, str(kinds[kd]), int(n), int(tot), int(sf), int(w), int(i), bool(tp), int(th))
+                for k, kd, n, tot, sf, w, i, tp, th in zip(g["key"], g["kind"], g["count"], g["total"], g["selfns"],
+                                                           g["win"], g["idle"], g["top"], g["threads"]))
     return out, 0
 
 

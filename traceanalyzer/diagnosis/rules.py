@@ -453,11 +453,14 @@ def robust_lost_by_cause(per_step: tuple[StepCauses, ...], warmup: np.ndarray, l
                          in_warmup: dict[str, int]) -> dict[str, int]:
     """Lost time by cause for the verdict: warm-up steps left out; with ROBUST_MIN_STEPS steady steps,
     each cause's idle is its median per-step idle x the steady steps (one long gap cannot decide),
-    except periodic stalls, which are rare by nature and counted in full."""
+    except periodic stalls, which are rare by nature and counted in full. The medians of several causes
+    can add up to more than was lost (each cause's median step is another step): the causes are then
+    scaled down together, so the steady-state time lost never exceeds the time measured (nor the window)."""
     steady = {c: lost[c] - in_warmup[c] for c in C.CAUSES}
     keep = np.setdiff1d(np.arange(len(per_step)), warmup)
     if len(keep) < ROBUST_MIN_STEPS:
         return steady
+    measured = max(sum(steady.values()), 0)
     idle_total = {c: sum(per_step[i].idle_by_cause[c] for i in keep) for c in C.CAUSES}
     for c in C.CAUSES:
         if c == C.CHECKPOINT:
@@ -465,7 +468,11 @@ def robust_lost_by_cause(per_step: tuple[StepCauses, ...], warmup: np.ndarray, l
         median = float(np.median([per_step[i].idle_by_cause[c] for i in keep]))
         # idle outside any step stays as measured; inside steps the median per step stands for each
         steady[c] = int(steady[c] - idle_total[c] + median * len(keep))
-    return {c: max(v, 0) for c, v in steady.items()}
+    steady = {c: max(v, 0) for c, v in steady.items()}
+    robust = sum(steady.values())
+    if robust > measured:  # counted once: never more than was lost
+        steady = {c: v * measured // robust for c, v in steady.items()}
+    return steady
 
 
 def _startup_headline(startup_ns: int, lost_ns: int, warmup: np.ndarray, spent: tuple[Evidence, ...],

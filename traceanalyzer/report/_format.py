@@ -58,16 +58,19 @@ def table(header: list[str], rows: Iterable[list[str]], limit: int, total: int, 
 
 
 def step_source_text(source: object) -> str | None:
-    """"steps detected from <basis>, period X" for a rank whose steps were detected (a
+    """"steps detected from <basis>, period X" for a rank whose steps were detected, "one step marker
+    holding N iterations detected from <basis>, ..." for a single marker with sub-iterations (a
     `StepSourceResult`, or its plain-data form), else None. Plain text: each renderer escapes it."""
     def get(key: str) -> object:
         return source.get(key) if isinstance(source, dict) else getattr(source, key, None)
 
-    if get("kind") != "detected":
+    kind, n = get("kind"), get("iterations")
+    if kind != "detected" and not (kind == "markers" and n):
         return None
     basis = str(get("basis") or "repeating work")
     basis = "the kernel sequence" if basis == "kernel sequence" else basis
-    n = get("iterations")
     period = get("period_us")
-    return (f"steps detected from {basis}, period {fmt_us(period if isinstance(period, (int, float)) else None)}"
-            f"{f' ({n} iterations)' if n else ''}")
+    every = f"period {fmt_us(period if isinstance(period, (int, float)) else None)}"
+    if kind == "markers":
+        return f"one step marker, the step: it holds {n} iterations detected from {basis}, {every}"
+    return f"steps detected from {basis}, {every}{f' ({n} iterations)' if n else ''}"

@@ -11,7 +11,7 @@ import orjson
 
 from .. import inert
 from ..causes import VERDICT_BY_ID
-from ..compare import Comparison, Part, Side, StepTime
+from ..compare import STEP_BASES, Comparison, Part, Side, StepTime
 from ..units import format_bytes
 from ._format import WIDTH, clean, fmt_pct, fmt_pct_change, fmt_us, md, wrap
 from .base import Renderer, encoded, registry
@@ -97,7 +97,7 @@ def _markdown(c: Comparison, rows: dict[str, int]) -> str:
             f"| step time shift (Hodges–Lehmann) | | | {fmt_pct_change(st.change)} {md(interval_text(st))} |",
             f"| p10 – p90 step | {fmt_us(st.base_p10_us)} – {fmt_us(st.base_p90_us)} | "
             f"{fmt_us(st.head_p10_us)} – {fmt_us(st.head_p90_us)} | |",
-            f"| steps measured | {st.base_steps} | {st.head_steps} | |",
+            f"| steps measured | {st.base_steps}{_basis(c.base)} | {st.head_steps}{_basis(c.head)} | |",
             f"| runs | {st.base_runs} | {st.head_runs} | "
             f"{'interval across runs' if c.run_to_run_measured else 'run-to-run variation not measured'} |",
             f"| verdict | {md(_verdict_label(c.base.primary))} | {md(_verdict_label(c.head.primary))} | "
@@ -161,6 +161,21 @@ def _memory_and_straggler_rows(c: Comparison) -> list[str]:
     return rows
 
 
+def _basis(s: Side) -> str:
+    """" (by step markers)", " (detected from repeating work)", " (mixed)" or "" (not recorded)."""
+    return f" ({STEP_BASES.get(s.step_basis, s.step_basis)})" if s.step_basis else ""
+
+
+def _bases(c: Comparison) -> str:
+    """", by step markers on both sides", ", base by step markers, head detected ..." or "" (not recorded)."""
+    b, h = c.base.step_basis, c.head.step_basis
+    if not b or not h:
+        return ""
+    if b == h:
+        return f", {STEP_BASES.get(b, b)} on both sides"
+    return f", base {STEP_BASES.get(b, b)}, head {STEP_BASES.get(h, h)}"
+
+
 def _ranks_text(s: Side) -> str:
     if not s.stragglers:
         return "none"
@@ -172,7 +187,7 @@ def render_diff_text(c: Comparison) -> str:
     st = c.step_time
     lines = wrap(c.headline, f"Change: {c.change_verdict.upper()}: ", "  ")
     lines.append(f"median step {fmt_us(st.base_median_us)} -> {fmt_us(st.head_median_us)} "
-                 f"({st.base_steps} vs {st.head_steps} steps"
+                 f"({st.base_steps} vs {st.head_steps} steps{_bases(c)}"
                  + (f", {st.base_runs} vs {st.head_runs} runs" if st.base_runs > 1 or st.head_runs > 1 else "") + ")")
     b_rate, h_rate = c.base.samples_per_s, c.head.samples_per_s
     if b_rate is not None and h_rate is not None:

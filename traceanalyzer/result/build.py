@@ -107,7 +107,7 @@ def operator_view(r: RankAnalysis) -> R.OperatorView | None:
                               _frac(x.steps_ns / o.steps_ns) if o.steps_ns > 0 else None,
                               _us0(x.total_ns / steps) if steps else None, _us0(x.steps_ns),
                               _us0(x.idle_ns) if o.idle_ns > 0 else None,
-                              _frac(x.idle_ns / o.idle_ns) if o.idle_ns > 0 else None, x.top_level)
+                              _frac(x.idle_ns / o.idle_ns) if o.idle_ns > 0 else None, x.top_level, x.threads)
                 for x in o.ops)
     kernels = tuple(R.KernelLaunchRow(k.name, f"cuda:{k.device}", k.count, _us0(k.total_ns),
                                       _us0(k.total_ns / k.count), k.launched_by) for k in o.kernels)
@@ -122,7 +122,7 @@ def _step_source(r: RankAnalysis) -> R.StepSourceResult | None:
     src = r.step_source
     if src is None:
         return None
-    if src.kind != "detected":
+    if not src.iterations:
         return R.StepSourceResult(src.kind)
     return R.StepSourceResult(src.kind, src.basis, _us(src.period_ns), src.iterations)
 

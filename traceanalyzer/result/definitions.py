@@ -51,8 +51,10 @@ FIGURES: dict[str, str] = {
         "\"DataLoader\". TensorFlow: the training thread blocked in `IteratorGetNext`."
     ),
     "step_source": (
-        "Where a rank's steps come from. `markers`: step spans the trace records (two or more). "
-        "`detected`: a trace with no step marker, or one holding the whole capture, whose work repeats: "
+        "Where a rank's steps come from. `markers`: step spans the trace records, one step per marker "
+        "(even a single one); with a single marker, the iterations found inside it as below are reported "
+        "as its sub-iterations (`basis`, `period_us`, `iterations`) and never replace it. "
+        "`detected`: a trace with no step marker whose work repeats: "
         "(1) a host annotation recurring on one thread, each occurrence ending before the next and "
         "covering at least 80% of the time to the next one and, when the rank waits for a DataLoader, "
         "holding a wait in at least half of them; an iteration runs from one occurrence's start "
@@ -228,9 +230,12 @@ FIGURES: dict[str, str] = {
     "operators": (
         "The host operators and annotations of a rank (`cpu_op`, `user_annotation`, DataLoader waits), grouped "
         "by name. Events nest per host thread: sorted by start (longer first on ties), an event's parent is "
-        "the innermost earlier event of its thread still open at its start. Count = calls; total = summed "
-        "duration of the calls; self = total minus the parts of its nested host events (operators, "
-        "annotations, runtime calls; not Python frames) inside it; per step = total / steps; in steps = the "
+        "the innermost earlier event of its thread still open at its start. Count = calls; total = the "
+        "inclusive time of its outermost calls on each thread (a call nested in a call of the same name on its "
+        "thread counts once: the union of its calls per thread), summed over the `threads` it ran on, so at "
+        "most their recorded time; self = the summed duration of every call minus the parts of its nested host "
+        "events (operators, annotations, runtime calls; not Python frames) inside it; per step = total / steps; "
+        "in steps = the "
         "union of its calls (any thread) inside the step spans (the window when the rank has no steps), "
         "and share of steps = that / the summed step time; "
         "idle = the union of its calls inside the GPU idle gaps, summed over devices, and share of idle = "

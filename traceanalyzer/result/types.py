@@ -280,9 +280,11 @@ class StepSourceResult:
     none (the whole window is one step)."""
 
     kind: str  # "markers" | "detected" | "window"
-    basis: str | None = None  # detected: what repeats ("kernel sequence", "annotation <name>")
-    period_us: float | None = None  # detected: the median length of one iteration
-    iterations: int | None = None  # detected: how many were found
+    # iterations found (detected; or markers: inside the single step, its sub-iterations): what repeats
+    # ("kernel sequence", "annotation <name>"), the median length of one, how many
+    basis: str | None = None
+    period_us: float | None = None
+    iterations: int | None = None
 
 
 # --- operators and Python frames (issue: operator view) -----------------------------------------------
@@ -301,6 +303,7 @@ class OperatorRow:
     idle_us: float | None = None  # the union of its calls inside GPU idle gaps, summed over devices
     share_of_idle: float | None = None  # idle_us / the devices' idle time (None without GPU idle)
     top_level: bool = False  # some call has no enclosing operator or annotation (only a step)
+    threads: int = 1  # host threads it ran on (total_us: its outermost calls' time on each, summed)
 
 
 @dataclass(frozen=True)
