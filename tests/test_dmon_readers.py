@@ -71,7 +71,11 @@ def test_dmon_su_without_times(corpus):
     assert series(tl, "dec_util_pct")[1][:4].tolist() == [1, 1, 1, 0]
     assert set(tl.counters["metric"].astype(str)) == {
         "sm_util_pct", "mem_util_pct", "enc_util_pct", "dec_util_pct", "jpg_util_pct", "ofa_util_pct"}
-    assert tl.sources[0].warnings == []
+    (warning,) = tl.sources[0].warnings  # no interval given: 1 s assumed, and said
+    assert "its 10 samples are assumed 1 s apart" in warning and "--dmon-interval" in warning
+    given = read_file(corpus / "dmon_su_jpgofa" / "nvidia_dmon.log", ReadOptions(dmon_interval_ns=10 * S))
+    assert given.sources[0].warnings == []
+    assert series(given, "sm_util_pct")[0].tolist() == [k * 10 * S for k in range(10)]  # 90 s: its real span
 
 
 def test_dmon_mutc_with_date_and_time(corpus):
@@ -170,7 +174,7 @@ def test_dmon_column_order_and_missing_values(tmp_path):
     assert np.isnan(series(tl, "mem_temp_c", 0)[1]).all()
     assert series(tl, "pcie_rx_mbps", 0)[1].tolist() == [12, 11]
     assert series(tl, "sm_util_pct", 1)[0].tolist() == [0, S]
-    assert tl.sources[0].warnings == []
+    assert [w for w in tl.sources[0].warnings if "assumed 1 s apart" not in w] == []
 
 
 def test_dmon_header_repeated_and_changed_midfile(tmp_path):
@@ -208,12 +212,12 @@ def test_dmon_truncated_last_line_and_complete_last_line(tmp_path):
     head = "# gpu     sm    mem    enc \n# Idx      %      %      % \n"
     tl = read_text(tmp_path, head + rows + "    0     4")
     src = tl.sources[0]
-    assert len(src.warnings) == 1 and "line 6" in src.warnings[0]
+    assert len(src.warnings) == 2 and "line 6" in src.warnings[0] and "assumed 1 s apart" in src.warnings[1]
     assert series(tl, "sm_util_pct")[1].tolist() == [46, 45, 47]
     # a last line without a newline that is complete is kept
     tl = read_text(tmp_path, head + rows + "    0     48     26      0")
     assert series(tl, "sm_util_pct")[1].tolist() == [46, 45, 47, 48]
-    assert tl.sources[0].warnings == []
+    assert len(tl.sources[0].warnings) == 1 and "assumed 1 s apart" in tl.sources[0].warnings[0]
 
 
 def test_dmon_time_only_passes_midnight_and_takes_date_from_start(tmp_path):
@@ -266,8 +270,13 @@ timestamp, index, utilization.gpu [%], power.draw [W], clocks.sm [MHz], temperat
 
 
 def test_smi_csv_without_header_says_what_to_add(tmp_path):
-    with pytest.raises(InputError, match="line 1: no header row"):
+    with pytest.raises(InputError, match=r"line 1: '2024/01/16 14:44:16.977, 0 %, 21 MiB' looks like nvidia-smi "
+                                         r"--format=csv,noheader output .* e\.g\. 'timestamp, utilization\.gpu "
+                                         r"\[%\], memory\.used \[MiB\]', or log with --format=csv"):
         read_text(tmp_path, "2024/01/16 14:44:16.977, 0 %, 21 MiB\n", "smi.csv")
+    # without a timestamp too (recognised by the units in its values), whatever the file is called
+    with pytest.raises(InputError, match=r"line 1: '2 %, 588 MiB' looks like nvidia-smi --format=csv,noheader"):
+        read_text(tmp_path, "2 %, 588 MiB\n3 %, 590 MiB\n")
 
 
 def test_sniffers_do_not_take_each_others_files():

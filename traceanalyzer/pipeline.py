@@ -61,7 +61,7 @@ class Options:
     counter_logs: tuple[Path, ...] = ()  # logs to put on the trace's clock (besides those among the inputs)
     host_logs: tuple[Path, ...] = ()  # glances exports (besides those among the inputs), same clock options
     find_logs_beside: bool = True  # without counter_logs: use logs found beside the trace
-    dmon_interval_ns: int = 1_000_000_000  # sample period of a log without timestamps
+    dmon_interval_ns: int | None = None  # sample period of a log without timestamps (None: 1 s, warned)
     dmon_start: tuple[int, str] | None = None  # first sample time of such a log: (ns, clock)
     dmon_tz: str | None = None  # zone of the machine that wrote the logs
     dmon_offset_ns: int | None = None  # log time + offset = trace time (None: found automatically)

@@ -104,6 +104,9 @@ class _Group(click.Group):
         except Exception as exc:  # a bug: one line, unless debugging
             if os.environ.get("TRACEANALYZER_DEBUG"):
                 raise
+            if isinstance(exc, OSError) and exc.filename is not None:  # a file or folder missing, unreadable
+                _error(f"error: {exc.filename}: {exc.strerror or exc}")  # or unwritable: the input's, not a bug
+                sys.exit(EXIT_BAD_INPUT)
             _error(f"internal error: {type(exc).__name__}: {exc} "
                    f"(set TRACEANALYZER_DEBUG=1 for a traceback, and please report it)")
             sys.exit(EXIT_INTERNAL)

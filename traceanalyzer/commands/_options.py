@@ -134,8 +134,8 @@ def analysis_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                      help="Clock skew of the log after its zone, e.g. -2s: log time + offset = trace time. "
                           "Default: found automatically."),
         click.option("--dmon-interval", "dmon_interval_ns", type=DurationType(*DMON_INTERVAL_RANGE_NS),
-                     default="1s", show_default=True,
-                     help="Sample period of a log without timestamps (nvidia-smi dmon -d)."),
+                     help="Sample period of a log without timestamps (nvidia-smi dmon -d, --query-gpu -l). "
+                          "Default: 1s, said in a warning."),
         click.option("--dmon-start", type=ParsedType("DATETIME", _start),
                      help="Time of the first sample of a log without timestamps (or the date of a time-only "
                           "log), local time of the logging machine: '2024-01-04 13:54:35'."),

@@ -12,6 +12,8 @@ from ._io import DEFAULT_MAX_INPUT_BYTES
 MAX_DEVICES = 128
 # Device indices are int32 in the Timeline; larger ones would wrap onto another device.
 MAX_DEVICE_INDEX = 2**31 - 1
+# nvidia-smi's default sampling interval (-l / -d): what a log without times is assumed to use.
+DEFAULT_LOG_INTERVAL_NS = 1_000_000_000
 
 
 @dataclass
@@ -25,8 +27,9 @@ class ReadOptions:
     # Receives the lines saying what a log dir holds and what was picked; None = the `traceanalyzer`
     # logger (the command line passes one that writes to stderr).
     notify: Callable[[str], None] | None = None
-    # Counter logs without times (dmon without -o T/-o DT): samples are this far apart ...
-    dmon_interval_ns: int = 1_000_000_000
+    # Counter logs without times (dmon without -o T/-o DT): samples are this far apart (None: not
+    # given, DEFAULT_LOG_INTERVAL_NS assumed with a warning) ...
+    dmon_interval_ns: int | None = None
     # ... starting here: (ns, clock) with clock CLOCK_WALL (local time) or CLOCK_EPOCH; see
     # `units.parse_start`. Also gives the date to time-of-day-only logs.
     dmon_start: tuple[int, str] | None = None

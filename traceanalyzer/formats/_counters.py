@@ -18,8 +18,8 @@ import pandas as pd
 
 from .. import timeline as T
 from ..errors import InputError, UsageError
-from ..timeline import Source
-from ._base import MAX_DEVICE_INDEX, MAX_DEVICES, ReadOptions
+from ..timeline import Source, Timeline
+from ._base import DEFAULT_LOG_INTERVAL_NS, MAX_DEVICE_INDEX, MAX_DEVICES, ReadOptions
 
 # nvidia-smi dmon writes about 30 columns, --query-gpu a few dozen fields: a header with more is
 # refused (each column becomes a metric series; 40,000 of them would take minutes).
@@ -43,7 +43,8 @@ _NUMBER_UNIT = re.compile(r"^\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\
 
 def parse_numbers(values: Sequence[str] | pd.Series) -> tuple[np.ndarray, np.ndarray]:
     """Text values -> (float64 with NaN for missing, bool mask of values that were neither
-    numbers nor a missing marker). Unit suffixes such as ' %' or ' MiB' are dropped."""
+    numbers nor a missing marker). Unit suffixes such as ' %' or ' MiB' are dropped. `inf` / `nan`
+    are no readings (a logger's placeholder or a corrupt row): NaN, and counted in the mask."""
     s = pd.Series(values, dtype=object).astype(str).str.strip()
     missing = s.isin(MISSING_TEXT).to_numpy()
     parsed = pd.to_numeric(s, errors="coerce").to_numpy(np.float64, copy=True)
@@ -51,6 +52,7 @@ def parse_numbers(values: Sequence[str] | pd.Series) -> tuple[np.ndarray, np.nda
     if todo.any():
         found = s[todo].str.extract(_NUMBER_UNIT)[0]
         parsed[todo] = pd.to_numeric(found, errors="coerce").to_numpy(np.float64)
+    parsed[np.isinf(parsed)] = np.nan
     bad = np.isnan(parsed) & ~missing
     return parsed, bad
 
@@ -120,10 +122,18 @@ def number_samples(devices: np.ndarray) -> np.ndarray:
     return out
 
 
-def numbered_times(sample: np.ndarray, options: ReadOptions) -> tuple[np.ndarray, str]:
+def numbered_times(sample: np.ndarray, options: ReadOptions, source: Source) -> tuple[np.ndarray, str]:
     """Times for numbered samples: `--dmon-start` + n x `--dmon-interval`, or n x interval on
-    the CLOCK_SAMPLES clock when no start was given."""
+    the CLOCK_SAMPLES clock when no start was given. Without an interval given, 1 s (nvidia-smi's
+    default `-l` / `-d`) is assumed and said in a warning: the log's span is right only if it was."""
     interval = options.dmon_interval_ns
+    if interval is None:
+        interval = DEFAULT_LOG_INTERVAL_NS
+        if len(sample) and int(sample.max()) > 0:
+            source.warnings.append(
+                f"no timestamps in the log: its {int(sample.max()) + 1} samples are assumed 1 s apart "
+                f"(nvidia-smi's default -l / -d); if it was written with another interval, give it with "
+                f"--dmon-interval (e.g. 10s), else the log's span is wrong")
     start_ns, clock = options.dmon_start if options.dmon_start is not None else (0, T.CLOCK_SAMPLES)
     last = (int(sample.max()) if len(sample) else 0) * interval + start_ns
     if interval <= 0:
@@ -132,6 +142,25 @@ def numbered_times(sample: np.ndarray, options: ReadOptions) -> tuple[np.ndarray
         raise UsageError(f"--dmon-interval / --dmon-start put the log's {len(sample)} samples outside the years "
                          f"1970 to 2200")
     return sample.astype(np.int64) * np.int64(interval) + np.int64(start_ns), clock
+
+
+def counters_timeline(source: Source, ts_ns: np.ndarray, device: np.ndarray,
+                      metric_parts: dict[str, list[tuple[int, np.ndarray]]], unknown: list[str],
+                      prefix: str) -> Timeline:
+    """What the text log readers (dmon, --query-gpu CSV) end with: each metric's parts (row offset,
+    values) spread over the log's rows (NaN where a header lacked it), the rows counted, the shared
+    warnings, and the Timeline of the counters."""
+    n = len(ts_ns)
+    metrics: dict[str, np.ndarray] = {}
+    for metric, parts in metric_parts.items():
+        full = np.full(n, np.nan)
+        for start, values in parts:
+            full[start:start + len(values)] = values
+        metrics[metric] = full
+    source.events_kept = n
+    source.warnings.extend(unknown_columns_warning(unknown, prefix))
+    source.warnings.extend(no_utilisation_warning(list(metrics)))
+    return Timeline(counters=counters_frame(ts_ns, device, metrics), sources=[source]).validate()
 
 
 def counters_frame(ts_ns: np.ndarray, device: np.ndarray, metrics: dict[str, np.ndarray],

@@ -202,6 +202,15 @@ def signed32(value: int) -> int:
     return value - (1 << 32) if value >= 1 << 31 else value
 
 
+def int32_unwrapped(value: int) -> int:
+    """An int32 field's varint: negatives (sign-extended to 64 bits) as such, values that fit as they are,
+    and a value beyond int32 (2^32: no writer's) kept whole rather than wrapped onto another id, so the
+    reader refuses it (a device id 2^32 wrapped to 0 would merge into cuda:0)."""
+    if value >= (1 << 64) - (1 << 31):
+        return value - (1 << 64)
+    return value
+
+
 _DOUBLE = struct.Struct("<d")
 _U64 = struct.Struct("<Q")
 

@@ -91,8 +91,10 @@ class Mapped:
     devices: list[int]  # GPU indices of the device planes seen (with or without work)
 
 
-def to_events(raw: RawEvents) -> Mapped:
-    """Classify raw TF/XLA events into Timeline kinds (vectorized over distinct names/lines)."""
+def to_events(raw: RawEvents, gpu_numbers: dict[str, int] | None = None) -> Mapped:
+    """Classify raw TF/XLA events into Timeline kinds (vectorized over distinct names/lines).
+    `gpu_numbers`: the device index of each GPU plane (`gpu_numbers`; by default from the planes
+    holding events)."""
     ts = raw.column("ts", np.int64)
     dur = raw.column("dur", np.int64)
     name = raw.column("name", np.int64)
@@ -108,7 +110,9 @@ def to_events(raw: RawEvents) -> Mapped:
 
     # --- per plane: host, GPU N, or something we do not map ---------------------------------
     plane_names = raw.planes.values
-    plane_gpu = np.array([gpu_index(p) for p in plane_names] or [-1], dtype=np.int64)
+    if gpu_numbers is None:
+        gpu_numbers = number_gpu_planes(plane_names, warnings)
+    plane_gpu = np.array([gpu_numbers.get(p, -1) for p in plane_names] or [-1], dtype=np.int64)
     plane_host = np.array([bool(HOST_PLANE.match(p)) for p in plane_names] or [False])
     ev_gpu = plane_gpu[plane] if n else np.zeros(0, np.int64)
     ev_host = plane_host[plane] if n else np.zeros(0, bool)
@@ -257,6 +261,19 @@ def _small_int(digits: str) -> int:
 def gpu_index(plane_name: str) -> int:
     m = GPU_PLANE.match(plane_name)
     return _small_int(m.group(1)) if m else -1
+
+
+def number_gpu_planes(plane_names: list[str], warnings: list[str]) -> dict[str, int]:
+    """Each GPU plane's device index: its number, or for a number beyond int32 (no real GPU's, yet a
+    plane of GPU work) the next index free after the others, said in `warnings`, rather than no device."""
+    out = {name: gpu_index(name) for name in plane_names if GPU_PLANE.match(name)}
+    odd = sorted(name for name, index in out.items() if index < 0)
+    free = max((i for i in out.values() if i >= 0), default=-1) + 1
+    for name in odd:
+        out[name] = free
+        warnings.append(f"plane {name[:60]}: its GPU number is beyond int32, shown as device {free}")
+        free += 1
+    return out
 
 
 def _direction(text: str) -> str:

@@ -29,17 +29,15 @@ from ..timeline import Source, Timeline
 from ._base import ReadOptions
 from ._counters import (
     check_columns,
-    counters_frame,
+    counters_timeline,
     datetimes_to_ns,
     device_indices,
     drop_cut_last_row,
     drop_wrong_rows,
-    no_utilisation_warning,
     number_samples,
     numbered_times,
     parse_numbers,
     read_segments,
-    unknown_columns_warning,
 )
 
 FORMAT = "nvidia-smi-dmon"
@@ -137,24 +135,12 @@ def read(path: Path, data: bytes, options: ReadOptions) -> Timeline:
             metric_parts.setdefault(metric, []).append((offset, parsed[j]))
         offset += len(seg.rows)
 
-    n = offset
     device = np.concatenate(device_parts)
-    metrics: dict[str, np.ndarray] = {}
-    for metric, parts in metric_parts.items():
-        full = np.full(n, np.nan)
-        for start, values in parts:
-            full[start:start + len(values)] = values
-        metrics[metric] = full
     line_nos = [ln for s in segments for ln in s.line_nos]
-    ts_ns, source.clock = _times(path, time_kind, date_parts, time_parts, device, line_nos, options)
-
-    source.events_kept = n
+    ts_ns, source.clock = _times(path, time_kind, date_parts, time_parts, device, line_nos, options, source)
     if bad_values:
         source.warnings.append(f"{bad_values} values that are neither numbers nor '-' read as missing")
-    source.warnings.extend(unknown_columns_warning(unknown, "dmon_"))
-    source.warnings.extend(no_utilisation_warning(list(metrics)))
-    frame = counters_frame(ts_ns, device, metrics)
-    return Timeline(counters=frame, sources=[source]).validate()
+    return counters_timeline(source, ts_ns, device, metric_parts, unknown, "dmon_")
 
 
 def _segments(path: Path, lines: list[str], cut: bool, source: Source) -> list[_Segment]:
@@ -218,9 +204,9 @@ def _time_kind(columns: list[str]) -> str:
 
 
 def _times(path: Path, kind: str, date_parts: list[np.ndarray], time_parts: list[np.ndarray],
-           device: np.ndarray, line_nos: list[int], options: ReadOptions) -> tuple[np.ndarray, str]:
+           device: np.ndarray, line_nos: list[int], options: ReadOptions, source: Source) -> tuple[np.ndarray, str]:
     if kind == T.CLOCK_SAMPLES:
-        return numbered_times(number_samples(device), options)
+        return numbered_times(number_samples(device), options, source)
     times = pd.Series(np.concatenate(time_parts))
     if kind == T.CLOCK_WALL:
         stamp = pd.Series(np.concatenate(date_parts)) + " " + times

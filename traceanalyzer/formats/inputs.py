@@ -11,7 +11,7 @@ from ..errors import InputError, UsageError
 from ..inert import terminal
 from ..timeline import Timeline
 from ._base import ReadOptions
-from ._io import resolved
+from ._io import is_link_loop, resolved
 from .registry import COUNTER_LOG_SUFFIXES, COUNTERS, HOST, TRACE_SUFFIXES, file_kind, read_file, read_host_log
 
 
@@ -51,7 +51,7 @@ def input_sets(paths: list[Path], options: ReadOptions | None = None,
             continue
         found = L.discover(p)
         if found is None:
-            merged.files.extend(_plain_dir(p))
+            merged.files.extend(_plain_dir(p, merged.warnings))
             merged.from_dir = True
             continue
         chosen = L.select(found, options.run, all_runs)
@@ -69,9 +69,15 @@ def input_sets(paths: list[Path], options: ReadOptions | None = None,
     return [merged]
 
 
-def _plain_dir(p: Path) -> list[Path]:
-    """Fallback without a log-dir layout: every trace-like file directly in the directory."""
-    found = sorted(f for f in p.iterdir() if f.is_file() and f.name.endswith(TRACE_SUFFIXES))
+def _plain_dir(p: Path, warnings: list[str]) -> list[Path]:
+    """Fallback without a log-dir layout: every trace-like file directly in the directory (symbolic
+    links that loop left out, counted in `warnings`)."""
+    entries = sorted(p.iterdir())
+    loops = [f.name for f in entries if f.name.endswith(TRACE_SUFFIXES + COUNTER_LOG_SUFFIXES) and is_link_loop(f)]
+    if loops:
+        warnings.append(f"skipped {len(loops)} symbolic link(s) that loop in folder {p.name}: "
+                        f"{', '.join(loops[:5])}")
+    found = sorted(f for f in entries if f.is_file() and f.name.endswith(TRACE_SUFFIXES))
     found = sorted(found + _logs_in(p))  # counter logs in the folder go with its traces
     if not found:
         raise InputError(p, "directory holds no trace files (*.json, *.json.gz, *.xplane.pb), no "
@@ -95,8 +101,13 @@ def is_counter_log(path: Path) -> bool:
 
 
 def _logs_in(folder: Path) -> list[Path]:
-    return sorted(f for f in folder.iterdir()
-                  if f.is_file() and f.name.endswith(COUNTER_LOG_SUFFIXES) and is_counter_log(f))
+    """Counter logs directly in `folder`; none when it cannot be listed (a missing folder: the trace
+    in it is then said to be missing when it is read)."""
+    try:
+        return sorted(f for f in folder.iterdir()
+                      if f.is_file() and f.name.endswith(COUNTER_LOG_SUFFIXES) and is_counter_log(f))
+    except OSError:
+        return []
 
 
 # How the notes on logs picked up implicitly begin (the path follows): the summary line names them.

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from ._io import is_link_loop
+from .registry import COUNTER_LOG_SUFFIXES, TRACE_SUFFIXES
 
 PT_TRACE = re.compile(r"^(?P<worker>.+?)(?:\.(?P<span>\d+))?\.pt\.trace\.json(?:\.gz)?$")
 RUN_FOLDER_TIME = re.compile(r"^(\d{4})_(\d{2})_(\d{2})_(\d{2})_(\d{2})_(\d{2})$")
@@ -39,6 +40,9 @@ _EPOCH_MS_FLOOR = 10**12
 # Folders deeper than this below the log dir are not searched (said in `skipped`): the walk
 # stays bounded on a hostile tree thousands of levels deep.
 MAX_DEPTH = 32
+# ... unless nothing was found within MAX_DEPTH: then down to this depth (a run kept deep in a tree is read,
+# said in a note; os.walk recurses once per level, so this stays far below the recursion limit).
+MAX_DEPTH_FALLBACK = 256
 
 TENSORFLOW = "tensorflow"
 PYTORCH = "pytorch"
@@ -76,51 +80,77 @@ class LogDir:
 
 
 def discover(root: Path) -> LogDir | None:
-    """The runs under `root`, or None when it holds no log-dir layout."""
-    tf_runs: list[Run] = []
-    pt_files: dict[Path, list[Path]] = defaultdict(list)
-    skipped: list[str] = []
-    notes: list[str] = []
-    def unreadable(exc: OSError) -> None:
-        where = _relative(root, Path(exc.filename)) if exc.filename else "?"
-        skipped.append(f"folder {where or '.'}: cannot be read ({exc.strerror or exc}); any run in it is "
-                       f"left out, so the run analysed may not be the newest")
-        left_out.append(where or ".")
-
-    too_deep: list[str] = []
-    left_out: list[str] = []
-    for dirpath, dirnames, filenames in os.walk(root, onerror=unreadable):
-        dirnames.sort()
-        here = Path(dirpath)
-        loops = [name for name in filenames if is_link_loop(here / name)]
-        if loops:  # links that lead back to themselves: no file to read
-            skipped.append(f"{len(loops)} symbolic link(s) that loop left out in folder "
-                           f"{_relative(root, here) or '.'}: {', '.join(sorted(loops)[:5])}")
-            filenames = [name for name in filenames if name not in loops]
-        if dirnames and len(here.relative_to(root).parts) >= MAX_DEPTH:
-            too_deep.append(_relative(root, here))
-            dirnames[:] = []
-        if _is_run_folder(here):
-            run = _tf_run(root, here, sorted(filenames), skipped)
-            if run is not None:
-                tf_runs.append(run)
-            else:
-                left_out.append(_relative(root, here) or here.name)
-            continue
-        for name in sorted(filenames):
-            if PT_TRACE.match(name):
-                pt_files[here].append(here / name)
-    if too_deep:
-        skipped.append(f"folders more than {MAX_DEPTH} levels below the log dir (not searched): "
-                       f"{len(too_deep)} below {too_deep[0][:200]}")
-    pt_runs = [run for d, files in sorted(pt_files.items()) for run in _pytorch_spans(root, d, files, notes)]
-    runs = tf_runs + pt_runs
+    """The runs under `root`, or None when it holds no log-dir layout (the caller then reads the
+    folder's own trace files). Folders are searched MAX_DEPTH levels down; when no run is found there
+    but deeper folders were left out, down to MAX_DEPTH_FALLBACK (said in a note)."""
+    walk = _Walk(root, MAX_DEPTH)
+    if not walk.tf_runs and not walk.pt_files and walk.too_deep:
+        deeper = _Walk(root, MAX_DEPTH_FALLBACK)
+        if deeper.tf_runs or deeper.pt_files:
+            deeper.notes.append(f"no run within {MAX_DEPTH} levels of the log dir: searched down to "
+                                f"{MAX_DEPTH_FALLBACK} levels, found {len(deeper.tf_runs) + len(deeper.pt_files)} "
+                                f"folder(s) of traces below {MAX_DEPTH} levels")
+            walk = deeper
+    if walk.too_deep:
+        walk.skipped.append(f"folders more than {walk.max_depth} levels below the log dir (not searched): "
+                            f"{len(walk.too_deep)} below {walk.too_deep[0][:200]}")
+    pt_runs = [run for d, files in sorted(walk.pt_files.items())
+               for run in _pytorch_spans(root, d, files, walk.notes)]
+    runs = walk.tf_runs + pt_runs
     if not runs:
-        if skipped:
-            raise InputError(root, "log dir holds no trace: " + "; ".join(skipped))
+        if walk.skipped and not _plain_traces(root):  # a folder with traces of its own is read as such
+            raise InputError(root, "log dir holds no trace: " + "; ".join(walk.skipped))
         return None
-    ordered_by = _order(runs, single_pt_dir=len(pt_files) == 1 and not tf_runs)
-    return LogDir(root, runs, ordered_by, skipped, notes, left_out)
+    ordered_by = _order(runs, single_pt_dir=len(walk.pt_files) == 1 and not walk.tf_runs)
+    return LogDir(root, runs, ordered_by, walk.skipped, walk.notes, walk.left_out)
+
+
+class _Walk:
+    """One bounded walk of a log dir: TF run folders, PyTorch trace files by folder, and what was left out."""
+
+    def __init__(self, root: Path, max_depth: int) -> None:
+        self.max_depth = max_depth
+        self.tf_runs: list[Run] = []
+        self.pt_files: dict[Path, list[Path]] = defaultdict(list)
+        self.skipped: list[str] = []
+        self.notes: list[str] = []
+        self.too_deep: list[str] = []
+        self.left_out: list[str] = []
+        for dirpath, dirnames, filenames in os.walk(root, onerror=lambda exc: self._unreadable(root, exc)):
+            dirnames.sort()
+            here = Path(dirpath)
+            loops = [name for name in filenames if is_link_loop(here / name)]
+            if loops:  # links that lead back to themselves: no file to read
+                self.skipped.append(f"{len(loops)} symbolic link(s) that loop left out in folder "
+                                    f"{_relative(root, here) or '.'}: {', '.join(sorted(loops)[:5])}")
+                filenames = [name for name in filenames if name not in loops]
+            if dirnames and len(here.relative_to(root).parts) >= max_depth:
+                self.too_deep.append(_relative(root, here))
+                dirnames[:] = []
+            if _is_run_folder(here):
+                run = _tf_run(root, here, sorted(filenames), self.skipped)
+                if run is not None:
+                    self.tf_runs.append(run)
+                else:
+                    self.left_out.append(_relative(root, here) or here.name)
+                continue
+            for name in sorted(filenames):
+                if PT_TRACE.match(name):
+                    self.pt_files[here].append(here / name)
+
+    def _unreadable(self, root: Path, exc: OSError) -> None:
+        where = _relative(root, Path(exc.filename)) if exc.filename else "?"
+        self.skipped.append(f"folder {where or '.'}: cannot be read ({exc.strerror or exc}); any run in it is "
+                            f"left out, so the run analysed may not be the newest")
+        self.left_out.append(where or ".")
+
+
+def _plain_traces(root: Path) -> bool:
+    """Whether `root` holds trace or log files of its own (not links that loop): read as a plain folder."""
+    try:
+        return any(f.is_file() and f.name.endswith(TRACE_SUFFIXES + COUNTER_LOG_SUFFIXES) for f in root.iterdir())
+    except OSError:
+        return False
 
 
 def select(logdir: LogDir, run: str | None, all_runs: bool) -> list[Run]:

@@ -38,7 +38,7 @@ from .. import timeline as T
 from ..errors import InputError
 from ..timeline import Timeline
 from . import kineto
-from ._base import ReadOptions
+from ._base import MAX_DEVICE_INDEX, ReadOptions
 from ._perfetto_pb import (
     LEN,
     SEQ_INCREMENTAL_STATE_CLEARED,
@@ -49,6 +49,7 @@ from ._perfetto_pb import (
     TYPE_SLICE_END,
     VARINT,
     WireError,
+    int32_unwrapped,
     packed,
     read_varint,
     scan,
@@ -322,7 +323,7 @@ class _Decoder:
                 track.is_process = True
                 for n2, v2, _ in scan(buf, value[0], value[1], "ProcessDescriptor"):
                     if n2 == 1:
-                        track.pid = signed32(v2)
+                        track.pid = int32_unwrapped(v2)
                     elif n2 == 6:
                         track.process_name = text(buf, v2)
                     elif n2 == 8:
@@ -351,7 +352,7 @@ class _Decoder:
                     if n2 == 1:
                         iid = v2
                     elif n2 == 3:
-                        gpu = signed32(v2)
+                        gpu = int32_unwrapped(v2)
                     else:
                         names = _counter_names(buf, v2)
                 seq.gpu_counters[iid] = (gpu, names)
@@ -373,7 +374,7 @@ class _Decoder:
         samples: list[tuple[int, int | float]] = []
         for number, value, _ in scan(buf, span[0], span[1], "GpuCounterEvent"):
             if number == 3:
-                gpu = signed32(value)
+                gpu = int32_unwrapped(value)
             elif number == 4:
                 found = seq.gpu_counters.get(value)
                 if found is None:
@@ -399,6 +400,9 @@ class _Decoder:
         if names is None:
             names = self.inline_counters.get(gpu) or self.inline_counters.get(None) or {}
         gpu = gpu if gpu is not None else 0
+        if gpu > MAX_DEVICE_INDEX:  # beyond int32: no GPU's (never wrapped onto another)
+            self.not_kept["gpu_id_out_of_range"] += len(samples)
+            return
         for cid, sample in samples:
             order = self.order
             self.order += 1
@@ -750,7 +754,7 @@ def _thread_fields(buf: bytes, span: tuple[int, int]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for number, value, _ in scan(buf, span[0], span[1], "ThreadDescriptor"):
         if number == 1:
-            out["pid"] = signed32(value)
+            out["pid"] = int32_unwrapped(value)
         elif number == 2:
             out["tid"] = signed64(value)
         elif number == 5:
@@ -899,6 +903,9 @@ def read(path: Path, data: bytes, options: ReadOptions) -> Timeline:
     if dec.not_kept.get("incremental_state_lost"):
         dec.warnings.append(f"{dec.not_kept['incremental_state_lost']} track events dropped: their packet sequence "
                             f"lost its interned names (the writer's buffer overflowed?)")
+    if dec.not_kept.get("gpu_id_out_of_range"):
+        dec.warnings.append(f"{dec.not_kept['gpu_id_out_of_range']} GPU counter samples dropped: their GPU id is "
+                            f"beyond int32 (no GPU's; not wrapped onto another)")
     stages = dec.not_kept.get("gpu_render_stage_event", 0)
     if stages and not T.category_mask(tl.events["kind"], T.GPU_WORK_KINDS).any():
         dec.warnings.append(f"{stages} GPU render-stage events not read and no GPU work among the slices: "

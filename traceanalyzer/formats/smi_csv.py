@@ -2,12 +2,24 @@
 
 The header row names the queried fields, with units in brackets (`utilization.gpu [%]`); values
 carry units (`92 %`, `25073 MiB`) unless `nounits` was given; `[N/A]` / `[Not Supported]` mean
-no value. Fields are found by name in any order; a header may repeat or change mid-file (logs
-appended to). `timestamp` (`YYYY/MM/DD HH:MM:SS.mmm`, local time of the logging machine) gives
-CLOCK_WALL; without it rows are numbered into samples like dmon's. Multi-GPU logs hold one row
-per GPU per sample; `index` (else `pci.bus_id` / `uuid` in order of appearance) is the GPU.
+no value. Fields are found by their meaning in nvidia-smi's field list (`--help-query-gpu`), in any
+order; a header may repeat or change mid-file (logs appended to). Names nvidia-smi does not know
+(a header written by a script) are kept as `smi_<name>` when their values are numbers.
 
-`noheader` logs cannot be read by name: the error says to add the field list as a first line.
+* Time: `timestamp` (`YYYY/MM/DD HH:MM:SS.mmm`, local time of the logging machine) gives
+  CLOCK_WALL; a column of such dates under another name (`time`, `date`) is read as it. Without
+  one, rows are numbered into samples like dmon's, `--dmon-interval` apart (1 s assumed, warned).
+* GPU: multi-GPU logs hold one row per GPU per sample, so the GPU id column is the one whose values
+  come back round-robin: each sample lists every GPU once (no value twice in a row, and the same
+  value again one sample later). Candidates are nvidia-smi's id fields (`index`, `pci.bus_id`,
+  `uuid`, `serial`, `minor_number`, `module_id`) and names scripts give them (`gpu`, `gpu_id`,
+  `device`, ...); of those that repeat round-robin the one with most distinct values wins (ties:
+  that order). A column that never repeats (a row number) or repeats row after row (a sample number)
+  is no GPU id, whatever its name; an `index` numbered that way is said in a warning. A log of one
+  sample (every value once) takes nvidia-smi's own id fields as ids; no id column: one GPU.
+
+`noheader` logs cannot be read by name: the error says the rows look like `--format=csv,noheader`
+output (values with units, no field names) and which field-list line to add.
 """
 
 from __future__ import annotations
@@ -22,21 +34,19 @@ import pandas as pd
 from .. import timeline as T
 from ..errors import InputError
 from ..timeline import Source, Timeline
-from ._base import ReadOptions
+from ._base import MAX_DEVICES, ReadOptions
 from ._counters import (
     check_columns,
     check_device_count,
-    counters_frame,
+    counters_timeline,
     datetimes_to_ns,
     device_indices,
     drop_cut_last_row,
     drop_wrong_rows,
-    no_utilisation_warning,
     number_samples,
     numbered_times,
     parse_numbers,
     read_segments,
-    unknown_columns_warning,
 )
 
 FORMAT = "nvidia-smi-csv"
@@ -60,12 +70,23 @@ TIMESTAMP = "timestamp"
 INDEX = "index"
 # Text fields that identify the GPU or the host; never counters.
 TEXT_FIELDS = {"timestamp", "index", "name", "gpu_name", "uuid", "gpu_uuid", "pci.bus_id",
-               "gpu_bus_id", "serial", "driver_version", "vbios_version", "compute_mode",
+               "gpu_bus_id", "serial", "gpu_serial", "driver_version", "vbios_version", "compute_mode",
                "persistence_mode", "display_mode", "display_active", "pci.domain", "pci.bus",
-               "pci.device", "pci.device_id", "pci.sub_device_id", "mig.mode.current"}
-GPU_IDS = ("index", "pci.bus_id", "gpu_bus_id", "uuid", "gpu_uuid")
+               "pci.device", "pci.device_id", "pci.sub_device_id", "mig.mode.current", "count",
+               "minor_number", "module_id"}
+# Columns that may name the GPU of a row, in order of preference on a tie: nvidia-smi's id fields,
+# then names logging scripts give them. Which one does is decided by its values (`_gpu_column`).
+NVIDIA_GPU_IDS = ("index", "pci.bus_id", "gpu_bus_id", "uuid", "gpu_uuid", "serial", "gpu_serial",
+                  "minor_number", "module_id")
+GPU_IDS = (*NVIDIA_GPU_IDS, "gpu", "gpu_index", "gpu_idx", "gpu_id", "gpu_num", "device", "device_id",
+           "device_index", "dev", "id", "idx")
+# nvidia-smi's units in values (`2 %`, `588 MiB`, `70.50 W`, `1410 MHz`): what a noheader row shows.
+_UNIT_VALUE = re.compile(r"^[-+]?\d+(?:\.\d+)?\s?(%|MiB|W|MHz|KiB/s|MB/s)$")
+_DATE_VALUE = re.compile(r"^\d{4}[/-]\d{2}[/-]\d{2}[ T]\d{2}:\d{2}:\d{2}")
 
-_FIELD_NAME = re.compile(r"^([a-z][a-z0-9_.]*)(?:\s*\[[^\]]*\])?$")
+_FIELD_NAME = re.compile(r"^([a-z][a-z0-9_.]*(?:[ -][a-z0-9_.]+)*)(?:\s*\[([^\]]*)\])?$")
+_SMI_UNITS = {"%", "MiB", "W", "MHz"}
+_HEADER_ALIASES = {"time", "date", "datetime", *GPU_IDS}
 _PSTATE = re.compile(r"^\s*P(\d+)\s*$")
 _SHAPE = re.compile(r"[0-9]")
 _STAMP_ROW = re.compile(r"^\d{4}/\d{2}/\d{2} \d{2}:\d{2}:\d{2}(\.\d+)?\s*,")
@@ -81,28 +102,63 @@ KIND = "counters"  # registry.KINDS: what its files are in a job
 def sniff(head: bytes) -> bool:
     """First non-blank line (NUL padding ignored) is a CSV header of --query-gpu field names, with
     `timestamp` or a known counter among them, or begins nvidia-smi's default table (printed before the
-    CSV rows by a script that logs both: read() then finds the header after it)."""
+    CSV rows by a script that logs both: read() then finds the header after it), or is a noheader row
+    (read() then says what to add)."""
     for raw in head.replace(b"\x00", b"").split(b"\n", 20)[:20]:
         line = raw.strip()
         if line:
             text = line.decode("utf-8", errors="replace")
             # a header, or a headerless log's first row (read() then says what to add)
-            return (_header_names(text) is not None or bool(_STAMP_ROW.match(text))
+            return (_header_names(text) is not None or bool(_STAMP_ROW.match(text)) or _noheader_row(text)
                     or (bool(_TABLE_START.match(text)) and b"NVIDIA-SMI" in head))
     return False
 
 
 def _header_names(line: str) -> list[str] | None:
-    """Field names of a header row (units dropped), or None when the row is not a header."""
+    """Field names of a header row (units dropped, lower case, inner spaces as `_`), or None when the row
+    is not a header: every part a name, and one of them nvidia-smi's (`timestamp`, a counter field) or
+    carrying an nvidia-smi unit (`util [%]`, a header written by a script)."""
     names = []
+    unit = False
     for part in line.split(","):
-        m = _FIELD_NAME.match(part.strip())
+        m = _FIELD_NAME.match(part.strip().lower())
         if not m:
             return None
-        names.append(m.group(1))
-    if not any(n in FIELDS or n == TIMESTAMP for n in names):  # "name, index" alone is any CSV
+        names.append(re.sub(r"[ -]+", "_", m.group(1)))
+        unit = unit or (m.group(2) is not None and part.strip()[m.start(2):m.end(2)] in _SMI_UNITS)
+    if not (unit or any(n in FIELDS or n == TIMESTAMP for n in names)):  # "name, index" alone is any CSV
         return None
     return names
+
+
+def _noheader_row(line: str) -> bool:
+    """A row of `--format=csv,noheader` output: two or more values, each a number, a date, a P-state,
+    a missing marker or text, and at least one with an nvidia-smi unit (`2 %`, `588 MiB`) or a date."""
+    fields = [f.strip() for f in line.split(",")]
+    if len(fields) < 2:
+        return False
+    return any(_UNIT_VALUE.match(f) or _DATE_VALUE.match(f) for f in fields)
+
+
+def _noheader_hint(line: str) -> str:
+    """A field-list line for a noheader row, guessed from its values' units (only a hint: the user
+    knows which fields were queried)."""
+    guess: list[str] = []
+    for f in (f.strip() for f in line.split(",")):
+        m = _UNIT_VALUE.match(f)
+        unit = m.group(1) if m else ""
+        if _DATE_VALUE.match(f):
+            name = "timestamp"
+        elif unit == "%":
+            name = "utilization.gpu [%]" if "utilization.gpu [%]" not in guess else "utilization.memory [%]"
+        elif unit == "MiB":
+            name = "memory.used [MiB]" if "memory.used [MiB]" not in guess else "memory.total [MiB]"
+        else:
+            name = {"W": "power.draw [W]", "MHz": "clocks.sm [MHz]"}.get(unit, "")
+            if not name:
+                name = "index" if f.isdigit() and "index" not in guess else ("pstate" if _PSTATE.match(f) else "...")
+        guess.append(name)
+    return ", ".join(guess)
 
 
 @dataclass
@@ -116,30 +172,22 @@ def read(path: Path, data: bytes, options: ReadOptions) -> Timeline:
     source, segments = read_segments(path, data, FORMAT, _segments,
                                      "no data rows under the CSV header: expected rows such as "
                                      "'2024/01/16 14:44:16.977, 0 %, 21 MiB'")
-    n = sum(len(seg.rows) for seg in segments)
-    has_time = {TIMESTAMP in s.names for s in segments}
-    if len(has_time) > 1:
+    tables = [_Table(seg) for seg in segments]
+    if len({t.time is not None for t in tables}) > 1:
         raise InputError(path, "the timestamp field comes and goes between headers; "
                                "split the log where the header changes")
 
     metric_parts: dict[str, list[tuple[int, np.ndarray]]] = {}
-    stamps: list[pd.Series] = []
-    gpu_ids: list[np.ndarray] = []
     unknown: list[str] = []
     text_skipped: set[str] = set()
     bad_values = 0
     offset = 0
-    for seg in segments:
-        table = np.array(seg.rows, dtype=object)
-        col = {name: table[:, i] for i, name in enumerate(seg.names)}
-        if TIMESTAMP in col:
-            stamps.append(pd.Series(col[TIMESTAMP], dtype=object))
-        gpu_ids.append(_gpu_ids(col, len(seg.rows)))
+    for table in tables:
         used: set[str] = set()
-        for name in seg.names:
-            if name in TEXT_FIELDS:
+        for name in table.seg.names:
+            if name in TEXT_FIELDS or name in (table.time, table.gpu):
                 continue
-            values = col[name]
+            values = table.col[name]
             if name == "pstate":
                 values = pd.Series(values, dtype=object).str.extract(_PSTATE)[0].fillna("-").to_numpy()
             parsed, bad = parse_numbers(values)
@@ -154,29 +202,45 @@ def read(path: Path, data: bytes, options: ReadOptions) -> Timeline:
             used.add(metric)
             bad_values += int(bad.sum())
             metric_parts.setdefault(metric, []).append((offset, parsed))
-        offset += len(seg.rows)
+        offset += len(table.seg.rows)
 
-    metrics: dict[str, np.ndarray] = {}
-    for metric, parts in metric_parts.items():
-        full = np.full(n, np.nan)
-        for start, values in parts:
-            full[start:start + len(values)] = values
-        metrics[metric] = full
+    n = offset
     line_nos = [ln for s in segments for ln in s.line_nos]
-    device = _device_numbers(path, np.concatenate(gpu_ids), line_nos)
-    if stamps:
-        ts_ns, source.clock = _parse_stamps(path, pd.concat(stamps, ignore_index=True), line_nos)
+    device = _device_numbers(path, np.concatenate([t.gpu_ids() for t in tables]), line_nos)
+    if tables[0].time is not None:
+        stamps = pd.concat([pd.Series(t.col[t.time], dtype=object) for t in tables if t.time], ignore_index=True)
+        ts_ns, source.clock = _parse_stamps(path, stamps, line_nos)
     else:
-        ts_ns, source.clock = numbered_times(number_samples(device), options)
+        ts_ns, source.clock = numbered_times(number_samples(device), options, source)
 
-    source.events_kept = n
+    for note in dict.fromkeys(note for t in tables for note in t.notes):
+        source.warnings.append(note)
     if bad_values:
         source.warnings.append(f"{bad_values} values that are not numbers read as missing")
     if text_skipped:
         source.not_kept["text_field_values"] = n * len(text_skipped)
-    source.warnings.extend(unknown_columns_warning(unknown, "smi_"))
-    source.warnings.extend(no_utilisation_warning(list(metrics)))
-    return Timeline(counters=counters_frame(ts_ns, device, metrics), sources=[source]).validate()
+    return counters_timeline(source, ts_ns, device, metric_parts, unknown, "smi_")
+
+
+class _Table:
+    """One header's rows as columns, with the column that gives the time and the one that names the
+    GPU, decided by their values (see the module docstring)."""
+
+    def __init__(self, seg: _Segment) -> None:
+        self.seg = seg
+        table = np.array(seg.rows, dtype=object)
+        self.col = {name: table[:, i] for i, name in enumerate(seg.names)}
+        self.notes: list[str] = []
+        self.time = TIMESTAMP if TIMESTAMP in self.col else next(
+            (name for name in seg.names if name not in FIELDS and name not in GPU_IDS
+             and pd.Series(self.col[name], dtype=object).astype(str).str.strip().str.match(_DATE_VALUE).all()),
+            None)
+        self.gpu = _gpu_column(self.col, self.col[self.time] if self.time else None, self.notes)
+
+    def gpu_ids(self) -> np.ndarray:
+        if self.gpu is None:
+            return np.full(len(self.seg.rows), "0", dtype=object)
+        return np.asarray(self.col[self.gpu], dtype=object)
 
 
 def _segments(path: Path, lines: list[str], cut: bool, source: Source) -> list[_Segment]:
@@ -196,6 +260,11 @@ def _segments(path: Path, lines: list[str], cut: bool, source: Source) -> list[_
             segments.append(_Segment(names=names))
             continue
         if not segments:
+            if _noheader_row(line):
+                raise InputError(path, f"line {i + 1}: {line.strip()[:60]!r} looks like nvidia-smi "
+                                       "--format=csv,noheader output (values with units, no header naming the "
+                                       "fields); add the field list given to --query-gpu as a first line, e.g. "
+                                       f"'{_noheader_hint(line)[:200]}', or log with --format=csv")
             raise InputError(path, f"line {i + 1}: no header row naming the fields; expected a first "
                                    "line such as 'timestamp, index, utilization.gpu [%]' (logs written "
                                    "with --format=csv,noheader need that line added)")
@@ -233,11 +302,48 @@ def _complete_last_row(fields: list[str], seg: _Segment) -> bool:
     return shape == previous and all(fields)
 
 
-def _gpu_ids(col: dict[str, np.ndarray], n: int) -> np.ndarray:
-    for name in GPU_IDS:
-        if name in col:
-            return np.asarray(col[name], dtype=object)
-    return np.full(n, "0", dtype=object)
+def _gpu_column(col: dict[str, np.ndarray], stamps: np.ndarray | None, notes: list[str]) -> str | None:
+    """The column naming each row's GPU: of the candidates (GPU_IDS) whose values repeat round-robin,
+    the one with most distinct values (ties: GPU_IDS order). Without any, a log of one sample (every
+    value once, within one second when timed) takes nvidia-smi's own id field; else one GPU."""
+    found: list[tuple[int, int, str]] = []
+    single: list[str] = []
+    for rank, name in enumerate(GPU_IDS):
+        if name not in col:
+            continue
+        codes, uniques = pd.factorize(pd.Series(col[name], dtype=object).astype(str).str.strip())
+        k, n = len(uniques), len(codes)
+        if _round_robin(codes, k):
+            found.append((-k, rank, name))
+        elif k == n and name in NVIDIA_GPU_IDS and k <= MAX_DEVICES and _one_sample(stamps):
+            single.append(name)
+    chosen = min(found)[2] if found else (single[0] if single else None)
+    if INDEX in col and chosen != INDEX:
+        notes.append(f"column '{INDEX}' is not the GPU index here (its values do not list each GPU once per "
+                     f"sample: a row or sample number?); "
+                     + (f"GPUs from column '{chosen}'" if chosen else "read as one GPU"))
+    return chosen
+
+
+def _round_robin(codes: np.ndarray, k: int) -> bool:
+    """Whether value codes come round-robin, one row per GPU per sample: one value throughout (one GPU),
+    or several samples in which a value never follows itself and mostly comes back k rows later."""
+    n = len(codes)
+    if k == 1:
+        return True
+    if k >= n:
+        return False
+    repeats = float(np.mean(codes[1:] == codes[:-1]))
+    period = float(np.mean(codes[k:] == codes[:-k]))
+    return repeats < 0.1 and period >= 0.5
+
+
+def _one_sample(stamps: np.ndarray | None) -> bool:
+    """Rows that could all be one sample: no times, or times within one second."""
+    if stamps is None:
+        return True
+    parsed = pd.to_datetime(pd.Series(stamps, dtype=object).astype(str).str.strip(), format="mixed", errors="coerce")
+    return bool(parsed.notna().all() and (parsed.max() - parsed.min()) <= pd.Timedelta(seconds=1))
 
 
 def _device_numbers(path: Path, ids: np.ndarray, line_nos: list[int]) -> np.ndarray:

@@ -29,7 +29,7 @@ from ._tf_mapping import (
     STEPS_LINE,
     RawEvents,
     framework_of,
-    gpu_index,
+    number_gpu_planes,
     to_events,
 )
 from ._xplane_pb import XSpace
@@ -91,12 +91,11 @@ def timeline_from_space(space: Any, path: Path) -> Timeline:
     no_metadata = 0
     implausible: list[int] = []
     device_props: dict[int, dict[str, Any]] = {}
+    gpu_numbers = number_gpu_planes([plane.name for plane in space.planes], source.warnings)
     for plane in space.planes:
         gpu = GPU_PLANE.match(plane.name)
         if gpu:
-            index = gpu_index(plane.name)
-            if index >= 0:
-                device_props[index] = _plane_stats(plane)
+            device_props[gpu_numbers[plane.name]] = _plane_stats(plane)
         if not plane.lines:
             continue
         counts = _read_plane(plane, raw, base_ns, bool(gpu), implausible)
@@ -110,7 +109,7 @@ def timeline_from_space(space: Any, path: Path) -> Timeline:
     if aggregated:
         source.not_kept["aggregated"] = aggregated
         source.warnings.append(f"{aggregated} aggregated events (num_occurrences, no time) not kept")
-    mapped = to_events(raw)
+    mapped = to_events(raw, gpu_numbers)
     events = mapped.events
     for reason, n in mapped.not_kept.items():
         source.not_kept[reason] = source.not_kept.get(reason, 0) + n

@@ -13,10 +13,13 @@ cause / verdict vocabulary below is presentation.
 
 from __future__ import annotations
 
+import json
+import logging
+import math
 from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
 from pathlib import Path
-from typing import TypedDict, TypeVar
+from typing import Any, TypedDict, TypeVar
 
 import jinja2
 import markupsafe
@@ -67,7 +70,34 @@ def template_env() -> jinja2.Environment:
     env.globals["straggler_sentence"] = straggler_sentence
     env.filters["visible"] = inert.visible
     env.filters["by_key"] = by_key
+    env.policies["json.dumps_function"] = page_json
     return env
+
+
+def page_json(data: Any, **kwargs: Any) -> str:
+    """`|tojson`'s encoder: always valid JSON. JSON has no NaN or infinity (Python would write `NaN`,
+    which JSON.parse refuses, so the page would draw nothing): such numbers are written as null, and
+    counted in a warning on the `traceanalyzer` logger."""
+    try:
+        return json.dumps(data, allow_nan=False, **kwargs)
+    except ValueError:
+        pass
+    count = [0]
+
+    def finite(value: Any) -> Any:
+        if isinstance(value, float) and not math.isfinite(value):
+            count[0] += 1
+            return None
+        if isinstance(value, dict):
+            return {k: finite(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [finite(v) for v in value]
+        return value
+
+    text = json.dumps(finite(data), allow_nan=False, **kwargs)
+    logging.getLogger("traceanalyzer").warning(
+        "%d numbers in the page's data are not finite (NaN or infinity): written as null", count[0])
+    return text
 
 
 def _visible_text(value: object) -> object:
