@@ -196,7 +196,14 @@ def create_app(settings: Settings, run_jobs: bool = True) -> Starlette:
                 "files": row["files"], "tries": row["tries"], "created_at": row["created_at"],
                 "finished_at": row["finished_at"], "url": f"{base}/runs/{row['id']}",
                 "report_json": f"{base}/api/v1/runs/{row['id']}/report.json" if row["status"] == "done" else None,
-                "sha256": shas if shas is not None else [f.sha256 for f in db.files(row["id"])]}
+                "sha256": shas if shas is not None else [f.sha256 for f in db.files(row["id"])],
+                "uploaded_by": uploader(row)}
+
+    def uploader(row: dict[str, Any]) -> str | None:
+        """The token that uploaded a run: its name and id (never its value)."""
+        if row.get("token_id") is None:
+            return None
+        return f"{row['token_name']} (token #{row['token_id']})" if row.get("token_name") else f"token #{row['token_id']}"
 
     def csrf_token(request: Request) -> str:
         return request.cookies.get("ta_csrf") or secrets.token_urlsafe(24)

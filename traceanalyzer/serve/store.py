@@ -319,8 +319,10 @@ class Store:
 
     def _run_query(self) -> sa.Select:
         return (sa.select(runs, projects.c.name.label("project"), jobs.c.status, jobs.c.error, jobs.c.tries,
-                          jobs.c.started_at, jobs.c.finished_at, jobs.c.pid)
-                .join(projects, projects.c.id == runs.c.project_id).join(jobs, jobs.c.run_id == runs.c.id))
+                          jobs.c.started_at, jobs.c.finished_at, jobs.c.pid, jobs.c.worker_id,
+                          tokens.c.name.label("token_name"))
+                .join(projects, projects.c.id == runs.c.project_id).join(jobs, jobs.c.run_id == runs.c.id)
+                .outerjoin(tokens, tokens.c.id == runs.c.token_id))
 
     def run(self, run_id: str) -> dict[str, Any] | None:
         with self.engine.connect() as c:
