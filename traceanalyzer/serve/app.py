@@ -203,7 +203,8 @@ def create_app(settings: Settings, run_jobs: bool = True) -> Starlette:
         """The token that uploaded a run: its name and id (never its value)."""
         if row.get("token_id") is None:
             return None
-        return f"{row['token_name']} (token #{row['token_id']})" if row.get("token_name") else f"token #{row['token_id']}"
+        name = row.get("token_name")
+        return f"{name} (token #{row['token_id']})" if name else f"token #{row['token_id']}"
 
     def csrf_token(request: Request) -> str:
         return request.cookies.get("ta_csrf") or secrets.token_urlsafe(24)
