@@ -59,11 +59,11 @@ def cli(*args: str, check: bool = True) -> subprocess.CompletedProcess:
 class Server:
     """`traceanalyzer serve` in its own process group (so a test can kill -9 it with its workers)."""
 
-    def __init__(self, data: Path, db: str | None, *extra: str) -> None:
+    def __init__(self, data: Path, db: str | None, *extra: str, name: str | None = None) -> None:
         self.data, self.db, self.extra = data, db, extra
         self.proc: subprocess.Popen | None = None
         self.port = 0
-        self.log = data.parent / f"{data.name}.server.log"
+        self.log = data.parent / f"{name or data.name}.server.log"
 
     @property
     def url(self) -> str:
@@ -196,8 +196,16 @@ class Postgres:
         return f"postgresql://postgres@127.0.0.1:{self.port}/{name}"
 
     def stop(self) -> None:
-        self._run("pg_ctl", "-D", str(self.dir / "db"), "-m", "immediate", "stop")
+        self.pause()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+    def pause(self) -> None:
+        """The database server stopped at once (an outage); `resume` starts it again on the same port."""
+        self._run("pg_ctl", "-D", str(self.dir / "db"), "-m", "immediate", "stop")
+
+    def resume(self) -> None:
+        self._run("pg_ctl", "-D", str(self.dir / "db"), "-l", str(self.dir / "log"), "-w", "-t", "60", "-o",
+                  f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c fsync=off", "start")
 
 
 _POSTGRES: list[Postgres] = []
@@ -219,3 +227,51 @@ BACKENDS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.slow)]
 
 def db_url(backend: str) -> str | None:
     return None if backend == "sqlite" else postgres().new_database()
+
+
+class Worker:
+    """`traceanalyzer serve worker` in its own process group."""
+
+    def __init__(self, data: Path, db: str | None, *extra: str, name: str = "worker") -> None:
+        self.data, self.db, self.extra = data, db, extra
+        self.proc: subprocess.Popen | None = None
+        self.log = data.parent / f"{name}.log"
+
+    def start(self) -> Worker:
+        args = [sys.executable, "-m", "traceanalyzer", "serve", "worker", "--data", str(self.data), *self.extra]
+        if self.db:
+            args += ["--db", self.db]
+        log = open(self.log, "ab")  # noqa: SIM115 (the child holds it)
+        self.proc = subprocess.Popen(args, stdout=log, stderr=log, start_new_session=True)
+        log.close()
+        return self
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=20)
+        self.proc = None
+
+
+def analysis_processes() -> dict[int, tuple[int, str]]:
+    """pid -> (parent pid, spec path) of every analysis process running on this machine."""
+    out = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            args = (d / "cmdline").read_bytes().split(b"\0")
+            stat = (d / "stat").read_text()
+        except OSError:
+            continue
+        if b"from traceanalyzer.serve.jobs import child_main" not in b" ".join(args):
+            continue
+        if stat.rsplit(")", 1)[-1].split()[0] == "Z":
+            continue  # a zombie: dead, not yet reaped
+        specs = [a.decode() for a in args if a.endswith(b"spec.json")]
+        out[int(d.name)] = (int(stat.rsplit(")", 1)[-1].split()[1]), specs[0] if specs else "")
+    return out

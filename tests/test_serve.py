@@ -298,7 +298,7 @@ def test_token_create_prints_the_token_alone_and_stores_its_hash(tmp_path):
     token = Server(tmp_path, None).token("p1", cli_=True)  # checks: the token alone, one line
     stored = b"".join(p.read_bytes() for p in tmp_path.glob("traceanalyzer.db*"))  # with the WAL, if any
     assert token.encode() not in stored and hash_token(token).encode() in stored
-    assert Store(f"sqlite:///{tmp_path / 'traceanalyzer.db'}").token(token) == ("p1", False)
+    assert Store(f"sqlite:///{tmp_path / 'traceanalyzer.db'}").token(token)[1:] == ("p1", False)
     bad = cli("serve", "token", "create", "--data", str(tmp_path), "--project", "../x", check=False)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import threading
 import time
 
@@ -20,6 +21,11 @@ from traceanalyzer.serve.store import Store
 pytestmark = pytest.mark.slow  # servers started and killed, real analyses
 
 TRACE = SAMPLES / "launch_bound.json.gz"
+
+
+def _files(folder) -> list:
+    """The files under a folder of DATA (each process has its own subfolder in tmp/ and work/)."""
+    return [p for p in folder.rglob("*") if p.is_file()]
 
 
 def _store(server: Server) -> Store:
@@ -61,7 +67,7 @@ def test_a_server_killed_during_an_analysis_finishes_the_job_after_restart(tmp_p
         assert finished["status"] == "done" and finished["tries"] == 2, finished
         assert server.get(f"/runs/{run['id']}/report.html").status_code == 200
         assert server.wait(done["id"])["status"] == "done"  # the completed one is still there
-        assert not list((server.data / "reports").glob("*.tmp*")) and not list((server.data / "work").iterdir())
+        assert not list((server.data / "reports").glob("*.tmp*")) and not _files(server.data / "work")
     finally:
         server.stop()
 
@@ -102,13 +108,14 @@ def test_a_server_killed_during_an_upload_keeps_nothing_of_it(tmp_path, backend_
     t.start()
     assert sent.wait(30)
     deadline = time.monotonic() + 10
-    while not list((server.data / "tmp").iterdir()) and time.monotonic() < deadline:
+    while not _files(server.data / "tmp") and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert list((server.data / "tmp").iterdir()), "the upload never reached the disk"
+    assert _files(server.data / "tmp"), "the upload never reached the disk"
     server.kill9()
     server.start()
     try:
-        assert list((server.data / "tmp").iterdir()) == []
+        assert _files(server.data / "tmp") == []
+        assert [p.name for p in (server.data / "tmp").iterdir()] == [f"{socket.gethostname()}-{server.proc.pid}"]
         assert [p for p in (server.data / "traces").rglob("*") if p.is_file()] == []
         assert server.get("/api/v1/runs").json()["total"] == 0
     finally:
@@ -167,7 +174,7 @@ def test_an_analysis_past_its_time_limit_fails_clearly(tmp_path, backend_url):
         failed = server.wait(run["id"])
         assert failed["status"] == "failed" and "--job-timeout" in failed["error"], failed
         assert server.get("/api/v1/health").status_code == 200
-        assert not list((server.data / "work").iterdir())
+        assert not _files(server.data / "work")
     finally:
         server.stop()
 

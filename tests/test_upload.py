@@ -154,3 +154,45 @@ def test_the_workflows_of_the_docs_call_upload_with_options_it_has():
     assert "checkout" not in str(fork)  # the upload workflow never checks out the pull request's code
     unprivileged = next(w for w, on in zip(workflows, triggers, strict=True) if list(on) == ["pull_request"])
     assert unprivileged["permissions"] == {"contents": "read"} and "secrets" not in str(unprivileged)
+
+
+@pytest.mark.parametrize("status", [307, 302, 200, 204])
+def test_an_upload_answered_other_than_201_is_an_error_and_no_redirect_is_followed(tmp_path, status):
+    """A proxy that redirects (or a server that answers 200/204 to the upload) is an error, exit 3, and the
+    token never goes to the redirect's target."""
+    import http.server
+    import threading
+
+    seen: list[tuple[int, str | None]] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802
+            seen.append((self.server.server_port, self.headers.get("Authorization")))
+            self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            self.send_response(status)
+            if status in (302, 307):
+                self.send_header("Location", f"http://127.0.0.1:{target.server_port}/api/v1/projects/p/runs")
+            body = b'{"id": "abc"}' if status == 200 else b""
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    front = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    target = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    for srv in (front, target):
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        trace = tmp_path / "t.json"
+        trace.write_text('{"traceEvents": []}')
+        res = upload("ta_secret", trace, "--server", f"http://127.0.0.1:{front.server_port}", "--project", "p")
+        assert res.returncode == 3, (res.returncode, res.stdout, res.stderr)
+        last = res.stderr.strip().splitlines()[-1]
+        assert res.stdout == "" and "Traceback" not in res.stderr, res.stderr
+        assert last.startswith("traceanalyzer: error:") and f"({status})" in last, res.stderr
+        assert seen == [(front.server_port, "Bearer ta_secret")]  # one request, to --server only
+    finally:
+        front.shutdown()
+        target.shutdown()

@@ -49,6 +49,36 @@ def _store(data: Path, db: str | None) -> Any:
     return store
 
 
+def _worker_options(f: Any) -> Any:
+    """The options of the analyses, shared by `serve` (web and worker in one) and `serve worker`."""
+    options = [
+        click.option("--jobs", type=click.IntRange(0, 256), default=1, show_default=True,
+                     help="Analyses run at the same time (each in its own process); `serve --jobs 0`: a web "
+                          "server only (run `serve worker` processes beside it)."),
+        click.option("--scheduler", metavar="ADDRESS",
+                     help="Run each analysis' per-rank tasks on a Dask cluster (e.g. tcp://10.0.0.5:8786); its "
+                          "workers must see DATA at the same absolute path. Needs pip install "
+                          "'traceanalyzer-ml[dask]'."),
+        click.option("--max-unpacked", "max_unpacked", type=SizeType(), default="16GiB", show_default=True,
+                     help="Largest inflated gzip stream or unpacked archive (also the analysis' --max-input-size)."),
+        click.option("--job-timeout", "job_timeout_ns",
+                     type=DurationType(1_000_000_000, 7 * 24 * 3_600_000_000_000),
+                     default="1h", show_default=True, help="Wall-clock limit of one analysis."),
+        click.option("--job-memory", "job_memory", type=SizeType(), default="8GiB", show_default=True,
+                     help="Address-space limit of one analysis process."),
+        click.option("--lease", "lease_ns", type=DurationType(1_000_000_000, 3_600_000_000_000), default="60s",
+                     show_default=True,
+                     help="A worker's hold on a job, renewed every third of it while the analysis runs; a job "
+                          "whose worker was killed or cut off is taken by another worker once it expires."),
+        click.option("--keep-traces", "keep_traces_s", type=ParsedType("AGE", _age), metavar="AGE",
+                     help="Remove uploaded traces older than AGE (e.g. 30d, 12h); their analyses are kept. "
+                          "Default: keep."),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
 @click.group("serve", invoke_without_command=True)
 @click.option("--data", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_DATA, show_default=True,
               help="Folder of the service: the SQLite database (by default), the traces and the reports.")
@@ -56,61 +86,82 @@ def _store(data: Path, db: str | None) -> Any:
               help="Database URL, e.g. postgresql://user@host/db. Default: SQLite in DATA.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True)
-@click.option("--jobs", type=click.IntRange(1, 256), default=1, show_default=True,
-              help="Analyses run at the same time (each in its own process).")
-@click.option("--scheduler", metavar="ADDRESS",
-              help="Run each analysis' per-rank tasks on a Dask cluster (e.g. tcp://10.0.0.5:8786); its workers "
-                   "must see DATA at the same absolute path. Needs pip install 'traceanalyzer-ml[dask]'.")
+@_worker_options
 @click.option("--max-upload", "max_upload", type=SizeType(), default="8GiB", show_default=True,
               help="Largest upload (one request); refused with 413 before more is read.")
-@click.option("--max-unpacked", "max_unpacked", type=SizeType(), default="16GiB", show_default=True,
-              help="Largest inflated gzip stream or unpacked archive (also the analysis' --max-input-size).")
-@click.option("--job-timeout", "job_timeout_ns", type=DurationType(1_000_000_000, 7 * 24 * 3_600_000_000_000),
-              default="1h", show_default=True, help="Wall-clock limit of one analysis.")
-@click.option("--job-memory", "job_memory", type=SizeType(), default="8GiB", show_default=True,
-              help="Address-space limit of one analysis process.")
 @click.option("--private", is_flag=True, help="Reading needs a token too (bearer header, or log in on /login).")
 @click.option("--public-url", metavar="URL", help="Base of absolute links (PR comments). Default: from the request.")
-@click.option("--keep-traces", "keep_traces_s", type=ParsedType("AGE", _age), metavar="AGE",
-              help="Remove uploaded traces older than AGE (e.g. 30d, 12h); their analyses are kept. Default: keep.")
+@click.option("--header-timeout", "header_timeout_ns", type=DurationType(100_000_000, 600_000_000_000),
+              default="10s", show_default=True,
+              help="Close a connection that has not sent a request's headers within this time.")
+@click.option("--max-connections", type=click.IntRange(10, 1_000_000), default=2000, show_default=True,
+              help="Connections served at once; past it, new requests get 503.")
 @click.pass_context
 def serve_command(ctx: click.Context, data: Path, db: str | None, host: str, port: int, jobs: int,
-                  scheduler: str | None, max_upload: int,
-                  max_unpacked: int, job_timeout_ns: int, job_memory: int, private: bool,
-                  public_url: str | None, keep_traces_s: float | None) -> None:
+                  scheduler: str | None, max_upload: int, max_unpacked: int, job_timeout_ns: int, job_memory: int,
+                  lease_ns: int, keep_traces_s: float | None, private: bool, public_url: str | None,
+                  header_timeout_ns: int, max_connections: int) -> None:
     """Serve uploaded traces and their reports over HTTP (needs pip install 'traceanalyzer-ml[serve]').
 
     \b
     Start it, make a token, upload from CI:
       traceanalyzer serve --data ta-data &
-      TOKEN=$(traceanalyzer serve token create --data ta-data --project demo)
+      TOKEN=$(traceanalyzer serve token create --data ta-data --project demo --name ci)
       curl -H "Authorization: Bearer $TOKEN" -H "Content-Type: application/octet-stream" \\
            -H "X-Filename: trace.json" --data-binary @trace.json \\
            "http://127.0.0.1:8000/api/v1/projects/demo/runs?branch=main&commit=abc123"
+
+    \b
+    Web and analyses in one process by default; for several machines, `serve --jobs 0` (web) and any
+    number of `serve worker` processes on one PostgreSQL database and one shared DATA.
     """
     if ctx.invoked_subcommand is not None:
         return
     _need_extra()
-    import uvicorn
-
-    from ..serve.app import create_app
+    from ..serve.server import run_web
     from ..serve.settings import Settings
 
     settings = Settings(data=data, db_url=db, max_upload_bytes=max_upload, max_unpacked_bytes=max_unpacked,
                         jobs=jobs, job_timeout_s=job_timeout_ns / 1e9, job_memory_bytes=job_memory, private=private,
                         public_url=public_url.rstrip("/") if public_url else None, keep_traces_s=keep_traces_s,
-                        scheduler=scheduler)
+                        scheduler=scheduler, lease_s=lease_ns / 1e9, header_timeout_s=header_timeout_ns / 1e9,
+                        max_connections=max_connections)
     _store(data, db).close()  # a bad database URL is one line here, not a traceback from the server
-    app = create_app(settings)
     click.echo(f"traceanalyzer: serving {data} on http://{host}:{port} (Ctrl-C to stop)", err=True)
-    # limit_concurrency: past it, new connections get 503 instead of exhausting the process
-    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, server_header=False,
-                limit_concurrency=1000, timeout_keep_alive=10)
+    run_web(settings, host, port)
+
+
+@serve_command.command("worker")
+@click.option("--data", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_DATA, show_default=True,
+              help="DATA of the service (the same folder as the web server's, e.g. on a shared file system).")
+@click.option("--db", "db", metavar="URL", help="Database URL (default: SQLite in DATA).")
+@_worker_options
+def worker_command(data: Path, db: str | None, jobs: int, scheduler: str | None, max_unpacked: int,
+                   job_timeout_ns: int, job_memory: int, lease_ns: int, keep_traces_s: float | None) -> None:
+    """Analyse the service's queued jobs (no web server): run any number, on any machine that sees the
+    database and DATA. Stops on Ctrl-C or SIGTERM (an analysis under way is queued again)."""
+    _need_extra()
+    from ..serve.server import run_worker
+    from ..serve.settings import Settings
+
+    if jobs < 1:
+        raise UsageError("--jobs: a worker runs at least one analysis at a time")
+    settings = Settings(data=data, db_url=db, max_unpacked_bytes=max_unpacked, jobs=jobs,
+                        job_timeout_s=job_timeout_ns / 1e9, job_memory_bytes=job_memory, scheduler=scheduler,
+                        lease_s=lease_ns / 1e9, keep_traces_s=keep_traces_s)
+    _store(data, db).close()
+    run_worker(settings)
 
 
 @serve_command.group("token")
 def token_group() -> None:
-    """API tokens: one project each, read-only or allowed to upload."""
+    """API tokens: one project each, read-only or allowed to upload; listed and revoked here."""
+
+
+def _when(t: float | None) -> str:
+    from datetime import datetime, timezone
+
+    return "-" if t is None else datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%d %H:%M")
 
 
 @token_group.command("create")
@@ -118,16 +169,75 @@ def token_group() -> None:
 @click.option("--db", "db", metavar="URL", help="Database URL (default: SQLite in DATA).")
 @click.option("--project", required=True, help="The project the token may read (and upload to).")
 @click.option("--read-only", is_flag=True, help="The token may read, not upload.")
-def token_create(data: Path, db: str | None, project: str, read_only: bool) -> None:
+@click.option("--name", metavar="TEXT", help="What the token is for (e.g. 'CI of resnet'); shown by `token list` "
+                                             "and on the runs it uploads.")
+@click.option("--created-by", metavar="TEXT", help="Who made it. Default: $USER.")
+@click.option("--expires", "expires_s", type=ParsedType("AGE", _age), metavar="AGE",
+              help="Refused after AGE (e.g. 90d, 12h). Default: never.")
+def token_create(data: Path, db: str | None, project: str, read_only: bool, name: str | None,
+                 created_by: str | None, expires_s: float | None) -> None:
     """Print a new token alone on standard output (it is stored hashed: shown once)."""
+    import os
+    import time
+
     _need_extra()
     from ..serve.uploads import PROJECT_RE
 
     if not PROJECT_RE.match(project):
         raise UsageError(f"--project {project!r}: 1 to 64 of A-Z a-z 0-9 . _ - (starting with a letter or digit)")
+    for label, text in (("--name", name), ("--created-by", created_by)):
+        if text is not None and (len(text) > 100 or any(ord(c) < 32 or ord(c) == 127 for c in text)):
+            raise UsageError(f"{label}: at most 100 printable characters")
     store = _store(data, db)
     try:
-        token = store.create_token(project, read_only)
+        token = store.create_token(project, read_only, name=name,
+                                   created_by=created_by or os.environ.get("USER") or None,
+                                   expires_at=None if expires_s is None else time.time() + expires_s)
     finally:
         store.close()
     sys.stdout.write(token + "\n")
+
+
+@token_group.command("list")
+@click.option("--data", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_DATA, show_default=True)
+@click.option("--db", "db", metavar="URL", help="Database URL (default: SQLite in DATA).")
+@click.option("--project", help="Only this project's tokens.")
+def token_list(data: Path, db: str | None, project: str | None) -> None:
+    """The tokens (never their value): id, project, role, name, who made it, when made, last used,
+    expires, and whether revoked. Times in UTC."""
+    import time
+
+    _need_extra()
+    store = _store(data, db)
+    try:
+        rows = store.list_tokens(project)
+    finally:
+        store.close()
+    now = time.time()
+    head = ("ID", "PROJECT", "ROLE", "NAME", "CREATED BY", "CREATED", "LAST USED", "EXPIRES", "STATE")
+    table = [head]
+    for t in rows:
+        state = ("revoked" if t["revoked_at"] is not None
+                 else "expired" if t["expires_at"] is not None and t["expires_at"] <= now else "active")
+        table.append((str(t["id"]), t["project"], t["role"], t["name"] or "-", t["created_by"] or "-",
+                      _when(t["created_at"]), _when(t["last_used_at"]), _when(t["expires_at"]), state))
+    widths = [max(len(r[i]) for r in table) for i in range(len(head))]
+    for r in table:
+        click.echo("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+
+
+@token_group.command("revoke")
+@click.option("--data", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_DATA, show_default=True)
+@click.option("--db", "db", metavar="URL", help="Database URL (default: SQLite in DATA).")
+@click.argument("token_id", type=click.IntRange(1))
+def token_revoke(data: Path, db: str | None, token_id: int) -> None:
+    """Revoke the token with this ID (from `token list`): refused at once by every server."""
+    _need_extra()
+    store = _store(data, db)
+    try:
+        done = store.revoke_token(token_id)
+    finally:
+        store.close()
+    if not done:
+        raise UsageError(f"no active token with id {token_id} (see `traceanalyzer serve token list`)")
+    click.echo(f"traceanalyzer: token {token_id} revoked", err=True)

@@ -103,7 +103,9 @@ class Client:
         finally:
             conn.close()
 
-    def json(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
+    def json(self, method: str, path: str, expect: tuple[int, ...] = (200,), **kw: Any) -> dict[str, Any]:
+        """The JSON reply of a request answered with one of the `expect` statuses; any other status is an
+        error (a redirect too: it is not followed, so the token never goes to another address)."""
         status, data = self.request(method, path, **kw)
         try:
             reply = json.loads(data) if data else {}
@@ -111,12 +113,17 @@ class Client:
             reply = {}
         if not isinstance(reply, dict):
             reply = {}
+        if status in expect:
+            return reply
         if status >= 500:
             raise ServerError(f"{self.server}: the service failed ({status}): {reply.get('error', '')}".rstrip(": "))
-        if status >= 400:
+        if 400 <= status < 500:
             why = reply.get("error") or data[:200].decode(errors="replace")
             raise UsageError(f"{self.server}: refused ({status}): {why}")
-        return reply
+        if 300 <= status < 400:
+            raise ServerError(f"{self.server}: answered a redirect ({status}), not followed (the token is sent "
+                              f"to --server only): give the service's final address as --server")
+        raise ServerError(f"{self.server}: unexpected answer ({status}) to {method} {path.split('?')[0]}")
 
 
 def _parts(paths: list[Path], tmp: Path) -> list[Path]:
@@ -192,16 +199,25 @@ def upload_files(client: Client, project: str, paths: list[Path], fields: dict[s
             pieces, size = _multipart(files, boundary)
             headers = {"Content-Type": f"multipart/form-data; boundary={boundary}", "Content-Length": str(size)}
             body = _stream(pieces, size, quiet)
-        return client.json("POST", path, body=body, headers=headers, timeout=600)
+        reply = client.json("POST", path, expect=(201,), body=body, headers=headers, timeout=600)
+    if not isinstance(reply.get("id"), str) or not reply["id"]:
+        raise ServerError(f"{client.server}: the upload was answered without a run id")
+    return reply
 
 
 def wait_for(client: Client, run_id: str, timeout_s: float, quiet: bool) -> dict[str, Any]:
     deadline = time.monotonic() + timeout_s
     said = None
     for n in range(10**9):
-        run = client.json("GET", f"/api/v1/runs/{run_id}")
+        try:
+            run = client.json("GET", f"/api/v1/runs/{run_id}")
+        except ServerError:  # the service is away for a moment (503 while its database restarts): poll on
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(POLL_S[-1])
+            continue
         status = run.get("status")
-        if status in ("done", "failed"):
+        if status in ("done", "failed", "canceled"):
             return run
         if not quiet and status != said:
             click.echo(f"traceanalyzer: run {run_id} is {status}", err=True)
@@ -269,6 +285,8 @@ def upload_command(traces: tuple[Path, ...], server: str, project: str, branch: 
     run = wait_for(client, run_id, timeout_s, quiet)
     if run["status"] == "failed":
         raise UsageError(f"run {run_id}: the analysis failed: {run.get('error') or 'no reason given'}")
+    if run["status"] == "canceled":
+        raise UsageError(f"run {run_id} was deleted on the server before its analysis ended")
     query = urlencode([("branch", base_branch), ("last", str(last)), *(("fail_on", r) for r in fail_on)])
     result = client.json("GET", f"/api/v1/runs/{run_id}/compare?{query}")
     written = _write_comment(str(result.get("comment", "")), comment)

@@ -17,12 +17,14 @@ from __future__ import annotations
 import base64
 import contextlib
 import dataclasses
+import errno
 import hashlib
 import hmac
 import math
 import re
 import secrets
 import shutil
+import time
 from collections.abc import AsyncIterator
 from datetime import datetime, timezone
 from pathlib import Path
@@ -46,17 +48,14 @@ from starlette.routing import Route
 
 from . import history as hist
 from .body import receive
-from .jobs import JobRunner, backfill_metrics
-from .settings import Settings
-from .store import STATUSES, Store
-from .uploads import (
-    PROJECT_RE,
-    UploadError,
-    blob_path,
-    store,
-)
+from .jobs import JobRunner, backfill_metrics, clean_leftovers, is_db_error, remove_run_files
+from .settings import Settings, instance_name
+from .store import STATUSES, Store, StoredFile
+from .uploads import PROJECT_RE, UploadError, blob_path, place
 
 PAGE_SIZE = 50
+RETRY_AFTER_S = 5  # a 503 while the database is away
+MIN_FREE_BYTES = 64 * 1024**2  # less free space in DATA: health says the storage is full
 RUN_ID_RE = re.compile(r"^[0-9a-f]{12}$")
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
        "form-action 'self'; frame-src 'self'; frame-ancestors 'self'; base-uri 'none'")
@@ -125,15 +124,19 @@ def _report_csp(html: str) -> str:
 class Access:
     """Who is asking: the project and rights of the token the request carries, if any."""
 
-    def __init__(self, project: str | None = None, read_only: bool = True, bearer: bool = False) -> None:
+    def __init__(self, project: str | None = None, read_only: bool = True, bearer: bool = False,
+                 token_id: int | None = None) -> None:
         self.project = project
         self.read_only = read_only
         self.bearer = bearer
+        self.token_id = token_id
 
 
 def create_app(settings: Settings, run_jobs: bool = True) -> Starlette:
-    settings = dataclasses.replace(settings, data=settings.data.resolve())  # analyses run in their own folder
+    settings = dataclasses.replace(settings, data=settings.data.resolve(),  # analyses run in their own folder
+                                   instance=settings.instance or instance_name())
     settings.make_dirs()
+    run_jobs = run_jobs and settings.jobs > 0
     db = Store(settings.database_url)
     runner = JobRunner(settings, db)
     env = _templates()
@@ -162,8 +165,8 @@ def create_app(settings: Settings, run_jobs: bool = True) -> Starlette:
             return Access()
         found = db.token(token)
         if found is None:
-            raise refuse(401, "unknown token")
-        return Access(found[0], found[1], bearer)
+            raise refuse(401, "unknown, expired or revoked token")
+        return Access(found.project, found.read_only, bearer, found.id)
 
     def may_read(who: Access, project: str) -> bool:
         if who.project is not None:
@@ -193,7 +196,15 @@ def create_app(settings: Settings, run_jobs: bool = True) -> Starlette:
                 "files": row["files"], "tries": row["tries"], "created_at": row["created_at"],
                 "finished_at": row["finished_at"], "url": f"{base}/runs/{row['id']}",
                 "report_json": f"{base}/api/v1/runs/{row['id']}/report.json" if row["status"] == "done" else None,
-                "sha256": shas if shas is not None else [f.sha256 for f in db.files(row["id"])]}
+                "sha256": shas if shas is not None else [f.sha256 for f in db.files(row["id"])],
+                "uploaded_by": uploader(row)}
+
+    def uploader(row: dict[str, Any]) -> str | None:
+        """The token that uploaded a run: its name and id (never its value)."""
+        if row.get("token_id") is None:
+            return None
+        name = row.get("token_name")
+        return f"{name} (token #{row['token_id']})" if name else f"token #{row['token_id']}"
 
     def csrf_token(request: Request) -> str:
         return request.cookies.get("ta_csrf") or secrets.token_urlsafe(24)
@@ -265,6 +276,10 @@ def create_app(settings: Settings, run_jobs: bool = True) -> Starlette:
             received, fields = await receive(request, settings)
         except UploadError as exc:
             raise refuse(exc.status, exc.message) from None
+        except OSError as exc:
+            if exc.errno == errno.ENOSPC:
+                raise refuse(507, "the server's disk is full: nothing was stored; try again later") from None
+            raise
         except ClientDisconnect:  # the client went away mid-upload: what it sent is removed
             raise refuse(400, "the upload was cut off before its end") from None
         try:
@@ -275,8 +290,17 @@ def create_app(settings: Settings, run_jobs: bool = True) -> Starlette:
             for r in received:
                 r.tmp.unlink(missing_ok=True)
             raise
-        stored = [store(r, settings.traces) for r in received]
-        run_id = await run_in_threadpool(db.create_run, project, branch, commit, stored, order)
+        stored = [StoredFile(r.sha256, r.name, r.size_bytes, r.kind) for r in received]
+        try:
+            run_id = await run_in_threadpool(db.create_run, project, branch, commit, stored, order, who.token_id,
+                                             lambda: place(received, settings.traces))
+        except OSError as exc:
+            if exc.errno == errno.ENOSPC:
+                raise refuse(507, "the server's disk is full: nothing was stored; try again later") from None
+            raise
+        finally:
+            for r in received:  # a file already there, or a failed upload: its copy goes
+                r.tmp.unlink(missing_ok=True)
         runner.wake.set()
         return JSONResponse({"id": run_id, "status": "queued", "url": f"{base_url(request)}/runs/{run_id}"},
                             status_code=201)
@@ -356,21 +380,23 @@ def create_app(settings: Settings, run_jobs: bool = True) -> Starlette:
         return FileResponse(path, media_type="application/octet-stream", filename=f.name)
 
     # -- deleting a run (its trace files too, unless another run has the same content)
-    def remove(row: dict[str, Any], who: Access) -> None:
+    def remove(row: dict[str, Any], who: Access) -> str:
+        """Deletes a run (its report, and its trace files unless another run has the same content); a run
+        being analysed is canceled: its worker stops the analysis and removes it."""
         if who.project != row["project"] or who.read_only:
             raise refuse(403, "deleting a run needs a token of its project that is not read-only")
-        if row["status"] == "running":
-            raise refuse(409, "the run is being analysed: delete it once it is done")
-        for sha in db.delete_run(row["id"]):
-            blob_path(settings.traces, sha).unlink(missing_ok=True)
-        shutil.rmtree(settings.reports / row["id"], ignore_errors=True)
+        outcome, shas = db.delete_run(row["id"])
+        if outcome == "deleted":
+            remove_run_files(settings, db, row["id"], shas)
+        return outcome
 
     def api_delete(request: Request) -> Response:
         who = access(request)
         if not who.bearer:
             raise refuse(401, "deleting a run needs a token: Authorization: Bearer TOKEN")
         row, _ = run_or_404(request, request.path_params["run_id"])
-        remove(row, who)
+        if remove(row, who) == "canceled":
+            return JSONResponse({"id": row["id"], "status": "canceled"}, status_code=202)
         return Response(status_code=204)
 
     async def delete_form(request: Request) -> Response:
@@ -381,9 +407,9 @@ def create_app(settings: Settings, run_jobs: bool = True) -> Starlette:
             raise refuse(401, "log in with a token of the run's project to delete it")
         run_id = request.path_params["run_id"]
         row = await run_in_threadpool(db.run, run_id) if RUN_ID_RE.match(run_id) else None
-        if row is None or row["project"] != found[0]:
+        if row is None or row["project"] != found.project:
             raise refuse(404, f"no run {run_id[:40]!r}")
-        await run_in_threadpool(remove, row, Access(found[0], found[1], False))
+        await run_in_threadpool(remove, row, Access(found.project, found.read_only, False, found.id))
         return RedirectResponse("/runs", status_code=303)
 
     # -- pages
@@ -596,12 +622,29 @@ def create_app(settings: Settings, run_jobs: bool = True) -> Starlette:
         return Response(_static(name), media_type=STATIC[name], headers={"Cache-Control": "max-age=300"})
 
     def health(request: Request) -> Response:
-        return JSONResponse({"ok": True, "queued": db.queued()})
+        """What works: the database (a query), the storage (free space in DATA), the jobs (queued, and
+        whether this process runs analyses). 503 when the database or the storage is down."""
+        out: dict[str, Any] = {"ok": True, "database": "ok", "storage": "ok", "worker": run_jobs}
+        try:
+            out["queued"] = db.queued()
+        except Exception as exc:
+            out.update(ok=False, database=f"down: {type(exc).__name__}", queued=None)
+        try:
+            free = shutil.disk_usage(settings.data).free
+            out["storage_free_bytes"] = free
+            if free < MIN_FREE_BYTES:
+                out.update(ok=False, storage=f"full: {_human(free)} free")
+        except OSError as exc:
+            out.update(ok=False, storage=f"down: {exc.strerror or type(exc).__name__}")
+        return JSONResponse(out, status_code=200 if out["ok"] else 503,
+                            headers=None if out["ok"] else {"Retry-After": str(RETRY_AFTER_S)})
 
     def home(request: Request) -> Response:
         return RedirectResponse("/runs", status_code=302)
 
     # -- errors: one line, never a traceback
+    last_db_log = [0.0]
+
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
         message = str(exc.detail) if exc.detail else "error"
@@ -614,6 +657,17 @@ def create_app(settings: Settings, run_jobs: bool = True) -> Starlette:
     async def internal_error(request: Request, exc: Exception) -> Response:
         import sys
 
+        if is_db_error(exc):  # the database is away: a retryable 503, one log line every few seconds
+            now = time.monotonic()
+            if now - last_db_log[0] > 5:
+                last_db_log[0] = now
+                print(f"traceanalyzer serve: database unavailable: {type(exc).__name__}: "
+                      f"{str(exc).splitlines()[0][:200] if str(exc) else ''}", file=sys.stderr)
+            resp = error_response(request, 503, "the database is unavailable: try again shortly")
+            resp.headers["Retry-After"] = str(RETRY_AFTER_S)
+            return resp
+        if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+            return error_response(request, 507, "the server's disk is full: try again later")
         print(f"traceanalyzer serve: internal error on {request.url.path}: {type(exc).__name__}: {exc}",
               file=sys.stderr)
         return error_response(request, 500, "internal error (logged on the server)")
@@ -641,15 +695,10 @@ def create_app(settings: Settings, run_jobs: bool = True) -> Starlette:
 
     def startup() -> None:
         db.migrate()
-        requeued, failed = db.recover(settings.max_tries)
-        for p in settings.tmp.iterdir():  # uploads cut off by a stop
-            p.unlink(missing_ok=True)
-        for p in [*settings.work.iterdir(), *settings.reports.glob("*.tmp*")]:  # analyses cut off by a stop
-            shutil.rmtree(p, ignore_errors=True)
-        _sweep_unreferenced(settings, db)
+        released = clean_leftovers(settings, db)  # what stopped processes of this host left
         backfill_metrics(settings, db)  # runs analysed before the history's figures were stored
-        if requeued or failed:
-            print(f"traceanalyzer serve: {requeued} interrupted job(s) queued again, {failed} given up",
+        if released:
+            print(f"traceanalyzer serve: {released} job(s) of stopped workers queued again",
                   file=__import__("sys").stderr)
 
     routes = [
@@ -717,14 +766,3 @@ class _Headers:
 
 def _md_code(text: str) -> str:
     return " ".join(str(text).replace("`", "'").split())[:200]
-
-
-def _sweep_unreferenced(settings: Settings, db: Store) -> None:
-    """Trace files no run refers to (an upload stopped between storing its file and recording its run)."""
-    used = db.all_shas()
-    for sub in settings.traces.iterdir():
-        if not sub.is_dir():
-            continue
-        for f in sub.iterdir():
-            if sub.name + f.name not in used:
-                f.unlink(missing_ok=True)

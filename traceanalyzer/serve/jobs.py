@@ -1,49 +1,98 @@
-"""Durable analysis jobs: queued -> running -> done | failed, kept in the database.
+"""Durable analysis jobs: queued -> running -> done | failed (or canceled), kept in the database.
 
-`JobRunner` runs `--jobs` threads in the server; each takes the oldest queued job and runs it in a
-fresh process (`python -m traceanalyzer.serve.jobs SPEC`) that limits its own address space
-(`--job-memory`), dies with its parent, unpacks and links the run's files into a private work folder,
-runs `traceanalyzer.analyze` with the CLI's limits (`max_input_bytes`; one process, or the per-rank tasks
-on a Dask cluster with `--scheduler`: its workers must see DATA at the same path), saves the Analysis
-JSON and renders the HTML and Markdown pages *from that saved JSON* into `DATA/reports/<run>/`
-(written in a side folder, then renamed: a report is there whole or not at all). The thread kills a
-process that runs past `--job-timeout`.
+`JobRunner` is a worker: `--jobs` threads, in the server (the default) or in a process of its own
+(`traceanalyzer serve worker`, any number of them on any machine that sees the database and DATA).
+Each thread claims a job with a lease (`Store.claim`: worker id, lease expiry), which a heartbeat
+thread renews every third of `--lease` while the job runs; a worker killed or cut off from the
+database loses its lease when it expires and any worker then claims the job again (up to `max_tries`).
+A worker that finds its lease lost (another has the job) or its job canceled (its run deleted) stops
+the analysis and changes nothing. Marking the job done is retried with backoff while the database is
+away: a job is finished once the database is back, without a restart.
 
-A failure is the one line the CLI would print. A process killed from outside (SIGKILL/SIGTERM: the
-server or the worker stopped, the kernel's OOM killer) is retried up to `max_tries`; so is a job
-found `running` when the server starts (`Store.recover`).
+Each job runs in a fresh process that sets its die-with-parent signal in its first instruction (a
+`python -c` bootstrap, before any import), limits its own address space (`--job-memory`), unpacks and
+links the run's files into a private work folder, runs `traceanalyzer.analyze` with the CLI's limits
+(`max_input_bytes`; one process, or the per-rank tasks on a Dask cluster with `--scheduler`: its workers
+must see DATA at the same path), saves the Analysis JSON and renders the HTML and Markdown pages *from
+that saved JSON* into `DATA/reports/<run>/` (written in a side folder, then renamed: a report is there
+whole or not at all). The thread kills a process that runs past `--job-timeout`.
+
+A failure is the one line the CLI would print; a crash keeps the end of the process' standard error.
+A process killed from outside (SIGKILL/SIGTERM: the worker stopped, the kernel's OOM killer) is
+retried up to `max_tries`; a full disk queues the job again a minute later, its try not counted.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
+import secrets
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ..units import format_bytes
 from .settings import Settings
-from .store import Store
+from .store import Claim, Store
 from .uploads import blob_path
 
 RETRIED_SIGNALS = (signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 EXIT_FAILED = 2  # the child wrote its one-line error
+EXIT_NO_SPACE = 3  # the disk is full: the job is queued again later
+NO_SPACE_DELAY_S = 60.0
+T = TypeVar("T")
+
+# The analysis process' first instruction: die with the thread that started it (PR_SET_PDEATHSIG), and
+# stop at once if that parent is already gone; only then import anything.
+BOOTSTRAP = ("import ctypes,os,sys\n"
+             "try: ctypes.CDLL(None).prctl(1, 9)\n"
+             "except Exception: pass\n"
+             "if os.getppid() != int(sys.argv[2]): os._exit(1)\n"
+             "from traceanalyzer.serve.jobs import child_main\n"
+             "sys.exit(child_main(sys.argv[1]))\n")
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def new_worker_id() -> str:
+    """'host:pid:nonce': a restart on the same host ends the leases of its dead workers at once."""
+    return f"{socket.gethostname()[:60]}:{os.getpid()}:{secrets.token_hex(4)}"
+
+
+def is_db_error(exc: BaseException) -> bool:
+    import sqlalchemy as sa
+
+    return isinstance(exc, (sa.exc.OperationalError, sa.exc.InterfaceError, sa.exc.DBAPIError, ConnectionError))
 
 
 class JobRunner:
     def __init__(self, settings: Settings, store: Store) -> None:
         self.settings = settings
         self.store = store
+        self.worker_id = new_worker_id()
         self.wake = threading.Event()
         self.stopping = threading.Event()
         self._threads: list[threading.Thread] = []
         self._children: dict[int, subprocess.Popen[bytes]] = {}
+        self._held: dict[int, Claim] = {}
+        self._lost: dict[int, str] = {}  # job id -> 'lost' | 'canceled'
         self._lock = threading.Lock()
 
     def start(self) -> None:
@@ -51,19 +100,43 @@ class JobRunner:
             t = threading.Thread(target=self._loop, name=f"traceanalyzer-job-{i}", daemon=True)
             t.start()
             self._threads.append(t)
-        if self.settings.keep_traces_s is not None:
-            t = threading.Thread(target=self._retention, name="traceanalyzer-retention", daemon=True)
+        for target, name in ((self._heartbeat, "heartbeat"), (self._janitor, "janitor")):
+            t = threading.Thread(target=target, name=f"traceanalyzer-{name}", daemon=True)
             t.start()
             self._threads.append(t)
 
-    def _retention(self) -> None:
-        """Every ten minutes: removes the trace files whose every run is older than --keep-traces."""
+    def _janitor(self) -> None:
+        """Every minute: runs canceled whose worker died; every ten minutes, with --keep-traces, the trace
+        files whose every run is older than that."""
+        last_retention = 0.0
         while not self.stopping.is_set():
             try:
-                remove_old_traces(self.settings, self.store)
+                for run_id, shas in self.store.purge_canceled(expired_before=time.time()):
+                    remove_run_files(self.settings, self.store, run_id, shas)
+                if self.settings.keep_traces_s is not None and time.monotonic() - last_retention > 600:
+                    remove_old_traces(self.settings, self.store)
+                    last_retention = time.monotonic()
             except Exception as exc:
-                print(f"traceanalyzer serve: retention: {type(exc).__name__}: {exc}", file=sys.stderr)
-            self.stopping.wait(600)
+                print(f"traceanalyzer serve: janitor: {type(exc).__name__}: {exc}", file=sys.stderr)
+            self.stopping.wait(60)
+
+    def _heartbeat(self) -> None:
+        """Renews the lease of every job this worker holds; stops an analysis whose job it lost."""
+        every = max(0.2, self.settings.lease_s / 3)
+        while not self.stopping.wait(every):
+            with self._lock:
+                held = list(self._held.values())
+            for job in held:
+                try:
+                    state = self.store.heartbeat(job, self.settings.lease_s)
+                except Exception:  # the database is away: the lease runs on; try again
+                    continue
+                if state != "held":
+                    with self._lock:
+                        self._lost[job.id] = state
+                        proc = self._children.get(job.id)
+                    if proc is not None:
+                        proc.kill()
 
     def stop(self) -> None:
         """Stops taking jobs; an analysis under way is stopped and its job queued again (the try not counted)."""
@@ -76,50 +149,85 @@ class JobRunner:
             t.join(timeout=10)
 
     def _loop(self) -> None:
+        s = self.settings
         while not self.stopping.is_set():
             try:
-                claimed = self.store.claim()
+                claimed = self.store.claim(self.worker_id, s.lease_s, s.max_tries)
             except Exception as exc:  # the database went away for a moment: try again later
-                print(f"traceanalyzer serve: cannot take a job: {type(exc).__name__}: {exc}", file=sys.stderr)
+                print(f"traceanalyzer serve: cannot take a job: {type(exc).__name__}: {str(exc)[:200]}",
+                      file=sys.stderr)
                 claimed = None
             if claimed is None:
                 self.wake.wait(1.0)
                 self.wake.clear()
                 continue
+            with self._lock:
+                self._held[claimed.id] = claimed
             try:
-                self._run(*claimed)
+                self._run(claimed)
             except Exception as exc:  # never let one job end the worker thread
-                print(f"traceanalyzer serve: job {claimed[0]}: {type(exc).__name__}: {exc}", file=sys.stderr)
+                print(f"traceanalyzer serve: job {claimed.id}: {type(exc).__name__}: {exc}", file=sys.stderr)
                 try:
-                    self.store.finish(claimed[0], claimed[1], f"internal error: {type(exc).__name__}: {exc}")
+                    self.store.finish(claimed, claimed.run_id, f"internal error: {type(exc).__name__}: {exc}")
                 except Exception:
                     pass
+            finally:
+                with self._lock:
+                    self._held.pop(claimed.id, None)
+                    self._lost.pop(claimed.id, None)
 
-    def _run(self, job_id: int, run_id: str, try_no: int) -> None:
+    def _persist(self, what: Callable[[], T]) -> T | None:
+        """`what` (a write of a job's end), retried with backoff while the database is away (None when
+        the worker stops first: the lease then expires and another worker takes the job)."""
+        delay = 0.5
+        while True:
+            try:
+                return what()
+            except Exception as exc:
+                if not is_db_error(exc):
+                    raise
+                print(f"traceanalyzer serve: database away ({type(exc).__name__}); retrying in {delay:g} s",
+                      file=sys.stderr)
+            if self.stopping.wait(delay):
+                return None
+            delay = min(delay * 2, 15.0)
+
+    def _run(self, job: Claim) -> None:
         s = self.settings
-        work = s.work / str(job_id)
+        run_id = job.run_id
+        work = s.work / f"{job.id}-{job.tries}"
         shutil.rmtree(work, ignore_errors=True)
-        work.mkdir(parents=True)
-        spec = {
-            "files": [[str(blob_path(s.traces, f.sha256)), f.name, f.kind] for f in self.store.files(run_id)],
-            "work": str(work), "out": str(s.reports / run_id), "error": str(work / "error.txt"),
-            "max_unpacked": s.max_unpacked_bytes, "max_members": s.max_members, "memory": s.job_memory_bytes,
-            "scheduler": s.scheduler,
-        }
-        (work / "spec.json").write_text(json.dumps(spec))
+        try:
+            work.mkdir(parents=True)
+            spec = {
+                "files": [[str(blob_path(s.traces, f.sha256)), f.name, f.kind] for f in self.store.files(run_id)],
+                "work": str(work), "out": str(s.reports / run_id), "error": str(work / "error.txt"),
+                "max_unpacked": s.max_unpacked_bytes, "max_members": s.max_members, "memory": s.job_memory_bytes,
+                "scheduler": s.scheduler,
+            }
+            (work / "spec.json").write_text(json.dumps(spec))
+        except OSError as exc:
+            shutil.rmtree(work, ignore_errors=True)
+            if exc.errno != errno.ENOSPC:
+                raise
+            self._persist(lambda: self.store.requeue(job, count_try=False, delay_s=NO_SPACE_DELAY_S))
+            return
         env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
                    MKL_NUM_THREADS="1", MALLOC_ARENA_MAX="2")
         with open(work / "stderr.txt", "wb") as err:
             # -I: no folder of ours (nor PYTHON* variables) on the module path of a process that unpacks uploads
-            proc = subprocess.Popen([sys.executable, "-I", "-W", "ignore", "-m", "traceanalyzer.serve.jobs",
-                                     str(work / "spec.json")],
+            proc = subprocess.Popen([sys.executable, "-I", "-W", "ignore", "-c", BOOTSTRAP, str(work / "spec.json"),
+                                     str(os.getpid())],
                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, env=env,
                                     cwd=work)
         with self._lock:
-            self._children[job_id] = proc
+            self._children[job.id] = proc
         timed_out = False
         try:
-            self.store.set_pid(job_id, proc.pid)
+            try:
+                self.store.heartbeat(job, s.lease_s, pid=proc.pid)
+            except Exception:
+                pass
             try:
                 rc = proc.wait(timeout=s.job_timeout_s)
             except subprocess.TimeoutExpired:
@@ -128,36 +236,80 @@ class JobRunner:
                 timed_out = True
         finally:
             with self._lock:
-                self._children.pop(job_id, None)
+                self._children.pop(job.id, None)
+                lost = self._lost.get(job.id)
         path = Path(str(spec["error"]))
         line = path.read_text("utf-8", "replace").strip() if path.exists() else ""
+        tail = _stderr_tail(work / "stderr.txt", str(work / "in"))
         shutil.rmtree(work, ignore_errors=True)  # before the job is marked: nothing of it is left then
         for side in s.reports.glob(f"{run_id}.tmp*"):  # a report cut off while it was written
-            shutil.rmtree(side, ignore_errors=True)
+            if side.name == f"{run_id}.tmp{proc.pid}":
+                shutil.rmtree(side, ignore_errors=True)
+        if lost == "canceled":  # the run was deleted while it was analysed: removed now, report and all
+            for gone, shas in self._persist(lambda: self.store.purge_canceled(job)) or []:
+                remove_run_files(s, self.store, gone, shas)
+            return
+        if lost == "lost":  # another worker holds the job now: leave it and its report to that one
+            return
+        self._end(job, rc, timed_out, line, tail)
+
+    def _end(self, job: Claim, rc: int, timed_out: bool, line: str, tail: str) -> None:
+        s = self.settings
+        run_id = job.run_id
+
+        def finish(error: str | None, headline: dict[str, Any] | None = None,
+                   metrics: dict[str, float | None] | None = None) -> None:
+            self._persist(lambda: self.store.finish(job, run_id, error, headline, metrics))
+
         if timed_out:
-            self.store.finish(job_id, run_id, f"the analysis took longer than the limit of {s.job_timeout_s:g} s "
-                                              f"(--job-timeout)")
+            finish(f"the analysis took longer than the limit of {s.job_timeout_s:g} s (--job-timeout)")
         elif self.stopping.is_set() and rc != 0:
-            self.store.requeue(job_id, count_try=False)
+            try:
+                self.store.requeue(job, count_try=False)
+            except Exception:  # the database is away: the lease expires and another worker takes the job
+                pass
         elif rc == 0:
             headline = json.loads((s.reports / run_id / "headline.json").read_text())
             metrics = headline.get("metrics")  # (an older version's process also wrote two of them apart)
-            self.store.finish(job_id, run_id, None, {"verdict": headline.get("verdict")}, metrics)
+            finish(None, {"verdict": headline.get("verdict")}, metrics)
             if metrics is None:  # an analysis process of an older version (an upgrade mid-job): from the JSON
                 backfill_metrics(s, self.store)
+        elif rc == EXIT_NO_SPACE:
+            print(f"traceanalyzer serve: job {job.id}: {line or 'the disk is full'}; queued again in "
+                  f"{NO_SPACE_DELAY_S:g} s", file=sys.stderr)
+            self._persist(lambda: self.store.requeue(job, count_try=False, delay_s=NO_SPACE_DELAY_S))
         elif rc < 0 and -rc in RETRIED_SIGNALS:
-            if try_no < s.max_tries:
-                self.store.requeue(job_id)
+            if job.tries < s.max_tries:
+                self._persist(lambda: self.store.requeue(job))
                 self.wake.set()
             else:
-                self.store.finish(job_id, run_id, f"the analysis was interrupted {try_no} times (its process "
-                                                  f"was killed); not tried again")
+                finish(f"the analysis was interrupted {job.tries} times (its process was killed); not tried again")
         elif rc < 0:
             limit = format_bytes(s.job_memory_bytes)
-            self.store.finish(job_id, run_id, f"the analysis process crashed (signal {-rc}); it may have "
-                                              f"needed more memory than the limit of {limit} (--job-memory)")
+            finish(f"the analysis process crashed (signal {-rc}); it may have needed more memory than the "
+                   f"limit of {limit} (--job-memory)" + (f"; its last output: {tail}" if tail else ""))
         else:
-            self.store.finish(job_id, run_id, line or f"the analysis process ended with status {rc}")
+            finish(line or f"the analysis process ended with status {rc}" + (f": {tail}" if tail else ""))
+
+
+def _stderr_tail(path: Path, root: str, limit: int = 600) -> str:
+    """The end of a crashed analysis' standard error, on one line (its work folder is removed after)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - 4 * limit))
+            text = f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    one = _one_line(text, root)
+    return ("..." + one[-limit:]) if len(one) > limit else one
+
+
+def remove_run_files(settings: Settings, store: Store, run_id: str, shas: list[str]) -> None:
+    """A removed run's report, and its trace files that no run uses (checked again under the lock)."""
+    shutil.rmtree(settings.reports / run_id, ignore_errors=True)
+    for sha in shas:
+        path = blob_path(settings.traces, sha)
+        store.drop_blob(sha, lambda p=path: p.unlink(missing_ok=True))
 
 
 def backfill_metrics(settings: Settings, store: Store, limit: int = 1000) -> int:
@@ -177,16 +329,53 @@ def backfill_metrics(settings: Settings, store: Store, limit: int = 1000) -> int
     return done
 
 
-def remove_old_traces(settings: Settings, store: Store) -> int:
-    import time
+def _dead_instance(name: str, host: str) -> bool:
+    """A folder 'host-pid' of a process of this host that is gone (another host's: left to it)."""
+    head, _, pid = name.rpartition("-")
+    return head == host and pid.isdigit() and not pid_alive(int(pid))
 
+
+def clean_leftovers(settings: Settings, store: Store) -> int:
+    """At start: what processes of this host that are gone left (uploads and analyses cut off, their
+    jobs' leases), the report side folders of no running job, and trace files no run uses (each checked
+    under the lock uploads take). Folders of live processes and of other hosts are left alone."""
+    import sqlalchemy as sa
+
+    from .settings import instance_name
+    from .store import jobs
+
+    host = instance_name().rpartition("-")[0]
+    released = store.release_dead(socket.gethostname()[:60], pid_alive)
+    for top in (settings.data / "tmp", settings.data / "work"):
+        for p in top.iterdir():
+            if not p.is_dir():  # the layout before per-process folders
+                p.unlink(missing_ok=True)
+            elif _dead_instance(p.name, host) or p.name.isdigit():
+                shutil.rmtree(p, ignore_errors=True)
+    sides = list(settings.reports.glob("*.tmp*"))
+    if sides:
+        with store.engine.connect() as c:
+            running = {r[0] for r in c.execute(sa.select(jobs.c.run_id).where(jobs.c.status == "running"))}
+        for side in sides:
+            if side.name.split(".tmp")[0] not in running:
+                shutil.rmtree(side, ignore_errors=True)
+    used = store.all_shas()
+    for sub in settings.traces.iterdir():
+        if sub.is_dir():
+            for f in sub.iterdir():
+                if sub.name + f.name not in used:
+                    store.drop_blob(sub.name + f.name, lambda p=f: p.unlink(missing_ok=True))
+    return released
+
+
+def remove_old_traces(settings: Settings, store: Store) -> int:
     if settings.keep_traces_s is None:
         return 0
     removed = 0
-    for sha in store.stale_shas(time.time() - settings.keep_traces_s):
+    cutoff = time.time() - settings.keep_traces_s
+    for sha in store.stale_shas(cutoff):
         path = blob_path(settings.traces, sha)
-        if path.exists():
-            path.unlink(missing_ok=True)
+        if path.exists() and store.drop_blob(sha, lambda p=path: p.unlink(missing_ok=True), unused_since=cutoff):
             removed += 1
     return removed
 
@@ -292,6 +481,12 @@ def child_main(spec_path: str) -> int:
         except MemoryError:
             error_file.write_text(memory_error)
         except OSError as exc:
+            if exc.errno == errno.ENOSPC:  # the disk, not the input: the job is tried again later
+                shutil.rmtree(Path(spec["out"]).with_name(f"{Path(spec['out']).name}.tmp{os.getpid()}"),
+                              ignore_errors=True)
+                with contextlib.suppress(OSError):
+                    error_file.write_text("error: no space left on the server's disk")
+                return EXIT_NO_SPACE
             if exc.errno != errno.ENOMEM and "memory" not in str(exc).lower():
                 raise
             error_file.write_text(memory_error)

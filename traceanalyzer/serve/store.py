@@ -4,19 +4,31 @@ migrations in `migrations/versions` (run by `migrate()` at start); the tables be
 queries, and a test checks that the two agree.
 
 Tokens are stored as their SHA-256 (a token is 256 random bits, so a fast hash is enough): one shown
-once, never stored. A job belongs to one run: queued -> running -> done | failed; a job found
-`running` at start was interrupted and goes back to the queue until it has used `max_tries`.
+once, never stored. A token has a name, a role (upload or read), who made it, when it was made, last used,
+expires and was revoked; a revoked or expired token is unknown at once.
+
+A job belongs to one run: queued -> running -> done | failed, or canceled (its run deleted while it
+ran). A worker *claims* a job with a lease (its id, `lease_until`, a heartbeat that renews it):
+`FOR UPDATE SKIP LOCKED` on PostgreSQL, `BEGIN IMMEDIATE` on SQLite, so one job goes to one worker.
+A running job whose lease expired (its worker killed or cut off) is claimed again by any worker, until
+it has used `max_tries`; a job whose worker is alive is never taken from it. `finish`, `requeue` and
+the heartbeat are fenced on (job, worker, try): a worker that lost its job changes nothing.
+
+Trace files are stored by content; each has a row in `blobs` that uploads and deletes lock (upload:
+lock, put the file in place, record the run, commit; delete: lock, check no run uses it, remove the
+file, commit), so a delete never removes a file a new upload of the same content uses.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -36,6 +48,11 @@ tokens = sa.Table(
     sa.Column("token_hash", sa.String(64), nullable=False, unique=True),
     sa.Column("read_only", sa.Boolean, nullable=False),
     sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("name", sa.String(100), nullable=True),  # migration 0003: who and what a token is for
+    sa.Column("created_by", sa.String(100), nullable=True),
+    sa.Column("last_used_at", sa.Float, nullable=True),
+    sa.Column("expires_at", sa.Float, nullable=True),
+    sa.Column("revoked_at", sa.Float, nullable=True),
 )
 runs = sa.Table(
     "runs", metadata,
@@ -47,8 +64,9 @@ runs = sa.Table(
     sa.Column("size_bytes", sa.BigInteger, nullable=False),
     sa.Column("files", sa.Integer, nullable=False),
     sa.Column("verdict", sa.String(40), nullable=True),
-    # step_time_ms and gpu_idle: in run_metrics only, with the run's other metrics (migration 0003)
+    # step_time_ms and gpu_idle: in run_metrics only, with the run's other metrics (migration 0004)
     sa.Column("commit_order", sa.Float, nullable=True),  # optional: orders a branch's history (migration 0002)
+    sa.Column("token_id", sa.Integer, nullable=True),  # the token that uploaded it (migration 0003)
 )
 run_files = sa.Table(
     "run_files", metadata,
@@ -77,10 +95,34 @@ jobs = sa.Table(
     sa.Column("queued_at", sa.Float, nullable=False),
     sa.Column("started_at", sa.Float, nullable=True),
     sa.Column("finished_at", sa.Float, nullable=True),
+    sa.Column("worker_id", sa.String(100), nullable=True),  # migration 0003: the lease
+    sa.Column("lease_until", sa.Float, nullable=True),  # running: expiry of the lease; queued: not before
+    sa.Column("heartbeat_at", sa.Float, nullable=True),
+)
+blobs = sa.Table(  # one row per stored trace file: the lock that uploads and deletes take (migration 0003)
+    "blobs", metadata,
+    sa.Column("sha256", sa.String(64), primary_key=True),
+    sa.Column("touched_at", sa.Float, nullable=False),
 )
 
-STATUSES = ("queued", "running", "done", "failed")
+STATUSES = ("queued", "running", "done", "failed", "canceled")
 SHOWN_METRICS = ("step_time_ms", "gpu_idle")  # the run's metrics (result/metrics.py) a run's row carries
+ROLES = ("upload", "read")
+
+
+class Claim(NamedTuple):
+    """A job a worker holds: what `finish`, `requeue` and `heartbeat` are fenced on."""
+
+    id: int
+    run_id: str
+    tries: int
+    worker_id: str
+
+
+class TokenInfo(NamedTuple):
+    id: int
+    project: str
+    read_only: bool
 
 
 def hash_token(token: str) -> str:
@@ -96,11 +138,16 @@ def engine_for(url: str) -> Engine:
 
         @sa.event.listens_for(engine, "connect")
         def _pragmas(dbapi_connection: Any, _record: Any) -> None:
+            dbapi_connection.isolation_level = None  # we begin each transaction ourselves (below)
             cur = dbapi_connection.cursor()
             cur.execute("PRAGMA journal_mode=WAL")  # readers never wait for the writer
             cur.execute("PRAGMA foreign_keys=ON")
             cur.execute("PRAGMA busy_timeout=30000")
             cur.close()
+
+        @sa.event.listens_for(engine, "begin")
+        def _begin(conn: sa.Connection) -> None:  # a write that reads first takes the write lock first
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get("immediate") else "BEGIN")
 
         return engine
     return sa.create_engine(url, pool_pre_ping=True)
@@ -132,20 +179,65 @@ class Store:
     def close(self) -> None:
         self.engine.dispose()
 
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[sa.Connection]:
+        """A transaction that takes the write lock at its start on SQLite (BEGIN IMMEDIATE): what it reads
+        is what it changes. On PostgreSQL a plain transaction (its statements lock the rows they need)."""
+        with self.engine.connect() as c:
+            c.execution_options(immediate=True)
+            with c.begin():
+                yield c
+
     # -- tokens and projects
-    def create_token(self, project: str, read_only: bool) -> str:
+    def create_token(self, project: str, read_only: bool, name: str | None = None, created_by: str | None = None,
+                     expires_at: float | None = None) -> str:
         token = "ta_" + secrets.token_urlsafe(32)
         with self.engine.begin() as c:
             c.execute(tokens.insert().values(project=project, token_hash=hash_token(token), read_only=read_only,
-                                             created_at=time.time()))
+                                             created_at=time.time(), name=name, created_by=created_by,
+                                             expires_at=expires_at))
         return token
 
-    def token(self, token: str) -> tuple[str, bool] | None:
-        """(project, read_only) of a token, or None."""
+    def token(self, token: str) -> TokenInfo | None:
+        """(id, project, read_only) of a token, or None when it is unknown, revoked or expired. Its last use
+        is recorded (at most once a minute, so reads do not each write)."""
+        now = time.time()
         with self.engine.connect() as c:
-            row = c.execute(sa.select(tokens.c.project, tokens.c.read_only)
+            row = c.execute(sa.select(tokens.c.id, tokens.c.project, tokens.c.read_only, tokens.c.last_used_at,
+                                      tokens.c.expires_at, tokens.c.revoked_at)
                             .where(tokens.c.token_hash == hash_token(token))).first()
-        return (row.project, bool(row.read_only)) if row else None
+        if row is None or row.revoked_at is not None or (row.expires_at is not None and row.expires_at <= now):
+            return None
+        if row.last_used_at is None or row.last_used_at < now - 60:
+            with self.engine.begin() as c:
+                c.execute(tokens.update().where(tokens.c.id == row.id).values(last_used_at=now))
+        return TokenInfo(int(row.id), row.project, bool(row.read_only))
+
+    def list_tokens(self, project: str | None = None) -> list[dict[str, Any]]:
+        q = sa.select(tokens.c.id, tokens.c.project, tokens.c.name, tokens.c.read_only, tokens.c.created_by,
+                      tokens.c.created_at, tokens.c.last_used_at, tokens.c.expires_at, tokens.c.revoked_at)
+        if project:
+            q = q.where(tokens.c.project == project)
+        with self.engine.connect() as c:
+            out = [dict(r) for r in c.execute(q.order_by(tokens.c.id)).mappings()]
+        for t in out:
+            t["role"] = "read" if t.pop("read_only") else "upload"
+        return out
+
+    def revoke_token(self, token_id: int) -> bool:
+        """Revokes a token (refused at once on every server: each request looks its token up). False: no
+        such token, or revoked already."""
+        with self.engine.begin() as c:
+            return bool(c.execute(tokens.update().where(tokens.c.id == token_id, tokens.c.revoked_at.is_(None))
+                                  .values(revoked_at=time.time())).rowcount)
+
+    def token_names(self, ids: Sequence[int]) -> dict[int, str]:
+        """'name (#id)' of tokens, for the runs they uploaded."""
+        if not ids:
+            return {}
+        with self.engine.connect() as c:
+            rows = c.execute(sa.select(tokens.c.id, tokens.c.name).where(tokens.c.id.in_(sorted(set(ids)))))
+            return {int(r.id): f"{r.name} (#{r.id})" if r.name else f"token #{r.id}" for r in rows}
 
     def project_names(self) -> list[str]:
         with self.engine.connect() as c:
@@ -162,19 +254,54 @@ class Store:
 
     # -- runs
     def create_run(self, project: str, branch: str | None, commit: str | None, files: Sequence[StoredFile],
-                   commit_order: float | None = None) -> str:
-        """The run, its files and its queued job, in one transaction (the project made on first use)."""
+                   commit_order: float | None = None, token_id: int | None = None,
+                   place: Callable[[], None] | None = None) -> str:
+        """The run, its files and its queued job, in one transaction (the project made on first use).
+        `place` puts the files at their content address; it runs inside the transaction, after the
+        files' `blobs` rows are locked, so no delete removes them between their check and the commit."""
         now = time.time()
         run_id = secrets.token_hex(6)
         pid = self._project_id(project, now)
-        with self.engine.begin() as c:
+        with self._write() as c:
+            self._lock_blobs(c, [f.sha256 for f in files], now)
+            if place is not None:
+                place()
             c.execute(runs.insert().values(id=run_id, project_id=pid, branch=branch, commit=commit, created_at=now,
                                            size_bytes=sum(f.size_bytes for f in files), files=len(files),
-                                           commit_order=commit_order))
+                                           commit_order=commit_order, token_id=token_id))
             c.execute(run_files.insert(), [dict(run_id=run_id, position=i, sha256=f.sha256, name=f.name,
                                                 size_bytes=f.size_bytes, kind=f.kind) for i, f in enumerate(files)])
             c.execute(jobs.insert().values(run_id=run_id, status="queued", tries=0, queued_at=now))
         return run_id
+
+    def _lock_blobs(self, c: sa.Connection, shas: Sequence[str], now: float, touch: bool = True) -> None:
+        """Makes or locks the `blobs` rows of these hashes until the transaction ends (sorted: no deadlock)."""
+        if not shas:
+            return
+        if self.engine.dialect.name == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert
+        else:
+            from sqlalchemy.dialects.sqlite import insert
+        for sha in sorted(set(shas)):
+            stmt = insert(blobs).values(sha256=sha, touched_at=now)
+            c.execute(stmt.on_conflict_do_update(index_elements=["sha256"],
+                                                 set_={"touched_at": now} if touch else {"sha256": sha}))
+
+    def drop_blob(self, sha256: str, remove: Callable[[], None], unused_since: float | None = None) -> bool:
+        """Removes a trace file (`remove`) if no run uses it, or with `unused_since` if every run that uses
+        it was uploaded before then (retention), under the lock uploads of the same content take."""
+        with self._write() as c:
+            self._lock_blobs(c, [sha256], time.time(), touch=False)
+            users = sa.select(run_files.c.id).join(runs, runs.c.id == run_files.c.run_id).where(
+                run_files.c.sha256 == sha256)
+            if unused_since is not None:
+                users = users.where(runs.c.created_at >= unused_since)
+            if c.execute(users.limit(1)).first() is not None:
+                return False
+            remove()
+            if unused_since is None:
+                c.execute(blobs.delete().where(blobs.c.sha256 == sha256))
+        return True
 
     def _project_id(self, project: str, now: float) -> int:
         select = sa.select(projects.c.id).where(projects.c.name == project)
@@ -198,9 +325,10 @@ class Store:
         for key, m in shown.items():
             joined = joined.outerjoin(m, sa.and_(m.c.run_id == runs.c.id, m.c.metric == key))
         return (sa.select(runs, projects.c.name.label("project"), jobs.c.status, jobs.c.error, jobs.c.tries,
-                          jobs.c.started_at, jobs.c.finished_at, jobs.c.pid,
+                          jobs.c.started_at, jobs.c.finished_at, jobs.c.pid, jobs.c.worker_id,
+                          tokens.c.name.label("token_name"),
                           *(m.c.value.label(key) for key, m in shown.items()))
-                .select_from(joined))
+                .select_from(joined.outerjoin(tokens, tokens.c.id == runs.c.token_id)))
 
     def run(self, run_id: str) -> dict[str, Any] | None:
         with self.engine.connect() as c:
@@ -251,16 +379,43 @@ class Store:
         with self.engine.connect() as c:
             return {r[0] for r in c.execute(sa.select(run_files.c.sha256).distinct())}
 
-    def delete_run(self, run_id: str) -> list[str]:
-        """Removes the run; returns the hashes of its files that no other run uses."""
-        with self.engine.begin() as c:
-            shas = [r[0] for r in c.execute(sa.select(run_files.c.sha256).where(run_files.c.run_id == run_id))]
-            c.execute(jobs.delete().where(jobs.c.run_id == run_id))
-            c.execute(run_metrics.delete().where(run_metrics.c.run_id == run_id))
-            c.execute(run_files.delete().where(run_files.c.run_id == run_id))
-            c.execute(runs.delete().where(runs.c.id == run_id))
-            used = {r[0] for r in c.execute(sa.select(run_files.c.sha256).where(run_files.c.sha256.in_(shas)))}
+    def delete_run(self, run_id: str) -> tuple[str, list[str]]:
+        """Removes the run, or cancels its job when a worker holds it (the worker stops the analysis and
+        removes the run). Returns ('deleted' | 'canceled' | 'missing', hashes of its files no run uses
+        now: remove them with `drop_blob`, which checks again under the lock)."""
+        with self._write() as c:
+            job = c.execute(sa.select(jobs.c.status).where(jobs.c.run_id == run_id).with_for_update()).first()
+            if job is None:
+                return "missing", []
+            if job.status in ("running", "canceled"):
+                c.execute(jobs.update().where(jobs.c.run_id == run_id).values(status="canceled"))
+                return "canceled", []
+            return "deleted", self._delete_rows(c, run_id)
+
+    @staticmethod
+    def _delete_rows(c: sa.Connection, run_id: str) -> list[str]:
+        shas = [r[0] for r in c.execute(sa.select(run_files.c.sha256).where(run_files.c.run_id == run_id))]
+        c.execute(jobs.delete().where(jobs.c.run_id == run_id))
+        c.execute(run_metrics.delete().where(run_metrics.c.run_id == run_id))
+        c.execute(run_files.delete().where(run_files.c.run_id == run_id))
+        c.execute(runs.delete().where(runs.c.id == run_id))
+        used = {r[0] for r in c.execute(sa.select(run_files.c.sha256).where(run_files.c.sha256.in_(shas)))}
         return sorted(set(shas) - used)
+
+    def purge_canceled(self, job: Claim | None = None,
+                       expired_before: float | None = None) -> list[tuple[str, list[str]]]:
+        """Removes canceled runs: the one this worker held (`job`), or those whose worker's lease ended
+        before `expired_before` (it died meanwhile). Returns (run id, hashes no run uses now) of each."""
+        where = [jobs.c.status == "canceled"]
+        if job is not None:
+            where += [jobs.c.id == job.id, jobs.c.worker_id == job.worker_id]
+        elif expired_before is not None:
+            where.append(sa.or_(jobs.c.lease_until.is_(None), jobs.c.lease_until < expired_before))
+        out = []
+        with self._write() as c:
+            for (run_id,) in c.execute(sa.select(jobs.c.run_id).where(*where).with_for_update()).all():
+                out.append((run_id, self._delete_rows(c, run_id)))
+        return out
 
     def stale_shas(self, cutoff: float) -> list[str]:
         """Hashes of the files whose every run was uploaded before `cutoff` (retention: --keep-traces)."""
@@ -270,37 +425,100 @@ class Store:
             return [r[0] for r in c.execute(q)]
 
     # -- jobs
-    def claim(self) -> tuple[int, str, int] | None:
-        """Takes the oldest queued job: (job id, run id, try number), or None. One UPDATE ... RETURNING, so
-        it is safe between threads and processes: a job another worker took meanwhile is no longer queued
-        (PostgreSQL re-checks the row after its lock; SQLite runs one writer at a time)."""
-        oldest = (sa.select(jobs.c.id).where(jobs.c.status == "queued").order_by(jobs.c.id).limit(1)
-                  .scalar_subquery())
-        take = (jobs.update().where(jobs.c.id == oldest, jobs.c.status == "queued")
-                .values(status="running", tries=jobs.c.tries + 1, started_at=time.time(), pid=None, error=None)
+    def claim(self, worker_id: str = "local", lease_s: float = 60.0, max_tries: int | None = None) -> Claim | None:
+        """Takes the oldest job that is queued (and not held back), or running with an expired lease,
+        for `worker_id` until now + `lease_s`: (job id, run id, try number, worker id), or None. A job whose
+        lease expired after `max_tries` tries fails instead. The row is picked `FOR UPDATE SKIP LOCKED`
+        (PostgreSQL: another worker's pick is skipped, not waited for) in a transaction that holds the
+        write lock from its start (SQLite), then re-checked by the UPDATE: one job, one worker."""
+        now = time.time()
+        expired = sa.and_(jobs.c.status == "running", sa.or_(jobs.c.lease_until.is_(None), jobs.c.lease_until < now))
+        ready = sa.and_(jobs.c.status == "queued", sa.or_(jobs.c.lease_until.is_(None), jobs.c.lease_until <= now))
+        pick = (sa.select(jobs.c.id).where(sa.or_(ready, expired)).order_by(jobs.c.id).limit(1)
+                .with_for_update(skip_locked=True).scalar_subquery())
+        take = (jobs.update().where(jobs.c.id == pick, sa.or_(ready, expired))
+                .values(status="running", tries=jobs.c.tries + 1, started_at=now, pid=None, error=None,
+                        worker_id=worker_id, lease_until=now + lease_s, heartbeat_at=now)
                 .returning(jobs.c.id, jobs.c.run_id, jobs.c.tries))
-        for _ in range(5):
-            with self.engine.begin() as c:
-                row = c.execute(take).first()
-                if row is not None:
-                    return int(row.id), str(row.run_id), int(row.tries)
-                if c.execute(sa.select(jobs.c.id).where(jobs.c.status == "queued").limit(1)).first() is None:
-                    return None
-        return None
+        with self._write() as c:
+            if max_tries is not None:
+                c.execute(jobs.update().where(expired, jobs.c.tries >= max_tries)
+                          .values(status="failed", pid=None, finished_at=now, lease_until=None,
+                                  error=f"the analysis was interrupted {max_tries} times (its worker stopped or "
+                                        f"was killed); not tried again"))
+            row = c.execute(take).first()
+        return None if row is None else Claim(int(row.id), str(row.run_id), int(row.tries), worker_id)
 
-    def set_pid(self, job_id: int, pid: int | None) -> None:
-        with self.engine.begin() as c:
-            c.execute(jobs.update().where(jobs.c.id == job_id).values(pid=pid))
+    @staticmethod
+    def _held(job: Claim | int) -> list[Any]:
+        """The fence of a change to a job: the worker and try that hold it (an int: the job alone, for tools)."""
+        if isinstance(job, Claim):
+            return [jobs.c.id == job.id, jobs.c.worker_id == job.worker_id, jobs.c.tries == job.tries,
+                    jobs.c.status == "running"]
+        return [jobs.c.id == job]
 
-    def finish(self, job_id: int, run_id: str, error: str | None, headline: dict[str, Any] | None = None,
-               metrics: dict[str, float | None] | None = None) -> None:
+    def heartbeat(self, job: Claim, lease_s: float, pid: int | None = None) -> str:
+        """Renews the lease: 'held', or 'canceled' (the run was deleted), or 'lost' (the lease expired
+        and another worker took the job, or the job is gone): stop the analysis."""
+        now = time.time()
+        values: dict[str, Any] = {"lease_until": now + lease_s, "heartbeat_at": now}
+        if pid is not None:
+            values["pid"] = pid
         with self.engine.begin() as c:
-            c.execute(jobs.update().where(jobs.c.id == job_id)
-                      .values(status="failed" if error else "done", error=error, finished_at=time.time(), pid=None))
+            if c.execute(jobs.update().where(*self._held(job)).values(**values)).rowcount:
+                return "held"
+            row = c.execute(sa.select(jobs.c.status, jobs.c.worker_id, jobs.c.tries)
+                            .where(jobs.c.id == job.id)).first()
+        if row is not None and row.status == "canceled" and row.worker_id == job.worker_id and row.tries == job.tries:
+            return "canceled"
+        return "lost"
+
+    def set_pid(self, job: Claim | int, pid: int | None) -> None:
+        with self.engine.begin() as c:
+            c.execute(jobs.update().where(*self._held(job)).values(pid=pid))
+
+    def finish(self, job: Claim | int, run_id: str, error: str | None, headline: dict[str, Any] | None = None,
+               metrics: dict[str, float | None] | None = None) -> bool:
+        """Marks the job done (or failed with `error`) and stores its figures, if `job` still holds it:
+        False when its lease was lost (another worker has the job) or its run was deleted."""
+        with self.engine.begin() as c:
+            changed = c.execute(jobs.update().where(*self._held(job))
+                                .values(status="failed" if error else "done", error=error, finished_at=time.time(),
+                                        pid=None, lease_until=None)).rowcount
+            if not changed:
+                return False
             if headline:
                 c.execute(runs.update().where(runs.c.id == run_id).values(**headline))
             if metrics is not None:
                 self._write_metrics(c, run_id, metrics)
+        return True
+
+    def requeue(self, job: Claim | int, count_try: bool = True, delay_s: float = 0.0) -> bool:
+        """Back to the queue (held back `delay_s`), if `job` still holds it; `count_try=False`: the try
+        it used is given back (the worker was stopped, not the analysis)."""
+        values: dict[str, Any] = {"status": "queued", "pid": None, "started_at": None, "worker_id": None,
+                                  "lease_until": time.time() + delay_s if delay_s else None}
+        if not count_try:
+            values["tries"] = jobs.c.tries - 1
+        with self.engine.begin() as c:
+            return bool(c.execute(jobs.update().where(*self._held(job)).values(**values)).rowcount)
+
+    def release_dead(self, host: str, alive: Callable[[int], bool]) -> int:
+        """At start: the leases of workers of this host whose process is gone end now (their jobs are
+        claimed again at once rather than when their lease expires). A worker id is 'host:pid:nonce'."""
+        with self.engine.connect() as c:
+            held = c.execute(sa.select(jobs.c.id, jobs.c.worker_id, jobs.c.tries)
+                             .where(jobs.c.status.in_(("running", "canceled")),
+                                    jobs.c.worker_id.like(host + ":%"))).all()
+        ended = 0
+        for row in held:
+            parts = str(row.worker_id).split(":")
+            if len(parts) != 3 or parts[0] != host or not parts[1].isdigit() or alive(int(parts[1])):
+                continue
+            with self.engine.begin() as c:
+                ended += c.execute(jobs.update().where(jobs.c.id == row.id, jobs.c.worker_id == row.worker_id,
+                                                       jobs.c.tries == row.tries).values(lease_until=0.0)).rowcount
+        return ended
 
     # -- history: each run's figures, in a table of their own
     @staticmethod
@@ -351,25 +569,6 @@ class Store:
              .where(projects.c.name == project, runs.c.branch.is_not(None)).distinct().order_by(runs.c.branch))
         with self.engine.connect() as c:
             return [r[0] for r in c.execute(q)]
-
-    def requeue(self, job_id: int, count_try: bool = True) -> None:
-        with self.engine.begin() as c:
-            values: dict[str, Any] = {"status": "queued", "pid": None, "started_at": None}
-            if not count_try:
-                values["tries"] = jobs.c.tries - 1
-            c.execute(jobs.update().where(jobs.c.id == job_id, jobs.c.status == "running").values(**values))
-
-    def recover(self, max_tries: int) -> tuple[int, int]:
-        """At start: jobs left `running` by a stopped server go back to the queue, or fail once they have
-        used `max_tries`. Returns (requeued, failed)."""
-        with self.engine.begin() as c:
-            failed = c.execute(jobs.update().where(jobs.c.status == "running", jobs.c.tries >= max_tries)
-                               .values(status="failed", pid=None, finished_at=time.time(),
-                                       error=f"the analysis was interrupted {max_tries} times (worker stopped or "
-                                             f"killed); not tried again")).rowcount
-            requeued = c.execute(jobs.update().where(jobs.c.status == "running")
-                                 .values(status="queued", pid=None, started_at=None)).rowcount
-        return requeued, failed
 
     def queued(self) -> int:
         with self.engine.connect() as c:

@@ -5,6 +5,8 @@
 * A gzip stream is inflated on the fly (in bounded pieces) to refuse a decompression bomb before it
   is stored: more than `max_unpacked_bytes` inflated, or a ratio no real trace has.
 * A file is then moved to `DATA/traces/ab/cdef...` (its hash): the same content twice is stored once.
+  The move happens while the upload holds the database lock of that hash (`Store.create_run`), so a
+  delete of another run with the same content cannot remove it between its check and the commit.
   The uploaded name is shown, never used as a path on the server.
 * A zip or tar (optionally gzipped) archive is listed before it is accepted: at most `max_members`
   members, at most `max_unpacked_bytes` in all, only regular files and folders, no absolute path, no
@@ -26,7 +28,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..units import format_bytes
-from .store import StoredFile
 
 CHUNK = 1 << 16
 PROJECT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -295,15 +296,14 @@ def _check_ratio(unpacked: int, packed: int) -> None:
                                f"{format_bytes(unpacked)})")
 
 
-def store(received: Received, traces: Path) -> StoredFile:
-    """Moves a received file to its content address (or drops it: the same content is there already)."""
-    target = blob_path(traces, received.sha256)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    if target.exists():
-        received.tmp.unlink(missing_ok=True)
-    else:
-        os.replace(received.tmp, target)
-    return StoredFile(received.sha256, received.name, received.size_bytes, received.kind)
+def place(received: list[Received], traces: Path) -> None:
+    """Moves received files to their content address (one already there keeps its copy; ours is removed
+    by the caller). Called by `Store.create_run` while it holds the lock of these hashes."""
+    for r in received:
+        target = blob_path(traces, r.sha256)
+        if not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(r.tmp, target)
 
 
 # -- unpacking, inside the analysis process
