@@ -82,6 +82,7 @@ def _figures_of(d):
     if d is None:
         return None
     out = dataclasses.replace(d, headline="", headline_figures={}, headline_shares=(), verdict_note=None,
+                              headline_detail="",
                               findings=tuple(dataclasses.replace(f, title="", evidence=(), figures={}, shares=(),
                                                                  advice=()) for f in d.findings))
     if d.primary in ("cpu_input_bound", "cpu_compute_bound"):
