@@ -443,7 +443,7 @@ def _startup_headline(startup_ns: int, lost_ns: int, warmup: np.ndarray, spent: 
         if len(with_names) <= HEADLINE_MAX - 40:  # room for a job's "Rank N, ..." prefix
             headline = with_names
             break
-    q.detail = (f"Start-up costs: idle time while the host ran start-up calls"
+    q.detail = ("Start-up costs: idle time while the host ran start-up calls"
                 + (f" ({', '.join(names)})" if names else "")
                 + (f", plus all time lost{steps}" if steps else "")
                 + f"; {duration(startup_ns)} in all, more than any steady-state cause loses. Steps after "
