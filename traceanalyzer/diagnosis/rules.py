@@ -54,6 +54,7 @@ from .thresholds import (
     TOP_KERNELS_NAMED,
     WARMUP_STEP_FACTOR,
 )
+from ..units import PERCENT_DECIMALS
 from .wording import Quoted, duration, percent
 
 __all__ = ["COMMUNICATION_BOUND", "GPU_BOUND", "HOST_BOUND", "INPUT_BOUND", "LAUNCH_BOUND", "MEMCPY_BOUND",
@@ -150,6 +151,9 @@ def job_headline(rank: int | None, headline: str, n_ranks: int) -> str:
 # A headline is the verdict and its one number, read in a glance: at most this many characters. How it was
 # computed goes into the headline's detail (`Quoted.detail`, the result's `headline_detail`).
 HEADLINE_MAX = 200
+# The headline's share is written as every table writes a share (units.PERCENT_DECIMALS decimals), so the
+# number reads the same in the headline, the findings, the Markdown, the terminal and the notebook.
+AS_TABLES = {"small_below": float("inf"), "small_digits": PERCENT_DECIMALS}
 
 
 @dataclass(frozen=True)
@@ -325,7 +329,7 @@ def _gpu_headline(ra: RankAnalysis, c: RankCauses, lost: LostTime, top: str, ste
         phrase = f"in stalls that recur every {c.periodic.every} steps (checkpoint / evaluation)"
     n_dev = len(c.devices)
     ns = lost_by_cause[top]
-    share = q.ns(ns, f"{top}_lost_us", window_ns, "window_us") if window_ns else "n/a"
+    share = q.ns(ns, f"{top}_lost_us", window_ns, "window_us", **AS_TABLES) if window_ns else "n/a"
     who, of = (("The GPU loses", f"the {duration(window_ns)} window") if n_dev == 1
                else (f"The {n_dev} GPUs lose", f"their {duration(window_ns)} of window"))
     headline = f"{who} {duration(ns)} ({share} of {of}) {phrase}."
@@ -558,7 +562,7 @@ def _specific_evidence(ra: RankAnalysis, c: RankCauses, cause: str, q: Quoted) -
 def _gpu_bound_finding(ra: RankAnalysis, window_ns: int, idle_ns: int, framework: str) -> Finding:
     busy = window_ns - idle_ns
     q = Quoted()
-    evidence = [f"GPU busy {q.ns(busy, 'gpu_busy_us', window_ns, 'window_us')} of the window ({duration(busy)} of "
+    evidence = [f"GPU busy {q.ns(busy, 'gpu_busy_us', window_ns, 'window_us', **AS_TABLES)} of the window ({duration(busy)} of "
                 f"{duration(window_ns)}): the GPU itself is the bottleneck."]
     k = ra.kernel_totals
     ktotal = k.total_ns if k is not None else 0
@@ -641,7 +645,7 @@ def _host_verdict(s: HostShares | None, framework: str, q: Quoted | None = None,
     # the headline: the verdict's part (the data wait; else the largest other part) as a share of step time
     parts = sorted(((getattr(s, attr), attr, words) for attr, _, _, _, words in _HOST_PARTS), key=lambda t: -t[0])
     ns, attr, words = next(p for p in parts if (p[1] == "data_wait_ns") == (primary == CPU_INPUT_BOUND))
-    share = q.ns(ns, attr.replace("_ns", "_us"), total, "step_time_us")
+    share = q.ns(ns, attr.replace("_ns", "_us"), total, "step_time_us", **AS_TABLES)
     if attr == "annotations_ns" and s.top_annotations:
         name, a_ns = s.top_annotations[0]
         words += f" ({name[:40]} {q.ns(a_ns, 'annotation_1_us', total, 'step_time_us')})"
