@@ -38,6 +38,7 @@ from ..causes import (
     VERDICT_OF_CAUSE,
     VERDICTS,
 )
+from ..units import PERCENT_DECIMALS
 from .advice import advice_for, graph_advice
 from .thresholds import (
     CLEAR_MARGIN,
@@ -54,7 +55,6 @@ from .thresholds import (
     TOP_KERNELS_NAMED,
     WARMUP_STEP_FACTOR,
 )
-from ..units import PERCENT_DECIMALS
 from .wording import Quoted, duration, percent
 
 __all__ = ["COMMUNICATION_BOUND", "GPU_BOUND", "HOST_BOUND", "INPUT_BOUND", "LAUNCH_BOUND", "MEMCPY_BOUND",
@@ -562,8 +562,9 @@ def _specific_evidence(ra: RankAnalysis, c: RankCauses, cause: str, q: Quoted) -
 def _gpu_bound_finding(ra: RankAnalysis, window_ns: int, idle_ns: int, framework: str) -> Finding:
     busy = window_ns - idle_ns
     q = Quoted()
-    evidence = [f"GPU busy {q.ns(busy, 'gpu_busy_us', window_ns, 'window_us', **AS_TABLES)} of the window ({duration(busy)} of "
-                f"{duration(window_ns)}): the GPU itself is the bottleneck."]
+    busy_pct = q.ns(busy, 'gpu_busy_us', window_ns, 'window_us', **AS_TABLES)
+    evidence = [f"GPU busy {busy_pct} of the window ({duration(busy)} of {duration(window_ns)}): the GPU itself is "
+                f"the bottleneck."]
     k = ra.kernel_totals
     ktotal = k.total_ns if k is not None else 0
     n = 0
