@@ -111,7 +111,8 @@ def render_card_html(a: AnalysisData) -> str:
     advice = top_advice(a.diagnosis)
     title = (f'<div style="color:{color};font-weight:700;text-transform:uppercase;font-size:.8em">{_h(label)}</div>'
              f'<div style="font-size:1.15em;font-weight:600;margin:2px 0 4px">{_h(headline, HEADLINE_CHARS)}</div>'
-             + (f'<div style="margin:0 0 8px"><b>Try first:</b> {_h(advice, ADVICE_CHARS)}</div>' if advice else "")
+             + (f'<div style="margin:0 0 8px"><div style="font-weight:700;display:inline">Try first:</div> '
+                f'{_h(advice, ADVICE_CHARS)}</div>' if advice else "")
              if verdict else "")
     inputs = ", ".join(_h(i.path) for i in a.inputs[:3])
     if len(a.inputs) > 3:

@@ -93,9 +93,9 @@ def fit(lines: list[str]) -> list[str]:
 
 
 def _label(verdict: str) -> str:
-    """A verdict's label and its id (the id is what --fail-on and the JSON use)."""
+    """A verdict's id (what --fail-on and the JSON use) and its label."""
     v = VERDICT_BY_ID.get(verdict)
-    return f"{v.label} ({verdict})" if v else clean(verdict)
+    return f"{verdict} ({v.label})" if v else clean(verdict)
 
 
 def _diagnosis_lines(d: DiagnosisResult, share_of: str = "GPU time lost") -> list[str]:
