@@ -59,9 +59,11 @@ def test_host_loop_breakdown_of_a_built_capture(tmp_path):
     d = a.diagnosis
     # its own verdict: no GPU verdict reused with another meaning
     assert d.primary == d.host_primary == "cpu_compute_bound"
-    assert d.headline == ("Host loop busy in its own work: of its 40.0 ms of step time over 4 steps, 42% in named "
-                          "annotations (postprocess 42%), 30% in model ops, 10% waiting for data, 10% in the "
-                          "optimizer and 8.5% elsewhere (a CPU-only capture).")
+    assert d.headline == ("Host loop busy in its own work, 42% of its step time in named annotations (postprocess "
+                          "42%): 16.6 ms of 40.0 ms over 4 steps (a CPU-only capture).")
+    assert d.headline_detail.startswith("The host loop's 40.0 ms of step time over 4 steps: 16.6 ms in named "
+                                        "annotations, 12.0 ms in model ops, 4.0 ms waiting for data, 4.0 ms in the "
+                                        "optimizer and 3.4 ms outside any traced op.")
     top = d.findings[0]
     assert top.id == "cpu_annotation" and top.title == "The host loop is busy in postprocess"
     assert top.evidence[:2] == ("16.6 ms of 40.0 ms of step time over 4 steps (42%); 4.2 ms per step",

@@ -132,7 +132,7 @@ def test_evidence_names_the_host_events(tmp_path):
     assert gap["evidence"][0]["share"] > 0.9
     assert gap["device"] == "cuda:0" and gap["step"] is not None
     assert "num_workers" in " ".join(d["findings"][0]["advice"])
-    assert d["headline"].startswith("GPU idle") and "DataLoader" in d["headline"]
+    assert d["headline"].startswith("The GPU loses") and "DataLoader" in d["headline"]
 
 
 def test_sync_gap_names_the_blocking_call(tmp_path):

@@ -121,6 +121,7 @@ def _figures_of(d):
         return None
     # (nor the findings' severity and the runner-up, which follow the projected savings since issue 32)
     out = dataclasses.replace(d, headline="", headline_figures={}, headline_shares=(), verdict_note=None,
+                              headline_detail="",
                               findings=tuple(dataclasses.replace(f, title="", evidence=(), figures={}, shares=(),
                                                                  advice=(), severity="",
                                                                  host_ops=() if f.id == "unexplained_idle"

@@ -122,7 +122,7 @@ def test_moderate_start_up_leaves_the_steady_verdict(tmp_path):
     a = ta.analyze(t.write(tmp_path / "t.json"))
     d = a.diagnosis
     assert d.primary == "input_bound"
-    assert a.ranks[0].diagnosis.startup_us > 0 and "start-up costs set apart" in d.headline
+    assert a.ranks[0].diagnosis.startup_us > 0 and "start-up costs and the first" in d.headline_detail
 
 
 def test_allocator_calls_in_the_loop(tmp_path):

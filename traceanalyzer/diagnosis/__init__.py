@@ -30,7 +30,7 @@ def diagnose(figures: Figures, include_warmup: bool = False) -> Diagnosis:
     if host_primary is None:
         host_primary = next((r.host_primary for r in ranks if r.host_primary), None)
     return Diagnosis(pick.primary, host_primary, headline, pick.index, pick.findings, ranks,
-                     pick.headline_figures, pick.headline_shares, pick.verdict_note)
+                     pick.headline_figures, pick.headline_shares, pick.verdict_note, pick.headline_detail)
 
 
 __all__ = ["CAUSES", "VERDICTS", "Diagnosis", "Finding", "RankDiagnosis", "diagnose"]

@@ -40,6 +40,7 @@ from ..causes import (
     VERDICT_OF_CAUSE,
     VERDICTS,
 )
+from ..units import PERCENT_DECIMALS
 from . import savings as S
 from .advice import advice_for, graph_advice, periodic_advice
 from .thresholds import (
@@ -117,6 +118,7 @@ class RankDiagnosis:
     headline_figures: dict[str, float] = field(default_factory=dict)  # what the headline's shares are of
     headline_shares: tuple[tuple[str, str], ...] = ()  # per percentage in the headline: keys into headline_figures
     verdict_note: str | None = None  # why the verdict is not the top finding's, when they differ
+    headline_detail: str = ""  # how the headline's number was computed (shown one click away)
 
 
 @dataclass(frozen=True)
@@ -130,6 +132,7 @@ class Diagnosis:
     headline_figures: dict[str, float] = field(default_factory=dict)
     headline_shares: tuple[tuple[str, str], ...] = ()
     verdict_note: str | None = None
+    headline_detail: str = ""
 
 
 def job_rank(lost: list[float], with_gpu: list[bool]) -> int:
@@ -140,10 +143,22 @@ def job_rank(lost: list[float], with_gpu: list[bool]) -> int:
 
 
 def job_headline(rank: int | None, headline: str, n_ranks: int) -> str:
-    """The job's headline: the chosen rank's, naming it when the job has several."""
+    """The job's headline: the chosen rank's, naming it when the job has several (within HEADLINE_MAX
+    characters: the longer prefix only when it fits)."""
     if n_ranks <= 1:
         return headline
-    return f"{'Rank ?' if rank is None else f'Rank {rank}'} (loses the most GPU time): {headline}"
+    who = "Rank ?" if rank is None else f"Rank {rank}"
+    lowered = headline[:1].lower() + headline[1:] if headline[1:2].islower() else headline
+    long = f"{who}, which loses the most GPU time: {lowered}"
+    return long if len(long) <= HEADLINE_MAX else f"{who}: {headline}"
+
+
+# A headline is the verdict and its one number, read in a glance: at most this many characters. How it was
+# computed goes into the headline's detail (`Quoted.detail`, the result's `headline_detail`).
+HEADLINE_MAX = 200
+# The headline's share is written as every table writes a share (units.PERCENT_DECIMALS decimals), so the
+# number reads the same in the headline, the findings, the Markdown, the terminal and the notebook.
+AS_TABLES = {"small_below": float("inf"), "small_digits": PERCENT_DECIMALS}
 
 
 @dataclass(frozen=True)
@@ -204,7 +219,7 @@ def diagnose_rank(ra: RankAnalysis, include_warmup: bool = False) -> RankDiagnos
         host_shares=v.host_shares, runner_up=v.runner_up, runner_up_share=v.runner_up_share,
         confidence=v.confidence, warmup_steps=v.warmup_steps, startup_ns=v.startup_ns,
         headline_figures=dict(v.quoted.figures), headline_shares=tuple(v.quoted.shares),
-        verdict_note=verdict_note(v.primary, v.host_primary, v.findings, v.reason))
+        verdict_note=verdict_note(v.primary, v.host_primary, v.findings, v.reason), headline_detail=v.quoted.detail)
 
 
 def _steps(ra: RankAnalysis) -> Steps:
@@ -354,44 +369,46 @@ def _gpu_bound(ra: RankAnalysis, window_ns: int, idle_ns: int, framework: str, f
 
 def _gpu_headline(ra: RankAnalysis, c: RankCauses, lost: LostTime, top: str, steady: dict[str, int],
                   steady_total: int, warmup: np.ndarray, startup_ns: int, q: Quoted) -> str:
-    """The headline of a rank with GPU work: its idle share of the window, then the verdict's cause as a
-    share of the time it is counted against, with both figures written beside it. When the verdict's
-    (steady-state) figures differ from the whole window's, the headline says so and quotes those."""
+    """The headline of a rank with GPU work: the one number of the verdict's cause (the GPU time it lost
+    over the whole window, as its finding says, and that as a share of the window); how the verdict
+    weighed it (idle and lost time, steady state, medians per step) goes into `q.detail`, with durations
+    only, each one a reader can check against the tables."""
     window_ns, idle_ns, lost_ns = lost.window_ns, lost.idle_ns, lost.lost_ns
-    lost_by_cause, idle_by_cause = lost.lost_by_cause, lost.idle_by_cause
-    idle_pct = q.ns(idle_ns, "idle_us", window_ns, "window_us") if window_ns else "n/a"
-    head = f"GPU idle {idle_pct} of the window ({duration(idle_ns)})"
-    exposed = lost.exposed_memcpy_ns if top == C.MEMCPY else lost.exposed_comm_ns if top == C.COMMUNICATION else 0
-    if exposed > 0.01 * window_ns and lost_by_cause[top] != idle_by_cause[top]:
-        key = "exposed_memcpy_us" if top == C.MEMCPY else "exposed_communication_us"
-        head += (f", plus {q.ns(exposed, key, window_ns, 'window_us')} "
-                 f"{'copying data' if top == C.MEMCPY else 'in communication'} with no compute running")
+    lost_by_cause = lost.lost_by_cause
     phrase = C.CAUSE_BY_ID[top].phrase
     if top == C.DATALOADER and ra.framework.lower() in ("tensorflow", "jax"):
         phrase = "waiting for the input pipeline"
     if top == C.CHECKPOINT and c.periodic is not None:
         phrase = f"in stalls that recur every {c.periodic.every} steps (checkpoint / evaluation)"
+    n_dev = len(c.devices)
+    ns = lost_by_cause[top]
+    share = q.ns(ns, f"{top}_lost_us", window_ns, "window_us", **AS_TABLES) if window_ns else "n/a"
+    who, of = (("The GPU loses", f"the {duration(window_ns)} window") if n_dev == 1
+               else (f"The {n_dev} GPUs lose", f"their {duration(window_ns)} of window"))
+    headline = f"{who} {duration(ns)} ({share} of {of}) {phrase}."
+    # --- the derivation, one click away
+    beyond = (f", plus {duration(lost_ns - idle_ns)} of copies and communication that no compute overlapped"
+              if lost_ns > idle_ns else "")
+    detail = [f"GPU idle {duration(idle_ns)} of the {duration(window_ns)} window{beyond}: {duration(lost_ns)} of "
+              f"GPU time lost in all, {duration(ns)} of it {phrase}."]
     whole = lost_ns == idle_ns and steady_total == lost_ns and steady[top] == lost_by_cause[top]
-    if whole:  # the verdict's figures are the shown idle time's
-        return (f"{head}; {q.ns(steady[top], f'{top}_idle_us', idle_ns, 'idle_us')} of that idle time "
-                f"({duration(steady[top])}) is spent {phrase}.")
-    parts = []
-    if lost_ns > idle_ns:  # what the time lost holds beyond the idle time shown
-        parts.append(f"idle time plus {duration(lost_ns - idle_ns)} of copies and communication no compute overlapped")
-    steps = f"the first {len(warmup)} warm-up step{'s' if len(warmup) != 1 else ''}"
-    if startup_ns >= 1000:  # under a microsecond: nothing worth saying
-        parts.append(f"{duration(startup_ns)} of one-off start-up costs set apart"
-                     + (f", {steps}" if len(warmup) else ""))
-    elif len(warmup):
-        parts.append(f"{steps} set apart")
-    if len(c.per_step) - len(warmup) >= ROBUST_MIN_STEPS:
-        parts.append("each cause counted at its median per step")
-    steady_only = len(parts) > (lost_ns > idle_ns)  # something was set apart: the figure is steady state's
-    how = f" ({'; '.join(parts)})" if parts else ""
-    return (f"{head}; of the {duration(steady_total)} of GPU time lost{' in steady state' if steady_only else ''}"
-            f"{how}, "
-            f"{q.ns(steady[top], f'{top}_steady_us', steady_total, 'steady_lost_us')} "
-            f"({duration(steady[top])}) is spent {phrase}.")
+    if whole:
+        detail.append("The verdict weighs the whole window, each cause by the time it lost.")
+    else:
+        parts = []
+        steps = f"the first {len(warmup)} warm-up step{'s' if len(warmup) != 1 else ''}"
+        if startup_ns >= 1000:  # under a microsecond: nothing worth saying
+            parts.append(f"{duration(startup_ns)} of one-off start-up costs" + (f" and {steps}" if len(warmup) else "")
+                         + " set apart")
+        elif len(warmup):
+            parts.append(f"{steps} set apart")
+        if len(c.per_step) - len(warmup) >= ROBUST_MIN_STEPS:
+            parts.append("each cause counted at its median per step, so one long gap cannot decide")
+        how = f" ({'; '.join(parts)})" if parts else ""
+        detail.append(f"The verdict weighs steady state{how}: there {duration(steady[top])} of the "
+                      f"{duration(steady_total)} lost is spent {phrase}.")
+    q.detail = " ".join(detail)
+    return headline
 
 
 def _first_line_quoted(f: Finding) -> Quoted:
@@ -477,12 +494,25 @@ def robust_lost_by_cause(per_step: tuple[StepCauses, ...], warmup: np.ndarray, l
 
 def _startup_headline(startup_ns: int, lost_ns: int, warmup: np.ndarray, spent: tuple[Evidence, ...],
                       q: Quoted) -> str:
-    names = ", ".join(e.name for e in spent[:3])
-    steps = f" in the first {len(warmup)} warm-up step(s)" if len(warmup) else ""
-    on = f"; spent in {names}" if names else ""
-    return (f"One-off start-up costs lose {duration(startup_ns)} ({q.ns(startup_ns, 'startup_us', lost_ns, 'lost_us')} "
-            f"of the {duration(lost_ns)} of GPU time lost){steps}{on}: profile steady-state steps to see the "
-            f"training loop's own bottleneck.")
+    """Start-up dominates: its one number (time lost to one-off start-up costs, start-up calls plus the
+    warm-up steps) and where it went, names cut to keep the headline short; all names in `q.detail`."""
+    steps = f" in the first {len(warmup)} warm-up step{'s' if len(warmup) != 1 else ''}" if len(warmup) else ""
+    share = q.ns(startup_ns, "startup_us", lost_ns, "lost_us")
+    head = f"One-off start-up costs lose {duration(startup_ns)} ({share} of the {duration(lost_ns)} of GPU time lost)"
+    tail = ": profile steady-state steps."
+    names = [e.name for e in spent[:3]]
+    headline = f"{head}{steps}{tail}"
+    for k in range(len(names), 0, -1):  # as many names as fit
+        with_names = f"{head}{steps}, in {', '.join(n[:30] for n in names[:k])}{tail}"
+        if len(with_names) <= HEADLINE_MAX - 40:  # room for a job's "Rank N, ..." prefix
+            headline = with_names
+            break
+    q.detail = ("Start-up costs: idle time while the host ran start-up calls"
+                + (f" ({', '.join(names)})" if names else "")
+                + (f", plus all time lost{steps}" if steps else "")
+                + f"; {duration(startup_ns)} in all, more than any steady-state cause loses. Steps after "
+                  f"start-up show the training loop's own bottleneck.")
+    return headline
 
 
 # --- findings ------------------------------------------------------------------------------------------
@@ -613,8 +643,9 @@ def _specific_evidence(ra: RankAnalysis, c: RankCauses, cause: str, q: Quoted) -
 def _gpu_bound_finding(ra: RankAnalysis, window_ns: int, idle_ns: int, framework: str) -> Finding:
     busy = window_ns - idle_ns
     q = Quoted()
-    evidence = [f"GPU busy {q.ns(busy, 'gpu_busy_us', window_ns, 'window_us')} of the window ({duration(busy)} of "
-                f"{duration(window_ns)}): the GPU itself is the bottleneck."]
+    busy_pct = q.ns(busy, 'gpu_busy_us', window_ns, 'window_us', **AS_TABLES)
+    evidence = [f"GPU busy {busy_pct} of the window ({duration(busy)} of {duration(window_ns)}): the GPU itself is "
+                f"the bottleneck."]
     k = ra.kernel_totals
     ktotal = k.total_ns if k is not None else 0
     n = 0
@@ -632,6 +663,7 @@ def _gpu_bound_finding(ra: RankAnalysis, window_ns: int, idle_ns: int, framework
                             f"in FP32 matrix kernels: mixed precision (bf16/fp16) or TF32 would use the tensor cores")
     return Finding(GPU_BOUND, None, C.VERDICT_BY_ID[GPU_BOUND].title, "low", busy, 0.0, tuple(evidence),
                    advice_for(GPU_BOUND, framework, ra.causes.workload if ra.causes is not None else ""),
+                   share_of_window=round(busy / window_ns, 6) if window_ns else None,
                    figures=q.figures, shares=tuple(q.shares))
 
 
@@ -644,7 +676,8 @@ _HOST_PARTS = (
      "in named annotations"),
     ("model_ops_ns", CPU_COMPUTE_BOUND, C.HOST_COMPUTE, "The host loop is busy in the model's ops",
      "in model ops"),
-    ("other_ns", "cpu_elsewhere", None, "The host loop spends time outside any traced op", "elsewhere"),
+    ("other_ns", "cpu_elsewhere", None, "The host loop spends time outside any traced op",
+     "outside any traced op"),
 )
 
 
@@ -692,19 +725,20 @@ def _host_verdict(s: HostShares | None, framework: str, q: Quoted | None = None,
         findings.append(Finding(fid, cause, title, sev, ns, round(ns / total, 6), tuple(lines), advice,
                                 figures=fq.figures, shares=tuple(fq.shares)))
     findings.sort(key=lambda f: -f.explains_ns)
-    label = "waits for data" if primary == CPU_INPUT_BOUND else "busy in its own work"
-    parts = sorted(((getattr(s, attr), attr, words) for attr, _, _, _, words in _HOST_PARTS),
-                   key=lambda t: -t[0])
-    said = []
-    for ns, attr, words in parts:
-        if ns <= 0 and attr != "data_wait_ns":
-            continue
-        text = f"{q.ns(ns, attr.replace('_ns', '_us'), total, 'step_time_us')} {words}"
-        if attr == "annotations_ns" and s.top_annotations:
-            name, a_ns = s.top_annotations[0]
-            text += f" ({name[:60]} {q.ns(a_ns, 'annotation_1_us', total, 'step_time_us')})"
-        said.append(text)
-    headline = f"Host loop {label}: of its {duration(total)} of step time{per}, {_join(said)}"
+    # the headline: the verdict's part (the data wait; else the largest other part) as a share of step time
+    parts = sorted(((getattr(s, attr), attr, words) for attr, _, _, _, words in _HOST_PARTS), key=lambda t: -t[0])
+    ns, attr, words = next(p for p in parts if (p[1] == "data_wait_ns") == (primary == CPU_INPUT_BOUND))
+    share = q.ns(ns, attr.replace("_ns", "_us"), total, "step_time_us", **AS_TABLES)
+    if attr == "annotations_ns" and s.top_annotations:
+        name, a_ns = s.top_annotations[0]
+        words += f" ({name[:40]} {q.ns(a_ns, 'annotation_1_us', total, 'step_time_us')})"
+    said = "waits for data" if primary == CPU_INPUT_BOUND else "busy in its own work,"
+    headline = (f"Host loop {said} {share} of its step time{'' if primary == CPU_INPUT_BOUND else ' ' + words}: "
+                f"{duration(ns)} of {duration(total)}{per}")
+    q.detail = (f"The host loop's {duration(total)} of step time{per}: "
+                + _join([f"{duration(n)} {w}" for n, a, w in parts if n > 0 or a == "data_wait_ns"])
+                + f". A loop that waits for data {percent(HOST_INPUT_BOUND_SHARE)} or more of its step time is "
+                  f"input-bound; otherwise its own work is the bottleneck.")
     return primary, tuple(findings), headline
 
 

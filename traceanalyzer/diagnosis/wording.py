@@ -34,6 +34,7 @@ class Quoted:
 
     figures: dict[str, float] = field(default_factory=dict)
     shares: list[tuple[str, str]] = field(default_factory=list)
+    detail: str = ""  # a headline's derivation (durations, no shares), shown one click away
 
     def _put(self, key: str, value: float) -> str:
         k, n = key, 2

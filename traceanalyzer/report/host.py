@@ -11,6 +11,9 @@ from ..result.types import AnalysisData, Summary
 from ._format import fmt_us, md
 
 SPLIT_LABELS = {"cpu": "CPU-bound", "storage": "storage-bound", "unknown": "not split"}
+# The terminal says what the split is and why it is unknown (definitions `input_split`)
+SPLIT_WHY = {"cpu": "the CPU is saturated during the DataLoader waits",
+             "storage": "reads wait on storage while the CPU has headroom during the DataLoader waits"}
 TEXT_LABELS = {"cpu_user_pct": "user", "cpu_system_pct": "system", "cpu_iowait_pct": "iowait",
                "disk_read_bytes_per_s": "disk reads"}
 SHOWN = ("cpu_user_pct", "cpu_system_pct", "cpu_iowait_pct", "load_1m", "mem_used_pct",
@@ -86,8 +89,17 @@ def host_text(a: AnalysisData) -> list[str]:
             tail = "; no DataLoader wait to compare with" if h.wait_covered_fraction is None else \
                 "; no sample inside a DataLoader wait"
         lines.append(f"{h.path}: {h.format}, {h.samples_kept} samples{tail}")
-    for who, label in _splits(a):
-        lines.append(f"Input pipeline of {who}: {label}")
+    for r in a.ranks:
+        split = r.diagnosis.input_split if r.diagnosis else None
+        if not split:
+            continue
+        who = "this trace" if r.rank is None else f"rank {r.rank}"
+        why = SPLIT_WHY.get(split) or (
+            "not known without a host log: record one with glances and pass it with --host-log" if not a.host_logs
+            else "not known: the host log covers too little of the DataLoader waits, or shows neither a saturated "
+                 "CPU nor storage waits")
+        said = f"{SPLIT_LABELS[split]} ({why})" if split in SPLIT_WHY else why
+        lines.append(f"Input pipeline of {who} (what the DataLoader waits on): {said}")
     return lines
 
 

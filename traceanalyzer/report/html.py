@@ -31,6 +31,7 @@ from ..units import format_bytes, format_rules
 from ._format import fmt_pct, fmt_pct_change, fmt_us, step_source_text
 from .capture import no_gpu_text
 from .ranks import straggler_sentence
+from .verdict import finding_parts, share_basis, top_advice
 
 # Labels and colours of causes and verdicts come from the one registry (traceanalyzer/causes.py).
 CAUSES: dict[str, dict[str, str]] = page_registry()["causes"]
@@ -71,6 +72,9 @@ def template_env() -> jinja2.Environment:
     env.filters["visible"] = inert.visible
     env.filters["by_key"] = by_key
     env.policies["json.dumps_function"] = page_json
+    env.globals["top_advice"] = top_advice
+    env.globals["finding_parts"] = finding_parts
+    env.globals["share_basis"] = share_basis
     return env
 
 

@@ -20,6 +20,7 @@ from .capture import no_gpu_text
 from .host import host_markdown, throughput_figures
 from .memory import markdown_lines as memory_markdown
 from .ranks import markdown_lines as ranks_markdown
+from .verdict import finding_parts, share_basis, top_advice
 
 MAX_CHARS = 65_536
 # Row limits of the first attempt; each retry halves them until the text fits.
@@ -51,8 +52,7 @@ def render_markdown(analysis: AnalysisData) -> str:
 def _render(a: AnalysisData, rows: dict[str, int]) -> str:
     diag = a.diagnosis
     out = _verdict(a, diag)
-    share_of = ("GPU time lost" if a.summary.devices else "step time") if a.ranks else "samples"
-    out += _findings(diag, rows["findings"], share_of)
+    out += _findings(diag, rows["findings"], share_basis(a))
     out += ranks_markdown(a, rows["ranks"])
     if a.ranks and _cpu_only(a):  # no GPU listed or active: the host loop's parts, not empty GPU tables
         out += _host_loop(a, rows["steps"])
@@ -86,8 +86,14 @@ def _verdict(a: AnalysisData, diag: DiagnosisResult | None) -> list[str]:
         out = [f"## traceanalyzer: {label}", ""]
         if diag.headline:
             out += [f"**{md(diag.headline, 600)}**", ""]
+        advice = top_advice(diag)
+        if advice:
+            out += [f"**Try first:** {md(advice, 600)}", ""]
         if diag.verdict_note:
             out += [md(diag.verdict_note, 600), ""]
+        if diag.headline_detail:
+            out += ["<details><summary>How this was computed</summary>", "", md(diag.headline_detail, 1200), "",
+                    "</details>", ""]
     else:
         out = ["## traceanalyzer report", ""]
     out += [f"> [!WARNING]\n> {md(w, 400)}\n" for w in a.warnings if "TRUNCATED" in w]
@@ -144,13 +150,7 @@ def _findings(diag: DiagnosisResult | None, limit: int, share_of: str = "idle") 
         return ["No finding explains a significant share of GPU idle time.", ""]
     out = ["### Findings", ""]
     for i, f in enumerate(findings[:limit], 1):
-        share = f.share_of_idle
-        # without a GPU the host-loop findings are shares of step time, not of GPU idle time
-        explains = [] if share is None else [f"{fmt_pct(share)} of {share_of}"]
-        if not share and not f.explains_us:  # a finding that is no idle time (e.g. memory)
-            explains = []
-        elif f.explains_us is not None:
-            explains.append(fmt_us(f.explains_us))
+        explains = finding_parts(f, share_of)  # the time the cause lost, its share of the window
         tail = f" ({', '.join(explains)})" if explains else ""
         out.append(f"{i}. **{md(f.title or f.id or 'finding', 300)}** "
                    f"{inert.markdown_code(f.severity or '–')}{tail}")
@@ -167,7 +167,7 @@ def _headline_table(a: AnalysisData, diag: DiagnosisResult | None, limit: int) -
     header = ["rank", "device", "window", "steps", "GPU busy", "GPU idle", "memcpy / busy", "DataLoader wait",
               "gaps", "largest gap"]
     if diag:
-        header += ["verdict", "idle explained"]
+        header += ["verdict", "GPU time lost"]
 
     def rows() -> Iterable[list[str]]:
         for r in a.ranks:

@@ -15,12 +15,17 @@ from ..causes import CAUSE_BY_ID, VERDICT_BY_ID
 from ..result.types import AnalysisData, RankResult
 from ._format import fmt_pct, fmt_us
 from .capture import no_gpu_text
+from .verdict import top_advice
 
 MAX_RANKS = 8  # ranks listed, one line each
 NAME_CHARS = 60  # a file or kernel name is cut to this
 HEADLINE_CHARS = 400
-MORE = ("a.to_text()  a.findings()  a.steps()  a.gaps()  a.kernels(top=None)  a.devices()  "
-        "a.to_html(\"report.html\")")
+ADVICE_CHARS = 300
+# Every view of an Analysis: its DataFrames (one row per rank x ...), then its renderers
+# (tests/test_notebook.py checks that each DataFrame method of Analysis is listed).
+VIEWS = ("a.findings()", "a.steps()", "a.gaps()", "a.kernels(top=None)", "a.ops()", "a.frames()", "a.devices()")
+FACES = ("a.to_text()", "a.to_markdown()", "a.to_html(\"report.html\")", "a.save(\"report.json\")")
+MORE = "DataFrames: " + "  ".join(VIEWS) + "; reports: " + "  ".join(FACES)
 
 
 def _short(text: object, limit: int = NAME_CHARS) -> str:
@@ -52,7 +57,8 @@ def _rank_cells(r: RankResult) -> tuple[str, str, str, str]:
     idle = ", ".join(f"{d.device} idle {fmt_pct(d.gpu_idle_fraction)}" for d in r.devices[:2])
     if len(r.devices) > 2:
         idle += f", +{len(r.devices) - 2} GPU(s)"
-    verdict = r.diagnosis.primary if r.diagnosis else ""
+    v = VERDICT_BY_ID.get(r.diagnosis.primary) if r.diagnosis else None
+    verdict = (v.label if v else r.diagnosis.primary) if r.diagnosis else ""
     top = max((k for d in r.devices for k in d.top_kernels[:1]), key=lambda k: k.total_us, default=None)
     return name, idle or no_gpu_text(r), verdict, top.name if top else ""
 
@@ -63,7 +69,10 @@ def render_repr(a: AnalysisData) -> str:
     lines = [f"<traceanalyzer.Analysis: {s.ranks} rank(s), {s.devices} GPU(s), {len(a.inputs)} input(s), "
              f"{a.schema}>"]
     if verdict:
-        lines.append(f"Verdict: {verdict} ({label}): {_short(headline, HEADLINE_CHARS)}")
+        lines.append(f"Verdict: {label} ({verdict}): {_short(headline, HEADLINE_CHARS)}")
+        advice = top_advice(a.diagnosis)
+        if advice:
+            lines.append(f"Try first: {_short(advice, ADVICE_CHARS)}")
     lines.append("Headline: " + ", ".join(f"{name} {value}" for name, value in _headline_figures(a)))
     for r in a.ranks[:MAX_RANKS]:
         name, idle, rank_verdict, _ = _rank_cells(r)
@@ -99,8 +108,11 @@ def render_card_html(a: AnalysisData) -> str:
     table = ('<table style="border-collapse:collapse;margin-top:8px;font-size:.9em">'
              "<tr><th align=left>rank</th><th align=left>GPUs</th><th align=left>verdict</th>"
              f"<th align=left>top kernel</th></tr>{rows}{more}</table>") if a.ranks else ""
+    advice = top_advice(a.diagnosis)
     title = (f'<div style="color:{color};font-weight:700;text-transform:uppercase;font-size:.8em">{_h(label)}</div>'
-             f'<div style="font-size:1.15em;font-weight:600;margin:2px 0 8px">{_h(headline, HEADLINE_CHARS)}</div>'
+             f'<div style="font-size:1.15em;font-weight:600;margin:2px 0 4px">{_h(headline, HEADLINE_CHARS)}</div>'
+             + (f'<div style="margin:0 0 8px"><div style="font-weight:700;display:inline">Try first:</div> '
+                f'{_h(advice, ADVICE_CHARS)}</div>' if advice else "")
              if verdict else "")
     inputs = ", ".join(_h(i.path) for i in a.inputs[:3])
     if len(a.inputs) > 3:
@@ -109,4 +121,4 @@ def render_card_html(a: AnalysisData) -> str:
             f'font-family:system-ui,sans-serif;max-width:60em">{title}'
             f'<div style="display:flex;flex-wrap:wrap;gap:6px">{figures}</div>{table}'
             f'<div style="color:#4a5568;font-size:.8em;margin-top:6px">{inputs} · traceanalyzer '
-            f"{_h(a.tool.version)} · more: <code>{_h(MORE, 200)}</code></div></div>")
+            f"{_h(a.tool.version)} · more: <code>{_h(MORE, 400)}</code></div></div>")

@@ -10,12 +10,14 @@ import textwrap
 from pathlib import Path
 
 from .. import inert
+from ..causes import VERDICT_BY_ID
 from ..result.types import AnalysisData, DeviceResult, DiagnosisResult, RankResult
 from ._format import WIDTH, clean, fmt_pct, fmt_us, step_source_text, wrap
 from .capture import no_gpu_line
 from .host import host_text
 from .memory import text_lines as memory_text_lines
 from .ranks import text_lines as ranks_text_lines
+from .verdict import finding_parts, share_basis, top_advice
 
 TOP_FINDINGS = 3  # findings shown in the summary
 ADVICE_PER_FINDING = 2
@@ -36,8 +38,11 @@ def render_text(analysis: AnalysisData) -> str:
     diag = a.diagnosis
     if diag and diag.headline:
         lines += wrap(diag.headline, "Verdict: ", "  ")
+        advice = top_advice(diag)
+        if advice:
+            lines += wrap(advice, "Try first: ", "  ")
     if diag:
-        lines.extend(_diagnosis_lines(diag))
+        lines.extend(_diagnosis_lines(diag, share_basis(a)))
     lines.extend(ranks_text_lines(a))  # many ranks: stragglers and the job clock
     s = a.summary
     if len(ranks) > 1:
@@ -86,16 +91,24 @@ def fit(lines: list[str]) -> list[str]:
     return out
 
 
-def _diagnosis_lines(d: DiagnosisResult) -> list[str]:
-    """Primary verdict, then the top findings with their first pieces of advice (trace text cleaned)."""
-    primary = f"Primary bottleneck: {clean(d.primary or 'undetermined')}"
+def _label(verdict: str) -> str:
+    """A verdict's id (what --fail-on and the JSON use) and its label."""
+    v = VERDICT_BY_ID.get(verdict)
+    return f"{verdict} ({v.label})" if v else clean(verdict)
+
+
+def _diagnosis_lines(d: DiagnosisResult, share_of: str = "GPU time lost") -> list[str]:
+    """Primary verdict, then the top findings with their figures (the time the cause lost, its share of
+    the window) and their first pieces of advice (trace text cleaned)."""
+    primary = f"Primary bottleneck: {_label(d.primary or 'undetermined')}"
     if d.host_primary and d.host_primary != d.primary:
-        primary += f" (host loop: {clean(d.host_primary)})"
+        primary += f"; host loop: {_label(d.host_primary)}"
     lines = [primary]
     if d.verdict_note:
         lines += wrap(d.verdict_note, "  ", "  ")
     for f in d.findings[:TOP_FINDINGS]:
-        win = f" - up to {fmt_us(f.explains_us)}" if f.cause and f.explains_us is not None else ""
+        parts = finding_parts(f, share_of)
+        win = f" - {', '.join(parts)}" if parts else ""
         lines += wrap(f"[{f.severity or ''}] {f.title or f.id or ''}{win}", "* ", "    ")
         for advice in f.advice[:ADVICE_PER_FINDING]:
             lines += wrap(advice, "  - ", "    ")
@@ -108,7 +121,7 @@ def _rank_line(r: RankResult) -> str:
     detected = step_source_text(r.step_source)
     steps = f"{steps}; {clean(detected)}" if detected else steps
     return (f"{who}: window {fmt_us(r.window_us)} ({steps}), "
-            f"dataloader wait {fmt_pct(r.dataloader_wait_fraction)}")
+            f"host blocked in the DataLoader {fmt_pct(r.dataloader_wait_fraction)} of it")
 
 
 # Top host operators and user Python frames named per rank in the terminal summary.
@@ -138,7 +151,7 @@ def _device_lines(d: DeviceResult) -> list[str]:
     return [
         f"  {d.device}: busy {fmt_pct(busy)}, idle {fmt_pct(d.gpu_idle_fraction)}, "
         f"memcpy {fmt_pct(d.memcpy_share_of_busy)} of busy",
-        f"    idle gaps >= {fmt_us(g.min_gap_us)}: {g.count}, total {fmt_us(g.total_us)}, "
+        f"    GPU idle gaps of {fmt_us(g.min_gap_us)} or more: {g.count}, total {fmt_us(g.total_us)}, "
         f"largest {fmt_us(g.largest_us)}",
     ]
 

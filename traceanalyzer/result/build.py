@@ -428,7 +428,7 @@ def _rank_diagnosis(r: RankDiagnosis, gpu_api: str = "") -> R.RankDiagnosisResul
         runner_up=r.runner_up, runner_up_share=r.runner_up_share, confidence=r.confidence,
         warmup_steps=tuple(r.warmup_steps), startup_us=_us0(r.startup_ns), input_split=r.input_split,
         headline_figures=dict(r.headline_figures), headline_shares=tuple(r.headline_shares),
-        verdict_note=r.verdict_note,
+        verdict_note=r.verdict_note, headline_detail=r.headline_detail,
     )
 
 
@@ -437,7 +437,8 @@ def diagnosis_result(d: Diagnosis, speaker: int | None = None) -> R.DiagnosisRes
     index (into the result's ranks) of the rank whose verdict is the job's."""
     return R.DiagnosisResult(d.primary, d.host_primary, d.headline, tuple(_finding(f) for f in d.findings),
                              speaker, headline_figures=dict(d.headline_figures),
-                             headline_shares=tuple(d.headline_shares), verdict_note=d.verdict_note)
+                             headline_shares=tuple(d.headline_shares), verdict_note=d.verdict_note,
+                             headline_detail=d.headline_detail)
 
 
 def rank_diagnosis(r: RankDiagnosis, gpu_api: str = "") -> R.RankDiagnosisResult:
@@ -462,7 +463,8 @@ def job_diagnosis(ranks: tuple[R.RankResult, ...]) -> R.DiagnosisResult | None:
         host_primary = next((d.host_primary for _, _, d in diagnosed if d.host_primary), None)
     return R.DiagnosisResult(pick.primary, host_primary, job_headline(rank.rank, pick.headline, len(diagnosed)),
                              pick.findings, index, headline_figures=dict(pick.headline_figures),
-                             headline_shares=pick.headline_shares, verdict_note=pick.verdict_note)
+                             headline_shares=pick.headline_shares, verdict_note=pick.verdict_note,
+                             headline_detail=pick.headline_detail)
 
 
 def summary(ranks: tuple[R.RankResult, ...], warmup: set[int] | None = None,

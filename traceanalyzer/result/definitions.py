@@ -320,9 +320,10 @@ FIGURES: dict[str, str] = {
         "the JSON report: the finding's (or headline's) `shares` lists, per percentage in the text and "
         "in order, the keys of its numerator and denominator in `figures` (`headline_figures`); a "
         "denominator of \"\" marks a figure that is a fraction already, \"%\" one measured in percent. "
-        "A headline's share of GPU time lost is of the steady-state time lost (warm-up steps set "
-        "apart, each cause at its median per step over 4 or more steps) when that differs from the "
-        "idle time it shows first, and it then says so."
+        "A GPU headline quotes the verdict cause's GPU time lost over the whole window and its share of "
+        "the window (the cause's finding's `explains_us` and `share_of_window`); the steady-state figures "
+        "the verdict weighed (warm-up steps set apart, each cause at its median per step over 4 or more "
+        "steps) are written, as durations, in `headline_detail`."
     ),
     "capture": (
         "What the capture says about its own completeness. `gpus_listed`: the entries of the trace "

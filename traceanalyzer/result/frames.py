@@ -1,7 +1,8 @@
 """DataFrame views of an Analysis for notebooks: one row per rank x (step | gap | kernel | finding | GPU).
 
 Columns are the result's own field names (times in microseconds, `_us`), plus `rank` (the rank
-number, or the input file name when the trace records none) and `device` where it applies.
+number, or the input file name when the trace records none) and `device` where it applies; beside each
+cause id (`cause`, as in the JSON) its label as the reports show it (`cause_label`).
 """
 
 from __future__ import annotations
@@ -10,8 +11,17 @@ import warnings
 
 import pandas as pd
 
+from ..causes import CAUSE_BY_ID
 from .types import AnalysisData as Analysis
 from .types import RankResult
+
+
+def cause_label(cause: str | None) -> str | None:
+    """A cause's label as the reports show it (`causes` registry): "DataLoader wait" for `dataloader`."""
+    if cause is None:
+        return None
+    c = CAUSE_BY_ID.get(cause)
+    return c.label if c else cause
 
 
 def rank_name(r: RankResult) -> int | str:
@@ -20,13 +30,13 @@ def rank_name(r: RankResult) -> int | str:
 
 STEP_COLUMNS = ["rank", "step", "start_us", "duration_us", "gpu_busy_us", "memcpy_us", "dataloader_wait_us",
                 "idle_us"]
-GAP_COLUMNS = ["rank", "device", "start_us", "duration_us", "step", "cause"]
+GAP_COLUMNS = ["rank", "device", "start_us", "duration_us", "step", "cause", "cause_label"]
 KERNEL_COLUMNS = ["rank", "device", "name", "count", "total_us", "mean_us", "communication", "launched_by"]
 OP_COLUMNS = ["rank", "name", "kind", "count", "total_us", "self_us", "per_step_us", "share_of_steps", "idle_us",
               "share_of_idle", "top_level"]
 FRAME_COLUMNS = ["rank", "frame", "host_us", "idle_us"]
-FINDING_COLUMNS = ["rank", "id", "cause", "severity", "explains_us", "share_of_idle", "share_of_window", "gaps",
-                   "title", "top_host_op"]
+FINDING_COLUMNS = ["rank", "id", "cause", "cause_label", "severity", "explains_us", "share_of_idle",
+                   "share_of_window", "gaps", "title", "top_host_op"]
 DEVICE_COLUMNS = ["rank", "device", "name", "window_us", "gpu_busy_us", "gpu_idle_fraction", "kernel_us",
                   "memcpy_us", "memcpy_share_of_busy", "communication_us", "exposed_communication_us", "gaps",
                   "gaps_total_us", "memory_peak_allocated_bytes", "memory_peak_reserved_bytes", "memory_total_bytes",
@@ -51,7 +61,8 @@ def gaps_frame(a: Analysis) -> pd.DataFrame:
             if g is None:
                 continue
             rows += [{"rank": rank_name(r), "device": d.device, "start_us": s, "duration_us": u, "step": st,
-                      "cause": c} for s, u, st, c in zip(g.start_us, g.duration_us, g.step, g.cause)]
+                      "cause": c, "cause_label": cause_label(c)}
+                     for s, u, st, c in zip(g.start_us, g.duration_us, g.step, g.cause)]
             if g.omitted:  # the result keeps the longest gaps of a device with very many: say so
                 warnings.warn(f"{rank_name(r)} {d.device}: {g.omitted} shorter gaps are not in the result "
                               f"(it keeps the {len(g.start_us)} longest)", stacklevel=3)
@@ -91,7 +102,8 @@ def findings_frame(a: Analysis) -> pd.DataFrame:
     for r in a.ranks:
         dr = r.diagnosis
         if dr is not None:
-            rows += [{"rank": rank_name(r), "id": f.id, "cause": f.cause, "severity": f.severity,
+            rows += [{"rank": rank_name(r), "id": f.id, "cause": f.cause, "cause_label": cause_label(f.cause),
+                      "severity": f.severity,
                       "explains_us": f.explains_us, "share_of_idle": f.share_of_idle,
                       "share_of_window": f.share_of_window, "gaps": f.gaps, "title": f.title,
                       "top_host_op": f.host_ops[0].name if f.host_ops else None} for f in dr.findings]

@@ -595,6 +595,7 @@ class RankDiagnosisResult:
     headline_figures: dict[str, float] = field(default_factory=dict)  # the figures the headline's shares are of
     headline_shares: tuple[tuple[str, str], ...] = ()  # per percentage in the headline (as FindingResult.shares)
     verdict_note: str | None = None  # why the verdict differs from the top finding, when it does
+    headline_detail: str = ""  # how the headline's number was computed: durations a reader can check
 
 
 @dataclass(frozen=True)
@@ -623,6 +624,7 @@ class DiagnosisResult:
     headline_figures: dict[str, float] = field(default_factory=dict)  # the figures the headline's shares are of
     headline_shares: tuple[tuple[str, str], ...] = ()  # per percentage in the headline (as FindingResult.shares)
     verdict_note: str | None = None  # why the verdict differs from the top finding, when it does
+    headline_detail: str = ""  # how the headline's number was computed: durations a reader can check
 
 
 # --- many ranks: one clock, collectives ------------------------------------------------------------------
