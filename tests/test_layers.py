@@ -5,7 +5,7 @@ reads figures, never the Timeline or the result types; analyses never the result
 The layers, bottom up (docs/architecture.md draws the same picture):
 
     model      timeline, intervals, names, causes, advice_patterns, units, errors, inert, progress, _version,
-               changepoints
+               changepoints, ranktest
     readers    formats/, cache
     align      align
     analyses   analyses/
@@ -25,7 +25,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "traceanalyzer"
 
 LAYERS: dict[str, tuple[str, ...]] = {
     "model": ("timeline", "intervals", "names", "causes", "advice_patterns", "units", "errors", "inert", "progress",
-              "_version", "changepoints"),
+              "_version", "changepoints", "ranktest"),
     "readers": ("formats", "cache"),
     "align": ("align",),
     "analyses": ("analyses",),
