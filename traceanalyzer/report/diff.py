@@ -90,7 +90,8 @@ def render_diff_markdown(c: Comparison, max_chars: int = MAX_CHARS) -> str:
 
 def _markdown(c: Comparison, rows: dict[str, int]) -> str:
     st = c.step_time
-    out = [STICKY_MARKER, f"## {ICONS.get(c.change_verdict, '')} {md(c.title or c.change_verdict, 200)}"]
+    title = md(c.title or c.change_verdict, 200)
+    out = [STICKY_MARKER, f"## {ICONS.get(c.change_verdict, '')} traceanalyzer diff · {title}"]
     if c.lead:
         out.append(f"**{md(c.lead, 300)}**")
     out.append("")
