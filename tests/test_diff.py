@@ -130,12 +130,12 @@ def test_saved_json_report_is_the_same_side_as_its_trace(tmp_path):
 
 def test_gates_on_diff(tmp_path):
     base = training(tmp_path / "base.json", wait_us=100, seed=1)
-    head = training(tmp_path / "head.json", wait_us=300, seed=2)
+    head = training(tmp_path / "head.json", wait_us=600, seed=2)  # +500 us a step: beyond run-to-run variation
     out = tmp_path / "d.md"
     code, output = run("diff", str(base), str(head), "-o", str(out), "--fail-on", "step_time:+5%")
     assert code == 1 and "gate failed: step_time:+5%" in output
     assert out.exists() and "❌" in out.read_text()  # the output is written before the gate fails the job
-    code, _ = run("diff", str(base), str(head), "-o", str(out), "--force", "--fail-on", "step_time:+50%")
+    code, _ = run("diff", str(base), str(head), "-o", str(out), "--force", "--fail-on", "step_time:+90%")
     assert code == 0 and "✅" in out.read_text()
     code, _ = run("diff", str(base), str(head), "-o", str(out), "--force", "--fail-on", "verdict=input_bound")
     assert code == 1
@@ -167,7 +167,7 @@ def test_markdown_is_a_sticky_gfm_comment(tmp_path, monkeypatch):
     assert md.startswith(STICKY_MARKER) and len(md) < 65_536
     assert str(tmp_path) not in md and "runs/base.json" in md.replace("\\_", "_")
     html = cmarkgfm.github_flavored_markdown_to_html(md)
-    assert "<table>" in html and "regressed" in html
+    assert "<table>" in html and "regressed" in html.lower()
     assert html.count("<tr>") >= 8
     first = md.split("\n", 3)[1]
     assert "regressed" in first.lower()  # the verdict leads
