@@ -5,6 +5,8 @@
 #   INPUT_TRACE         the head's trace (anything `traceanalyzer report` takes)           required
 #   INPUT_BASE          the base's saved JSON report; empty or missing: no baseline yet
 #   INPUT_FAIL_ON       gates, separated by spaces, commas or new lines (step_time:+5% ...)
+#   INPUT_FAIL_ON_UNCONFIRMED  true: step_time gates also fail on likely_slower (within run-to-run variation)
+#   INPUT_RUN_NOISE     diff --run-noise (one base report: the run-to-run allowance); empty: the default
 #   INPUT_COMMENT_FILE  where the Markdown comment goes   (default $RUNNER_TEMP/traceanalyzer-comment.md)
 #   INPUT_SUMMARY       true: the comment is also appended to $GITHUB_STEP_SUMMARY
 #   INPUT_SERVER        a `traceanalyzer serve` service: upload the trace there and compare with the last
@@ -94,6 +96,10 @@ while IFS= read -r line || [ -n "$line" ]; do
   read -r -a words <<< "${line//,/ }"
   for rule in "${words[@]}"; do gates+=(--fail-on "$rule"); done
 done <<< "${INPUT_FAIL_ON:-}"
+unconfirmed=()
+if [ "${INPUT_FAIL_ON_UNCONFIRMED:-false}" = true ] && [ "${#gates[@]}" -gt 0 ]; then unconfirmed=(--fail-on-unconfirmed); fi
+noise=()
+if [ -n "${INPUT_RUN_NOISE:-}" ]; then noise=(--run-noise "$INPUT_RUN_NOISE"); fi
 
 # --- the head's report: the verdict, and the JSON report the next pull request compares with --------
 code=0
@@ -113,7 +119,7 @@ if [ -n "${INPUT_SERVER:-}" ]; then
   TRACEANALYZER_TOKEN="${INPUT_TOKEN:-${TRACEANALYZER_TOKEN:-}}" tool upload "$INPUT_TRACE" \
     --server "$INPUT_SERVER" --project "$INPUT_PROJECT" \
     --branch "${INPUT_BRANCH:-${GITHUB_HEAD_REF:-${GITHUB_REF_NAME:-}}}" --commit "${INPUT_COMMIT:-${GITHUB_SHA:-}}" \
-    --base-branch "${INPUT_BASE_BRANCH:-main}" --comment "$comment" --json "$work/upload.json" -q "${gates[@]}" \
+    --base-branch "${INPUT_BASE_BRANCH:-main}" --comment "$comment" --json "$work/upload.json" -q "${gates[@]}" "${unconfirmed[@]}" \
     || code=$?
   [ "$code" -le 1 ] || failed "$code"
   read -r change gate url < <("$PY" -c '
@@ -158,10 +164,10 @@ fi
 
 # --- the change against the base, with the gates -----------------------------------------------------
 code=0
-tool diff "$INPUT_BASE" "$head_json" -o "$work/diff.json" --format json --force -q "${gates[@]}" || code=$?
+tool diff "$INPUT_BASE" "$head_json" -o "$work/diff.json" --format json --force -q "${gates[@]}" "${unconfirmed[@]}" "${noise[@]}" || code=$?
 [ "$code" -le 1 ] || failed "$code"
 code=0
-tool diff "$INPUT_BASE" "$head_json" -o "$comment" --format md --force -q "${gates[@]}" || code=$?
+tool diff "$INPUT_BASE" "$head_json" -o "$comment" --format md --force -q "${gates[@]}" "${unconfirmed[@]}" "${noise[@]}" || code=$?
 [ "$code" -le 1 ] || failed "$code"
 read -r change gate < <("$PY" -c '
 import json, sys

@@ -34,6 +34,7 @@ from torch.utils.data import DataLoader, Dataset
 SLEEP_S = 0.003  # per item: 24 ms of loading per batch of 8
 BATCH = 8
 ACTIVE = 8  # profiled steps
+MICRO_BATCHES = 3  # forward/backward passes per step
 ACTIVE_ACTIONS = (ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE)
 
 
@@ -73,7 +74,7 @@ def capture(outdir: Path, name: str, workers: int) -> None:
             x, y = next(it)
             t1 = time.perf_counter()
             opt.zero_grad(set_to_none=True)
-            for _ in range(3):  # a few micro-batches' worth of compute per step
+            for _ in range(MICRO_BATCHES):  # a few micro-batches' worth of compute per step
                 loss = loss_fn(net(x), y)
                 loss.backward()
             opt.step()

@@ -52,7 +52,7 @@ def test_same_run_twice_is_unchanged(tmp_path):
     assert c.change_verdict == "unchanged"
     assert c.step_time.base_steps == c.step_time.head_steps == 10
     assert -0.02 <= c.step_time.ci_low <= c.step_time.change <= c.step_time.ci_high <= 0.02
-    assert c.headline.startswith("Step time unchanged")
+    assert c.headline.startswith("Unchanged: step time") and c.title.startswith("Unchanged")
 
 
 def test_added_dataloader_wait_is_a_regression_carried_by_the_dataloader(tmp_path):
@@ -69,9 +69,12 @@ def test_added_dataloader_wait_is_a_regression_carried_by_the_dataloader(tmp_pat
     assert top.share_of_change == pytest.approx(1.0, abs=0.05)
     # the parts add up to the change of the mean step
     assert sum(p.delta_per_step_us for p in c.attribution) == pytest.approx(c.mean_step_change_us, abs=0.01)
-    assert "slower per step" in c.headline and "DataLoader wait" in c.headline
+    # two lines: the verdict with the size, then the part that carries it; the detail below
+    assert c.title == f"Regressed: HEAD is {c.step_time.change * 100:.1f}% slower per step"
+    assert c.lead.startswith("GPU idle: DataLoader wait +") and "decisive" in c.lead
+    assert c.headline == f"{c.title}. {c.lead}."
     assert (c.base.primary, c.head.primary) == ("gpu_bound", "input_bound") and c.verdict_changed
-    assert "Verdict changed gpu_bound → input_bound" in c.headline
+    assert "Verdict changed gpu_bound → input_bound" in c.detail
 
 
 def test_fewer_than_three_steps_is_inconclusive(tmp_path):
@@ -80,7 +83,7 @@ def test_fewer_than_three_steps_is_inconclusive(tmp_path):
     c = compare(ta.analyze(base), ta.analyze(head))
     assert c.change_verdict == "inconclusive"
     assert c.step_time.ci_low is None and c.step_time.base_steps == 2
-    assert "too few steps" in c.headline and c.warnings
+    assert "too few steps" in c.title and c.warnings
 
 
 def test_faster_head_is_an_improvement(tmp_path):
@@ -127,12 +130,12 @@ def test_saved_json_report_is_the_same_side_as_its_trace(tmp_path):
 
 def test_gates_on_diff(tmp_path):
     base = training(tmp_path / "base.json", wait_us=100, seed=1)
-    head = training(tmp_path / "head.json", wait_us=300, seed=2)
+    head = training(tmp_path / "head.json", wait_us=600, seed=2)  # +500 us a step: beyond run-to-run variation
     out = tmp_path / "d.md"
     code, output = run("diff", str(base), str(head), "-o", str(out), "--fail-on", "step_time:+5%")
     assert code == 1 and "gate failed: step_time:+5%" in output
     assert out.exists() and "❌" in out.read_text()  # the output is written before the gate fails the job
-    code, _ = run("diff", str(base), str(head), "-o", str(out), "--force", "--fail-on", "step_time:+50%")
+    code, _ = run("diff", str(base), str(head), "-o", str(out), "--force", "--fail-on", "step_time:+90%")
     assert code == 0 and "✅" in out.read_text()
     code, _ = run("diff", str(base), str(head), "-o", str(out), "--force", "--fail-on", "verdict=input_bound")
     assert code == 1
@@ -164,10 +167,10 @@ def test_markdown_is_a_sticky_gfm_comment(tmp_path, monkeypatch):
     assert md.startswith(STICKY_MARKER) and len(md) < 65_536
     assert str(tmp_path) not in md and "runs/base.json" in md.replace("\\_", "_")
     html = cmarkgfm.github_flavored_markdown_to_html(md)
-    assert "<table>" in html and "regressed" in html
+    assert "<table>" in html and "regressed" in html.lower()
     assert html.count("<tr>") >= 8
     first = md.split("\n", 3)[1]
-    assert "regressed" in first  # the verdict leads
+    assert "regressed" in first.lower()  # the verdict leads
 
 
 def test_markdown_appends_to_the_github_step_summary(tmp_path, monkeypatch):

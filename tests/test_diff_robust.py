@@ -73,10 +73,13 @@ def test_a_decisive_part_makes_a_noisy_total_regressed(dataloader_regression):
     assert wait.shift_per_step_us == pytest.approx(2900, rel=0.03)
     assert wait.head_min_us > wait.base_max_us
     assert [p.cause for p in c.attribution if p.decisive] == ["idle:dataloader"]
-    assert c.headline.startswith("HEAD is slower: GPU idle: DataLoader wait +2.9 ms per step (Hodges–Lehmann "
-                                 "shift), decisive: every head step above every base step. Step time +42.")
-    assert "spans zero because of 4 distorted steps" in c.headline
-    assert "Run-to-run variation was not measured" in c.headline
+    assert c.title.startswith("Regressed: HEAD is 42.")  # beyond the run-to-run allowance (25%)
+    assert c.lead == ("GPU idle: DataLoader wait +2.9 ms per step (Hodges–Lehmann shift), decisive: every head step "
+                      "above every base step")
+    detail = " ".join(c.detail)
+    assert "Hodges–Lehmann shift of the step time +42." in detail
+    assert "spans zero because of 4 distorted steps" in detail
+    assert "Run-to-run variation was not measured (one run on a side)" in detail
 
 
 def test_the_same_pair_the_other_way_is_improved(dataloader_regression):
@@ -84,7 +87,7 @@ def test_the_same_pair_the_other_way_is_improved(dataloader_regression):
     c = compare(ta.analyze(head, OPTS), ta.analyze(base, OPTS))
     assert c.change_verdict == "improved" and c.reason == "parts"
     assert c.step_time.ci_low < 0 < c.step_time.ci_high
-    assert "HEAD is faster: GPU idle: DataLoader wait −2.9 ms per step" in c.headline
+    assert c.title.startswith("Improved: HEAD is 29.") and c.lead.startswith("GPU idle: DataLoader wait −2.9 ms per step")
 
 
 def test_the_step_time_gate_follows_the_verdict(dataloader_regression, tmp_path):
@@ -104,14 +107,14 @@ def test_every_format_names_the_statistic_and_the_decisive_part(dataloader_regre
     md = render_diff_markdown(c)
     assert "| step time shift (Hodges–Lehmann) | | | +42." in md
     assert re.search(r"\| median step \| 7\.1 ms \| 10\.1 ms \| \+42\.\d% \|", md)
-    assert "| runs | 1 | 1 | run-to-run variation not measured |" in md
+    assert "| runs | 1 | 1 | run-to-run not measured: ±25% allowed |" in md
     row = next(line for line in md.splitlines() if line.startswith("| GPU idle: DataLoader wait |"))
     assert row.endswith("| **decisive** (no overlap) |")
     text = render_diff_text(c)
     assert "+2.9 ms GPU idle: DataLoader wait (decisive)" in text and "checkpointing (offsets)" in text
     page = render_diff_html(c)
     assert '<tr class="decisive"><td>GPU idle: DataLoader wait</td>' in page
-    assert "run-to-run variation was not measured" in page
+    assert "Run-to-run variation was not measured (one run on a side)" in page and f"<h1>{c.title}</h1>" in page
 
 
 # --- noise is never a change -------------------------------------------------------------------------------
@@ -132,13 +135,16 @@ def test_pure_noise_is_never_regressed_or_improved_in_100_trials():
 
 def test_the_same_generator_with_a_change_is_found_in_most_trials():
     """The power side of the noise test: +20% of DataLoader wait per step (1.4 ms on 7.1 ms) with the same noise
-    and distortions is regressed in at least 95 of 100 trials."""
-    found = 0
+    and distortions is regressed in at least 95 of 100 trials when runs of one setting are known to differ by
+    less (a 5% allowance); with the default allowance (25%) one capture a side cannot confirm it: likely
+    slower, never unchanged or improved."""
+    found = likely = 0
     for seed in range(100):
         b_steps, b_parts = arrays(2 * seed + 1000, steps=8, wait_us=100)
         h_steps, h_parts = arrays(2 * seed + 1001, steps=8, wait_us=1500)
-        found += judge([b_steps], [h_steps], [b_parts], [h_parts])[2] == "regressed"
-    assert found >= 95
+        found += judge([b_steps], [h_steps], [b_parts], [h_parts], default_noise=0.05)[2] == "regressed"
+        likely += judge([b_steps], [h_steps], [b_parts], [h_parts])[2] == "likely_slower"
+    assert found >= 95 and likely >= 95
 
 
 @pytest.mark.slow
@@ -174,7 +180,7 @@ def test_offsetting_parts_are_shown_as_such_with_shares_that_never_exceed_100(tm
 
 def test_a_mean_and_a_median_never_share_a_sentence(dataloader_regression):
     _, _, c = dataloader_regression
-    for sentence in c.headline.split(". "):
+    for sentence in [*c.headline.split(". "), *c.detail]:
         assert not ("mean" in sentence and "median" in sentence), sentence
     md = render_diff_markdown(c)
     attribution = md.split("### Where the per-step change comes from")[1].split("\n\n")[1]
@@ -202,8 +208,9 @@ def test_long_captures_stay_bounded():
     """20,000 steps a side: the pairwise statistics use 2,000 quantiles a side; the result is the same shift."""
     rng = np.random.default_rng(0)
     base, head = rng.normal(100, 2, 20_000), rng.normal(110, 2, 20_000)
-    st, _, verdict, _ = judge([base], [head], [{}], [{}])
+    st, _, verdict, _ = judge([base], [head], [{}], [{}], default_noise=0.05)
     assert st.change == pytest.approx(0.10, abs=0.002) and verdict == "regressed"
+    assert judge([base], [head], [{}], [{}])[2] == "likely_slower"  # within the default allowance
 
 
 def test_saved_json_carries_the_evidence(dataloader_regression, tmp_path):

@@ -15,7 +15,13 @@ Did the change make training slower, by how much, and why (docs/ci.md says each 
 * **verdict**: `regressed` / `improved` when the step-time interval excludes zero and the shift is beyond
   the tolerance, or when decisive parts move the step beyond the tolerance and the step-time shift agrees;
   `unchanged` when the whole interval lies within the tolerance; else `inconclusive` (also with fewer than
-  `MIN_STEPS` steps on a side: never a guess).
+  `MIN_STEPS` steps on a side: never a guess). With one capture on a side the steps show step-to-step
+  variation only, not what two captures of one setting differ by, so a regressed / improved change must also
+  exceed the run-to-run allowance (`run_noise`: from the runs' medians and a base history when there are
+  enough, else `RUN_NOISE`); a smaller, consistent shift is `likely_slower` / `likely_faster` ("unconfirmed"),
+  which gates do not fail on unless asked. Several runs on both sides keep the two-level interval alone.
+* **headline**: two lines, the verdict with the size of the change (`title`) and the part that moved most
+  (`lead`); the statistic, its interval and the run counts follow (`detail`).
 * **kernels**: time per step by normalised name, the biggest movers, new and vanished kernels.
 
 Pure: Analysis x Analysis (or runs x runs) -> Comparison. Rendering lives in `report/diff*.py`.
@@ -23,18 +29,17 @@ Pure: Analysis x Analysis (or runs x runs) -> Comparison. Rendering lives in `re
 
 from __future__ import annotations
 
-import math
 import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
 
 from ._version import __version__
 from .causes import CAUSES, cause_label
+from .ranktest import EXACT_MAX, _u_distribution, rank_test
 from .result import metrics as M
 from .result.metrics import step_time_stats
 from .result.types import AnalysisData, to_data
@@ -47,7 +52,6 @@ BOOTSTRAP_RESAMPLES = 4000
 BOOTSTRAP_SEED = 20261122
 CONFIDENCE = 0.95
 TOP_MOVERS = 15
-EXACT_MAX = 60  # values a side up to which the rank test's null distribution is computed exactly
 MAX_VALUES = 2000  # values a side beyond which the pairwise statistics use that many evenly spaced quantiles
 RUN_VALUES = 128  # values per side (split over its runs) that one bootstrap resample of runs draws at most
 BOOTSTRAP_BUDGET = 5e7  # pairwise differences over all resamples of runs (fewer resamples beyond it)
@@ -58,14 +62,26 @@ OUTLIER_K = 4.0  # a distorted step: further than OUTLIER_K robust SDs and OUTLI
 OUTLIER_MIN = 0.10
 NORMAL_QUANTILE = {0.95: 1.959964, 0.99: 2.575829}
 
+# Run-to-run variation: what two captures of one setting differ by. The default allowance for one capture a
+# side (`diff --run-noise`); docs/ci.md gives its basis (repeated real captures, benchmarks/run_noise.py).
+RUN_NOISE = 0.25
+# Student's t, 97.5% quantile, by degrees of freedom (the largest listed at or below the df is used)
+T_975 = {2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228, 12: 2.179,
+         15: 2.131, 20: 2.086, 30: 2.042, 60: 2.000, 120: 1.980}
+MIN_NOISE_DF = 2  # runs' medians needed (degrees of freedom) before a history replaces the allowance
+
 REGRESSED = "regressed"
 IMPROVED = "improved"
+LIKELY_SLOWER = "likely_slower"  # a consistent shift within what captures of one setting differ by
+LIKELY_FASTER = "likely_faster"
 UNCHANGED = "unchanged"
 INCONCLUSIVE = "inconclusive"
 # What a side's steps are (StepSourceResult.kind), in words; a side whose ranks differ is "mixed".
 STEP_BASES = {"markers": "by step markers", "detected": "detected from repeating work"}
 MIXED_BASIS = "mixed"
-CHANGE_VERDICTS = (REGRESSED, IMPROVED, UNCHANGED, INCONCLUSIVE)
+CHANGE_VERDICTS = (REGRESSED, IMPROVED, LIKELY_SLOWER, LIKELY_FASTER, UNCHANGED, INCONCLUSIVE)
+VERDICT_WORDS = {REGRESSED: "regressed", IMPROVED: "improved", LIKELY_SLOWER: "likely slower, unconfirmed",
+                 LIKELY_FASTER: "likely faster, unconfirmed", UNCHANGED: "unchanged", INCONCLUSIVE: "inconclusive"}
 
 # Per-step parts of the mean step: what the attribution splits a change into.
 COMPUTE = "gpu_compute"
@@ -162,6 +178,16 @@ class Side:
 
 
 @dataclass(frozen=True)
+class RunNoise:
+    """How far the step time of one capture a side can move with nothing changed (relative to the base median)."""
+
+    allowance: float  # a |change| up to this is within run-to-run variation
+    basis: str  # "history": from the runs' own medians | "default": the documented allowance (--run-noise)
+    runs: int = 0  # runs whose medians the history estimate was made of
+    spread: float | None = None  # their relative standard deviation (history)
+
+
+@dataclass(frozen=True)
 class GateResult:
     rule: str
     value: float | str | None
@@ -185,8 +211,13 @@ class Comparison:
     verdict_changed: bool
     warnings: tuple[str, ...]
     gates: tuple[GateResult, ...] = ()
-    reason: str = ""  # why: "step_time" | "parts" | "within_tolerance" | "too_few_steps" | "step_basis_differs" ...
+    reason: str = ""  # why the verdict: "step_time" | "parts" | "within_run_noise" | "within_tolerance" |
+    # "too_few_steps" | "step_basis_differs" ...
     run_to_run_measured: bool = False  # several runs on both sides: the interval spans runs
+    run_noise: RunNoise | None = None  # the allowance for run-to-run variation (None: several runs a side)
+    title: str = ""  # the headline's first line: the verdict and the size of the change
+    lead: str = ""  # its second line: the part that moved most
+    detail: tuple[str, ...] = ()  # the sentences below the headline
 
     def to_data(self) -> dict[str, Any]:
         return to_data(self)  # type: ignore[no-any-return]
@@ -338,49 +369,6 @@ def hl_shift(base: np.ndarray, head: np.ndarray) -> float:
     return float(np.median(np.subtract.outer(head, base)))
 
 
-@lru_cache(maxsize=256)
-def _u_distribution(n: int, m: int) -> np.ndarray:
-    """P(U = u), u = 0..n*m, of the Mann–Whitney count U (pairs where the head value is larger) when both
-    samples come from one distribution (no ties): the exact null distribution, by the recurrence
-    p(n, m, u) = n/(n+m) p(n-1, m, u-m) + m/(n+m) p(n, m-1, u), one row of m at a time."""
-    # prev[k] = distribution for (k, j-1); built up over j = 0..m, each for every k = 0..n
-    rows = [np.ones(1) for _ in range(n + 1)]  # j = 0: U = 0 with probability 1
-    for j in range(1, m + 1):
-        new = [np.ones(1)]  # k = 0: U = 0
-        for k in range(1, n + 1):
-            size = k * j + 1
-            out = np.zeros(size)
-            a = new[k - 1]  # (k-1, j): the largest value is a head value -> U grows by j
-            out[j:j + len(a)] += k / (k + j) * a
-            b = rows[k]  # (k, j-1): the largest value is a base value
-            out[:len(b)] += j / (k + j) * b
-            new.append(out)
-        rows = new
-    return rows[n]
-
-
-def _u_count(base: np.ndarray, head: np.ndarray) -> float:
-    d = np.subtract.outer(head, base)
-    return float(np.count_nonzero(d > 0) + 0.5 * np.count_nonzero(d == 0))
-
-
-def rank_test(base: np.ndarray, head: np.ndarray) -> float | None:
-    """Two-sided p-value of the Mann–Whitney rank test (exact null distribution up to EXACT_MAX values a side,
-    else the normal approximation): how often two samples of one distribution differ in rank this much."""
-    n, m = len(head), len(base)
-    if n == 0 or m == 0:
-        return None
-    u = _u_count(base, head)
-    if n <= EXACT_MAX and m <= EXACT_MAX:
-        cdf = np.cumsum(_u_distribution(n, m))
-        lo = cdf[int(np.floor(u))]  # P(U <= u)
-        hi = 1.0 - (cdf[int(np.ceil(u)) - 1] if np.ceil(u) >= 1 else 0.0)  # P(U >= u)
-        return float(min(1.0, 2 * min(lo, hi)))
-    mean, sd = n * m / 2, np.sqrt(n * m * (n + m + 1) / 12)
-    z = (abs(u - mean) - 0.5) / sd
-    return float(min(1.0, math.erfc(max(z, 0.0) / math.sqrt(2))))
-
-
 def rank_interval(base: np.ndarray, head: np.ndarray, confidence: float = CONFIDENCE) -> tuple[float, float]:
     """The distribution-free interval of the Hodges–Lehmann shift (Lehmann/Moses): the k-th smallest and k-th
     largest pairwise difference, k from the rank test's null distribution so that the interval covers the
@@ -515,8 +503,22 @@ def part_evidence(base_runs: Sequence[np.ndarray], head_runs: Sequence[np.ndarra
             "head_min_us": _r(float(head.min())), "head_max_us": _r(float(head.max()))}
 
 
-def change_verdict(st: StepTime, tolerance: float, parts: Sequence[Part] = ()) -> tuple[str, str]:
-    """(verdict, reason): see the module docstring; `parts` with their evidence."""
+def change_verdict(st: StepTime, tolerance: float, parts: Sequence[Part] = (),
+                   noise: RunNoise | None = None) -> tuple[str, str]:
+    """(verdict, reason): see the module docstring; `parts` with their evidence. With one capture on a side
+    (`noise` given), a change the steps call regressed / improved is confirmed only beyond `noise.allowance`;
+    within it the shift is `likely_slower` / `likely_faster` (reason `within_run_noise`)."""
+    verdict, reason = _within_runs(st, tolerance, parts)
+    several = st.base_runs > 1 and st.head_runs > 1
+    if noise is None or several or verdict not in (REGRESSED, IMPROVED) or st.change is None:
+        return verdict, reason
+    if abs(st.change) > noise.allowance:
+        return verdict, reason
+    return (LIKELY_SLOWER if verdict == REGRESSED else LIKELY_FASTER), "within_run_noise"
+
+
+def _within_runs(st: StepTime, tolerance: float, parts: Sequence[Part]) -> tuple[str, str]:
+    """The verdict from the steps alone (one capture a side: step-to-step variation only)."""
     if st.base_steps < MIN_STEPS or st.head_steps < MIN_STEPS or st.change is None or not st.base_median_us:
         return INCONCLUSIVE, "too_few_steps"
     assert st.ci_low is not None and st.ci_high is not None
@@ -532,6 +534,40 @@ def change_verdict(st: StepTime, tolerance: float, parts: Sequence[Part] = ()) -
     if -tolerance <= st.ci_low and st.ci_high <= tolerance:
         return UNCHANGED, "within_tolerance"
     return INCONCLUSIVE, "interval_too_wide"
+
+
+def run_noise(base_medians: Sequence[float], head_medians: Sequence[float], history: Sequence[float] = (),
+              default: float = RUN_NOISE) -> RunNoise | None:
+    """The allowance for run-to-run variation when a side has one capture (None: several runs on both sides,
+    whose two-level interval already spans it).
+
+    From a history when there is one: each group of runs of one setting (the base's runs, the head's, and
+    `history`: more runs of the base's setting, e.g. the base branch's last runs) gives its medians' relative
+    deviations from the group's mean; pooled, they give the relative standard deviation s of one run's median
+    with df = sum(runs - 1) degrees of freedom. With df >= MIN_NOISE_DF, the allowance is the 95% bound of the
+    difference of the two sides' mean run medians when nothing changed: t(0.975, df) x s x sqrt(1/kb + 1/kh).
+    Else `default` (docs/ci.md)."""
+    kb, kh = len(base_medians), len(head_medians)
+    if kb > 1 and kh > 1:
+        return None
+    deviations: list[float] = []
+    runs = df = 0
+    for group in (base_medians, head_medians, history):
+        g = np.asarray([m for m in group if m and np.isfinite(m)], dtype=float)
+        if len(g) > 1:
+            deviations += list(g / g.mean() - 1.0)
+            runs += len(g)
+            df += len(g) - 1
+    if df < MIN_NOISE_DF or kb == 0 or kh == 0:
+        return RunNoise(round(float(default), 6), "default")
+    spread = float(np.sqrt(np.sum(np.square(deviations)) / df))
+    t = T_975[max(k for k in T_975 if k <= df)]
+    allowance = t * spread * float(np.sqrt(1 / kb + 1 / kh))
+    return RunNoise(round(allowance, 6), "history", runs, round(spread, 6))
+
+
+def _run_medians(runs: Sequence[np.ndarray]) -> list[float]:
+    return [float(np.median(r)) for r in runs if len(r)]
 
 
 # --- kernels --------------------------------------------------------------------------------------
@@ -570,20 +606,25 @@ def kernel_moves(base: AnalysisData | Sequence[AnalysisData], head: AnalysisData
 
 # --- the comparison -------------------------------------------------------------------------------
 def compare(base: AnalysisData, head: AnalysisData, tolerance: float = DEFAULT_TOLERANCE,
-            root: str | None = None) -> Comparison:
+            root: str | None = None, *, default_noise: float = RUN_NOISE,
+            history: Sequence[AnalysisData] = ()) -> Comparison:
     """One run a side. `root`: input paths are shown relative to it (else by file name)."""
-    return compare_runs([base], [head], tolerance=tolerance, root=root)
+    return compare_runs([base], [head], tolerance=tolerance, root=root, default_noise=default_noise,
+                        history=history)
 
 
 def compare_runs(bases: Sequence[AnalysisData], heads: Sequence[AnalysisData],
                  tolerance: float = DEFAULT_TOLERANCE, root: str | None = None, *,
-                 reports: tuple[Sequence[str | None], Sequence[str | None]] | None = None) -> Comparison:
+                 reports: tuple[Sequence[str | None], Sequence[str | None]] | None = None,
+                 default_noise: float = RUN_NOISE, history: Sequence[AnalysisData] = ()) -> Comparison:
     """Several runs of the base (e.g. the last N runs of the base branch) against one or several of the head.
 
     Steps and parts are pooled over each side's runs; with several runs on both sides the step-time
     interval is taken across runs (two-level bootstrap), so run-to-run variation is measured.
     `reports`: per side, per run, the saved report the run was read from (None: analysed from traces),
-    so the comparison names the file the user gave."""
+    so the comparison names the file the user gave. With one capture on a side, run-to-run variation is
+    allowed for (`run_noise`): from the runs' own spread and `history` (more runs of the base's setting, e.g.
+    the base branch's last runs) when they are enough, else `default_noise`."""
     if not bases or not heads:
         raise ValueError("compare_runs needs at least one run on each side")
     b_reports, h_reports = reports or ([None] * len(bases), [None] * len(heads))
@@ -606,7 +647,10 @@ def compare_runs(bases: Sequence[AnalysisData], heads: Sequence[AnalysisData],
     mean_change = (None if b_side.mean_step_us is None or h_side.mean_step_us is None
                    else round(h_side.mean_step_us - b_side.mean_step_us, 3))
     parts = _parts([p for _, _, p in b_sides], [p for _, _, p in h_sides], mean_change)
-    verdict, reason = change_verdict(st, tolerance, parts)
+    history_medians = [m for a in history for m in _run_medians([M.job_steps(a)[1]])]
+    noise = run_noise(_run_medians([d for _, d, _ in b_sides]), _run_medians([d for _, d, _ in h_sides]),
+                      history_medians, default_noise)
+    verdict, reason = change_verdict(st, tolerance, parts, noise)
     mismatch = basis_mismatch(b_side.step_basis, h_side.step_basis)
     if mismatch:  # one side by step markers, the other by detected iterations: never judged
         warnings.insert(0, mismatch)
@@ -616,20 +660,23 @@ def compare_runs(bases: Sequence[AnalysisData], heads: Sequence[AnalysisData],
         headline="", tolerance=tolerance, step_time=st, mean_step_change_us=mean_change,
         attribution=parts, kernels=kernel_moves(bases, heads), base=b_side, head=h_side,
         verdict_changed=(b_side.primary or "") != (h_side.primary or ""), warnings=tuple(warnings),
-        reason=reason, run_to_run_measured=len(bases) > 1 and len(heads) > 1)
+        reason=reason, run_to_run_measured=len(bases) > 1 and len(heads) > 1, run_noise=noise)
     return _with_headline(comparison)
 
 
 def judge(base_steps: Sequence[np.ndarray], head_steps: Sequence[np.ndarray],
           base_parts: Sequence[dict[str, np.ndarray]], head_parts: Sequence[dict[str, np.ndarray]],
-          tolerance: float = DEFAULT_TOLERANCE) -> tuple[StepTime, tuple[Part, ...], str, str]:
+          tolerance: float = DEFAULT_TOLERANCE, default_noise: float = RUN_NOISE,
+          history: Sequence[float] = ()) -> tuple[StepTime, tuple[Part, ...], str, str]:
     """The verdict from arrays alone (what `compare_runs` does after reading the analyses): each run's steady
-    step durations and per-step parts on each side -> (step time, parts, verdict, reason)."""
+    step durations and per-step parts on each side -> (step time, parts, verdict, reason). `history`: the
+    median steps of more runs of the base's setting."""
     st = step_time(base_steps, head_steps)
     b_all, h_all = np.concatenate(list(base_steps)), np.concatenate(list(head_steps))
     mean_change = float(np.mean(h_all) - np.mean(b_all)) if len(b_all) and len(h_all) else None
     parts = _parts(list(base_parts), list(head_parts), mean_change)
-    verdict, reason = change_verdict(st, tolerance, parts)
+    noise = run_noise(_run_medians(base_steps), _run_medians(head_steps), history, default_noise)
+    verdict, reason = change_verdict(st, tolerance, parts, noise)
     return st, parts, verdict, reason
 
 
@@ -730,61 +777,99 @@ def _part_sentence(p: Part) -> str:
     return f"{label} {sign}{format_us(abs(shift))} per step (Hodges–Lehmann shift), decisive: {how}"
 
 
-def _with_headline(c: Comparison) -> Comparison:
+def runs_text(st: StepTime) -> str:
+    """How many runs each side has, in words ("1 base run and 5 head runs")."""
+    def n(k: int, side: str) -> str:
+        return f"{k} {side} run{'s' if k != 1 else ''}"
+    return f"{n(st.base_runs, 'base')} and {n(st.head_runs, 'head')}"
+
+
+def noise_sentence(c: Comparison) -> str:
+    """What the verdict allowed for run-to-run variation, with the run count of each side."""
+    st, noise = c.step_time, c.run_noise
+    if c.run_to_run_measured:
+        return f"The interval spans run-to-run variation ({st.base_runs} base and {st.head_runs} head runs)"
+    if noise is None:
+        return ""
+    allowance = f"±{noise.allowance * 100:.1f}%"
+    if noise.basis == "history":
+        return (f"Run-to-run variation from {noise.runs} runs of one setting (their medians spread "
+                f"{(noise.spread or 0.0) * 100:.1f}%; {runs_text(st)}): a change within {allowance} is not confirmed")
+    one = ("one run on a side" if st.base_runs == 1 and st.head_runs == 1
+           else f"{runs_text(st)}, too few to measure it")
+    return (f"Run-to-run variation was not measured ({one}): a change within the {allowance} allowance "
+            f"(--run-noise) is not confirmed; compare several runs a side to measure it")
+
+
+def _top_part(c: Comparison) -> str:
+    """The part that moved the step most: the largest decisive part moving with the change, else the part
+    whose mean moved most with it."""
     st = c.step_time
-    sentences: list[str] = []
-    decisive = [p for p in c.attribution if p.decisive]
-    decisive.sort(key=lambda p: -abs(p.shift_per_step_us or 0.0))
+    direction = st.change or 0.0
+    decisive = sorted((p for p in c.attribution if p.decisive and (p.shift_per_step_us or 0.0) * direction > 0),
+                      key=lambda p: -abs(p.shift_per_step_us or 0.0))
+    if decisive:
+        return _part_sentence(decisive[0])
+    adds = [p for p in c.attribution if p.role == "adds"]
+    if not adds or not direction:
+        return ""
+    p = adds[0]
+    share = f", {p.share_of_change * 100:.0f}% of the change" if p.share_of_change is not None else ""
+    return (f"Largest part: {p.label} {'+' if p.delta_per_step_us > 0 else '−'}{format_us(abs(p.delta_per_step_us))} "
+            f"per step (change of the mean{share}), not decisive")
+
+
+def _title(c: Comparison) -> str:
+    st, v = c.step_time, c.change_verdict
     if st.change is None:
-        sentences.append("Step time cannot be compared: a side has no steps")
-    else:
-        shift = f"{abs(st.change) * 100:.1f}%"
+        return "Step time cannot be compared: a side has no steps"
+    size = f"{abs(st.change) * 100:.1f}%"
+    if v in (REGRESSED, IMPROVED):
+        return f"{VERDICT_WORDS[v].capitalize()}: HEAD is {size} {'slower' if v == REGRESSED else 'faster'} per step"
+    if v in (LIKELY_SLOWER, LIKELY_FASTER):
+        allowance = f"±{c.run_noise.allowance * 100:.0f}%" if c.run_noise else ""
+        return (f"{VERDICT_WORDS[v].capitalize()}: HEAD {size} {'slower' if v == LIKELY_SLOWER else 'faster'} per "
+                f"step, within run-to-run variation ({allowance}"
+                + (", one capture a side)" if st.base_runs == 1 and st.head_runs == 1 else ")"))
+    if v == UNCHANGED:
+        return f"Unchanged: step time {_pct(st.change)}, within ±{c.tolerance * 100:.0f}%"
+    if c.reason == "step_basis_differs":
+        return (f"Inconclusive: step time {_pct(st.change)}, steps of different kinds (base "
+                f"{STEP_BASES.get(c.base.step_basis, 'mixed')}, head {STEP_BASES.get(c.head.step_basis, 'mixed')})")
+    if st.base_steps < MIN_STEPS or st.head_steps < MIN_STEPS:
+        return f"Inconclusive: step time {_pct(st.change)}, too few steps (base {st.base_steps}, head {st.head_steps})"
+    return f"Inconclusive: step time {_pct(st.change)}, its interval too wide to tell"
+
+
+def _with_headline(c: Comparison) -> Comparison:
+    """Two lines (the verdict with the size of the change; the part that moved most), then the detail."""
+    st = c.step_time
+    title, lead = _title(c), _top_part(c)
+    detail: list[str] = []
+    if st.change is not None:
         ci = _interval_text(st)
-        label = "Hodges–Lehmann shift of the step time"
-        if c.change_verdict in (REGRESSED, IMPROVED) and c.reason == "step_time":
-            slower = "slower" if c.change_verdict == REGRESSED else "faster"
-            sentences.append(f"HEAD is {shift} {slower} per step ({label}; {ci})")
-            if decisive:
-                sentences.append(_part_sentence(decisive[0]))
-        elif c.change_verdict in (REGRESSED, IMPROVED):
-            slower = "slower" if c.change_verdict == REGRESSED else "faster"
-            movers = [p for p in decisive if (p.shift_per_step_us or 0) * st.change > 0]
-            sentences.append(f"HEAD is {slower}: " + "; ".join(_part_sentence(p) for p in movers[:2]))
-            spans = f"step time {_pct(st.change)} (Hodges–Lehmann shift); its {ci} spans zero"
+        spans = f"Hodges–Lehmann shift of the step time {_pct(st.change)}" + (f"; {ci}" if ci else "")
+        if c.reason == "parts" and st.ci_low is not None and st.ci_low <= 0 <= (st.ci_high or 0):
+            spans += " spans zero"
             outliers = st.base_outlier_steps + st.head_outlier_steps
             if outliers:
                 spans += f" because of {outliers} distorted step{'s' if outliers != 1 else ''}"
-            sentences.append(spans[0].upper() + spans[1:])
-        elif c.change_verdict == UNCHANGED:
-            sentences.append(f"Step time unchanged: {_pct(st.change)} ({label}; {ci}), within "
-                             f"±{c.tolerance * 100:.0f}%")
-        else:
-            text = f"Inconclusive: step time {_pct(st.change)} ({label}" + (f"; {ci})" if ci else ")")
-            if c.reason == "step_basis_differs":
-                text += (f", steps of different kinds (base {STEP_BASES.get(c.base.step_basis, 'mixed')}, "
-                         f"head {STEP_BASES.get(c.head.step_basis, 'mixed')})")
-            elif st.base_steps < MIN_STEPS or st.head_steps < MIN_STEPS:
-                text += f", too few steps (base {st.base_steps}, head {st.head_steps})"
-            sentences.append(text)
-            if decisive:
-                sentences.append(_part_sentence(decisive[0]) + ", but within the tolerance or against the "
-                                 "step time's direction")
-        if st.ci_low is not None:
-            if c.run_to_run_measured:
-                sentences.append(f"The interval spans run-to-run variation ({st.base_runs} base and "
-                                 f"{st.head_runs} head runs)")
-            else:
-                sentences.append("Run-to-run variation was not measured (one run on a side): compare several runs "
-                                 "a side to measure it")
+            spans += "; decisive parts carry the verdict"
+        detail.append(spans)
+        if c.change_verdict == INCONCLUSIVE and lead and "decisive" in lead and "not decisive" not in lead:
+            detail.append("A decisive part moved, but within the tolerance or against the step time's direction")
+        if st.ci_low is not None and (sentence := noise_sentence(c)):
+            detail.append(sentence)
     if c.verdict_changed:
-        sentences.append(f"Verdict changed {c.base.primary or 'none'} → {c.head.primary or 'none'}")
-    return replace(c, headline=". ".join(sentences) + ".")
+        detail.append(f"Verdict changed {c.base.primary or 'none'} → {c.head.primary or 'none'}")
+    headline = ". ".join(x for x in (title, lead) if x) + "."
+    return replace(c, headline=headline, title=title, lead=lead, detail=tuple(detail))
 
 
 def with_gates(c: Comparison, gates: tuple[GateResult, ...]) -> Comparison:
     return replace(c, gates=gates)
 
 
-__all__ = ["CHANGE_VERDICTS", "Comparison", "GateResult", "KernelMove", "Part", "SCHEMA", "Side", "StepTime",
-           "compare", "compare_runs", "hl_shift", "judge", "normalise_kernel", "rank_interval", "rank_test",
-           "with_gates"]
+__all__ = ["CHANGE_VERDICTS", "Comparison", "GateResult", "KernelMove", "LIKELY_FASTER", "LIKELY_SLOWER", "Part",
+           "RUN_NOISE", "RunNoise", "SCHEMA", "Side", "StepTime", "VERDICT_WORDS", "compare", "compare_runs",
+           "hl_shift", "judge", "normalise_kernel", "rank_interval", "rank_test", "run_noise", "with_gates"]

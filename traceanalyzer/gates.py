@@ -3,8 +3,10 @@
 A rule is `METRIC OP VALUE` or `step_time:+N%`:
 
 * `step_time:+5%` (diff only): follows the verdict of the change: fails when the change is `regressed`
-  (the step-time interval excludes zero, or a decisive part made the step slower beyond the tolerance)
-  and the step time grew by more than 5% (its Hodges–Lehmann shift). Noise never trips it.
+  (the step-time interval excludes zero, or a decisive part made the step slower beyond the tolerance;
+  with one capture on a side, also beyond run-to-run variation) and the step time grew by more than 5%
+  (its Hodges–Lehmann shift). Noise never trips it. A `likely_slower` change (consistent, but within what
+  captures of one setting differ by) fails it only with `fail_on_unconfirmed` (`--fail-on-unconfirmed`).
 * `gpu_idle>0.30`, `dataloader_wait>10%`, `memcpy_share>=0.2`, `step_time_ms>120` ... with `>`,
   `>=`, `<`, `<=`: fails when the figure (HEAD's, for diff) satisfies the comparison. The metrics are
   the run's metrics (`result/metrics.py`), the figures every face reads: `step_time_ms` is the report's
@@ -23,7 +25,7 @@ import re
 from dataclasses import dataclass
 
 from .causes import VERDICTS
-from .compare import Comparison, GateResult
+from .compare import IMPROVED, LIKELY_FASTER, LIKELY_SLOWER, REGRESSED, VERDICT_WORDS, Comparison, GateResult
 from .errors import UsageError
 from .result import metrics as M
 from .result.types import AnalysisData
@@ -92,7 +94,8 @@ def _holds(x: float, op: str, v: float) -> bool:
     return {">": x > v, ">=": x >= v, "<": x < v, "<=": x <= v}[op]
 
 
-def evaluate(rule: Rule, head: AnalysisData, comparison: Comparison | None = None) -> GateResult:
+def evaluate(rule: Rule, head: AnalysisData, comparison: Comparison | None = None, *,
+             fail_on_unconfirmed: bool = False) -> GateResult:
     """One rule on HEAD (or the one analysis of `report`); `comparison` for step_time rules."""
     if rule.metric == "step_time":
         if comparison is None:
@@ -100,11 +103,16 @@ def evaluate(rule: Rule, head: AnalysisData, comparison: Comparison | None = Non
         st = comparison.step_time
         if st.change is None or st.ci_low is None:
             return GateResult(rule.text, st.change, True, "not judged: too few steps to measure a change")
-        failed = comparison.change_verdict == "regressed" and st.change > float(rule.value)
+        slower = (REGRESSED, LIKELY_SLOWER) if fail_on_unconfirmed else (REGRESSED,)
+        failed = comparison.change_verdict in slower and st.change > float(rule.value)
+        unconfirmed = ""
+        if comparison.change_verdict == LIKELY_SLOWER and not failed and st.change > float(rule.value):
+            unconfirmed = " (unconfirmed: not failed without --fail-on-unconfirmed)"
         return GateResult(rule.text, st.change, not failed,
                           f"step time {st.change * 100:+.1f}% (95% CI {st.ci_low * 100:+.1f}% to "
-                          f"{(st.ci_high or 0) * 100:+.1f}%; Hodges–Lehmann shift), change {comparison.change_verdict}"
-                          f"{_why(comparison)}, limit +{float(rule.value) * 100:.1f}%")
+                          f"{(st.ci_high or 0) * 100:+.1f}%; Hodges–Lehmann shift), change "
+                          f"{VERDICT_WORDS.get(comparison.change_verdict, comparison.change_verdict)}"
+                          f"{_why(comparison)}{unconfirmed}, limit +{float(rule.value) * 100:.1f}%")
     if rule.metric == M.VERDICT.key:
         primary = M.VERDICT.of(head)
         failed = (primary == rule.value) if rule.op == "=" else (primary != rule.value)
@@ -118,7 +126,9 @@ def evaluate(rule: Rule, head: AnalysisData, comparison: Comparison | None = Non
 
 def _why(c: Comparison) -> str:
     """What made a regressed / improved verdict: the step time itself or its decisive parts."""
-    if c.change_verdict not in ("regressed", "improved"):
+    if c.change_verdict in (LIKELY_SLOWER, LIKELY_FASTER) and c.run_noise is not None:
+        return f" (within run-to-run variation ±{c.run_noise.allowance * 100:.1f}%)"
+    if c.change_verdict not in (REGRESSED, IMPROVED):
         return ""
     if c.reason == "parts":
         direction = c.step_time.change or 0.0
@@ -127,9 +137,9 @@ def _why(c: Comparison) -> str:
     return " (the interval excludes zero)"
 
 
-def evaluate_all(rules: tuple[Rule, ...], head: AnalysisData,
-                 comparison: Comparison | None = None) -> tuple[GateResult, ...]:
-    return tuple(evaluate(r, head, comparison) for r in rules)
+def evaluate_all(rules: tuple[Rule, ...], head: AnalysisData, comparison: Comparison | None = None, *,
+                 fail_on_unconfirmed: bool = False) -> tuple[GateResult, ...]:
+    return tuple(evaluate(r, head, comparison, fail_on_unconfirmed=fail_on_unconfirmed) for r in rules)
 
 
 def failed_message(results: tuple[GateResult, ...]) -> str | None:

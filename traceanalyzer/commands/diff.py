@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from ..compare import RUN_NOISE
 from ..inert import terminal
 from ._options import analysis_options, build_options, execution_options, output_format, output_options, stem
 from ._output import check_target, option_inputs, say, write
@@ -49,7 +50,11 @@ compute, communication, copies, GPU idle by cause) gets its own evidence; a part
 per-step values separate the sides beyond chance and their spread is "decisive".
 regressed/improved: the interval excludes zero and the shift is beyond --tolerance, or
 decisive parts move the step beyond it; unchanged: the interval lies within --tolerance;
-inconclusive: anything else, or fewer than 3 steps on a side. Then the parts (means per
+inconclusive: anything else, or fewer than 3 steps on a side. With one capture on a side
+the steps cannot show what captures of one setting differ by: a change must also exceed
+that (from the runs' medians with 3 or more --base runs, else --run-noise); a smaller,
+consistent shift is likely_slower/likely_faster ("unconfirmed"), which --fail-on does
+not fail on unless --fail-on-unconfirmed. Then the parts (means per
 step, adding up to the change of the mean step), the kernels that moved, and both sides'
 verdicts, one of:
 {verdicts_help()}
@@ -75,11 +80,16 @@ More: docs/ci.md (gates, pull-request comments, a GitHub Actions workflow).
 @click.option("--tolerance", default="2%", show_default=True, metavar="PCT",
               help="A change whose 95% interval lies within +-PCT is 'unchanged'; a change must exceed it "
                    "to be regressed or improved.")
+@click.option("--run-noise", "run_noise", default=f"{RUN_NOISE:.0%}", show_default=True, metavar="PCT",
+              help="With one capture on a side and no history (fewer than 3 runs): how far two captures of "
+                   "one setting differ in step time; a change within it is only likely_slower/likely_faster.")
+@click.option("--fail-on-unconfirmed", is_flag=True,
+              help="step_time gates also fail on a likely_slower change (within run-to-run variation).")
 @analysis_options
 @execution_options
 def diff_command(sides: tuple[Path, ...], bases: tuple[Path, ...], heads: tuple[Path, ...], output: Path | None,
                  fmt: str | None, force: bool, quiet: bool, fail_on: tuple[str, ...], tolerance: str,
-                 **params: Any) -> None:
+                 run_noise: str, fail_on_unconfirmed: bool, **params: Any) -> None:
     """Compare BASE (before a change) with HEAD (after it) (the help text is DIFF_HELP)."""
     from ..compare import compare_runs, with_gates
     from ..errors import GateFailed, UsageError
@@ -103,6 +113,10 @@ def diff_command(sides: tuple[Path, ...], bases: tuple[Path, ...], heads: tuple[
         tol = _tolerance(tolerance)
     except ValueError as exc:
         raise UsageError(f"--tolerance: {exc}") from None
+    try:
+        noise = _tolerance(run_noise)
+    except ValueError as exc:
+        raise UsageError(f"--run-noise: {str(exc).replace('tolerance', 'run noise')}") from None
     rules = parse_rules(fail_on)
     fmt = output_format(output, fmt)
     base_runs, head_runs = _runs(bases, is_saved_report), _runs(heads, is_saved_report)
@@ -113,8 +127,9 @@ def diff_command(sides: tuple[Path, ...], bases: tuple[Path, ...], heads: tuple[
     head_data = [load(p) if is_saved_report(p) else analyze(p, options) for p in head_runs]
     named: list[str | None] = [str(p) if is_saved_report(p) else None for p in [*base_runs, *head_runs]]
     reports = (named[:len(base_runs)], named[len(base_runs):])
-    comparison = compare_runs(base_data, head_data, tol, root=str(Path.cwd()), reports=reports)
-    comparison = with_gates(comparison, evaluate_all(rules, head_data[-1], comparison))
+    comparison = compare_runs(base_data, head_data, tol, root=str(Path.cwd()), reports=reports, default_noise=noise)
+    comparison = with_gates(comparison, evaluate_all(rules, head_data[-1], comparison,
+                                                     fail_on_unconfirmed=fail_on_unconfirmed))
     write(target, RENDERERS[fmt](comparison))
     if not quiet:
         say(render_diff_text(comparison), target)

@@ -256,6 +256,8 @@ def _write_comment(text: str, target: Path | None) -> Path | None:
               help="How many of the base branch's last runs to compare with.")
 @click.option("--fail-on", "fail_on", multiple=True, metavar="RULE",
               help="Exit 1 when RULE holds, as `diff --fail-on` (repeatable): step_time:+5%, gpu_idle>0.30, ...")
+@click.option("--fail-on-unconfirmed", is_flag=True,
+              help="step_time gates also fail on a likely_slower change (within run-to-run variation), as in diff.")
 @click.option("--wait", is_flag=True, help="Wait for the analysis and compare (implied by --fail-on and --comment).")
 @click.option("--comment", type=click.Path(path_type=Path, dir_okay=False), metavar="FILE",
               help="Write the pull-request comment here (default: append to $GITHUB_STEP_SUMMARY when set).")
@@ -266,7 +268,8 @@ def _write_comment(text: str, target: Path | None) -> Path | None:
                    "for scripts (implies --wait).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
 def upload_command(traces: tuple[Path, ...], server: str, project: str, branch: str | None, commit: str | None,
-                   order: float | None, base_branch: str, last: int, fail_on: tuple[str, ...], wait: bool,
+                   order: float | None, base_branch: str, last: int, fail_on: tuple[str, ...],
+                   fail_on_unconfirmed: bool, wait: bool,
                    comment: Path | None, timeout_s: float, json_out: Path | None, quiet: bool) -> None:
     """Upload traces, wait, compare, write the comment (the help text is UPLOAD_HELP)."""
     from ..gates import parse_rules
@@ -287,7 +290,8 @@ def upload_command(traces: tuple[Path, ...], server: str, project: str, branch: 
         raise UsageError(f"run {run_id}: the analysis failed: {run.get('error') or 'no reason given'}")
     if run["status"] == "canceled":
         raise UsageError(f"run {run_id} was deleted on the server before its analysis ended")
-    query = urlencode([("branch", base_branch), ("last", str(last)), *(("fail_on", r) for r in fail_on)])
+    query = urlencode([("branch", base_branch), ("last", str(last)), *(("fail_on", r) for r in fail_on),
+                       *([("fail_on_unconfirmed", "1")] if fail_on_unconfirmed else [])])
     result = client.json("GET", f"/api/v1/runs/{run_id}/compare?{query}")
     written = _write_comment(str(result.get("comment", "")), comment)
     if json_out is not None:

@@ -19,7 +19,8 @@ from .html import asset, template_env
 from .markdown import MAX_CHARS
 
 STICKY_MARKER = "<!-- traceanalyzer-diff -->"
-ICONS = {"regressed": "🔴", "improved": "🟢", "unchanged": "⚪", "inconclusive": "🟡"}
+ICONS = {"regressed": "🔴", "improved": "🟢", "likely_slower": "🟠", "likely_faster": "🔵", "unchanged": "⚪",
+         "inconclusive": "🟡"}
 
 
 def _verdict_label(v: str | None) -> str:
@@ -89,8 +90,13 @@ def render_diff_markdown(c: Comparison, max_chars: int = MAX_CHARS) -> str:
 
 def _markdown(c: Comparison, rows: dict[str, int]) -> str:
     st = c.step_time
-    out = [STICKY_MARKER, f"## {ICONS.get(c.change_verdict, '')} traceanalyzer diff: **{c.change_verdict}**", "",
-           f"**{md(c.headline, 600)}**", ""]
+    title = md(c.title or c.change_verdict, 200)
+    out = [STICKY_MARKER, f"## {ICONS.get(c.change_verdict, '')} traceanalyzer diff · {title}"]
+    if c.lead:
+        out.append(f"**{md(c.lead, 300)}**")
+    out.append("")
+    if c.detail:
+        out += [md(". ".join(c.detail) + ".", 1200), ""]
     out += ["| | base | head | change |", "|---|---|---|---|",
             f"| median step | {fmt_us(st.base_median_us)} | {fmt_us(st.head_median_us)} | "
             f"{fmt_pct_change(st.median_change)} |",
@@ -98,8 +104,7 @@ def _markdown(c: Comparison, rows: dict[str, int]) -> str:
             f"| p10 – p90 step | {fmt_us(st.base_p10_us)} – {fmt_us(st.base_p90_us)} | "
             f"{fmt_us(st.head_p10_us)} – {fmt_us(st.head_p90_us)} | |",
             f"| steps measured | {st.base_steps}{_basis(c.base)} | {st.head_steps}{_basis(c.head)} | |",
-            f"| runs | {st.base_runs} | {st.head_runs} | "
-            f"{'interval across runs' if c.run_to_run_measured else 'run-to-run variation not measured'} |",
+            f"| runs | {st.base_runs} | {st.head_runs} | {md(_runs_note(c))} |",
             f"| verdict | {md(_verdict_label(c.base.primary))} | {md(_verdict_label(c.head.primary))} | "
             f"{'changed' if c.verdict_changed else 'same'} |",
             f"| GPU idle | {fmt_pct(c.base.gpu_idle_fraction)} | {fmt_pct(c.head.gpu_idle_fraction)} | |",
@@ -137,6 +142,18 @@ def _markdown(c: Comparison, rows: dict[str, int]) -> str:
     out.append(f"<sub>base: {md(', '.join(c.base.inputs), 300)} · head: {md(', '.join(c.head.inputs), 300)} · "
                f"tolerance ±{c.tolerance * 100:.0f}% · traceanalyzer {md(c.tool['version'])}</sub>")
     return "\n".join(out) + "\n"
+
+
+def _runs_note(c: Comparison) -> str:
+    """What the run counts allowed for run-to-run variation, in the table's few words."""
+    if c.run_to_run_measured:
+        return "interval across runs"
+    noise = c.run_noise
+    if noise is None:
+        return ""
+    if noise.basis == "history":
+        return f"run-to-run ±{noise.allowance * 100:.1f}% from {noise.runs} runs"
+    return f"run-to-run not measured: ±{noise.allowance * 100:.0f}% allowed"
 
 
 def _samples_rows(c: Comparison) -> list[str]:
@@ -185,7 +202,11 @@ def _ranks_text(s: Side) -> str:
 
 def render_diff_text(c: Comparison) -> str:
     st = c.step_time
-    lines = wrap(c.headline, f"Change: {c.change_verdict.upper()}: ", "  ")
+    lines = wrap(c.title, "Change: ", "  ")
+    if c.lead:
+        lines += wrap(c.lead, "  ", "  ")
+    for sentence in c.detail:
+        lines += wrap(sentence, "  ", "    ")
     lines.append(f"median step {fmt_us(st.base_median_us)} -> {fmt_us(st.head_median_us)} "
                  f"({st.base_steps} vs {st.head_steps} steps{_bases(c)}"
                  + (f", {st.base_runs} vs {st.head_runs} runs" if st.base_runs > 1 or st.head_runs > 1 else "") + ")")

@@ -469,11 +469,21 @@ def create_app(settings: Settings, run_jobs: bool = True) -> Starlette:
         return sides[0], sides[1]
 
     def comparison(base: dict[str, Any], head: dict[str, Any]) -> Any:
+        """One run against one: run-to-run variation from the base branch's runs up to the base run (their
+        medians), when there are enough, else the default allowance."""
         import traceanalyzer as ta
         from traceanalyzer.compare import compare
 
         a, b = (ta.load(settings.reports / r["id"] / "report.json") for r in (base, head))
-        return compare(a, b)
+        earlier = db.history(base["project"], base["branch"], hist.LAST_BASES, exclude=base["id"],
+                             before=base["created_at"]) if base.get("branch") else []
+        history = []
+        for r in earlier:
+            try:
+                history.append(reports.load(r["id"]))
+            except Exception:  # a report removed or unreadable: left out of the history
+                continue
+        return compare(a, b, history=[a, *history] if history else ())
 
     def compare_page(request: Request) -> Response:
         who = access(request)
@@ -577,7 +587,8 @@ def create_app(settings: Settings, run_jobs: bool = True) -> Starlette:
         if bases:
             head = reports.load(row["id"])
             comparison = hist.compare_runs([reports.load(b["id"]) for b in bases], [head])
-            comparison = with_gates(comparison, evaluate_all(rules, head, comparison))
+            unconfirmed = q.get("fail_on_unconfirmed", "") in ("1", "true")
+            comparison = with_gates(comparison, evaluate_all(rules, head, comparison, fail_on_unconfirmed=unconfirmed))
             markdown = render_diff_markdown(comparison)
             gates = [dataclasses.asdict(g) for g in comparison.gates]
         text = hist.comment(base, row["project"], row, branch, bases, comparison, markdown)

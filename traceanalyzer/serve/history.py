@@ -6,10 +6,13 @@ comparison of a run with the last runs of a branch (what `traceanalyzer upload` 
 * Order: by the commit order the uploads gave (`?order=N`, e.g. the commit's time) when every run of
   the series has one, else by upload time.
 * Change points: `traceanalyzer.changepoints.e_divisive` on each numeric series (runs without the
-  figure are left out of that series); the verdict (a category) changes where a new verdict holds for
-  at least `VERDICT_HOLD` runs in a row. Each change point carries the commit range (the last run
-  before, the first after), the medians of the segments on either side, and the attribution: the
-  comparison of the runs before with the runs after (`compare_runs`).
+  figure are left out of that series): a shift that separates the runs before from the runs after is
+  found whatever the alternation within each side, the noise is estimated within segments, and a change
+  below the figure's resolution (`resolution`: what the page's figures can show) is never one. The
+  verdict (a category) changes where a new verdict holds for at least `VERDICT_HOLD` runs in a row.
+  Each change point carries the commit range (the last run before, the first after), the medians of
+  the segments on either side, and the attribution: the comparison of the runs before with the runs
+  after (`compare_runs`).
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from threading import Lock
 from typing import Any
+
+import numpy as np
 
 from ..changepoints import e_divisive
 from ..result import metrics as M
@@ -31,6 +36,8 @@ SIDE_RUNS = 5  # runs on each side of a change point compared for its attributio
 DEFAULT_RUNS = 100  # runs in a history, newest kept (a 100-run history takes a few seconds, then is cached)
 MAX_RUNS = 500
 LAST_BASES = 5  # runs of the base branch a run is compared with (upload)
+RELATIVE_RESOLUTION = 0.001  # a change under 0.1% of a figure is not shown as one ("+0.0%")
+UNIT_RESOLUTION = {"fraction": 0.0005, "ms": 0.001, "bytes": 1024.0**2}  # the pages' last digit (0.1%, 1 µs, 1 MiB)
 
 
 # The history's figures are the run's metrics (result/metrics.py): the ones every face reads.
@@ -105,6 +112,13 @@ def _verdict_changes(values: list[str | None]) -> list[tuple[int, str | None, st
     return out
 
 
+def resolution(values: Sequence[float], unit: str) -> float:
+    """The smallest change of a series the history shows: 0.1% of its typical value, and at least the last
+    digit of its unit as the pages write it."""
+    typical = float(np.median(np.abs(values))) if len(values) else 0.0
+    return max(RELATIVE_RESOLUTION * typical, UNIT_RESOLUTION.get(unit, 0.0))
+
+
 def _round(x: float) -> float:
     return float(f"{x:.6g}")
 
@@ -151,7 +165,7 @@ def build(rows: list[dict[str, Any]], reports: Reports | None, base_url: str, pr
         series[m.key] = {"label": m.label, "unit": m.unit, "higher_is_worse": m.higher_is_worse,
                          "points": [{"run": r["id"], "commit": r["commit"], "created_at": r["created_at"],
                                      "value": v} for r, v in zip(kept, values, strict=True)]}
-        found = e_divisive(values) if len(values) >= 6 else []
+        found = e_divisive(values, resolution=resolution(values, m.unit)) if len(values) >= 6 else []
         edges = [0, *(c.index for c in found), len(kept)]
         for j, c in enumerate(found):
             size = c.after - c.before
