@@ -219,7 +219,8 @@ def _variant(tmp_path: Path, name: str, old: str, new: str) -> Path:
 
 # (name, replaced, replacement, reason counted in not_kept or None)
 VARIANTS = [
-    ("id_2_63", '"correlation": 1,', '"correlation": 9223372036854775808,', "id_out_of_range"),
+    ("id_2_63", '"correlation": 1,', '"correlation": 9223372036854775808,', None),  # uint64: kept, exact
+    ("id_2_64", '"correlation": 1,', '"correlation": 18446744073709551616,', "id_out_of_range"),
     ("pid_2_64", '"pid": 4242', '"pid": 18446744073709551616', "id_out_of_range"),
     ("step_huge", "ProfilerStep#1", "ProfilerStep#99999999999", None),
     ("step_digits", "ProfilerStep#1", "ProfilerStep#" + "9" * 5000, None),

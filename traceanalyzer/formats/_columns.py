@@ -108,9 +108,12 @@ def to_float(values: Sequence[Any]) -> np.ndarray:
     return pd.to_numeric(pd.Series(obj), errors="coerce").to_numpy(np.float64)
 
 
-def to_int_id(values: Sequence[Any], missing: int = -1) -> np.ndarray:
+def to_int_id(values: Sequence[Any], missing: int = -1, unsigned64: bool = False) -> np.ndarray:
     """Ids as int64: ints as is, strings by their trailing number ("stream 7" -> 7, "25738" ->
-    25738), anything else (None, "", "Spans") -> `missing`."""
+    25738), anything else (None, "", "Spans") -> `missing`. `unsigned64`: ids the writer declares
+    uint64 (Kineto's correlation, graph id): 2^63 to 2^64-1 kept exact as their int64 bit pattern
+    (`as_uint64` gives them back), so equal ids stay equal for joins; 2^64-1 (all ones, CUPTI's
+    invalid id) is -1, no id."""
     if not _has_bool(values):
         try:
             arr = np.array(values, dtype=np.int64)
@@ -122,7 +125,7 @@ def to_int_id(values: Sequence[Any], missing: int = -1) -> np.ndarray:
     obj[:] = [v if v is None or (isinstance(v, (int, float, str)) and v.__class__ is not bool) else None
               for v in values]  # lists, dicts, booleans: no id
     codes, uniques = pd.factorize(obj, use_na_sentinel=False)
-    parsed = np.fromiter((_parse_id(u, missing) for u in uniques), dtype=np.int64, count=len(uniques))
+    parsed = np.fromiter((_parse_id(u, missing, unsigned64) for u in uniques), dtype=np.int64, count=len(uniques))
     return parsed[codes] if len(obj) else np.zeros(0, dtype=np.int64)
 
 
@@ -132,7 +135,12 @@ ID_OUT_OF_RANGE = -(2**62)
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
-def _parse_id(value: Any, missing: int) -> int:
+def as_uint64(ids: np.ndarray) -> np.ndarray:
+    """Unsigned 64-bit ids read with `to_int_id(..., unsigned64=True)`, as the writer wrote them."""
+    return np.asarray(ids, dtype=np.int64).view(np.uint64)
+
+
+def _parse_id(value: Any, missing: int, unsigned64: bool = False) -> int:
     if isinstance(value, bool) or value is None:
         return missing
     if isinstance(value, float):
@@ -147,6 +155,8 @@ def _parse_id(value: Any, missing: int) -> int:
             return missing
         value = int(m.group(1)) if len(m.group(1)) < 30 else 2**64
     if isinstance(value, int):
+        if unsigned64 and _INT64_MAX < value < 2**64:
+            return value - 2**64  # the same 64 bits, read as int64
         return value if _INT64_MIN < value <= _INT64_MAX else ID_OUT_OF_RANGE
     return missing
 

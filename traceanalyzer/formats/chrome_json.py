@@ -45,6 +45,7 @@ class ChromeArgs(msgspec.Struct, gc=False):
     labels: Any = None  # M process_labels: "CPU", "GPU 0"
     device: Any = None
     stream: Any = None
+    original_stream: Any = None  # torch >= 2.15: the real stream of work moved onto a display lane
     correlation: Any = None
     external_id: Any = msgspec.field(default=None, name="External id")
     external_id_2021: Any = msgspec.field(default=None, name="external id")

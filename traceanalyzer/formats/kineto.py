@@ -115,6 +115,9 @@ class KinetoArgs(msgspec.Struct, gc=False):
 
     device: int | str = -1
     stream: int | str = -1
+    # torch >= 2.15 exports that move graphed work onto display lanes: the stream it really ran on
+    # (args.stream and the tid then name the lane; an unmoved event's lane is args.annotated_stream)
+    original_stream: int | str = -1
     correlation: int | str = -1
     bytes: int | str = -1
     collective: Any = msgspec.field(default=None, name="Collective name")
@@ -371,22 +374,23 @@ def _graph_launches(events: pd.DataFrame) -> pd.DataFrame:
     marked as replayed by a graph whose id is not recorded (UNKNOWN_GRAPH_ID), and so is the call."""
     graph = events["graph_id"].to_numpy()
     corr = events["correlation"].to_numpy()
+    has_corr = corr != -1  # ids are uint64 kept as int64 bits: any value but -1 is one
     launch = np.flatnonzero(name_flags(events, GRAPH_LAUNCH_CALL) & (events["kind"] == T.RUNTIME).to_numpy()
-                            & (corr >= 0))
+                            & has_corr)
     if len(launch):
-        work = T.category_mask(events["kind"], T.GPU_WORK_KINDS) & (graph < 0) & (corr >= 0)
+        work = T.category_mask(events["kind"], T.GPU_WORK_KINDS) & (graph == -1) & has_corr
         replayed = work & np.isin(corr, corr[launch])
         if replayed.any():
             graph = graph.copy()
             graph[replayed] = UNKNOWN_GRAPH_ID
             events["graph_id"] = graph
-    in_graph = graph >= 0
+    in_graph = graph != -1
     if not in_graph.any():
         return events
-    runtime = (events["kind"] == T.RUNTIME).to_numpy() & (corr >= 0) & ~in_graph
+    runtime = (events["kind"] == T.RUNTIME).to_numpy() & has_corr & ~in_graph
     if not runtime.any():
         return events
-    g_corr, g_graph = corr[in_graph & (corr >= 0)], graph[in_graph & (corr >= 0)]
+    g_corr, g_graph = corr[in_graph & has_corr], graph[in_graph & has_corr]
     if not len(g_corr):
         return events
     order = np.argsort(g_corr, kind="stable")
@@ -530,18 +534,19 @@ class _Collector:
         names = self.names.codes([e.name for e in xs])
         cats = self.cats.codes([e.cat for e in xs])
         nbytes = to_int_id([a.bytes if a is not None else None for a in args])
-        collective = np.fromiter((a is not None and a.collective is not None for a in args), dtype=bool,
-                                 count=len(args))
+        collective = np.fromiter((a is not None and (a.collective is not None or a.pg_desc is not None)
+                                  for a in args), dtype=bool, count=len(args))
         _message_bytes(nbytes, args, collective)
         group = _group_codes(self.groups, args)
         graph, seq = _graph_and_seq(args)
         self.facts.update(self.names.values, self.cats.values, self.copy_kinds.values)
-        correlation = to_int_id([a.correlation if a is not None else None for a in args])
+        correlation = to_int_id([a.correlation if a is not None else None for a in args], unsigned64=True)
         correlation[~_ARGS_READ[self.facts.kind[cats]]] = -1  # as the typed path: args not read there
         self._add_rows(ts, dur, names, cats,
                        pid=to_int_id([e.pid for e in xs]), tid=to_int_id([e.tid for e in xs]),
                        device=to_int_id([a.device if a is not None else None for a in args]),
-                       stream=to_int_id([a.stream if a is not None else None for a in args]),
+                       stream=_real_stream(to_int_id([a.stream if a is not None else None for a in args]),
+                                           to_int_id([a.original_stream if a is not None else None for a in args])),
                        nbytes=nbytes,
                        correlation=correlation,
                        copy_kind=self.copy_kinds.codes([a.kind if a is not None else None for a in args]),
@@ -568,7 +573,7 @@ class _Collector:
         names = self.names.codes(list(map(_NAME, xs)))
         self.facts.update(self.names.values, self.cats.values, self.copy_kinds.values)
         correlation = np.full(n, -1, dtype=np.int64)
-        correlation[read] = _ids(args, _A_CORRELATION)
+        correlation[read] = _ids(args, _A_CORRELATION, unsigned64=True)
         device = np.full(n, -1, dtype=np.int64)
         stream = np.full(n, -1, dtype=np.int64)
         nbytes = np.full(n, -1, dtype=np.int64)
@@ -581,10 +586,11 @@ class _Collector:
         if len(on_device):
             sub = list(map(args.__getitem__, np.searchsorted(read, on_device).tolist()))
             device[on_device] = _ids(sub, _A_DEVICE)
-            stream[on_device] = _ids(sub, _A_STREAM)
+            stream[on_device] = _real_stream(_ids(sub, _A_STREAM), _ids(sub, _A_ORIGINAL_STREAM))
             sub_bytes = _ids(sub, _A_BYTES)
             copy_kind[on_device] = self.copy_kinds.codes(list(map(_A_KIND, sub)))
-            sub_collective = np.array([c is not None for c in map(_A_COLLECTIVE, sub)], dtype=bool)
+            sub_collective = np.array([c is not None or d is not None  # a collective, or work marked with its group
+                                       for c, d in zip(map(_A_COLLECTIVE, sub), map(_A_PG_DESC, sub))], dtype=bool)
             _message_bytes(sub_bytes, sub, sub_collective)
             nbytes[on_device] = sub_bytes
             collective[on_device] = sub_collective
@@ -634,7 +640,7 @@ class _Collector:
                 ("pinned", pinned), ("comm", comm), ("correlation", correlation), ("bad_id", bad_id),
                 ("bad_device", on_device & ((dev > MAX_DEVICE_ID) | (dev < -1)) & ~bad_id),
                 ("group", np.where(comm, group, 0).astype(np.int32)),
-                ("graph", np.where(_WORK_KIND[kind] & (graph > 0), graph, -1).astype(np.int64)),
+                ("graph", np.where(_WORK_KIND[kind] & (graph != 0) & (graph != -1), graph, -1).astype(np.int64)),
                 ("comm_seq", np.where(comm & (seq >= 0), seq, -1).astype(np.int64))):
             p[key].append(value)
 
@@ -859,8 +865,14 @@ class _Collector:
 
 _PH, _TS, _DUR, _NAME, _CAT, _PID, _TID, _ARGS = (
     attrgetter(a) for a in ("ph", "ts", "dur", "name", "cat", "pid", "tid", "args"))
-_A_DEVICE, _A_STREAM, _A_BYTES, _A_CORRELATION, _A_KIND, _A_COLLECTIVE = (
-    attrgetter(a) for a in ("device", "stream", "bytes", "correlation", "kind", "collective"))
+_A_DEVICE, _A_STREAM, _A_BYTES, _A_CORRELATION, _A_KIND, _A_COLLECTIVE, _A_ORIGINAL_STREAM, _A_PG_DESC = (
+    attrgetter(a) for a in ("device", "stream", "bytes", "correlation", "kind", "collective", "original_stream",
+                            "pg_desc"))
+
+
+def _real_stream(stream: np.ndarray, original: np.ndarray) -> np.ndarray:
+    """The stream work ran on: `original_stream` where an export moved it onto a display lane, else `stream`."""
+    return np.where(original >= 0, original, stream)
 
 
 # Bytes per element of the dtypes NCCL kernels record ("dtype" arg, torch's scalar type names).
@@ -891,11 +903,11 @@ def _graph_and_seq(args: list[Any]) -> tuple[np.ndarray, np.ndarray]:
     graph = [_first(getattr(a, "graph_id", None), getattr(a, "graph_id_camel", None)) for a in args]
     seq = [_first(getattr(a, "seq", None), getattr(a, "seq_lower", None)) for a in args]
     out = []
-    for values in (graph, seq):
+    for values, unsigned in ((graph, True), (seq, False)):  # graph ids are uint64 (kept exact, `to_int_id`)
         if values.count(None) == len(values):
             out.append(np.full(len(values), -1, dtype=np.int64))
         else:
-            ids = to_int_id(values)
+            ids = to_int_id(values, unsigned64=unsigned)
             out.append(np.where(ids == ID_OUT_OF_RANGE, -1, ids))
     return out[0], out[1]
 
@@ -953,9 +965,9 @@ def _memory_device_type(value: Any) -> int:
     return T.MEMORY_DEVICE_TYPES.index(kind)
 
 
-def _ids(xs: list[Any], get: attrgetter[Any]) -> np.ndarray:
+def _ids(xs: list[Any], get: attrgetter[Any], unsigned64: bool = False) -> np.ndarray:
     """Ids as int64: ints straight through; a chunk with string ids ("Spans", "616") goes the
-    way of the loose path (`to_int_id`), which also parses them."""
+    way of the loose path (`to_int_id`), which also parses them (and ids beyond int64, `unsigned64`)."""
     try:
         return np.fromiter(map(get, xs), np.int64, count=len(xs))
     except (TypeError, ValueError, OverflowError):
@@ -965,15 +977,15 @@ def _ids(xs: list[Any], get: attrgetter[Any]) -> np.ndarray:
     # only those parsed, the ints taken as they are.
     odd = np.flatnonzero(~np.fromiter(map(isinstance, values, repeat(int)), bool, count=len(values))).tolist()
     if len(odd) * 8 > len(values):
-        return to_int_id(values)
+        return to_int_id(values, unsigned64=unsigned64)
     ints = values.copy()
     for i in odd:
         ints[i] = 0
     try:
         out = np.fromiter(ints, np.int64, count=len(ints))
     except OverflowError:  # an int beyond int64: the loose path marks it
-        return to_int_id(values)
-    out[odd] = to_int_id([values[i] for i in odd])
+        return to_int_id(values, unsigned64=unsigned64)
+    out[odd] = to_int_id([values[i] for i in odd], unsigned64=unsigned64)
     return out
 
 

@@ -185,7 +185,7 @@ def read(path: Path, data: bytes, options: ReadOptions) -> Timeline:
     for table in tables:
         used: set[str] = set()
         for name in table.seg.names:
-            if name in TEXT_FIELDS or name in (table.time, table.gpu):
+            if name in TEXT_FIELDS or name in GPU_IDS or name == table.time:  # ids and times: no counters
                 continue
             values = table.col[name]
             if name == "pstate":
