@@ -1,6 +1,6 @@
 """Ground truth of a real trace, read from its raw events with nothing of the analyzer.
 
-    python benchmarks/verdicts/truth.py FILE [FILE ...]            # one JSON object per trace on stdout
+    python benchmarks/verdicts/truth.py FILE [FILE ...]            # one JSON object (the ranks of one job)
     python benchmarks/verdicts/truth.py --table [--out DIR]        # every present row of TABLE.tsv
 
 Several files given together are the ranks of one job (collectives are matched across them). This
@@ -443,7 +443,7 @@ def main(argv: list[str] | None = None) -> int:
             if all(f.is_file() for f in files):
                 jobs.append((row["id"], files))
     else:
-        jobs = [(p.name, [p]) for p in args.files] if len(args.files) != 1 else [(args.files[0].name, args.files)]
+        jobs = [(args.files[0].name, args.files)] if args.files else []
     for ident, files in jobs:
         t = truth(files)
         t["id"] = ident
