@@ -354,6 +354,9 @@ def log_truth(path: Path) -> dict:
 
 
 def truth(paths: list[Path]) -> dict:
+    if any(p.is_dir() or p.suffix == ".pb" for p in paths):  # XSpace protobuf: not readable with orjson
+        return {"ranks": [{"file": p.name, "note": "XSpace profile: the truth is the source's own measurement"}
+                          for p in paths]}
     if all(p.suffix in (".log", ".csv", ".txt") for p in paths):
         return {"ranks": [log_truth(p) for p in paths]}
     ranks = [trace_truth(p) for p in paths]
@@ -377,6 +380,9 @@ def brief(t: dict) -> str:
     """One line per rank: the figures a truth sentence is written from."""
     lines = []
     for r in t["ranks"]:
+        if r.get("note"):
+            lines.append(f"{r['file']}: {r['note']}")
+            continue
         if r.get("log"):
             lines.append(r["file"] + ": " + "; ".join(
                 f"GPU {g}: {v['samples']} samples, mean util {v['mean_util']}%, {v['zero_share']:.0%} at 0%"
