@@ -52,7 +52,7 @@ def score() -> tuple[list[tuple[dict[str, str], str | None, bool | None]], str]:
     results = []
     for row in rows():
         files = row_files(row)
-        if not all(f.is_file() for f in files):
+        if not all(f.exists() for f in files):
             results.append((row, None, None))
             continue
         got = verdict_of(files)

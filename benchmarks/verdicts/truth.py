@@ -1,6 +1,6 @@
 """Ground truth of a real trace, read from its raw events with nothing of the analyzer.
 
-    python benchmarks/verdicts/truth.py FILE [FILE ...]            # one JSON object per trace on stdout
+    python benchmarks/verdicts/truth.py FILE [FILE ...]            # one JSON object (the ranks of one job)
     python benchmarks/verdicts/truth.py --table [--out DIR]        # every present row of TABLE.tsv
 
 Several files given together are the ranks of one job (collectives are matched across them). This
@@ -12,10 +12,11 @@ repeating it. Definitions (all times in microseconds, as in the trace):
   are steps, else the GPU window;
 - busy: the union of kernels, memcpy and memset per device inside the analysis span; share = busy / span;
 - gaps: idle stretches of a device's union inside the span. The GPU work that ends a gap is matched to
-  its launch call by `correlation`. The gap is *device-side* when that call began before the gap began
-  (the work was already queued: the GPU waited on something else), *host-caused* when it began after.
-  For host-caused gaps (the 20,000 longest), the launching thread's enclosing events at the gap's start
-  say what held the host: DataLoader (`enumerate(DataLoader)`), sync (`*Synchronize`, `.item()`,
+  its launch call by `correlation`. The part of the gap before that call returned is *host-caused* (the
+  host had not yet queued the work); the rest is *device-side* (the work was queued and the GPU waited
+  on something else: another stream's event, a peer, a graph's own dependencies). A gap whose work was
+  launched before it began is all device-side. For the host-caused parts (of the 20,000 longest gaps),
+  the launching thread's enclosing events at the middle of that part say what held the host: DataLoader (`enumerate(DataLoader)`), sync (`*Synchronize`, `.item()`,
   blocking `cudaMemcpy`), allocator (`cudaMalloc`/`cudaFree`), communication, optimizer, launch (inside
   a kernel-launch call), other host work (the innermost op named), or untraced (no event covers it);
 - DataLoader time per step, memcpy by kind (the GPU event names carry direction and pageable/pinned),
@@ -161,9 +162,11 @@ def trace_truth(path: Path) -> dict:
 
     # launch calls by correlation
     launch_ts = {}
+    launch_end = {}
     launch_where = {}
     for i in np.flatnonzero(rt & (corr >= 0)):
         launch_ts[corr[i]] = ts[i]
+        launch_end[corr[i]] = end[i]
         launch_where[corr[i]] = (pid[i], tid[i])
 
     # host stacks per thread (for what held the launching thread), in duration classes so that the events
@@ -228,24 +231,27 @@ def trace_truth(path: Path) -> dict:
             c = corr[j]
             lt = launch_ts.get(c)
             if lt is None:
+                split["no_launch_record"] += gap_len[g]
+                host_part = 0.0
                 kind = "no_launch_record"
-            elif lt < gs[g]:
-                kind = "device_side"
             else:
-                kind = "host_caused"
-            split[kind] += gap_len[g]
+                # the host delayed the GPU until the launch call returned; after that the work was queued
+                host_part = float(np.clip(min(launch_end[c], ge[g]) - gs[g], 0, gap_len[g]))
+                split["host_caused"] += host_part
+                split["device_side"] += gap_len[g] - host_part
+                kind = "host_caused" if host_part >= gap_len[g] / 2 else "device_side"
             if rank_of[g] < TOP_GAPS:
                 why = None
-                if kind == "host_caused":
-                    why = classify(stack_at(launch_where[c], gs[g]))
-                    held[why] = held.get(why, 0.0) + gap_len[g]
-                if rank_of[g] < 5:
+                if host_part > 0:
+                    why = classify(stack_at(launch_where[c], gs[g] + host_part / 2))
+                    held[why] = held.get(why, 0.0) + host_part
+                if rank_of[g] < 8:
                     rows.append({"start_us": round(gs[g] - lo, 1), "len_us": round(float(gap_len[g]), 1),
-                                 "ended_by": str(name[j])[:60], "kind": kind,
+                                 "ended_by": str(name[j])[:60], "kind": kind, "host_part_us": round(host_part, 1),
                                  "launched_before_gap_us": None if lt is None else round(gs[g] - lt, 1),
                                  "host_was_in": why})
-            elif kind == "host_caused":
-                held["(smaller gaps)"] = held.get("(smaller gaps)", 0.0) + gap_len[g]
+            elif host_part > 0:
+                held["(smaller gaps)"] = held.get("(smaller gaps)", 0.0) + host_part
         dev["idle_split_us"] = {k: round(v, 1) for k, v in split.items()}
         dev["host_caused_by_us"] = dict(sorted(((k, round(v, 1)) for k, v in held.items()), key=lambda kv: -kv[1]))
         dev["largest_gaps"] = sorted(rows, key=lambda r: -r["len_us"])
@@ -333,7 +339,7 @@ def log_truth(path: Path) -> dict:
                 continue
             g = r[gi].strip() if gi is not None else "0"
             util.setdefault(g, []).append(_num(r[ui].split()[0] if r[ui].split() else ""))
-            if mu is not None and mt is not None:
+            if mu is not None and mt is not None and r[mu].split() and r[mt].split():
                 mem.setdefault(g, []).append(_num(r[mu].split()[0]) / max(_num(r[mt].split()[0], 1), 1))
     gpus = {}
     for g, u in util.items():
@@ -348,6 +354,9 @@ def log_truth(path: Path) -> dict:
 
 
 def truth(paths: list[Path]) -> dict:
+    if any(p.is_dir() or p.suffix == ".pb" for p in paths):  # XSpace protobuf: not readable with orjson
+        return {"ranks": [{"file": p.name, "note": "XSpace profile: the truth is the source's own measurement"}
+                          for p in paths]}
     if all(p.suffix in (".log", ".csv", ".txt") for p in paths):
         return {"ranks": [log_truth(p) for p in paths]}
     ranks = [trace_truth(p) for p in paths]
@@ -371,6 +380,9 @@ def brief(t: dict) -> str:
     """One line per rank: the figures a truth sentence is written from."""
     lines = []
     for r in t["ranks"]:
+        if r.get("note"):
+            lines.append(f"{r['file']}: {r['note']}")
+            continue
         if r.get("log"):
             lines.append(r["file"] + ": " + "; ".join(
                 f"GPU {g}: {v['samples']} samples, mean util {v['mean_util']}%, {v['zero_share']:.0%} at 0%"
@@ -437,7 +449,7 @@ def main(argv: list[str] | None = None) -> int:
             if all(f.is_file() for f in files):
                 jobs.append((row["id"], files))
     else:
-        jobs = [(p.name, [p]) for p in args.files] if len(args.files) != 1 else [(args.files[0].name, args.files)]
+        jobs = [(args.files[0].name, args.files)] if args.files else []
     for ident, files in jobs:
         t = truth(files)
         t["id"] = ident
