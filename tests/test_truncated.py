@@ -11,6 +11,7 @@ import gzip
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import traceanalyzer as ta
@@ -81,8 +82,14 @@ def test_cut_inside_gpu_events_is_noted_and_keeps_what_survived(tmp_path):
     (r,) = a.ranks
     assert [d.device for d in r.devices] == ["cuda:0"]
     assert r.capture is not None and r.capture.gpu_events_lost is False
-    assert r.capture.note.startswith("GPU events partly lost to truncation: the last GPU activity that survived ends ")
+    assert r.capture.note.startswith("GPU events partly lost to truncation: the CUDA record is complete for the "
+                                     "first ")
     assert any(f.id == "capture_incomplete" for f in a.diagnosis.findings)
+    # the figures are the window's that survived: the steps whose kernels all survived, nothing after the cut
+    survived = [s for s in r.per_step if s.gpu_busy_us == 10 * 600]
+    assert r.steps == len(r.per_step) == len(survived) >= 1
+    assert all(d.gpu_idle_fraction < 0.4 for d in r.devices)
+    assert "The file was cut: these figures cover the " in a.diagnosis.headline
 
 
 def test_whole_trace_has_no_capture_note(tmp_path):
@@ -183,3 +190,43 @@ def test_log_picked_up_beside_the_trace_is_named_in_the_summary_line(tmp_path):
     assert "run.gpu.csv" in " ".join(a.to_text().splitlines()[:2])
     named = ta.analyze([trace, tmp_path / "run.gpu.csv"], ta.Options(cache=False))
     assert "picked up" not in named.to_text()  # named on the command line: nothing implicit to say
+
+
+def _idle_truth(doc: dict, device: int, lo_ns: int, hi_ns: int) -> float:
+    """The idle share of [lo_ns, hi_ns) on one device from a whole trace's GPU events (plain numpy: the union
+    of kernels, copies and memsets clipped to the window)."""
+    work = [e for e in doc["traceEvents"] if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
+            and (e.get("args") or {}).get("device") == device]
+    start = np.clip(np.array([e["ts"] for e in work], dtype=np.float64) * 1000, lo_ns, hi_ns)
+    end = np.clip(start + np.array([e["dur"] for e in work], dtype=np.float64) * 1000, lo_ns, hi_ns)
+    order = np.argsort(start)
+    start, reach = start[order], np.maximum.accumulate(end[order])
+    first = np.r_[True, start[1:] > reach[:-1]]  # a new run of overlapping work starts here
+    last = np.r_[np.flatnonzero(first)[1:] - 1, len(start) - 1]
+    busy = float((reach[last] - start[first]).sum())
+    return 1 - busy / (hi_ns - lo_ns)
+
+
+def test_gzip_cut_at_60_percent_reports_the_window_that_survived(tmp_path):
+    """A real trace whose gzip is cut at 60%: Kineto wrote its CUDA record buffer by buffer, so the cut loses
+    most of the capture's middle and end. The figures are those of the window before the cut: the device's
+    idle share there matches the whole trace's over the same window, and the verdict says how much was lost."""
+    full = corpus_path() / "hta_nccl/nccl_data.json.gz"
+    packed = full.read_bytes()
+    cut = tmp_path / "cut.json.gz"
+    cut.write_bytes(packed[: int(len(packed) * 0.6)])
+    doc = json.loads(gzip.decompress(packed))
+    a = ta.analyze(cut, ta.Options(cache=False, find_logs_beside=False))
+    (r,) = a.ranks
+    (d,) = r.devices
+    c = r.capture
+    assert c is not None and c.note.startswith("GPU events partly lost to truncation: the CUDA record is complete for "
+                                               "the first ")
+    lo, hi = d.window_start_ns, d.window_start_ns + round(d.window_us * 1000)
+    whole = ta.analyze(full, ta.Options(cache=False, find_logs_beside=False)).ranks[0]
+    assert d.window_us < 0.5 * whole.window_us  # most of the capture was lost: out of the figures
+    truth = _idle_truth(doc, 0, lo, hi)
+    assert d.gpu_idle_fraction == pytest.approx(truth, abs=0.1)
+    # nothing after the cut: no gap longer than the window, no step beyond it
+    assert d.gaps.largest_us <= d.window_us and all(s.start_us * 1000 < d.window_us * 1000 for s in r.per_step)
+    assert "The file was cut: these figures cover the " in a.diagnosis.headline

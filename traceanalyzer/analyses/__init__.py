@@ -16,7 +16,7 @@ from .. import intervals as iv
 from ..timeline import Timeline
 from . import figures as F
 from . import gaps as G
-from .capture import CaptureFigures, capture_figures
+from .capture import CaptureFigures, capture_figures, survived_steps, survived_window
 from .frames import FrameFigures, frame_figures
 from .graphs import DeviceGraphs, device_graphs
 from .host import launching_threads
@@ -83,13 +83,17 @@ def figures_of(tl: Timeline, min_gap_ns: int = F.DEFAULT_MIN_GAP_NS,
 
 def rank_figures(tl: Timeline, rank: int, min_gap_ns: int = F.DEFAULT_MIN_GAP_NS,
                  window: F.Window | None = None, causes: bool = True) -> RankAnalysis:
-    markers = F.steps(tl, rank)
+    capture = capture_figures(tl, rank)
+    cut = capture.cut_ns  # a truncated file: what follows the cut is out of every figure
+    markers = survived_steps(F.steps(tl, rank), cut)
     st, source = find_steps(tl, rank, markers)  # the markers; without them, iterations of repeating work
-    rank_window = window or F.rank_window(tl, rank, markers)  # detected iterations leave the window as it was
+    st = survived_steps(st, cut)
+    # detected iterations leave the window as it was
+    rank_window = window or survived_window(F.rank_window(tl, rank, markers), cut)
     names = {d.index: d.name for d in tl.devices if d.rank == rank}
     devices = []
     for device in tl.device_indices(rank):
-        w = window or F.device_window(tl, rank, device, markers)
+        w = window or survived_window(F.device_window(tl, rank, device, markers), cut)
         busy = F.device_busy(tl, rank, device, w)
         idle = F.idle_intervals(tl, rank, device, w, min_gap_ns=0)
         devices.append(DeviceAnalysis(
@@ -112,7 +116,7 @@ def rank_figures(tl: Timeline, rank: int, min_gap_ns: int = F.DEFAULT_MIN_GAP_NS
                         rank_memory(tl, rank, [d.device for d in devices], st), info.framework, st,
                         F.kernel_totals(tl, rank), F.pageable_htod_copies(tl, rank), F.range_profiler_capture(tl, rank),
                         attributed, tl.sources[info.source].path, info.clock, info.host, source,
-                        info.gpus_listed, capture_figures(tl, rank), ops, frames)
+                        info.gpus_listed, capture, ops, frames)
 
 
 def _operator_view(tl: Timeline, rank: int, basis: iv.IntervalSet, n_steps: int, devices: list[DeviceAnalysis],

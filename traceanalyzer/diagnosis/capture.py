@@ -15,6 +15,7 @@ from dataclasses import replace
 from ..analyses import RankAnalysis
 from ..analyses.capture import capture_note
 from .rules import Finding, RankDiagnosis
+from .wording import duration
 
 CAPTURE_INCOMPLETE = "capture_incomplete"
 
@@ -51,6 +52,13 @@ def add_capture_findings(rd: RankDiagnosis, ra: RankAnalysis) -> RankDiagnosis:
                           (note,), ADVICE_LOST,
                           figures={"gpus_listed": float(c.gpus_listed), "gpu_launches": float(c.launches)})
         return replace(rd, findings=(finding, *findings))
+    figures = {"gpus_listed": float(c.gpus_listed)}
+    headline = rd.headline
+    if c.cut_ns is not None and c.host_start_ns is not None:  # the verdict speaks of the window that survived
+        kept, lost = max(c.cut_ns - c.host_start_ns, 0), c.lost_after_cut_ns
+        figures.update(survived_us=round(kept / 1000, 3), lost_after_cut_us=round(lost / 1000, 3))
+        headline = (f"{headline} The file was cut: these figures cover the {duration(kept)} of the capture before "
+                    f"the cut; the {duration(lost)} after it are out of them.")
     finding = Finding(CAPTURE_INCOMPLETE, None, "The capture was cut off: its last GPU activity is missing",
-                      "low", 0, 0.0, (note,), ADVICE_CUT, figures={"gpus_listed": float(c.gpus_listed)})
-    return replace(rd, findings=(*findings, finding))
+                      "low", 0, 0.0, (note,), ADVICE_CUT, figures=figures)
+    return replace(rd, findings=(*findings, finding), headline=headline)

@@ -330,9 +330,15 @@ FIGURES: dict[str, str] = {
         "header's `deviceProperties` (all visible GPUs, used or not). `gpu_events_lost`: the rank has no "
         "kernel, memcpy, memset or GPU-side range although its file was cut off (Kineto writes GPU activity "
         "last) or its host recorded CUDA/HIP runtime calls with a correlation id (launches whose GPU side is "
-        "missing). Filled only when something is known missing. A capture "
-        "cut after some GPU activity is noted with how long before the host's last event the last GPU "
-        "activity that survived ends."
+        "missing). Filled only when something is known missing. A capture cut after some GPU activity: "
+        "Kineto writes the CUDA record (runtime calls and GPU work) buffer by buffer, not in time order, so "
+        "the cut leaves holes in it. The record is complete only up to the start of its first hole at least "
+        "5% of the host's capture long in which the host (whose events all survive) starts an operator, the "
+        "stretch after its last event counting as one; everything from there is out of every figure and of "
+        "the verdict: steps ending after it are dropped (without any, the first step is cut there), every "
+        "window ends there, and the note and the headline say how much of the capture was kept and lost. "
+        "A cut with no such hole is noted with how long before the host's last event the last GPU activity "
+        "that survived ends."
     ),
 }
 
