@@ -40,7 +40,7 @@ import numpy as np
 from ._version import __version__
 from .analyses.throughput import job_step_durations, step_time_stats
 from .causes import CAUSES, cause_label
-from .ranktest import EXACT_MAX, _u_distribution, rank_test
+from .ranktest import EXACT_MAX, rank_test, u_distribution
 from .result.types import AnalysisData, to_data
 from .units import format_us
 
@@ -368,7 +368,7 @@ def rank_interval(base: np.ndarray, head: np.ndarray, confidence: float = CONFID
     n, m = len(head), len(base)
     alpha = (1 - confidence) / 2
     if n <= EXACT_MAX and m <= EXACT_MAX:
-        cdf = np.cumsum(_u_distribution(n, m))
+        cdf = np.cumsum(u_distribution(n, m))
         k = int(np.count_nonzero(cdf <= alpha + 1e-12))  # P(U <= k-1) <= alpha
     else:
         z = NORMAL_QUANTILE[confidence] if confidence in NORMAL_QUANTILE else 1.959964
