@@ -191,3 +191,12 @@ def test_a_change_below_the_figures_resolution_is_never_a_change_point():
     assert e_divisive(x, resolution=2.0) == []
     assert hist.resolution([40e9] * 5, "bytes") == pytest.approx(40e6)
     assert hist.resolution([0.1] * 5, "fraction") == 0.0005
+
+
+def test_the_markdown_stays_under_its_limit_with_every_tag_closed(fix):
+    c = compare(fix["4a"], fix["0a"])
+    full = render_diff_markdown(c)
+    for limit in (len(full) - 1, 2500, 1200):
+        md = render_diff_markdown(c, max_chars=limit)
+        assert len(md) <= limit and md.count("<details>") == md.count("</details>"), limit
+        assert md.startswith("<!-- traceanalyzer-diff -->\n## ") and c.title in md

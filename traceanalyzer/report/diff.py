@@ -85,7 +85,14 @@ def render_diff_markdown(c: Comparison, max_chars: int = MAX_CHARS) -> str:
         if len(text) <= max_chars or all(v <= 1 for v in rows.values()):
             break
         rows = {k: max(v // 2, 1) for k, v in rows.items()}
-    return text[:max_chars]
+    if len(text) <= max_chars:
+        return text
+    # still too long (very long names): cut at a line end, close what the cut left open, say so
+    note = "\n\n<sub>(cut: over GitHub's comment limit)</sub>\n"
+    cut = text[:max(text.rfind("\n", 0, max_chars - len(note) - 20), 0)]
+    if cut.count("<details>") > cut.count("</details>"):
+        cut += "\n\n</details>"
+    return cut + note
 
 
 def _markdown(c: Comparison, rows: dict[str, int]) -> str:
