@@ -122,7 +122,9 @@ def test_five_base_runs_are_counted_as_five_in_every_word(same, fix):
     detail = " ".join(c.detail)
     assert "5 base runs and 1 head run" in detail and "one run on a side" not in detail
     md = render_diff_markdown(c)
-    assert "one run on a side" not in md and "| runs | 5 | 1 | run-to-run ±" in md and "from 5 runs" in md
+    assert "one run on a side" not in md and "one run a side" not in md
+    assert "| runs | 5 | 1 | run-to-run ±" in md and "from 5 runs" in md
+    assert "rank test over the pooled steps of 5 base runs and 1 head run" in md
 
 
 def test_a_likely_slower_change_fails_only_when_asked(tmp_path):

@@ -11,7 +11,7 @@ import orjson
 
 from .. import inert
 from ..causes import VERDICT_BY_ID
-from ..compare import Comparison, Part, Side, StepTime
+from ..compare import Comparison, Part, Side, StepTime, runs_text
 from ..units import format_bytes
 from ._format import WIDTH, clean, fmt_pct, fmt_pct_change, fmt_us, md, wrap
 from .base import Renderer, encoded, registry
@@ -43,7 +43,8 @@ def interval_text(st: StepTime) -> str:
     """The step-time interval, labelled with how it was taken."""
     if st.ci_low is None or st.ci_high is None:
         return ""
-    how = "across runs" if st.interval == "runs" else "rank test, steps of one run a side"
+    how = ("across runs" if st.interval == "runs" else "rank test, steps of one run a side"
+           if st.base_runs == 1 and st.head_runs == 1 else f"rank test over the pooled steps of {runs_text(st)}")
     return f"(95% interval {fmt_pct_change(st.ci_low)} to {fmt_pct_change(st.ci_high)}, {how})"
 
 

@@ -360,7 +360,11 @@ COMPARISON_FIGURES: dict[str, str] = {
         "tolerance of the base median step and the step-time shift is beyond the tolerance in the "
         "same direction (the interval may then span zero); unchanged when the whole interval lies "
         "within the tolerance; inconclusive otherwise, and always with fewer than 3 steps a side. "
-        "The gate `step_time:+N%` fails only on regressed with a shift above N%."
+        "With one capture on a side, regressed (improved) also needs the shift beyond run-to-run "
+        "variation: t(0.975, df) x s x sqrt(1/kb + 1/kh) from the relative spread s of the runs' "
+        "medians when they give df >= 2 (e.g. 3 base runs), else the `--run-noise` allowance (25%); "
+        "within it the change is likely_slower (likely_faster). The gate `step_time:+N%` fails only "
+        "on regressed with a shift above N% (also on likely_slower with --fail-on-unconfirmed)."
     ),
     "bmf": (
         "`report --format bmf` writes Bencher Metric Format JSON: one benchmark `traceanalyzer` with "
