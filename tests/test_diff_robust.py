@@ -108,7 +108,7 @@ def test_every_format_names_the_statistic_and_the_decisive_part(dataloader_regre
     md = render_diff_markdown(c)
     assert "| step time shift (Hodges–Lehmann) | | | +42." in md
     assert re.search(r"\| median step \| 7\.1 ms \| 10\.1 ms \| \+42\.\d% \|", md)
-    assert "| runs | 1 | 1 | run-to-run not measured: ±25% allowed |" in md
+    assert "| runs | 1 | 1 | run-to-run not measured: ±25.0% allowed |" in md
     row = next(line for line in md.splitlines() if line.startswith("| GPU idle: DataLoader wait |"))
     assert row.endswith("| **decisive** (no overlap) |")
     text = render_diff_text(c)

@@ -814,7 +814,7 @@ def _title(c: Comparison) -> str:
     if v in (REGRESSED, IMPROVED):
         return f"{VERDICT_WORDS[v].capitalize()}: HEAD is {size} {'slower' if v == REGRESSED else 'faster'} per step"
     if v in (LIKELY_SLOWER, LIKELY_FASTER):
-        allowance = f"±{c.run_noise.allowance * 100:.0f}%" if c.run_noise else ""
+        allowance = f"±{c.run_noise.allowance * 100:.1f}%" if c.run_noise else ""
         return (f"{VERDICT_WORDS[v].capitalize()}: HEAD {size} {'slower' if v == LIKELY_SLOWER else 'faster'} per "
                 f"step, within run-to-run variation ({allowance}"
                 + (", one capture a side)" if st.base_runs == 1 and st.head_runs == 1 else ")"))

@@ -161,7 +161,7 @@ def _runs_note(c: Comparison) -> str:
         return ""
     if noise.basis == "history":
         return f"run-to-run ±{noise.allowance * 100:.1f}% from {noise.runs} runs"
-    return f"run-to-run not measured: ±{noise.allowance * 100:.0f}% allowed"
+    return f"run-to-run not measured: ±{noise.allowance * 100:.1f}% allowed"
 
 
 def _samples_rows(c: Comparison) -> list[str]:
