@@ -79,7 +79,7 @@ def test_a_regressed_pull_request_fails_its_gate_after_the_comment(workdir: Path
     assert code == 1, log
     assert out["change"] == "regressed" and out["gate"] == "failed" and out["verdict"] == "input_bound"
     assert out["comment"] == "perf/pr.md" and comment == (workdir / "perf" / "pr.md").read_text(encoding="utf-8")
-    assert comment.startswith("<!-- traceanalyzer-diff -->\n## 🔴 traceanalyzer diff: **regressed**")
+    assert comment.startswith("<!-- traceanalyzer-diff -->\n## 🔴 traceanalyzer diff · Regressed: HEAD is ")
     median = re.search(r"\| median step \| (\d+) us \| ([\d.]+) ms \| \+([\d.]+)% \|", comment)
     assert median and 800 <= int(median[1]) <= 860 and 2.6 <= float(median[2]) <= 2.8 and float(median[3]) > 200
     gate = re.search(r"❌ `step_time:\+5%`: step time \+([\d.]+)% \(95% CI \+([\d.]+)% to", comment)

@@ -17,7 +17,8 @@ from verdict_builder import arrays, job
 
 import traceanalyzer as ta
 from traceanalyzer.commands import main
-from traceanalyzer.compare import _u_distribution, compare, hl_shift, judge, rank_interval, rank_test
+from traceanalyzer.compare import compare, hl_shift, judge, rank_interval, rank_test
+from traceanalyzer.ranktest import u_distribution
 from traceanalyzer.report.diff import render_diff_html, render_diff_markdown, render_diff_text
 
 OPTS = ta.Options(cache=False, jobs=1)
@@ -31,8 +32,8 @@ def run(*args: str) -> tuple[int, str]:
 # --- the statistics, on numbers worked by hand ------------------------------------------------------
 def test_the_rank_test_null_distribution_and_its_interval():
     # 3 vs 3 values: C(6,3) = 20 orderings; U counts 0..9 occur 1,1,2,3,3,3,3,2,1,1 times
-    assert np.allclose(_u_distribution(3, 3) * 20, [1, 1, 2, 3, 3, 3, 3, 2, 1, 1])
-    assert _u_distribution(8, 8).sum() == pytest.approx(1.0)
+    assert np.allclose(u_distribution(3, 3) * 20, [1, 1, 2, 3, 3, 3, 3, 2, 1, 1])
+    assert u_distribution(8, 8).sum() == pytest.approx(1.0)
     # complete separation of 5 vs 5: two of the C(10,5) = 252 orderings are as extreme
     assert rank_test(np.arange(5.0), np.arange(5.0) + 100) == pytest.approx(2 / 252)
     assert rank_test(np.arange(5.0), np.arange(5.0)) == pytest.approx(1.0)
@@ -107,7 +108,7 @@ def test_every_format_names_the_statistic_and_the_decisive_part(dataloader_regre
     md = render_diff_markdown(c)
     assert "| step time shift (Hodges–Lehmann) | | | +42." in md
     assert re.search(r"\| median step \| 7\.1 ms \| 10\.1 ms \| \+42\.\d% \|", md)
-    assert "| runs | 1 | 1 | run-to-run not measured: ±25% allowed |" in md
+    assert "| runs | 1 | 1 | run-to-run not measured: ±25.0% allowed |" in md
     row = next(line for line in md.splitlines() if line.startswith("| GPU idle: DataLoader wait |"))
     assert row.endswith("| **decisive** (no overlap) |")
     text = render_diff_text(c)

@@ -122,7 +122,9 @@ def test_five_base_runs_are_counted_as_five_in_every_word(same, fix):
     detail = " ".join(c.detail)
     assert "5 base runs and 1 head run" in detail and "one run on a side" not in detail
     md = render_diff_markdown(c)
-    assert "one run on a side" not in md and "| runs | 5 | 1 | run-to-run ±" in md and "from 5 runs" in md
+    assert "one run on a side" not in md and "one run a side" not in md
+    assert "| runs | 5 | 1 | run-to-run ±" in md and "from 5 runs" in md
+    assert "rank test over the pooled steps of 5 base runs and 1 head run" in md
 
 
 def test_a_likely_slower_change_fails_only_when_asked(tmp_path):
@@ -191,3 +193,39 @@ def test_a_change_below_the_figures_resolution_is_never_a_change_point():
     assert e_divisive(x, resolution=2.0) == []
     assert hist.resolution([40e9] * 5, "bytes") == pytest.approx(40e6)
     assert hist.resolution([0.1] * 5, "fraction") == 0.0005
+
+
+def test_the_markdown_stays_under_its_limit_with_every_tag_closed(fix):
+    c = compare(fix["4a"], fix["0a"])
+    full = render_diff_markdown(c)
+    for limit in (len(full) - 1, 2500, 1200):
+        md = render_diff_markdown(c, max_chars=limit)
+        assert len(md) <= limit and md.count("<details>") == md.count("</details>"), limit
+        assert md.startswith("<!-- traceanalyzer-diff -->\n## ") and c.title in md
+
+
+# --- the service's compare page: the base branch's runs are the history -----------------------------------------
+@pytest.mark.slow  # a real server analysing real uploads
+def test_the_compare_page_takes_run_to_run_variation_from_the_base_branchs_runs(tmp_path):
+    from serve_helpers import Server
+
+    server = Server(tmp_path / "data", None, "--jobs", "2").start()
+    try:
+        token = server.token("noise")
+        ids = []
+        for i, name in enumerate(("same_00", "same_01", "same_02", "same_03")):
+            r = server.upload(token, REPEATS / f"{name}.json.gz", project="noise", branch="main", commit=f"{i:040x}")
+            assert r.status_code == 201, r.text
+            ids.append(r.json()["id"])
+        r = server.upload(token, REPEATS / "fix_workers0_a.json.gz", project="noise", branch="pr", commit="f" * 40)
+        ids.append(r.json()["id"])
+        for run_id in ids:
+            assert server.wait(run_id)["status"] == "done"
+        doc = server.get("/api/v1/compare", params={"base": ids[3], "head": ids[4]}).json()
+        # the base run and the three runs of main before it: 4 runs, 3 degrees of freedom
+        assert doc["run_noise"]["basis"] == "history" and doc["run_noise"]["runs"] == 4, doc["run_noise"]
+        assert any("Run-to-run variation from 4 runs of one setting" in d for d in doc["detail"])
+        first = server.get("/api/v1/compare", params={"base": ids[0], "head": ids[4]}).json()
+        assert first["run_noise"]["basis"] == "default"  # the first run of main has no history before it
+    finally:
+        server.stop()

@@ -63,10 +63,13 @@ def test_an_unchanged_run_passes_and_its_comment_links_work(server, base_runs, t
     assert res.returncode == 0, res.stderr
     run_url = res.stdout.strip()
     assert re.fullmatch(rf"{re.escape(server.url)}/runs/[0-9a-f]{{12}}", run_url)
-    assert "uploading 100%" in res.stderr and ("Step time unchanged" in res.stderr or "Inconclusive" in res.stderr)
+    assert "uploading 100%" in res.stderr and ("Unchanged: step time" in res.stderr or "Inconclusive" in res.stderr)
     text = comment.read_text()
     assert text.startswith("<!-- traceanalyzer-diff -->") and "Compared with the last 3 run(s) of `main`" in text
-    assert re.search(r"diff: \*\*(unchanged|inconclusive)\*\*", text) and "✅ `step_time:+5%`" in text
+    assert re.search(r"traceanalyzer diff · (Unchanged|Inconclusive)", text) and "✅ `step_time:+5%`" in text
+    # run-to-run variation from the base branch's three runs, and the run counts stated as they are
+    assert "Run-to-run variation from 3 runs of one setting" in text and "3 base runs and 1 head run" in text
+    assert "one run on a side" not in text
     found = links(text)
     assert run_url in found
     assert any("/compare?base=" in u for u in found) and any("/history?branch=main" in u for u in found)

@@ -39,7 +39,7 @@ import numpy as np
 
 from ._version import __version__
 from .causes import CAUSES, cause_label
-from .ranktest import EXACT_MAX, _u_distribution, rank_test
+from .ranktest import EXACT_MAX, rank_test, u_distribution
 from .result import metrics as M
 from .result.metrics import step_time_stats
 from .result.types import AnalysisData, to_data
@@ -377,7 +377,7 @@ def rank_interval(base: np.ndarray, head: np.ndarray, confidence: float = CONFID
     n, m = len(head), len(base)
     alpha = (1 - confidence) / 2
     if n <= EXACT_MAX and m <= EXACT_MAX:
-        cdf = np.cumsum(_u_distribution(n, m))
+        cdf = np.cumsum(u_distribution(n, m))
         k = int(np.count_nonzero(cdf <= alpha + 1e-12))  # P(U <= k-1) <= alpha
     else:
         z = NORMAL_QUANTILE[confidence] if confidence in NORMAL_QUANTILE else 1.959964
@@ -827,7 +827,7 @@ def _title(c: Comparison) -> str:
     if v in (REGRESSED, IMPROVED):
         return f"{VERDICT_WORDS[v].capitalize()}: HEAD is {size} {'slower' if v == REGRESSED else 'faster'} per step"
     if v in (LIKELY_SLOWER, LIKELY_FASTER):
-        allowance = f"±{c.run_noise.allowance * 100:.0f}%" if c.run_noise else ""
+        allowance = f"±{c.run_noise.allowance * 100:.1f}%" if c.run_noise else ""
         return (f"{VERDICT_WORDS[v].capitalize()}: HEAD {size} {'slower' if v == LIKELY_SLOWER else 'faster'} per "
                 f"step, within run-to-run variation ({allowance}"
                 + (", one capture a side)" if st.base_runs == 1 and st.head_runs == 1 else ")"))

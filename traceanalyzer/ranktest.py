@@ -16,7 +16,7 @@ EXACT_MAX = 60  # values a side up to which the rank test's null distribution is
 
 
 @lru_cache(maxsize=256)
-def _u_distribution(n: int, m: int) -> np.ndarray:
+def u_distribution(n: int, m: int) -> np.ndarray:
     """P(U = u), u = 0..n*m, of the Mann–Whitney count U (pairs where the head value is larger) when both
     samples come from one distribution (no ties): the exact null distribution, by the recurrence
     p(n, m, u) = n/(n+m) p(n-1, m, u-m) + m/(n+m) p(n, m-1, u), one row of m at a time."""
@@ -49,7 +49,7 @@ def rank_test(base: np.ndarray, head: np.ndarray) -> float | None:
         return None
     u = _u_count(base, head)
     if n <= EXACT_MAX and m <= EXACT_MAX:
-        cdf = np.cumsum(_u_distribution(n, m))
+        cdf = np.cumsum(u_distribution(n, m))
         lo = cdf[int(np.floor(u))]  # P(U <= u)
         hi = 1.0 - (cdf[int(np.ceil(u)) - 1] if np.ceil(u) >= 1 else 0.0)  # P(U >= u)
         return float(min(1.0, 2 * min(lo, hi)))
@@ -58,4 +58,4 @@ def rank_test(base: np.ndarray, head: np.ndarray) -> float | None:
     return float(min(1.0, math.erfc(max(z, 0.0) / math.sqrt(2))))
 
 
-__all__ = ["EXACT_MAX", "rank_test"]
+__all__ = ["EXACT_MAX", "rank_test", "u_distribution"]

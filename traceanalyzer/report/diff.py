@@ -11,7 +11,7 @@ import orjson
 
 from .. import inert
 from ..causes import VERDICT_BY_ID
-from ..compare import STEP_BASES, Comparison, Part, Side, StepTime
+from ..compare import STEP_BASES, Comparison, Part, Side, StepTime, runs_text
 from ..units import format_bytes
 from ._format import WIDTH, clean, fmt_pct, fmt_pct_change, fmt_us, md, wrap
 from .base import Renderer, encoded, registry
@@ -43,7 +43,8 @@ def interval_text(st: StepTime) -> str:
     """The step-time interval, labelled with how it was taken."""
     if st.ci_low is None or st.ci_high is None:
         return ""
-    how = "across runs" if st.interval == "runs" else "rank test, steps of one run a side"
+    how = ("across runs" if st.interval == "runs" else "rank test, steps of one run a side"
+           if st.base_runs == 1 and st.head_runs == 1 else f"rank test over the pooled steps of {runs_text(st)}")
     return f"(95% interval {fmt_pct_change(st.ci_low)} to {fmt_pct_change(st.ci_high)}, {how})"
 
 
@@ -85,7 +86,14 @@ def render_diff_markdown(c: Comparison, max_chars: int = MAX_CHARS) -> str:
         if len(text) <= max_chars or all(v <= 1 for v in rows.values()):
             break
         rows = {k: max(v // 2, 1) for k, v in rows.items()}
-    return text[:max_chars]
+    if len(text) <= max_chars:
+        return text
+    # still too long (very long names): cut at a line end, close what the cut left open, say so
+    note = "\n\n<sub>(cut: over GitHub's comment limit)</sub>\n"
+    cut = text[:max(text.rfind("\n", 0, max_chars - len(note) - 20), 0)]
+    if cut.count("<details>") > cut.count("</details>"):
+        cut += "\n\n</details>"
+    return cut + note
 
 
 def _markdown(c: Comparison, rows: dict[str, int]) -> str:
@@ -153,7 +161,7 @@ def _runs_note(c: Comparison) -> str:
         return ""
     if noise.basis == "history":
         return f"run-to-run ±{noise.allowance * 100:.1f}% from {noise.runs} runs"
-    return f"run-to-run not measured: ±{noise.allowance * 100:.0f}% allowed"
+    return f"run-to-run not measured: ±{noise.allowance * 100:.1f}% allowed"
 
 
 def _samples_rows(c: Comparison) -> list[str]:

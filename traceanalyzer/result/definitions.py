@@ -375,7 +375,11 @@ COMPARISON_FIGURES: dict[str, str] = {
         "tolerance of the base median step and the step-time shift is beyond the tolerance in the "
         "same direction (the interval may then span zero); unchanged when the whole interval lies "
         "within the tolerance; inconclusive otherwise, and always with fewer than 3 steps a side. "
-        "The gate `step_time:+N%` fails only on regressed with a shift above N%."
+        "With one capture on a side, regressed (improved) also needs the shift beyond run-to-run "
+        "variation: t(0.975, df) x s x sqrt(1/kb + 1/kh) from the relative spread s of the runs' "
+        "medians when they give df >= 2 (e.g. 3 base runs), else the `--run-noise` allowance (25%); "
+        "within it the change is likely_slower (likely_faster). The gate `step_time:+N%` fails only "
+        "on regressed with a shift above N% (also on likely_slower with --fail-on-unconfirmed)."
     ),
     "bmf": (
         "`report --format bmf` writes Bencher Metric Format JSON: one benchmark `traceanalyzer` with "
@@ -398,8 +402,10 @@ COMPARISON_FIGURES: dict[str, str] = {
         "E-Divisive means (Matteson & James 2014) on a history's series: the split of a stretch with "
         "the largest weighted energy distance between the runs before and after (at least 3 a side), "
         "kept when at most 1 of 499 seeded shuffles of the stretch reaches it (p = (that + 1) / 500 <= "
-        "0.005) and "
-        "when the medians on either side differ by at least twice the noise's robust spread; then the "
+        "0.005), when the medians on either side differ by more than the figure's resolution (0.1% of "
+        "it, and the pages' last digit), and when the runs before and after differ beyond the noise: a "
+        "rank test of the two sides at p <= 0.001 (sides that do not overlap), or medians at least twice "
+        "the noise's robust spread apart, that spread estimated within the segments; then the "
         "same in the stretches on either side. Before and after are the medians of the segments up to "
         "the neighbouring change points. A verdict changes where a new one holds for 2 runs in a row."
     ),

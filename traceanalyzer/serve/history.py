@@ -291,7 +291,8 @@ def comment(base_url: str, project: str, head: dict[str, Any], base_branch: str,
     then the diff's Markdown (without its own marker)."""
     from urllib.parse import urlencode
 
-    from ..report.diff import STICKY_MARKER
+    from ..report.diff import STICKY_MARKER, render_diff_markdown
+    from ..report.markdown import MAX_CHARS
 
     def code(text: str | None) -> str:
         return " ".join(str(text or "").replace("`", "'").split())[:200]
@@ -315,8 +316,10 @@ def comment(base_url: str, project: str, head: dict[str, Any], base_branch: str,
     lines.append(f"Compared with the last {len(bases)} run(s) of `{code(base_branch)}`: "
                  + ", ".join(f"[{b['id']}]({base_url}/runs/{b['id']})" for b in bases) + ".")
     lines.append("")
-    body = markdown.replace(STICKY_MARKER, "", 1).lstrip("\n")
-    return "\n".join(lines) + "\n" + body
+    head_text = "\n".join(lines) + "\n"
+    if len(head_text) + len(markdown) > MAX_CHARS:  # the whole comment stays under GitHub's limit
+        markdown = render_diff_markdown(comparison, MAX_CHARS - len(head_text))
+    return head_text + markdown.replace(STICKY_MARKER, "", 1).lstrip("\n")
 
 
 __all__ = ["LAST_BASES", "METRICS", "METRIC_KEYS", "Reports", "build", "charts", "comment", "compare_runs",
