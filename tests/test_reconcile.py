@@ -142,7 +142,8 @@ def test_headline_share_of_idle_when_the_verdict_counts_the_window(tmp_path):
     d = a.diagnosis
     assert d.headline == ("GPU idle 53% of the window (20.0 ms); 100% of that idle time (20.0 ms) is spent in host "
                           "work between GPU launches.")
-    assert reconcile(a.to_data()) == 2 * (2 + 3)  # job and rank: headline; finding: window, lost, one host op
+    # job and rank: headline; finding: window, lost, the projected saving (of the step), one host op
+    assert reconcile(a.to_data()) == 2 * (2 + 4)
 
 
 def test_the_page_says_why_the_verdict_is_not_the_top_finding(tmp_path, monkeypatch):
