@@ -279,3 +279,51 @@ def test_a_job_without_a_straggler_keeps_the_communication_advice(tmp_path):
     d = ta.analyze(write_job(tmp_path, slow=None)).diagnosis
     assert d.primary == "communication_bound" and d.findings[0].id != "straggler"
     assert not d.headline.startswith("Waiting for a straggler")
+
+
+def _smi_log(path, utils: list[int], used_mib: int, total_mib: int = 81_559):
+    lines = ["timestamp, index, name, utilization.gpu [%], memory.total [MiB], memory.used [MiB]"]
+    for i, u in enumerate(utils):
+        lines.append(f"2024/11/23 12:{i // 60:02d}:{i % 60:02d}.000, 0, NVIDIA H100, {u} %, {total_mib} MiB, "
+                     f"{used_mib} MiB")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_a_log_of_a_gpu_busy_little_while_holding_memory_is_underused(tmp_path):
+    """27% SM utilisation on average, never at 0%, 91.6% of the memory held: underused, said with both."""
+    a = ta.analyze(_smi_log(tmp_path / "smi.csv", [20, 34] * 30, 74_708))
+    d = a.diagnosis
+    assert d.primary == "gpu_underused"
+    (f,) = d.findings
+    assert f.title == "GPU 0 is underused"
+    assert "SM utilisation 27.0% on average" in f.evidence[0] and "(92% of 81559 MiB)" in f.evidence[0]
+    assert f.figures["memory_used_max_mib"] == 74_708 and f.figures["sm_util_mean_pct"] == 27.0
+
+
+def test_a_log_of_a_busy_gpu_says_how_few_samples_were_idle(tmp_path):
+    d = ta.analyze(_smi_log(tmp_path / "smi.csv", [90] * 55 + [0] * 5, 74_708)).diagnosis
+    assert d.primary == "gpu_bound"
+    assert "under 25% of samples at 0%" in d.headline and "no long idle runs" not in d.headline
+
+
+def test_a_long_first_read_back_is_a_sync_not_start_up(tmp_path):
+    """A decode-like loop: each step a kernel, then (from step 3 on) a 256-byte device-to-host read-back. The
+    first read-back holds the host 60 ms with the GPU idle (nothing queued); later ones 20 us. Though the
+    first call of its name and far longer than the others, it is the host waiting on a read-back: sync,
+    not start-up."""
+    t = KinetoTrace()
+    s = 10_000.0
+    for i in range(8):
+        hold = 60_000 if i == 3 else 20
+        dur = 500 + hold + 100
+        t.step(i, s, dur)
+        t.launched(s + 5, 5, s + 20, 400)
+        if i >= 3:
+            t.copy(s + 430, hold, s + 430 + hold - 3, 2, "Memcpy DtoH (Device -> Pageable)", nbytes=256)
+        s += dur
+    a = ta.analyze(t.write(tmp_path / "readback.json"))
+    r = a.ranks[0].diagnosis
+    assert r.idle_by_cause_us[C.STARTUP] == 0
+    assert r.idle_by_cause_us[C.SYNC] > 60_000
+    assert a.diagnosis.primary != "startup_dominated"

@@ -112,7 +112,9 @@ def test_every_format_names_the_statistic_and_the_decisive_part(dataloader_regre
     row = next(line for line in md.splitlines() if line.startswith("| GPU idle: DataLoader wait |"))
     assert row.endswith("| **decisive** (no overlap) |")
     text = render_diff_text(c)
-    assert "+2.9 ms GPU idle: DataLoader wait (decisive)" in text and "checkpointing (offsets)" in text
+    assert "+2.9 ms GPU idle: DataLoader wait (decisive)" in text
+    # the two distorted steps a side are no period (issue 32: at least 3 occurrences): unexplained, not checkpoints
+    assert "checkpointing" not in text and "GPU idle: unknown cause" in text
     page = render_diff_html(c)
     assert '<tr class="decisive"><td>GPU idle: DataLoader wait</td>' in page
     assert "Run-to-run variation was not measured (one run on a side)" in page and f"<h1>{c.title}</h1>" in page

@@ -143,7 +143,8 @@ def test_headline_share_of_idle_when_the_verdict_counts_the_window(tmp_path):
     d = a.diagnosis
     assert d.headline == "The GPU loses 20.0 ms (53% of the 38.0 ms window) in host work between GPU launches."
     assert d.headline_detail.endswith("The verdict weighs the whole window, each cause by the time it lost.")
-    assert reconcile(a.to_data()) == 2 * (1 + 3)  # job and rank: headline; finding: window, lost, one host op
+    # job and rank: headline; finding: window, lost, the projected saving (of the step), one host op
+    assert reconcile(a.to_data()) == 2 * (1 + 4)
 
 
 def test_the_page_says_why_the_verdict_is_not_the_top_finding(tmp_path, monkeypatch):

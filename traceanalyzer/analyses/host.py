@@ -143,6 +143,9 @@ def host_activity(tl: Timeline, rank: int) -> HostActivity:
     matches[C.MEMCPY] = matches[C.MEMCPY] & ~waits
     sync_names = matches[C.SYNC]
     matches[C.SYNC] = sync_names | waits
+    # A long first call that waits for the GPU (a synchronisation, a read-back, a copy call that waited) is a
+    # wait, not a one-off start-up cost: only the start-up names themselves stay start-up.
+    matches[C.STARTUP] &= ~((sync_names | waits) & ~_matches(C.CAUSE_BY_ID[C.STARTUP], events))
     # Each event to the first class (lowest priority) that matches it; the rest is OTHER_HOST.
     code = np.full(len(events), len(classes) - 1, dtype=np.int8)
     claimed = np.zeros(len(events), dtype=bool)

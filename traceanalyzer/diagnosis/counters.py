@@ -11,7 +11,13 @@ from ..analyses.counters import DeviceCounters, MetricFigures
 from ..causes import GPU_BOUND, GPU_UNDERUSED, UNDETERMINED, VERDICT_BY_ID
 from .advice import advice_for
 from .rules import Diagnosis, Finding
-from .thresholds import HEALTHY_BUSY_SHARE, IDLE_MEMORY_MAX_MIB, IDLE_POWER_MAX_SHARE, UNDERUSED_ZERO_SHARE
+from .thresholds import (
+    HEALTHY_BUSY_SHARE,
+    IDLE_MEMORY_MAX_MIB,
+    IDLE_POWER_MAX_SHARE,
+    LOW_UTIL_MEAN_PCT,
+    UNDERUSED_ZERO_SHARE,
+)
 from .wording import Quoted
 
 
@@ -62,6 +68,27 @@ def _diagnose_without_util(devices: tuple[DeviceCounters, ...]) -> Diagnosis:
                                          f"utilisation column to say how busy they are.", None, (), ())
 
 
+def _low_util_with_memory(d: DeviceCounters) -> Finding | None:
+    """A GPU busy little on average (SM utilisation mean below LOW_UTIL_MEAN_PCT) while it holds memory (at
+    least IDLE_MEMORY_MAX_MIB: a model is loaded): underused, though seldom at exactly 0%."""
+    mean, mem = _sm_mean(d), _metric(d, "fb_used_mib")
+    if mean is None or mean >= LOW_UTIL_MEAN_PCT or mem is None or mem.max is None or mem.max < IDLE_MEMORY_MAX_MIB:
+        return None
+    total = _metric(d, "fb_total_mib")
+    q = Quoted()
+    util = q.pct(mean, "sm_util_mean_pct", 1)  # the shares in the order the text states them
+    held = f"{mem.max:g} MiB of memory held"
+    if total is not None and total.max:
+        held += f" ({q.of(mem.max, 'memory_used_max_mib', total.max, 'memory_total_mib')} of {total.max:g} MiB)"
+    else:
+        q.figures["memory_used_max_mib"] = float(mem.max)
+    evidence = (f"GPU {d.device}: SM utilisation {util} on average over {d.samples} "
+                f"samples, with {held}: a model is loaded but the GPU computes little of the time",)
+    share = round(1.0 - mean / 100.0, 6)
+    return Finding(GPU_UNDERUSED, None, f"GPU {d.device} is underused", "medium", 0, share, evidence,
+                   advice_for(GPU_UNDERUSED, ""), share_of_window=share, figures=q.figures, shares=tuple(q.shares))
+
+
 def diagnose_counters(devices: tuple[DeviceCounters, ...]) -> Diagnosis:
     judged = [d for d in devices if d.zero_runs is not None and d.samples > 0]
     if not judged:
@@ -85,6 +112,8 @@ def diagnose_counters(devices: tuple[DeviceCounters, ...]) -> Diagnosis:
             "high" if zero >= 0.5 else "medium", int(z.total_ns), round(zero, 6), evidence,
             advice_for(GPU_UNDERUSED, ""), share_of_window=round(zero, 6), figures={
                 **q.figures, "zero_util_share": round(zero, 6)}, shares=tuple(q.shares)))
+    flagged = {f.title.split(" ")[1] for f in findings}
+    findings += [f for f in (_low_util_with_memory(d) for d in judged if d.device not in flagged) if f is not None]
     findings.sort(key=lambda f: -f.share_of_idle)
     means = [m for m in (_sm_mean(d) for d in judged) if m is not None]
     overall = sum(means) / len(means) if means else 0.0
@@ -99,10 +128,14 @@ def diagnose_counters(devices: tuple[DeviceCounters, ...]) -> Diagnosis:
         q = Quoted()
         return Diagnosis(GPU_BOUND, None, f"{len(judged)} GPU(s) busy: SM utilisation "
                                           f"{q.pct(overall, 'sm_util_mean_pct')} on average; "
-                                          f"no long idle runs.", None, (), (), q.figures, tuple(q.shares))
+                                          f"under {q.fraction(UNDERUSED_ZERO_SHARE, 'underused_zero_share')} of "
+                                          f"samples at {q.pct(0, 'zero_util_level_pct')}.", None, (), (),
+                         q.figures, tuple(q.shares))
     q = Quoted()
     return Diagnosis(UNDETERMINED, None, f"{len(judged)} GPU(s) at {q.pct(overall, 'sm_util_mean_pct')} SM utilisation "
-                                         f"on average, without long idle runs; "
+                                         f"on average, under "
+                                         f"{q.fraction(UNDERUSED_ZERO_SHARE, 'underused_zero_share')} "
+                                         f"of samples at {q.pct(0, 'zero_util_level_pct')}; "
                                          f"{VERDICT_BY_ID[GPU_UNDERUSED].label.lower()} only in "
                                          f"part. Profile a few steps to see what holds them up.", None, (), (),
                      q.figures, tuple(q.shares))

@@ -32,6 +32,9 @@ HEALTHY_BUSY_SHARE = 0.75
 STARTUP_DOMINATED_MIN_SHARE = 0.25
 # nvidia-smi logs alone: a GPU is underused when at least this share of its samples are at 0% SM.
 UNDERUSED_ZERO_SHARE = 0.25
+# ... and so is a GPU whose SM utilisation averages below this (percent) while it holds at least
+# IDLE_MEMORY_MAX_MIB of memory (a model loaded, little computed), though it is seldom at exactly 0%.
+LOW_UTIL_MEAN_PCT = 50.0
 # nvidia-smi logs without a utilisation column: a GPU is judged unused when its memory used never reaches
 # this (a CUDA context alone takes a few hundred MiB; a model and its batches take GiBs) ...
 IDLE_MEMORY_MAX_MIB = 1024.0
