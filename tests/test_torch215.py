@@ -94,3 +94,20 @@ def test_report_reads_a_torch_215_export(tmp_path):
     data = json.loads(out.read_text())
     assert data["inputs"][0]["not_kept"] == {"instant": 1, "metadata": 6}
     assert np.isclose(data["summary"]["steps_per_s"], 1000.0, rtol=0.01)
+
+
+def test_work_with_ids_above_2_to_the_63_joins_its_launch(tmp_path):
+    """Correlations above 2^63 are negative as int64: the analyses join them to their launch call all the same
+    (only -1 means "no id"), so a replay's kernels get the graph launch's host time, not their own start."""
+    from traceanalyzer.analyses.figures import launch_times
+
+    tl = _read(graph_lanes("all").write(tmp_path / "t.json"), True)
+    ev = tl.events
+    kernels = ev[(ev["kind"] == T.KERNEL).to_numpy() & (ev["correlation"].to_numpy() < -1)]
+    assert len(kernels) == STEPS * (COMPUTE_KERNELS + COMM_KERNELS)
+    gpu_start = kernels["ts_ns"].to_numpy()
+    at = launch_times(ev, kernels["correlation"].to_numpy(), gpu_start)
+    launches = ev[(ev["name"] == "cudaGraphLaunch").to_numpy()]
+    by_corr = dict(zip(launches["correlation"].to_numpy().tolist(), launches["ts_ns"].to_numpy().tolist()))
+    assert at.tolist() == [by_corr[c] for c in kernels["correlation"].to_numpy().tolist()]
+    assert (at < gpu_start).all()

@@ -83,7 +83,7 @@ def capture_figures(tl: Timeline, rank: int) -> CaptureFigures:
     names = ev["name"]
     gpu_call = np.array([bool(_GPU_RUNTIME.match(str(n))) for n in names.cat.categories], dtype=bool)
     codes = names.cat.codes.to_numpy()
-    runtime = ((kind == T.RUNTIME).to_numpy() & (ev["correlation"].to_numpy() >= 0)
+    runtime = ((kind == T.RUNTIME).to_numpy() & (ev["correlation"].to_numpy() != -1)
                & np.r_[gpu_call, False][codes])
     host = ~T.category_mask(kind, T.DEVICE_KINDS) & (kind != T.TRACE_SPAN).to_numpy()
     ts = ev["ts_ns"].to_numpy()

@@ -396,13 +396,13 @@ def launch_times(ev: pd.DataFrame, corr: np.ndarray, gpu_start: np.ndarray, end:
     """Start of each GPU operation's launch call on the host (the runtime call with the same correlation
     id), else the operation's own GPU start (`gpu_start`): when the host asked for it. `end`: the call's
     end instead (when the work was queued: the call had returned)."""
-    rt = ev[(ev["kind"] == T.RUNTIME).to_numpy() & (ev["correlation"].to_numpy() >= 0)]
-    if not len(rt) or not (corr >= 0).any():
+    rt = ev[(ev["kind"] == T.RUNTIME).to_numpy() & (ev["correlation"].to_numpy() != -1)]
+    if not len(rt) or not (corr != -1).any():
         return gpu_start
     rt_corr = rt["correlation"].to_numpy()
     rt_ts = rt["ts_ns"].to_numpy() + (rt["dur_ns"].to_numpy() if end else 0)
     order = np.argsort(rt_corr, kind="stable")
     rt_corr, rt_ts = rt_corr[order], rt_ts[order]
     pos = np.clip(np.searchsorted(rt_corr, corr), 0, len(rt_corr) - 1)
-    found = (corr >= 0) & (rt_corr[pos] == corr)
+    found = (corr != -1) & (rt_corr[pos] == corr)
     return np.where(found, rt_ts[pos], gpu_start).astype(np.int64)

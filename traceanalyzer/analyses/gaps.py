@@ -165,7 +165,7 @@ def attribute_device(tl: Timeline, rank: int, device: int, window: F.Window, hos
         leading = (ends <= first_work) & (causes == code[C.ALLOCATOR])
         causes = np.where(leading, code[C.STARTUP], causes)
         device_side = queued_before(tl, rank, device, starts, ends)
-        if (tl.events["graph_id"].to_numpy() >= 0).any():
+        if (tl.events["graph_id"].to_numpy() != -1).any():
             # inside a CUDA graph replay the GPU schedules the nodes itself, all queued by one launch
             device_side |= iv.overlap_per_window(replay_spans(tl, rank, device, window), starts, ends) >= dur
         causes = np.where(device_side, code[C.DEPENDENCY], causes)

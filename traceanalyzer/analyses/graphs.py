@@ -57,7 +57,7 @@ class DeviceGraphs:
 def _graph_work(tl: Timeline, rank: int, device: int, window: F.Window) -> pd.DataFrame:
     ev = tl.rank_events(rank)
     ts = ev["ts_ns"].to_numpy()
-    mask = ((ev["graph_id"].to_numpy() >= 0) & (ev["device"].to_numpy() == device)
+    mask = ((ev["graph_id"].to_numpy() != -1) & (ev["device"].to_numpy() == device)
             & T.category_mask(ev["kind"], T.GPU_WORK_KINDS) & (ts < window.end_ns)
             & (ts + ev["dur_ns"].to_numpy() > window.start_ns))
     rows = np.flatnonzero(mask)
@@ -67,7 +67,7 @@ def _graph_work(tl: Timeline, rank: int, device: int, window: F.Window) -> pd.Da
     # the replay: its launch's correlation; without one, a run of consecutive work of one graph
     graph = out["graph"].to_numpy()
     run = np.cumsum(np.r_[True, graph[1:] != graph[:-1]])[:len(out)].astype(np.int64)
-    out["replay"] = np.where(out["corr"].to_numpy() >= 0, out["corr"].to_numpy(), -1 - run)
+    out["replay"] = np.where(out["corr"].to_numpy() != -1, out["corr"].to_numpy(), -1 - run)
     return out
 
 

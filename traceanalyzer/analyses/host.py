@@ -222,7 +222,7 @@ def first_call_costs(events: pd.DataFrame) -> np.ndarray:
 def linked_copy(ev: pd.DataFrame, correlation: np.ndarray) -> tuple[pd.Categorical, np.ndarray, np.ndarray]:
     """Direction (a Categorical, missing when none), bytes (-1 when unknown) and GPU duration (-1 when
     no copy) of the GPU copy linked to each correlation id."""
-    copies = ev[(ev["kind"] == T.MEMCPY).to_numpy() & (ev["correlation"].to_numpy() >= 0)]
+    copies = ev[(ev["kind"] == T.MEMCPY).to_numpy() & (ev["correlation"].to_numpy() != -1)]
     copies = copies.drop_duplicates(subset="correlation")
     n = len(correlation)
     if not len(copies) or not n:

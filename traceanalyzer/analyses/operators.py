@@ -244,7 +244,7 @@ def kernel_launches(tl: Timeline, rank: int, host: pd.DataFrame, parent: np.ndar
     if not len(k):
         return (), 0
     launcher = np.full(len(k), -1, dtype=np.int64)
-    runtime = np.flatnonzero((host["kind"] == T.RUNTIME).to_numpy() & (host["correlation"].to_numpy() >= 0))
+    runtime = np.flatnonzero((host["kind"] == T.RUNTIME).to_numpy() & (host["correlation"].to_numpy() != -1))
     corr = k["correlation"].to_numpy()
     if len(runtime):
         rt_corr = pd.Index(host["correlation"].to_numpy()[runtime])

@@ -317,7 +317,7 @@ def rank_tracks(tl: Timeline, rank: int, window: Window, gap_sets: dict[int, Gap
 
 def _replay_blocks(tl: Timeline, rank: int, device: int, window: Window, max_blocks: int) -> Blocks | None:
     """The device's CUDA graph replays as one block each, named by their graph; None without graphs."""
-    if not (tl.events["graph_id"].to_numpy() >= 0).any():
+    if not (tl.events["graph_id"].to_numpy() != -1).any():
         return None
     start, end, graph = replays(tl, rank, device, window)
     if not len(start):
@@ -336,7 +336,7 @@ def count_rank_tracks(tl: Timeline, rank: int) -> int:
     ev = tl.rank_events(rank)
     n = 3 * len(tl.device_indices(rank))  # busy, copies, gaps
     n += int(ev["comm"].to_numpy().any())  # a communication lane
-    graph = ev["graph_id"].to_numpy() >= 0
+    graph = ev["graph_id"].to_numpy() != -1
     if graph.any():  # a lane of graph replays per device that ran one
         n += len(np.unique(ev["device"].to_numpy()[graph & (ev["device"].to_numpy() >= 0)]))
     on_host = ev["device"].to_numpy() < 0
