@@ -110,14 +110,26 @@ def _normalised(data: dict) -> dict:
     """The report's data without what a restructuring may move: the schema name, the tool version, and each
     device's gap table (a /2 report holds only the drawn gaps, which the migration makes into a partial table;
     `_gap_tables_whole` checks the new ones against the gap counts)."""
-    data = dict(data)
+    data = _causes_present(dict(data))
     data.pop("schema", None)
     data.pop("tool", None)
+    if not data.get("implicit_logs"):  # (added with the run's metrics; empty unless logs were picked up)
+        data.pop("implicit_logs", None)
     ranks = []
     for r in data.get("ranks") or []:
         r = dict(r, devices=[{k: v for k, v in d.items() if k != "gap_table"} for d in r.get("devices") or []])
         ranks.append(r)
     data["ranks"] = ranks
+    return data
+
+
+def _causes_present(data):  # noqa: ANN001, ANN202
+    """The data with maps keyed by cause holding only the causes present (older reports stored zeros too)."""
+    if isinstance(data, dict):
+        return {k: ({c: t for c, t in v.items() if t} if k == "idle_by_cause_us" and isinstance(v, dict)
+                    else _causes_present(v)) for k, v in data.items()}
+    if isinstance(data, list):
+        return [_causes_present(v) for v in data]
     return data
 
 

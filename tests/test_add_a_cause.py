@@ -109,6 +109,14 @@ def test_with_a_new_cause_saved_schema2_reports_still_load_as_the_fresh_analysis
     test_schema.test_a_saved_schema2_report_loads_as_the_fresh_analysis(name, monkeypatch)
 
 
+@pytest.mark.parametrize("name", sorted(__import__("test_schema").MADE_FROM_3))
+def test_with_a_new_cause_saved_schema3_reports_still_load_and_diff(
+        name: str, gc_cause: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import test_schema
+
+    test_schema.test_a_saved_schema3_report_loads_as_the_fresh_analysis_and_diffs(name, monkeypatch, tmp_path)
+
+
 def test_a_new_cause_does_not_change_the_shape_of_saved_reports(tmp_path: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     from conftest import SAMPLES

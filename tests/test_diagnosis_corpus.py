@@ -35,7 +35,7 @@ def test_corpus_diagnosis(path):
     for dev in rank["devices"]:
         ours = report_devices[int(dev["device"].split(":")[1])]  # "cuda:N", or "rocm:N" on ROCm traces
         idle_us = (ours.busy.window.dur_ns - ours.busy.busy_ns) / 1000
-        assert set(dev["idle_by_cause_us"]) == set(CAUSES)
+        assert set(dev["idle_by_cause_us"]) <= set(CAUSES)  # the causes with idle time only
         assert sum(dev["idle_by_cause_us"].values()) == pytest.approx(idle_us, rel=1e-3, abs=0.01)
     ev = tl.events
     kernels = int((ev["kind"] == T.KERNEL).sum())
@@ -68,7 +68,7 @@ def test_python_dataloader_frames_alone_are_not_input_bound(path):
     tl.events = ev.assign(kind=pd_categorical(kind))
     d = _diagnosis(tl)
     assert d["primary"] != "input_bound"
-    assert d["ranks"][0]["idle_by_cause_us"]["dataloader"] == 0
+    assert "dataloader" not in d["ranks"][0]["idle_by_cause_us"]  # no time for it: not listed
 
 
 def pd_categorical(values):

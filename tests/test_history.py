@@ -139,8 +139,8 @@ def test_the_history_of_a_branch_finds_the_commit_where_the_dataloader_wait_rose
 def test_the_history_page_and_who_may_read_it(server, uploaded):
     token, ids = uploaded
     page = server.get("/projects/demo/history", params={"branch": "main"})
-    # six figures have points (no batch size and no memory events here: samples/s and peak memory have none)
-    assert page.status_code == 200 and page.text.count('class="pt"') == 16 * 6
+    # seven figures have points (no batch size and no memory events here: samples/s and peak memory have none)
+    assert page.status_code == 200 and page.text.count('class="pt"') == 16 * 7
     assert page.text.count("No run of this branch has this figure") == 2
     assert f'data-run="{ids[REGRESSION_AT]}"' in page.text and 'class="cp"' in page.text
     assert "/static/history.js" in page.text and server.get("/static/history.js").status_code == 200

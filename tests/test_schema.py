@@ -20,6 +20,10 @@ from traceanalyzer.result import build as B
 from traceanalyzer.result.types import SCHEMA, migrate
 
 SCHEMA2 = Path(__file__).parent / "data" / "schema2"
+# /3 reports saved (without drawing) before maps keyed by cause held only the causes present: they store zeros
+SCHEMA3 = Path(__file__).parent / "data" / "schema3"
+MADE_FROM_3 = {"input_bound": ["sample_traces/input_bound.json"],
+               "comm_job": ["sample_traces/comm_rank0.json", "sample_traces/comm_rank1.json"]}
 # The inputs each saved /2 report was made from (paths relative to the repository, as they were given).
 MADE_FROM = {
     "basic": (["sample_traces/basic.json"], {}),
@@ -159,6 +163,22 @@ def test_a_saved_schema2_report_loads_as_the_fresh_analysis(name, monkeypatch):
             assert d_old.gap_table.step == d_new.gap_table.step
             assert d_old.gap_table.duration_us == pytest.approx(d_new.gap_table.duration_us, abs=0.05)
     assert old.diagnosis is None or old.diagnosis.headline in old.to_markdown().replace("\\", "")
+
+
+@pytest.mark.parametrize("name", sorted(MADE_FROM_3))
+def test_a_saved_schema3_report_loads_as_the_fresh_analysis_and_diffs(name, monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    saved = SCHEMA3 / f"{name}.json"
+    assert '": 0.0' in saved.read_text()  # it enumerates causes with no time (what reports of then stored)
+    paths = MADE_FROM_3[name]
+    fresh = ta.analyze(paths if len(paths) > 1 else paths[0], ta.Options(cache=False, jobs=1))
+    assert ta.load(saved) == fresh.without_drawing()  # the zeros dropped, every figure the same
+    head = fresh.save(tmp_path / "head.json")
+    res = CliRunner().invoke(main, ["diff", str(saved), str(head), "--format", "json", "-o", str(tmp_path / "d.json")])
+    assert res.exit_code == 0, res.output
+    doc = json.loads((tmp_path / "d.json").read_text())
+    assert doc["change_verdict"] == "unchanged" and doc["step_time"]["change"] == 0.0
+    assert doc["base"]["step_parts_us"] == doc["head"]["step_parts_us"]
 
 
 def test_migration_moves_each_rank_diagnosis_into_its_rank_and_names_the_speaking_rank():

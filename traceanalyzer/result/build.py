@@ -390,8 +390,7 @@ finding_result = _finding  # for the job stage (run/combine.py), which adds the 
 
 
 def _causes_us(by_cause: dict[str, int]) -> dict[str, float]:
-    """Idle time by cause in us, the causes present only (`types.CAUSE_MAP`)."""
-    return R.causes_present({c: _us0(v) for c, v in by_cause.items()})
+    return {c: _us0(v) for c, v in by_cause.items()}
 
 
 def _gap(g: AttributedGap, gpu_api: str = "") -> R.AttributedGap:

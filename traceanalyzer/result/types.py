@@ -19,8 +19,8 @@ saved without them (`Analysis.save(path, drawing=False)`) keeps every figure.
 
 Maps keyed by gap cause (`idle_by_cause_us`) hold only the causes present (non-zero): a saved report
 names no cause it has no time for, so adding a cause to `causes.py` does not change the shape of
-saved reports; a reader takes an absent cause as 0 (`.get(cause, 0.0)`). Such fields are marked
-`CAUSE_MAP`; `to_data` and `from_data` keep only their non-zero entries (older reports stored zeros).
+saved reports; a reader takes an absent cause as 0 (`.get(cause, 0.0)`). The types holding one drop
+zero entries when made (`_keep_present`), so reports that stored zeros load to the same result.
 
 `migrate` reads a report of an older schema (`traceanalyzer/2`) into this one.
 """
@@ -36,13 +36,17 @@ from typing import Any, Union
 SCHEMA = "traceanalyzer/3"
 OLD_SCHEMAS = ("traceanalyzer/2",)  # read through `migrate`
 PlainData = dict[str, Any]  # JSON-shaped drawing payloads (lists of numbers and strings)
-# Field metadata of a map keyed by cause id: only the causes present (non-zero) are kept (see above).
-CAUSE_MAP: dict[str, bool] = {"present_only": True}
 
 
 def causes_present(by_cause: dict[str, float]) -> dict[str, float]:
-    """A map keyed by cause without its zero entries (what a `CAUSE_MAP` field holds)."""
+    """A map keyed by cause without its zero entries (what an `idle_by_cause_us` field holds)."""
     return {c: v for c, v in by_cause.items() if v}
+
+
+def _keep_present(obj: Any) -> None:
+    """`__post_init__` of a type holding `idle_by_cause_us`: the causes present only, however it is made
+    (built, loaded from a report of any version, or by hand)."""
+    object.__setattr__(obj, "idle_by_cause_us", causes_present(obj.idle_by_cause_us))
 
 
 # --- inputs ------------------------------------------------------------------------------------------
@@ -512,15 +516,21 @@ class DeviceDiagnosis:
     window_us: float
     idle_us: float
     gap_count: int
-    idle_by_cause_us: dict[str, float] = field(metadata=CAUSE_MAP)  # causes present only
+    idle_by_cause_us: dict[str, float]  # causes present only
     exposed_memcpy_us: float
     exposed_communication_us: float
+
+    def __post_init__(self) -> None:
+        _keep_present(self)
 
 
 @dataclass(frozen=True)
 class StepCausesResult:
     step: int
-    idle_by_cause_us: dict[str, float] = field(metadata=CAUSE_MAP)  # causes present only
+    idle_by_cause_us: dict[str, float]  # causes present only
+
+    def __post_init__(self) -> None:
+        _keep_present(self)
 
 
 @dataclass(frozen=True)
@@ -575,7 +585,7 @@ class RankDiagnosisResult:
     lost_us: float
     window_us: float
     idle_us: float
-    idle_by_cause_us: dict[str, float] = field(metadata=CAUSE_MAP)  # causes present only
+    idle_by_cause_us: dict[str, float]  # causes present only
     exposed_memcpy_us: float
     exposed_communication_us: float
     launch_threads: tuple[LaunchThread, ...]
@@ -596,6 +606,9 @@ class RankDiagnosisResult:
     headline_shares: tuple[tuple[str, str], ...] = ()  # per percentage in the headline (as FindingResult.shares)
     verdict_note: str | None = None  # why the verdict differs from the top finding, when it does
     headline_detail: str = ""  # how the headline's number was computed: durations a reader can check
+
+    def __post_init__(self) -> None:
+        _keep_present(self)
 
 
 @dataclass(frozen=True)
@@ -745,8 +758,7 @@ class AnalysisData:
 def to_data(obj: Any) -> Any:
     """Dataclasses -> dicts, tuples -> lists, dict keys sorted (so saved and loaded results render alike)."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: to_data(causes_present(getattr(obj, f.name)) if f.metadata.get("present_only")
-                                else getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        return {f.name: to_data(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
     if isinstance(obj, dict):
         return {str(k): to_data(obj[k]) for k in sorted(obj, key=str)}
     if isinstance(obj, (list, tuple)):
@@ -788,8 +800,6 @@ def from_data(cls: Any, data: Any, where: str = "") -> Any:
         for f in dataclasses.fields(cls):
             if f.name in data:
                 kwargs[f.name] = from_data(hints[f.name], data[f.name], f"{where}.{f.name}".lstrip("."))
-                if f.metadata.get("present_only"):  # older reports stored every cause, zeros too
-                    kwargs[f.name] = causes_present(kwargs[f.name])
             elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
                 raise ResultFormatError(f"{where or 'report'}: missing field {f.name!r}")
         return cls(**kwargs)  # type: ignore[operator]
