@@ -10,7 +10,8 @@ tell (undetermined). Thresholds live in `thresholds`; docs/diagnosis.md document
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import re
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -203,7 +204,7 @@ def diagnose_rank(ra: RankAnalysis, include_warmup: bool = False) -> RankDiagnos
     """A rank's diagnosis from its figures (made with `causes=True`)."""
     c = _causes(ra)
     lost = lost_time(c.devices)
-    v = verdict(ra, lost, cause_findings(ra, lost), include_warmup)
+    v = within_headline_max(verdict(ra, lost, cause_findings(ra, lost), include_warmup))
     return RankDiagnosis(
         index=ra.index, rank=ra.rank, framework=ra.framework, primary=v.primary, host_primary=v.host_primary,
         reason=v.reason, headline=v.headline, window_ns=lost.window_ns, idle_ns=lost.idle_ns, lost_ns=lost.lost_ns,
@@ -214,6 +215,26 @@ def diagnose_rank(ra: RankAnalysis, include_warmup: bool = False) -> RankDiagnos
         confidence=v.confidence, warmup_steps=v.warmup_steps, startup_ns=v.startup_ns,
         headline_figures=dict(v.quoted.figures), headline_shares=tuple(v.quoted.shares),
         verdict_note=verdict_note(v.primary, v.host_primary, v.findings, v.reason), headline_detail=v.quoted.detail)
+
+
+def within_headline_max(v: RankVerdict) -> RankVerdict:
+    """A headline over HEADLINE_MAX characters whose last part is a parenthesis (why there is no GPU verdict)
+    keeps its sentence; the parenthesis leads the detail, and its shares leave the headline's."""
+    h = v.headline
+    if len(h) <= HEADLINE_MAX or not h.endswith(").") or " (" not in h:
+        return v
+    cut = h.rindex(" (")
+    why = h[cut + 2:-2]
+    n = len(_PERCENT.findall(why))
+    q = v.quoted
+    shares = q.shares[:len(q.shares) - n] if n else list(q.shares)
+    keep = {k for pair in shares for k in pair}
+    quoted = Quoted({k: x for k, x in q.figures.items() if k in keep}, shares,
+                    f"Why there is no GPU verdict: {why}. {q.detail}".strip())
+    return replace(v, headline=h[:cut] + ".", quoted=quoted)
+
+
+_PERCENT = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)%")
 
 
 def _causes(ra: RankAnalysis) -> RankCauses:
