@@ -59,7 +59,7 @@ def test_host_loop_breakdown_of_a_built_capture(tmp_path):
     d = a.diagnosis
     # its own verdict: no GPU verdict reused with another meaning
     assert d.primary == d.host_primary == "cpu_compute_bound"
-    assert d.headline == ("Host loop busy in its own work, 42% of its step time in named annotations (postprocess "
+    assert d.headline == ("Host loop busy in its own work, 41.5% of its step time in named annotations (postprocess "
                           "42%): 16.6 ms of 40.0 ms over 4 steps (a CPU-only capture).")
     assert d.headline_detail.startswith("The host loop's 40.0 ms of step time over 4 steps: 16.6 ms in named "
                                         "annotations, 12.0 ms in model ops, 4.0 ms waiting for data, 4.0 ms in the "

@@ -83,3 +83,21 @@ def test_dataframes_carry_the_pages_cause_labels():
 
     assert row["cause_label"] == CAUSE_BY_ID["host_compute"].label
     assert (gaps["cause_label"] == gaps["cause"].map(lambda c: CAUSE_BY_ID[c].label)).all()
+
+
+def test_a_long_why_leaves_the_headline_for_its_detail():
+    """No GPU verdict and a long reason: the headline keeps its sentence within 200 characters, the reason
+    and its share move to the detail, and the shares left match the percentages left."""
+    from traceanalyzer.diagnosis.rules import RankVerdict, within_headline_max
+    from traceanalyzer.diagnosis.wording import Quoted
+
+    q = Quoted()
+    host = f"Host loop waits for data {q.ns(40, 'data_wait_us', 100, 'step_time_us')} of its step time"
+    why = f"GPU busy only {q.ns(3, 'gpu_busy_us', 100, 'window_us')} of the window: " + "x" * 150
+    v = within_headline_max(RankVerdict("undetermined", "cpu_input_bound", why, f"{host} ({why}).", (), quoted=q))
+    assert v.headline == host + "." and len(v.headline) <= 200
+    assert v.quoted.shares == [("data_wait_us", "step_time_us")] and set(v.quoted.figures) == {"data_wait_us",
+                                                                                                  "step_time_us"}
+    assert v.quoted.detail.startswith(f"Why there is no GPU verdict: {why}.")
+    short = RankVerdict("undetermined", None, "x", "Short (why).", ())
+    assert within_headline_max(short) is short

@@ -124,7 +124,7 @@ def test_headline_share_is_of_the_figures_it_shows(tmp_path):
     f = d.headline_figures
     ((num, den),) = d.headline_shares
     assert (f[num], f[den]) == (32_000.0, 100_000.0) == (r.idle_by_cause_us["host_compute"], r.window_us)
-    assert d.headline == "The GPU loses 32.0 ms (32% of the 100.0 ms window) in host work between GPU launches."
+    assert d.headline == "The GPU loses 32.0 ms (32.0% of the 100.0 ms window) in host work between GPU launches."
     assert d.findings[0].id == "host_bound" and d.findings[0].explains_us == 32_000.0 and d.verdict_note is None
     # the derivation: idle and lost time, then what the verdict weighed (warm-up set apart), durations only
     assert d.headline_detail.startswith("GPU idle 47.0 ms of the 100.0 ms window: 47.0 ms of GPU time lost in all")
@@ -141,7 +141,7 @@ def test_headline_share_of_idle_when_the_verdict_counts_the_window(tmp_path):
             t.host("PostProcess", i * 7_000 + 3_000, 4_000)
     a = ta.analyze(t.write(tmp_path / "t.json"))
     d = a.diagnosis
-    assert d.headline == "The GPU loses 20.0 ms (53% of the 38.0 ms window) in host work between GPU launches."
+    assert d.headline == "The GPU loses 20.0 ms (52.6% of the 38.0 ms window) in host work between GPU launches."
     assert d.headline_detail.endswith("The verdict weighs the whole window, each cause by the time it lost.")
     # job and rank: headline; finding: window, lost, the projected saving (of the step), one host op
     assert reconcile(a.to_data()) == 2 * (1 + 4)

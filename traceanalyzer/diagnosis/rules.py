@@ -12,7 +12,8 @@ no cause would save much and the GPU is busy (gpu_bound), start-up dominates, or
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import re
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -209,7 +210,7 @@ def diagnose_rank(ra: RankAnalysis, include_warmup: bool = False) -> RankDiagnos
     c = _causes(ra)
     lost = lost_time(c.devices)
     saved = rank_savings(ra, lost, include_warmup)
-    v = verdict(ra, lost, cause_findings(ra, lost, saved), include_warmup, saved)
+    v = within_headline_max(verdict(ra, lost, cause_findings(ra, lost, saved), include_warmup, saved))
     return RankDiagnosis(
         index=ra.index, rank=ra.rank, framework=ra.framework, primary=v.primary, host_primary=v.host_primary,
         reason=v.reason, headline=v.headline, window_ns=lost.window_ns, idle_ns=lost.idle_ns, lost_ns=lost.lost_ns,
@@ -237,6 +238,26 @@ def rank_savings(ra: RankAnalysis, lost: LostTime, include_warmup: bool = False)
 # Causes a busy GPU (BUSY_NEVER_HOST_SHARE) is never said to be bound by: host work between launches,
 # launching and synchronising stall only a GPU that has little else to do.
 HOST_SIDE_CAUSES = (C.LAUNCH, C.HOST_COMPUTE, C.SYNC)
+
+
+def within_headline_max(v: RankVerdict) -> RankVerdict:
+    """A headline over HEADLINE_MAX characters whose last part is a parenthesis (why there is no GPU verdict)
+    keeps its sentence; the parenthesis leads the detail, and its shares leave the headline's."""
+    h = v.headline
+    if len(h) <= HEADLINE_MAX or not h.endswith(").") or " (" not in h:
+        return v
+    cut = h.rindex(" (")
+    why = h[cut + 2:-2]
+    n = len(_PERCENT.findall(why))
+    q = v.quoted
+    shares = q.shares[:len(q.shares) - n] if n else list(q.shares)
+    keep = {k for pair in shares for k in pair}
+    quoted = Quoted({k: x for k, x in q.figures.items() if k in keep}, shares,
+                    f"Why there is no GPU verdict: {why}. {q.detail}".strip())
+    return replace(v, headline=h[:cut] + ".", quoted=quoted)
+
+
+_PERCENT = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)%")
 
 
 def _causes(ra: RankAnalysis) -> RankCauses:

@@ -104,7 +104,7 @@ def _verdict(a: AnalysisData, diag: DiagnosisResult | None) -> list[str]:
         return out + [f"**{s.devices}** GPU(s) in nvidia-smi logs · SM utilisation mean **{mean}**", ""]
     figures = [f"GPU idle **{fmt_pct(s.gpu_idle_fraction)}**",
                f"memcpy **{fmt_pct(s.memcpy_share_of_busy)}** of GPU busy",
-               f"DataLoader wait **{fmt_pct(s.dataloader_wait_fraction)}**",
+               f"host DataLoader wait **{fmt_pct(s.dataloader_wait_fraction)}**",
                f"**{s.steps}** step(s)"]
     if s.samples_per_s is not None:
         figures.append(f"**{s.samples_per_s:.1f}** samples/s")

@@ -44,7 +44,7 @@ def _verdict(a: AnalysisData) -> tuple[str, str, str]:
 def _headline_figures(a: AnalysisData) -> list[tuple[str, str]]:
     s = a.summary
     figures = [("GPU idle", fmt_pct(s.gpu_idle_fraction)), ("memcpy share of busy", fmt_pct(s.memcpy_share_of_busy)),
-               ("DataLoader wait", fmt_pct(s.dataloader_wait_fraction)), ("steps", str(s.steps))]
+               ("host DataLoader wait", fmt_pct(s.dataloader_wait_fraction)), ("steps", str(s.steps))]
     if s.step_time_median_us is not None:
         figures.append(("median step", fmt_us(s.step_time_median_us)))
     if s.samples_per_s is not None:

@@ -47,7 +47,7 @@ def render_text(analysis: AnalysisData) -> str:
     s = a.summary
     if len(ranks) > 1:
         lines += wrap(f"GPU idle {fmt_pct(s.gpu_idle_fraction)}, memcpy {fmt_pct(s.memcpy_share_of_busy)} of "
-                      f"busy, DataLoader wait {fmt_pct(s.dataloader_wait_fraction)}, {s.steps} step(s), "
+                      f"busy, host blocked in the DataLoader {fmt_pct(s.dataloader_wait_fraction)}, {s.steps} step(s), "
                       f"{s.devices} GPU(s)", "Overall: ", "  ")
     for r in ranks[:MAX_RANKS_SHOWN]:
         lines.append(_rank_line(r))
@@ -162,12 +162,14 @@ def counter_lines(a: AnalysisData) -> list[str]:
     lines: list[str] = []
     for log in a.counter_logs:
         if log.offset_s is None:
-            lines.append(f"{log.path}: {log.format}, {log.samples_kept} rows, own clock ({log.clock})")
+            lines.append(f"{log.path}: {log.format}, {log.samples_kept} rows, on its own clock ({log.clock} time; "
+                         f"not placed on a trace's clock)")
             continue
         r = log.fit.correlation if log.fit else None
         ambiguous = bool(log.fit and log.fit.ambiguous)
         quality = "fit n/a" if r is None else f"fit r={r:.2f}" + (", ambiguous" if ambiguous else "")
-        lines.append(f"{log.path}: offset {log.offset_s:+.3f} s ({log.offset_method}, {quality})")
+        lines.append(f"{log.path}: placed on the trace clock at offset {log.offset_s:+.3f} s (found by "
+                     f"{log.offset_method}, {quality})")
     for d in a.counters:
         sm = d.metrics.get("sm_util_pct")
         if sm is None:
@@ -178,10 +180,12 @@ def counter_lines(a: AnalysisData) -> list[str]:
         lines.append(f"  GPU {d.device} (log): SM util mean {mean}{inside} over {d.samples} samples")
         z = d.zero_util_runs
         if z and z.runs:
-            lines.append(f"    zero-util runs: {z.runs} ({z.total_s:g} s); longest {z.longest_samples} "
-                         f"samples = {z.longest_s:g} s, from +{z.longest_start_s:g} s")
+            lines.append(f"    runs of samples at 0% SM utilisation: {z.runs} ({z.total_s:g} s in all); longest "
+                         f"{z.longest_samples} samples = {z.longest_s:g} s, from {z.longest_start_s:g} s into the log")
         cc = d.cross_check
         if cc:
-            lines.append(f"    trace busy {cc.trace_busy_pct:.1f}% vs log {cc.log_util_pct:.1f}%"
-                         + (" - DISAGREE" if cc.disagrees else ""))
+            lines.append(f"    GPU busy in the trace {cc.trace_busy_pct:.1f}% vs SM utilisation in the log "
+                         f"{cc.log_util_pct:.1f}% over the same samples"
+                         + (" - DISAGREE: another process used the GPU, or the alignment is wrong" if cc.disagrees
+                            else ""))
     return lines
