@@ -11,8 +11,9 @@ Per steady step (warm-up steps left out) and cause: its lost time x in the step 
 plus exposed copies for memcpy and exposed communication for communication), averaged over the rank's
 devices. The saving is median(step) - median(step - x): a step with a DataLoader wait of W in every
 step saves exactly W, and no cause saves more than its largest per-step time. Periodic stalls, rare by
-nature, are counted on the mean step (their total / the steps). Without steps, the capture window
-stands for one step.
+nature, are counted on the mean step (their total / the steps), and so is every cause with fewer than
+ROBUST_MIN_STEPS steady steps (a median of two or three steps would ignore a step that holds most of the
+capture, as the rest of the diagnosis does not). Without steps, the capture window stands for one step.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import numpy as np
 from .. import causes as C
 from ..analyses.figures import Steps
 from ..analyses.gaps import StepCauses
+from .thresholds import ROBUST_MIN_STEPS
 
 MEDIAN_STEP = "median_step"
 MEAN_STEP = "mean_step"
@@ -58,7 +60,7 @@ def savings(per_step: tuple[StepCauses, ...], st: Steps, warmup: np.ndarray, los
     for c in C.CAUSES:
         x = np.array([per_step[i].idle_by_cause.get(c, 0) + per_step[i].exposed_by_cause.get(c, 0)
                       for i in keep], dtype=np.float64) / n_dev
-        if c == C.CHECKPOINT:
+        if c == C.CHECKPOINT or len(keep) < ROBUST_MIN_STEPS:
             out[c] = Saving(c, int(round(float(x.mean()))), int(round(float(dur.mean()))), MEAN_STEP, len(keep))
             continue
         saving = median - float(np.median(dur - x))
