@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import CORPUS
-from dmon_builder import S, T0_NS, dmon_text
+from dmon_builder import T0_NS, S, dmon_text
 from test_reconcile import reconcile
 
 import traceanalyzer as ta

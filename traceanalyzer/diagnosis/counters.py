@@ -78,8 +78,8 @@ def _util(d: DeviceCounters) -> tuple[int, float | None, ZeroRuns | None]:
 
 
 def _seconds(ns: float) -> str:
-    """A log's span in whole seconds (sampled at seconds, finer digits say nothing), under 10 s as a duration."""
-    return f"{ns / 1e9:,.0f} s" if ns >= 10e9 else duration(ns)
+    """A log's span in seconds as sampled: whole from 10 s, to a tenth from 1 s, shorter as a duration."""
+    return f"{ns / 1e9:,.0f} s" if ns >= 10e9 else f"{round(ns / 1e9, 1):g} s" if ns >= 1e9 else duration(ns)
 
 
 def _over(devices: list[DeviceCounters]) -> str:
@@ -186,9 +186,10 @@ def diagnose_counters(devices: tuple[DeviceCounters, ...]) -> Diagnosis:
         q = Quoted()
         q.figures.update(worst.figures)
         q.shares = list(worst.shares[:n])
-        text, figures, shares = _with(f"{len({f.title.split(' ')[1] for f in findings})} of {len(judged)} GPU(s) underused: {worst.evidence[0]}. "
-                                      f"The logs cannot say why; profile a few steps with torch.profiler to find "
-                                      f"out.", q, judged)
+        gpus = len({f.title.split(" ")[1] for f in findings})
+        text, figures, shares = _with(f"{gpus} of {len(judged)} GPU(s) underused: {worst.evidence[0]}. The logs "
+                                      f"cannot say why; profile a few steps with torch.profiler to find out.",
+                                      q, judged)
         return Diagnosis(GPU_UNDERUSED, None, text, None, tuple(findings), (), figures, shares)
     q = Quoted()
     mean = q.pct(overall, "sm_util_mean_pct")
