@@ -125,3 +125,10 @@ def test_corpus_log_with_one_gpu_idle_throughout():
     d = _report(_corpus("smi_csv_a6000_2gpu/gpu_usage.csv"))
     (f,) = d["findings"]
     assert f["title"] == "GPU 1 is idle for long runs" and "over the log" in f["evidence"][0]
+
+
+def test_the_documented_idle_edge_level_is_the_code_constant():
+    from conftest import ROOT
+
+    text = (ROOT / "docs" / "diagnosis.md").read_text()
+    assert f"at most `IDLE_EDGE_UTIL_PCT` ({IDLE_EDGE_UTIL_PCT:g}%)" in text
