@@ -296,15 +296,18 @@ def test_a_log_of_a_gpu_busy_little_while_holding_memory_is_underused(tmp_path):
     d = a.diagnosis
     assert d.primary == "gpu_underused"
     (f,) = d.findings
-    assert f.title == "GPU 0 is underused"
-    assert "SM utilisation 27.0% on average" in f.evidence[0] and "(92% of 81559 MiB)" in f.evidence[0]
+    assert f.title == "GPU 0 is underused: memory held, little computed"
+    assert "SM utilisation 27.0% on average" in f.evidence[0] and "(91.6% of 81559 MiB)" in f.evidence[0]
     assert f.figures["memory_used_max_mib"] == 74_708 and f.figures["sm_util_mean_pct"] == 27.0
 
 
 def test_a_log_of_a_busy_gpu_says_how_few_samples_were_idle(tmp_path):
-    d = ta.analyze(_smi_log(tmp_path / "smi.csv", [90] * 55 + [0] * 5, 74_708)).diagnosis
+    d = ta.analyze(_smi_log(tmp_path / "smi.csv", [90] * 25 + [0] * 5 + [90] * 30, 74_708)).diagnosis
     assert d.primary == "gpu_bound"
-    assert "under 25% of samples at 0%" in d.headline and "no long idle runs" not in d.headline
+    assert "8.3% of samples at 0% (under 25%), the longest run 5 s" in d.headline and "no long idle runs" not in d.headline
+    # the same 5 idle samples after the job are its idle tail: set apart, and said so
+    d = ta.analyze(_smi_log(tmp_path / "tail.csv", [90] * 55 + [0] * 5, 74_708)).diagnosis
+    assert "no sample at 0%" in d.headline and "The log's last 5 s is idle on every GPU" in d.headline
 
 
 def test_a_long_first_read_back_is_a_sync_not_start_up(tmp_path):

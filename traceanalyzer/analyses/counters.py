@@ -9,7 +9,7 @@ samples straddling an edge count in neither. Definitions in words: `traceanalyze
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -27,6 +27,10 @@ CROSS_CHECK_MIN_SAMPLES = 5
 RUN_BREAK_PERIODS = 2.0
 # Points in the utilisation-over-time series (bins of whole sample periods).
 TIMESERIES_POINTS = 120
+# A log's idle head and tail: its leading and trailing samples with SM utilisation at most this (percent) on every
+# GPU lie outside the job (before it started, after it ended) and are set apart from the job's figures. nvidia-smi
+# prints whole percents and an idle GPU reads 0, at times 1 (a monitoring query); a job reads more.
+IDLE_EDGE_UTIL_PCT = 1.0
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,24 @@ class ZeroRuns:
 
 
 @dataclass(frozen=True)
+class JobSpan:
+    """A GPU's SM utilisation over the job's span: the log less its idle head and tail, the leading and trailing
+    samples at most IDLE_EDGE_UTIL_PCT on every GPU of the logs (`job_span`)."""
+
+    first_ns: int  # the GPU's first and last sample inside the span
+    last_ns: int
+    samples: int  # inside the span, with a utilisation value
+    head_samples: int  # set apart before the span (idle head) ...
+    tail_samples: int  # ... and after it (idle tail)
+    sm_util_mean: float | None
+    zero_runs: ZeroRuns
+
+    @property
+    def trimmed(self) -> bool:
+        return self.head_samples > 0 or self.tail_samples > 0
+
+
+@dataclass(frozen=True)
 class CrossCheck:
     """Trace GPU busy vs log SM utilisation over the same sample periods inside the window."""
 
@@ -79,6 +101,9 @@ class DeviceCounters:
     cross_check: CrossCheck | None  # None without a trace window or trace GPU work
     # SM utilisation over time: (bin start ns, mean percent) in up to TIMESERIES_POINTS bins
     utilisation: tuple[tuple[int, float], ...]
+    # the job's span without a trace (the log less its idle head and tail); None with a trace window, without
+    # SM utilisation, or when no GPU of the logs is ever above IDLE_EDGE_UTIL_PCT
+    job: JobSpan | None = None
 
 
 # --- what a rank gives the job's counter logs -------------------------------------------------------
@@ -120,6 +145,38 @@ def counter_figures(counters: pd.DataFrame, window: tuple[int, int] | None = Non
     for device in sorted(int(d) for d in np.unique(counters["device"].to_numpy())):
         rows = counters[counters["device"].to_numpy() == device]
         out.append(_device(device, rows, window, busy.get(device)))
+    return tuple(out) if window is not None else job_span(counters, tuple(out))
+
+
+def job_span(counters: pd.DataFrame, devices: tuple[DeviceCounters, ...]) -> tuple[DeviceCounters, ...]:
+    """`devices` with their figures over the job's span (`DeviceCounters.job`): from the first to the last sample
+    time at which any GPU reads more than IDLE_EDGE_UTIL_PCT (a sample within half a period of those times is
+    inside). Unchanged when no GPU ever does (an unused GPU has no job to cut out)."""
+    series = {d.device: next(((v, t) for _, v, t in device_series(counters, d.device, UTIL_METRIC)), None)
+              for d in devices}
+    active = [t[v > IDLE_EDGE_UTIL_PCT] for v, t in (s for s in series.values() if s is not None)]
+    active = [a for a in active if len(a)]
+    if not active:
+        return devices
+    lo, hi = min(int(a[0]) for a in active), max(int(a[-1]) for a in active)
+    out = []
+    for d in devices:
+        s = series[d.device]
+        if s is None:
+            out.append(d)
+            continue
+        values, ts = s
+        half = d.period_ns // 2
+        inside = (ts >= lo - half) & (ts <= hi + half)
+        if not inside.any():  # a GPU whose samples all fall outside the others' job
+            out.append(d)
+            continue
+        v, t = values[inside], ts[inside]
+        ok = ~np.isnan(v)
+        k = np.flatnonzero(inside)
+        out.append(replace(d, job=JobSpan(
+            int(t[0]), int(t[-1]), int(ok.sum()), int(k[0]), int(len(ts) - 1 - k[-1]), _mean(v[ok]),
+            zero_runs(v, t, d.period_ns))))
     return tuple(out)
 
 

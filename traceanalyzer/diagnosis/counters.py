@@ -7,7 +7,7 @@ with at least UNDERUSED_ZERO_SHARE of its samples at 0% SM utilisation is underu
 
 from __future__ import annotations
 
-from ..analyses.counters import DeviceCounters, MetricFigures
+from ..analyses.counters import IDLE_EDGE_UTIL_PCT, DeviceCounters, MetricFigures, ZeroRuns
 from ..causes import GPU_BOUND, GPU_UNDERUSED, UNDETERMINED, VERDICT_BY_ID
 from .advice import advice_for
 from .rules import Diagnosis, Finding
@@ -18,7 +18,7 @@ from .thresholds import (
     LOW_UTIL_MEAN_PCT,
     UNDERUSED_ZERO_SHARE,
 )
-from .wording import Quoted
+from .wording import Quoted, duration
 
 
 def _sm_mean(d: DeviceCounters) -> float | None:
@@ -68,10 +68,47 @@ def _diagnose_without_util(devices: tuple[DeviceCounters, ...]) -> Diagnosis:
                                          f"utilisation column to say how busy they are.", None, (), ())
 
 
-def _low_util_with_memory(d: DeviceCounters) -> Finding | None:
+def _util(d: DeviceCounters) -> tuple[int, float | None, ZeroRuns | None]:
+    """A GPU's utilisation figures as the diagnosis judges them: (samples, SM utilisation mean, zero runs) over
+    the job's span when the log has an idle head or tail set apart (`DeviceCounters.job`), else over the log."""
+    if d.job is not None and d.job.trimmed:
+        return d.job.samples, d.job.sm_util_mean, d.job.zero_runs
+    sm = _metric(d, "sm_util_pct")
+    return (sm.samples if sm is not None else d.samples), _sm_mean(d), d.zero_runs
+
+
+def _seconds(ns: float) -> str:
+    """A log's span in seconds as sampled: whole from 10 s, to a tenth from 1 s, shorter as a duration."""
+    return f"{ns / 1e9:,.0f} s" if ns >= 10e9 else f"{round(ns / 1e9, 1):g} s" if ns >= 1e9 else duration(ns)
+
+
+def _over(devices: list[DeviceCounters]) -> str:
+    """Where the figures were taken: "over the job" when an idle head or tail was set apart, else "over the log"."""
+    return "over the job" if any(d.job is not None and d.job.trimmed for d in devices) else "over the log"
+
+
+def _set_apart(devices: list[DeviceCounters]) -> tuple[str, Quoted]:
+    """The sentence saying which idle head and tail of the logs were set apart as outside the job (and how long
+    the job's span is), with its quoted share; ("", empty) when none was."""
+    q = Quoted()
+    spans = [d for d in devices if d.job is not None and d.job.trimmed]
+    if not spans:
+        return "", q
+    head = max(d.job.head_samples * d.period_ns for d in spans if d.job is not None)
+    tail = max(d.job.tail_samples * d.period_ns for d in spans if d.job is not None)
+    job = max(d.job.last_ns - d.job.first_ns + d.period_ns for d in spans if d.job is not None)
+    parts = ([f"first {_seconds(head)}"] if head else []) + ([f"last {_seconds(tail)}"] if tail else [])
+    where = "before the job" if not tail else "after the job" if not head else "outside the job"
+    return (f"The log's {' and '.join(parts)} {'is' if len(parts) == 1 else 'are'} idle on every GPU (SM utilisation "
+            f"at most {q.pct(IDLE_EDGE_UTIL_PCT, 'idle_edge_util_pct')}): {where}, set apart; the figures "
+            f"are of the job's {_seconds(job)}."), q
+
+
+def _low_util_with_memory(d: DeviceCounters, over: str) -> Finding | None:
     """A GPU busy little on average (SM utilisation mean below LOW_UTIL_MEAN_PCT) while it holds memory (at
     least IDLE_MEMORY_MAX_MIB: a model is loaded): underused, though seldom at exactly 0%."""
-    mean, mem = _sm_mean(d), _metric(d, "fb_used_mib")
+    samples, mean, _ = _util(d)
+    mem = _metric(d, "fb_used_mib")
     if mean is None or mean >= LOW_UTIL_MEAN_PCT or mem is None or mem.max is None or mem.max < IDLE_MEMORY_MAX_MIB:
         return None
     total = _metric(d, "fb_total_mib")
@@ -79,63 +116,88 @@ def _low_util_with_memory(d: DeviceCounters) -> Finding | None:
     util = q.pct(mean, "sm_util_mean_pct", 1)  # the shares in the order the text states them
     held = f"{mem.max:g} MiB of memory held"
     if total is not None and total.max:
-        held += f" ({q.of(mem.max, 'memory_used_max_mib', total.max, 'memory_total_mib')} of {total.max:g} MiB)"
+        held += f" ({q.of(mem.max, 'memory_used_max_mib', total.max, 'memory_total_mib', small_below=1.0)} " \
+                f"of {total.max:g} MiB)"
     else:
         q.figures["memory_used_max_mib"] = float(mem.max)
-    evidence = (f"GPU {d.device}: SM utilisation {util} on average over {d.samples} "
-                f"samples, with {held}: a model is loaded but the GPU computes little of the time",)
+    evidence = (f"GPU {d.device}: SM utilisation {util} on average {over} ({samples} samples), with {held}: "
+                f"a model is loaded but the GPU computes only part of the time",)
     share = round(1.0 - mean / 100.0, 6)
-    return Finding(GPU_UNDERUSED, None, f"GPU {d.device} is underused", "medium", 0, share, evidence,
-                   advice_for(GPU_UNDERUSED, ""), share_of_window=share, figures=q.figures, shares=tuple(q.shares))
+    return Finding(GPU_UNDERUSED, None, f"GPU {d.device} is underused: memory held, little computed", "medium", 0,
+                   share, evidence, advice_for(GPU_UNDERUSED, ""), share_of_window=share, figures=q.figures,
+                   shares=tuple(q.shares))
+
+
+def _zero_share_finding(d: DeviceCounters, over: str) -> Finding | None:
+    """A GPU with at least UNDERUSED_ZERO_SHARE of its samples at 0% SM utilisation: idle for long runs (high
+    severity from half of them), or not used at all (every sample)."""
+    samples, mean, z = _util(d)
+    if z is None or not samples:
+        return None
+    zero = z.total_samples / samples
+    if zero < UNDERUSED_ZERO_SHARE:
+        return None
+    q = Quoted()
+    evidence = (f"GPU {d.device}: {z.total_samples} of {samples} samples at {q.pct(0, 'zero_util_level_pct')} "
+                f"SM utilisation {over} ({q.of(z.total_samples, 'zero_util_samples', samples, 'samples')}), in "
+                f"{z.runs} run(s); longest {z.longest_samples} samples ({_seconds(z.longest_ns)})",
+                f"SM utilisation mean {q.pct(mean or 0.0, 'sm_util_mean_pct', 1)} {over}")
+    return Finding(
+        GPU_UNDERUSED, None, f"GPU {d.device} is {'not used at all' if zero >= 1.0 else 'idle for long runs'}",
+        "high" if zero >= 0.5 else "medium", int(z.total_ns), round(zero, 6), evidence,
+        advice_for(GPU_UNDERUSED, ""), share_of_window=round(zero, 6),
+        figures={**q.figures, "zero_util_share": round(zero, 6)}, shares=tuple(q.shares))
+
+
+def _idle_runs(judged: list[DeviceCounters], q: Quoted) -> str:
+    """What the judged GPUs' samples at 0% are, for a headline that calls them busy or partly used: the share
+    and longest run of the GPU with the most, or that there is none (never silent about a listed run)."""
+    figures = [(u[2], u[0]) for u in (_util(d) for d in judged) if u[2] is not None and u[0]]
+    worst = max(figures, key=lambda f: (f[0].total_samples / f[1], f[0].longest_ns), default=None)
+    if worst is None or not worst[0].total_samples:
+        return f"no sample at {q.pct(0, 'zero_util_level_pct')}"
+    z, n = worst
+    return (f"{q.of(z.total_samples, 'zero_util_samples', n, 'samples')} of samples at "
+            f"{q.pct(0, 'zero_util_level_pct')} (under {q.fraction(UNDERUSED_ZERO_SHARE, 'underused_zero_share')})"
+            f", the longest run {_seconds(z.longest_ns)}")
+
+
+def _with(headline: str, q: Quoted, judged: list[DeviceCounters]) -> tuple[str, dict[str, float], tuple]:
+    """A headline followed by the set-apart sentence, with both texts' figures and shares."""
+    trim, tq = _set_apart(judged)
+    q.extend(tq)
+    return (f"{headline} {trim}" if trim else headline), q.figures, tuple(q.shares)
 
 
 def diagnose_counters(devices: tuple[DeviceCounters, ...]) -> Diagnosis:
     judged = [d for d in devices if d.zero_runs is not None and d.samples > 0]
     if not judged:
         return _diagnose_without_util(devices)
-    findings = []
-    for d in judged:
-        zero = d.zero_runs.total_samples / d.samples if d.zero_runs else 0.0
-        if zero < UNDERUSED_ZERO_SHARE:
-            continue
-        unused = zero >= 1.0
-        z = d.zero_runs
-        assert z is not None
-        q = Quoted()
-        evidence = (f"GPU {d.device}: {z.total_samples} of {d.samples} samples at {q.pct(0, 'zero_util_level_pct')} "
-                    f"SM utilisation ({q.of(z.total_samples, 'zero_util_samples', d.samples, 'samples')}), in "
-                    f"{z.runs} run(s); longest {z.longest_samples} samples",
-                    f"SM utilisation mean {q.pct(_sm_mean(d) or 0.0, 'sm_util_mean_pct', 1)} over the log")
-        findings.append(Finding(
-            GPU_UNDERUSED, None,
-            f"GPU {d.device} is {'not used at all' if unused else 'idle for long runs'}",
-            "high" if zero >= 0.5 else "medium", int(z.total_ns), round(zero, 6), evidence,
-            advice_for(GPU_UNDERUSED, ""), share_of_window=round(zero, 6), figures={
-                **q.figures, "zero_util_share": round(zero, 6)}, shares=tuple(q.shares)))
-    flagged = {f.title.split(" ")[1] for f in findings}
-    findings += [f for f in (_low_util_with_memory(d) for d in judged if d.device not in flagged) if f is not None]
+    over = _over(judged)
+    findings = [f for f in (_zero_share_finding(d, over) for d in judged) if f is not None]
+    # a GPU idle for long runs that also holds memory gets both findings: two facts, each with its figures
+    findings += [f for f in (_low_util_with_memory(d, over) for d in judged) if f is not None]
     findings.sort(key=lambda f: -f.share_of_idle)
-    means = [m for m in (_sm_mean(d) for d in judged) if m is not None]
+    means = [m for m in (_util(d)[1] for d in judged) if m is not None]
     overall = sum(means) / len(means) if means else 0.0
     if findings:
         worst = findings[0]
-        headline = (f"{len(findings)} of {len(judged)} GPU(s) underused: {worst.evidence[0]}. "
-                    f"The logs cannot say why; profile a few steps with torch.profiler to find out.")
         n = worst.evidence[0].count("%")
-        return Diagnosis(GPU_UNDERUSED, None, headline, None, tuple(findings), (), dict(worst.figures),
-                         worst.shares[:n])
-    if overall >= 100 * HEALTHY_BUSY_SHARE:
         q = Quoted()
-        return Diagnosis(GPU_BOUND, None, f"{len(judged)} GPU(s) busy: SM utilisation "
-                                          f"{q.pct(overall, 'sm_util_mean_pct')} on average; "
-                                          f"under {q.fraction(UNDERUSED_ZERO_SHARE, 'underused_zero_share')} of "
-                                          f"samples at {q.pct(0, 'zero_util_level_pct')}.", None, (), (),
-                         q.figures, tuple(q.shares))
+        q.figures.update(worst.figures)
+        q.shares = list(worst.shares[:n])
+        gpus = len({f.title.split(" ")[1] for f in findings})
+        text, figures, shares = _with(f"{gpus} of {len(judged)} GPU(s) underused: {worst.evidence[0]}. The logs "
+                                      f"cannot say why; profile a few steps with torch.profiler to find out.",
+                                      q, judged)
+        return Diagnosis(GPU_UNDERUSED, None, text, None, tuple(findings), (), figures, shares)
     q = Quoted()
-    return Diagnosis(UNDETERMINED, None, f"{len(judged)} GPU(s) at {q.pct(overall, 'sm_util_mean_pct')} SM utilisation "
-                                         f"on average, under "
-                                         f"{q.fraction(UNDERUSED_ZERO_SHARE, 'underused_zero_share')} "
-                                         f"of samples at {q.pct(0, 'zero_util_level_pct')}; "
-                                         f"{VERDICT_BY_ID[GPU_UNDERUSED].label.lower()} only in "
-                                         f"part. Profile a few steps to see what holds them up.", None, (), (),
-                     q.figures, tuple(q.shares))
+    mean = q.pct(overall, "sm_util_mean_pct")
+    if overall >= 100 * HEALTHY_BUSY_SHARE:
+        text, figures, shares = _with(f"{len(judged)} GPU(s) busy: SM utilisation {mean} on average {over}; "
+                                      f"{_idle_runs(judged, q)}.", q, judged)
+        return Diagnosis(GPU_BOUND, None, text, None, (), (), figures, shares)
+    text, figures, shares = _with(f"{len(judged)} GPU(s) at {mean} SM utilisation on average {over}, "
+                                  f"{_idle_runs(judged, q)}; {VERDICT_BY_ID[GPU_UNDERUSED].label.lower()} only "
+                                  f"in part. Profile a few steps to see what holds them up.", q, judged)
+    return Diagnosis(UNDETERMINED, None, text, None, (), (), figures, shares)
