@@ -134,7 +134,7 @@ def test_a_run_deleted_while_analysed_is_canceled_and_removed(tmp_path):
 def test_a_delete_racing_a_reupload_of_the_same_content_never_removes_its_file(tmp_path):
     server = Server(tmp_path / "data", None, "--jobs", "2").start()
     try:
-        token = server.token("race")
+        token = server.token("demo")
         auth = {"Authorization": f"Bearer {token}"}
         body = (SAMPLES / "basic.json").read_bytes()
         old = server.upload(token, data=body, name="a.json").json()["id"]
@@ -178,9 +178,9 @@ def test_a_database_outage_answers_503_and_the_jobs_finish_once_it_is_back(tmp_p
         db = pg.new_database()
         server = Server(tmp_path / "data", db, "--jobs", "2").start()
         try:
-            token = server.token("outage")
-            ids = [server.upload(token, data=kineto_trace(8_000_000) + b" " * i, name="t.json").json()["id"]
-                   for i in range(3)]
+            token = server.token("demo")
+            body = kineto_trace(2_000_000)
+            ids = [server.upload(token, data=body + b" " * i, name="t.json").json()["id"] for i in range(3)]
             deadline = time.monotonic() + 60
             while server.get(f"/api/v1/runs/{ids[0]}").json()["status"] != "running":
                 assert time.monotonic() < deadline
@@ -197,7 +197,11 @@ def test_a_database_outage_answers_503_and_the_jobs_finish_once_it_is_back(tmp_p
                 assert page.status_code == 503 and "Traceback" not in page.text
                 up = server.upload(token, SAMPLES / "basic.json")
                 assert up.status_code == 503, up.text
-                time.sleep(6)  # the analyses under way end meanwhile: their end cannot be written yet
+                deadline = time.monotonic() + 120  # the analyses under way end: their end cannot be written yet
+                while [p for p in analysis_processes().values() if str(server.data) in p[1]]:
+                    assert time.monotonic() < deadline, "the analyses did not end"
+                    time.sleep(0.1)
+                time.sleep(2)
             finally:
                 pg.resume()
             runs = [server.wait(i, timeout=90) for i in ids]  # no restart
@@ -207,6 +211,7 @@ def test_a_database_outage_answers_503_and_the_jobs_finish_once_it_is_back(tmp_p
             assert not [p for p in (server.data / "tmp").rglob("*") if p.is_file()]  # the refused upload's file
             log = server.log.read_text()
             assert "Traceback" not in log and log.count("\n") < 200, log[-3000:]
+            assert "database away" in log  # an analysis ended during the outage: its end was written after
         finally:
             server.stop()
     finally:

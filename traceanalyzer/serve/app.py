@@ -645,6 +645,24 @@ def create_app(settings: Settings, run_jobs: bool = True) -> Starlette:
     # -- errors: one line, never a traceback
     last_db_log = [0.0]
 
+    def unavailable(request: Request, exc: Exception) -> Response | None:
+        """503 + Retry-After while the database is away (one log line every few seconds), 507 when the
+        disk is full; None for any other error."""
+        import sys
+
+        if is_db_error(exc):
+            now = time.monotonic()
+            if now - last_db_log[0] > 5:
+                last_db_log[0] = now
+                print(f"traceanalyzer serve: database unavailable: {type(exc).__name__}: "
+                      f"{str(exc).splitlines()[0][:200] if str(exc) else ''}", file=sys.stderr)
+            resp = error_response(request, 503, "the database is unavailable: try again shortly")
+            resp.headers["Retry-After"] = str(RETRY_AFTER_S)
+            return resp
+        if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+            return error_response(request, 507, "the server's disk is full: try again later")
+        return None
+
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
         message = str(exc.detail) if exc.detail else "error"
@@ -657,17 +675,6 @@ def create_app(settings: Settings, run_jobs: bool = True) -> Starlette:
     async def internal_error(request: Request, exc: Exception) -> Response:
         import sys
 
-        if is_db_error(exc):  # the database is away: a retryable 503, one log line every few seconds
-            now = time.monotonic()
-            if now - last_db_log[0] > 5:
-                last_db_log[0] = now
-                print(f"traceanalyzer serve: database unavailable: {type(exc).__name__}: "
-                      f"{str(exc).splitlines()[0][:200] if str(exc) else ''}", file=sys.stderr)
-            resp = error_response(request, 503, "the database is unavailable: try again shortly")
-            resp.headers["Retry-After"] = str(RETRY_AFTER_S)
-            return resp
-        if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
-            return error_response(request, 507, "the server's disk is full: try again later")
         print(f"traceanalyzer serve: internal error on {request.url.path}: {type(exc).__name__}: {exc}",
               file=sys.stderr)
         return error_response(request, 500, "internal error (logged on the server)")
@@ -733,6 +740,7 @@ def create_app(settings: Settings, run_jobs: bool = True) -> Starlette:
     ]
     app = Starlette(routes=routes, lifespan=lifespan,
                     exception_handlers={HTTPException: http_error, Exception: internal_error})
+    app.add_middleware(_Unavailable, answer=unavailable)
     app.add_middleware(_Headers)
     app.state.store = db
     app.state.runner = runner
@@ -762,6 +770,35 @@ class _Headers:
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
+
+
+class _Unavailable:
+    """Answers a request that failed because the database is away (503 + Retry-After) or the disk is full
+    (507) with its one line, before Starlette's last-resort handler (which logs a traceback each time)."""
+
+    def __init__(self, app: Any, answer: Any) -> None:
+        self.app = app
+        self.answer = answer
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def watch(message: Any) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watch)
+        except Exception as exc:
+            resp = None if started else self.answer(Request(scope), exc)
+            if resp is None:
+                raise
+            await resp(scope, receive, send)
 
 
 def _md_code(text: str) -> str:
