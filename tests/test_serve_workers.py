@@ -291,3 +291,48 @@ def test_leases_on_sqlite_fence_a_worker_that_lost_its_job(tmp_path):
         assert retaken is not None and retaken.run_id == third and retaken.tries == 2
     finally:
         store.close()
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """DATA on a 8 MiB file system of its own (a tmpfs: needs root), the database beside it."""
+    import subprocess
+
+    folder = tmp_path / "data"
+    folder.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(folder)],
+                                           capture_output=True).returncode != 0:
+        pytest.skip("mounting a small file system needs root")
+    yield folder
+    subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+def test_a_full_disk_answers_507_stores_nothing_and_uploads_work_again_once_freed(tmp_path, small_disk):
+    server = Server(small_disk, f"sqlite:///{tmp_path / 'db.sqlite'}").start()
+    try:
+        token = server.token("demo")
+        first = server.upload(token, SAMPLES / "basic.json").json()["id"]
+        assert server.wait(first)["status"] == "done"
+        filler = small_disk / "filler"
+        with open(filler, "wb") as f:  # the disk filled by something else
+            try:
+                while True:
+                    f.write(b"\0" * 65536)
+                    f.flush()
+            except OSError:
+                pass
+        body = kineto_trace(1_000_000)
+        r = server.upload(token, data=body, name="t.json")
+        assert r.status_code == 507 and set(r.json()) == {"error"} and "disk is full" in r.json()["error"], r.text
+        h = server.get("/api/v1/health")
+        assert h.status_code == 503 and h.json()["storage"].startswith("full"), h.text
+        assert server.get("/api/v1/runs").json()["total"] == 1  # nothing half-stored
+        assert not [p for p in (small_disk / "tmp").rglob("*") if p.is_file()]
+        filler.unlink()
+        r = server.upload(token, data=body, name="t.json")
+        assert r.status_code == 201, r.text
+        assert server.wait(r.json()["id"])["status"] == "done"
+        assert server.get("/api/v1/health").status_code == 200
+        assert "Traceback" not in server.log.read_text()
+    finally:
+        server.stop()

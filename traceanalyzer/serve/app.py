@@ -55,7 +55,7 @@ from .uploads import PROJECT_RE, UploadError, blob_path, place
 
 PAGE_SIZE = 50
 RETRY_AFTER_S = 5  # a 503 while the database is away
-MIN_FREE_BYTES = 64 * 1024**2  # less free space in DATA: health says the storage is full
+MIN_FREE_BYTES = 64 * 1024**2  # less free space in DATA (or 5% of a smaller disk): health says the storage is full
 RUN_ID_RE = re.compile(r"^[0-9a-f]{12}$")
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
        "form-action 'self'; frame-src 'self'; frame-ancestors 'self'; base-uri 'none'")
@@ -630,9 +630,10 @@ def create_app(settings: Settings, run_jobs: bool = True) -> Starlette:
         except Exception as exc:
             out.update(ok=False, database=f"down: {type(exc).__name__}", queued=None)
         try:
-            free = shutil.disk_usage(settings.data).free
+            usage = shutil.disk_usage(settings.data)
+            free = usage.free
             out["storage_free_bytes"] = free
-            if free < MIN_FREE_BYTES:
+            if free < min(MIN_FREE_BYTES, usage.total // 20):
                 out.update(ok=False, storage=f"full: {_human(free)} free")
         except OSError as exc:
             out.update(ok=False, storage=f"down: {exc.strerror or type(exc).__name__}")
