@@ -57,12 +57,17 @@ PAGE_SIZE = 50
 RETRY_AFTER_S = 5  # a 503 while the database is away
 MIN_FREE_BYTES = 64 * 1024**2  # less free space in DATA (or 5% of a smaller disk): health says the storage is full
 RUN_ID_RE = re.compile(r"^[0-9a-f]{12}$")
+VERDICT_RE = re.compile(r"^[a-z0-9_]{1,40}$")
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
        "form-action 'self'; frame-src 'self'; frame-ancestors 'self'; base-uri 'none'")
 SECURITY_HEADERS = {"X-Content-Type-Options": "nosniff", "Referrer-Policy": "same-origin",
                     "Cross-Origin-Opener-Policy": "same-origin", "Cross-Origin-Resource-Policy": "same-origin"}
 STATIC = {"serve.css": "text/css; charset=utf-8", "upload.js": "text/javascript; charset=utf-8",
           "history.js": "text/javascript; charset=utf-8"}
+
+
+FAVICON = (b'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><rect width="16" height="16" rx="3" '
+           b'fill="#1f6feb"/><path d="M3 12h2V7H3zm4 0h2V4H7zm4 0h2V9h-2z" fill="#fff"/></svg>')
 
 
 class Refused(HTTPException):
@@ -206,12 +211,27 @@ def create_app(settings: Settings, run_jobs: bool = True) -> Starlette:
         name = row.get("token_name")
         return f"{name} (token #{row['token_id']})" if name else f"token #{row['token_id']}"
 
+    def login_state(request: Request) -> str | None:
+        """'project (token name)' of the browser's login, or None (logged out, or its token revoked)."""
+        cookie = request.cookies.get("ta_token")
+        if not cookie:
+            return None
+        try:
+            found = db.token(cookie)
+        except Exception:
+            return None
+        if found is None:
+            return None
+        names = db.token_names([found.id])
+        return f"{found.project} · {names.get(found.id, 'token')}"
+
     def csrf_token(request: Request) -> str:
         return request.cookies.get("ta_csrf") or secrets.token_urlsafe(24)
 
     def page(request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
         token = csrf_token(request)
-        html = env.get_template(template).render(csrf=token, private=settings.private, **context)
+        html = env.get_template(template).render(csrf=token, private=settings.private, login=login_state(request),
+                                                 **context)
         resp = HTMLResponse(html, status_code=status)
         if request.cookies.get("ta_csrf") != token:
             resp.set_cookie("ta_csrf", token, httponly=True, samesite="strict", path="/")
@@ -351,10 +371,16 @@ def create_app(settings: Settings, run_jobs: bool = True) -> Starlette:
                              "runs": [run_json(request, r, shas.get(r["id"], [])) for r in rows]})
 
     def list_runs(request: Request, who: Access) -> tuple[list[dict[str, Any]], int, dict[str, str], int]:
+        """The runs a request may see, filtered by project, branch, status, commit (or its start),
+        verdict, and upload date (`since`, `until`: YYYY-MM-DD in UTC, both days included)."""
         q = request.query_params
-        filters = {k: q.get(k, "").strip()[:200] for k in ("project", "branch", "status")}
+        filters = {k: q.get(k, "").strip()[:200]
+                   for k in ("project", "branch", "status", "commit", "verdict", "since", "until")}
         if filters["status"] and filters["status"] not in STATUSES:
             raise refuse(400, f"bad status: one of {', '.join(STATUSES)}")
+        if filters["verdict"] and not VERDICT_RE.match(filters["verdict"]):
+            raise refuse(400, "bad verdict: a verdict id such as input_bound")
+        days = {k: day_param(filters[k], k) for k in ("since", "until")}
         if who.project is not None:
             if filters["project"] and filters["project"] != who.project:
                 return [], 0, filters, 1
@@ -364,8 +390,19 @@ def create_app(settings: Settings, run_jobs: bool = True) -> Starlette:
         except ValueError:
             raise refuse(400, "bad page number") from None
         rows, total = db.list_runs(filters["project"] or None, filters["branch"] or None, filters["status"] or None,
-                                   PAGE_SIZE, (page_no - 1) * PAGE_SIZE)
+                                   PAGE_SIZE, (page_no - 1) * PAGE_SIZE, commit=filters["commit"] or None,
+                                   verdict=filters["verdict"] or None, since=days["since"],
+                                   until=None if days["until"] is None else days["until"] + 86400)
         return rows, total, filters, page_no
+
+    def day_param(value: str, name: str) -> float | None:
+        if not value:
+            return None
+        try:
+            day = datetime.strptime(value, "%Y-%m-%d").replace(tzinfo=timezone.utc)
+        except ValueError:
+            raise refuse(400, f"bad {name}: a date, YYYY-MM-DD") from None
+        return day.timestamp()
 
     def download(request: Request) -> Response:
         row, _ = run_or_404(request, request.path_params["run_id"])
@@ -450,7 +487,7 @@ def create_app(settings: Settings, run_jobs: bool = True) -> Starlette:
 
     def run_page(request: Request) -> Response:
         row, _ = run_or_404(request, request.path_params["run_id"])
-        return page(request, "run.html.j2", run=row, files=db.files(row["id"]))
+        return page(request, "run.html.j2", run=row, files=db.files(row["id"]), uploaded_by=uploader(row))
 
     def report_html(request: Request) -> Response:
         html = report_file(request, "report.html").read_text("utf-8")
@@ -621,6 +658,9 @@ def create_app(settings: Settings, run_jobs: bool = True) -> Starlette:
             raise refuse(404, "not found")
         return Response(_static(name), media_type=STATIC[name], headers={"Cache-Control": "max-age=300"})
 
+    def favicon(request: Request) -> Response:
+        return Response(FAVICON, media_type="image/svg+xml", headers={"Cache-Control": "max-age=86400"})
+
     def health(request: Request) -> Response:
         """What works: the database (a query), the storage (free space in DATA), the jobs (queued, and
         whether this process runs analyses). 503 when the database or the storage is down."""
@@ -730,6 +770,7 @@ def create_app(settings: Settings, run_jobs: bool = True) -> Starlette:
         Route("/login", login, methods=["POST"]),
         Route("/logout", logout, methods=["POST"]),
         Route("/static/{name}", static),
+        Route("/favicon.ico", favicon),
         Route("/api/v1/health", health),
         Route("/api/v1/runs", api_runs),
         Route("/api/v1/runs/{run_id}", api_run, methods=["GET"]),
