@@ -278,10 +278,9 @@ class Store:
         """Makes or locks the `blobs` rows of these hashes until the transaction ends (sorted: no deadlock)."""
         if not shas:
             return
-        if self.engine.dialect.name == "postgresql":
-            from sqlalchemy.dialects.postgresql import insert
-        else:
-            from sqlalchemy.dialects.sqlite import insert
+        from sqlalchemy.dialects import postgresql, sqlite
+
+        insert: Any = postgresql.insert if self.engine.dialect.name == "postgresql" else sqlite.insert
         for sha in sorted(set(shas)):
             stmt = insert(blobs).values(sha256=sha, touched_at=now)
             c.execute(stmt.on_conflict_do_update(index_elements=["sha256"],
