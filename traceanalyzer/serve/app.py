@@ -170,7 +170,7 @@ def create_app(settings: Settings, run_jobs: bool = True) -> Starlette:
             return Access()
         found = db.token(token)
         if found is None:
-            raise refuse(401, "unknown, expired or revoked token")
+            raise refuse(401, "unknown token (or an expired or revoked one)")
         return Access(found.project, found.read_only, bearer, found.id)
 
     def may_read(who: Access, project: str) -> bool:
