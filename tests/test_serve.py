@@ -581,3 +581,21 @@ def test_pages_show_the_login_state_once_and_have_a_favicon(server):
     icon = server.get("/favicon.ico")
     assert icon.status_code == 200 and icon.headers["content-type"].startswith("image/svg+xml")
     assert 'rel="icon" href="/favicon.ico"' in out
+
+
+def test_cross_site_unsafe_requests_are_refused_once_for_every_route(server):
+    token = server.token("xsite")
+    for path in ("/login", "/logout", "/runs/0123456789ab/delete", "/no/such/route"):
+        for headers in ({"Sec-Fetch-Site": "cross-site"}, {"Origin": "https://evil.example"}):
+            one_line_error(httpx.post(f"{server.url}{path}", data={"csrf": "x"}, headers=headers, timeout=30), 403)
+    one_line_error(httpx.delete(f"{server.url}/api/v1/runs/0123456789ab", headers={"Sec-Fetch-Site": "same-site"}),
+                   403)
+    # a bearer token is not sent by a browser on its own: API calls with one are not cross-site requests
+    r = server.upload(token, SAMPLES / "basic.json", project="xsite")
+    assert r.status_code == 201
+    r = httpx.post(f"{server.url}/api/v1/projects/xsite/runs", content=b"{}", timeout=30,
+                   headers={"Authorization": f"Bearer {token}", "Sec-Fetch-Site": "cross-site",
+                            "Content-Type": "application/octet-stream"})
+    assert r.status_code == 201
+    same = httpx.post(f"{server.url}/login", data={"csrf": "x"}, headers={"Sec-Fetch-Site": "same-origin"})
+    assert same.status_code == 403 and "CSRF" in same.json()["error"]  # past the middleware, the form's own check

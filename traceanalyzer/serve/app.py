@@ -782,7 +782,22 @@ def create_app(settings: Settings, run_jobs: bool = True) -> Starlette:
     ]
     app = Starlette(routes=routes, lifespan=lifespan,
                     exception_handlers={HTTPException: http_error, Exception: internal_error})
+    def cross_site(request: Request) -> Response | None:
+        """Every unsafe method (POST, PUT, PATCH, DELETE) without a bearer token is refused when the browser
+        says it comes from another site (Sec-Fetch-Site) or another origin (Origin): checked once here, so a
+        new form cannot forget it. The forms check their CSRF token besides."""
+        if request.method in ("GET", "HEAD", "OPTIONS") or "authorization" in request.headers:
+            return None
+        site = request.headers.get("sec-fetch-site")
+        origin = request.headers.get("origin")
+        if site is not None and site not in ("same-origin", "none"):
+            return error_response(request, 403, "cross-site request refused")
+        if origin is not None and origin.rstrip("/") not in {str(request.base_url).rstrip("/"), base_url(request)}:
+            return error_response(request, 403, "cross-site request refused")
+        return None
+
     app.add_middleware(_Unavailable, answer=unavailable)
+    app.add_middleware(_SameSite, check=cross_site)
     app.add_middleware(_Headers)
     app.state.store = db
     app.state.runner = runner
@@ -812,6 +827,22 @@ class _Headers:
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
+
+
+class _SameSite:
+    """Refuses a cross-site unsafe request before any route runs (see `cross_site` in create_app)."""
+
+    def __init__(self, app: Any, check: Any) -> None:
+        self.app = app
+        self.check = check
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            refused = self.check(Request(scope))
+            if refused is not None:
+                await refused(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 class _Unavailable:
