@@ -500,3 +500,102 @@ def test_the_command_line_says_what_is_wrong_in_one_line(tmp_path):
     bad_age = cli("serve", "--data", str(tmp_path), "--keep-traces", "forever", check=False)
     assert bad_age.returncode == 2 and "--keep-traces" in bad_age.stderr
     assert "token create" in cli("serve", "--help").stdout
+
+
+def test_tokens_are_named_listed_revoked_and_expire_and_runs_show_their_uploader(server):
+    import time
+
+    from serve_helpers import cli
+
+    from traceanalyzer.serve.store import Store, tokens
+
+    where = ["--data", str(server.data)] + (["--db", server.db] if server.db else [])
+    made = cli("serve", "token", "create", *where, "--project", "people", "--name", "ci of people",
+               "--created-by", "alice", "--expires", "30d")
+    token = made.stdout.strip()
+    listed = cli("serve", "token", "list", *where, "--project", "people").stdout.splitlines()
+    assert listed[0].split()[:3] == ["ID", "PROJECT", "ROLE"] and len(listed) == 2, listed
+    row = listed[1].split()
+    token_id = row[0]
+    assert row[1:3] == ["people", "upload"] and "ci of people" in listed[1] and "alice" in listed[1]
+    assert row[-1] == "active" and token not in "\n".join(listed)
+    run = server.upload(token, SAMPLES / "basic.json", project="people", commit="c0ffee" + "0" * 34).json()
+    shown = server.wait(run["id"])
+    assert shown["uploaded_by"] == f"ci of people (token #{token_id})"
+    page = server.get(f"/runs/{run['id']}")
+    assert f"by ci of people (token #{token_id})" in page.text
+    assert cli("serve", "token", "list", *where, "--project", "people").stdout.splitlines()[1].split()[-4] != "-"
+    # revoked: refused at once, listed as revoked; a second revoke is an error
+    assert cli("serve", "token", "revoke", *where, token_id).returncode == 0
+    r = server.upload(token, SAMPLES / "basic.json", project="people")
+    assert r.status_code == 401 and "revoked" in r.json()["error"]
+    assert server.get("/api/v1/runs", headers={"Authorization": f"Bearer {token}"}).status_code == 401
+    assert cli("serve", "token", "list", *where, "--project", "people").stdout.splitlines()[1].split()[-1] == "revoked"
+    again = cli("serve", "token", "revoke", *where, token_id, check=False)
+    assert again.returncode == 2 and again.stderr.count("\n") == 1
+    # expired
+    late = server.token("people")
+    store = Store(server.db or f"sqlite:///{server.data / 'traceanalyzer.db'}")
+    with store.engine.begin() as c:
+        c.execute(tokens.update().where(tokens.c.project == "people", tokens.c.name.is_(None))
+                  .values(expires_at=time.time() - 1))
+    store.close()
+    assert server.upload(late, SAMPLES / "basic.json", project="people").status_code == 401
+
+
+def test_runs_are_searched_by_commit_verdict_and_date(server):
+    import time
+    from datetime import datetime, timezone
+
+    token = server.token("search")
+    ids = {}
+    for name, commit in (("input_bound.json", "abc123" + "0" * 34), ("gpu_bound.json", "def456" + "0" * 34)):
+        ids[name] = server.upload(token, SAMPLES / name, project="search", commit=commit).json()["id"]
+        server.wait(ids[name])
+
+    def found(**params: str) -> list[str]:
+        r = server.get("/api/v1/runs", params={"project": "search", **params})
+        assert r.status_code == 200, r.text
+        return sorted(run["id"] for run in r.json()["runs"])
+
+    assert found(commit="abc1") == [ids["input_bound.json"]]
+    assert found(commit="def456" + "0" * 34) == [ids["gpu_bound.json"]]
+    assert found(commit="%") == [] and found(commit="_bc") == []  # no wildcards
+    assert found(verdict="gpu_bound") == [ids["gpu_bound.json"]]
+    today = datetime.fromtimestamp(time.time(), timezone.utc).strftime("%Y-%m-%d")
+    assert found(since=today, until=today) == sorted(ids.values())
+    assert found(until="2001-01-01") == [] and found(since="2999-01-01") == []
+    one_line_error(server.get("/api/v1/runs", params={"since": "yesterday"}), 400)
+    one_line_error(server.get("/api/v1/runs", params={"verdict": "<b>"}), 400)
+    page = server.get("/runs", params={"project": "search", "commit": "abc1"})
+    assert ids["input_bound.json"] in page.text and ids["gpu_bound.json"] not in page.text
+    assert 'name="commit" value="abc1"' in page.text
+
+
+def test_pages_show_the_login_state_once_and_have_a_favicon(server):
+    token = server.token("faces", read_only=True)
+    out = server.get("/runs").text
+    assert ">Log in<" in out and ">Log out<" not in out
+    logged = server.get("/runs", cookies={"ta_token": token}).text
+    assert ">Log out<" in logged and ">Log in<" not in logged and "faces" in logged
+    icon = server.get("/favicon.ico")
+    assert icon.status_code == 200 and icon.headers["content-type"].startswith("image/svg+xml")
+    assert 'rel="icon" href="/favicon.ico"' in out
+
+
+def test_cross_site_unsafe_requests_are_refused_once_for_every_route(server):
+    token = server.token("xsite")
+    for path in ("/login", "/logout", "/runs/0123456789ab/delete", "/no/such/route"):
+        for headers in ({"Sec-Fetch-Site": "cross-site"}, {"Origin": "https://evil.example"}):
+            one_line_error(httpx.post(f"{server.url}{path}", data={"csrf": "x"}, headers=headers, timeout=30), 403)
+    one_line_error(httpx.delete(f"{server.url}/api/v1/runs/0123456789ab", headers={"Sec-Fetch-Site": "same-site"}),
+                   403)
+    # a bearer token is not sent by a browser on its own: API calls with one are not cross-site requests
+    r = server.upload(token, SAMPLES / "basic.json", project="xsite")
+    assert r.status_code == 201
+    r = httpx.post(f"{server.url}/api/v1/projects/xsite/runs", content=b"{}", timeout=30,
+                   headers={"Authorization": f"Bearer {token}", "Sec-Fetch-Site": "cross-site",
+                            "Content-Type": "application/octet-stream"})
+    assert r.status_code == 201
+    same = httpx.post(f"{server.url}/login", data={"csrf": "x"}, headers={"Sec-Fetch-Site": "same-origin"})
+    assert same.status_code == 403 and "CSRF" in same.json()["error"]  # past the middleware, the form's own check

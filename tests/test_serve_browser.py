@@ -103,3 +103,48 @@ def test_a_dropped_file_refused_says_why_on_the_page(browser, server):
         page.close()
     # the refused request itself is logged by Chromium as a failed resource load (401): not a page error
     assert [e for e in errors if "401" not in e] == [] and refused == []
+
+
+def test_log_in_search_by_commit_see_the_uploader_and_a_revoked_token_logged_out(browser, server):
+    from playwright.sync_api import expect
+
+    from traceanalyzer.serve.settings import Settings
+    from traceanalyzer.serve.store import Store
+
+    store = Store(Settings(server.data, None).database_url)
+    try:
+        token = store.create_token("people", False, name="nightly ci")
+        token_id = store.list_tokens("people")[-1]["id"]
+    finally:
+        store.close()
+    ids = [server.upload(token, SAMPLES / name, project="people", commit=commit).json()["id"]
+           for name, commit in (("basic.json", "feed0001"), ("gpu_bound.json", "beef0002"))]
+    for run_id in ids:
+        server.wait(run_id)
+    page, errors, refused = open_page(browser, server)
+    try:
+        page.goto(f"{server.url}/login")
+        expect(page.locator("nav")).to_contain_text("Log in")
+        page.fill("input[name=token]", token)
+        page.locator("main form button[type=submit]").click()
+        page.wait_for_url(re.compile(r"/runs$"))
+        nav = page.locator("nav")
+        expect(nav).to_contain_text("Log out")
+        expect(nav).not_to_contain_text("Log in")
+        expect(nav).to_contain_text("people")
+        page.fill("input[name=commit]", "beef")
+        page.locator("form.filters button[type=submit]").click()
+        expect(page.locator("table.runs")).to_contain_text(ids[1])
+        expect(page.locator("table.runs")).not_to_contain_text(ids[0])
+        page.click(f"text={ids[1]}")
+        expect(page.locator("dl.facts")).to_contain_text(f"by nightly ci (token #{token_id})")
+        store = Store(Settings(server.data, None).database_url)
+        try:
+            assert store.revoke_token(token_id)
+        finally:
+            store.close()
+        page.goto(f"{server.url}/projects")  # the revoked token's cookie: logged out at once
+        assert page.locator("nav").inner_text().count("Log in") == 1
+    finally:
+        page.close()
+    assert [e for e in errors if "401" not in e] == [] and refused == []

@@ -55,14 +55,19 @@ from .uploads import PROJECT_RE, UploadError, blob_path, place
 
 PAGE_SIZE = 50
 RETRY_AFTER_S = 5  # a 503 while the database is away
-MIN_FREE_BYTES = 64 * 1024**2  # less free space in DATA: health says the storage is full
+MIN_FREE_BYTES = 64 * 1024**2  # less free space in DATA (or 5% of a smaller disk): health says the storage is full
 RUN_ID_RE = re.compile(r"^[0-9a-f]{12}$")
+VERDICT_RE = re.compile(r"^[a-z0-9_]{1,40}$")
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
        "form-action 'self'; frame-src 'self'; frame-ancestors 'self'; base-uri 'none'")
 SECURITY_HEADERS = {"X-Content-Type-Options": "nosniff", "Referrer-Policy": "same-origin",
                     "Cross-Origin-Opener-Policy": "same-origin", "Cross-Origin-Resource-Policy": "same-origin"}
 STATIC = {"serve.css": "text/css; charset=utf-8", "upload.js": "text/javascript; charset=utf-8",
           "history.js": "text/javascript; charset=utf-8"}
+
+
+FAVICON = (b'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><rect width="16" height="16" rx="3" '
+           b'fill="#1f6feb"/><path d="M3 12h2V7H3zm4 0h2V4H7zm4 0h2V9h-2z" fill="#fff"/></svg>')
 
 
 class Refused(HTTPException):
@@ -165,7 +170,7 @@ def create_app(settings: Settings, run_jobs: bool = True) -> Starlette:
             return Access()
         found = db.token(token)
         if found is None:
-            raise refuse(401, "unknown, expired or revoked token")
+            raise refuse(401, "unknown token (or an expired or revoked one)")
         return Access(found.project, found.read_only, bearer, found.id)
 
     def may_read(who: Access, project: str) -> bool:
@@ -206,12 +211,27 @@ def create_app(settings: Settings, run_jobs: bool = True) -> Starlette:
         name = row.get("token_name")
         return f"{name} (token #{row['token_id']})" if name else f"token #{row['token_id']}"
 
+    def login_state(request: Request) -> str | None:
+        """'project (token name)' of the browser's login, or None (logged out, or its token revoked)."""
+        cookie = request.cookies.get("ta_token")
+        if not cookie:
+            return None
+        try:
+            found = db.token(cookie)
+        except Exception:
+            return None
+        if found is None:
+            return None
+        names = db.token_names([found.id])
+        return f"{found.project} · {names.get(found.id, 'token')}"
+
     def csrf_token(request: Request) -> str:
         return request.cookies.get("ta_csrf") or secrets.token_urlsafe(24)
 
     def page(request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
         token = csrf_token(request)
-        html = env.get_template(template).render(csrf=token, private=settings.private, **context)
+        html = env.get_template(template).render(csrf=token, private=settings.private, login=login_state(request),
+                                                 **context)
         resp = HTMLResponse(html, status_code=status)
         if request.cookies.get("ta_csrf") != token:
             resp.set_cookie("ta_csrf", token, httponly=True, samesite="strict", path="/")
@@ -351,10 +371,16 @@ def create_app(settings: Settings, run_jobs: bool = True) -> Starlette:
                              "runs": [run_json(request, r, shas.get(r["id"], [])) for r in rows]})
 
     def list_runs(request: Request, who: Access) -> tuple[list[dict[str, Any]], int, dict[str, str], int]:
+        """The runs a request may see, filtered by project, branch, status, commit (or its start),
+        verdict, and upload date (`since`, `until`: YYYY-MM-DD in UTC, both days included)."""
         q = request.query_params
-        filters = {k: q.get(k, "").strip()[:200] for k in ("project", "branch", "status")}
+        filters = {k: q.get(k, "").strip()[:200]
+                   for k in ("project", "branch", "status", "commit", "verdict", "since", "until")}
         if filters["status"] and filters["status"] not in STATUSES:
             raise refuse(400, f"bad status: one of {', '.join(STATUSES)}")
+        if filters["verdict"] and not VERDICT_RE.match(filters["verdict"]):
+            raise refuse(400, "bad verdict: a verdict id such as input_bound")
+        days = {k: day_param(filters[k], k) for k in ("since", "until")}
         if who.project is not None:
             if filters["project"] and filters["project"] != who.project:
                 return [], 0, filters, 1
@@ -364,8 +390,19 @@ def create_app(settings: Settings, run_jobs: bool = True) -> Starlette:
         except ValueError:
             raise refuse(400, "bad page number") from None
         rows, total = db.list_runs(filters["project"] or None, filters["branch"] or None, filters["status"] or None,
-                                   PAGE_SIZE, (page_no - 1) * PAGE_SIZE)
+                                   PAGE_SIZE, (page_no - 1) * PAGE_SIZE, commit=filters["commit"] or None,
+                                   verdict=filters["verdict"] or None, since=days["since"],
+                                   until=None if days["until"] is None else days["until"] + 86400)
         return rows, total, filters, page_no
+
+    def day_param(value: str, name: str) -> float | None:
+        if not value:
+            return None
+        try:
+            day = datetime.strptime(value, "%Y-%m-%d").replace(tzinfo=timezone.utc)
+        except ValueError:
+            raise refuse(400, f"bad {name}: a date, YYYY-MM-DD") from None
+        return day.timestamp()
 
     def download(request: Request) -> Response:
         row, _ = run_or_404(request, request.path_params["run_id"])
@@ -450,7 +487,7 @@ def create_app(settings: Settings, run_jobs: bool = True) -> Starlette:
 
     def run_page(request: Request) -> Response:
         row, _ = run_or_404(request, request.path_params["run_id"])
-        return page(request, "run.html.j2", run=row, files=db.files(row["id"]))
+        return page(request, "run.html.j2", run=row, files=db.files(row["id"]), uploaded_by=uploader(row))
 
     def report_html(request: Request) -> Response:
         html = report_file(request, "report.html").read_text("utf-8")
@@ -632,6 +669,9 @@ def create_app(settings: Settings, run_jobs: bool = True) -> Starlette:
             raise refuse(404, "not found")
         return Response(_static(name), media_type=STATIC[name], headers={"Cache-Control": "max-age=300"})
 
+    def favicon(request: Request) -> Response:
+        return Response(FAVICON, media_type="image/svg+xml", headers={"Cache-Control": "max-age=86400"})
+
     def health(request: Request) -> Response:
         """What works: the database (a query), the storage (free space in DATA), the jobs (queued, and
         whether this process runs analyses). 503 when the database or the storage is down."""
@@ -641,9 +681,10 @@ def create_app(settings: Settings, run_jobs: bool = True) -> Starlette:
         except Exception as exc:
             out.update(ok=False, database=f"down: {type(exc).__name__}", queued=None)
         try:
-            free = shutil.disk_usage(settings.data).free
+            usage = shutil.disk_usage(settings.data)
+            free = usage.free
             out["storage_free_bytes"] = free
-            if free < MIN_FREE_BYTES:
+            if free < min(MIN_FREE_BYTES, usage.total // 20):
                 out.update(ok=False, storage=f"full: {_human(free)} free")
         except OSError as exc:
             out.update(ok=False, storage=f"down: {exc.strerror or type(exc).__name__}")
@@ -655,6 +696,24 @@ def create_app(settings: Settings, run_jobs: bool = True) -> Starlette:
 
     # -- errors: one line, never a traceback
     last_db_log = [0.0]
+
+    def unavailable(request: Request, exc: Exception) -> Response | None:
+        """503 + Retry-After while the database is away (one log line every few seconds), 507 when the
+        disk is full; None for any other error."""
+        import sys
+
+        if is_db_error(exc):
+            now = time.monotonic()
+            if now - last_db_log[0] > 5:
+                last_db_log[0] = now
+                print(f"traceanalyzer serve: database unavailable: {type(exc).__name__}: "
+                      f"{str(exc).splitlines()[0][:200] if str(exc) else ''}", file=sys.stderr)
+            resp = error_response(request, 503, "the database is unavailable: try again shortly")
+            resp.headers["Retry-After"] = str(RETRY_AFTER_S)
+            return resp
+        if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+            return error_response(request, 507, "the server's disk is full: try again later")
+        return None
 
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
@@ -668,17 +727,6 @@ def create_app(settings: Settings, run_jobs: bool = True) -> Starlette:
     async def internal_error(request: Request, exc: Exception) -> Response:
         import sys
 
-        if is_db_error(exc):  # the database is away: a retryable 503, one log line every few seconds
-            now = time.monotonic()
-            if now - last_db_log[0] > 5:
-                last_db_log[0] = now
-                print(f"traceanalyzer serve: database unavailable: {type(exc).__name__}: "
-                      f"{str(exc).splitlines()[0][:200] if str(exc) else ''}", file=sys.stderr)
-            resp = error_response(request, 503, "the database is unavailable: try again shortly")
-            resp.headers["Retry-After"] = str(RETRY_AFTER_S)
-            return resp
-        if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
-            return error_response(request, 507, "the server's disk is full: try again later")
         print(f"traceanalyzer serve: internal error on {request.url.path}: {type(exc).__name__}: {exc}",
               file=sys.stderr)
         return error_response(request, 500, "internal error (logged on the server)")
@@ -733,6 +781,7 @@ def create_app(settings: Settings, run_jobs: bool = True) -> Starlette:
         Route("/login", login, methods=["POST"]),
         Route("/logout", logout, methods=["POST"]),
         Route("/static/{name}", static),
+        Route("/favicon.ico", favicon),
         Route("/api/v1/health", health),
         Route("/api/v1/runs", api_runs),
         Route("/api/v1/runs/{run_id}", api_run, methods=["GET"]),
@@ -744,6 +793,22 @@ def create_app(settings: Settings, run_jobs: bool = True) -> Starlette:
     ]
     app = Starlette(routes=routes, lifespan=lifespan,
                     exception_handlers={HTTPException: http_error, Exception: internal_error})
+    def cross_site(request: Request) -> Response | None:
+        """Every unsafe method (POST, PUT, PATCH, DELETE) without a bearer token is refused when the browser
+        says it comes from another site (Sec-Fetch-Site) or another origin (Origin): checked once here, so a
+        new form cannot forget it. The forms check their CSRF token besides."""
+        if request.method in ("GET", "HEAD", "OPTIONS") or "authorization" in request.headers:
+            return None
+        site = request.headers.get("sec-fetch-site")
+        origin = request.headers.get("origin")
+        if site is not None and site not in ("same-origin", "none"):
+            return error_response(request, 403, "cross-site request refused")
+        if origin is not None and origin.rstrip("/") not in {str(request.base_url).rstrip("/"), base_url(request)}:
+            return error_response(request, 403, "cross-site request refused")
+        return None
+
+    app.add_middleware(_Unavailable, answer=unavailable)
+    app.add_middleware(_SameSite, check=cross_site)
     app.add_middleware(_Headers)
     app.state.store = db
     app.state.runner = runner
@@ -773,6 +838,51 @@ class _Headers:
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
+
+
+class _SameSite:
+    """Refuses a cross-site unsafe request before any route runs (see `cross_site` in create_app)."""
+
+    def __init__(self, app: Any, check: Any) -> None:
+        self.app = app
+        self.check = check
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            refused = self.check(Request(scope))
+            if refused is not None:
+                await refused(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+class _Unavailable:
+    """Answers a request that failed because the database is away (503 + Retry-After) or the disk is full
+    (507) with its one line, before Starlette's last-resort handler (which logs a traceback each time)."""
+
+    def __init__(self, app: Any, answer: Any) -> None:
+        self.app = app
+        self.answer = answer
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def watch(message: Any) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watch)
+        except Exception as exc:
+            resp = None if started else self.answer(Request(scope), exc)
+            if resp is None:
+                raise
+            await resp(scope, receive, send)
 
 
 def _md_code(text: str) -> str:

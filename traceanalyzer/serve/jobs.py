@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import json
 import os
 import secrets
@@ -309,7 +310,7 @@ def remove_run_files(settings: Settings, store: Store, run_id: str, shas: list[s
     shutil.rmtree(settings.reports / run_id, ignore_errors=True)
     for sha in shas:
         path = blob_path(settings.traces, sha)
-        store.drop_blob(sha, lambda p=path: p.unlink(missing_ok=True))
+        store.drop_blob(sha, functools.partial(path.unlink, missing_ok=True))
 
 
 def backfill_metrics(settings: Settings, store: Store, limit: int = 1000) -> int:
@@ -364,7 +365,7 @@ def clean_leftovers(settings: Settings, store: Store) -> int:
         if sub.is_dir():
             for f in sub.iterdir():
                 if sub.name + f.name not in used:
-                    store.drop_blob(sub.name + f.name, lambda p=f: p.unlink(missing_ok=True))
+                    store.drop_blob(sub.name + f.name, functools.partial(f.unlink, missing_ok=True))
     return released
 
 
@@ -375,7 +376,8 @@ def remove_old_traces(settings: Settings, store: Store) -> int:
     cutoff = time.time() - settings.keep_traces_s
     for sha in store.stale_shas(cutoff):
         path = blob_path(settings.traces, sha)
-        if path.exists() and store.drop_blob(sha, lambda p=path: p.unlink(missing_ok=True), unused_since=cutoff):
+        if path.exists() and store.drop_blob(sha, functools.partial(path.unlink, missing_ok=True),
+                                              unused_since=cutoff):
             removed += 1
     return removed
 

@@ -278,10 +278,9 @@ class Store:
         """Makes or locks the `blobs` rows of these hashes until the transaction ends (sorted: no deadlock)."""
         if not shas:
             return
-        if self.engine.dialect.name == "postgresql":
-            from sqlalchemy.dialects.postgresql import insert
-        else:
-            from sqlalchemy.dialects.sqlite import insert
+        from sqlalchemy.dialects import postgresql, sqlite
+
+        insert: Any = postgresql.insert if self.engine.dialect.name == "postgresql" else sqlite.insert
         for sha in sorted(set(shas)):
             stmt = insert(blobs).values(sha256=sha, touched_at=now)
             c.execute(stmt.on_conflict_do_update(index_elements=["sha256"],
@@ -352,8 +351,10 @@ class Store:
         return out
 
     def list_runs(self, project: str | None = None, branch: str | None = None, status: str | None = None,
-                  limit: int = 50, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
-        """One page of runs, newest first, and how many match."""
+                  limit: int = 50, offset: int = 0, commit: str | None = None, verdict: str | None = None,
+                  since: float | None = None, until: float | None = None) -> tuple[list[dict[str, Any]], int]:
+        """One page of runs, newest first, and how many match. `commit`: the commit or its start (a short
+        hash); `since`/`until`: uploaded at or after / before these times."""
         q = self._run_query()
         where = []
         if project:
@@ -362,6 +363,15 @@ class Store:
             where.append(runs.c.branch == branch)
         if status:
             where.append(jobs.c.status == status)
+        if commit:
+            escaped = commit.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            where.append(runs.c.commit.like(escaped + "%", escape="\\"))
+        if verdict:
+            where.append(runs.c.verdict == verdict)
+        if since is not None:
+            where.append(runs.c.created_at >= since)
+        if until is not None:
+            where.append(runs.c.created_at < until)
         q = q.where(*where)
         count = (sa.select(sa.func.count()).select_from(runs.join(projects, projects.c.id == runs.c.project_id)
                                                         .join(jobs, jobs.c.run_id == runs.c.id)).where(*where))
