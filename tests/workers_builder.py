@@ -45,9 +45,9 @@ def workers_trace(compute_scale: list[float], steps: int = STEPS, process_names:
             fwd, bwd, opt = (int(round(scale * d)) for d in (FORWARD_US, BACKWARD_US, OPTIMIZER_US))
             last = t0 + int(round(slowest * (FORWARD_US + BACKWARD_US)))  # the slowest worker's backward ends
 
-            def ev(name: str, ts: int, dur: int, tid: int, cat: str) -> None:
+            def ev(name: str, ts: int, dur: int, tid: int, cat: str, pid: int = pid, step: int = s) -> None:
                 events.append({"name": name, "ph": "X", "cat": cat, "pid": pid, "tid": tid, "ts": ts, "dur": dur,
-                               "args": {"step": s}})
+                               "args": {"step": step}})
 
             ev("forward_compute", t0, fwd, 1, "compute")
             ev("backward_compute", t0 + fwd, bwd, 1, "compute")

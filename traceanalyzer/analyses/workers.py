@@ -112,6 +112,24 @@ def worker_stragglers(rows: tuple[R.WorkerRow, ...]) -> tuple[R.StragglerResult,
     return tuple(out)
 
 
+def straggler_finding(s: R.StragglerResult, rows: tuple[R.WorkerRow, ...]) -> R.FindingResult:
+    """The slowest straggler as the first finding (its advice leads): the others' extra communication and
+    waits per step, over the steps of the capture, and as a share of the median other worker's step."""
+    from ..diagnosis.advice import advice_for
+
+    me = next(r for r in rows if r.rank == s.rank)
+    others_step = float(np.median([r.step_time_us for r in rows if r.rank != s.rank]))
+    return R.FindingResult(
+        id="straggler", cause=None, severity="high",
+        title=f"Worker rank {s.rank} computes {me.compute_vs_median:.2f}x the median worker per step",
+        explains_us=round(s.caused_wait_per_step_us * me.steps, 3),
+        share_of_idle=round(s.caused_wait_per_step_us / others_step, 4) if others_step > 0 else 0.0, evidence=(s.text,),
+        advice=(f"Make worker rank {s.rank}'s compute faster first (its stage's share of layers, its inputs, "
+                f"its host): the other workers wait for it at every collective.", *advice_for("straggler", "")),
+        figures={"compute_per_step_us": me.compute_us, "lateness_per_step_us": s.lateness_per_step_us,
+                 "caused_wait_per_step_us": s.caused_wait_per_step_us})
+
+
 def no_straggler_headline(rows: tuple[R.WorkerRow, ...]) -> str:
     """The headline of a workers job without a straggler: the spread of compute, the median comm and wait."""
     compute = [r.compute_us for r in rows]
@@ -119,7 +137,8 @@ def no_straggler_headline(rows: tuple[R.WorkerRow, ...]) -> str:
     return (f"No straggler among the {len(rows)} workers: compute per step {format_us(min(compute))} to "
             f"{format_us(max(compute))} (median {format_us(med(compute))}; none at "
             f"{WORKER_STRAGGLER_COMPUTE_FACTOR:g}x the median or more); median communication "
-            f"{format_us(med([r.comm_us for r in rows]))} and wait {format_us(med([r.wait_us for r in rows]))} per step.")
+            f"{format_us(med([r.comm_us for r in rows]))} and wait {format_us(med([r.wait_us for r in rows]))} "
+            f"per step.")
 
 
 def basis_note(n: int) -> str:
@@ -129,26 +148,35 @@ def basis_note(n: int) -> str:
 
 
 def job_workers(outputs: tuple[Any, ...], analysis: R.AnalysisData) -> R.AnalysisData:
-    """The combine's reducer: with two or more ranks, none with GPU work, the per-rank worker table,
+    """The combine's reducer: with two or more ranks of one file, none with GPU work, the per-rank worker table,
     the compute stragglers and a verdict that says its basis; the analysis unchanged otherwise."""
     facts = [o.extras.get("workers") for o in outputs]
-    if len(facts) < 2 or any(f is None for f in facts):
+    if len(facts) < 2 or any(f is None for f in facts) or len({o.meta.name for o in outputs}) != 1:
         return analysis
     numbers = [o.result.rank if o.result.rank is not None else i for i, o in enumerate(outputs)]
     rows = worker_rows([f for f in facts if f is not None], numbers)
     job = analysis.job or R.JobResult(clocks=(), collectives_matched=0, ranks=())
-    job = dataclasses.replace(job, workers=rows, worker_straggler_factor=WORKER_STRAGGLER_COMPUTE_FACTOR)
+    # one file: one clock; each rank drawn from where its window starts on it
+    starts = [o.window_ns[0] if o.window_ns else None for o in outputs]
+    earliest = min((s for s in starts if s is not None), default=0)
+    clock = R.HostClock(host="one trace file", ranks=tuple(sorted(numbers)), offset_us=0.0, method="same clock",
+                        collectives_used=0, residual_us=None)
+    job = dataclasses.replace(job, workers=rows, worker_straggler_factor=WORKER_STRAGGLER_COMPUTE_FACTOR,
+                              clocks=(clock,),
+                              timeline_shift_us=tuple(0.0 if s is None else (s - earliest) / 1000 for s in starts))
     diag = analysis.diagnosis
     if diag is not None:
         late = worker_stragglers(rows)
         note = basis_note(len(rows))
         if late:
             diag = dataclasses.replace(diag, stragglers=late, headline=f"Waiting for a straggler: {late[0].text}.",
-                                       headline_figures={}, headline_shares=(), verdict_note=note)
+                                       headline_figures={}, headline_shares=(), verdict_note=note,
+                                       findings=(straggler_finding(late[0], rows), *diag.findings))
         else:
             diag = dataclasses.replace(diag, stragglers=(), headline=no_straggler_headline(rows), headline_figures={},
                                        headline_shares=(), verdict_note=note)
     return dataclasses.replace(analysis, job=job, diagnosis=diag)
 
 
-__all__ = ["WorkerFacts", "basis_note", "job_workers", "no_straggler_headline", "worker_facts", "worker_rows", "worker_stragglers"]
+__all__ = ["WorkerFacts", "basis_note", "job_workers", "no_straggler_headline", "straggler_finding", "worker_facts",
+           "worker_rows", "worker_stragglers"]

@@ -19,6 +19,7 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from .. import timeline as T
 from ..timeline import Timeline
@@ -130,11 +131,17 @@ def split_workers(tl: Timeline, path: Path, options: ReadOptions) -> Timeline:
     index = np.searchsorted(np.asarray(pids, dtype=np.int64), pid_col).astype(np.int32)
     events = ev.copy()
     events["rank"] = index
+    other = (events["kind"] == T.OTHER).to_numpy()
+    if other.any():  # the workers' own categories ("compute", "comm"): their host work
+        kinds = events["kind"].astype(str).to_numpy()
+        kinds[other] = T.CPU_OP
+        events["kind"] = pd.Categorical(kinds, categories=T.EVENT_KINDS)
+    taken = f"; {int(other.sum())} events of categories not recognised taken as their host work" if other.any() else ""
     said = ", ".join("?" if n is None else str(n) for n in numbers)
     how = "process names" if named else "thread names"
     note = (f"{path}: {len(pids)} worker processes in one file (their {how} name ranks): read as ranks {said} "
             f"of one job, one per process; no GPU kernels, so the verdict is on the workers' host-side "
-            f"compute, communication and waits")
+            f"compute, communication and waits{taken}")
     tl.sources[0].warnings.append(note.split(": ", 1)[1])
     out = dataclasses.replace(tl, events=events, ranks=ranks, warnings=[*tl.warnings, note])
     return out.validate()
