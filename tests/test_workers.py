@@ -67,6 +67,17 @@ def test_thread_names_alone_make_workers(tmp_path: Path) -> None:
     assert a.diagnosis is not None and [s.rank for s in a.diagnosis.stragglers] == [2]
 
 
+def test_listed_gpus_without_kernels(tmp_path: Path) -> None:
+    """A header listing GPUs does not make GPU work: the workers are still split and judged."""
+    trace = workers_trace(SLOW)
+    trace["deviceProperties"] = [{"id": 0, "name": "NVIDIA H100", "totalGlobalMem": 80 << 30}]
+    path = tmp_path / "listed.json"
+    path.write_text(json.dumps(trace))
+    a = ta.analyze(path)
+    assert len(a.ranks) == 4 and a.diagnosis is not None
+    assert [s.rank for s in a.diagnosis.stragglers] == [2]
+
+
 def test_unnamed_processes_stay_one_rank(tmp_path: Path) -> None:
     """Without names saying the processes are workers, the file is one rank as before."""
     a = _analyze(tmp_path, SLOW, process_names=False, thread_names=False)

@@ -52,11 +52,11 @@ def worker_facts(tl: Timeline, rank: int) -> WorkerFacts | None:
     """A rank's worker figures (module text); None when it has GPU work or no events."""
     ev = tl.events
     mine = ev["rank"].to_numpy() == rank
-    if not mine.any():
+    codes = ev["kind"].cat.codes.to_numpy()
+    gpu_codes = [i for i, k in enumerate(ev["kind"].cat.categories) if k in T.GPU_WORK_KINDS]
+    if not mine.any() or np.isin(codes[mine], gpu_codes).any():
         return None
     kinds = ev["kind"].to_numpy()[mine].astype(str)
-    if np.isin(kinds, T.GPU_WORK_KINDS).any():
-        return None
     names = ev["name"].to_numpy()[mine].astype(str)
     starts = ev["ts_ns"].to_numpy()[mine]
     ends = starts + ev["dur_ns"].to_numpy()[mine]
