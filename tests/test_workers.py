@@ -89,6 +89,9 @@ def test_report_and_round_trip(tmp_path: Path) -> None:
     md = a.to_markdown()
     assert "| rank | steps | step | compute | comm | wait | compute vs median |" in md
     assert "| 2 | 3 | 26.5 ms | 23.5 ms | 2.0 ms | 1.0 ms | 2.35x |" in md
+    html = a.to_html()
+    assert '<table class="num fit workers">' in html and "<td>rank 2</td><td>3</td>" in html
+    assert "<b>2.35x</b>" in html
     a.save(tmp_path / "r.json")
     back = ta.load(tmp_path / "r.json")
     assert back.job is not None and back.job.workers == a.job.workers  # type: ignore[union-attr]
