@@ -102,6 +102,11 @@ def test_metadata_names_and_numbers() -> None:
     processes, threads = metadata_names(data)
     assert processes == {0: "DP rank 0", 1: "DP rank 1"}
     assert threads[1] == ["PP rank 0, TP rank 0, compute", "PP rank 0, TP rank 0, comm"]
+    # args before the name, braces of other events around, a broken one skipped
+    odd = (b'[{"args": {"name": "worker 5"}, "name": "process_name", "ph": "M", "pid": 9},'
+           b'{"name": "process_name", "ph": "M", "pid": 3, "args": {"name": {"x": 1}}},'
+           b'{"name": "thread_name", "ph": "M", "pid": 4, "args": {"name": "stage 1"}')
+    assert metadata_names(odd) == ({9: "worker 5"}, {})
     assert worker_numbers([7001, 7002], {7001: "worker 1", 7002: "worker 0"}) == [1, 0]
     assert worker_numbers([5, 9], {}) == [5, 9]
     assert worker_numbers([70_001, 70_002], {}) == [None, None]

@@ -32,7 +32,7 @@ THREAD_NAMES_WORKER = re.compile(r"\b(?:rank|stage)\b", re.IGNORECASE)
 _NUMBER = (re.compile(r"\b(?:dp|data[ _-]?parallel)[ _-]?rank\s*[:#=]?\s*(\d+)", re.IGNORECASE),
            re.compile(r"\b(?:rank|worker)\s*[:#=]?\s*(\d+)", re.IGNORECASE))
 _META_KEYS = (b'"process_name"', b'"thread_name"')
-MAX_METADATA_EVENTS = 100_000  # metadata events looked at, at most
+MAX_METADATA_EVENTS = 20_000  # metadata events looked at, at most
 MAX_PID_AS_RANK = 1 << 16  # pids below this (and distinct) may be the workers' rank numbers
 
 
@@ -60,34 +60,23 @@ def metadata_names(data: bytes, limit: int = MAX_METADATA_EVENTS) -> tuple[dict[
     return processes, threads
 
 
+# a metadata event: an object holding one object (its args), in either order, each at most _SPAN bytes
+_SPAN = 1024
+_OBJ = rb"\{[^{}]{0,%d}\}" % _SPAN
+_EVENT = re.compile(rb"\{[^{}]{0,%d}(?:%s[^{}]{0,%d})?\}" % (_SPAN, _OBJ, _SPAN))
+
+
 def _enclosing_object(data: bytes, pos: int) -> object:
-    """The JSON object around byte `pos` (braces counted, strings with braces in them not expected in
-    metadata events), decoded; None when there is none."""
-    depth, start = 0, pos
-    while start > 0 and pos - start < 4096:
-        start -= 1
-        c = data[start]
-        if c == 0x7D:  # }
-            depth += 1
-        elif c == 0x7B:  # {
-            if depth == 0:
-                break
-            depth -= 1
-    else:
-        return None
-    depth, end = 0, start
-    while end < len(data) and end - start < 8192:
-        c = data[end]
-        if c == 0x7B:
-            depth += 1
-        elif c == 0x7D:
-            depth -= 1
-            if depth == 0:
-                try:
-                    return json.loads(data[start:end + 1])
-                except ValueError:
-                    return None
-        end += 1
+    """The small JSON object (at most one object inside) around byte `pos`, decoded; None when there is
+    none or it does not decode. Looks at a bounded window only, so a hostile file costs no more."""
+    lo = max(0, pos - 3 * _SPAN)
+    window = data[lo:pos + 3 * _SPAN]
+    for m in _EVENT.finditer(window):
+        if m.start() <= pos - lo < m.end():
+            try:
+                return json.loads(m.group(0))
+            except (ValueError, RecursionError):
+                return None
     return None
 
 
