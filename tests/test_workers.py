@@ -84,6 +84,17 @@ def test_unnamed_processes_stay_one_rank(tmp_path: Path) -> None:
     assert len(a.ranks) == 1 and (a.job is None or not a.job.workers)
 
 
+def test_gpu_kernels_keep_one_rank(tmp_path: Path) -> None:
+    """A trace with GPU kernels is a rank's own trace, whatever its processes are named."""
+    trace = workers_trace(SLOW)
+    trace["traceEvents"].append({"name": "sm90_gemm", "ph": "X", "cat": "kernel", "pid": 0, "tid": 7, "ts": 2_000,
+                                 "dur": 500, "args": {"device": 0, "stream": 7, "correlation": 1}})
+    path = tmp_path / "gpu.json"
+    path.write_text(json.dumps(trace))
+    a = ta.analyze(path)
+    assert len(a.ranks) == 1 and (a.job is None or not a.job.workers)
+
+
 def test_report_and_round_trip(tmp_path: Path) -> None:
     a = _analyze(tmp_path, SLOW)
     md = a.to_markdown()
