@@ -81,9 +81,14 @@ def _read_file(path: Path, options: ReadOptions) -> Timeline:
         if reader.sniff(head):
             read_path = getattr(reader, "read_path", None)
             if read_path is not None:  # a reader that streams the file itself
-                return read_path(path, options)  # type: ignore[no-any-return]
-            data = read_input(path, options.max_input_bytes)
-            return reader.read(path, data, options)  # type: ignore[no-any-return]
+                tl: Timeline = read_path(path, options)
+            else:
+                tl = reader.read(path, read_input(path, options.max_input_bytes), options)
+            if reader.__name__.endswith(".kineto"):  # a Chrome trace of many worker processes: one rank each
+                from .workers import split_workers
+
+                tl = split_workers(tl, path, options)
+            return tl
     raise InputError(path, _unsupported(head))
 
 

@@ -18,6 +18,11 @@ def straggler_sentence(a: AnalysisData) -> str | None:
     if not job:
         return None
     found = a.diagnosis.stragglers if a.diagnosis else ()
+    if job.workers:  # workers without GPU kernels: judged on compute per step
+        if found:
+            return "Straggler" + ("s" if len(found) > 1 else "") + ": " + "; ".join(s.text for s in found) + "."
+        return (f"No straggler: no worker computes {job.worker_straggler_factor:g}x the median worker's compute "
+                f"per step or more.")
     if not job.collectives_matched:
         return "Stragglers: not assessed (no collective was found on every rank and ending together)."
     if found:
@@ -66,6 +71,13 @@ def markdown_lines(a: AnalysisData, limit: int) -> list[str]:
     if sentence is None or job is None:
         return []
     out = ["### Ranks and stragglers", "", md(sentence, 2000), ""]
+    if job.workers:  # workers without GPU kernels: their own per-rank table
+        wrows = ([str(r.rank), str(r.steps), fmt_us(r.step_time_us), fmt_us(r.compute_us), fmt_us(r.comm_us),
+                  fmt_us(r.wait_us), f"{r.compute_vs_median:.2f}x"]
+                 for r in sorted(job.workers, key=lambda r: (-r.compute_us, r.rank)))
+        out += ["_Per step, host-side events (no GPU kernels); slowest compute first._", ""]
+        return out + table(["rank", "steps", "step", "compute", "comm", "wait", "compute vs median"], wrows, limit,
+                           len(job.workers), "ranks")
     header = ["rank", "host", "step", "compute", "comm", "exposed comm", "waiting", "caused wait", "lateness",
               "bus bw"]
 

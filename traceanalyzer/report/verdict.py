@@ -12,8 +12,9 @@ from ..causes import CPU_COMPUTE_BOUND, CPU_INPUT_BOUND, GPU_BOUND, UNDETERMINED
 from ..result.types import AnalysisData, DiagnosisResult, FindingResult
 from ._format import fmt_pct, fmt_us
 
-# The host loop's findings that are its own work (a cpu_compute_bound verdict's number is the largest)
-_HOST_WORK = ("cpu_optimizer", "cpu_annotation", CPU_COMPUTE_BOUND, "cpu_elsewhere")
+# The host loop's findings that are its own work (a cpu_compute_bound verdict's number is the largest);
+# workers without GPU kernels: a straggling worker's compute first (analyses/workers.py)
+_HOST_WORK = ("straggler", "cpu_optimizer", "cpu_annotation", CPU_COMPUTE_BOUND, "cpu_elsewhere")
 
 
 def verdict_id(d: DiagnosisResult) -> str:

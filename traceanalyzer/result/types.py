@@ -672,6 +672,19 @@ class RankCommRow:
 
 
 @dataclass(frozen=True)
+class WorkerRow:
+    """One worker of a job traced without GPU kernels, per step (`analyses.workers`): what a what-if needs."""
+
+    rank: int
+    steps: int  # steps counted on this worker (its optimizer steps, else its step markers, else 1)
+    compute_us: float  # union of its compute events (not communication, not waits), per step
+    comm_us: float  # communication events not beside its compute, per step
+    wait_us: float  # its span with neither compute nor communication running, per step
+    step_time_us: float  # its span per step (= compute + comm + wait)
+    compute_vs_median: float  # compute per step / the median worker's
+
+
+@dataclass(frozen=True)
 class JobResult:
     """Figures of a many-rank job on one clock (absent for one rank)."""
 
@@ -682,6 +695,9 @@ class JobResult:
     # Where each rank's window starts on the job clock, from the earliest rank's start (report order):
     # the timeline draws every rank on this one clock.
     timeline_shift_us: tuple[float, ...] = ()
+    # workers traced without GPU kernels (one file, many workers): per worker, per step; empty otherwise
+    workers: tuple[WorkerRow, ...] = ()
+    worker_straggler_factor: float | None = None  # compute per step vs the median from which a worker straggles
 
 
 # --- host logs (glances) ---------------------------------------------------------------------------------

@@ -277,7 +277,14 @@ def _job(outputs: tuple[RankOutput, ...], analysis: Analysis) -> Analysis:
 
 
 # fn(outputs, analysis) -> analysis, over every rank's output in job order, after the logs' stages.
-JOB_REDUCERS: list[Callable[[tuple[RankOutput, ...], Analysis], Analysis]] = [_job]
+def _workers(outputs: tuple[RankOutput, ...], analysis: Analysis) -> Analysis:
+    """Workers without GPU kernels: per-rank compute, communication and waits, compute stragglers."""
+    from ..analyses.workers import job_workers
+
+    return job_workers(outputs, analysis)  # type: ignore[return-value]
+
+
+JOB_REDUCERS: list[Callable[[tuple[RankOutput, ...], Analysis], Analysis]] = [_job, _workers]
 
 
 __all__ = ["JOB_REDUCERS", "JobInputs", "check_files", "combine"]

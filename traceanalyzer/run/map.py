@@ -43,8 +43,14 @@ def _collectives(tl: Timeline, rank: int) -> Any:
 # Without --jobs, a job smaller than this is read in this process (a worker takes ~1 s to start).
 PARALLEL_MIN_BYTES = 64 * 1024 * 1024
 
+def _workers(tl: Timeline, rank: int) -> Any:
+    from ..analyses.workers import worker_facts
+
+    return worker_facts(tl, rank)
+
+
 # Worker side: name -> fn(tl, rank_index) -> compact per-rank value (e.g. a rank's collective table).
-RANK_EXTRAS: dict[str, Callable[[Timeline, int], Any]] = {"collectives": _collectives}
+RANK_EXTRAS: dict[str, Callable[[Timeline, int], Any]] = {"collectives": _collectives, "workers": _workers}
 
 
 @dataclass(frozen=True)

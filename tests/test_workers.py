@@ -1,0 +1,123 @@
+"""One file, many workers (issue 33 item 5): a Chrome trace whose processes are named workers and that
+holds no GPU kernels is read as one rank per process; a worker computing 2.35x the median per step is
+named a straggler, its ideal twin (all equal) gets none; the per-rank table holds compute,
+communication and wait per step; the verdict says it rests on host-side events."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from workers_builder import COMPUTE_US, SLOW, STEPS, TWIN, workers_trace, write_workers_trace
+
+import traceanalyzer as ta
+from traceanalyzer.diagnosis.thresholds import WORKER_STRAGGLER_COMPUTE_FACTOR
+from traceanalyzer.formats.workers import metadata_names, worker_numbers
+
+
+def _analyze(tmp_path: Path, scale: list[float], **kw: object) -> ta.Analysis:
+    return ta.analyze(write_workers_trace(tmp_path / "job.json", scale, **kw))  # type: ignore[arg-type]
+
+
+def test_slow_worker_is_named(tmp_path: Path) -> None:
+    a = _analyze(tmp_path, SLOW)
+    assert [r.rank for r in a.ranks] == [0, 1, 2, 3]
+    assert a.diagnosis is not None and a.job is not None
+    assert [s.rank for s in a.diagnosis.stragglers] == [2]
+    s = a.diagnosis.stragglers[0]
+    assert s.lateness_per_step_us == pytest.approx(1.35 * COMPUTE_US)  # 23.5 ms - 10.0 ms
+    # an other worker per step: reduce-scatter 14.65 ms (13.5 ms of it waiting for rank 2) + all-gather 1.0 ms,
+    # less 1.5 ms of it beside its own compute (send beside backward, nothing else) = 14.15 ms exposed, 1.9 ms
+    # idle; rank 2: 2.0 ms of collectives exposed, 1.0 ms idle
+    assert s.caused_wait_per_step_us == pytest.approx(14_150 + 1_900 - 2_000 - 1_000)
+    assert a.diagnosis.headline.startswith("Waiting for a straggler: worker rank 2 computes 23.5 ms per step, 2.35x")
+    assert "No GPU kernels in this trace" in (a.diagnosis.verdict_note or "")
+    assert a.diagnosis.findings[0].id == "straggler"
+    assert a.diagnosis.primary not in ("gpu_bound", "communication_bound")
+
+
+def test_ideal_twin_has_no_straggler(tmp_path: Path) -> None:
+    a = _analyze(tmp_path, TWIN)
+    assert a.diagnosis is not None and a.job is not None
+    assert a.diagnosis.stragglers == ()
+    assert a.diagnosis.headline.startswith("No straggler among the 4 workers")
+    assert all(f.id != "straggler" for f in a.diagnosis.findings)
+    assert "No GPU kernels in this trace" in (a.diagnosis.verdict_note or "")
+
+
+def test_per_rank_table(tmp_path: Path) -> None:
+    job = _analyze(tmp_path, SLOW).job
+    assert job is not None and job.worker_straggler_factor == WORKER_STRAGGLER_COMPUTE_FACTOR
+    rows = {r.rank: r for r in job.workers}
+    assert sorted(rows) == [0, 1, 2, 3]
+    assert all(r.steps == STEPS for r in rows.values())  # one optimizer event per step
+    assert rows[2].compute_us == 23_500 and rows[0].compute_us == 10_000
+    assert rows[2].compute_vs_median == 2.35 and rows[0].compute_vs_median == 1.0
+    assert (rows[2].comm_us, rows[2].wait_us) == (2_000, 1_000)
+    assert (rows[0].comm_us, rows[0].wait_us) == (14_150, 1_900)
+    for r in rows.values():  # compute + comm + wait = the worker's span per step
+        assert r.compute_us + r.comm_us + r.wait_us == pytest.approx(r.step_time_us)
+    assert len(job.clocks) == 1 and job.clocks[0].method == "same clock"
+
+
+def test_thread_names_alone_make_workers(tmp_path: Path) -> None:
+    a = _analyze(tmp_path, SLOW, process_names=False)
+    assert [r.rank for r in a.ranks] == [0, 1, 2, 3]  # small distinct pids are the rank numbers
+    assert a.diagnosis is not None and [s.rank for s in a.diagnosis.stragglers] == [2]
+
+
+def test_listed_gpus_without_kernels(tmp_path: Path) -> None:
+    """A header listing GPUs does not make GPU work: the workers are still split and judged."""
+    trace = workers_trace(SLOW)
+    trace["deviceProperties"] = [{"id": 0, "name": "NVIDIA H100", "totalGlobalMem": 80 << 30}]
+    path = tmp_path / "listed.json"
+    path.write_text(json.dumps(trace))
+    a = ta.analyze(path)
+    assert len(a.ranks) == 4 and a.diagnosis is not None
+    assert [s.rank for s in a.diagnosis.stragglers] == [2]
+
+
+def test_unnamed_processes_stay_one_rank(tmp_path: Path) -> None:
+    """Without names saying the processes are workers, the file is one rank as before."""
+    a = _analyze(tmp_path, SLOW, process_names=False, thread_names=False)
+    assert len(a.ranks) == 1 and (a.job is None or not a.job.workers)
+
+
+def test_gpu_kernels_keep_one_rank(tmp_path: Path) -> None:
+    """A trace with GPU kernels is a rank's own trace, whatever its processes are named."""
+    trace = workers_trace(SLOW)
+    trace["traceEvents"].append({"name": "sm90_gemm", "ph": "X", "cat": "kernel", "pid": 0, "tid": 7, "ts": 2_000,
+                                 "dur": 500, "args": {"device": 0, "stream": 7, "correlation": 1}})
+    path = tmp_path / "gpu.json"
+    path.write_text(json.dumps(trace))
+    a = ta.analyze(path)
+    assert len(a.ranks) == 1 and (a.job is None or not a.job.workers)
+
+
+def test_report_and_round_trip(tmp_path: Path) -> None:
+    a = _analyze(tmp_path, SLOW)
+    md = a.to_markdown()
+    assert "| rank | steps | step | compute | comm | wait | compute vs median |" in md
+    assert "| 2 | 3 | 26.5 ms | 23.5 ms | 2.0 ms | 1.0 ms | 2.35x |" in md
+    html = a.to_html()
+    assert '<table class="num fit workers">' in html and "<td>rank 2</td><td>3</td>" in html
+    assert "<b>2.35x</b>" in html
+    a.save(tmp_path / "r.json")
+    back = ta.load(tmp_path / "r.json")
+    assert back.job is not None and back.job.workers == a.job.workers  # type: ignore[union-attr]
+
+
+def test_metadata_names_and_numbers() -> None:
+    data = json.dumps(workers_trace([1.0, 1.0])).encode()
+    processes, threads = metadata_names(data)
+    assert processes == {0: "DP rank 0", 1: "DP rank 1"}
+    assert threads[1] == ["PP rank 0, TP rank 0, compute", "PP rank 0, TP rank 0, comm"]
+    # args before the name, braces of other events around, a broken one skipped
+    odd = (b'[{"args": {"name": "worker 5"}, "name": "process_name", "ph": "M", "pid": 9},'
+           b'{"name": "process_name", "ph": "M", "pid": 3, "args": {"name": {"x": 1}}},'
+           b'{"name": "thread_name", "ph": "M", "pid": 4, "args": {"name": "stage 1"}')
+    assert metadata_names(odd) == ({9: "worker 5"}, {})
+    assert worker_numbers([7001, 7002], {7001: "worker 1", 7002: "worker 0"}) == [1, 0]
+    assert worker_numbers([5, 9], {}) == [5, 9]
+    assert worker_numbers([70_001, 70_002], {}) == [None, None]
