@@ -13,7 +13,7 @@ from ..result.types import AnalysisData, DiagnosisResult, FindingResult
 from ._format import fmt_pct, fmt_us
 
 # The host loop's findings that are its own work (a cpu_compute_bound verdict's number is the largest);
-# workers without GPU kernels: a straggling worker's compute first (analyses/workers.py)
+# workers without GPU kernels: a straggling worker's compute first (run/workers.py)
 _HOST_WORK = ("straggler", "cpu_optimizer", "cpu_annotation", CPU_COMPUTE_BOUND, "cpu_elsewhere")
 
 

@@ -673,7 +673,7 @@ class RankCommRow:
 
 @dataclass(frozen=True)
 class WorkerRow:
-    """One worker of a job traced without GPU kernels, per step (`analyses.workers`): what a what-if needs."""
+    """One worker of a job traced without GPU kernels, per step (`run.workers`): what a what-if needs."""
 
     rank: int
     steps: int  # steps counted on this worker (its optimizer steps, else its step markers, else 1)

@@ -279,7 +279,7 @@ def _job(outputs: tuple[RankOutput, ...], analysis: Analysis) -> Analysis:
 # fn(outputs, analysis) -> analysis, over every rank's output in job order, after the logs' stages.
 def _workers(outputs: tuple[RankOutput, ...], analysis: Analysis) -> Analysis:
     """Workers without GPU kernels: per-rank compute, communication and waits, compute stragglers."""
-    from ..analyses.workers import job_workers
+    from .workers import job_workers
 
     return job_workers(outputs, analysis)  # type: ignore[return-value]
 
