@@ -4,6 +4,12 @@
     python benchmarks/bench_large.py                     # 250 MB and 1 GB replicas
     python benchmarks/bench_large.py --sizes 250 --gzip  # also a .json.gz copy of each
     TRACEANALYZER_HTA_PYTHON=/work/htavenv/bin/python python benchmarks/bench_large.py
+    python benchmarks/bench_large.py --sizes 250 --runs 3 --baseline /tmp/old  # before / after
+
+`--baseline DIR` times a second copy of the package too (DIR holds its `traceanalyzer` folder, e.g.
+`git archive <commit> traceanalyzer | tar -x -C DIR`), in the same run, each of its runs next to one
+of this checkout's, and prints this checkout's time as a ratio of it: a regression or a speed-up
+shows paired, on the same machine and load. `--runs N` repeats every measurement and keeps medians.
 
 The replicas are built from the largest Kineto trace of the shared corpus: its events array is
 repeated, every copy's timestamps shifted past the previous copy's end (and its ProfilerStep
@@ -116,12 +122,12 @@ def _shift(body: bytes, shift_us: int, step_shift: int) -> bytes:
     return out
 
 
-def measure(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, int, int]:
+def measure(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> tuple[float, int, int]:
     """(wall seconds, peak RSS bytes, exit status) of one subprocess. The peak RSS is the largest sum
     over the process and all its descendants (sampled every 20 ms from /proc), or the kernel's
     ru_maxrss of the process when that is larger: work spread over worker processes is counted whole."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=cwd)
     peak = [0]
     stop = threading.Event()
 
@@ -184,6 +190,9 @@ def main() -> None:
                          "HTA is skipped when it does not exist; '' to skip")
     ap.add_argument("--hta-max-mb", type=int, default=300, help="run HTA only on replicas up to this size")
     ap.add_argument("--gzip", action="store_true", help="also measure a .json.gz copy of each replica")
+    ap.add_argument("--baseline", type=Path, default=None,
+                    help="folder holding another copy of the traceanalyzer package, timed alongside")
+    ap.add_argument("--runs", type=int, default=1, help="runs of each measurement (medians are reported)")
     ap.add_argument("--workdir", type=Path, default=None, help="where to write (default: a temp dir in /tmp)")
     args = ap.parse_args()
 
@@ -197,7 +206,13 @@ def main() -> None:
     hta_python = args.hta_python if args.hta_python and Path(args.hta_python).exists() else None
     work = Path(tempfile.mkdtemp(prefix="ta-bench-", dir=base))
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    baseline_env = None
+    if args.baseline is not None:
+        if not (args.baseline / "traceanalyzer" / "__init__.py").is_file():
+            sys.exit(f"--baseline {args.baseline}: no traceanalyzer package folder in it")
+        baseline_env = dict(os.environ, PYTHONPATH=str(args.baseline.resolve()))
     rows: list[tuple[str, str, float, int, float, float, float]] = []
+    paired: list[str] = []
     print(f"source: {source} ({source.stat().st_size / 1e6:.1f} MB on disk)", file=sys.stderr)
     try:
         for size in sizes:
@@ -213,13 +228,30 @@ def main() -> None:
             for path, loader in inputs:
                 label = f"{nbytes / 1e6:.0f} MB" + (" .gz" if path.suffix == ".gz" else "")
                 fsize = path.stat().st_size
-                base_t, base_rss, _ = measure([sys.executable, "-c", loader, str(path)])
-                rows.append((label, "orjson.loads (bare)", base_t, base_rss, 1.0, 1.0, base_rss / fsize))
                 out = work / "report.json"
-                t, rss, rc = measure([sys.executable, "-m", "traceanalyzer", "report", str(path),
-                                      "--format", "json", "-o", str(out), "--force", "-q", "--no-cache"], env=env)
+                report = [sys.executable, "-m", "traceanalyzer", "report", str(path),
+                          "--format", "json", "-o", str(out), "--force", "-q", "--no-cache"]
+                runs: dict[str, list[tuple[float, int, int]]] = {"base": [], "this": [], "old": []}
+                for _ in range(max(1, args.runs)):  # interleaved: a load change hits every tool alike
+                    runs["base"].append(measure([sys.executable, "-c", loader, str(path)]))
+                    if baseline_env is not None:
+                        # cwd: not a checkout (`-m` imports from the cwd first)
+                        runs["old"].append(measure(report, env=baseline_env, cwd=work))
+                    runs["this"].append(measure(report, env=env, cwd=work))
+                base_t, base_rss, _ = _median(runs["base"])
+                rows.append((label, "orjson.loads (bare)", base_t, base_rss, 1.0, 1.0, base_rss / fsize))
+                if runs["old"]:
+                    old_t, old_rss, rc = _median(runs["old"])
+                    rows.append((label, "traceanalyzer report, baseline" + (" (FAILED)" if rc else ""), old_t,
+                                 old_rss, old_t / base_t, old_rss / base_rss, old_rss / fsize))
+                t, rss, rc = _median(runs["this"])
                 rows.append((label, "traceanalyzer report" + (" (FAILED)" if rc else ""), t, rss,
                              t / base_t, rss / base_rss, rss / fsize))
+                if runs["old"]:
+                    print(f"{label}: this checkout / baseline: time {t / old_t:.2f}x, peak RSS {rss / old_rss:.2f}x",
+                          file=sys.stderr)
+                    paired.append(f"{label}: this checkout / baseline = {t / old_t:.2f}x time, "
+                                  f"{rss / old_rss:.2f}x peak RSS")
                 if hta_python and path.suffix == ".json" and size <= args.hta_max_mb * MB:
                     hta_dir = work / "hta"
                     hta_dir.mkdir(exist_ok=True)
@@ -238,6 +270,15 @@ def main() -> None:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print_table(rows)
+    for line in paired:
+        print(line)
+
+
+def _median(results: list[tuple[float, int, int]]) -> tuple[float, int, int]:
+    """Median wall time and median peak RSS of repeated runs; the worst exit status."""
+    walls = sorted(r[0] for r in results)
+    rss = sorted(r[1] for r in results)
+    return walls[len(walls) // 2], rss[len(rss) // 2], max(r[2] for r in results)
 
 
 def print_table(rows: list[tuple[str, str, float, int, float, float, float]]) -> None:

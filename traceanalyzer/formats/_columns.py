@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from itertools import repeat
+from itertools import compress, repeat
 from typing import Any
 
 import numpy as np
@@ -59,11 +59,12 @@ class Interner:
             out = np.fromiter(map(self._index.get, values, repeat(-1)), dtype=np.int32, count=n)
         except TypeError:  # unhashable values (lists, objects): by their bounded text
             return self.codes([v if isinstance(v, str) or v is None else _short_str(v) for v in values])
-        unseen = np.flatnonzero(out < 0)
-        if len(unseen):  # new values (or None, long or non-string ones): coded once per distinct value
-            rest = [values[i] for i in unseen.tolist()]
-            local = {u: self.code(u) for u in dict.fromkeys(rest)}
-            out[unseen] = np.fromiter(map(local.__getitem__, rest), dtype=np.int32, count=len(rest))
+        unseen = out < 0
+        n_unseen = int(unseen.sum())
+        if n_unseen:  # new values (or None, long or non-string ones): coded once per distinct value
+            keep = unseen.tolist()  # C-level selection of the unseen values (no Python loop over them)
+            local = {u: self.code(u) for u in dict.fromkeys(compress(values, keep))}
+            out[unseen] = np.fromiter(map(local.__getitem__, compress(values, keep)), dtype=np.int32, count=n_unseen)
         return out
 
     def categorical(self, codes: np.ndarray) -> pd.Categorical:

@@ -16,7 +16,7 @@ import re
 from collections import Counter
 from collections.abc import Callable
 from itertools import compress, repeat
-from operator import attrgetter, eq
+from operator import attrgetter, contains, eq
 from pathlib import Path
 from typing import Any
 
@@ -729,7 +729,11 @@ class _Collector:
 
     def _add_memory(self, chunk: list[Any], phs: list[Any]) -> None:
         """The "[memory]" instants of a chunk, as columns (the other instants stay not kept)."""
-        mem = [e for e in compress(chunk, map(_IS_INSTANT, phs)) if e.name == MEMORY_EVENT and e.args is not None]
+        # C-level passes (phases are hashable here, see `add`): no Python call per event
+        instants = list(compress(chunk, map(contains, repeat(_INSTANT_PHASES), phs)))
+        mem = list(compress(instants, map(eq, map(_NAME, instants), repeat(MEMORY_EVENT))))
+        if mem and type(mem[0]) is not KinetoEvent:  # loose structs: null args are no memory event
+            mem = [e for e in mem if e.args is not None]
         if mem and type(mem[0]) is KinetoEvent:  # typed: args still undecoded
             args, bad = _decode_args(list(map(_ARGS, mem)))
             if bad:  # args that are no JSON object: malformed events, not instants
@@ -951,8 +955,7 @@ def _group_codes(groups: Interner, args: list[Any]) -> np.ndarray:
     return out
 
 
-def _IS_INSTANT(ph: Any) -> bool:  # noqa: N802 (used like the attrgetters above)
-    return ph == "i" or ph == "I"
+_INSTANT_PHASES = frozenset(("i", "I"))
 
 
 def _memory_device_type(value: Any) -> int:
@@ -975,17 +978,17 @@ def _ids(xs: list[Any], get: attrgetter[Any], unsigned64: bool = False) -> np.nd
     values = list(map(get, xs))
     # Usually a handful of strings among ints (the profiler's own "Spans" / "PyTorch Profiler" span):
     # only those parsed, the ints taken as they are.
-    odd = np.flatnonzero(~np.fromiter(map(isinstance, values, repeat(int)), bool, count=len(values))).tolist()
-    if len(odd) * 8 > len(values):
+    is_int = np.fromiter(map(isinstance, values, repeat(int)), bool, count=len(values))
+    n_int = int(is_int.sum())
+    if (len(values) - n_int) * 8 > len(values):
         return to_int_id(values, unsigned64=unsigned64)
-    ints = values.copy()
-    for i in odd:
-        ints[i] = 0
+    out = np.empty(len(values), dtype=np.int64)
     try:
-        out = np.fromiter(ints, np.int64, count=len(ints))
+        out[is_int] = np.fromiter(compress(values, is_int.tolist()), np.int64, count=n_int)
     except OverflowError:  # an int beyond int64: the loose path marks it
         return to_int_id(values, unsigned64=unsigned64)
-    out[odd] = to_int_id([values[i] for i in odd], unsigned64=unsigned64)
+    odd = ~is_int
+    out[odd] = to_int_id(list(compress(values, odd.tolist())), unsigned64=unsigned64)
     return out
 
 
