@@ -307,7 +307,7 @@ def test_a_log_of_a_busy_gpu_says_how_few_samples_were_idle(tmp_path):
     assert "8.3% of samples at 0% (under 25%), the longest run 5 s" in d.headline and "no long idle runs" not in d.headline
     # the same 5 idle samples after the job are its idle tail: set apart, and said so
     d = ta.analyze(_smi_log(tmp_path / "tail.csv", [90] * 55 + [0] * 5, 74_708)).diagnosis
-    assert "no sample at 0%" in d.headline and "The log's last 5 s is idle on every GPU" in d.headline
+    assert "no sample at 0%" in d.headline and "The log's last 5 s is idle on every GPU" in d.headline_detail
 
 
 def test_a_long_first_read_back_is_a_sync_not_start_up(tmp_path):

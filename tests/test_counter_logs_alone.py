@@ -37,10 +37,11 @@ def test_idle_tail_after_the_job_does_not_pull_a_busy_run_under_the_healthy_thre
     d = _report(_dmon(tmp_path / "g.log", [0] * 120 + [80] * 300 + [0] * 150))
     assert d["primary"] == "gpu_bound"
     assert d["headline_figures"]["sm_util_mean_pct"] == 80.0
-    assert d["headline"] == (
-        "1 GPU(s) busy: SM utilisation 80% on average over the job; no sample at 0%. The log's first 120 s and "
-        "last 150 s are idle on every GPU (SM utilisation at most 1%): outside the job, set apart; the figures are "
-        "of the job's 300 s.")
+    # the headline is one sentence; what was set apart is its detail, one click away
+    assert d["headline"] == "1 GPU(s) busy: SM utilisation 80% on average over the job; no sample at 0%."
+    assert d["headline_detail"] == (
+        "The log's first 120 s and last 150 s are idle on every GPU (SM utilisation at most 1%): outside the job, "
+        "set apart; the figures are of the job's 300 s.")
 
 
 def test_idle_runs_inside_the_job_are_stated_beside_a_busy_headline(tmp_path):
@@ -50,7 +51,7 @@ def test_idle_runs_inside_the_job_are_stated_beside_a_busy_headline(tmp_path):
     assert d["headline_figures"]["sm_util_mean_pct"] == pytest.approx(91 * 600 / 700)
     assert (d["headline_figures"]["zero_util_samples"], d["headline_figures"]["samples"]) == (100, 700)
     assert "78% on average over the job; 14% of samples at 0% (under 25%), the longest run 100 s." in d["headline"]
-    assert "The log's first 60 s is idle on every GPU" in d["headline"] and "before the job" in d["headline"]
+    assert "The log's first 60 s is idle on every GPU" in d["headline_detail"] and "before the job" in d["headline_detail"]
 
 
 def test_only_edges_idle_on_every_gpu_are_set_apart(tmp_path):
@@ -61,13 +62,13 @@ def test_only_edges_idle_on_every_gpu_are_set_apart(tmp_path):
     assert f["title"] == "GPU 1 is not used at all"
     assert f["evidence"][0] == ("GPU 1: 90 of 90 samples at 0% SM utilisation over the job (100%), in 1 run(s); "
                                 "longest 90 samples (90 s)")
-    assert "The log's first 30 s is idle on every GPU" in d["headline"]
+    assert "The log's first 30 s is idle on every GPU" in d["headline_detail"]
 
 
 def test_near_zero_is_at_most_the_idle_edge_level(tmp_path):
     at, above = int(IDLE_EDGE_UTIL_PCT), int(IDLE_EDGE_UTIL_PCT) + 1
     d = _report(_dmon(tmp_path / "a.log", [at] * 20 + [90] * 80 + [at] * 20))
-    assert "first 20 s and last 20 s are idle" in d["headline"] and d["headline_figures"]["sm_util_mean_pct"] == 90
+    assert "first 20 s and last 20 s are idle" in d["headline_detail"] and d["headline_figures"]["sm_util_mean_pct"] == 90
     d = _report(_dmon(tmp_path / "b.log", [above] * 20 + [90] * 80))
     assert "set apart" not in d["headline"] and "over the log" in d["headline"]
     assert d["headline_figures"]["sm_util_mean_pct"] == pytest.approx((20 * above + 80 * 90) / 100)
@@ -107,7 +108,7 @@ def test_corpus_log_with_hours_idle_after_the_job():
     # 15-s samples for hours, the GPU at 0% for ~5.4 h after the job ended: set apart, not averaged in
     d = _report(_corpus("smi_csv_1gpu_15s/gpu_usage.csv"))
     assert d["primary"] == "gpu_underused"
-    assert "last 19,426 s" in d["headline"] and "the job's 5,115 s" in d["headline"]
+    assert "last 19,426 s" in d["headline_detail"] and "the job's 5,115 s" in d["headline_detail"]
     idle = next(f for f in d["findings"] if f["title"] == "GPU 0 is idle for long runs")
     assert (idle["figures"]["zero_util_samples"], idle["figures"]["samples"]) == (139, 341)
 
@@ -118,7 +119,7 @@ def test_corpus_log_low_utilisation_with_memory_full():
     assert titles == ["GPU 0 is underused: memory held, little computed", "GPU 0 is idle for long runs"]
     assert "(94.0% of 95830 MiB)" in d["findings"][0]["evidence"][0]
     assert d["headline_figures"]["sm_util_mean_pct"] == pytest.approx(25.4, abs=0.05)
-    assert "first 16 s is idle on every GPU" in d["headline"]
+    assert "first 16 s is idle on every GPU" in d["headline_detail"]
 
 
 def test_corpus_log_with_one_gpu_idle_throughout():

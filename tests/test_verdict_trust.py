@@ -321,7 +321,7 @@ def test_a_two_gpu_log_with_one_idle_gpu_is_called_out(tmp_path):
     gpu1 = next(f for f in d.findings if f.title.startswith("GPU 1"))
     # GPU 0's last 6 samples at 0% are idle on both GPUs: after the job, set apart; GPU 1 has a '-' sample
     assert gpu1.figures["zero_util_samples"] == 33 and gpu1.figures["samples"] == 33
-    assert "The log's last 6 s is idle on every GPU" in d.headline
+    assert "The log's last 6 s is idle on every GPU" in d.headline_detail
     html = a.to_html()
     assert 'id="timeline"' not in html and 'id="kernels"' not in html  # no empty sections
     assert html.count("<polyline") == 2 and "of samples" in html

@@ -162,11 +162,12 @@ def _idle_runs(judged: list[DeviceCounters], q: Quoted) -> str:
             f", the longest run {_seconds(z.longest_ns)}")
 
 
-def _with(headline: str, q: Quoted, judged: list[DeviceCounters]) -> tuple[str, dict[str, float], tuple]:
-    """A headline followed by the set-apart sentence, with both texts' figures and shares."""
-    trim, tq = _set_apart(judged)
-    q.extend(tq)
-    return (f"{headline} {trim}" if trim else headline), q.figures, tuple(q.shares)
+def _with(headline: str, q: Quoted, judged: list[DeviceCounters],
+          then: str = "") -> tuple[str, dict[str, float], tuple, str]:
+    """A headline with its figures and shares, and its detail: `then` (what to do next) and the set-apart
+    sentence, one click away, so the headline stays one sentence."""
+    trim, _ = _set_apart(judged)
+    return headline, q.figures, tuple(q.shares), " ".join(x for x in (then, trim) if x)
 
 
 def diagnose_counters(devices: tuple[DeviceCounters, ...]) -> Diagnosis:
@@ -187,17 +188,19 @@ def diagnose_counters(devices: tuple[DeviceCounters, ...]) -> Diagnosis:
         q.figures.update(worst.figures)
         q.shares = list(worst.shares[:n])
         gpus = len({f.title.split(" ")[1] for f in findings})
-        text, figures, shares = _with(f"{gpus} of {len(judged)} GPU(s) underused: {worst.evidence[0]}. The logs "
-                                      f"cannot say why; profile a few steps with torch.profiler to find out.",
-                                      q, judged)
-        return Diagnosis(GPU_UNDERUSED, None, text, None, tuple(findings), (), figures, shares)
+        text, figures, shares, detail = _with(
+            f"{gpus} of {len(judged)} GPU(s) underused: {worst.evidence[0]}.", q, judged,
+            "The logs cannot say why; profile a few steps with torch.profiler to find out.")
+        return Diagnosis(GPU_UNDERUSED, None, text, None, tuple(findings), (), figures, shares,
+                         headline_detail=detail)
     q = Quoted()
     mean = q.pct(overall, "sm_util_mean_pct")
     if overall >= 100 * HEALTHY_BUSY_SHARE:
-        text, figures, shares = _with(f"{len(judged)} GPU(s) busy: SM utilisation {mean} on average {over}; "
-                                      f"{_idle_runs(judged, q)}.", q, judged)
-        return Diagnosis(GPU_BOUND, None, text, None, (), (), figures, shares)
-    text, figures, shares = _with(f"{len(judged)} GPU(s) at {mean} SM utilisation on average {over}, "
-                                  f"{_idle_runs(judged, q)}; {VERDICT_BY_ID[GPU_UNDERUSED].label.lower()} only "
-                                  f"in part. Profile a few steps to see what holds them up.", q, judged)
-    return Diagnosis(UNDETERMINED, None, text, None, (), (), figures, shares)
+        text, figures, shares, detail = _with(f"{len(judged)} GPU(s) busy: SM utilisation {mean} on average {over}; "
+                                              f"{_idle_runs(judged, q)}.", q, judged)
+        return Diagnosis(GPU_BOUND, None, text, None, (), (), figures, shares, headline_detail=detail)
+    text, figures, shares, detail = _with(f"{len(judged)} GPU(s) at {mean} SM utilisation on average {over}, "
+                                          f"{_idle_runs(judged, q)}; {VERDICT_BY_ID[GPU_UNDERUSED].label.lower()} "
+                                          f"only in part.", q, judged,
+                                          "Profile a few steps to see what holds them up.")
+    return Diagnosis(UNDETERMINED, None, text, None, (), (), figures, shares, headline_detail=detail)
