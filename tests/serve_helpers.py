@@ -111,12 +111,7 @@ class Server:
         raise AssertionError(f"the server did not start: {self.log.read_text()[-3000:]}")
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.kill9()
+        stop_process(self.proc)
         self.proc = None
 
     def kill9(self) -> None:
@@ -247,14 +242,23 @@ class Worker:
         return self
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(timeout=20)
+        stop_process(self.proc)
         self.proc = None
+
+
+def stop_process(proc: subprocess.Popen | None) -> None:
+    """Ctrl-C to a server or worker (it finishes what it holds), then SIGKILL to its process group after 20 s."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait(timeout=20)
 
 
 def analysis_processes() -> dict[int, tuple[int, str]]:

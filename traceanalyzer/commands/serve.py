@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +34,17 @@ def _need_extra() -> None:
         import uvicorn  # noqa: F401
     except ImportError as exc:
         raise UsageError(f"the service needs pip install 'traceanalyzer-ml[serve]' ({exc.name} is missing)") from None
+
+
+@contextlib.contextmanager
+def _opened(data: Path, db: str | None) -> Iterator[Any]:
+    """The service's store for one command (the token commands), closed after."""
+    _need_extra()
+    store = _store(data, db)
+    try:
+        yield store
+    finally:
+        store.close()
 
 
 def _store(data: Path, db: str | None) -> Any:
@@ -188,13 +201,10 @@ def token_create(data: Path, db: str | None, project: str, read_only: bool, name
     for label, text in (("--name", name), ("--created-by", created_by)):
         if text is not None and (len(text) > 100 or any(ord(c) < 32 or ord(c) == 127 for c in text)):
             raise UsageError(f"{label}: at most 100 printable characters")
-    store = _store(data, db)
-    try:
+    with _opened(data, db) as store:
         token = store.create_token(project, read_only, name=name,
                                    created_by=created_by or os.environ.get("USER") or None,
                                    expires_at=None if expires_s is None else time.time() + expires_s)
-    finally:
-        store.close()
     sys.stdout.write(token + "\n")
 
 
@@ -207,12 +217,8 @@ def token_list(data: Path, db: str | None, project: str | None) -> None:
     expires, and whether revoked. Times in UTC."""
     import time
 
-    _need_extra()
-    store = _store(data, db)
-    try:
+    with _opened(data, db) as store:
         rows = store.list_tokens(project)
-    finally:
-        store.close()
     now = time.time()
     head = ("ID", "PROJECT", "ROLE", "NAME", "CREATED BY", "CREATED", "LAST USED", "EXPIRES", "STATE")
     table = [head]
@@ -232,12 +238,8 @@ def token_list(data: Path, db: str | None, project: str | None) -> None:
 @click.argument("token_id", type=click.IntRange(1))
 def token_revoke(data: Path, db: str | None, token_id: int) -> None:
     """Revoke the token with this ID (from `token list`): refused at once by every server."""
-    _need_extra()
-    store = _store(data, db)
-    try:
+    with _opened(data, db) as store:
         done = store.revoke_token(token_id)
-    finally:
-        store.close()
     if not done:
         raise UsageError(f"no active token with id {token_id} (see `traceanalyzer serve token list`)")
     click.echo(f"traceanalyzer: token {token_id} revoked", err=True)
