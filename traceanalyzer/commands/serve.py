@@ -1,4 +1,5 @@
-"""`traceanalyzer serve`: the web service (uploads, analysis jobs, reports), and `serve token create`."""
+"""`traceanalyzer serve`: the web service (uploads, analysis jobs, reports), `serve worker`, `serve token
+create|list|revoke`, and `serve audit` (who wrote what)."""
 
 from __future__ import annotations
 
@@ -166,6 +167,38 @@ def worker_command(data: Path, db: str | None, jobs: int, scheduler: str | None,
     run_worker(settings)
 
 
+@serve_command.command("audit")
+@click.option("--data", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_DATA, show_default=True)
+@click.option("--db", "db", metavar="URL", help="Database URL (default: SQLite in DATA).")
+@click.option("--project", help="Only this project's writes.")
+@click.option("--action", metavar="ACTION", help="Only this action, or those that start so (run., token.revoke).")
+@click.option("--since", "since_s", type=ParsedType("AGE", _age), metavar="AGE",
+              help="Only the last AGE (e.g. 7d, 12h). Default: all.")
+@click.option("--limit", type=click.IntRange(1, 100_000), default=100, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line instead of a table.")
+def audit_command(data: Path, db: str | None, project: str | None, action: str | None, since_s: float | None,
+                  limit: int, as_json: bool) -> None:
+    """The audit of writes, newest first: when (UTC), who (token name and id, or the command line's user),
+    from where (client address, or cli user@host), what (upload, project made, delete, cancel, token made
+    or revoked) and on what. Only who can open the database sees it."""
+    import json
+    import time
+
+    with _opened(data, db) as store:
+        rows = store.audit_log(project, None if since_s is None else time.time() - since_s, action, limit)
+    if as_json:
+        for r in rows:
+            click.echo(json.dumps(r, sort_keys=True))
+        return
+    head = ("WHEN", "WHO", "FROM", "ACTION", "PROJECT", "TARGET", "DETAIL")
+    table = [head] + [(_when(r["at"]), r["actor"] + (f" (#{r['token_id']})" if r["token_id"] is not None else ""),
+                       r["source"], r["action"], r["project"] or "-", r["target"] or "-",
+                       " ".join((r["detail"] or "-").split())) for r in rows]
+    widths = [max(len(r[i]) for r in table) for i in range(len(head) - 1)]
+    for r in table:
+        click.echo("  ".join([*(c.ljust(w) for c, w in zip(r, widths, strict=False)), r[-1]]).rstrip())
+
+
 @serve_command.group("token")
 def token_group() -> None:
     """API tokens: one project each, read-only or allowed to upload; listed and revoked here."""
@@ -201,10 +234,13 @@ def token_create(data: Path, db: str | None, project: str, read_only: bool, name
     for label, text in (("--name", name), ("--created-by", created_by)):
         if text is not None and (len(text) > 100 or any(ord(c) < 32 or ord(c) == 127 for c in text)):
             raise UsageError(f"{label}: at most 100 printable characters")
+    from ..serve.store import cli_actor
+
+    who = created_by or os.environ.get("USER") or None
     with _opened(data, db) as store:
-        token = store.create_token(project, read_only, name=name,
-                                   created_by=created_by or os.environ.get("USER") or None,
-                                   expires_at=None if expires_s is None else time.time() + expires_s)
+        token = store.create_token(project, read_only, name=name, created_by=who,
+                                   expires_at=None if expires_s is None else time.time() + expires_s,
+                                   actor=cli_actor(who))
     sys.stdout.write(token + "\n")
 
 
@@ -238,8 +274,10 @@ def token_list(data: Path, db: str | None, project: str | None) -> None:
 @click.argument("token_id", type=click.IntRange(1))
 def token_revoke(data: Path, db: str | None, token_id: int) -> None:
     """Revoke the token with this ID (from `token list`): refused at once by every server."""
+    from ..serve.store import cli_actor
+
     with _opened(data, db) as store:
-        done = store.revoke_token(token_id)
+        done = store.revoke_token(token_id, actor=cli_actor())
     if not done:
         raise UsageError(f"no active token with id {token_id} (see `traceanalyzer serve token list`)")
     click.echo(f"traceanalyzer: token {token_id} revoked", err=True)

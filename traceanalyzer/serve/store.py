@@ -17,6 +17,11 @@ the heartbeat are fenced on (job, worker, try): a worker that lost its job chang
 Trace files are stored by content; each has a row in `blobs` that uploads and deletes lock (upload:
 lock, put the file in place, record the run, commit; delete: lock, check no run uses it, remove the
 file, commit), so a delete never removes a file a new upload of the same content uses.
+
+Every write a person or a CI job makes (an upload, a project made by its first upload, a delete or a
+cancel, a token made or revoked) is recorded in `audit`, in the same transaction as the write: who (the
+token's name and id, or the user of the command line), what, when, and from where (the client's address,
+or the command line's user@host).
 """
 
 from __future__ import annotations
@@ -105,6 +110,19 @@ blobs = sa.Table(  # one row per stored trace file: the lock that uploads and de
     sa.Column("touched_at", sa.Float, nullable=False),
 )
 
+audit = sa.Table(  # one row per write (migration 0005)
+    "audit", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("at", sa.Float, nullable=False, index=True),
+    sa.Column("actor", sa.String(200), nullable=False),  # the token's name (#id), or the command line's user
+    sa.Column("token_id", sa.Integer, nullable=True),
+    sa.Column("source", sa.String(200), nullable=False),  # the client's address, or "cli user@host"
+    sa.Column("action", sa.String(40), nullable=False),  # e.g. run.upload, run.delete, token.revoke
+    sa.Column("project", sa.String(64), nullable=True, index=True),
+    sa.Column("target", sa.String(200), nullable=True),  # the run id, or "token #id"
+    sa.Column("detail", sa.Text, nullable=True),
+)
+
 STATUSES = ("queued", "running", "done", "failed", "canceled")
 SHOWN_METRICS = ("step_time_ms", "gpu_idle")  # the run's metrics (result/metrics.py) a run's row carries
 ROLES = ("upload", "read")
@@ -117,6 +135,26 @@ class Claim(NamedTuple):
     run_id: str
     tries: int
     worker_id: str
+
+
+class Actor(NamedTuple):
+    """Who makes a write, for the audit."""
+
+    name: str
+    token_id: int | None
+    source: str
+
+
+def cli_actor(user: str | None = None) -> Actor:
+    """The person at the command line (a token command): $USER (or `user`) at this host."""
+    import getpass
+    import socket
+
+    try:
+        login = getpass.getuser()
+    except Exception:  # no user name in the environment or the password database
+        login = "unknown"
+    return Actor((user or login)[:200], None, f"cli {login}@{socket.gethostname()}"[:200])
 
 
 class TokenInfo(NamedTuple):
@@ -190,12 +228,18 @@ class Store:
 
     # -- tokens and projects
     def create_token(self, project: str, read_only: bool, name: str | None = None, created_by: str | None = None,
-                     expires_at: float | None = None) -> str:
+                     expires_at: float | None = None, actor: Actor | None = None) -> str:
         token = "ta_" + secrets.token_urlsafe(32)
         with self.engine.begin() as c:
-            c.execute(tokens.insert().values(project=project, token_hash=hash_token(token), read_only=read_only,
-                                             created_at=time.time(), name=name, created_by=created_by,
-                                             expires_at=expires_at))
+            made = c.execute(tokens.insert().values(project=project, token_hash=hash_token(token), read_only=read_only,
+                                                    created_at=time.time(), name=name, created_by=created_by,
+                                                    expires_at=expires_at))
+            if actor is not None:
+                token_id = (made.inserted_primary_key or [None])[0]
+                role = "read" if read_only else "upload"
+                self._audit(c, actor, "token.create", project, f"token #{token_id}",
+                            f"role {role}" + (f", name {name}" if name else "")
+                            + (f", expires {_utc(expires_at)}" if expires_at is not None else ""))
         return token
 
     def token(self, token: str) -> TokenInfo | None:
@@ -224,12 +268,38 @@ class Store:
             t["role"] = "read" if t.pop("read_only") else "upload"
         return out
 
-    def revoke_token(self, token_id: int) -> bool:
+    def revoke_token(self, token_id: int, actor: Actor | None = None) -> bool:
         """Revokes a token (refused at once on every server: each request looks its token up). False: no
         such token, or revoked already."""
         with self.engine.begin() as c:
-            return bool(c.execute(tokens.update().where(tokens.c.id == token_id, tokens.c.revoked_at.is_(None))
+            done = bool(c.execute(tokens.update().where(tokens.c.id == token_id, tokens.c.revoked_at.is_(None))
                                   .values(revoked_at=time.time())).rowcount)
+            if done and actor is not None:
+                project = c.execute(sa.select(tokens.c.project).where(tokens.c.id == token_id)).scalar()
+                self._audit(c, actor, "token.revoke", project, f"token #{token_id}", None)
+        return done
+
+    # -- the audit of writes
+    @staticmethod
+    def _audit(c: sa.Connection, actor: Actor, action: str, project: str | None, target: str | None,
+               detail: str | None) -> None:
+        c.execute(audit.insert().values(at=time.time(), actor=actor.name[:200], token_id=actor.token_id,
+                                        source=actor.source[:200], action=action, project=project,
+                                        target=None if target is None else target[:200], detail=detail))
+
+    def audit_log(self, project: str | None = None, since: float | None = None, action: str | None = None,
+                  limit: int = 100) -> list[dict[str, Any]]:
+        """The newest writes first: `project`, `action` (or its start, e.g. "run."), at or after `since`."""
+        q = sa.select(audit)
+        if project:
+            q = q.where(audit.c.project == project)
+        if since is not None:
+            q = q.where(audit.c.at >= since)
+        if action:
+            q = q.where(audit.c.action.like(action.replace("%", "").replace("_", "\\_") + "%", escape="\\"))
+        with self.engine.connect() as c:
+            return [dict(r) for r in c.execute(q.order_by(audit.c.at.desc(), audit.c.id.desc()).limit(limit))
+                    .mappings()]
 
     def token_names(self, ids: Sequence[int]) -> dict[int, str]:
         """'name (#id)' of tokens, for the runs they uploaded."""
@@ -255,13 +325,13 @@ class Store:
     # -- runs
     def create_run(self, project: str, branch: str | None, commit: str | None, files: Sequence[StoredFile],
                    commit_order: float | None = None, token_id: int | None = None,
-                   place: Callable[[], None] | None = None) -> str:
+                   place: Callable[[], None] | None = None, actor: Actor | None = None) -> str:
         """The run, its files and its queued job, in one transaction (the project made on first use).
         `place` puts the files at their content address; it runs inside the transaction, after the
         files' `blobs` rows are locked, so no delete removes them between their check and the commit."""
         now = time.time()
         run_id = secrets.token_hex(6)
-        pid = self._project_id(project, now)
+        pid = self._project_id(project, now, actor)
         with self._write() as c:
             self._lock_blobs(c, [f.sha256 for f in files], now)
             if place is not None:
@@ -272,6 +342,11 @@ class Store:
             c.execute(run_files.insert(), [dict(run_id=run_id, position=i, sha256=f.sha256, name=f.name,
                                                 size_bytes=f.size_bytes, kind=f.kind) for i, f in enumerate(files)])
             c.execute(jobs.insert().values(run_id=run_id, status="queued", tries=0, queued_at=now))
+            if actor is not None:
+                names = ", ".join(f.name for f in files)
+                self._audit(c, actor, "run.upload", project, run_id,
+                            f"{len(files)} file(s), {sum(f.size_bytes for f in files)} bytes: {names[:300]}"
+                            + (f"; branch {branch}" if branch else "") + (f"; commit {commit}" if commit else ""))
         return run_id
 
     def _lock_blobs(self, c: sa.Connection, shas: Sequence[str], now: float, touch: bool = True) -> None:
@@ -302,7 +377,7 @@ class Store:
                 c.execute(blobs.delete().where(blobs.c.sha256 == sha256))
         return True
 
-    def _project_id(self, project: str, now: float) -> int:
+    def _project_id(self, project: str, now: float, actor: Actor | None = None) -> int:
         select = sa.select(projects.c.id).where(projects.c.name == project)
         with self.engine.connect() as c:
             pid = c.execute(select).scalar()
@@ -311,6 +386,8 @@ class Store:
         try:
             with self.engine.begin() as c:
                 c.execute(projects.insert().values(name=project, created_at=now))
+                if actor is not None:
+                    self._audit(c, actor, "project.create", project, project, "made by its first upload")
         except sa.exc.IntegrityError:  # made meanwhile by another upload
             pass
         with self.engine.connect() as c:
@@ -389,7 +466,7 @@ class Store:
         with self.engine.connect() as c:
             return {r[0] for r in c.execute(sa.select(run_files.c.sha256).distinct())}
 
-    def delete_run(self, run_id: str) -> tuple[str, list[str]]:
+    def delete_run(self, run_id: str, actor: Actor | None = None) -> tuple[str, list[str]]:
         """Removes the run, or cancels its job when a worker holds it (the worker stops the analysis and
         removes the run). Returns ('deleted' | 'canceled' | 'missing', hashes of its files no run uses
         now: remove them with `drop_blob`, which checks again under the lock)."""
@@ -397,6 +474,13 @@ class Store:
             job = c.execute(sa.select(jobs.c.status).where(jobs.c.run_id == run_id).with_for_update()).first()
             if job is None:
                 return "missing", []
+            if actor is not None:
+                project = c.execute(sa.select(projects.c.name).join(runs, runs.c.project_id == projects.c.id)
+                                    .where(runs.c.id == run_id)).scalar()
+                canceling = job.status in ("running", "canceled")
+                self._audit(c, actor, "run.cancel" if canceling else "run.delete", project, run_id,
+                            f"was {job.status}" + ("; its worker stops the analysis and removes it" if canceling
+                                                   else ""))
             if job.status in ("running", "canceled"):
                 c.execute(jobs.update().where(jobs.c.run_id == run_id).values(status="canceled"))
                 return "canceled", []
@@ -583,3 +667,9 @@ class Store:
     def queued(self) -> int:
         with self.engine.connect() as c:
             return int(c.execute(sa.select(sa.func.count()).where(jobs.c.status == "queued")).scalar_one())
+
+
+def _utc(t: float) -> str:
+    from datetime import datetime, timezone
+
+    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")

@@ -1,0 +1,272 @@
+"""What the routes share, passed to each handler explicitly: the settings, the store, the job runner, the
+templates, the reports' cache, and the helpers every route uses (who is asking, may they read this run,
+render a page, refuse with one line).
+
+Who may do what (the routes only read `request.state.who` for a write; `guard.py` sets it):
+* a write (any unsafe method) is checked once, before any route runs, by `guard.Guard`: not cross-site,
+  a valid token that is not read-only (a bearer header for the API; the login cookie plus the page's CSRF
+  token for a form), see `routes.writes`;
+* reading is open, or needs a token with `--private` (bearer header, or the cookie the login form sets);
+  a request that carries a token only sees that token's project (another project's run: 404).
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import hashlib
+import math
+import re
+import secrets
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+
+from . import history as hist
+from .jobs import JobRunner
+from .settings import Settings, instance_name
+from .store import Actor, Store
+
+PAGE_SIZE = 50
+RETRY_AFTER_S = 5  # a 503 while the database is away
+RUN_ID_RE = re.compile(r"^[0-9a-f]{12}$")
+VERDICT_RE = re.compile(r"^[a-z0-9_]{1,40}$")
+CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+       "form-action 'self'; frame-src 'self'; frame-ancestors 'self'; base-uri 'none'")
+SECURITY_HEADERS = {"X-Content-Type-Options": "nosniff", "Referrer-Policy": "same-origin",
+                    "Cross-Origin-Opener-Policy": "same-origin", "Cross-Origin-Resource-Policy": "same-origin"}
+
+
+class Refused(HTTPException):
+    """A 4xx with one line for the client."""
+
+
+def refuse(status: int, message: str) -> Refused:
+    return Refused(status_code=status, detail=message)
+
+
+class Access:
+    """Who is asking: the project and rights of the token the request carries, if any."""
+
+    def __init__(self, project: str | None = None, read_only: bool = True, bearer: bool = False,
+                 token_id: int | None = None) -> None:
+        self.project = project
+        self.read_only = read_only
+        self.bearer = bearer
+        self.token_id = token_id
+
+
+def _checkout_templates() -> Path | None:
+    """templates/serve of the source checkout this package runs from (a checkout's own templates win over
+    those an editable install maps elsewhere); None for an installed wheel."""
+    folder = Path(__file__).resolve().parents[2] / "templates" / "serve"
+    return folder if (folder / "base.html.j2").is_file() else None
+
+
+def _templates() -> jinja2.Environment:
+    checkout = _checkout_templates()
+    if checkout is not None:
+        loader: jinja2.BaseLoader = jinja2.FileSystemLoader(checkout)
+    else:
+        loader = jinja2.PackageLoader("traceanalyzer.templates", "serve")
+    env = jinja2.Environment(loader=loader, autoescape=True, trim_blocks=True, lstrip_blocks=True,
+                             undefined=jinja2.StrictUndefined)
+    env.filters["when"] = lambda t: datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    env.filters["size"] = lambda n: human(n)
+    env.filters["figure"] = hist.figure
+    return env
+
+
+def human(n: int | None) -> str:
+    from ..units import format_bytes
+
+    return "" if n is None else format_bytes(int(n))
+
+
+def static_file(name: str) -> bytes:
+    checkout = _checkout_templates()
+    if checkout is not None:
+        return (checkout / name).read_bytes()
+    try:
+        from importlib.resources import files
+
+        return (files("traceanalyzer.templates") / "serve" / name).read_bytes()
+    except (ImportError, FileNotFoundError, ModuleNotFoundError, OSError):
+        return (Path(__file__).resolve().parents[2] / "templates" / "serve" / name).read_bytes()
+
+
+def _inline_hashes(html: str, tag: str) -> list[str]:
+    """'sha256-...' of each inline <tag> block of a page we rendered ourselves (its data is escaped)."""
+    blocks = re.findall(rf"<{tag}>(.*?)</{tag}>", html, re.DOTALL)
+    return [f"'sha256-{base64.b64encode(hashlib.sha256(b.encode()).digest()).decode()}'" for b in blocks]
+
+
+def report_csp(html: str) -> str:
+    """The policy of a stored report (or diff) page: exactly its own inline scripts and styles."""
+    scripts = " ".join(_inline_hashes(html, "script")) or "'none'"
+    styles = " ".join(_inline_hashes(html, "style")) or "'none'"
+    return (f"default-src 'none'; script-src {scripts}; style-src {styles}; style-src-attr 'unsafe-inline'; "
+            f"img-src data: blob:; frame-ancestors 'self'; base-uri 'none'; form-action 'none'; "
+            f"sandbox allow-scripts allow-downloads")
+
+
+class Context:
+    """The app's shared state and the helpers of its routes (one per app)."""
+
+    def __init__(self, settings: Settings, run_jobs: bool = True) -> None:
+        settings = dataclasses.replace(settings, data=settings.data.resolve(),  # analyses run in their own folder
+                                       instance=settings.instance or instance_name())
+        settings.make_dirs()
+        self.settings = settings
+        self.run_jobs = run_jobs and settings.jobs > 0
+        self.db = Store(settings.database_url)
+        self.runner = JobRunner(settings, self.db)
+        self.env = _templates()
+        self.reports = hist.Reports(settings.reports)
+        self.histories = hist.HistoryCache()
+        self.last_db_log = 0.0
+
+    # -- who is asking
+    def access(self, request: Request) -> Access:
+        """The token of the request (bearer header; on GET and HEAD also the login cookie). A write's was
+        checked by the guard already: it is taken from there."""
+        checked = getattr(request.state, "who", None)
+        if isinstance(checked, Access):
+            return checked
+        header = request.headers.get("authorization")
+        token, bearer = None, False
+        if header is not None:
+            scheme, _, value = header.partition(" ")
+            if scheme.lower() != "bearer" or not value.strip():
+                raise refuse(401, "the Authorization header must be 'Bearer TOKEN'")
+            token, bearer = value.strip(), True
+        elif request.method in ("GET", "HEAD"):
+            token = request.cookies.get("ta_token")
+        if token is None:
+            return Access()
+        found = self.db.token(token)
+        if found is None:
+            raise refuse(401, "unknown token (or an expired or revoked one)")
+        return Access(found.project, found.read_only, bearer, found.id)
+
+    def actor(self, request: Request, who: Access) -> Actor:
+        """Who made a write, for the audit: the token's name and id, and the client's address."""
+        name = None
+        if who.token_id is not None:
+            name = self.db.token_names([who.token_id]).get(who.token_id)
+        client = request.client.host if request.client else None
+        return Actor(name or "anonymous", who.token_id, (client or "unknown")[:200])
+
+    def may_read(self, who: Access, project: str) -> bool:
+        if who.project is not None:
+            return who.project == project
+        return not self.settings.private
+
+    def need_reader(self, who: Access) -> None:
+        if self.settings.private and who.project is None:
+            raise refuse(401, "this service is private: send a token (Authorization: Bearer TOKEN) or log in")
+
+    def run_or_404(self, request: Request, run_id: str) -> tuple[dict[str, Any], Access]:
+        who = self.access(request)
+        self.need_reader(who)
+        row = self.db.run(run_id) if RUN_ID_RE.match(run_id) else None
+        if row is None or not self.may_read(who, row["project"]):
+            raise refuse(404, f"no run {run_id[:40]!r}")
+        return row, who
+
+    def base_url(self, request: Request) -> str:
+        return (self.settings.public_url or str(request.base_url)).rstrip("/")
+
+    def same_origin(self, request: Request, origin: str) -> bool:
+        return origin.rstrip("/") in {str(request.base_url).rstrip("/"), self.base_url(request)}
+
+    # -- what a run is, for the API and the pages
+    def run_json(self, request: Request, row: dict[str, Any], shas: list[str] | None = None) -> dict[str, Any]:
+        base = self.base_url(request)
+        return {"id": row["id"], "project": row["project"], "branch": row["branch"], "commit": row["commit"],
+                "status": row["status"], "error": row["error"], "verdict": row["verdict"],
+                "step_time_ms": row["step_time_ms"], "gpu_idle": row["gpu_idle"], "size_bytes": row["size_bytes"],
+                "files": row["files"], "tries": row["tries"], "created_at": row["created_at"],
+                "finished_at": row["finished_at"], "url": f"{base}/runs/{row['id']}",
+                "report_json": f"{base}/api/v1/runs/{row['id']}/report.json" if row["status"] == "done" else None,
+                "sha256": shas if shas is not None else [f.sha256 for f in self.db.files(row["id"])],
+                "uploaded_by": uploader(row)}
+
+    # -- pages
+    def login_state(self, request: Request) -> str | None:
+        """'project (token name)' of the browser's login, or None (logged out, or its token revoked)."""
+        cookie = request.cookies.get("ta_token")
+        if not cookie:
+            return None
+        try:
+            found = self.db.token(cookie)
+        except Exception:
+            return None
+        if found is None:
+            return None
+        names = self.db.token_names([found.id])
+        return f"{found.project} · {names.get(found.id, 'token')}"
+
+    def page(self, request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
+        token = request.cookies.get("ta_csrf") or secrets.token_urlsafe(24)
+        html = self.env.get_template(template).render(csrf=token, private=self.settings.private,
+                                                      login=self.login_state(request), **context)
+        resp = HTMLResponse(html, status_code=status)
+        if request.cookies.get("ta_csrf") != token:
+            resp.set_cookie("ta_csrf", token, httponly=True, samesite="strict", path="/")
+        return resp
+
+    def error_response(self, request: Request, status: int, message: str) -> Response:
+        """One line: {"error": ...} for the API and scripts, the error page for a browser."""
+        if request.url.path.startswith("/api/") or "text/html" not in request.headers.get("accept", ""):
+            resp: Response = JSONResponse({"error": message}, status_code=status)
+        else:
+            resp = self.page(request, "error.html.j2", status=status, status_code=status, message=message)
+        if status == 413:
+            resp.headers["Connection"] = "close"  # the rest of the body is not read
+        return resp
+
+
+def uploader(row: dict[str, Any]) -> str | None:
+    """The token that uploaded a run: its name and id (never its value)."""
+    if row.get("token_id") is None:
+        return None
+    name = row.get("token_name")
+    return f"{name} (token #{row['token_id']})" if name else f"token #{row['token_id']}"
+
+
+# -- parameters
+def text_param(value: str | None, name: str, limit: int) -> str | None:
+    if value is None or value == "":
+        return None
+    if len(value) > limit or any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise refuse(400, f"bad {name}: at most {limit} printable characters")
+    return value
+
+
+def order_param(value: str | None) -> float | None:
+    """`order`: the run's place in its branch's history (e.g. the commit's time); a finite number."""
+    if value is None or value == "":
+        return None
+    try:
+        number = float(value[:40])
+    except ValueError:
+        raise refuse(400, "bad order: a number (e.g. the commit's time in seconds)") from None
+    if not math.isfinite(number):
+        raise refuse(400, "bad order: a finite number")
+    return number
+
+
+def day_param(value: str, name: str) -> float | None:
+    if not value:
+        return None
+    try:
+        day = datetime.strptime(value, "%Y-%m-%d").replace(tzinfo=timezone.utc)
+    except ValueError:
+        raise refuse(400, f"bad {name}: a date, YYYY-MM-DD") from None
+    return day.timestamp()

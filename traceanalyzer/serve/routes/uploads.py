@@ -1,0 +1,74 @@
+"""Uploads: the API a CI job posts its trace to, and the page that does the same from a browser."""
+
+from __future__ import annotations
+
+import errno
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response
+
+from ..body import receive
+from ..context import Context, Refused, order_param, refuse, text_param
+from ..store import StoredFile
+from ..uploads import PROJECT_RE, UploadError, place
+from . import BEARER, writes
+
+DISK_FULL = "the server's disk is full: nothing was stored; try again later"
+
+
+@writes(BEARER)
+async def upload(ctx: Context, request: Request) -> Response:
+    """A run: its files (the body, or a multipart form), its branch, commit and order (query or form)."""
+    project = request.path_params["project"]
+    if not PROJECT_RE.match(project):
+        raise refuse(400, "bad project name: 1 to 64 of A-Z a-z 0-9 . _ - (starting with a letter or digit)")
+    who = ctx.access(request)  # checked by the guard: a bearer token that may upload
+    if who.project != project:
+        raise refuse(403, "this token is not for this project")
+    branch = text_param(request.query_params.get("branch"), "branch", 200)
+    commit = text_param(request.query_params.get("commit"), "commit", 100)
+    order = order_param(request.query_params.get("order"))
+    try:
+        received, fields = await receive(request, ctx.settings)
+    except UploadError as exc:
+        raise refuse(exc.status, exc.message) from None
+    except OSError as exc:
+        if exc.errno == errno.ENOSPC:
+            raise refuse(507, DISK_FULL) from None
+        raise
+    except ClientDisconnect:  # the client went away mid-upload: what it sent is removed
+        raise refuse(400, "the upload was cut off before its end") from None
+    try:
+        branch = branch or text_param(fields.get("branch"), "branch", 200)
+        commit = commit or text_param(fields.get("commit"), "commit", 100)
+        order = order if order is not None else order_param(fields.get("order"))
+    except Refused:
+        for r in received:
+            r.tmp.unlink(missing_ok=True)
+        raise
+    stored = [StoredFile(r.sha256, r.name, r.size_bytes, r.kind) for r in received]
+    try:
+        actor = await run_in_threadpool(ctx.actor, request, who)
+        run_id = await run_in_threadpool(ctx.db.create_run, project, branch, commit, stored, order, who.token_id,
+                                         lambda: place(received, ctx.settings.traces), actor)
+    except OSError as exc:
+        if exc.errno == errno.ENOSPC:
+            raise refuse(507, DISK_FULL) from None
+        raise
+    finally:
+        for r in received:  # a file already there, or a failed upload: its copy goes
+            r.tmp.unlink(missing_ok=True)
+    ctx.runner.wake.set()
+    return JSONResponse({"id": run_id, "status": "queued", "url": f"{ctx.base_url(request)}/runs/{run_id}"},
+                        status_code=201)
+
+
+def upload_page(ctx: Context, request: Request) -> Response:
+    return ctx.page(request, "upload.html.j2", max_upload=ctx.settings.max_upload_bytes)
+
+
+ROUTES = [
+    ("/upload", upload_page, None),
+    ("/api/v1/projects/{project}/runs", upload, ["POST"]),
+]
