@@ -20,6 +20,7 @@ from serve_helpers import BACKENDS, SAMPLES, Server, db_url
 
 MAX_UPLOAD = 2 * 1024**2
 TRACE = SAMPLES / "input_bound.json"
+DMON = next((SAMPLES / "dmon").glob("*.log"))  # a GPU counter log: analysed, but no trace Perfetto opens
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
@@ -400,6 +401,15 @@ def test_a_private_service_needs_a_token_to_read(tmp_path):
         assert server.get("/runs", cookies={"ta_token": reader}).status_code == 200
         one_line_error(httpx.post(f"{server.url}/api/v1/projects/secret/runs", content=b"{}", cookies={"ta_token": token},
                                   headers={"Content-Type": "application/octet-stream"}), 401)  # never by cookie
+        # the trace that "Open in Perfetto" hands over: served to who may read the run, as uploaded
+        one_line_error(server.get(f"/runs/{run}/files/0"), 401)
+        one_line_error(server.get("/api/v1/projects/secret/history"), 401)
+        got = server.get(f"/runs/{run}/files/0", cookies={"ta_token": reader})
+        assert got.status_code == 200 and got.content == (SAMPLES / "basic.json").read_bytes()
+        page = server.get(f"/runs/{run}", cookies={"ta_token": reader})
+        assert f'data-trace="/runs/{run}/files/0"' in page.text and "sends the trace to no third party" in page.text
+        assert page.headers["cross-origin-opener-policy"] == "same-origin-allow-popups"  # the opener link stays
+        assert server.get("/runs", cookies={"ta_token": reader}).headers["cross-origin-opener-policy"] == "same-origin"
     finally:
         server.stop()
 
@@ -599,3 +609,43 @@ def test_cross_site_unsafe_requests_are_refused_once_for_every_route(server):
     assert r.status_code == 201
     same = httpx.post(f"{server.url}/login", data={"csrf": "x"}, headers={"Sec-Fetch-Site": "same-origin"})
     assert same.status_code == 403 and "CSRF" in same.json()["error"]  # past the middleware, the form's own check
+
+
+def test_perfetto_is_offered_only_for_traces_it_reads(server):
+    token = server.token("perf")
+    data = (SAMPLES / "basic.json").read_bytes()
+    zipped = io.BytesIO()
+    with zipfile.ZipFile(zipped, "w") as z:
+        z.writestr("logdir/basic.json", data)
+    runs = {kind: server.upload(token, project="perf", data=body, name=name).json()["id"]
+            for kind, body, name in (("json", data, "basic.json"), ("gzip", gzip.compress(data + b" "), "b.json.gz"),
+                                     ("zip", zipped.getvalue(), "logdir.zip"),
+                                     ("pftrace", (SAMPLES / "basic.pftrace").read_bytes(), "basic.pftrace"),
+                                     ("dmon", DMON.read_bytes(), DMON.name))}
+    for kind, run in runs.items():
+        page = server.get(f"/runs/{run}")
+        offered = kind in ("json", "gzip", "pftrace")  # what the Perfetto UI opens: not archives, not counter logs
+        assert ('class="open-perfetto"' in page.text) == offered, kind
+        opener = page.headers["cross-origin-opener-policy"]
+        assert opener == ("same-origin-allow-popups" if offered else "same-origin"), kind
+
+
+def test_the_history_in_public_mode_needs_no_token_and_shows_none(server):
+    token, other = server.token("pubhist"), server.token("pubhist-other")
+    ids = [server.upload(token, SAMPLES / name, project="pubhist", branch="main").json()["id"]
+           for name in ("basic.json", "input_bound.json")]
+    for run in ids:
+        assert server.wait(run)["status"] == "done"
+    api = server.get("/api/v1/projects/pubhist/history", params={"branch": "main"})
+    assert api.status_code == 200 and "set-cookie" not in api.headers
+    assert [p["run"] for p in api.json()["series"]["verdict"]["points"]] == ids
+    page = server.get("/projects/pubhist/history", headers={"Accept": "text/html"})
+    assert page.status_code == 200 and ids[1] in page.text
+    assert [c for c in page.cookies] == ["ta_csrf"]  # no login made for the reader
+    logged = server.get("/projects/pubhist/history", cookies={"ta_token": token})
+    for r in (api, page, logged):
+        assert token not in r.text and other not in r.text and "ta_token" not in r.text
+        assert "Bearer" not in r.text
+    assert "ta_token" not in str(logged.headers)
+    # a token narrows what its holder sees to its project, in public mode too
+    one_line_error(server.get("/api/v1/projects/pubhist/history", headers={"Authorization": f"Bearer {other}"}), 404)

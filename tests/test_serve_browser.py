@@ -148,3 +148,67 @@ def test_log_in_search_by_commit_see_the_uploader_and_a_revoked_token_logged_out
     finally:
         page.close()
     assert [e for e in errors if "401" not in e] == [] and refused == []
+
+
+# Stands in for ui.perfetto.dev (the tests reach no third party): answers PING with PONG, as the Perfetto UI
+# does, and keeps what the run page then posts.
+FAKE_PERFETTO = """<!doctype html><title>Perfetto UI (stand-in)</title><script>
+window.got = null;
+window.addEventListener("message", function (e) {
+  if (e.data === "PING") { e.source.postMessage("PONG", "*"); return; }
+  if (e.data && e.data.perfetto) {
+    const p = e.data.perfetto;
+    window.got = {origin: e.origin, keys: Object.keys(p).sort(), title: p.title, url: p.url, fileName: p.fileName,
+                  isBuffer: p.buffer instanceof ArrayBuffer, bytes: p.buffer.byteLength,
+                  head: new TextDecoder().decode(new Uint8Array(p.buffer).slice(0, 64))};
+  }
+});
+</script>"""
+
+
+def test_the_report_is_shown_whole_and_its_trace_opens_in_perfetto(browser, server):
+    from playwright.sync_api import expect
+
+    token = server.token("tall")
+    trace = SAMPLES / "input_bound.json"
+    run_id = server.upload(token, trace, project="tall").json()["id"]
+    assert server.wait(run_id)["status"] == "done"
+    page, errors, refused = open_page(browser, server)
+    served: list[str] = []
+
+    def perfetto(r):
+        served.append(r.request.url)
+        r.fulfill(status=200, content_type="text/html", body=FAKE_PERFETTO)
+
+    page.context.route(re.compile(r"^https://ui\.perfetto\.dev/"), perfetto)  # tried before open_page's route
+    try:
+        page.goto(f"{server.url}/runs/{run_id}")
+        frame = page.locator("iframe#report")
+        expect(frame).to_have_attribute("data-sized", "1", timeout=30_000)
+        inner = next(f for f in page.frames if f.url.endswith("/report.html"))
+        content = inner.evaluate("document.documentElement.getBoundingClientRect().height")
+        height = frame.bounding_box()["height"]
+        assert height > 900 and abs(height - (content + 2)) <= 4, (height, content)  # the whole report, no inner scroll
+        assert inner.evaluate("document.scrollingElement.scrollHeight <= window.innerHeight + 1")
+        page.evaluate("window.postMessage({traceanalyzerReportHeight: 120}, '*')")  # not from the report: ignored
+        page.wait_for_timeout(300)
+        assert frame.bounding_box()["height"] == height
+
+        expect(page.locator("#perfetto-note")).to_contain_text("sends the trace to no third party")
+        with page.expect_popup() as opened:
+            page.locator("button.open-perfetto").click()
+        ui = opened.value
+        ui.wait_for_function("window.got !== null", timeout=30_000)
+        got = ui.evaluate("window.got")
+        data = trace.read_bytes()
+        assert got == {"origin": server.url, "keys": ["buffer", "fileName", "title", "url"],
+                       "title": f"tall · run {run_id} · input_bound.json", "url": f"{server.url}/runs/{run_id}",
+                       "fileName": "input_bound.json", "isBuffer": True, "bytes": len(data),
+                       "head": data[:64].decode()}
+        expect(page.locator("#perfetto-message")).to_contain_text("Opened in the Perfetto UI")
+        assert served and all(u.startswith("https://ui.perfetto.dev/") for u in served)
+        (ROOT / "artifacts").mkdir(exist_ok=True)
+        page.screenshot(path=str(ROOT / "artifacts" / "serve-run-full.png"), full_page=True)
+    finally:
+        page.close()
+    assert errors == [] and refused == []
