@@ -399,6 +399,8 @@ def test_a_private_service_needs_a_token_to_read(tmp_path):
         assert server.get("/runs").status_code == 303 and server.get("/runs").headers["location"] == "/login"
         assert server.get(f"/api/v1/runs/{run}", headers={"Authorization": f"Bearer {reader}"}).status_code == 200
         assert server.get("/runs", cookies={"ta_token": reader}).status_code == 200
+        assert server.get("/runs", cookies={"ta_token": "ta_stale"}).headers["location"] == "/login"  # logged out
+        one_line_error(server.get(f"/api/v1/runs/{run}", cookies={"ta_token": "ta_stale"}), 401)
         one_line_error(httpx.post(f"{server.url}/api/v1/projects/secret/runs", content=b"{}", cookies={"ta_token": token},
                                   headers={"Content-Type": "application/octet-stream"}), 401)  # never by cookie
         # the trace that "Open in Perfetto" hands over: served to who may read the run, as uploaded
@@ -647,5 +649,8 @@ def test_the_history_in_public_mode_needs_no_token_and_shows_none(server):
         assert token not in r.text and other not in r.text and "ta_token" not in r.text
         assert "Bearer" not in r.text
     assert "ta_token" not in str(logged.headers)
+    stale = server.get("/projects/pubhist/history", cookies={"ta_token": "ta_revoked-or-expired"})
+    assert stale.status_code == 200 and ids[1] in stale.text  # a stale login reads as no login
+    assert server.get("/api/v1/projects/pubhist/history", cookies={"ta_token": "ta_stale"}).status_code == 200
     # a token narrows what its holder sees to its project, in public mode too
     one_line_error(server.get("/api/v1/projects/pubhist/history", headers={"Authorization": f"Bearer {other}"}), 404)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import hashlib
+import json
 import math
 import re
 import secrets
@@ -115,6 +116,24 @@ def report_csp(html: str) -> str:
             f"sandbox allow-scripts allow-downloads")
 
 
+# Posted by a stored report to the run page that frames it: its height, each time it changes, so the frame
+# shows it whole. The report is sandboxed (an opaque origin); it posts only to the service's own origin.
+HEIGHT_SCRIPT = (
+    "(function(){var o=%s,last=0;function h(){var d=document.documentElement,b=document.body;"
+    "return Math.ceil(Math.max(d.getBoundingClientRect().height,b?b.getBoundingClientRect().bottom:0));}"
+    "function post(){var n=h();if(Math.abs(n-last)<2){return;}last=n;"
+    "parent.postMessage({traceanalyzerReportHeight:n},o);}"
+    "if(window.ResizeObserver){new ResizeObserver(post).observe(document.documentElement);}"
+    "window.addEventListener('load',post);post();})();")
+
+
+def with_height_script(html: str, origin: str) -> str:
+    """The stored page with the script that tells the page framing it its height (see HEIGHT_SCRIPT)."""
+    script = "<script>" + HEIGHT_SCRIPT % json.dumps(origin).replace("<", "\\u003c") + "</script>"
+    at = html.rfind("</body>")
+    return html[:at] + script + html[at:] if at >= 0 else html + script
+
+
 class Context:
     """The app's shared state and the helpers of its routes (one per app)."""
 
@@ -133,8 +152,8 @@ class Context:
 
     # -- who is asking
     def access(self, request: Request) -> Access:
-        """The token of the request (bearer header; on GET and HEAD also the login cookie). A write's was
-        checked by the guard already: it is taken from there."""
+        """The token of the request (bearer header; on GET and HEAD also the login cookie, ignored when its
+        token was revoked or expired). A write's was checked by the guard already: it is taken from there."""
         checked = getattr(request.state, "who", None)
         if isinstance(checked, Access):
             return checked
@@ -150,6 +169,8 @@ class Context:
         if token is None:
             return Access()
         found = self.db.token(token)
+        if found is None and not bearer:  # a login whose token was revoked or expired: logged out, not refused
+            return Access()
         if found is None:
             raise refuse(401, "unknown token (or an expired or revoked one)")
         return Access(found.project, found.read_only, bearer, found.id)

@@ -3,7 +3,6 @@ files), and deleting one."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -11,7 +10,18 @@ from urllib.parse import urlencode
 from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
 
-from ..context import PAGE_SIZE, RUN_ID_RE, VERDICT_RE, Access, Context, day_param, refuse, report_csp, uploader
+from ..context import (
+    PAGE_SIZE,
+    RUN_ID_RE,
+    VERDICT_RE,
+    Access,
+    Context,
+    day_param,
+    refuse,
+    report_csp,
+    uploader,
+    with_height_script,
+)
 from ..jobs import remove_run_files
 from ..store import STATUSES, StoredFile
 from ..uploads import blob_path
@@ -21,15 +31,6 @@ from . import BEARER, FORM, writes
 # and Perfetto protobuf traces: the run page offers those to it, never archives or counter logs.
 PERFETTO_READERS = ("kineto", "tf_json", "pftrace")
 
-# Posted by a stored report to the run page that frames it: its height, each time it changes, so the frame
-# shows it whole. The report is sandboxed (an opaque origin); it posts only to the service's own origin.
-HEIGHT_SCRIPT = (
-    "(function(){var o=%s,last=0;function h(){var d=document.documentElement,b=document.body;"
-    "return Math.ceil(Math.max(d.getBoundingClientRect().height,b?b.getBoundingClientRect().bottom:0));}"
-    "function post(){var n=h();if(Math.abs(n-last)<2){return;}last=n;"
-    "parent.postMessage({traceanalyzerReportHeight:n},o);}"
-    "if(window.ResizeObserver){new ResizeObserver(post).observe(document.documentElement);}"
-    "window.addEventListener('load',post);post();})();")
 
 
 # -- the list
@@ -136,13 +137,6 @@ def api_report_json(ctx: Context, request: Request) -> Response:
 
 def report_md(ctx: Context, request: Request) -> Response:
     return FileResponse(report_file(ctx, request, "report.md"), media_type="text/markdown; charset=utf-8")
-
-
-def with_height_script(html: str, origin: str) -> str:
-    """The stored report with the script that tells the run page its height (see HEIGHT_SCRIPT)."""
-    script = "<script>" + HEIGHT_SCRIPT % json.dumps(origin).replace("<", "\\u003c") + "</script>"
-    at = html.rfind("</body>")
-    return html[:at] + script + html[at:] if at >= 0 else html + script
 
 
 def report_html(ctx: Context, request: Request) -> Response:

@@ -14,7 +14,8 @@ from ..uploads import PROJECT_RE
 
 MIN_FREE_BYTES = 64 * 1024**2  # less free space in DATA (or 5% of a smaller disk): health says the storage is full
 STATIC = {"serve.css": "text/css; charset=utf-8", "upload.js": "text/javascript; charset=utf-8",
-          "history.js": "text/javascript; charset=utf-8", "run.js": "text/javascript; charset=utf-8"}
+          "history.js": "text/javascript; charset=utf-8", "frames.js": "text/javascript; charset=utf-8",
+          "perfetto.js": "text/javascript; charset=utf-8"}
 FAVICON = (b'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><rect width="16" height="16" rx="3" '
            b'fill="#1f6feb"/><path d="M3 12h2V7H3zm4 0h2V4H7zm4 0h2V9h-2z" fill="#fff"/></svg>')
 

@@ -1,21 +1,7 @@
-// The run page: the stored report's frame sized to its whole content (the report posts its height), and
-// "Open in Perfetto": the stored trace fetched from this service by the browser and handed to the Perfetto
-// UI in a new tab by postMessage (its documented PING/PONG handshake); the trace goes to no one else.
+// The run page's "Open in Perfetto": the stored trace fetched from this service by the browser and handed to
+// the Perfetto UI in a new tab by postMessage (its documented PING/PONG handshake); it goes to no one else.
 "use strict";
 (function () {
-  const MAX_HEIGHT = 200000;
-  const frame = document.getElementById("report");
-  if (frame) {
-    window.addEventListener("message", function (e) {
-      // only the framed report: its window, and the opaque origin ("null") of its sandbox
-      if (e.source !== frame.contentWindow || e.origin !== "null") { return; }
-      const h = e.data && e.data.traceanalyzerReportHeight;
-      if (typeof h !== "number" || !isFinite(h) || h < 50) { return; }
-      frame.style.height = Math.min(Math.ceil(h) + 2, MAX_HEIGHT) + "px";  // + its border
-      frame.dataset.sized = "1";
-    });
-  }
-
   const PERFETTO = "https://ui.perfetto.dev";
   const message = document.getElementById("perfetto-message");
 
