@@ -400,7 +400,7 @@ def test_per_rank_extras_reach_the_job_reducers(job, monkeypatch):
     seen = []
 
     def reducer(outputs, analysis):  # type: ignore[no-untyped-def]
-        seen.extend((o.result.rank, o.extras["kernels"]) for o in outputs)
+        seen.extend((r.rank, o.extras["kernels"]) for o, r in zip(outputs, analysis.ranks))
         return replace(analysis, warnings=analysis.warnings + ("reduced",))
 
     monkeypatch.setattr(combine_module, "JOB_REDUCERS", [reducer])

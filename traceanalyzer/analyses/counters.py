@@ -10,14 +10,17 @@ samples straddling an edge count in neither. Definitions in words: `traceanalyze
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from .. import intervals as iv
 from ..align import device_series
-from ..timeline import COUNTER_METRICS, UTIL_METRIC, Timeline
-from . import figures as F
+from ..timeline import COUNTER_METRICS, UTIL_METRIC
+
+if TYPE_CHECKING:
+    from . import RankAnalysis
 
 # The cross-check warns when trace busy and log utilisation differ by more than this (points).
 CROSS_CHECK_MARGIN_PCT = 15.0
@@ -107,10 +110,11 @@ class DeviceCounters:
 
 
 # --- what a rank gives the job's counter logs -------------------------------------------------------
-def rank_busy_sets(tl: Timeline, rank: int) -> dict[int, iv.IntervalSet]:
-    """Per device index of one rank: the union of its kernel, memcpy and memset intervals (what the
-    job's counter logs are aligned and cross-checked with; `merge_busy_sets` joins the ranks')."""
-    return {device: F.work_union(tl, rank, device) for device in tl.device_indices(rank)}
+def rank_busy_sets(r: RankAnalysis) -> dict[int, iv.IntervalSet]:
+    """Per device index of one rank's figures: its kernel, memcpy and memset intervals merged
+    (`DeviceBusy.work`), what the job's counter logs are aligned and cross-checked with
+    (`merge_busy_sets` joins the ranks')."""
+    return {d.device: d.busy.work for d in r.devices}
 
 
 def merge_busy_sets(parts: list[dict[int, iv.IntervalSet]]) -> dict[int, iv.IntervalSet]:

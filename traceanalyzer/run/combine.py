@@ -7,8 +7,10 @@ In order: the job checks (the same file twice, an unreadable file skipped, ranks
 one job, `--force-job`), the ranks' numbers, the timeline budget shared by all tracks; then the job
 stages over the combined ranks: counter logs put on the trace's clock and figured against the ranks'
 GPU work, host logs put on it and figured over the ranks' DataLoader waits (which also splits an
-input-bound verdict), and `JOB_REDUCERS` (one clock, collectives, stragglers). Nothing here reads
-events: the ranks' outputs carry what each stage needs (`map.LogExtras`, `map.RANK_EXTRAS`).
+input-bound verdict), and `JOB_REDUCERS` (one clock, collectives, stragglers). Each rank's typed result
+is made once, here (`result.build.rank_result`), from its figures, diagnosis and drawn tracks with what
+only the job knows. Nothing here reads events: the ranks' figures carry what each stage needs (their GPU
+work and DataLoader waits for the logs, `map.RANK_EXTRAS` for the job stage).
 """
 
 from __future__ import annotations
@@ -24,9 +26,10 @@ import numpy as np
 from .._version import __version__
 from ..align import Alignment, AlignOptions, TraceClock, align_logs, place_counters, place_host_logs
 from ..analyses import tracks as TR
-from ..analyses.collectives_job import job_figures
+from ..analyses.collectives_job import job_figures, rank_job_facts
 from ..analyses.counters import DeviceCounters, counter_figures, job_window, merge_busy_sets
 from ..analyses.host_logs import HostLogFigures, host_figures
+from ..diagnosis import RankDiagnosis
 from ..diagnosis.stragglers import straggler_lead, stragglers
 from ..errors import InputError
 from ..formats import metas_mismatch, number_ranks, same_files
@@ -97,9 +100,8 @@ def combine(outputs: Sequence[FileOutput], job: JobInputs) -> Analysis:
         drawing=R.JobDrawing(host_logs=logs.host_drawing),
         implicit_logs=job.implicit_logs,
     )
-    final = tuple(replace(r, result=res) for r, res in zip(ranks, rank_results))
     for reduce in JOB_REDUCERS:
-        analysis = reduce(final, analysis)
+        analysis = reduce(tuple(ranks), analysis)
     return analysis
 
 
@@ -125,12 +127,12 @@ def _numbers(ranks: list[RankOutput], job: JobInputs, warnings: list[str]) -> li
 
 def _rank_results(ranks: list[RankOutput], numbers: list[int | None], logs: _Logs,
                   job: JobInputs) -> tuple[R.RankResult, ...]:
-    """Each rank's result as the job shows it: its number, its tracks cut to the job's shared block budget
-    (with the counter logs' samples drawn over them), its typed diagnosis with its input split, and the
+    """Each rank's result, made once: its figures with its number, its tracks cut to the job's shared block
+    budget (with the counter logs' samples drawn over them), its diagnosis with its input split, and the
     counter figures of its GPUs when the logs are on the trace's clock."""
-    from ..result.build import timeline_data
+    from ..result.build import rank_result, timeline_data
 
-    max_blocks = TR.blocks_per_track(sum(r.tracks_count for r in ranks))
+    max_blocks = TR.blocks_per_track(sum(r.tracks.count for r in ranks))
     by_device = {c.device: c for c in logs.devices} if logs.on_trace_clock else {}
     results = []
     for i, (r, number) in enumerate(zip(ranks, numbers)):
@@ -140,12 +142,8 @@ def _rank_results(ranks: list[RankOutput], numbers: list[int | None], logs: _Log
                                       tracks.window.start_ns, tracks.window.end_ns)
             tracks = replace(tracks, counters=drawn)
         timeline = timeline_data(TR.recut_tracks(tracks, max_blocks), max_blocks)
-        drawing = replace(r.result.drawing, timeline=timeline) if r.result.drawing else None
-        result = replace(r.result, rank=number, drawing=drawing,
-                         diagnosis=_typed_diagnosis(r, i, logs.hosts, job.host_logs))
-        if by_device:
-            result = replace(result, devices=tuple(replace(d, counters=by_device.get(d.index)) for d in result.devices))
-        results.append(result)
+        results.append(rank_result(r.figures, _split(r, i, logs.hosts, job.host_logs), number, timeline, by_device,
+                                   job.options.batch_size))
     return tuple(results)
 
 
@@ -186,7 +184,7 @@ class _Logs:
 
 
 def _logs(ranks: list[RankOutput], job: JobInputs) -> _Logs:
-    """The counter and host log stages over the combined ranks (`LogExtras`: their GPU work and waits)."""
+    """The counter and host log stages over the combined ranks (their figures' GPU work and DataLoader waits)."""
     from ..result.build import counter_results, host_log_result
 
     if job.counter_logs is None and job.host_logs is None:
@@ -198,7 +196,7 @@ def _logs(ranks: list[RankOutput], job: JobInputs) -> _Logs:
     out = _Logs(any=True)
     if job.counter_logs is not None:
         aligned = job.from_files and bool(job.files)
-        busy = merge_busy_sets([r.logs.busy for r in ranks if r.logs is not None])
+        busy = merge_busy_sets([{d.device: d.busy.work for d in r.figures.devices} for r in ranks])
         alignments: tuple[Alignment, ...] = ()
         placed = job.counter_logs
         if aligned:
@@ -215,7 +213,7 @@ def _logs(ranks: list[RankOutput], job: JobInputs) -> _Logs:
     if job.host_logs is not None:
         trace = TraceClock(span, epoch) if span is not None else None
         hosts_tl, host_alignments = place_host_logs(job.host_logs, trace, job.align)
-        waits = {i: r.logs.waits for i, r in enumerate(ranks) if r.logs is not None} if span is not None else None
+        waits = {i: r.figures.dataloader_waits for i, r in enumerate(ranks)} if span is not None else None
         hosts = host_figures(hosts_tl, host_alignments, waits, window)
         drawn = [host_log_result(h, window) for h in hosts]
         results = tuple(h for h, _ in drawn)
@@ -224,17 +222,15 @@ def _logs(ranks: list[RankOutput], job: JobInputs) -> _Logs:
     return out
 
 
-def _typed_diagnosis(r: RankOutput, position: int, hosts: tuple[HostLogFigures, ...],
-                     host_logs: Timeline | None) -> R.RankDiagnosisResult | None:
-    """A rank's diagnosis with its input split (by the host logs' figures over its waits), typed."""
+def _split(r: RankOutput, position: int, hosts: tuple[HostLogFigures, ...],
+           host_logs: Timeline | None) -> RankDiagnosis | None:
+    """A rank's diagnosis with its input split (by the host logs' figures over its waits)."""
     from ..diagnosis.input_split import split_rank
-    from ..result.build import rank_diagnosis
 
     if r.diagnosis is None:
         return None
     have_logs = host_logs is not None and bool(host_logs.host_logs)
-    gpu_api = "hip" if any(d.device.startswith("rocm:") for d in r.result.devices) else ""
-    return rank_diagnosis(split_rank(replace(r.diagnosis, index=position), hosts, have_logs), gpu_api)
+    return split_rank(replace(r.diagnosis, index=position), hosts, have_logs)
 
 
 def _without_ranks(counters: tuple[DeviceCounters, ...] | None) -> R.DiagnosisResult:
@@ -257,17 +253,17 @@ def _job(outputs: tuple[RankOutput, ...], analysis: Analysis) -> Analysis:
 
     if len(outputs) < 2:
         return analysis
-    numbers = [o.result.rank if o.result.rank is not None else i for i, o in enumerate(outputs)]
+    numbers = [r.rank if r.rank is not None else i for i, r in enumerate(analysis.ranks)]
     tables = [o.extras["collectives"].assign(rank=np.full(len(o.extras["collectives"]), n, dtype=np.int64))
               for o, n in zip(outputs, numbers)]
     warmups = [o.diagnosis.warmup_steps if o.diagnosis else () for o in outputs]
-    figures = job_figures(tables, [o.job for o in outputs], numbers, warmups)
+    figures = job_figures(tables, [rank_job_facts(o.figures) for o in outputs], numbers, warmups)
     diag = analysis.diagnosis
     if diag is not None:
         late = stragglers(figures, {n: o.diagnosis for n, o in zip(numbers, outputs)})
         diag = dataclasses.replace(diag, stragglers=tuple(straggler_result(s) for s in late))
         speaker = numbers[diag.rank] if diag.rank is not None and diag.rank < len(numbers) else None
-        framework = outputs[diag.rank].result.framework if diag.rank is not None and diag.rank < len(outputs) else ""
+        framework = outputs[diag.rank].figures.framework if diag.rank is not None and diag.rank < len(outputs) else ""
         lead = straggler_lead(figures, speaker, diag.primary, late, framework)
         if lead is not None:  # communication that is mostly waiting for a late rank: that rank leads
             diag = dataclasses.replace(diag, headline=lead.headline, headline_figures={}, headline_shares=(),
@@ -276,7 +272,8 @@ def _job(outputs: tuple[RankOutput, ...], analysis: Analysis) -> Analysis:
                                warnings=analysis.warnings + figures.warnings)
 
 
-# fn(outputs, analysis) -> analysis, over every rank's output in job order, after the logs' stages.
+# fn(outputs, analysis) -> analysis, over every rank's output in job order (`analysis.ranks[i]` is the result of
+# `outputs[i]`), after the logs' stages.
 def _workers(outputs: tuple[RankOutput, ...], analysis: Analysis) -> Analysis:
     """Workers without GPU kernels: per-rank compute, communication and waits, compute stragglers."""
     from .workers import job_workers

@@ -153,7 +153,7 @@ def job_workers(outputs: tuple[Any, ...], analysis: R.AnalysisData) -> R.Analysi
     facts = [o.extras.get("workers") for o in outputs]
     if len(facts) < 2 or any(f is None for f in facts) or len({o.meta.name for o in outputs}) != 1:
         return analysis
-    numbers = [o.result.rank if o.result.rank is not None else i for i, o in enumerate(outputs)]
+    numbers = [r.rank if r.rank is not None else i for i, r in enumerate(analysis.ranks)]
     rows = worker_rows([f for f in facts if f is not None], numbers)
     job = analysis.job or R.JobResult(clocks=(), collectives_matched=0, ranks=())
     # one file: one clock; each rank drawn from where its window starts on it
