@@ -8,8 +8,8 @@ import pytest
 from conftest import SAMPLES
 
 from traceanalyzer import intervals as iv
-from traceanalyzer.analyses import figures_of
 from traceanalyzer.analyses import figures as F
+from traceanalyzer.analyses import figures_of
 from traceanalyzer.analyses import tracks as TR
 from traceanalyzer.diagnosis import diagnose
 from traceanalyzer.formats import ReadOptions, read_file
@@ -55,3 +55,19 @@ def test_the_figures_carry_the_gpu_work_and_waits_the_logs_need_only_for_logs():
     assert iv.total(kept.figures.dataloader_waits) == r.dataloader_wait_ns
     assert all(len(d.busy.work[0]) == len(w.busy.work[0]) for d, w in zip(kept.figures.devices, r.devices))
     assert not len(left.figures.dataloader_waits[0]) and not any(len(d.busy.work[0]) for d in left.figures.devices)
+
+
+def test_each_class_name_is_one_thing():
+    """A figure type (ns, analyses/) and the result's type (us, result/) never share a name, nor do the run's and
+    the readers' types: a name read in a traceback or a notebook says which one it is."""
+    import ast
+    from collections import defaultdict
+
+    from conftest import ROOT
+
+    where: dict[str, list[str]] = defaultdict(list)
+    for path in sorted((ROOT / "traceanalyzer").rglob("*.py")):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                where[node.name].append(str(path.relative_to(ROOT)))
+    assert {name: files for name, files in where.items() if len(files) > 1} == {}

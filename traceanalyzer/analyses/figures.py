@@ -150,7 +150,7 @@ class Gap:
 
 
 @dataclass(frozen=True)
-class HistogramBin:
+class GapBin:
     lo_ns: int
     hi_ns: int | None  # None: no upper bound
     count: int
@@ -163,7 +163,7 @@ class GapStats:
     count: int
     total_ns: int
     largest_ns: int
-    histogram: tuple[HistogramBin, ...]
+    histogram: tuple[GapBin, ...]
     top: tuple[Gap, ...]  # longest first
 
 
@@ -193,8 +193,8 @@ def gap_stats(tl: Timeline, rank: int, device: int, window: Window,
     edges = np.array(GAP_HISTOGRAM_EDGES_NS + (np.iinfo(np.int64).max,), dtype=np.int64)
     which = np.searchsorted(edges, lengths, side="right") - 1
     bins = tuple(
-        HistogramBin(int(edges[i]), None if i == len(edges) - 2 else int(edges[i + 1]),
-                     int((which == i).sum()), int(lengths[which == i].sum()))
+        GapBin(int(edges[i]), None if i == len(edges) - 2 else int(edges[i + 1]),
+               int((which == i).sum()), int(lengths[which == i].sum()))
         for i in range(len(edges) - 1))
     st = steps(tl, rank) if st is None else st
     order = np.argsort(-lengths, kind="stable")[:top_n]

@@ -21,10 +21,9 @@ from ..analyses import throughput as TP
 from ..analyses import tracks as TR
 from ..analyses.capture import capture_note, device_label, rank_device_label
 from ..analyses.collectives_job import JobFigures
-from ..analyses.counters import CROSS_CHECK_MARGIN_PCT
-from ..analyses.counters import DeviceCounters as CounterFigures
+from ..analyses.counters import CROSS_CHECK_MARGIN_PCT, CounterFigures
 from ..analyses.figures import TOP_KERNELS, Steps
-from ..analyses.gaps import AttributedGap, Evidence, GapSet
+from ..analyses.gaps import CausedGap, Evidence, GapSet
 from ..analyses.host import HostShares
 from ..analyses.host_logs import SERIES_METRICS, SERIES_POINTS, HostLogFigures
 from ..analyses.memory import MemoryFigures
@@ -403,7 +402,7 @@ def _causes_us(by_cause: dict[str, int]) -> dict[str, float]:
     return {c: _us0(v) for c, v in by_cause.items()}
 
 
-def _gap(g: AttributedGap, gpu_api: str = "") -> R.AttributedGap:
+def _gap(g: CausedGap, gpu_api: str = "") -> R.AttributedGap:
     return R.AttributedGap(device_label(gpu_api, g.device), _us0(g.start_ns - g.window_start_ns), _us0(g.dur_ns),
                            g.step, g.cause, tuple(R.HostOp(e.name, e.share) for e in g.evidence))
 

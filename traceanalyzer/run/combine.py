@@ -1,5 +1,5 @@
 """The reduce: every rank's compact output (`map.RankOutput`, in input order) + what the job is besides
-its ranks (`JobInputs`: its files, options and logs) -> one `Analysis`. `combine` is the only
+its ranks (`JobContext`: its files, options and logs) -> one `Analysis`. `combine` is the only
 constructor of a job's Analysis, whatever the inputs and wherever the ranks were analysed (in the
 manner of pyinstrument's `Session.combine`).
 
@@ -27,7 +27,7 @@ from .._version import __version__
 from ..align import Alignment, AlignOptions, TraceClock, align_logs, place_counters, place_host_logs
 from ..analyses import tracks as TR
 from ..analyses.collectives_job import job_figures, rank_job_facts
-from ..analyses.counters import DeviceCounters, counter_figures, job_window, merge_busy_sets
+from ..analyses.counters import CounterFigures, counter_figures, job_window, merge_busy_sets
 from ..analyses.host_logs import HostLogFigures, host_figures
 from ..diagnosis import RankDiagnosis
 from ..diagnosis.stragglers import straggler_lead, stragglers
@@ -40,7 +40,7 @@ from .map import AnalysisOptions, FileOutput, RankOutput
 
 
 @dataclass(frozen=True)
-class JobInputs:
+class JobContext:
     """A job besides its ranks: its files, its options and its logs."""
 
     label: str  # what messages call the job
@@ -64,7 +64,7 @@ def check_files(files: Sequence[Path]) -> None:
         raise InputError(again, f"the same file is given twice ({first} and {again})")
 
 
-def combine(outputs: Sequence[FileOutput], job: JobInputs) -> Analysis:
+def combine(outputs: Sequence[FileOutput], job: JobContext) -> Analysis:
     """The job's Analysis from its files' outputs, in input order (see the module text)."""
     from ..result.build import job_diagnosis, options_info, summary
     from ..result.definitions import FIGURES
@@ -105,7 +105,7 @@ def combine(outputs: Sequence[FileOutput], job: JobInputs) -> Analysis:
     return analysis
 
 
-def _numbers(ranks: list[RankOutput], job: JobInputs, warnings: list[str]) -> list[int | None]:
+def _numbers(ranks: list[RankOutput], job: JobContext, warnings: list[str]) -> list[int | None]:
     """The ranks' numbers in the job, after the check that they are ranks of one job (files only: a
     Timeline handed in keeps its ranks as they are); what was forced or renumbered goes to `warnings`."""
     metas = [r.meta for r in ranks]
@@ -126,7 +126,7 @@ def _numbers(ranks: list[RankOutput], job: JobInputs, warnings: list[str]) -> li
 
 
 def _rank_results(ranks: list[RankOutput], numbers: list[int | None], logs: _Logs,
-                  job: JobInputs) -> tuple[R.RankResult, ...]:
+                  job: JobContext) -> tuple[R.RankResult, ...]:
     """Each rank's result, made once: its figures with its number, its tracks cut to the job's shared block
     budget (with the counter logs' samples drawn over them), its diagnosis with its input split, and the
     counter figures of its GPUs when the logs are on the trace's clock."""
@@ -147,7 +147,7 @@ def _rank_results(ranks: list[RankOutput], numbers: list[int | None], logs: _Log
     return tuple(results)
 
 
-def _readable(outputs: Sequence[FileOutput], job: JobInputs) -> tuple[list[FileOutput], list[str]]:
+def _readable(outputs: Sequence[FileOutput], job: JobContext) -> tuple[list[FileOutput], list[str]]:
     """The files read (an unreadable one stops the job, or, in a directory of several, is skipped and
     said) and the warnings so far: the files' own, the inputs', the skipped files."""
     skipped: list[str] = []
@@ -172,7 +172,7 @@ class _Logs:
     any: bool = False  # the job has counter or host logs
     placed: Timeline | None = None  # counter logs (on the trace clock when `on_trace_clock`)
     on_trace_clock: bool = False
-    counters: tuple[DeviceCounters, ...] | None = None  # ns figures (None: no counter logs)
+    counters: tuple[CounterFigures, ...] | None = None  # ns figures (None: no counter logs)
     counter_logs: tuple[R.CounterLog, ...] = ()
     devices: tuple[R.DeviceCounters, ...] = ()
     inputs: tuple[R.InputInfo, ...] = ()  # the counter logs as inputs
@@ -183,7 +183,7 @@ class _Logs:
     host_warnings: list[str] = dataclasses.field(default_factory=list)
 
 
-def _logs(ranks: list[RankOutput], job: JobInputs) -> _Logs:
+def _logs(ranks: list[RankOutput], job: JobContext) -> _Logs:
     """The counter and host log stages over the combined ranks (their figures' GPU work and DataLoader waits)."""
     from ..result.build import counter_results, host_log_result
 
@@ -233,7 +233,7 @@ def _split(r: RankOutput, position: int, hosts: tuple[HostLogFigures, ...],
     return split_rank(replace(r.diagnosis, index=position), hosts, have_logs)
 
 
-def _without_ranks(counters: tuple[DeviceCounters, ...] | None) -> R.DiagnosisResult:
+def _without_ranks(counters: tuple[CounterFigures, ...] | None) -> R.DiagnosisResult:
     """The verdict of logs given without a trace: are the GPUs used (counter logs), else nothing to say."""
     from ..analyses import figures_of
     from ..diagnosis import diagnose
@@ -284,4 +284,4 @@ def _workers(outputs: tuple[RankOutput, ...], analysis: Analysis) -> Analysis:
 JOB_REDUCERS: list[Callable[[tuple[RankOutput, ...], Analysis], Analysis]] = [_job, _workers]
 
 
-__all__ = ["JOB_REDUCERS", "JobInputs", "check_files", "combine"]
+__all__ = ["JOB_REDUCERS", "JobContext", "check_files", "combine"]
