@@ -7,10 +7,11 @@ In order: the job checks (the same file twice, an unreadable file skipped, ranks
 one job, `--force-job`), the ranks' numbers, the timeline budget shared by all tracks; then the job
 stages over the combined ranks: counter logs put on the trace's clock and figured against the ranks'
 GPU work, host logs put on it and figured over the ranks' DataLoader waits (which also splits an
-input-bound verdict), and `JOB_REDUCERS` (one clock, collectives, stragglers). Each rank's typed result
-is made once, here (`result.build.rank_result`), from its figures, diagnosis and drawn tracks with what
-only the job knows. Nothing here reads events: the ranks' figures carry what each stage needs (their GPU
-work and DataLoader waits for the logs, `map.RANK_EXTRAS` for the job stage).
+input-bound verdict), and `JOB_REDUCERS` (one clock, collectives, stragglers, workers: each gives its
+part, a `JobStage`). Each rank's typed result is made once, here (`result.build.rank_result`), from its
+figures, diagnosis and drawn tracks with what only the job knows, and the Analysis once, at the end.
+Nothing here reads events: the ranks' figures carry what each stage needs (their GPU work and DataLoader
+waits for the logs, `map.RANK_EXTRAS` for the job stages).
 """
 
 from __future__ import annotations
@@ -83,26 +84,27 @@ def combine(outputs: Sequence[FileOutput], job: JobContext) -> Analysis:
         diagnosis = job_diagnosis(rank_results) if o.diagnose else None
     else:
         diagnosis = _without_ranks(logs.counters) if o.diagnose and logs.any else None
-    analysis = Analysis(
+    stage = JobStage()
+    for reduce in JOB_REDUCERS:
+        stage = reduce(tuple(ranks), rank_results, diagnosis, stage)
+    return Analysis(
         schema=R.SCHEMA,
         tool=R.ToolInfo("traceanalyzer", __version__),
         options=options_info(o.min_gap_ns, o.include_warmup, o.batch_size),
         inputs=tuple(i for p in parts for i in p.inputs) + logs.inputs,
-        warnings=tuple(warnings),
+        warnings=tuple(warnings) + stage.warnings,
         ranks=rank_results,
         summary=summary(rank_results, {n for r in rank_results if r.diagnosis for n in r.diagnosis.warmup_steps},
                         o.batch_size, len(logs.devices)),
         definitions=dict(FIGURES),
-        diagnosis=diagnosis,
+        diagnosis=_judged(diagnosis, stage.verdict),
+        job=stage.job,
         counter_logs=logs.counter_logs,
         counters=logs.devices,
         host_logs=logs.host_results,
         drawing=R.JobDrawing(host_logs=logs.host_drawing),
         implicit_logs=job.implicit_logs,
     )
-    for reduce in JOB_REDUCERS:
-        analysis = reduce(tuple(ranks), analysis)
-    return analysis
 
 
 def _numbers(ranks: list[RankOutput], job: JobContext, warnings: list[str]) -> list[int | None]:
@@ -244,44 +246,91 @@ def _without_ranks(counters: tuple[CounterFigures, ...] | None) -> R.DiagnosisRe
     return diagnosis_result(d)
 
 
-# --- the job stage: one clock, collectives, stragglers ------------------------------------------------
-def _job(outputs: tuple[RankOutput, ...], analysis: Analysis) -> Analysis:
+# --- the job stages: one clock, collectives, stragglers, workers ---------------------------------------
+@dataclass(frozen=True)
+class JobVerdict:
+    """What a job stage says of the job's verdict: its stragglers and, when its rule puts one first, the
+    headline (with its note) that replaces the ranks' and the findings that lead."""
+
+    stragglers: tuple[R.StragglerResult, ...] = ()
+    headline: str | None = None  # None: the ranks' verdict keeps its headline
+    note: str | None = None  # why the verdict is not the top finding's (with `headline`)
+    findings: tuple[R.FindingResult, ...] = ()  # put before the ranks' findings
+
+
+@dataclass(frozen=True)
+class JobStage:
+    """What the job stages (`JOB_REDUCERS`) give the job's Analysis, gathered stage after stage; `combine`
+    builds the Analysis once with it."""
+
+    job: R.JobResult | None = None  # the job's clock and per-rank figures
+    verdict: JobVerdict | None = None
+    warnings: tuple[str, ...] = ()  # after the job's other warnings
+
+    def then(self, job: R.JobResult | None = None, verdict: JobVerdict | None = None,
+             warnings: Sequence[str] = ()) -> JobStage:
+        """A later stage's part after this one's: its job figures and stragglers replace the earlier ones; its
+        headline too, when it has one; the findings it puts first go before the earlier ones; its warnings
+        follow."""
+        if verdict is not None and self.verdict is not None:
+            old = self.verdict
+            lead = verdict.headline is not None
+            verdict = JobVerdict(verdict.stragglers, verdict.headline if lead else old.headline,
+                                 verdict.note if lead else old.note, verdict.findings + old.findings)
+        return JobStage(job or self.job, verdict or self.verdict, self.warnings + tuple(warnings))
+
+
+def _judged(diagnosis: R.DiagnosisResult | None, v: JobVerdict | None) -> R.DiagnosisResult | None:
+    """The ranks' verdict with the job stages' part: their stragglers, the findings they put first and, when a
+    stage leads, its headline and note."""
+    if diagnosis is None or v is None:
+        return diagnosis
+    judged = replace(diagnosis, stragglers=v.stragglers, findings=v.findings + diagnosis.findings)
+    if v.headline is None:
+        return judged
+    return replace(judged, headline=v.headline, headline_figures={}, headline_shares=(), verdict_note=v.note)
+
+
+def _job(outputs: tuple[RankOutput, ...], ranks: tuple[R.RankResult, ...], diagnosis: R.DiagnosisResult | None,
+         stage: JobStage) -> JobStage:
     """Many ranks: one clock, collectives matched, per-rank communication and stragglers, from the ranks'
     collective tables (their rank column set to the rank's number in the job, known only here) and job
-    facts; unchanged for fewer than two ranks."""
+    facts; nothing for fewer than two ranks."""
     from ..result.build import finding_result, job_result, straggler_result
 
     if len(outputs) < 2:
-        return analysis
-    numbers = [r.rank if r.rank is not None else i for i, r in enumerate(analysis.ranks)]
+        return stage
+    numbers = [r.rank if r.rank is not None else i for i, r in enumerate(ranks)]
     tables = [o.extras["collectives"].assign(rank=np.full(len(o.extras["collectives"]), n, dtype=np.int64))
               for o, n in zip(outputs, numbers)]
     warmups = [o.diagnosis.warmup_steps if o.diagnosis else () for o in outputs]
     figures = job_figures(tables, [rank_job_facts(o.figures) for o in outputs], numbers, warmups)
-    diag = analysis.diagnosis
-    if diag is not None:
+    verdict = None
+    if diagnosis is not None:
         late = stragglers(figures, {n: o.diagnosis for n, o in zip(numbers, outputs)})
-        diag = dataclasses.replace(diag, stragglers=tuple(straggler_result(s) for s in late))
-        speaker = numbers[diag.rank] if diag.rank is not None and diag.rank < len(numbers) else None
-        framework = outputs[diag.rank].figures.framework if diag.rank is not None and diag.rank < len(outputs) else ""
-        lead = straggler_lead(figures, speaker, diag.primary, late, framework)
+        verdict = JobVerdict(tuple(straggler_result(s) for s in late))
+        at = diagnosis.rank
+        speaker = numbers[at] if at is not None and at < len(numbers) else None
+        framework = outputs[at].figures.framework if at is not None and at < len(outputs) else ""
+        lead = straggler_lead(figures, speaker, diagnosis.primary, late, framework)
         if lead is not None:  # communication that is mostly waiting for a late rank: that rank leads
-            diag = dataclasses.replace(diag, headline=lead.headline, headline_figures={}, headline_shares=(),
-                                       verdict_note=lead.note, findings=(finding_result(lead.finding), *diag.findings))
-    return dataclasses.replace(analysis, job=job_result(figures), diagnosis=diag,
-                               warnings=analysis.warnings + figures.warnings)
+            verdict = JobVerdict(verdict.stragglers, lead.headline, lead.note, (finding_result(lead.finding),))
+    return stage.then(job_result(figures), verdict, figures.warnings)
 
 
-# fn(outputs, analysis) -> analysis, over every rank's output in job order (`analysis.ranks[i]` is the result of
-# `outputs[i]`), after the logs' stages.
-def _workers(outputs: tuple[RankOutput, ...], analysis: Analysis) -> Analysis:
+def _workers(outputs: tuple[RankOutput, ...], ranks: tuple[R.RankResult, ...], diagnosis: R.DiagnosisResult | None,
+             stage: JobStage) -> JobStage:
     """Workers without GPU kernels: per-rank compute, communication and waits, compute stragglers."""
     from .workers import job_workers
 
-    return job_workers(outputs, analysis)  # type: ignore[return-value]
+    return job_workers(outputs, ranks, diagnosis, stage)
 
 
-JOB_REDUCERS: list[Callable[[tuple[RankOutput, ...], Analysis], Analysis]] = [_job, _workers]
+# fn(outputs, ranks, diagnosis, stage) -> stage, in order, over every rank's output in job order (`ranks[i]` is
+# the result of `outputs[i]`; `diagnosis` the ranks' verdict) after the logs' stages: each returns the stage so
+# far with its part (`JobStage.then`).
+JOB_REDUCERS: list[Callable[[tuple[RankOutput, ...], tuple[R.RankResult, ...], R.DiagnosisResult | None, JobStage],
+                            JobStage]] = [_job, _workers]
 
 
-__all__ = ["JOB_REDUCERS", "JobContext", "check_files", "combine"]
+__all__ = ["JOB_REDUCERS", "JobContext", "JobStage", "JobVerdict", "check_files", "combine"]

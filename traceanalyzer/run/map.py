@@ -8,9 +8,9 @@ notebook, split by rank (`split_ranks`) and handed to `analyze_rank_timeline`.
 
 Extension seam for job-wide analyses: register `RANK_EXTRAS[name] = fn(tl, rank_index) -> compact,
 picklable value` (run in the worker, stored in `RankOutput.extras[name]`) and append
-`fn(outputs, analysis) -> analysis` to `combine.JOB_REDUCERS` (`analysis.ranks[i]` is `outputs[i]`'s
-result). Register at import time of this module or of one it imports: spawned processes and Dask
-workers import it afresh.
+`fn(outputs, ranks, diagnosis, stage) -> stage` to `combine.JOB_REDUCERS` (`ranks[i]` is `outputs[i]`'s
+result; the stage gathers what the stages give the Analysis: `JobStage.then`). Register at import time
+of this module or of one it imports: spawned processes and Dask workers import it afresh.
 """
 
 from __future__ import annotations
