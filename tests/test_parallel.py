@@ -391,7 +391,6 @@ def test_cache_size_is_bounded_oldest_first(tmp_path, cache_dir, monkeypatch):
 
 def test_per_rank_extras_reach_the_job_reducers(job, monkeypatch):
     """The seam job-wide analyses plug into: a compact value per rank, a reduce over all ranks."""
-    from dataclasses import replace
 
     from traceanalyzer.run import combine as combine_module
     from traceanalyzer.run import map as P
@@ -399,9 +398,9 @@ def test_per_rank_extras_reach_the_job_reducers(job, monkeypatch):
     monkeypatch.setitem(P.RANK_EXTRAS, "kernels", lambda tl, i: int((tl.rank_events(i)["kind"] == "kernel").sum()))
     seen = []
 
-    def reducer(outputs, analysis):  # type: ignore[no-untyped-def]
-        seen.extend((o.result.rank, o.extras["kernels"]) for o in outputs)
-        return replace(analysis, warnings=analysis.warnings + ("reduced",))
+    def reducer(outputs, ranks, diagnosis, stage):  # type: ignore[no-untyped-def]
+        seen.extend((r.rank, o.extras["kernels"]) for o, r in zip(outputs, ranks))
+        return stage.then(warnings=("reduced",))
 
     monkeypatch.setattr(combine_module, "JOB_REDUCERS", [reducer])
     a = ta.analyze(job, Options(jobs=1))

@@ -131,7 +131,7 @@ def test_tensor_parallel_collectives_alone(tmp_path: Path) -> None:
         t = collective_table(tl, 0)
         tables.append(t[t["group"].str.count(",") == 1])
         assert len(tables[-1]) == STEPS * TP_ROUNDS and tables[-1]["rank"].eq(i).all()
-        facts.append(rank_job_facts(tl.ranks[0], figures_of(tl).ranks[0]))
+        facts.append(rank_job_facts(figures_of(tl).ranks[0]))
     warmups = [r.diagnosis.warmup_steps if r.diagnosis else () for r in a.ranks]
     rows = {r.rank: r for r in job_figures(tables, facts, [r.rank for r in a.ranks], warmups).ranks}
     assert rows[4].wait_ns == 30_000_000 and rows[5].caused_wait_ns == 30_000_000

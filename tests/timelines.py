@@ -46,6 +46,7 @@ def load_runs(paths: list[Path], options: ReadOptions | None = None) -> list[tup
 def trace_clock(tl: Timeline):  # type: ignore[no-untyped-def]
     """What aligning a log needs of a (whole) trace Timeline, as `combine` gathers it from the ranks."""
     from traceanalyzer.align import TraceClock
+    from traceanalyzer.analyses import figures_of
     from traceanalyzer.analyses.counters import merge_busy_sets, rank_busy_sets
 
     ev = tl.events
@@ -54,7 +55,7 @@ def trace_clock(tl: Timeline):  # type: ignore[no-untyped-def]
         ts = ev["ts_ns"].to_numpy()
         span = (int(ts.min()), int((ts + ev["dur_ns"].to_numpy()).max()))
     epoch = bool(tl.ranks) and all(r.clock == "epoch" for r in tl.ranks)
-    return TraceClock(span, epoch, merge_busy_sets([rank_busy_sets(tl, r.index) for r in tl.ranks]))
+    return TraceClock(span, epoch, merge_busy_sets([rank_busy_sets(r) for r in figures_of(tl, causes=False).ranks]))
 
 
 def trace_window(tl: Timeline) -> tuple[int, int] | None:

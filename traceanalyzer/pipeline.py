@@ -129,7 +129,7 @@ def plan_runs(inputs: PathLike | Sequence[PathLike], options: Options | None = N
 def _analyze_set(inputs: InputSet, options: Options) -> Analysis:
     """One job's files: traces mapped rank by rank, logs read here (they are small), then combined."""
     from .formats import classify_inputs, load_counter_logs, load_host_logs
-    from .run.combine import JobInputs, check_files, combine
+    from .run.combine import JobContext, check_files, combine
     from .run.map import map_files
 
     read = options.read_options()
@@ -143,7 +143,7 @@ def _analyze_set(inputs: InputSet, options: Options) -> Analysis:
     outputs = map_files(traces, analysis, options.jobs, options.scheduler, options.progress, options.stage)
     if options.stage:
         options.stage("analysing")
-    return combine(outputs, JobInputs(
+    return combine(outputs, JobContext(
         found.traces.label, tuple(traces), analysis, from_dir=found.traces.from_dir,
         warnings=tuple(found.traces.warnings), notes=found.notes(), counter_logs=counter_logs, host_logs=host_logs,
         implicit_logs=tuple(str(p) for p in (*found.found_beside, *found.found_in_folder)),
@@ -153,7 +153,7 @@ def _analyze_set(inputs: InputSet, options: Options) -> Analysis:
 def _analyze_timeline(tl: Timeline, options: Options) -> Analysis:
     """A Timeline handed in (a notebook's): split by rank, each mapped like a rank file, then combined with
     its counters (as they are) and host logs (put on the trace's clock)."""
-    from .run.combine import JobInputs, combine
+    from .run.combine import JobContext, combine
     from .run.map import analyze_rank_timeline, split_ranks
 
     counters, hosts = _logs_of(tl)
@@ -161,8 +161,8 @@ def _analyze_timeline(tl: Timeline, options: Options) -> Analysis:
     if options.stage:
         options.stage("analysing")
     outputs = [analyze_rank_timeline(part, analysis, part.sources[0].path) for part in split_ranks(tl)]
-    return combine(outputs, JobInputs("timeline", (), analysis, warnings=tuple(tl.warnings), counter_logs=counters,
-                                      host_logs=hosts, align=options.align_options(), from_files=False))
+    return combine(outputs, JobContext("timeline", (), analysis, warnings=tuple(tl.warnings), counter_logs=counters,
+                                       host_logs=hosts, align=options.align_options(), from_files=False))
 
 
 def _logs_of(tl: Timeline) -> tuple[Timeline | None, Timeline | None]:

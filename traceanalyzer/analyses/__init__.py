@@ -7,7 +7,7 @@ gaps all read that one gap set."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -66,6 +66,9 @@ class RankAnalysis:
     capture: CaptureFigures | None = None  # how complete the capture is (cut off, GPU events lost)
     operators: OperatorFigures | None = None  # host operators, kernels with their launchers (analyses/operators.py)
     frames: FrameFigures | None = None  # user Python frames behind host and idle time (analyses/frames.py)
+    # The DataLoader waits inside the window, merged (`dataloader_wait_ns` is their length): what the job's
+    # host logs are figured over.
+    dataloader_waits: iv.IntervalSet = field(default_factory=iv.empty, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -108,7 +111,8 @@ def rank_figures(tl: Timeline, rank: int, min_gap_ns: int = F.DEFAULT_MIN_GAP_NS
         attributed = G.rank_causes(tl, rank, rank_window, st, [(d.device, d.busy.window, d.busy.exposed_comm_ns,
                                                                 (d.idle.start_ns, d.idle.end_ns)) for d in devices])
         devices = [replace(d, idle=a.gaps, attribution=a) for d, a in zip(devices, attributed.devices)]
-    wait = F.dataloader_wait_ns(tl, rank, rank_window)
+    waits = F.dataloader_waits(tl, rank, rank_window)
+    wait = iv.total(waits)
     info = tl.ranks[rank]
     ops, frames = _operator_view(tl, rank, step_basis(st, rank_window), len(st), devices, attributed)
     return RankAnalysis(rank, info.rank, rank_window, len(st), F.per_step(tl, rank, st), wait,
@@ -116,7 +120,7 @@ def rank_figures(tl: Timeline, rank: int, min_gap_ns: int = F.DEFAULT_MIN_GAP_NS
                         rank_memory(tl, rank, [d.device for d in devices], st), info.framework, st,
                         F.kernel_totals(tl, rank), F.pageable_htod_copies(tl, rank), F.range_profiler_capture(tl, rank),
                         attributed, tl.sources[info.source].path, info.clock, info.host, source,
-                        info.gpus_listed, capture, ops, frames)
+                        info.gpus_listed, capture, ops, frames, waits)
 
 
 def _operator_view(tl: Timeline, rank: int, basis: iv.IntervalSet, n_steps: int, devices: list[DeviceAnalysis],

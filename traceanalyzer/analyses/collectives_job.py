@@ -1,7 +1,7 @@
 """A many-rank job on one clock: the reduce half of the job analysis (per-rank half: collectives.py).
 
 `job_figures(tables, ranks, numbers, warmups)` takes each rank's compact collective table and its
-`RankJobFacts` (what the job needs of the rank's figures, made where the rank is read:
+`RankJobFacts` (what the job needs of the rank's figures, taken from them when the job is combined:
 `rank_job_facts`) and returns the job's figures in ns (`JobFigures`; `result.build` converts them)
 plus warnings. It never sees events, so it runs wherever the per-rank results are gathered.
 
@@ -30,7 +30,6 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..timeline import RankInfo
 from . import RankAnalysis
 from .collectives import COLUMNS
 
@@ -60,12 +59,12 @@ class RankJobFacts:
     exposed_comm_ns: tuple[int, ...]
 
 
-def rank_job_facts(info: RankInfo, r: RankAnalysis) -> RankJobFacts:
+def rank_job_facts(r: RankAnalysis) -> RankJobFacts:
     """A rank's `RankJobFacts` from its figures."""
     def col(name: str) -> np.ndarray:
         return np.array([getattr(s, name) for s in r.per_step], dtype=np.int64)
 
-    return RankJobFacts(info.host, info.clock, r.window.start_ns, col("step"), col("dur_ns"), col("gpu_busy_ns"),
+    return RankJobFacts(r.host, r.clock, r.window.start_ns, col("step"), col("dur_ns"), col("gpu_busy_ns"),
                         col("comm_ns"), col("exposed_comm_ns"), tuple(int(d.busy.busy_ns) for d in r.devices),
                         tuple(int(d.busy.comm_ns) for d in r.devices),
                         tuple(int(d.busy.exposed_comm_ns) for d in r.devices))

@@ -10,14 +10,17 @@ samples straddling an edge count in neither. Definitions in words: `traceanalyze
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from .. import intervals as iv
 from ..align import device_series
-from ..timeline import COUNTER_METRICS, UTIL_METRIC, Timeline
-from . import figures as F
+from ..timeline import COUNTER_METRICS, UTIL_METRIC
+
+if TYPE_CHECKING:
+    from . import RankAnalysis
 
 # The cross-check warns when trace busy and log utilisation differ by more than this (points).
 CROSS_CHECK_MARGIN_PCT = 15.0
@@ -78,7 +81,7 @@ class JobSpan:
 
 
 @dataclass(frozen=True)
-class CrossCheck:
+class CrossCheckFigures:
     """Trace GPU busy vs log SM utilisation over the same sample periods inside the window."""
 
     samples: int
@@ -89,7 +92,7 @@ class CrossCheck:
 
 
 @dataclass(frozen=True)
-class DeviceCounters:
+class CounterFigures:
     device: int  # trace device after alignment, else the log's GPU index
     sources: tuple[int, ...]  # indices into Timeline.sources
     period_ns: int
@@ -98,7 +101,7 @@ class DeviceCounters:
     samples: int  # distinct sample times
     metrics: tuple[MetricFigures, ...]
     zero_runs: ZeroRuns | None  # None when the log has no SM utilisation
-    cross_check: CrossCheck | None  # None without a trace window or trace GPU work
+    cross_check: CrossCheckFigures | None  # None without a trace window or trace GPU work
     # SM utilisation over time: (bin start ns, mean percent) in up to TIMESERIES_POINTS bins
     utilisation: tuple[tuple[int, float], ...]
     # the job's span without a trace (the log less its idle head and tail); None with a trace window, without
@@ -107,10 +110,11 @@ class DeviceCounters:
 
 
 # --- what a rank gives the job's counter logs -------------------------------------------------------
-def rank_busy_sets(tl: Timeline, rank: int) -> dict[int, iv.IntervalSet]:
-    """Per device index of one rank: the union of its kernel, memcpy and memset intervals (what the
-    job's counter logs are aligned and cross-checked with; `merge_busy_sets` joins the ranks')."""
-    return {device: F.work_union(tl, rank, device) for device in tl.device_indices(rank)}
+def rank_busy_sets(r: RankAnalysis) -> dict[int, iv.IntervalSet]:
+    """Per device index of one rank's figures: its kernel, memcpy and memset intervals merged
+    (`DeviceBusy.work`), what the job's counter logs are aligned and cross-checked with
+    (`merge_busy_sets` joins the ranks')."""
+    return {d.device: d.busy.work for d in r.devices}
 
 
 def merge_busy_sets(parts: list[dict[int, iv.IntervalSet]]) -> dict[int, iv.IntervalSet]:
@@ -135,7 +139,7 @@ def job_window(windows: list[tuple[int, int] | None]) -> tuple[int, int] | None:
 
 # --- figures ----------------------------------------------------------------------------------------
 def counter_figures(counters: pd.DataFrame, window: tuple[int, int] | None = None,
-                    busy: dict[int, iv.IntervalSet] | None = None) -> tuple[DeviceCounters, ...]:
+                    busy: dict[int, iv.IntervalSet] | None = None) -> tuple[CounterFigures, ...]:
     """Per GPU in a counters table; `window` (trace clock) splits inside/outside figures and, with the
     trace's GPU work per device (`busy`, `merge_busy_sets`), enables the cross-check."""
     if not len(counters):
@@ -148,8 +152,8 @@ def counter_figures(counters: pd.DataFrame, window: tuple[int, int] | None = Non
     return tuple(out) if window is not None else job_span(counters, tuple(out))
 
 
-def job_span(counters: pd.DataFrame, devices: tuple[DeviceCounters, ...]) -> tuple[DeviceCounters, ...]:
-    """`devices` with their figures over the job's span (`DeviceCounters.job`): from the first to the last sample
+def job_span(counters: pd.DataFrame, devices: tuple[CounterFigures, ...]) -> tuple[CounterFigures, ...]:
+    """`devices` with their figures over the job's span (`CounterFigures.job`): from the first to the last sample
     time at which any GPU reads more than IDLE_EDGE_UTIL_PCT (a sample within half a period of those times is
     inside). Unchanged when no GPU ever does (an unused GPU has no job to cut out)."""
     series = {d.device: next(((v, t) for _, v, t in device_series(counters, d.device, UTIL_METRIC)), None)
@@ -181,7 +185,7 @@ def job_span(counters: pd.DataFrame, devices: tuple[DeviceCounters, ...]) -> tup
 
 
 def _device(device: int, rows: pd.DataFrame, window: tuple[int, int] | None,
-            busy: iv.IntervalSet | None) -> DeviceCounters:
+            busy: iv.IntervalSet | None) -> CounterFigures:
     times = np.unique(rows["ts_ns"].to_numpy())
     period = int(np.median(np.diff(times))) if len(times) > 1 else 0
     metrics = []
@@ -192,7 +196,7 @@ def _device(device: int, rows: pd.DataFrame, window: tuple[int, int] | None,
         metrics.append(_metric(metric, values, ts, period, window))
         if metric == UTIL_METRIC:
             util = (values, ts)
-    return DeviceCounters(
+    return CounterFigures(
         device=device,
         sources=tuple(sorted(int(s) for s in np.unique(rows["source"].to_numpy()))),
         period_ns=period, first_ns=int(times[0]), last_ns=int(times[-1]), samples=len(times),
@@ -257,7 +261,7 @@ def zero_runs(values: np.ndarray, ts: np.ndarray, period: int) -> ZeroRuns:
 
 
 def cross_check(values: np.ndarray, ts: np.ndarray, period: int, window: tuple[int, int],
-                busy: iv.IntervalSet) -> CrossCheck | None:
+                busy: iv.IntervalSet) -> CrossCheckFigures | None:
     if period <= 0:
         return None
     inside, _ = _inside(ts, period, window)
@@ -270,8 +274,8 @@ def cross_check(values: np.ndarray, ts: np.ndarray, period: int, window: tuple[i
     trace_pct = 100.0 * float(covered.sum()) / (n * period)
     log_pct = float(values[sel].mean())
     diff = log_pct - trace_pct
-    return CrossCheck(n, trace_pct, log_pct, diff,
-                      abs(diff) > CROSS_CHECK_MARGIN_PCT and n >= CROSS_CHECK_MIN_SAMPLES)
+    return CrossCheckFigures(n, trace_pct, log_pct, diff,
+                             abs(diff) > CROSS_CHECK_MARGIN_PCT and n >= CROSS_CHECK_MIN_SAMPLES)
 
 
 def _timeseries(values: np.ndarray, ts: np.ndarray, period: int) -> tuple[tuple[int, float], ...]:

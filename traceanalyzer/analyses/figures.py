@@ -7,7 +7,7 @@ code here implements exactly those words. Times are int64 nanoseconds throughout
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -122,18 +122,22 @@ class DeviceBusy:
     kernel_ns: int  # union of kernels alone
     comm_ns: int  # union of communication kernels
     exposed_comm_ns: int  # communication kernels running while no other GPU work runs
+    # The device's GPU work (kernels, copies, memsets) merged, over the whole trace: what the job's counter
+    # logs are aligned and cross-checked with (`counters.merge_busy_sets` joins the ranks').
+    work: iv.IntervalSet = field(default_factory=iv.empty, compare=False, repr=False)
 
 
 def device_busy(tl: Timeline, rank: int, device: int, window: Window) -> DeviceBusy:
     lo, hi = window.start_ns, window.end_ns
-    busy = iv.clip(work_union(tl, rank, device), lo, hi)
+    work = work_union(tl, rank, device)
+    busy = iv.clip(work, lo, hi)
     busy_ns = iv.total(busy)
     kernel_ns = iv.total(iv.clip(work_union(tl, rank, device, (T.KERNEL,)), lo, hi))
     comm = iv.clip(work_union(tl, rank, device, (T.KERNEL,), comm=True), lo, hi)
     other = iv.clip(work_union(tl, rank, device, comm=False), lo, hi)
     exposed = iv.total(iv.subtract(comm, other))
     idle = 1.0 - busy_ns / window.dur_ns if window.dur_ns > 0 else None
-    return DeviceBusy(device, window, busy_ns, idle, kernel_ns, iv.total(comm), exposed)
+    return DeviceBusy(device, window, busy_ns, idle, kernel_ns, iv.total(comm), exposed, work)
 
 
 # --- idle gaps ----------------------------------------------------------------------------------
@@ -146,7 +150,7 @@ class Gap:
 
 
 @dataclass(frozen=True)
-class HistogramBin:
+class GapBin:
     lo_ns: int
     hi_ns: int | None  # None: no upper bound
     count: int
@@ -159,7 +163,7 @@ class GapStats:
     count: int
     total_ns: int
     largest_ns: int
-    histogram: tuple[HistogramBin, ...]
+    histogram: tuple[GapBin, ...]
     top: tuple[Gap, ...]  # longest first
 
 
@@ -189,8 +193,8 @@ def gap_stats(tl: Timeline, rank: int, device: int, window: Window,
     edges = np.array(GAP_HISTOGRAM_EDGES_NS + (np.iinfo(np.int64).max,), dtype=np.int64)
     which = np.searchsorted(edges, lengths, side="right") - 1
     bins = tuple(
-        HistogramBin(int(edges[i]), None if i == len(edges) - 2 else int(edges[i + 1]),
-                     int((which == i).sum()), int(lengths[which == i].sum()))
+        GapBin(int(edges[i]), None if i == len(edges) - 2 else int(edges[i + 1]),
+               int((which == i).sum()), int(lengths[which == i].sum()))
         for i in range(len(edges) - 1))
     st = steps(tl, rank) if st is None else st
     order = np.argsort(-lengths, kind="stable")[:top_n]
@@ -272,8 +276,13 @@ def dataloader_union(tl: Timeline, rank: int) -> iv.IntervalSet:
     return iv.union(ts, ts + dl["dur_ns"].to_numpy())
 
 
+def dataloader_waits(tl: Timeline, rank: int, window: Window) -> iv.IntervalSet:
+    """The rank's DataLoader waits inside the window, merged."""
+    return iv.clip(dataloader_union(tl, rank), window.start_ns, window.end_ns)
+
+
 def dataloader_wait_ns(tl: Timeline, rank: int, window: Window) -> int:
-    return iv.total(iv.clip(dataloader_union(tl, rank), window.start_ns, window.end_ns))
+    return iv.total(dataloader_waits(tl, rank, window))
 
 
 # --- per step -----------------------------------------------------------------------------------

@@ -68,7 +68,7 @@ class Evidence:
 
 
 @dataclass(frozen=True)
-class AttributedGap:
+class CausedGap:
     device: int
     start_ns: int  # absolute
     window_start_ns: int
@@ -116,7 +116,7 @@ class RankCauses:
     periodic: PeriodicSteps | None
     devices: tuple[DeviceAttribution, ...]
     per_step: tuple[StepCauses, ...]  # one per step span, in step order
-    top_gaps: tuple[AttributedGap, ...]  # the longest gaps over all devices, with their host events
+    top_gaps: tuple[CausedGap, ...]  # the longest gaps over all devices, with their host events
     evidence: dict[str, tuple[Evidence, ...]]  # per cause with idle time: the host events behind it
     blocking_calls: tuple[tuple[str, int], ...]  # sync-class event names and counts, most frequent first
     sync_copy_calls: int  # synchronous copy API calls on the launching threads
@@ -341,7 +341,7 @@ def per_step_exposed(tl: Timeline, rank: int, devices: list[DeviceAttribution],
 
 
 def top_gaps(devices: list[DeviceAttribution], host: H.HostActivity, st: F.Steps,
-             top_n: int = TOP_GAPS) -> tuple[AttributedGap, ...]:
+             top_n: int = TOP_GAPS) -> tuple[CausedGap, ...]:
     """The rank's longest gaps over all its devices, with the host events that explain them."""
     rows = []
     for d in devices:
@@ -353,8 +353,8 @@ def top_gaps(devices: list[DeviceAttribution], host: H.HostActivity, st: F.Steps
     out = []
     for length, device, s, e, c, w0 in rows[:top_n]:
         idx = iv.locate(np.array([s]), st.start_ns, st.end_ns)[0] if len(st) else -1
-        out.append(AttributedGap(device, s, w0, length, int(st.number[idx]) if idx >= 0 else None,
-                                 C.CAUSES[c], gap_evidence(host, s, e, C.CAUSES[c])))
+        out.append(CausedGap(device, s, w0, length, int(st.number[idx]) if idx >= 0 else None,
+                             C.CAUSES[c], gap_evidence(host, s, e, C.CAUSES[c])))
     return tuple(out)
 
 

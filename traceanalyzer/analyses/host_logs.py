@@ -1,6 +1,6 @@
 """Figures from host monitor logs (glances): pure functions of a Timeline whose `host_metrics` are on
 the trace's clock (`align.place_host_logs`, whose alignments say how) and of the ranks' DataLoader
-waits (`rank_waits`, taken where each rank is read) -> frozen results.
+waits (`RankAnalysis.dataloader_waits`, inside each rank's window) -> frozen results.
 
 A sample taken at time t describes its refresh period [t - period, t) (glances' CPU percentages are
 "since the last refresh"). Metric summaries are those of GPU counter logs (`counters.metric_figures`:
@@ -18,7 +18,6 @@ import numpy as np
 from .. import intervals as iv
 from ..align import HostLogAlignment, host_period_ns
 from ..timeline import Source, Timeline
-from . import figures as F
 from .counters import MetricFigures, metric_figures
 
 SERIES_POINTS = 600  # samples drawn per host log (every k-th beyond)
@@ -60,8 +59,8 @@ class HostLogFigures:
 def host_figures(logs: Timeline, alignments: tuple[HostLogAlignment, ...], waits: dict[int, iv.IntervalSet] | None,
                  window: tuple[int, int] | None) -> tuple[HostLogFigures, ...]:
     """Every host log of `logs` (already on the trace's clock, placed as `alignments` say), summarised
-    against the trace's window and each rank's DataLoader waits (`rank_waits`, by rank index in the
-    job; None: no trace events)."""
+    against the trace's window and each rank's DataLoader waits (`RankAnalysis.dataloader_waits`, by rank
+    index in the job; None: no trace events)."""
     info = {h.source: h for h in logs.host_logs}
     out = []
     for a in alignments:
@@ -82,12 +81,6 @@ def host_log_figures(source: Source, cores: int | None, ts: np.ndarray, values: 
     union = iv.union(all_s, all_e)
     return HostLogFigures(source, cores, a.offset_ns, a.method, a.zone, a.warnings, ts, values, period, metrics,
                           wait_figures(values, ts, period, union), by_rank, _drawn(union))
-
-
-def rank_waits(tl: Timeline, rank: int) -> iv.IntervalSet:
-    """A rank's DataLoader waits inside its window (what its host-log figures need of it)."""
-    w = F.rank_window(tl, rank)
-    return iv.clip(F.dataloader_union(tl, rank), w.start_ns, w.end_ns)
 
 
 def wait_figures(values: dict[str, np.ndarray], ts_ns: np.ndarray, period_ns: int | None,
@@ -115,4 +108,4 @@ def _drawn(waits: iv.IntervalSet) -> tuple[np.ndarray, np.ndarray]:
     return s[keep], e[keep]
 
 
-__all__ = ["HostLogFigures", "WaitFigures", "host_figures", "host_log_figures", "rank_waits", "wait_figures"]
+__all__ = ["HostLogFigures", "WaitFigures", "host_figures", "host_log_figures", "wait_figures"]

@@ -104,6 +104,7 @@ class RankTracks:
     devices: tuple[DeviceTrack, ...]
     host: tuple[HostTrack, ...]
     counters: tuple[CounterTrack, ...]
+    count: int = 0  # block tracks the rank draws (`count_rank_tracks`): its part of the job's shared budget
 
 
 def blocks_per_track(n_tracks: int) -> int:
@@ -211,7 +212,7 @@ def recut_tracks(t: RankTracks, max_blocks: int) -> RankTracks:
                                 None if d.graphs is None else recoarsen(d.graphs, max_blocks)) for d in t.devices)
     host = tuple(HostTrack(h.kind, recoarsen(h.blocks, max_blocks)) for h in t.host)
     return RankTracks(t.window, t.step_number, t.step_start_ns, t.step_end_ns, t.steps_total, devices, host,
-                      t.counters)
+                      t.counters, t.count)
 
 
 def _gap_track(gaps: GapSet, st_number: np.ndarray, st_start: np.ndarray, st_end: np.ndarray,
@@ -312,7 +313,7 @@ def rank_tracks(tl: Timeline, rank: int, window: Window, gap_sets: dict[int, Gap
 
     n = min(len(st), MAX_STEPS_DRAWN)
     return RankTracks(window, st.number[:n], st.start_ns[:n], st.end_ns[:n], len(st),
-                      tuple(devices), host_tracks, counters)
+                      tuple(devices), host_tracks, counters, _track_count(ev, len(devices)))
 
 
 def _replay_blocks(tl: Timeline, rank: int, device: int, window: Window, max_blocks: int) -> Blocks | None:
@@ -332,9 +333,13 @@ def count_tracks(tl: Timeline) -> int:
 
 
 def count_rank_tracks(tl: Timeline, rank: int) -> int:
-    """How many block tracks one rank will draw."""
-    ev = tl.rank_events(rank)
-    n = 3 * len(tl.device_indices(rank))  # busy, copies, gaps
+    """How many block tracks one rank will draw (`rank_tracks` counts them as it draws: `RankTracks.count`)."""
+    return _track_count(tl.rank_events(rank), len(tl.device_indices(rank)))
+
+
+def _track_count(ev: pd.DataFrame, n_devices: int) -> int:
+    """The block tracks of a rank's events with `n_devices` GPUs: what its drawing takes of the shared budget."""
+    n = 3 * n_devices  # busy, copies, gaps
     n += int(ev["comm"].to_numpy().any())  # a communication lane
     graph = ev["graph_id"].to_numpy() != -1
     if graph.any():  # a lane of graph replays per device that ran one

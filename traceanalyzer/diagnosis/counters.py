@@ -7,7 +7,7 @@ with at least UNDERUSED_ZERO_SHARE of its samples at 0% SM utilisation is underu
 
 from __future__ import annotations
 
-from ..analyses.counters import IDLE_EDGE_UTIL_PCT, DeviceCounters, MetricFigures, ZeroRuns
+from ..analyses.counters import IDLE_EDGE_UTIL_PCT, CounterFigures, MetricFigures, ZeroRuns
 from ..causes import GPU_BOUND, GPU_UNDERUSED, UNDETERMINED, VERDICT_BY_ID
 from .advice import advice_for
 from .rules import Diagnosis, Finding
@@ -21,15 +21,15 @@ from .thresholds import (
 from .wording import Quoted, duration
 
 
-def _sm_mean(d: DeviceCounters) -> float | None:
+def _sm_mean(d: CounterFigures) -> float | None:
     return next((m.mean for m in d.metrics if m.metric == "sm_util_pct"), None)
 
 
-def _metric(d: DeviceCounters, name: str) -> MetricFigures | None:
+def _metric(d: CounterFigures, name: str) -> MetricFigures | None:
     return next((m for m in d.metrics if m.metric == name and m.samples), None)
 
 
-def _unused_without_util(d: DeviceCounters) -> Finding | None:
+def _unused_without_util(d: CounterFigures) -> Finding | None:
     """A GPU of a log without utilisation, judged from memory used and power: unused when its memory
     never reaches IDLE_MEMORY_MAX_MIB and (with a power limit logged) its power never reaches
     IDLE_POWER_MAX_SHARE of the limit. None when it is not unused, or nothing can judge it."""
@@ -54,7 +54,7 @@ def _unused_without_util(d: DeviceCounters) -> Finding | None:
                    advice_for(GPU_UNDERUSED, ""), share_of_window=1.0, figures=figures)
 
 
-def _diagnose_without_util(devices: tuple[DeviceCounters, ...]) -> Diagnosis:
+def _diagnose_without_util(devices: tuple[CounterFigures, ...]) -> Diagnosis:
     """Logs with memory and power but no utilisation: GPUs that hold no memory are called unused."""
     gauged = [d for d in devices if _metric(d, "fb_used_mib") is not None]
     if not gauged:
@@ -68,9 +68,9 @@ def _diagnose_without_util(devices: tuple[DeviceCounters, ...]) -> Diagnosis:
                                          f"utilisation column to say how busy they are.", None, (), ())
 
 
-def _util(d: DeviceCounters) -> tuple[int, float | None, ZeroRuns | None]:
+def _util(d: CounterFigures) -> tuple[int, float | None, ZeroRuns | None]:
     """A GPU's utilisation figures as the diagnosis judges them: (samples, SM utilisation mean, zero runs) over
-    the job's span when the log has an idle head or tail set apart (`DeviceCounters.job`), else over the log."""
+    the job's span when the log has an idle head or tail set apart (`CounterFigures.job`), else over the log."""
     if d.job is not None and d.job.trimmed:
         return d.job.samples, d.job.sm_util_mean, d.job.zero_runs
     sm = _metric(d, "sm_util_pct")
@@ -82,12 +82,12 @@ def _seconds(ns: float) -> str:
     return f"{ns / 1e9:,.0f} s" if ns >= 10e9 else f"{round(ns / 1e9, 1):g} s" if ns >= 1e9 else duration(ns)
 
 
-def _over(devices: list[DeviceCounters]) -> str:
+def _over(devices: list[CounterFigures]) -> str:
     """Where the figures were taken: "over the job" when an idle head or tail was set apart, else "over the log"."""
     return "over the job" if any(d.job is not None and d.job.trimmed for d in devices) else "over the log"
 
 
-def _set_apart(devices: list[DeviceCounters]) -> tuple[str, Quoted]:
+def _set_apart(devices: list[CounterFigures]) -> tuple[str, Quoted]:
     """The sentence saying which idle head and tail of the logs were set apart as outside the job (and how long
     the job's span is), with its quoted share; ("", empty) when none was."""
     q = Quoted()
@@ -104,7 +104,7 @@ def _set_apart(devices: list[DeviceCounters]) -> tuple[str, Quoted]:
             f"are of the job's {_seconds(job)}."), q
 
 
-def _low_util_with_memory(d: DeviceCounters, over: str) -> Finding | None:
+def _low_util_with_memory(d: CounterFigures, over: str) -> Finding | None:
     """A GPU busy little on average (SM utilisation mean below LOW_UTIL_MEAN_PCT) while it holds memory (at
     least IDLE_MEMORY_MAX_MIB: a model is loaded): underused, though seldom at exactly 0%."""
     samples, mean, _ = _util(d)
@@ -128,7 +128,7 @@ def _low_util_with_memory(d: DeviceCounters, over: str) -> Finding | None:
                    shares=tuple(q.shares))
 
 
-def _zero_share_finding(d: DeviceCounters, over: str) -> Finding | None:
+def _zero_share_finding(d: CounterFigures, over: str) -> Finding | None:
     """A GPU with at least UNDERUSED_ZERO_SHARE of its samples at 0% SM utilisation: idle for long runs (high
     severity from half of them), or not used at all (every sample)."""
     samples, mean, z = _util(d)
@@ -149,7 +149,7 @@ def _zero_share_finding(d: DeviceCounters, over: str) -> Finding | None:
         figures={**q.figures, "zero_util_share": round(zero, 6)}, shares=tuple(q.shares))
 
 
-def _idle_runs(judged: list[DeviceCounters], q: Quoted) -> str:
+def _idle_runs(judged: list[CounterFigures], q: Quoted) -> str:
     """What the judged GPUs' samples at 0% are, for a headline that calls them busy or partly used: the share
     and longest run of the GPU with the most, or that there is none (never silent about a listed run)."""
     figures = [(u[2], u[0]) for u in (_util(d) for d in judged) if u[2] is not None and u[0]]
@@ -162,7 +162,7 @@ def _idle_runs(judged: list[DeviceCounters], q: Quoted) -> str:
             f", the longest run {_seconds(z.longest_ns)}")
 
 
-def _with(headline: str, q: Quoted, judged: list[DeviceCounters],
+def _with(headline: str, q: Quoted, judged: list[CounterFigures],
           then: str = "") -> tuple[str, dict[str, float], tuple, str]:
     """A headline with its figures and shares, and its detail: `then` (what to do next) and the set-apart
     sentence, one click away, so the headline stays one sentence."""
@@ -170,7 +170,7 @@ def _with(headline: str, q: Quoted, judged: list[DeviceCounters],
     return headline, q.figures, tuple(q.shares), " ".join(x for x in (then, trim) if x)
 
 
-def diagnose_counters(devices: tuple[DeviceCounters, ...]) -> Diagnosis:
+def diagnose_counters(devices: tuple[CounterFigures, ...]) -> Diagnosis:
     judged = [d for d in devices if d.zero_runs is not None and d.samples > 0]
     if not judged:
         return _diagnose_without_util(devices)

@@ -21,7 +21,7 @@ from .. import causes as C
 from ..analyses import RankAnalysis
 from ..analyses.capture import capture_note, rank_device_label
 from ..analyses.figures import Steps
-from ..analyses.gaps import AttributedGap, DeviceAttribution, Evidence, PeriodicSteps, RankCauses, StepCauses
+from ..analyses.gaps import CausedGap, DeviceAttribution, Evidence, PeriodicSteps, RankCauses, StepCauses
 from ..analyses.host import HostShares
 from ..analyses.thresholds import SHORT_KERNEL_NS
 from ..causes import (
@@ -104,7 +104,7 @@ class RankDiagnosis:
     exposed_comm_ns: int
     findings: tuple[Finding, ...]
     per_step: tuple[StepCauses, ...]
-    gaps: tuple[AttributedGap, ...]
+    gaps: tuple[CausedGap, ...]
     devices: tuple[DeviceAttribution, ...]
     launch_threads: tuple[tuple[int, int], ...]
     thread_basis: str

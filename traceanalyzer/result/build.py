@@ -21,10 +21,9 @@ from ..analyses import throughput as TP
 from ..analyses import tracks as TR
 from ..analyses.capture import capture_note, device_label, rank_device_label
 from ..analyses.collectives_job import JobFigures
-from ..analyses.counters import CROSS_CHECK_MARGIN_PCT
-from ..analyses.counters import DeviceCounters as CounterFigures
+from ..analyses.counters import CROSS_CHECK_MARGIN_PCT, CounterFigures
 from ..analyses.figures import TOP_KERNELS, Steps
-from ..analyses.gaps import AttributedGap, Evidence
+from ..analyses.gaps import CausedGap, Evidence, GapSet
 from ..analyses.host import HostShares
 from ..analyses.host_logs import SERIES_METRICS, SERIES_POINTS, HostLogFigures
 from ..analyses.memory import MemoryFigures
@@ -55,9 +54,12 @@ def _r(x: float | None, digits: int = 3) -> float | None:
 
 
 # --- ranks and devices -----------------------------------------------------------------------------
-def rank_result(r: RankAnalysis, dr: RankDiagnosis | None, counters: dict[int, R.DeviceCounters],
-                timeline: dict[str, Any], batch_size: int | None = None) -> R.RankResult:
-    """One rank's typed result, with its drawn timeline (`timeline_data`) made by the caller."""
+def rank_result(r: RankAnalysis, dr: RankDiagnosis | None, number: int | None, timeline: dict[str, Any],
+                counters: dict[int, R.DeviceCounters] | None = None, batch_size: int | None = None) -> R.RankResult:
+    """One rank's typed result, made once when the job is combined: `number` its rank in the job, `dr` its
+    diagnosis (with its input split), `timeline` its drawn tracks (`timeline_data`), `counters` its GPUs'
+    counter-log figures by device index (when the logs are on the trace's clock)."""
+    counters = counters or {}
     mem = r.memory
     mem_devices = mem.devices if mem else {}
     memory_series: dict[str, Any] = {}
@@ -74,7 +76,7 @@ def rank_result(r: RankAnalysis, dr: RankDiagnosis | None, counters: dict[int, R
                                _us0(s.exposed_comm_ns), _r(TP.samples_per_s(batch_size, s.dur_ns / 1000.0)))
                      for s in r.per_step)
     return R.RankResult(
-        rank=r.rank,
+        rank=number,
         input=r.input,
         framework=r.framework,
         clock=r.clock,
@@ -171,16 +173,23 @@ def memory_warnings(figures: Figures) -> list[str]:
     return out
 
 
-def _gap_table(d: DeviceAnalysis, r: RankAnalysis, min_gap_ns: int) -> R.GapTable:
-    """Every gap of the device's idle set at least `min_gap_ns` long, with its step and the cause the
-    figures gave it; past MAX_GAP_ROWS the longest are kept, by start time."""
-    starts, ends, causes = d.idle.start_ns, d.idle.end_ns, d.idle.cause
+def shown_gaps(idle: GapSet, min_gap_ns: int) -> np.ndarray:
+    """The positions in a device's idle set of the gaps its gap table shows: every gap at least `min_gap_ns`
+    long; past MAX_GAP_ROWS the longest (ties: the earlier), by start time. The gap figures' top gaps are
+    among them (the longest first, ties the same way)."""
+    starts, ends = idle.start_ns, idle.end_ns
     keep = np.flatnonzero((ends - starts) >= max(min_gap_ns, 1))
-    omitted = 0
     if len(keep) > MAX_GAP_ROWS:
-        longest = np.argsort(-(ends[keep] - starts[keep]), kind="stable")[:MAX_GAP_ROWS]
-        omitted = len(keep) - MAX_GAP_ROWS
-        keep = np.sort(keep[longest])
+        keep = np.sort(keep[np.argsort(-(ends[keep] - starts[keep]), kind="stable")[:MAX_GAP_ROWS]])
+    return keep
+
+
+def _gap_table(d: DeviceAnalysis, r: RankAnalysis, min_gap_ns: int) -> R.GapTable:
+    """The gaps `shown_gaps` picks, with their step and the cause the figures gave them; `omitted`: the
+    gaps the gap figures count beyond them."""
+    starts, ends, causes = d.idle.start_ns, d.idle.end_ns, d.idle.cause
+    keep = shown_gaps(d.idle, min_gap_ns)
+    omitted = d.gaps.count - len(keep)
     s, e = starts[keep], ends[keep]
     spans = r.spans if r.spans is not None else Steps(*(np.zeros(0, dtype=np.int64),) * 3)
     st_start, st_end, st_num = spans.start_ns, spans.end_ns, spans.number
@@ -393,7 +402,7 @@ def _causes_us(by_cause: dict[str, int]) -> dict[str, float]:
     return {c: _us0(v) for c, v in by_cause.items()}
 
 
-def _gap(g: AttributedGap, gpu_api: str = "") -> R.AttributedGap:
+def _gap(g: CausedGap, gpu_api: str = "") -> R.AttributedGap:
     return R.AttributedGap(device_label(gpu_api, g.device), _us0(g.start_ns - g.window_start_ns), _us0(g.dur_ns),
                            g.step, g.cause, tuple(R.HostOp(e.name, e.share) for e in g.evidence))
 
@@ -638,6 +647,6 @@ def host_log_result(h: HostLogFigures, window: tuple[int, int] | None) -> tuple[
     ), series
 
 
-__all__ = ["MAX_STEP_BARS", "counter_results", "diagnosis_result", "host_log_result", "job_diagnosis", "job_result",
-           "options_info", "rank_diagnosis", "rank_result", "straggler_result", "summary",
-           "timeline_data"]
+__all__ = ["MAX_GAP_ROWS", "MAX_STEP_BARS", "counter_results", "diagnosis_result", "host_log_result",
+           "job_diagnosis", "job_result", "options_info", "rank_diagnosis", "rank_result", "shown_gaps",
+           "straggler_result", "summary", "timeline_data"]

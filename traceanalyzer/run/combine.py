@@ -1,5 +1,5 @@
 """The reduce: every rank's compact output (`map.RankOutput`, in input order) + what the job is besides
-its ranks (`JobInputs`: its files, options and logs) -> one `Analysis`. `combine` is the only
+its ranks (`JobContext`: its files, options and logs) -> one `Analysis`. `combine` is the only
 constructor of a job's Analysis, whatever the inputs and wherever the ranks were analysed (in the
 manner of pyinstrument's `Session.combine`).
 
@@ -7,8 +7,11 @@ In order: the job checks (the same file twice, an unreadable file skipped, ranks
 one job, `--force-job`), the ranks' numbers, the timeline budget shared by all tracks; then the job
 stages over the combined ranks: counter logs put on the trace's clock and figured against the ranks'
 GPU work, host logs put on it and figured over the ranks' DataLoader waits (which also splits an
-input-bound verdict), and `JOB_REDUCERS` (one clock, collectives, stragglers). Nothing here reads
-events: the ranks' outputs carry what each stage needs (`map.LogExtras`, `map.RANK_EXTRAS`).
+input-bound verdict), and `JOB_REDUCERS` (one clock, collectives, stragglers, workers: each gives its
+part, a `JobStage`). Each rank's typed result is made once, here (`result.build.rank_result`), from its
+figures, diagnosis and drawn tracks with what only the job knows, and the Analysis once, at the end.
+Nothing here reads events: the ranks' figures carry what each stage needs (their GPU work and DataLoader
+waits for the logs, `map.RANK_EXTRAS` for the job stages).
 """
 
 from __future__ import annotations
@@ -24,9 +27,10 @@ import numpy as np
 from .._version import __version__
 from ..align import Alignment, AlignOptions, TraceClock, align_logs, place_counters, place_host_logs
 from ..analyses import tracks as TR
-from ..analyses.collectives_job import job_figures
-from ..analyses.counters import DeviceCounters, counter_figures, job_window, merge_busy_sets
+from ..analyses.collectives_job import job_figures, rank_job_facts
+from ..analyses.counters import CounterFigures, counter_figures, job_window, merge_busy_sets
 from ..analyses.host_logs import HostLogFigures, host_figures
+from ..diagnosis import RankDiagnosis
 from ..diagnosis.stragglers import straggler_lead, stragglers
 from ..errors import InputError
 from ..formats import metas_mismatch, number_ranks, same_files
@@ -37,7 +41,7 @@ from .map import AnalysisOptions, FileOutput, RankOutput
 
 
 @dataclass(frozen=True)
-class JobInputs:
+class JobContext:
     """A job besides its ranks: its files, its options and its logs."""
 
     label: str  # what messages call the job
@@ -61,7 +65,7 @@ def check_files(files: Sequence[Path]) -> None:
         raise InputError(again, f"the same file is given twice ({first} and {again})")
 
 
-def combine(outputs: Sequence[FileOutput], job: JobInputs) -> Analysis:
+def combine(outputs: Sequence[FileOutput], job: JobContext) -> Analysis:
     """The job's Analysis from its files' outputs, in input order (see the module text)."""
     from ..result.build import job_diagnosis, options_info, summary
     from ..result.definitions import FIGURES
@@ -80,30 +84,30 @@ def combine(outputs: Sequence[FileOutput], job: JobInputs) -> Analysis:
         diagnosis = job_diagnosis(rank_results) if o.diagnose else None
     else:
         diagnosis = _without_ranks(logs.counters) if o.diagnose and logs.any else None
-    analysis = Analysis(
+    stage = JobStage()
+    for reduce in JOB_REDUCERS:
+        stage = reduce(tuple(ranks), rank_results, diagnosis, stage)
+    return Analysis(
         schema=R.SCHEMA,
         tool=R.ToolInfo("traceanalyzer", __version__),
         options=options_info(o.min_gap_ns, o.include_warmup, o.batch_size),
         inputs=tuple(i for p in parts for i in p.inputs) + logs.inputs,
-        warnings=tuple(warnings),
+        warnings=tuple(warnings) + stage.warnings,
         ranks=rank_results,
         summary=summary(rank_results, {n for r in rank_results if r.diagnosis for n in r.diagnosis.warmup_steps},
                         o.batch_size, len(logs.devices)),
         definitions=dict(FIGURES),
-        diagnosis=diagnosis,
+        diagnosis=_judged(diagnosis, stage.verdict),
+        job=stage.job,
         counter_logs=logs.counter_logs,
         counters=logs.devices,
         host_logs=logs.host_results,
         drawing=R.JobDrawing(host_logs=logs.host_drawing),
         implicit_logs=job.implicit_logs,
     )
-    final = tuple(replace(r, result=res) for r, res in zip(ranks, rank_results))
-    for reduce in JOB_REDUCERS:
-        analysis = reduce(final, analysis)
-    return analysis
 
 
-def _numbers(ranks: list[RankOutput], job: JobInputs, warnings: list[str]) -> list[int | None]:
+def _numbers(ranks: list[RankOutput], job: JobContext, warnings: list[str]) -> list[int | None]:
     """The ranks' numbers in the job, after the check that they are ranks of one job (files only: a
     Timeline handed in keeps its ranks as they are); what was forced or renumbered goes to `warnings`."""
     metas = [r.meta for r in ranks]
@@ -124,13 +128,13 @@ def _numbers(ranks: list[RankOutput], job: JobInputs, warnings: list[str]) -> li
 
 
 def _rank_results(ranks: list[RankOutput], numbers: list[int | None], logs: _Logs,
-                  job: JobInputs) -> tuple[R.RankResult, ...]:
-    """Each rank's result as the job shows it: its number, its tracks cut to the job's shared block budget
-    (with the counter logs' samples drawn over them), its typed diagnosis with its input split, and the
+                  job: JobContext) -> tuple[R.RankResult, ...]:
+    """Each rank's result, made once: its figures with its number, its tracks cut to the job's shared block
+    budget (with the counter logs' samples drawn over them), its diagnosis with its input split, and the
     counter figures of its GPUs when the logs are on the trace's clock."""
-    from ..result.build import timeline_data
+    from ..result.build import rank_result, timeline_data
 
-    max_blocks = TR.blocks_per_track(sum(r.tracks_count for r in ranks))
+    max_blocks = TR.blocks_per_track(sum(r.tracks.count for r in ranks))
     by_device = {c.device: c for c in logs.devices} if logs.on_trace_clock else {}
     results = []
     for i, (r, number) in enumerate(zip(ranks, numbers)):
@@ -140,16 +144,12 @@ def _rank_results(ranks: list[RankOutput], numbers: list[int | None], logs: _Log
                                       tracks.window.start_ns, tracks.window.end_ns)
             tracks = replace(tracks, counters=drawn)
         timeline = timeline_data(TR.recut_tracks(tracks, max_blocks), max_blocks)
-        drawing = replace(r.result.drawing, timeline=timeline) if r.result.drawing else None
-        result = replace(r.result, rank=number, drawing=drawing,
-                         diagnosis=_typed_diagnosis(r, i, logs.hosts, job.host_logs))
-        if by_device:
-            result = replace(result, devices=tuple(replace(d, counters=by_device.get(d.index)) for d in result.devices))
-        results.append(result)
+        results.append(rank_result(r.figures, _split(r, i, logs.hosts, job.host_logs), number, timeline, by_device,
+                                   job.options.batch_size))
     return tuple(results)
 
 
-def _readable(outputs: Sequence[FileOutput], job: JobInputs) -> tuple[list[FileOutput], list[str]]:
+def _readable(outputs: Sequence[FileOutput], job: JobContext) -> tuple[list[FileOutput], list[str]]:
     """The files read (an unreadable one stops the job, or, in a directory of several, is skipped and
     said) and the warnings so far: the files' own, the inputs', the skipped files."""
     skipped: list[str] = []
@@ -174,7 +174,7 @@ class _Logs:
     any: bool = False  # the job has counter or host logs
     placed: Timeline | None = None  # counter logs (on the trace clock when `on_trace_clock`)
     on_trace_clock: bool = False
-    counters: tuple[DeviceCounters, ...] | None = None  # ns figures (None: no counter logs)
+    counters: tuple[CounterFigures, ...] | None = None  # ns figures (None: no counter logs)
     counter_logs: tuple[R.CounterLog, ...] = ()
     devices: tuple[R.DeviceCounters, ...] = ()
     inputs: tuple[R.InputInfo, ...] = ()  # the counter logs as inputs
@@ -185,8 +185,8 @@ class _Logs:
     host_warnings: list[str] = dataclasses.field(default_factory=list)
 
 
-def _logs(ranks: list[RankOutput], job: JobInputs) -> _Logs:
-    """The counter and host log stages over the combined ranks (`LogExtras`: their GPU work and waits)."""
+def _logs(ranks: list[RankOutput], job: JobContext) -> _Logs:
+    """The counter and host log stages over the combined ranks (their figures' GPU work and DataLoader waits)."""
     from ..result.build import counter_results, host_log_result
 
     if job.counter_logs is None and job.host_logs is None:
@@ -198,7 +198,7 @@ def _logs(ranks: list[RankOutput], job: JobInputs) -> _Logs:
     out = _Logs(any=True)
     if job.counter_logs is not None:
         aligned = job.from_files and bool(job.files)
-        busy = merge_busy_sets([r.logs.busy for r in ranks if r.logs is not None])
+        busy = merge_busy_sets([{d.device: d.busy.work for d in r.figures.devices} for r in ranks])
         alignments: tuple[Alignment, ...] = ()
         placed = job.counter_logs
         if aligned:
@@ -215,7 +215,7 @@ def _logs(ranks: list[RankOutput], job: JobInputs) -> _Logs:
     if job.host_logs is not None:
         trace = TraceClock(span, epoch) if span is not None else None
         hosts_tl, host_alignments = place_host_logs(job.host_logs, trace, job.align)
-        waits = {i: r.logs.waits for i, r in enumerate(ranks) if r.logs is not None} if span is not None else None
+        waits = {i: r.figures.dataloader_waits for i, r in enumerate(ranks)} if span is not None else None
         hosts = host_figures(hosts_tl, host_alignments, waits, window)
         drawn = [host_log_result(h, window) for h in hosts]
         results = tuple(h for h, _ in drawn)
@@ -224,20 +224,18 @@ def _logs(ranks: list[RankOutput], job: JobInputs) -> _Logs:
     return out
 
 
-def _typed_diagnosis(r: RankOutput, position: int, hosts: tuple[HostLogFigures, ...],
-                     host_logs: Timeline | None) -> R.RankDiagnosisResult | None:
-    """A rank's diagnosis with its input split (by the host logs' figures over its waits), typed."""
+def _split(r: RankOutput, position: int, hosts: tuple[HostLogFigures, ...],
+           host_logs: Timeline | None) -> RankDiagnosis | None:
+    """A rank's diagnosis with its input split (by the host logs' figures over its waits)."""
     from ..diagnosis.input_split import split_rank
-    from ..result.build import rank_diagnosis
 
     if r.diagnosis is None:
         return None
     have_logs = host_logs is not None and bool(host_logs.host_logs)
-    gpu_api = "hip" if any(d.device.startswith("rocm:") for d in r.result.devices) else ""
-    return rank_diagnosis(split_rank(replace(r.diagnosis, index=position), hosts, have_logs), gpu_api)
+    return split_rank(replace(r.diagnosis, index=position), hosts, have_logs)
 
 
-def _without_ranks(counters: tuple[DeviceCounters, ...] | None) -> R.DiagnosisResult:
+def _without_ranks(counters: tuple[CounterFigures, ...] | None) -> R.DiagnosisResult:
     """The verdict of logs given without a trace: are the GPUs used (counter logs), else nothing to say."""
     from ..analyses import figures_of
     from ..diagnosis import diagnose
@@ -248,43 +246,91 @@ def _without_ranks(counters: tuple[DeviceCounters, ...] | None) -> R.DiagnosisRe
     return diagnosis_result(d)
 
 
-# --- the job stage: one clock, collectives, stragglers ------------------------------------------------
-def _job(outputs: tuple[RankOutput, ...], analysis: Analysis) -> Analysis:
+# --- the job stages: one clock, collectives, stragglers, workers ---------------------------------------
+@dataclass(frozen=True)
+class JobVerdict:
+    """What a job stage says of the job's verdict: its stragglers and, when its rule puts one first, the
+    headline (with its note) that replaces the ranks' and the findings that lead."""
+
+    stragglers: tuple[R.StragglerResult, ...] = ()
+    headline: str | None = None  # None: the ranks' verdict keeps its headline
+    note: str | None = None  # why the verdict is not the top finding's (with `headline`)
+    findings: tuple[R.FindingResult, ...] = ()  # put before the ranks' findings
+
+
+@dataclass(frozen=True)
+class JobStage:
+    """What the job stages (`JOB_REDUCERS`) give the job's Analysis, gathered stage after stage; `combine`
+    builds the Analysis once with it."""
+
+    job: R.JobResult | None = None  # the job's clock and per-rank figures
+    verdict: JobVerdict | None = None
+    warnings: tuple[str, ...] = ()  # after the job's other warnings
+
+    def then(self, job: R.JobResult | None = None, verdict: JobVerdict | None = None,
+             warnings: Sequence[str] = ()) -> JobStage:
+        """A later stage's part after this one's: its job figures and stragglers replace the earlier ones; its
+        headline too, when it has one; the findings it puts first go before the earlier ones; its warnings
+        follow."""
+        if verdict is not None and self.verdict is not None:
+            old = self.verdict
+            lead = verdict.headline is not None
+            verdict = JobVerdict(verdict.stragglers, verdict.headline if lead else old.headline,
+                                 verdict.note if lead else old.note, verdict.findings + old.findings)
+        return JobStage(job or self.job, verdict or self.verdict, self.warnings + tuple(warnings))
+
+
+def _judged(diagnosis: R.DiagnosisResult | None, v: JobVerdict | None) -> R.DiagnosisResult | None:
+    """The ranks' verdict with the job stages' part: their stragglers, the findings they put first and, when a
+    stage leads, its headline and note."""
+    if diagnosis is None or v is None:
+        return diagnosis
+    judged = replace(diagnosis, stragglers=v.stragglers, findings=v.findings + diagnosis.findings)
+    if v.headline is None:
+        return judged
+    return replace(judged, headline=v.headline, headline_figures={}, headline_shares=(), verdict_note=v.note)
+
+
+def _job(outputs: tuple[RankOutput, ...], ranks: tuple[R.RankResult, ...], diagnosis: R.DiagnosisResult | None,
+         stage: JobStage) -> JobStage:
     """Many ranks: one clock, collectives matched, per-rank communication and stragglers, from the ranks'
     collective tables (their rank column set to the rank's number in the job, known only here) and job
-    facts; unchanged for fewer than two ranks."""
+    facts; nothing for fewer than two ranks."""
     from ..result.build import finding_result, job_result, straggler_result
 
     if len(outputs) < 2:
-        return analysis
-    numbers = [o.result.rank if o.result.rank is not None else i for i, o in enumerate(outputs)]
+        return stage
+    numbers = [r.rank if r.rank is not None else i for i, r in enumerate(ranks)]
     tables = [o.extras["collectives"].assign(rank=np.full(len(o.extras["collectives"]), n, dtype=np.int64))
               for o, n in zip(outputs, numbers)]
     warmups = [o.diagnosis.warmup_steps if o.diagnosis else () for o in outputs]
-    figures = job_figures(tables, [o.job for o in outputs], numbers, warmups)
-    diag = analysis.diagnosis
-    if diag is not None:
+    figures = job_figures(tables, [rank_job_facts(o.figures) for o in outputs], numbers, warmups)
+    verdict = None
+    if diagnosis is not None:
         late = stragglers(figures, {n: o.diagnosis for n, o in zip(numbers, outputs)})
-        diag = dataclasses.replace(diag, stragglers=tuple(straggler_result(s) for s in late))
-        speaker = numbers[diag.rank] if diag.rank is not None and diag.rank < len(numbers) else None
-        framework = outputs[diag.rank].result.framework if diag.rank is not None and diag.rank < len(outputs) else ""
-        lead = straggler_lead(figures, speaker, diag.primary, late, framework)
+        verdict = JobVerdict(tuple(straggler_result(s) for s in late))
+        at = diagnosis.rank
+        speaker = numbers[at] if at is not None and at < len(numbers) else None
+        framework = outputs[at].figures.framework if at is not None and at < len(outputs) else ""
+        lead = straggler_lead(figures, speaker, diagnosis.primary, late, framework)
         if lead is not None:  # communication that is mostly waiting for a late rank: that rank leads
-            diag = dataclasses.replace(diag, headline=lead.headline, headline_figures={}, headline_shares=(),
-                                       verdict_note=lead.note, findings=(finding_result(lead.finding), *diag.findings))
-    return dataclasses.replace(analysis, job=job_result(figures), diagnosis=diag,
-                               warnings=analysis.warnings + figures.warnings)
+            verdict = JobVerdict(verdict.stragglers, lead.headline, lead.note, (finding_result(lead.finding),))
+    return stage.then(job_result(figures), verdict, figures.warnings)
 
 
-# fn(outputs, analysis) -> analysis, over every rank's output in job order, after the logs' stages.
-def _workers(outputs: tuple[RankOutput, ...], analysis: Analysis) -> Analysis:
+def _workers(outputs: tuple[RankOutput, ...], ranks: tuple[R.RankResult, ...], diagnosis: R.DiagnosisResult | None,
+             stage: JobStage) -> JobStage:
     """Workers without GPU kernels: per-rank compute, communication and waits, compute stragglers."""
     from .workers import job_workers
 
-    return job_workers(outputs, analysis)  # type: ignore[return-value]
+    return job_workers(outputs, ranks, diagnosis, stage)
 
 
-JOB_REDUCERS: list[Callable[[tuple[RankOutput, ...], Analysis], Analysis]] = [_job, _workers]
+# fn(outputs, ranks, diagnosis, stage) -> stage, in order, over every rank's output in job order (`ranks[i]` is
+# the result of `outputs[i]`; `diagnosis` the ranks' verdict) after the logs' stages: each returns the stage so
+# far with its part (`JobStage.then`).
+JOB_REDUCERS: list[Callable[[tuple[RankOutput, ...], tuple[R.RankResult, ...], R.DiagnosisResult | None, JobStage],
+                            JobStage]] = [_job, _workers]
 
 
-__all__ = ["JOB_REDUCERS", "JobInputs", "check_files", "combine"]
+__all__ = ["JOB_REDUCERS", "JobContext", "JobStage", "JobVerdict", "check_files", "combine"]

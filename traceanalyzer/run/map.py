@@ -1,15 +1,16 @@
-"""The map: one rank's Timeline -> a compact, picklable `RankOutput` (typed results, the drawn tracks,
-what the job's checks and stages need of it), in this process, in local processes or on a Dask cluster
-(`executors`). A task returns its rank's results, never its event table, so memory holds a few ranks at
-a time whatever the job's size, with or without logs. `combine.combine` puts the job together.
+"""The map: one rank's Timeline -> a compact, picklable `RankOutput` (its frozen figures, its diagnosis,
+its drawn tracks), in this process, in local processes or on a Dask cluster (`executors`). A task returns
+its rank's figures, never its event table, so memory holds a few ranks at a time whatever the job's size,
+with or without logs. `combine.combine` puts the job together and makes the typed result, once.
 
 Every input goes through here: rank files read by `analyze_file`, and a Timeline handed in by a
 notebook, split by rank (`split_ranks`) and handed to `analyze_rank_timeline`.
 
 Extension seam for job-wide analyses: register `RANK_EXTRAS[name] = fn(tl, rank_index) -> compact,
 picklable value` (run in the worker, stored in `RankOutput.extras[name]`) and append
-`fn(outputs, analysis) -> analysis` to `combine.JOB_REDUCERS`. Register at import time of this module
-or of one it imports: spawned processes and Dask workers import it afresh.
+`fn(outputs, ranks, diagnosis, stage) -> stage` to `combine.JOB_REDUCERS` (`ranks[i]` is `outputs[i]`'s
+result; the stage gathers what the stages give the Analysis: `JobStage.then`). Register at import time
+of this module or of one it imports: spawned processes and Dask workers import it afresh.
 """
 
 from __future__ import annotations
@@ -17,15 +18,15 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from .. import intervals as iv
+from ..analyses import RankAnalysis
 from ..analyses import tracks as TR
-from ..analyses.collectives_job import RankJobFacts, rank_job_facts
 from ..analyses.gaps import GapSet
 from ..diagnosis import RankDiagnosis
 from ..errors import InputError
@@ -63,7 +64,7 @@ class AnalysisOptions:
     batch_size: int | None  # samples per step (per-step samples/s)
     max_input_bytes: int  # refuse a (decompressed) input larger than this
     cache: bool  # decoded columns of big traces cached
-    log_extras: bool = False  # the job has counter or host logs: each rank carries what aligning them needs
+    log_extras: bool = False  # the job has logs: each rank's figures keep its GPU work and DataLoader waits
 
 
 @dataclass(frozen=True)
@@ -76,26 +77,22 @@ class RankTask:
 
 
 @dataclass(frozen=True)
-class LogExtras:
-    """What a job's logs need of one rank (`AnalysisOptions.log_extras`): arrays, on the trace clock."""
-
-    busy: dict[int, iv.IntervalSet]  # device index -> its GPU work (kernels, copies, memsets), merged
-    waits: iv.IntervalSet  # DataLoader waits inside the rank's window
-
-
-@dataclass(frozen=True)
 class RankOutput:
-    """One rank analysed on its own: its typed results and what the job's combine needs."""
+    """One rank analysed on its own, as it leaves the worker: its figures, its diagnosis and its drawn tracks.
+    `combine` makes its typed result from them, once, with what only the job knows (its number, the shared
+    block budget, the logs' figures and input split)."""
 
     meta: RankMeta
-    result: R.RankResult  # its drawn timeline left empty: combine draws it under the job's block budget
-    diagnosis: RankDiagnosis | None  # ns, its gap arrays left out; typed (with its input split) in combine
-    tracks: TR.RankTracks  # drawn at MAX_BLOCKS_PER_TRACK blocks, cut by combine
-    tracks_count: int  # block tracks it draws (the job's budget is shared by all)
-    window_ns: tuple[int, int] | None  # the rank's window (None: empty)
-    job: RankJobFacts  # what the job stage (clock, collectives, stragglers) needs of its figures
-    logs: LogExtras | None = None
+    figures: RankAnalysis  # ns, as `_travelling` leaves them: what the result and the job's stages read
+    diagnosis: RankDiagnosis | None  # ns, its gap arrays left out; split by the host logs and typed in combine
+    tracks: TR.RankTracks  # drawn at MAX_BLOCKS_PER_TRACK blocks (and counted), cut by combine
     extras: dict[str, Any] = field(default_factory=dict)  # RANK_EXTRAS results by name
+
+    @property
+    def window_ns(self) -> tuple[int, int] | None:
+        """The rank's window (None: empty)."""
+        w = self.figures.window
+        return (w.start_ns, w.end_ns) if w.dur_ns > 0 else None
 
 
 @dataclass(frozen=True)
@@ -125,13 +122,13 @@ def analyze_file(task: RankTask, progress: Callable[[int], None] | None = None) 
 
 
 def analyze_rank_timeline(tl: Timeline, options: AnalysisOptions, path: str = "") -> FileOutput:
-    """The per-rank results of a Timeline read from one file (or split from a notebook's Timeline)."""
+    """The per-rank outputs of a Timeline read from one file (or split from a notebook's Timeline): the
+    figures and the diagnosis, then the drawing (a pass of its own over the rank's events, bounded blocks
+    per track) and the `RANK_EXTRAS` (analyses of their own: a rank's collective table, its worker facts)."""
     from ..analyses import figures_of
-    from ..analyses.counters import rank_busy_sets
-    from ..analyses.host_logs import rank_waits
     from ..diagnosis import diagnose
     from ..formats import rank_metas
-    from ..result.build import memory_warnings, rank_result
+    from ..result.build import memory_warnings
 
     figures = figures_of(tl, min_gap_ns=options.min_gap_ns, causes=options.diagnose)
     diagnosis = diagnose(figures, options.include_warmup) if options.diagnose else None
@@ -139,20 +136,11 @@ def analyze_rank_timeline(tl: Timeline, options: AnalysisOptions, path: str = ""
     metas = rank_metas(tl)
     ranks = []
     for r in figures.ranks:
-        dr = by_index.get(r.index)
-        logs = LogExtras(rank_busy_sets(tl, r.index), rank_waits(tl, r.index)) if options.log_extras else None
-        ranks.append(RankOutput(
-            meta=metas[r.index],
-            result=rank_result(r, dr, {}, {}, options.batch_size),
-            diagnosis=_compact(dr),
-            # drawn here, where the events are; the gaps carry the causes the figures gave them
-            tracks=TR.rank_tracks(tl, r.index, r.window, {d.device: d.idle for d in r.devices}, options.min_gap_ns,
-                                  TR.MAX_BLOCKS_PER_TRACK, r.spans),
-            tracks_count=TR.count_rank_tracks(tl, r.index),
-            window_ns=(r.window.start_ns, r.window.end_ns) if r.window.dur_ns > 0 else None,
-            job=rank_job_facts(tl.ranks[r.index], r),
-            logs=logs,
-            extras={name: fn(tl, r.index) for name, fn in RANK_EXTRAS.items()}))
+        # drawn here, where the events are; the gaps carry the causes the figures gave them
+        tracks = TR.rank_tracks(tl, r.index, r.window, {d.device: d.idle for d in r.devices}, options.min_gap_ns,
+                                TR.MAX_BLOCKS_PER_TRACK, r.spans)
+        ranks.append(RankOutput(metas[r.index], _travelling(r, options.log_extras), _compact(by_index.get(r.index)),
+                                tracks, {name: fn(tl, r.index) for name, fn in RANK_EXTRAS.items()}))
     inputs = tuple(R.InputInfo(s.path, s.format, s.events_read, s.events_kept, dict(sorted(s.not_kept.items())),
                                tuple(s.warnings)) for s in tl.sources)
     return FileOutput(path, inputs, tuple(tl.warnings), tuple(ranks),
@@ -197,6 +185,28 @@ def _size(files: list[Path]) -> int:
     return total
 
 
+def _travelling(r: RankAnalysis, logs: bool) -> RankAnalysis:
+    """A rank's figures as they leave the worker: each device's idle set cut to the gaps its gap table shows
+    (`shown_gaps`) and its top gaps (re-pointed into the cut set), the gap attribution holding that same cut
+    set (the diagnosis is made), and each device's GPU work and the DataLoader waits kept only when the
+    job's logs need them (`logs`)."""
+    from ..result.build import shown_gaps
+
+    devices = []
+    for d in r.devices:
+        keep = np.union1d(shown_gaps(d.idle, d.gaps.min_gap_ns), np.array([g.index for g in d.gaps.top], np.int64))
+        idle = GapSet(d.idle.start_ns[keep], d.idle.end_ns[keep], None if d.idle.cause is None else d.idle.cause[keep])
+        top = tuple(replace(g, index=int(np.searchsorted(keep, g.index))) for g in d.gaps.top)
+        devices.append(replace(
+            d, idle=idle, gaps=replace(d.gaps, top=top), busy=d.busy if logs else replace(d.busy, work=iv.empty()),
+            attribution=None if d.attribution is None else replace(d.attribution, gaps=idle)))
+    causes = r.causes
+    if causes is not None:
+        causes = replace(causes, devices=tuple(d.attribution for d in devices if d.attribution is not None))
+    return replace(r, devices=tuple(devices), causes=causes,
+                   dataloader_waits=r.dataloader_waits if logs else iv.empty())
+
+
 def _compact(dr: RankDiagnosis | None) -> RankDiagnosis | None:
     """A rank's diagnosis without its per-gap arrays (drawn in the worker; the typed result needs none)."""
     if dr is None:
@@ -228,5 +238,5 @@ def split_ranks(tl: Timeline) -> Iterator[Timeline]:
             devices=[dataclasses.replace(d, rank=0) for d in tl.devices if d.rank == r.index]).validate()
 
 
-__all__ = ["RANK_EXTRAS", "AnalysisOptions", "FileOutput", "LogExtras", "RankOutput", "RankTask", "analyze_file",
+__all__ = ["RANK_EXTRAS", "AnalysisOptions", "FileOutput", "RankOutput", "RankTask", "analyze_file",
            "analyze_rank_timeline", "map_files", "split_ranks"]

@@ -11,7 +11,7 @@ Per worker (a rank with no GPU work), from its host-side events:
 * steps: its optimizer events (one per training step), else its step markers, else 1.
 
 A worker is a straggler when its compute per step is at least WORKER_STRAGGLER_COMPUTE_FACTOR times the
-median worker's: the others wait for it at every collective. `job_workers` is the combine's reducer.
+median worker's: the others wait for it at every collective. `job_workers` is one of the combine's job stages.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from ..diagnosis.thresholds import WORKER_STRAGGLER_COMPUTE_FACTOR
 from ..result import types as R
 from ..timeline import Timeline
 from ..units import format_us
+from .combine import JobStage, JobVerdict
 
 COMM_NAMES = re.compile(r"send|recv|all[-_ ]?reduce|reduce[-_ ]?scatter|all[-_ ]?gather|all[-_ ]?to[-_ ]?all|"
                         r"broadcast|barrier|nccl|gloo|\bp2p\b|collective", re.IGNORECASE)
@@ -147,15 +148,16 @@ def basis_note(n: int) -> str:
             f"communication and waits per step (see the per-rank table), not on GPU time.")
 
 
-def job_workers(outputs: tuple[Any, ...], analysis: R.AnalysisData) -> R.AnalysisData:
-    """The combine's reducer: with two or more ranks of one file, none with GPU work, the per-rank worker table,
-    the compute stragglers and a verdict that says its basis; the analysis unchanged otherwise."""
+def job_workers(outputs: tuple[Any, ...], ranks: tuple[R.RankResult, ...], diagnosis: R.DiagnosisResult | None,
+                stage: JobStage) -> JobStage:
+    """The combine's stage: with two or more ranks of one file, none with GPU work, the per-rank worker table,
+    the compute stragglers and a verdict that says its basis; the stage unchanged otherwise."""
     facts = [o.extras.get("workers") for o in outputs]
     if len(facts) < 2 or any(f is None for f in facts) or len({o.meta.name for o in outputs}) != 1:
-        return analysis
-    numbers = [o.result.rank if o.result.rank is not None else i for i, o in enumerate(outputs)]
+        return stage
+    numbers = [r.rank if r.rank is not None else i for i, r in enumerate(ranks)]
     rows = worker_rows([f for f in facts if f is not None], numbers)
-    job = analysis.job or R.JobResult(clocks=(), collectives_matched=0, ranks=())
+    job = stage.job or R.JobResult(clocks=(), collectives_matched=0, ranks=())
     # one file: one clock; each rank drawn from where its window starts on it
     starts = [o.window_ns[0] if o.window_ns else None for o in outputs]
     earliest = min((s for s in starts if s is not None), default=0)
@@ -164,18 +166,16 @@ def job_workers(outputs: tuple[Any, ...], analysis: R.AnalysisData) -> R.Analysi
     job = dataclasses.replace(job, workers=rows, worker_straggler_factor=WORKER_STRAGGLER_COMPUTE_FACTOR,
                               clocks=(clock,),
                               timeline_shift_us=tuple(0.0 if s is None else (s - earliest) / 1000 for s in starts))
-    diag = analysis.diagnosis
-    if diag is not None:
+    verdict = None
+    if diagnosis is not None:
         late = worker_stragglers(rows)
         note = basis_note(len(rows))
         if late:
-            diag = dataclasses.replace(diag, stragglers=late, headline=f"Waiting for a straggler: {late[0].text}.",
-                                       headline_figures={}, headline_shares=(), verdict_note=note,
-                                       findings=(straggler_finding(late[0], rows), *diag.findings))
+            verdict = JobVerdict(late, f"Waiting for a straggler: {late[0].text}.", note,
+                                 (straggler_finding(late[0], rows),))
         else:
-            diag = dataclasses.replace(diag, stragglers=(), headline=no_straggler_headline(rows), headline_figures={},
-                                       headline_shares=(), verdict_note=note)
-    return dataclasses.replace(analysis, job=job, diagnosis=diag)
+            verdict = JobVerdict((), no_straggler_headline(rows), note)
+    return stage.then(job, verdict)
 
 
 __all__ = ["WorkerFacts", "basis_note", "job_workers", "no_straggler_headline", "straggler_finding", "worker_facts",
