@@ -2,10 +2,15 @@
 
 Tests that need the corpus use the `corpus` fixture: it skips when the folder is absent on a
 developer machine, but fails loudly when the CI environment variable is set.
+
+The fast set (`pytest -m "not slow"`, about a minute) leaves out the tests marked `slow` by hand and
+those recorded at `SLOW_S` seconds or more in `durations.json` (`record_durations.py` writes it
+from a run's junit XML).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -15,6 +20,16 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = Path(os.environ.get("TRACEANALYZER_CORPUS", ROOT.parent / "shared" / "corpus"))
 SAMPLES = ROOT / "sample_traces"
+DURATIONS = Path(__file__).resolve().parent / "durations.json"
+SLOW_S = 0.5  # a test recorded at this or more is in the full set only
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests recorded as slow in `durations.json` are marked `slow` (the fast set leaves them out)."""
+    recorded = json.loads(DURATIONS.read_text()) if DURATIONS.is_file() else {}
+    for item in items:
+        if recorded.get(item.nodeid, 0.0) >= SLOW_S:
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(autouse=True, scope="session")
