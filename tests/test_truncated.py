@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -230,3 +231,123 @@ def test_gzip_cut_at_60_percent_reports_the_window_that_survived(tmp_path):
     # nothing after the cut: no gap longer than the window, no step beyond it
     assert d.gaps.largest_us <= d.window_us and all(s.start_us * 1000 < d.window_us * 1000 for s in r.per_step)
     assert "The file was cut: these figures cover the " in a.diagnosis.headline
+
+
+# --- a record written buffer by buffer, not in time order, cut at a known event --------------------------------
+STEP_US, STEP_RUN_US, KERNELS, KERNEL_US = 10_000, 9_500, 8, 800
+T0 = 1_000_000
+
+
+def _buffered_trace(steps: int = 6) -> tuple[KinetoTrace, dict[int, list[dict]], dict[int, list[dict]]]:
+    """`steps` steps of host operators; each launches KERNELS kernels on stream 7 and makes one host-to-device copy
+    on stream 9 (a stream busy once a step, as a data copy stream is). The host's events are the trace's events;
+    the GPU record (runtime calls and GPU work) of each step is returned apart, compute and copies, for the test to
+    write in the order it wants."""
+    t = KinetoTrace()
+    compute: dict[int, list[dict]] = {}
+    copies: dict[int, list[dict]] = {}
+    for i in range(steps):
+        start = T0 + i * STEP_US
+        t.host(f"ProfilerStep#{i + 1}", start, STEP_RUN_US, cat="user_annotation")
+        t.host("aten::mm", start + 10, STEP_RUN_US - 20)
+    host_events, t.events = t.events, []
+    for i in range(steps):
+        start = T0 + i * STEP_US
+        t.copy(start + 90, 10, start + 100, 50, name="Memcpy HtoD (Pinned -> Device)", stream=9)
+        copies[i] = t.events[-2:]
+        t.events = []
+        for k in range(KERNELS):
+            t.launched(start + 150 + k * 1000, 20, start + 200 + k * 1000, KERNEL_US)
+        compute[i] = t.events
+        t.events = []
+    t.events = host_events
+    return t, compute, copies
+
+
+def _write_cut(t: KinetoTrace, record: list[dict], last_kept: dict, path: Path) -> Path:
+    """The trace with `record` written after the host's events, as a gzip cut just after `last_kept` (the stream is
+    flushed there and never finished, as a process killed while writing leaves it)."""
+    t.events = t.events + record
+    text = json.dumps(t.document()).encode()
+    mark = json.dumps(last_kept).encode()
+    at = text.index(mark) + len(mark)
+    packer = zlib.compressobj(6, zlib.DEFLATED, 31)
+    path.write_bytes(packer.compress(text[:at + 2]) + packer.flush(zlib.Z_SYNC_FLUSH))
+    return path
+
+
+def _step_busy_us() -> int:
+    return KERNELS * KERNEL_US + 50
+
+
+def _kept(a: ta.Analysis) -> dict[str, float]:
+    """The capture finding's figures: how much of the capture survived, was lost before it and after it (us)."""
+    (f,) = [f for f in a.diagnosis.findings if f.id == "capture_incomplete"]
+    return f.figures
+
+
+def test_buffers_lost_at_the_start_and_end_leave_the_stretch_between(tmp_path):
+    """Steps 3-4's record written first, then steps 5-6's, then steps 1-2's (Kineto hands buffers over as they
+    fill, not in time order); the file is cut after step 5's record: steps 1-2 and 6 are lost. The record is trusted
+    from its first surviving event (step 3's copy call) to its last (step 5's last kernel): the one step inside that
+    stretch is step 4, the figures are its own."""
+    t, compute, copies = _buffered_trace()
+    order = [2, 3, 4, 5, 0, 1]
+    record = [e for i in order for e in copies[i] + compute[i]]
+    path = _write_cut(t, record, compute[4][-1], tmp_path / "cut.json.gz")
+    a = ta.analyze(path, ta.Options(cache=False, find_logs_beside=False))
+    (r,) = a.ranks
+    c = r.capture
+    assert c is not None and not c.gpu_events_lost
+    kept_from_us, cut_us = 2 * STEP_US + 90, 4 * STEP_US + 200 + (KERNELS - 1) * 1000 + KERNEL_US
+    assert c.note == (f"GPU events partly lost to truncation: the CUDA record is complete for "
+                      f"{(cut_us - kept_from_us) / 1000:.1f} ms of the capture only, from {kept_from_us / 1000:.1f} ms "
+                      f"into it; the {kept_from_us / 1000:.1f} ms before and the "
+                      f"{(5 * STEP_US + STEP_RUN_US - cut_us) / 1000:.1f} ms after are out of every figure and of the "
+                      f"verdict, which speak of the window that survived")
+    assert _kept(a) == {"gpus_listed": 1, "survived_us": cut_us - kept_from_us, "lost_before_us": kept_from_us,
+                        "lost_after_cut_us": 5 * STEP_US + STEP_RUN_US - cut_us}
+    assert [s.step for s in r.per_step] == [4] and r.steps == 1
+    (d,) = r.devices
+    assert d.window_start_ns == (T0 + 3 * STEP_US) * 1000 and d.window_us == STEP_RUN_US
+    assert d.gpu_idle_fraction == pytest.approx(1 - _step_busy_us() / STEP_RUN_US, abs=1e-6)
+    assert d.gaps.largest_us == STEP_RUN_US - 200 - KERNELS * 1000 + (1000 - KERNEL_US)  # none made of lost buffers
+    assert "The file was cut: these figures cover the 27.9 ms that survived whole; the 31.6 ms around it are " \
+           "out of them." in a.diagnosis.headline
+
+
+def test_a_stream_whose_buffers_were_lost_ends_the_window_there(tmp_path):
+    """Every step's compute record survives, but the copy stream's record after step 2's copy was in the part the cut
+    lost: after the copy stream's last surviving event the device's busy time is unknown (the copies of steps 3-6
+    are missing), and the window ends there: step 1, the one step before it."""
+    t, compute, copies = _buffered_trace()
+    record = [e for i in range(6) for e in compute[i]] + [e for i in range(6) for e in copies[i]]
+    path = _write_cut(t, record, copies[1][-1], tmp_path / "cut.json.gz")
+    a = ta.analyze(path, ta.Options(cache=False, find_logs_beside=False))
+    (r,) = a.ranks
+    assert r.capture.note.startswith("GPU events partly lost to truncation: the CUDA record is complete for the "
+                                     f"first {(STEP_US + 150) / 1000:.1f} ms of the capture only")
+    # from the capture's start to the end of step 2's copy; from there to the end of step 6, lost
+    assert _kept(a) == {"gpus_listed": 1, "survived_us": STEP_US + 150, "lost_after_cut_us": 4 * STEP_US + 9_350}
+    assert [s.step for s in r.per_step] == [1]
+    (d,) = r.devices
+    assert d.window_us == STEP_RUN_US
+    assert d.gpu_idle_fraction == pytest.approx(1 - _step_busy_us() / STEP_RUN_US, abs=1e-6)
+
+
+def test_a_stream_busy_once_a_step_is_not_taken_for_a_lost_one(tmp_path):
+    """The control: the copy stream falls silent for most of every step. Cut after step 4's last kernel, the record
+    ends there; the copy stream's silence after step 4's copy is shorter than those between its copies: nothing of it
+    was lost, the record is trusted up to its last kernel (not its last copy), and every step before has all its
+    work."""
+    t, compute, copies = _buffered_trace()
+    record = [e for i in range(6) for e in copies[i] + compute[i]]
+    path = _write_cut(t, record, compute[3][-1], tmp_path / "cut.json.gz")
+    a = ta.analyze(path, ta.Options(cache=False, find_logs_beside=False))
+    (r,) = a.ranks
+    kept = 3 * STEP_US + 200 + (KERNELS - 1) * 1000 + KERNEL_US
+    assert _kept(a) == {"gpus_listed": 1, "survived_us": kept, "lost_after_cut_us": 5 * STEP_US + STEP_RUN_US - kept}
+    assert [s.step for s in r.per_step] == [1, 2, 3]  # step 4 runs on after its last kernel: not whole
+    assert all(s.gpu_busy_us == _step_busy_us() for s in r.per_step)
+    (d,) = r.devices
+    assert d.gpu_idle_fraction == pytest.approx(1 - 3 * _step_busy_us() / (2 * STEP_US + STEP_RUN_US), abs=1e-6)
