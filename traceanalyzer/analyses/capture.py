@@ -162,7 +162,8 @@ def _stream_ends(start: np.ndarray, end: np.ndarray, streams: tuple[np.ndarray, 
     it); the stretch then starts with its first event. One silent as long before the stretch ends lost its tail:
     the stretch ends with its last event. Judged once, on the stretch as found (judged again on a narrowed one, a
     stream's own quiet stretches would narrow it on and on), the busiest stream first; a stream whose cut would leave
-    less than `least` of the stretch is left out (its loss, smaller than the busier streams', stays in it)."""
+    nothing (its record and a busier stream's do not meet) is left out: its loss, smaller than the busier streams',
+    stays in the figures."""
     inside = (start >= a) & (end <= b) & (streams[0] >= 0)
     if not inside.any():
         return a, b
@@ -182,9 +183,10 @@ def _stream_ends(start: np.ndarray, end: np.ndarray, streams: tuple[np.ndarray, 
         if lost_head or lost_tail:
             busy = int((e[h:t] - s[h:t]).sum())
             cuts.append((busy, int(s[h]) if lost_head else a, int(reach[-1]) if lost_tail else b))
-    # the busiest stream first; one whose cut would leave less than a hole's length is left out
+    # the busiest stream first; one whose cut would leave nothing (its record and a busier one's do not meet) is
+    # left out
     for _, lo, hi in sorted(cuts, key=lambda c: -c[0]):
-        if min(b, hi) - max(a, lo) >= least:
+        if min(b, hi) > max(a, lo):
             a, b = max(a, lo), min(b, hi)
     return a, b
 

@@ -337,7 +337,7 @@ FIGURES: dict[str, str] = {
         "included. The record is trusted in the first stretch between holes at least that long, narrowed to each "
         "GPU stream's own record: a stream silent that long after the stretch starts (or before it ends), longer "
         "than between any two of its events there, lost its head (tail), and the stretch starts (ends) with its "
-        "first (last) event, the busiest stream first, one that would leave less than a hole's length left out. "
+        "first (last) event, the busiest stream first, one that would leave nothing left out. "
         "Everything outside the stretch is out of every figure and of the verdict: steps not inside it are dropped "
         "(without any, the step overlapping it most is cut to it), every window is cut to it, and the note and the "
         "headline say how much of the capture was kept and lost (`survived_us`, `lost_before_us`, "
