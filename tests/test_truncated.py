@@ -289,8 +289,8 @@ def _kept(a: ta.Analysis) -> dict[str, float]:
 def test_buffers_lost_at_the_start_and_end_leave_the_stretch_between(tmp_path):
     """Steps 3-4's record written first, then steps 5-6's, then steps 1-2's (Kineto hands buffers over as they
     fill, not in time order); the file is cut after step 5's record: steps 1-2 and 6 are lost. The record is trusted
-    from its first surviving event (step 3's copy call) to its last (step 5's last kernel): the one step inside that
-    stretch is step 4, the figures are its own."""
+    from the first GPU work launched after the hole (step 3's copy; work launched in the hole could run past it) to
+    its last event (step 5's last kernel): the one step inside that stretch is step 4, the figures are its own."""
     t, compute, copies = _buffered_trace()
     order = [2, 3, 4, 5, 0, 1]
     record = [e for i in order for e in copies[i] + compute[i]]
@@ -299,7 +299,7 @@ def test_buffers_lost_at_the_start_and_end_leave_the_stretch_between(tmp_path):
     (r,) = a.ranks
     c = r.capture
     assert c is not None and not c.gpu_events_lost
-    kept_from_us, cut_us = 2 * STEP_US + 90, 4 * STEP_US + 200 + (KERNELS - 1) * 1000 + KERNEL_US
+    kept_from_us, cut_us = 2 * STEP_US + 100, 4 * STEP_US + 200 + (KERNELS - 1) * 1000 + KERNEL_US
     assert c.note == (f"GPU events partly lost to truncation: the CUDA record is complete for "
                       f"{(cut_us - kept_from_us) / 1000:.1f} ms of the capture only, from {kept_from_us / 1000:.1f} ms "
                       f"into it; the {kept_from_us / 1000:.1f} ms before and the "
@@ -351,3 +351,37 @@ def test_a_stream_busy_once_a_step_is_not_taken_for_a_lost_one(tmp_path):
     assert all(s.gpu_busy_us == _step_busy_us() for s in r.per_step)
     (d,) = r.devices
     assert d.gpu_idle_fraction == pytest.approx(1 - 3 * _step_busy_us() / (2 * STEP_US + STEP_RUN_US), abs=1e-6)
+
+
+def test_work_launched_in_a_lost_buffer_is_out_of_the_stretch(tmp_path):
+    """The host runs 15 ms (1.5 steps) ahead of the GPU; the runtime calls and the GPU work are written in buffers
+    of their own (runtime calls of steps 3-6, the work they launched, then steps 1-2's): cut after the first two,
+    steps 1-2's calls and work are lost. The work running when the surviving calls start was launched in the
+    hole: the GPU's record is whole only from the first work launched after it (step 3's first kernel, 15 ms
+    later), so the steps are 5 and 6, and the lost kernels of step 2 (running in step 4) are out of the figures."""
+    lag = 15_000
+    t, _, _ = _buffered_trace()
+    calls: dict[int, list[dict]] = {}
+    work: dict[int, list[dict]] = {}
+    host = t.events
+    for i in range(6):
+        t.events = []
+        start = T0 + i * STEP_US
+        for k in range(KERNELS):
+            t.launched(start + 150 + k * 1100, 20, start + 150 + k * 1100 + lag, KERNEL_US)
+        work[i] = [e for e in t.events if e["cat"] == "kernel"]
+        calls[i] = [e for e in t.events if e["cat"] != "kernel"]
+    t.events = host
+    record = ([e for i in range(2, 6) for e in calls[i]] + [e for i in range(2, 6) for e in work[i]]
+              + [e for i in range(2) for e in calls[i] + work[i]])
+    path = _write_cut(t, record, work[5][-1], tmp_path / "cut.json.gz")
+    a = ta.analyze(path, ta.Options(cache=False, find_logs_beside=False))
+    (r,) = a.ranks
+    first_kept = 2 * STEP_US + 150 + lag
+    assert _kept(a)["lost_before_us"] == first_kept
+    assert [s.step for s in r.per_step] == [5, 6]
+    (d,) = r.devices
+    assert d.window_start_ns == (T0 + 4 * STEP_US) * 1000 and d.window_us == STEP_US + STEP_RUN_US
+    # in the window: step 3's kernels from 350 us of its 5th on, step 4's 8, step 5's first 4
+    busy = 350 + 3 * KERNEL_US + 8 * KERNEL_US + 4 * KERNEL_US
+    assert d.gpu_idle_fraction == pytest.approx(1 - busy / (STEP_US + STEP_RUN_US), abs=1e-6)

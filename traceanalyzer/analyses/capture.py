@@ -11,11 +11,12 @@ the capture: at its start, in its middle, at its end. In a truncated file, the C
 and GPU work) has a hole wherever a stretch at least CUT_HOLE_MIN_SHARE of the capture long holds none of
 it while the host (whose events all survived) started operators (before the record's first event and after
 its last one too). The record is trusted in the first stretch between holes at least a hole long (from its
-start up to its first hole), [`kept_from_ns`, `cut_ns`), narrowed to each GPU stream's own record: a stream
-silent for at least a hole's length after the stretch starts (or before it ends), longer than between any two
-of its events there, lost its head (tail), and the stretch starts (ends) with its first (last) event; a
-kernel's record can be in another buffer than its launch's, as it completes long after it when the host
-runs ahead. Everything outside the stretch is out of every figure: steps not inside it are dropped (without
+start up to its first hole), [`kept_from_ns`, `cut_ns`); after a hole, from the first GPU work launched inside
+it (work running as it starts was launched in the hole, where its record was lost: a kernel's record can be in
+another buffer than its launch's, as it completes long after it when the host runs ahead); narrowed to each GPU
+stream's own record: a stream silent for at least a hole's length after the stretch starts (or before it ends),
+longer than its own quiet times, lost its head (tail), and the stretch starts (ends) with its first (last)
+event (`_stream_ends`). Everything outside the stretch is out of every figure: steps not inside it are dropped (without
 any, the step overlapping it most is cut to it), every window is cut to it (`survived_steps`,
 `survived_window`).
 """
@@ -26,10 +27,12 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from .. import intervals as iv
 from .. import timeline as T
 from ..timeline import Timeline
+from . import figures as F
 from .figures import Steps, Window
 
 # CUDA / HIP runtime and driver calls (other accelerators' runtimes, e.g. MTIA's, launch no GPU work).
@@ -118,7 +121,11 @@ def capture_figures(tl: Timeline, rank: int) -> CaptureFigures:
         # the GPU stream of each event of the record (device -1: a runtime call)
         device, stream = (ev[c].to_numpy()[record].astype(np.int64) for c in ("device", "stream"))
         keys = (np.where(work[record], device, -1), stream)
-        span = kept_span(ts[record], ends[record], np.sort(ts[ops]), host_start, host_end, keys)
+        st = F.steps(tl, rank)
+        longest_step = int((st.end_ns - st.start_ns).max()) if len(st) else None
+        launched = _launch_times(ev, work, record)
+        span = kept_span(ts[record], ends[record], np.sort(ts[ops]), host_start, host_end, keys, longest_step,
+                         launched)
     return CaptureFigures(
         gpus_listed=int(info.gpus_listed), truncated=truncated,
         launches=int(runtime.sum()), gpu_events=int(on_gpu.sum()),
@@ -127,8 +134,30 @@ def capture_figures(tl: Timeline, rank: int) -> CaptureFigures:
         kept_from_ns=span[0] if span and host_start is not None and span[0] > host_start else None)
 
 
+_NO_LAUNCH = np.iinfo(np.int64).min
+
+
+def _launch_times(ev: pd.DataFrame, work: np.ndarray, record: np.ndarray) -> np.ndarray:
+    """For each event of the record (`record` of the rank's events `ev`): when the runtime call that launched it
+    started, for GPU work whose launch is in the record (same correlation id); _NO_LAUNCH for the others."""
+    corr = ev["correlation"].to_numpy()
+    ts = ev["ts_ns"].to_numpy()
+    calls = record & ~work & (corr != -1)
+    order = np.argsort(corr[calls], kind="stable")
+    call_corr, call_ts = corr[calls][order], ts[calls][order]
+    out = np.full(int(record.sum()), _NO_LAUNCH, dtype=np.int64)
+    mine = work[record] & (corr[record] != -1)
+    if not len(call_corr) or not mine.any():
+        return out
+    at = np.minimum(np.searchsorted(call_corr, corr[record][mine]), len(call_corr) - 1)
+    found = call_corr[at] == corr[record][mine]
+    out[np.flatnonzero(mine)[found]] = call_ts[at[found]]
+    return out
+
+
 def kept_span(start: np.ndarray, end: np.ndarray, op_starts: np.ndarray, host_start: int, host_end: int,
-              streams: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[int, int] | None:
+              streams: tuple[np.ndarray, np.ndarray] | None = None, longest_step: int | None = None,
+              launched: np.ndarray | None = None) -> tuple[int, int] | None:
     """The stretch [from, to) in which a truncated file's CUDA record (`start`, `end`: its runtime calls and GPU
     work; `streams`: each event's stream, as two key columns) is trusted whole: the first one at least a hole long
     between holes (stretches of at least CUT_HOLE_MIN_SHARE of the host's capture in which a host operator starts,
@@ -148,22 +177,30 @@ def kept_span(start: np.ndarray, end: np.ndarray, op_starts: np.ndarray, host_st
     long_enough = np.flatnonzero(seg_hi - seg_lo >= least)
     best = int(long_enough[0]) if len(long_enough) else int(np.argmax(seg_hi - seg_lo))
     a, b = int(seg_lo[best]), int(seg_hi[best])
+    if launched is not None and a > first:
+        # after a hole: the GPU work running as the stretch starts was launched in the hole, with the record lost
+        # there; the GPU's record is whole from the first work launched inside the stretch on
+        inside = launched >= a
+        if inside.any():
+            a = min(max(a, int(start[inside].min())), b)
     if streams is not None:
-        a, b = _stream_ends(start, end, streams, a, b, least)
+        a, b = _stream_ends(start, end, streams, a, b, least, longest_step)
     return (a, b) if len(holes) or b < last or a > first else None
 
 
 def _stream_ends(start: np.ndarray, end: np.ndarray, streams: tuple[np.ndarray, np.ndarray], a: int, b: int,
-                 least: float) -> tuple[int, int]:
+                 least: float, longest_step: int | None = None) -> tuple[int, int]:
     """The stretch [a, b) once every GPU stream's lost head and tail are out (`streams`: device and stream of each
     event, device -1 for a runtime call, which is not judged). A stream with two events or more in the stretch,
-    silent for at least `least` after the stretch starts and longer than between any two of its events there, lost
-    its head (its record starts late: a kernel's record can be in another buffer than its launch's, written after
-    it); the stretch then starts with its first event. One silent as long before the stretch ends lost its tail:
-    the stretch ends with its last event. Judged once, on the stretch as found (judged again on a narrowed one, a
-    stream's own quiet stretches would narrow it on and on), the busiest stream first; a stream whose cut would leave
-    nothing (its record and a busier stream's do not meet) is left out: its loss, smaller than the busier streams',
-    stays in the figures."""
+    silent for at least `least` after the stretch starts, lost its head (its record starts late: a kernel's record
+    can be in another buffer than its launch's, written after it) when that silence is longer than its own quiet
+    times: the silences between its events there when these span half the stretch or more, else the longest step
+    (`longest_step`; a stream busy in one burst a step is silent most of a step; without steps such a stream is not
+    judged). The stretch then starts with its first event; a stream silent as long before the stretch ends lost its
+    tail, and the stretch ends with its last event. Judged once, on the stretch as found (judged again on a narrowed
+    one, a stream's own quiet stretches would narrow it on and on), the busiest stream first; a stream whose cut
+    would leave nothing (its record and a busier stream's do not meet) is left out: its loss, smaller than the
+    busier streams', stays in the figures."""
     inside = (start >= a) & (end <= b) & (streams[0] >= 0)
     if not inside.any():
         return a, b
@@ -175,11 +212,16 @@ def _stream_ends(start: np.ndarray, end: np.ndarray, streams: tuple[np.ndarray, 
     cuts = []  # (busy time, where its head makes the stretch start, where its tail makes it end)
     for h, t in zip(heads, np.r_[heads[1:], len(g)]):  # a loop over streams (a few), not events
         if t - h < 2:
-            continue  # one event: no silence of its own to compare with
+            continue  # one event: no rhythm of its own
         reach = np.maximum.accumulate(e[h:t])  # how far the stream's events reach so far
-        between = int((s[h + 1:t] - reach[:-1]).max())
+        if 2 * (int(reach[-1]) - int(s[h])) >= b - a:
+            quiet = int((s[h + 1:t] - reach[:-1]).max())  # its events span half the stretch: its own rhythm
+        elif longest_step is not None:
+            quiet = longest_step
+        else:
+            continue
         head, tail = int(s[h]) - a, b - int(reach[-1])
-        lost_head, lost_tail = head >= least and head > between, tail >= least and tail > between
+        lost_head, lost_tail = head >= least and head > quiet, tail >= least and tail > quiet
         if lost_head or lost_tail:
             busy = int((e[h:t] - s[h:t]).sum())
             cuts.append((busy, int(s[h]) if lost_head else a, int(reach[-1]) if lost_tail else b))
