@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import traceanalyzer as ta
+from tests import cut_truth
 from tests.conftest import CORPUS, corpus_path
 from tests.kineto_builder import KinetoTrace
 
@@ -385,3 +386,49 @@ def test_work_launched_in_a_lost_buffer_is_out_of_the_stretch(tmp_path):
     # in the window: step 3's kernels from 350 us of its 5th on, step 4's 8, step 5's first 4
     busy = 350 + 3 * KERNEL_US + 8 * KERNEL_US + 4 * KERNEL_US
     assert d.gpu_idle_fraction == pytest.approx(1 - busy / (STEP_US + STEP_RUN_US), abs=1e-6)
+
+
+# --- real traces cut at 40, 60 and 80% of their gzip bytes, against the truth of their raw events ---------------
+CUT_TRACES = ("hta_trace_diff/control.json.gz", "hta_trace_diff/test.json.gz", "hta_nccl/nccl_data.json.gz",
+              "hta_negq/rank0.json.gz", "hta_ns_resolution/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz",
+              "hta_df_index_resolver/df_index_resolver.json.gz", "tl_mi300_resnet_ckpt/resnet_act_checkpoint.json.gz")
+
+
+def _cut_against_truth(tmp_path: Path, name: str, fraction: float) -> list[tuple[float, cut_truth.CutTruth]]:
+    """Each surviving device's idle share and the truth over its window (tests/cut_truth.py: the whole trace's
+    events, read apart from the package), for `name` cut at `fraction` of its gzip bytes."""
+    packed = (corpus_path() / name).read_bytes()
+    cut = cut_truth.gzip_cut(packed, fraction)
+    path = tmp_path / "cut.json.gz"
+    path.write_bytes(cut)
+    a = ta.analyze(path, ta.Options(cache=False, find_logs_beside=False))
+    whole = gzip.decompress(packed)
+    out = []
+    for r in a.ranks:
+        assert r.devices or (r.capture is not None and r.capture.gpu_events_lost)
+        for d in r.devices:
+            lo = d.window_start_ns / 1000
+            out.append((d.gpu_idle_fraction, cut_truth.cut_truth(whole, cut, d.index, lo, lo + d.window_us)))
+    return out
+
+
+@pytest.mark.slow
+def test_the_control_trace_cut_at_60_percent(tmp_path):
+    """The known case: HTA's trace_diff control trace cut at 60% lost its first buffer (the capture's first 29 ms
+    of GPU work); its idle was 0.55 over a window starting in that hole, 0.23 in truth there. The figures now
+    speak of a window whose GPU work all survived, and match the truth there."""
+    ((ours, truth),) = _cut_against_truth(tmp_path, "hta_trace_diff/control.json.gz", 0.6)
+    assert truth.lost_share == 0
+    assert ours == pytest.approx(truth.idle, abs=0.005)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", CUT_TRACES)
+def test_real_traces_cut_report_the_idle_of_the_window_that_survived(tmp_path, name):
+    checked = 0
+    for fraction in (0.4, 0.6, 0.8):
+        for ours, truth in _cut_against_truth(tmp_path, name, fraction):
+            assert truth.lost_share <= 0.1, (name, fraction)  # the window's GPU work survived (nearly all)
+            assert ours == pytest.approx(truth.idle, abs=0.1), (name, fraction)
+            checked += 1
+    assert checked >= 1

@@ -10,9 +10,11 @@ import zlib
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from workers_builder import COMPUTE_US, SLOW, STEPS, TWIN, workers_trace, write_workers_trace
 
 import traceanalyzer as ta
+from traceanalyzer.commands import main
 from traceanalyzer.diagnosis.thresholds import WORKER_STRAGGLER_COMPUTE_FACTOR
 from traceanalyzer.formats.workers import metadata_names, worker_numbers
 
@@ -186,3 +188,31 @@ def test_a_cut_worker_file_keeps_its_optimizer_steps(tmp_path: Path, packed: boo
     assert "step args" not in " ".join(a.inputs[0].warnings)
     # two optimizer events a step; the cut lost the file's last event, worker 3's last optimizer_zero_grad
     assert [r.steps for r in a.job.workers] == [2 * STEPS] * 3 + [2 * STEPS - 1]  # type: ignore[union-attr]
+
+
+def test_step_args_of_a_file_too_large_to_decode_again_are_said(tmp_path: Path, monkeypatch) -> None:
+    from traceanalyzer.formats import workers
+
+    monkeypatch.setattr(workers, "MAX_STEP_ARGS_BYTES", 1000)
+    path = tmp_path / "stepped.json"
+    path.write_text(json.dumps(_stepped_trace()))
+    a = ta.analyze(path, ta.Options(cache=False))
+    assert "step args not read (the file is above 0 MB decompressed)" in " ".join(a.inputs[0].warnings)
+    assert [r.steps for r in a.job.workers] == [2 * STEPS] * 4  # type: ignore[union-attr]
+
+
+def test_hostile_events_with_step_args_are_no_internal_error(tmp_path: Path) -> None:
+    """Pids and times no reader keeps, beside the job's events: skipped; the workers keep their steps."""
+    trace = _stepped_trace()
+    trace["traceEvents"] += [
+        {"name": "x", "ph": "X", "pid": 2**70, "tid": 1, "ts": 1, "dur": 1, "args": {"step": 1}},
+        {"name": "x", "ph": "X", "pid": 0, "tid": 1, "ts": 1e300, "dur": 1, "args": {"step": 1}},
+        {"name": "x", "ph": "X", "pid": 0, "tid": 1, "ts": 5, "dur": -3, "args": {"iteration": 1}},
+        {"name": "x", "ph": "X", "pid": 0, "tid": 1, "ts": "5", "dur": 1, "args": {"step": 1}},
+    ]
+    path = tmp_path / "hostile.json"
+    path.write_text(json.dumps(trace))
+    result = CliRunner().invoke(main, ["report", str(path), "-o", str(tmp_path / "r.json"), "--format", "json", "-q"])
+    assert result.exit_code == 0, result.output
+    a = ta.analyze(path, ta.Options(cache=False))
+    assert [r.steps for r in a.job.workers] == [STEPS] * 4  # type: ignore[union-attr]

@@ -13,7 +13,8 @@ they are read here from the file, only when the first two conditions already hol
 Such files give each event its step in args (`"args": {"step": 3}`, or `iteration`): a worker's steps are then
 its step numbers, each a step span from the first to the last end of the worker's events of that number
 (`step_spans`), added to the worker's events as step markers. A number that is not a whole number from 0 to
-2^31 - 1 is skipped and counted in the note; a file that does not decode whole (cut off) gives no step spans.
+2^31 - 1 is skipped and counted in the note; a file that does not decode whole (cut off) gives no step spans, nor
+one above MAX_STEP_ARGS_BYTES decompressed (said in the note: decoding it again would hold it in memory twice).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ MAX_METADATA_EVENTS = 20_000  # metadata events looked at, at most
 MAX_PID_AS_RANK = 1 << 16  # pids below this (and distinct) may be the workers' rank numbers
 STEP_ARGS = ("step", "iteration")  # the args that give an event's step number, the first present
 MAX_STEP = 2**31 - 1  # a step number beyond int32 is not one
+MAX_STEP_ARGS_BYTES = 512 * 1024**2  # a file above this is not decoded again for its step args (memory)
 
 
 @dataclass(frozen=True)
@@ -196,7 +198,11 @@ def split_workers(tl: Timeline, path: Path, options: ReadOptions) -> Timeline:
         events["kind"] = pd.Categorical(kinds, categories=T.EVENT_KINDS)
     taken = f"; {int(other.sum())} events of categories not recognised taken as their host work" if other.any() else ""
     stepped = ""
-    spans = step_spans(data) if not (ev["kind"] == T.STEP).any() else None  # markers, when there are, are the steps
+    spans = None
+    if len(data) > MAX_STEP_ARGS_BYTES:
+        stepped = f"; step args not read (the file is above {MAX_STEP_ARGS_BYTES >> 20} MB decompressed)"
+    elif not (ev["kind"] == T.STEP).any():  # markers, when there are, are the steps
+        spans = step_spans(data)
     if spans is not None:
         events, kept = _with_step_spans(events, spans, np.asarray(pids, dtype=np.int64))
         if kept:
