@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import gzip
 import json
+import zlib
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import traceanalyzer as ta
+from tests import cut_truth
 from tests.conftest import CORPUS, corpus_path
 from tests.kineto_builder import KinetoTrace
 
@@ -230,3 +232,235 @@ def test_gzip_cut_at_60_percent_reports_the_window_that_survived(tmp_path):
     # nothing after the cut: no gap longer than the window, no step beyond it
     assert d.gaps.largest_us <= d.window_us and all(s.start_us * 1000 < d.window_us * 1000 for s in r.per_step)
     assert "The file was cut: these figures cover the " in a.diagnosis.headline
+
+
+# --- a record written buffer by buffer, not in time order, cut at a known event --------------------------------
+STEP_US, STEP_RUN_US, KERNELS, KERNEL_US = 10_000, 9_500, 8, 800
+T0 = 1_000_000
+
+
+def _buffered_trace(steps: int = 6) -> tuple[KinetoTrace, dict[int, list[dict]], dict[int, list[dict]]]:
+    """`steps` steps of host operators; each launches KERNELS kernels on stream 7 and makes one host-to-device copy
+    on stream 9 (a stream busy once a step, as a data copy stream is). The host's events are the trace's events;
+    the GPU record (runtime calls and GPU work) of each step is returned apart, compute and copies, for the test to
+    write in the order it wants."""
+    t = KinetoTrace()
+    compute: dict[int, list[dict]] = {}
+    copies: dict[int, list[dict]] = {}
+    for i in range(steps):
+        start = T0 + i * STEP_US
+        t.host(f"ProfilerStep#{i + 1}", start, STEP_RUN_US, cat="user_annotation")
+        t.host("aten::mm", start + 10, STEP_RUN_US - 20)
+    host_events, t.events = t.events, []
+    for i in range(steps):
+        start = T0 + i * STEP_US
+        t.copy(start + 90, 10, start + 100, 50, name="Memcpy HtoD (Pinned -> Device)", stream=9)
+        copies[i] = t.events[-2:]
+        t.events = []
+        for k in range(KERNELS):
+            t.launched(start + 150 + k * 1000, 20, start + 200 + k * 1000, KERNEL_US)
+        compute[i] = t.events
+        t.events = []
+    t.events = host_events
+    return t, compute, copies
+
+
+def _write_cut(t: KinetoTrace, record: list[dict], last_kept: dict, path: Path) -> Path:
+    """The trace with `record` written after the host's events, as a gzip cut just after `last_kept` (the stream is
+    flushed there and never finished, as a process killed while writing leaves it)."""
+    t.events = t.events + record
+    text = json.dumps(t.document()).encode()
+    mark = json.dumps(last_kept).encode()
+    at = text.index(mark) + len(mark)
+    packer = zlib.compressobj(6, zlib.DEFLATED, 31)
+    path.write_bytes(packer.compress(text[:at + 2]) + packer.flush(zlib.Z_SYNC_FLUSH))
+    return path
+
+
+def _step_busy_us() -> int:
+    return KERNELS * KERNEL_US + 50
+
+
+def _kept(a: ta.Analysis) -> dict[str, float]:
+    """The capture finding's figures: how much of the capture survived, was lost before it and after it (us)."""
+    (f,) = [f for f in a.diagnosis.findings if f.id == "capture_incomplete"]
+    return f.figures
+
+
+def test_buffers_lost_at_the_start_and_end_leave_the_stretch_between(tmp_path):
+    """Steps 3-4's record written first, then steps 5-6's, then steps 1-2's (Kineto hands buffers over as they
+    fill, not in time order); the file is cut after step 5's record: steps 1-2 and 6 are lost. The record is trusted
+    from the first GPU work launched after the hole (step 3's copy; work launched in the hole could run past it) to
+    its last event (step 5's last kernel): the one step inside that stretch is step 4, the figures are its own."""
+    t, compute, copies = _buffered_trace()
+    order = [2, 3, 4, 5, 0, 1]
+    record = [e for i in order for e in copies[i] + compute[i]]
+    path = _write_cut(t, record, compute[4][-1], tmp_path / "cut.json.gz")
+    a = ta.analyze(path, ta.Options(cache=False, find_logs_beside=False))
+    (r,) = a.ranks
+    c = r.capture
+    assert c is not None and not c.gpu_events_lost
+    kept_from_us, cut_us = 2 * STEP_US + 100, 4 * STEP_US + 200 + (KERNELS - 1) * 1000 + KERNEL_US
+    assert c.note == (f"GPU events partly lost to truncation: the CUDA record is complete for "
+                      f"{(cut_us - kept_from_us) / 1000:.1f} ms of the capture only, from {kept_from_us / 1000:.1f} ms "
+                      f"into it; the {kept_from_us / 1000:.1f} ms before and the "
+                      f"{(5 * STEP_US + STEP_RUN_US - cut_us) / 1000:.1f} ms after are out of every figure and of the "
+                      f"verdict, which speak of the window that survived")
+    assert _kept(a) == {"gpus_listed": 1, "survived_us": cut_us - kept_from_us, "lost_before_us": kept_from_us,
+                        "lost_after_cut_us": 5 * STEP_US + STEP_RUN_US - cut_us}
+    assert [s.step for s in r.per_step] == [4] and r.steps == 1
+    (d,) = r.devices
+    assert d.window_start_ns == (T0 + 3 * STEP_US) * 1000 and d.window_us == STEP_RUN_US
+    assert d.gpu_idle_fraction == pytest.approx(1 - _step_busy_us() / STEP_RUN_US, abs=1e-6)
+    assert d.gaps.largest_us == STEP_RUN_US - 200 - KERNELS * 1000 + (1000 - KERNEL_US)  # none made of lost buffers
+    assert "The file was cut: these figures cover the 27.9 ms that survived whole; the 31.6 ms around it are " \
+           "out of them." in a.diagnosis.headline
+
+
+def test_a_stream_whose_buffers_were_lost_ends_the_window_there(tmp_path):
+    """Every step's compute record survives, but the copy stream's record after step 2's copy was in the part the cut
+    lost: after the copy stream's last surviving event the device's busy time is unknown (the copies of steps 3-6
+    are missing), and the window ends there: step 1, the one step before it."""
+    t, compute, copies = _buffered_trace()
+    record = [e for i in range(6) for e in compute[i]] + [e for i in range(6) for e in copies[i]]
+    path = _write_cut(t, record, copies[1][-1], tmp_path / "cut.json.gz")
+    a = ta.analyze(path, ta.Options(cache=False, find_logs_beside=False))
+    (r,) = a.ranks
+    assert r.capture.note.startswith("GPU events partly lost to truncation: the CUDA record is complete for the "
+                                     f"first {(STEP_US + 150) / 1000:.1f} ms of the capture only")
+    # from the capture's start to the end of step 2's copy; from there to the end of step 6, lost
+    assert _kept(a) == {"gpus_listed": 1, "survived_us": STEP_US + 150, "lost_after_cut_us": 4 * STEP_US + 9_350}
+    assert [s.step for s in r.per_step] == [1]
+    (d,) = r.devices
+    assert d.window_us == STEP_RUN_US
+    assert d.gpu_idle_fraction == pytest.approx(1 - _step_busy_us() / STEP_RUN_US, abs=1e-6)
+
+
+def test_a_stream_busy_once_a_step_is_not_taken_for_a_lost_one(tmp_path):
+    """The control: the copy stream falls silent for most of every step. Cut after step 4's last kernel, the record
+    ends there; the copy stream's silence after step 4's copy is shorter than those between its copies: nothing of it
+    was lost, the record is trusted up to its last kernel (not its last copy), and every step before has all its
+    work."""
+    t, compute, copies = _buffered_trace()
+    record = [e for i in range(6) for e in copies[i] + compute[i]]
+    path = _write_cut(t, record, compute[3][-1], tmp_path / "cut.json.gz")
+    a = ta.analyze(path, ta.Options(cache=False, find_logs_beside=False))
+    (r,) = a.ranks
+    kept = 3 * STEP_US + 200 + (KERNELS - 1) * 1000 + KERNEL_US
+    assert _kept(a) == {"gpus_listed": 1, "survived_us": kept, "lost_after_cut_us": 5 * STEP_US + STEP_RUN_US - kept}
+    assert [s.step for s in r.per_step] == [1, 2, 3]  # step 4 runs on after its last kernel: not whole
+    assert all(s.gpu_busy_us == _step_busy_us() for s in r.per_step)
+    (d,) = r.devices
+    assert d.gpu_idle_fraction == pytest.approx(1 - 3 * _step_busy_us() / (2 * STEP_US + STEP_RUN_US), abs=1e-6)
+
+
+def test_work_launched_in_a_lost_buffer_is_out_of_the_stretch(tmp_path):
+    """The host runs 15 ms (1.5 steps) ahead of the GPU; the runtime calls and the GPU work are written in buffers
+    of their own (runtime calls of steps 3-6, the work they launched, then steps 1-2's): cut after the first two,
+    steps 1-2's calls and work are lost. The work running when the surviving calls start was launched in the
+    hole: the GPU's record is whole only from the first work launched after it (step 3's first kernel, 15 ms
+    later), so the steps are 5 and 6, and the lost kernels of step 2 (running in step 4) are out of the figures."""
+    lag = 15_000
+    t, _, _ = _buffered_trace()
+    calls: dict[int, list[dict]] = {}
+    work: dict[int, list[dict]] = {}
+    host = t.events
+    for i in range(6):
+        t.events = []
+        start = T0 + i * STEP_US
+        for k in range(KERNELS):
+            t.launched(start + 150 + k * 1100, 20, start + 150 + k * 1100 + lag, KERNEL_US)
+        work[i] = [e for e in t.events if e["cat"] == "kernel"]
+        calls[i] = [e for e in t.events if e["cat"] != "kernel"]
+    t.events = host
+    record = ([e for i in range(2, 6) for e in calls[i]] + [e for i in range(2, 6) for e in work[i]]
+              + [e for i in range(2) for e in calls[i] + work[i]])
+    path = _write_cut(t, record, work[5][-1], tmp_path / "cut.json.gz")
+    a = ta.analyze(path, ta.Options(cache=False, find_logs_beside=False))
+    (r,) = a.ranks
+    first_kept = 2 * STEP_US + 150 + lag
+    assert _kept(a)["lost_before_us"] == first_kept
+    assert [s.step for s in r.per_step] == [5, 6]
+    (d,) = r.devices
+    assert d.window_start_ns == (T0 + 4 * STEP_US) * 1000 and d.window_us == STEP_US + STEP_RUN_US
+    # in the window: step 3's kernels from 350 us of its 5th on, step 4's 8, step 5's first 4
+    busy = 350 + 3 * KERNEL_US + 8 * KERNEL_US + 4 * KERNEL_US
+    assert d.gpu_idle_fraction == pytest.approx(1 - busy / (STEP_US + STEP_RUN_US), abs=1e-6)
+
+
+# --- real traces cut at 40, 60 and 80% of their gzip bytes, against the truth of their raw events ---------------
+CUT_TRACES = ("hta_trace_diff/control.json.gz", "hta_trace_diff/test.json.gz", "hta_nccl/nccl_data.json.gz",
+              "hta_negq/rank0.json.gz", "hta_ns_resolution/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz",
+              "hta_df_index_resolver/df_index_resolver.json.gz", "tl_mi300_resnet_ckpt/resnet_act_checkpoint.json.gz")
+
+
+def _cut_against_truth(tmp_path: Path, name: str, fraction: float) -> list[tuple[float, cut_truth.CutTruth]]:
+    """Each surviving device's idle share and the truth over its window (tests/cut_truth.py: the whole trace's
+    events, read apart from the package), for `name` cut at `fraction` of its gzip bytes."""
+    packed = (corpus_path() / name).read_bytes()
+    cut = cut_truth.gzip_cut(packed, fraction)
+    path = tmp_path / "cut.json.gz"
+    path.write_bytes(cut)
+    a = ta.analyze(path, ta.Options(cache=False, find_logs_beside=False))
+    whole = gzip.decompress(packed)
+    out = []
+    for r in a.ranks:
+        assert r.devices or (r.capture is not None and r.capture.gpu_events_lost)
+        for d in r.devices:
+            lo = d.window_start_ns / 1000
+            out.append((d.gpu_idle_fraction, cut_truth.cut_truth(whole, cut, d.index, lo, lo + d.window_us)))
+    return out
+
+
+@pytest.mark.slow
+def test_the_control_trace_cut_at_60_percent(tmp_path):
+    """The known case: HTA's trace_diff control trace cut at 60% lost its first buffer (the capture's first 29 ms
+    of GPU work); its idle was 0.55 over a window starting in that hole, 0.23 in truth there. The figures now
+    speak of a window whose GPU work all survived, and match the truth there."""
+    ((ours, truth),) = _cut_against_truth(tmp_path, "hta_trace_diff/control.json.gz", 0.6)
+    assert truth.lost_share == 0
+    assert ours == pytest.approx(truth.idle, abs=0.005)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", CUT_TRACES)
+def test_real_traces_cut_report_the_idle_of_the_window_that_survived(tmp_path, name):
+    checked = 0
+    for fraction in (0.4, 0.6, 0.8):
+        for ours, truth in _cut_against_truth(tmp_path, name, fraction):
+            assert truth.lost_share <= 0.1, (name, fraction)  # the window's GPU work survived (nearly all)
+            assert ours == pytest.approx(truth.idle, abs=0.1), (name, fraction)
+            checked += 1
+    assert checked >= 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("layout,within", [("scrambled", 0.03), ("in order", 0.03), ("copies apart", 0.1)])
+def test_built_trace_cut_after_any_event_reports_what_survived(tmp_path, layout, within):
+    """The built trace, its record written in three layouts, cut after every third event of the record: the idle
+    share is the truth's over the window reported (tests/cut_truth.py) within 0.03, never a window holding more
+    than 5% of lost work. What is left: a loss at the record's end shorter than a hole (the last kernel of the last
+    step), and a stream whose whole record was lost, of which nothing survives (the copies, written apart: within
+    0.1, the copy 50 us of a window one kernel long)."""
+    t, compute, copies = _buffered_trace()
+    if layout == "copies apart":
+        record = [e for i in range(6) for e in compute[i]] + [e for i in range(6) for e in copies[i]]
+    else:
+        order = [2, 3, 4, 5, 0, 1] if layout == "scrambled" else list(range(6))
+        record = [e for i in order for e in copies[i] + compute[i]]
+    host = list(t.events)
+    whole = json.dumps({**t.header, "traceEvents": host + record}).encode()
+    checked = 0
+    for j in range(0, len(record), 3):
+        t.events = list(host)
+        path = _write_cut(t, record, record[j], tmp_path / f"cut{j}.json.gz")
+        a = ta.analyze(path, ta.Options(cache=False, find_logs_beside=False))
+        for r in a.ranks:
+            for d in r.devices:
+                lo = d.window_start_ns / 1000
+                truth = cut_truth.cut_truth(whole, path.read_bytes(), d.index, lo, lo + d.window_us)
+                assert truth.lost_share <= 0.05, j
+                assert d.gpu_idle_fraction == pytest.approx(truth.idle, abs=within), j
+                assert d.gaps.largest_us <= d.window_us
+                checked += 1
+    assert checked >= len(record) // 3 - 2

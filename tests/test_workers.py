@@ -6,12 +6,15 @@ communication and wait per step; the verdict says it rests on host-side events."
 from __future__ import annotations
 
 import json
+import zlib
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from workers_builder import COMPUTE_US, SLOW, STEPS, TWIN, workers_trace, write_workers_trace
 
 import traceanalyzer as ta
+from traceanalyzer.commands import main
 from traceanalyzer.diagnosis.thresholds import WORKER_STRAGGLER_COMPUTE_FACTOR
 from traceanalyzer.formats.workers import metadata_names, worker_numbers
 
@@ -121,3 +124,95 @@ def test_metadata_names_and_numbers() -> None:
     assert worker_numbers([7001, 7002], {7001: "worker 1", 7002: "worker 0"}) == [1, 0]
     assert worker_numbers([5, 9], {}) == [5, 9]
     assert worker_numbers([70_001, 70_002], {}) == [None, None]
+
+
+def _stepped_trace(first_step: int = 1200) -> dict:
+    """The slow-worker job with its events' step args numbered from `first_step`, and a second optimizer event
+    per step (`optimizer_zero_grad`, as frameworks record both): counted by optimizer events, 6 steps."""
+    trace = workers_trace(SLOW)
+    extra = []
+    for e in trace["traceEvents"]:
+        if e.get("ph") == "X":
+            e["args"]["step"] += first_step
+            if e["name"] == "optimizer":
+                extra.append({**e, "name": "optimizer_zero_grad", "dur": 0, "args": dict(e["args"])})
+    trace["traceEvents"] += extra
+    return trace
+
+
+def test_step_args_give_the_workers_steps(tmp_path: Path) -> None:
+    """Step args are the steps (one per number), not the optimizer events (two per step here): each worker has
+    its 3 steps, numbered as the file numbers them, each from its first event to its last."""
+    path = tmp_path / "stepped.json"
+    path.write_text(json.dumps(_stepped_trace()))
+    a = ta.analyze(path)
+    assert [r.rank for r in a.ranks] == [0, 1, 2, 3]
+    for r in a.ranks:
+        assert r.steps == STEPS and [s.step for s in r.per_step] == [1200, 1201, 1202]
+    rows = {r.rank: r for r in a.job.workers}  # type: ignore[union-attr]
+    assert all(r.steps == STEPS for r in rows.values())
+    assert rows[2].compute_us == 23_500 and rows[0].compute_us == 10_000
+    assert [s.rank for s in a.diagnosis.stragglers] == [2]  # type: ignore[union-attr]
+    # worker 0's step 1200: from its forward's start to its optimizer's end (the slowest worker's compute, the two
+    # collectives, then its own optimizer)
+    first = a.ranks[0].per_step[0]
+    assert first.duration_us == 2.35 * 9_000 + 1_000 + 1_000 + 1_000
+    assert "steps from the events' step args (12 step spans)" in " ".join(a.inputs[0].warnings)
+
+
+def test_step_args_that_are_no_step_number_are_counted(tmp_path: Path) -> None:
+    trace = _stepped_trace()
+    odd = [e for e in trace["traceEvents"] if e.get("ph") == "X"][:4]
+    for e, value in zip(odd, ["1200", -1, 2**40, True]):
+        e["args"]["step"] = value
+    path = tmp_path / "odd.json"
+    path.write_text(json.dumps(trace))
+    a = ta.analyze(path)
+    assert all(r.steps == STEPS for r in a.ranks)
+    assert "12 step spans), 4 step args that are no step number skipped" in " ".join(a.inputs[0].warnings)
+
+
+@pytest.mark.parametrize("packed", [False, True])
+def test_a_cut_worker_file_keeps_its_optimizer_steps(tmp_path: Path, packed: bool) -> None:
+    """A file cut off (plain, or a gzip stream cut) does not decode whole: no step spans from its args; it is
+    still split into its workers, the optimizer events counting their steps."""
+    data = json.dumps(_stepped_trace()).encode()
+    path = tmp_path / ("cut.json.gz" if packed else "cut.json")
+    if packed:
+        packer = zlib.compressobj(6, zlib.DEFLATED, 31)
+        path.write_bytes(packer.compress(data[: len(data) - 40]) + packer.flush(zlib.Z_SYNC_FLUSH))
+    else:
+        path.write_bytes(data[: len(data) - 40])
+    a = ta.analyze(path)
+    assert [r.rank for r in a.ranks] == [0, 1, 2, 3]
+    assert "step args" not in " ".join(a.inputs[0].warnings)
+    # two optimizer events a step; the cut lost the file's last event, worker 3's last optimizer_zero_grad
+    assert [r.steps for r in a.job.workers] == [2 * STEPS] * 3 + [2 * STEPS - 1]  # type: ignore[union-attr]
+
+
+def test_step_args_of_a_file_too_large_to_decode_again_are_said(tmp_path: Path, monkeypatch) -> None:
+    from traceanalyzer.formats import workers
+
+    monkeypatch.setattr(workers, "MAX_STEP_ARGS_BYTES", 1000)
+    path = tmp_path / "stepped.json"
+    path.write_text(json.dumps(_stepped_trace()))
+    a = ta.analyze(path, ta.Options(cache=False))
+    assert "step args not read (the file is above 0 MB decompressed)" in " ".join(a.inputs[0].warnings)
+    assert [r.steps for r in a.job.workers] == [2 * STEPS] * 4  # type: ignore[union-attr]
+
+
+def test_hostile_events_with_step_args_are_no_internal_error(tmp_path: Path) -> None:
+    """Pids and times no reader keeps, beside the job's events: skipped; the workers keep their steps."""
+    trace = _stepped_trace()
+    trace["traceEvents"] += [
+        {"name": "x", "ph": "X", "pid": 2**70, "tid": 1, "ts": 1, "dur": 1, "args": {"step": 1}},
+        {"name": "x", "ph": "X", "pid": 0, "tid": 1, "ts": 1e300, "dur": 1, "args": {"step": 1}},
+        {"name": "x", "ph": "X", "pid": 0, "tid": 1, "ts": 5, "dur": -3, "args": {"iteration": 1}},
+        {"name": "x", "ph": "X", "pid": 0, "tid": 1, "ts": "5", "dur": 1, "args": {"step": 1}},
+    ]
+    path = tmp_path / "hostile.json"
+    path.write_text(json.dumps(trace))
+    result = CliRunner().invoke(main, ["report", str(path), "-o", str(tmp_path / "r.json"), "--format", "json", "-q"])
+    assert result.exit_code == 0, result.output
+    a = ta.analyze(path, ta.Options(cache=False))
+    assert [r.steps for r in a.job.workers] == [STEPS] * 4  # type: ignore[union-attr]

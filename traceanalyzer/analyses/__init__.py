@@ -87,16 +87,17 @@ def figures_of(tl: Timeline, min_gap_ns: int = F.DEFAULT_MIN_GAP_NS,
 def rank_figures(tl: Timeline, rank: int, min_gap_ns: int = F.DEFAULT_MIN_GAP_NS,
                  window: F.Window | None = None, causes: bool = True) -> RankAnalysis:
     capture = capture_figures(tl, rank)
-    cut = capture.cut_ns  # a truncated file: what follows the cut is out of every figure
-    markers = survived_steps(F.steps(tl, rank), cut)
+    # a truncated file: what lies outside the stretch whose record survived is out of every figure
+    cut, kept_from = capture.cut_ns, capture.kept_from_ns
+    markers = survived_steps(F.steps(tl, rank), cut, kept_from)
     st, source = find_steps(tl, rank, markers)  # the markers; without them, iterations of repeating work
-    st = survived_steps(st, cut)
+    st = survived_steps(st, cut, kept_from)
     # detected iterations leave the window as it was
-    rank_window = window or survived_window(F.rank_window(tl, rank, markers), cut)
+    rank_window = window or survived_window(F.rank_window(tl, rank, markers), cut, kept_from)
     names = {d.index: d.name for d in tl.devices if d.rank == rank}
     devices = []
     for device in tl.device_indices(rank):
-        w = window or survived_window(F.device_window(tl, rank, device, markers), cut)
+        w = window or survived_window(F.device_window(tl, rank, device, markers), cut, kept_from)
         busy = F.device_busy(tl, rank, device, w)
         idle = F.idle_intervals(tl, rank, device, w, min_gap_ns=0)
         devices.append(DeviceAnalysis(

@@ -55,10 +55,16 @@ def add_capture_findings(rd: RankDiagnosis, ra: RankAnalysis) -> RankDiagnosis:
     figures = {"gpus_listed": float(c.gpus_listed)}
     headline = rd.headline
     if c.cut_ns is not None and c.host_start_ns is not None:  # the verdict speaks of the window that survived
-        kept, lost = max(c.cut_ns - c.host_start_ns, 0), c.lost_after_cut_ns
+        kept, lost = c.kept_ns, c.lost_after_cut_ns
         figures.update(survived_us=round(kept / 1000, 3), lost_after_cut_us=round(lost / 1000, 3))
-        headline = (f"{headline} The file was cut: these figures cover the {duration(kept)} of the capture before "
-                    f"the cut; the {duration(lost)} after it are out of them.")
+        if c.kept_from_ns is None:
+            headline = (f"{headline} The file was cut: these figures cover the {duration(kept)} of the capture "
+                        f"before the cut; the {duration(lost)} after it are out of them.")
+        else:
+            before = c.lost_before_ns
+            figures["lost_before_us"] = round(before / 1000, 3)
+            headline = (f"{headline} The file was cut: these figures cover the {duration(kept)} that survived "
+                        f"whole; the {duration(before + lost)} around it are out of them.")
     finding = Finding(CAPTURE_INCOMPLETE, None, "The capture was cut off: its last GPU activity is missing",
                       "low", 0, 0.0, (note,), ADVICE_CUT, figures=figures)
     return replace(rd, findings=(*findings, finding), headline=headline)

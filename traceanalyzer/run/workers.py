@@ -8,7 +8,8 @@ Per worker (a rank with no GPU work), from its host-side events:
   as waits or bubbles; counted as the union of its lanes (nested or parallel events once);
 * exposed communication: communication with no compute beside it; wait: the worker's span (its first
   event's start to its last event's end) with neither running; so compute + comm + wait = span;
-* steps: its optimizer events (one per training step), else its step markers, else 1.
+* steps: its step markers (ProfilerStep, or the step spans its events' step args give: `formats.workers`),
+  else its optimizer events (one per training step), else 1.
 
 A worker is a straggler when its compute per step is at least WORKER_STRAGGLER_COMPUTE_FACTOR times the
 median worker's: the others wait for it at every collective. `job_workers` is one of the combine's job stages.
@@ -76,7 +77,7 @@ def worker_facts(tl: Timeline, rank: int) -> WorkerFacts | None:
     comm = iv.subtract(iv.union(starts[comm_mask], ends[comm_mask]), compute)
     compute_ns, comm_ns = iv.total(compute), iv.total(comm)
     optimizer_steps = int((work & is_optimizer & ~is_comm).sum())
-    steps = optimizer_steps or int((kinds == T.STEP).sum()) or 1
+    steps = int((kinds == T.STEP).sum()) or optimizer_steps or 1
     return WorkerFacts(compute_ns, comm_ns, max(0, hi - lo - compute_ns - comm_ns), hi - lo, steps)
 
 
