@@ -187,7 +187,11 @@ def straggler_lead(job: JobFigures, speaker: int | None, primary: str, late: tup
               *cause_advice[:2], *advice_for("straggler", framework))
     finding = Finding("straggler", C.COMMUNICATION, f"Rank {s.rank} holds the other ranks up at collectives", "high",
                       wait, 0.0, (s.text, split), advice, figures=q.figures, shares=tuple(q.shares))
-    headline = f"Waiting for a straggler: {s.text}."
+    # the headline: who, how late, and why (its late phase, else its own largest cause); the rest is in s.text
+    why = (f", {duration_text(s.phase_excess_ns or 0)} more than the others {PHASES[s.phase]}" if s.phase else
+           f"; its {cause_label(s.top_cause)} is {duration_text(s.top_cause_ns or 0)} per step" if s.top_cause else "")
+    headline = (f"Waiting for a straggler: rank {s.rank} is late by {duration_text(s.lateness_ns)} per step{why}; "
+                f"the others wait {duration_text(s.caused_wait_ns)} per step for it.")
     note = (f"The job is communication-bound, but its communication is mostly waiting ({split}): the late rank "
             f"{s.rank}, not the transfers, sets the pace.")
     return StragglerLead(headline, note, finding)
