@@ -98,7 +98,7 @@ def name_saving(ra: RankAnalysis, rd: RankDiagnosis, name: str, critical_ns: int
                 per_step: tuple[int, ...]) -> S.Saving | None:
     """What removing `name` (an operator, annotation or Python frame) would save, as savings.py projects a
     cause's saving: from its time on the critical path per steady step; None when it has none."""
-    if critical_ns <= 0 or not ra.devices:
+    if critical_ns <= 0 or not ra.devices or AP.PHASE_NAMES.search(name):  # a phase (forward) is no thing to remove
         return None
     st = ra.spans if ra.spans is not None and len(per_step) == len(ra.spans) else NO_STEPS
     x = np.asarray(per_step if st is not NO_STEPS else (), dtype=np.float64)

@@ -82,6 +82,7 @@ def basis_words(s: Saving) -> str:
     """What a saving is of, in words."""
     if s.basis == WINDOW:
         return "the captured window (no steps)"
+    steps = f"{s.steps} steady step{'s' if s.steps != 1 else ''}"
     if s.basis == MEAN_STEP:
-        return f"the mean step (over {s.steps} steady steps)"
-    return f"the median step (over {s.steps} steady steps)"
+        return f"the mean step (over {steps})"
+    return f"the median step (over {steps})"
