@@ -414,3 +414,27 @@ def test_removing_a_named_annotation_saves_its_idle_time_on_the_critical_path(tm
     line = next(e for e in host.evidence if e.startswith("removing postprocess's time"))
     assert re.search(r"shorten the median step \(over 7 steady steps\) by ≈ \d", line) and "basis:" in line
     assert "limits:" in line
+
+
+def test_removing_a_user_python_frame_saves_its_self_time_in_host_idle(tmp_path):
+    """As above, with the host work a user Python frame (with_stack=True) instead of a range: its self time with
+    the GPU idle per step gives the saving, median(step) - median(step - L)."""
+    t = KinetoTrace()
+    s = 10_000.0
+    lengths = [400, 900, 250, 700, 300]
+    computes = [800, 300, 950, 400, 700]
+    durations = []
+    for i, (length, a) in enumerate(zip(lengths, computes, strict=True)):
+        dur = 10 + a + length + 5 + 200 + 10
+        t.step(i, s, dur)
+        t.launched(s + 2, 5, s + 10, a)
+        t.host("train.py(12): postprocess", s + 10 + a, length, cat="python_function")
+        t.launched(s + 10 + a + length, 5, s + 10 + a + length + 5, 200)
+        durations.append(dur)
+        s += dur
+    a = ta.analyze(t.write(tmp_path / "frames.json"))
+    dur, x = np.array(durations, dtype=float), np.array(lengths, dtype=float)
+    host = next(f for f in a.diagnosis.findings if f.cause == C.HOST_COMPUTE)
+    assert host.figures["frame_saving_us"] == pytest.approx(float(np.median(dur) - np.median(dur - x)), abs=0.01)
+    assert any(e.startswith("removing train.py:12 postprocess's time with the GPU idle would shorten the median")
+               for e in host.evidence)
