@@ -302,7 +302,7 @@ def _refine(f: Finding, ra: RankAnalysis, rd: RankDiagnosis, pytorch: bool) -> F
                 continue
             found = _critical_of(ra, e.name)
             save = name_saving(ra, rd, e.name, *found) if found is not None else None
-            if save is not None and save.saving_ns > 0:
+            if save is not None and save.share >= FINDING_MIN_SHARE:  # a saving worth a line beside its cause's
                 q = Quoted(figures, shares)
                 evidence.append(saving_line(e.name, save, q, "top_op"))
                 break
