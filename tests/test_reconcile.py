@@ -143,8 +143,9 @@ def test_headline_share_of_idle_when_the_verdict_counts_the_window(tmp_path):
     d = a.diagnosis
     assert d.headline == "The GPU loses 20.0 ms (52.6% of the 38.0 ms window) in host work between GPU launches."
     assert d.headline_detail.endswith("The verdict weighs the whole window, each cause by the time it lost.")
-    # job and rank: headline; finding: window, lost, the projected saving (of the step), one host op
-    assert reconcile(a.to_data()) == 2 * (1 + 4)
+    # job and rank: headline; finding: window, lost, the projected saving (of the step), one host op, and what
+    # removing that host op (PostProcess) would save
+    assert reconcile(a.to_data()) == 2 * (1 + 5)
 
 
 def test_the_page_says_why_the_verdict_is_not_the_top_finding(tmp_path, monkeypatch):

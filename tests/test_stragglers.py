@@ -16,6 +16,7 @@ from kineto_builder import KinetoTrace
 
 import traceanalyzer as ta
 from traceanalyzer.analyses.collectives import collective_table
+from traceanalyzer.diagnosis.stragglers import PHASES
 from traceanalyzer.formats import ReadOptions, read_file
 from traceanalyzer.pipeline import Options
 
@@ -184,3 +185,36 @@ def test_job_figures_survive_save_and_load(tmp_path: Path) -> None:
     saved = a.save(tmp_path / "report.json")
     b = ta.load(saved)
     assert b.job == a.job and b.diagnosis.stragglers == a.diagnosis.stragglers
+
+
+def _phase_rank(rank: int, phase: str | None, steps: int = 6) -> KinetoTrace:
+    """A rank of a 2-rank job: each 100 ms step computes 60 ms, then all-reduces until the step's end. The late
+    rank (`phase`) first spends 30 ms more: in its DataLoader ("data"), computing ("compute": a 90 ms kernel), or
+    in host work with the GPU idle ("host": a `postprocess` range before it launches its kernel)."""
+    tr = KinetoTrace(rank=rank, base_ns=BASE_NS)
+    for s in range(steps):
+        t = s * STEP_US
+        tr.step(s, t, STEP_US)
+        late = 30 * MS if phase else 0
+        if phase == "data":
+            tr.dataloader(t, late)
+        if phase == "host":
+            tr.host("postprocess", t, late, cat="user_annotation")
+        start = t + (late if phase in ("data", "host") else 0)  # launched when the data or host work is done
+        compute = 60 * MS + (late if phase == "compute" else 0)
+        tr.launched(start + 1, 50, start + 100, compute - 100 - (start - t), name="gemm_kernel")
+        tr.launched(t + late + 200, 50, t + late + 60 * MS, STEP_US - late - 60 * MS, name=AR_NAME)
+    return tr
+
+
+@pytest.mark.parametrize("phase", ["compute", "data", "host"])
+def test_the_stragglers_phase_before_the_collective(tmp_path: Path, phase: str) -> None:
+    """Rank 1 arrives 30 ms late at every all-reduce; its step figures against rank 0's say why: 30 ms more
+    per step computing, or waiting for data (its 30 ms wait and the 100 us until its kernel starts, which rank 0
+    spends in launch latency), or in host work with the GPU idle (30.1 ms against rank 0's 100 us)."""
+    paths = [_phase_rank(r, phase if r == 1 else None).write(tmp_path / f"rank{r}.json") for r in (0, 1)]
+    a = ta.analyze(paths)
+    (s,) = a.diagnosis.stragglers
+    assert s.rank == 1
+    more = {"compute": "30.0 ms", "data": "30.1 ms", "host": "30.0 ms"}[phase]
+    assert f"before its collectives it spends {more} more per step than the other ranks {PHASES[phase]}" in s.text

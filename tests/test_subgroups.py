@@ -66,11 +66,12 @@ def write_subgroup_job(tmp: Path, slow: int | None = 5, groups: bool = True) -> 
     for s in range(STEPS):
         t = s * STEP_US
         ready = [t + (30 * MS if r == slow else 0) for r in range(WORLD)]
-        launch = [t + 100] * WORLD
+        # the slow rank launches its work once it has its batch (queued work does not wait 30 ms on an idle GPU)
+        launch = [t + 100 + (30 * MS - 200 if r == slow else 0) for r in range(WORLD)]
         for r, tr in enumerate(traces):
             tr.step(s, t, STEP_US)
             if r == slow:
-                tr.dataloader(t, 30 * MS)
+                tr.dataloader(t, 30 * MS - 200)
 
         for _ in range(TP_ROUNDS):
             _compute(traces, ready, launch, 15 * MS)
@@ -115,8 +116,10 @@ def test_straggler_in_subgroups_with_exact_waits(tmp_path: Path) -> None:
     # to its next kernel at 130 ms and 2 ms at the step's end), all while waiting for its DataLoader
     assert s.top_cause == "dataloader" and s.top_cause_per_step_us == 38_333.333
     assert s.caused_wait_per_step_us == 120_000.0 and s.collectives == 2 * STEPS
+    # its phase before the collectives: the median step's 40 ms of DataLoader idle, none on the other ranks
     assert s.text == ("rank 5 is late by 45.0 ms per step; its DataLoader wait is 38.3 ms per step; "
-                      "the other ranks wait 120.0 ms per step for it")
+                      "before its collectives it spends 40.0 ms more per step than the other ranks waiting for "
+                      "data (DataLoader); the other ranks wait 120.0 ms per step for it")
     (clock,) = job.clocks
     assert clock.method == "reference" and clock.residual_us == 0.0
 

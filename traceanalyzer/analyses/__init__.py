@@ -115,7 +115,7 @@ def rank_figures(tl: Timeline, rank: int, min_gap_ns: int = F.DEFAULT_MIN_GAP_NS
     waits = F.dataloader_waits(tl, rank, rank_window)
     wait = iv.total(waits)
     info = tl.ranks[rank]
-    ops, frames = _operator_view(tl, rank, step_basis(st, rank_window), len(st), devices, attributed)
+    ops, frames = _operator_view(tl, rank, step_basis(st, rank_window), len(st), devices, attributed, st)
     return RankAnalysis(rank, info.rank, rank_window, len(st), F.per_step(tl, rank, st), wait,
                         wait / rank_window.dur_ns if rank_window.dur_ns > 0 else None, tuple(devices),
                         rank_memory(tl, rank, [d.device for d in devices], st), info.framework, st,
@@ -125,7 +125,7 @@ def rank_figures(tl: Timeline, rank: int, min_gap_ns: int = F.DEFAULT_MIN_GAP_NS
 
 
 def _operator_view(tl: Timeline, rank: int, basis: iv.IntervalSet, n_steps: int, devices: list[DeviceAnalysis],
-                   attributed: G.RankCauses | None) -> tuple[OperatorFigures, FrameFigures]:
+                   attributed: G.RankCauses | None, st: F.Steps) -> tuple[OperatorFigures, FrameFigures]:
     """The operator view (every device's idle set) and the user frames behind the host-compute and unknown
     idle time (every idle stretch when the gaps have no causes)."""
     idle = [(d.idle.start_ns, d.idle.end_ns) for d in devices]
@@ -135,5 +135,6 @@ def _operator_view(tl: Timeline, rank: int, basis: iv.IntervalSet, n_steps: int,
         keep = np.isin(d.idle.codes(), wanted) if d.idle.cause is not None else np.ones(len(d.idle), dtype=bool)
         host_idle.append((d.idle.start_ns[keep], d.idle.end_ns[keep]))
     threads = attributed.threads if attributed is not None else launching_threads(tl, rank)[0]
-    return (operator_figures(tl, rank, basis, n_steps, idle),
-            frame_figures(tl, rank, basis, threads, host_idle))
+    critical = G.critical(attributed, st) if attributed is not None else None
+    return (operator_figures(tl, rank, basis, n_steps, idle, critical),
+            frame_figures(tl, rank, basis, threads, host_idle, critical))

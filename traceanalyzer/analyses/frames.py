@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -21,7 +21,7 @@ from .. import advice_patterns as AP
 from .. import intervals as iv
 from .. import timeline as T
 from ..timeline import Timeline
-from .operators import PatternHit, covered, nest, thread_groups, union_pieces
+from .operators import Critical, PatternHit, covered, nest, thread_groups, union_pieces
 from .thresholds import FRAMES_KEPT
 
 # Frames that are not the user's code: built-ins and other `<...>` pseudo-files, installed packages,
@@ -38,6 +38,10 @@ class FrameFigure:
     frame: str  # `file:line function`
     host_ns: int  # self time (innermost user frame) inside the steps (the window without steps)
     idle_ns: int  # self time inside host-compute / unknown idle gaps, summed over devices
+    # self time inside the host-caused idle gaps (operators.Critical), summed over devices, in all and per
+    # step (a call in the step holding its start): what removing it would save (diagnosis)
+    critical_ns: int = 0
+    critical_per_step: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -71,8 +75,9 @@ def frame_label(name: str) -> str:
 
 
 def frame_figures(tl: Timeline, rank: int, basis: iv.IntervalSet, threads: tuple[tuple[int, int], ...],
-                  idle_sets: list[iv.IntervalSet]) -> FrameFigures:
-    """The user frames of the launching `threads`; `idle_sets`: each device's host-compute and unknown gaps."""
+                  idle_sets: list[iv.IntervalSet], critical: Critical | None = None) -> FrameFigures:
+    """The user frames of the launching `threads`; `idle_sets`: each device's host-compute and unknown gaps;
+    `critical`: what each kept frame's time on the critical path is measured against."""
     ev = tl.rank_events(rank)
     py = (ev["kind"] == T.PYTHON).to_numpy()
     has_stacks = bool(py.any())
@@ -108,7 +113,30 @@ def frame_figures(tl: Timeline, rank: int, basis: iv.IntervalSet, threads: tuple
     frame["key"] = [frame_label(str(cats[k])) for k in frame.index]
     frame = frame.sort_values(["idle", "host", "key"], ascending=[False, False, True], kind="stable")
     rows_out = tuple(FrameFigure(k, int(h), int(i)) for k, h, i in zip(frame["key"], frame["host"], frame["idle"]))
+    if critical is not None and len(frame):
+        kept = frame.index.to_numpy()[:FRAMES_KEPT].astype(np.int64)
+        total, per = _critical_self(critical, kept, c, parent, s, e)
+        rows_out = (*(replace(r, critical_ns=int(t), critical_per_step=tuple(int(v) for v in p))
+                      for r, t, p in zip(rows_out, total, per)), *rows_out[FRAMES_KEPT:])
     return FrameFigures(True, rows_out[:FRAMES_KEPT], max(len(rows_out) - FRAMES_KEPT, 0), idle_total, patterns)
+
+
+def _critical_self(c: Critical, kept: np.ndarray, code: np.ndarray, parent: np.ndarray, ts: np.ndarray,
+                   end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per kept frame code: its self time inside the critical sets, in all and per step (by call start)."""
+    got = np.zeros(len(ts), dtype=np.int64)
+    for s in c.sets:
+        got += _self_inside(s, parent, ts, end)
+    row = pd.Index(kept).get_indexer(code)
+    ok = row >= 0
+    total = np.zeros(len(kept), dtype=np.int64)
+    per = np.zeros((len(kept), len(c.step_start_ns)), dtype=np.int64)
+    np.add.at(total, row[ok], got[ok])
+    if len(c.step_start_ns):
+        step = iv.locate(ts, c.step_start_ns, c.step_end_ns)
+        ok &= step >= 0
+        np.add.at(per, (row[ok], step[ok]), got[ok])
+    return total, per
 
 
 def _self_inside(s: iv.IntervalSet, parent: np.ndarray, ts: np.ndarray, end: np.ndarray) -> np.ndarray:

@@ -17,6 +17,7 @@ allocator calls before the window starts (`RankCauses.startup_before_ns`) are co
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -30,6 +31,7 @@ from ..timeline import Timeline
 from . import figures as F
 from . import host as H
 from .graphs import replay_spans
+from .operators import Critical
 from .thresholds import (
     EVIDENCE_NAMES,
     LAUNCH_GAP_MAX_NS,
@@ -38,6 +40,7 @@ from .thresholds import (
     PERIODIC_MIN_OCCURRENCES,
     PERIODIC_MIN_STEPS,
     PERIODIC_STEP_FACTOR,
+    QUEUED_WAIT_MIN_NS,
     SYNC_TOLERANCE_NS,
     TOP_GAPS,
     WORKLOAD_MIN_OPS,
@@ -89,6 +92,9 @@ class DeviceAttribution:
     exposed_memcpy_ns: int  # host<->device copies running while no kernel runs
     exposed_comm_ns: int  # communication kernels running while no other GPU work runs
     gaps: GapSet  # every gap (min-gap 0) with its cause
+    # device-side waits of at least QUEUED_WAIT_MIN_NS (outside graph replays) while none of the rank's GPUs
+    # runs anything: the queued work waits on an event or stream whose producer is not in the capture
+    unseen_wait_ns: int = 0
 
 
 @dataclass(frozen=True)
@@ -105,6 +111,62 @@ class StepCauses:
     # GPU time lost inside the step that is not idle: exposed host<->device copies (memcpy) and exposed
     # communication (communication), summed over the rank's devices
     exposed_by_cause: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ServingPhases:
+    """A serving loop's prefill and decode, by the names its trace carries (causes.PREFILL_RANGES, ...)."""
+
+    basis: str  # "ranges" (host ranges named for a phase), "batches" (requests per batch), "kernels"
+    prefill_ns: int  # ranges: their union on the host; kernels: the phase's attention kernels' GPU time
+    decode_ns: int
+    prefill_count: int  # ranges or kernels of the phase; batches: requests of the phase over the batches
+    decode_count: int
+    prefill_tokens: int = 0  # batches: the phase's query tokens over the batches, when written
+    decode_tokens: int = 0
+
+    @property
+    def dominant(self) -> str:
+        """"prefill" or "decode": the phase with more time (ranges, kernels), or more query tokens (batches;
+        requests when no tokens are written)."""
+        if self.basis == "batches":
+            tokens = self.prefill_tokens + self.decode_tokens > 0
+            pre, dec = ((self.prefill_tokens, self.decode_tokens) if tokens
+                        else (self.prefill_count, self.decode_count))
+            return "decode" if dec >= pre else "prefill"
+        return "decode" if self.decode_ns >= self.prefill_ns else "prefill"
+
+
+def serving_phases(tl: Timeline, rank: int) -> ServingPhases | None:
+    """The rank's prefill and decode, from host ranges named for a phase, else from serving batches' request
+    counts, else from phase-specific attention kernels; None when the trace names neither phase."""
+    ev = tl.rank_events(rank)
+    ranges = ev[(ev["kind"] == T.ANNOTATION).to_numpy() & (ev["device"].to_numpy() < 0)]
+    if len(ranges):
+        pre, dec = name_flags(ranges, C.PREFILL_RANGES), name_flags(ranges, C.DECODE_RANGES)
+        if pre.any() or dec.any():
+            ts, end = ranges["ts_ns"].to_numpy(), ranges["ts_ns"].to_numpy() + ranges["dur_ns"].to_numpy()
+            only_pre, only_dec = pre & ~dec, dec & ~pre
+            return ServingPhases("ranges", iv.total(iv.union(ts[only_pre], end[only_pre])),
+                                 iv.total(iv.union(ts[only_dec], end[only_dec])), int(only_pre.sum()),
+                                 int(only_dec.sum()))
+        batches = name_flags(ranges, C.SERVING_BATCH_RANGE)
+        if batches.any():
+            found = [C.SERVING_BATCH_RANGE.match(str(n)) for n in ranges["name"].to_numpy()[batches]]
+            def total(group: str) -> int:
+                return sum(int(m.group(group) or 0) for m in found if m)
+
+            if total("context") or total("generation"):
+                return ServingPhases("batches", 0, 0, total("context"), total("generation"), total("context_tokens"),
+                                     total("generation_tokens"))
+    kernels = ev[(ev["kind"] == T.KERNEL).to_numpy()]
+    if len(kernels):
+        pre, dec = name_flags(kernels, C.PREFILL_KERNELS), name_flags(kernels, C.DECODE_KERNELS)
+        dur = kernels["dur_ns"].to_numpy()
+        if pre.any() or dec.any():
+            return ServingPhases("kernels", int(dur[pre & ~dec].sum()), int(dur[dec & ~pre].sum()),
+                                 int((pre & ~dec).sum()), int((dec & ~pre).sum()))
+    return None
 
 
 @dataclass(frozen=True)
@@ -129,6 +191,23 @@ class RankCauses:
     # "training" (backward or optimizer ops in the trace), "inference" (host ops, none of them), "" (no host
     # ops to tell): chooses the advice, never a figure
     workload: str = ""
+    # runtime calls that make a stream wait on an event (cudaStreamWaitEvent, hipStreamWaitEvent) and that
+    # record an event (cudaEventRecord, ...), on the rank: a wait on an event never recorded in the capture
+    # waits on work outside it
+    event_waits: int = 0
+    event_records: int = 0
+    # a serving loop's prefill and decode (None: the trace names neither phase); chooses advice, never a figure
+    serving: ServingPhases | None = None
+
+    @property
+    def unseen_wait_ns(self) -> int:
+        """Device-side waits on something outside the capture, summed over the rank's devices."""
+        return sum(d.unseen_wait_ns for d in self.devices)
+
+
+# A stream made to wait on an event, and an event recorded (CUDA runtime and driver, HIP).
+EVENT_WAIT_CALLS = re.compile(r"^(cuda|hip)StreamWaitEvent\w*$|^cuStreamWaitEvent\w*$", re.IGNORECASE)
+EVENT_RECORD_CALLS = re.compile(r"^(cuda|hip)EventRecord\w*$|^cuEventRecord\w*$", re.IGNORECASE)
 
 
 def cause_codes() -> dict[str, int]:
@@ -156,19 +235,30 @@ def attribute_device(tl: Timeline, rank: int, device: int, window: F.Window, hos
                      idle: iv.IntervalSet) -> DeviceAttribution:
     """Causes for the device's idle set (`idle`: every gap of the window, any length)."""
     starts, ends = idle
+    # A gap whose ending work sat queued at least QUEUED_WAIT_MIN_NS on the idle device is two: the host's
+    # part (until that work's launch call returned) and the device-side wait after it.
+    starts, ends, waited = split_queued_waits(tl, rank, device, starts, ends)
     dur = ends - starts
     code = cause_codes()
     causes = classify_gaps(starts, ends, host)
+    unseen = 0
     if len(starts):
         first_work = _first_work_ns(tl, rank, device)
         # idle before the device's first GPU work that allocator calls fill: the context's creation
         leading = (ends <= first_work) & (causes == code[C.ALLOCATOR])
         causes = np.where(leading, code[C.STARTUP], causes)
-        device_side = queued_before(tl, rank, device, starts, ends)
+        device_side = queued_before(tl, rank, device, starts, ends) | waited
+        in_replay = np.zeros(len(starts), dtype=bool)
         if (tl.events["graph_id"].to_numpy() != -1).any():
             # inside a CUDA graph replay the GPU schedules the nodes itself, all queued by one launch
-            device_side |= iv.overlap_per_window(replay_spans(tl, rank, device, window), starts, ends) >= dur
+            in_replay = iv.overlap_per_window(replay_spans(tl, rank, device, window), starts, ends) >= dur
+            device_side |= in_replay
         causes = np.where(device_side, code[C.DEPENDENCY], causes)
+        # a long device-side wait while none of the rank's GPUs works: what it waits for is not in the capture
+        long_wait = device_side & ~in_replay & (dur >= QUEUED_WAIT_MIN_NS)
+        if long_wait.any():
+            other = iv.overlap_per_window(F.work_union(tl, rank), starts[long_wait], ends[long_wait])
+            unseen = int(dur[long_wait][other == 0].sum())
     if periodic is not None and len(starts):
         idx = iv.locate(starts, st.start_ns, st.end_ns)
         step_no = np.where(idx >= 0, st.number[np.clip(idx, 0, None)] if len(st) else -1, -1)
@@ -179,7 +269,7 @@ def attribute_device(tl: Timeline, rank: int, device: int, window: F.Window, hos
     count = {c: int((causes == i).sum()) for i, c in enumerate(C.CAUSES)}
     gaps = GapSet(starts, ends, pd.Categorical.from_codes(causes, categories=list(C.CAUSES)))
     return DeviceAttribution(device, window, int(dur.sum()), len(dur), by_cause, count,
-                             exposed_memcpy_ns(tl, rank, device, window), exposed_comm_ns, gaps)
+                             exposed_memcpy_ns(tl, rank, device, window), exposed_comm_ns, gaps, unseen)
 
 
 def _first_work_ns(tl: Timeline, rank: int, device: int) -> int:
@@ -193,11 +283,35 @@ def queued_before(tl: Timeline, rank: int, device: int, starts: np.ndarray, ends
     queued when several start there) queued before the gap began, i.e. had its launch call (same
     correlation id) returned? Work with no launch call found counts as queued when it started (never
     before its gap), so such gaps stay the host's."""
+    return queued_at(tl, rank, device, starts, ends) < starts
+
+
+def split_queued_waits(tl: Timeline, rank: int, device: int, starts: np.ndarray,
+                       ends: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The gaps, each one whose ending work was queued after it began and then waited at least
+    QUEUED_WAIT_MIN_NS before it ran cut in two at the moment it was queued (its launch call returned),
+    and per resulting gap whether it is such a wait (device-side: the work was queued, the GPU idle)."""
+    n = len(starts)
+    if not n:
+        return starts, ends, np.zeros(0, dtype=bool)
+    q = queued_at(tl, rank, device, starts, ends)
+    cut = (q > starts) & (ends - q >= QUEUED_WAIT_MIN_NS)
+    if not cut.any():
+        return starts, ends, np.zeros(n, dtype=bool)
+    at = q[cut]
+    new_starts = np.sort(np.r_[starts, at])
+    new_ends = np.sort(np.r_[ends, at])
+    return new_starts, new_ends, np.isin(new_starts, at)
+
+
+def queued_at(tl: Timeline, rank: int, device: int, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Per gap: when the GPU work that ends it was queued (its launch call returned; the earliest when several
+    start at the gap's end); the gap's end when no work starts there or its launch call is not found."""
     n = len(starts)
     work = tl.gpu_work(rank)
     work = work[work["device"].to_numpy() == device]
     if not n or not len(work):
-        return np.zeros(n, dtype=bool)
+        return np.asarray(ends, dtype=np.int64).copy()
     ts = work["ts_ns"].to_numpy().astype(np.int64)
     queued = F.launch_times(tl.rank_events(rank), work["correlation"].to_numpy(), ts, end=True)
     order = np.argsort(ts, kind="stable")
@@ -205,7 +319,7 @@ def queued_before(tl: Timeline, rank: int, device: int, starts: np.ndarray, ends
     first = np.flatnonzero(np.r_[True, ts[1:] != ts[:-1]])
     at, earliest = ts[first], np.minimum.reduceat(queued, first)
     pos = np.clip(np.searchsorted(at, ends), 0, len(at) - 1)
-    return (at[pos] == ends) & (earliest[pos] < starts)
+    return np.where(at[pos] == ends, np.minimum(earliest[pos], ends), ends).astype(np.int64)
 
 
 def classify_gaps(starts: np.ndarray, ends: np.ndarray, host: H.HostActivity) -> np.ndarray:
@@ -290,9 +404,38 @@ def rank_causes(tl: Timeline, rank: int, window: F.Window, st: F.Steps,
     # one-off start-up before the window: before the first step, or without steps the first GPU work
     before = (startup_before(tl, rank, host, min(w.start_ns for _, w, _, _ in devices))
               if devices and all(w.basis in ("steps", "gpu_activity") for _, w, _, _ in devices) else 0)
+    waits, records = event_calls(tl, rank)
+    kind = workload(tl, rank)
+    serving = serving_phases(tl, rank) if kind != "training" else None  # backward or optimizer: no serving loop
+    if serving is not None:  # a serving loop is inference however few its ops
+        kind = "inference"
     return RankCauses(host.threads, host.basis, periodic, tuple(attributed), per_step,
                       top_gaps(attributed, host, st), evidence, H.blocking_calls(host), n_copies, first_copy,
-                      shares, before, workload(tl, rank))
+                      shares, before, kind, waits, records, serving)
+
+
+def event_calls(tl: Timeline, rank: int) -> tuple[int, int]:
+    """The rank's runtime calls that make a stream wait on an event, and those that record an event."""
+    ev = tl.rank_events(rank)
+    rt = ev[(ev["kind"] == T.RUNTIME).to_numpy()]
+    if not len(rt):
+        return 0, 0
+    return int(name_flags(rt, EVENT_WAIT_CALLS).sum()), int(name_flags(rt, EVENT_RECORD_CALLS).sum())
+
+
+# Causes whose idle time is not the host's to save: the GPU had work queued, or a one-off start-up cost.
+NOT_CRITICAL = (C.DEPENDENCY, C.STARTUP)
+
+
+def critical(attributed: RankCauses, st: F.Steps) -> Critical:
+    """The host-caused idle gaps of each device (every cause but NOT_CRITICAL: time the GPU had nothing
+    queued), the launching threads and the steps: what an operator's or frame's saving is measured on."""
+    skip = [C.CAUSES.index(c) for c in NOT_CRITICAL]
+    sets = []
+    for d in attributed.devices:
+        keep = ~np.isin(d.gaps.codes(), skip)
+        sets.append((d.gaps.start_ns[keep], d.gaps.end_ns[keep]))
+    return Critical(sets, attributed.threads, st.start_ns, st.end_ns)
 
 
 def workload(tl: Timeline, rank: int) -> str:

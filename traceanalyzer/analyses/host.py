@@ -129,7 +129,7 @@ def host_activity(tl: Timeline, rank: int) -> HostActivity:
     matches = {c.id: _matches(c, events) for c in host_causes}
     # First-call costs only among operators and runtime calls: python frames and annotations nest under
     # one name (the outermost `_call_impl` spans the whole model), so their first call is not an outlier.
-    matches[C.STARTUP] = matches[C.STARTUP] | (first_call_costs(events) & T.category_mask(kind, (T.CPU_OP, T.RUNTIME)))
+    first = first_call_costs(events) & T.category_mask(kind, (T.CPU_OP, T.RUNTIME))
     # Making a CUDA graph (capture, instantiate) is a one-off cost, apart from its replays.
     matches[C.STARTUP] |= capture_mask(events)
     # A copy call whose GPU copy (same correlation id) is a small device-to-host copy is the host reading
@@ -143,9 +143,15 @@ def host_activity(tl: Timeline, rank: int) -> HostActivity:
     matches[C.MEMCPY] = matches[C.MEMCPY] & ~waits
     sync_names = matches[C.SYNC]
     matches[C.SYNC] = sync_names | waits
-    # A long first call that waits for the GPU (a synchronisation, a read-back, a copy call that waited) is a
-    # wait, not a one-off start-up cost: only the start-up names themselves stay start-up.
-    matches[C.STARTUP] &= ~((sync_names | waits) & ~_matches(C.CAUSE_BY_ID[C.STARTUP], events))
+    # A long first call that waits for the GPU (a synchronisation, a read-back, a copy call that waited), or
+    # that spends most of its time in such a wait (an `aten::copy_` around a blocking read-back), is a wait,
+    # not a one-off start-up cost: only the start-up names themselves stay start-up.
+    waiting_calls = sync_names | waits
+    if first.any() and waiting_calls.any():
+        ts0, end0 = events["ts_ns"].to_numpy(), events["ts_ns"].to_numpy() + call_ns
+        inside = iv.overlap_per_window(iv.union(ts0[waiting_calls], end0[waiting_calls]), ts0[first], end0[first])
+        first[np.flatnonzero(first)[inside >= 0.5 * call_ns[first]]] = False
+    matches[C.STARTUP] = (matches[C.STARTUP] | first) & ~(waiting_calls & ~_matches(C.CAUSE_BY_ID[C.STARTUP], events))
     # Each event to the first class (lowest priority) that matches it; the rest is OTHER_HOST.
     code = np.full(len(events), len(classes) - 1, dtype=np.int8)
     claimed = np.zeros(len(events), dtype=bool)

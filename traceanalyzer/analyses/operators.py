@@ -14,14 +14,16 @@ encloses that call on its thread.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 
 from .. import advice_patterns as AP
+from .. import causes as C
 from .. import intervals as iv
 from .. import timeline as T
+from ..names import name_flags
 from ..timeline import Timeline
 from . import figures as F
 from .thresholds import KERNEL_LAUNCH_ROWS, OPS_KEPT
@@ -43,6 +45,11 @@ class OpFigure:
     idle_ns: int  # union of its calls inside the devices' idle gaps, summed over devices
     top_level: bool  # some call has no enclosing operator or annotation (only a step, or nothing)
     threads: int = 1  # host threads it ran on: total_ns is at most their recorded time, summed
+    # on the critical path: the union of its calls on the launching threads inside the host-caused idle gaps
+    # (`critical_sets`: every cause but device_dependency and start-up), summed over devices; in all and per
+    # step (each piece counted in the step holding its start); what removing it would save (diagnosis)
+    critical_ns: int = 0
+    critical_per_step: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -182,9 +189,10 @@ def step_basis(st: F.Steps, window: F.Window) -> iv.IntervalSet:
 
 
 def operator_figures(tl: Timeline, rank: int, basis: iv.IntervalSet, n_steps: int,
-                     idle_sets: list[iv.IntervalSet]) -> OperatorFigures:
+                     idle_sets: list[iv.IntervalSet], critical: Critical | None = None) -> OperatorFigures:
     """The operator view of a rank; `basis`: the steps (`step_basis`); `idle_sets`: each device's idle set
-    (every gap of its window)."""
+    (every gap of its window); `critical`: the host-caused gaps, launching threads and steps that measure each
+    kept operator's time on the critical path."""
     host, parent = host_nesting(tl, rank)
     ts = host["ts_ns"].to_numpy()
     end = ts + host["dur_ns"].to_numpy()
@@ -201,8 +209,75 @@ def operator_figures(tl: Timeline, rank: int, basis: iv.IntervalSet, n_steps: in
     ops_table, omitted = _ops_table(host, ops_rows, ts, end, self_ns, top, basis, idle_sets)
     kernels, k_omitted = kernel_launches(tl, rank, host, parent)
     patterns = _pattern_hits(ops_table)
+    if critical is not None:
+        ops_table = (*on_critical_path(host, ops_rows, ops_table[:OPS_KEPT], critical), *ops_table[OPS_KEPT:])
     return OperatorFigures(iv.total(basis), n_steps, idle_ns, ops_table[:OPS_KEPT],
                            omitted + max(len(ops_table) - OPS_KEPT, 0), kernels, k_omitted, patterns)
+
+
+@dataclass(frozen=True)
+class Critical:
+    """What an operator's or frame's time on the critical path is measured against."""
+
+    sets: list[iv.IntervalSet]  # each device's host-caused idle gaps (not device_dependency, not start-up)
+    threads: tuple[tuple[int, int], ...]  # the launching threads (pid, tid)
+    step_start_ns: np.ndarray  # the step spans (empty: no steps)
+    step_end_ns: np.ndarray
+
+
+def on_threads(pid: np.ndarray, tid: np.ndarray, threads: tuple[tuple[int, int], ...]) -> np.ndarray:
+    mine = np.zeros(len(pid), dtype=bool)
+    for p, t in threads:
+        mine |= (pid == p) & (tid == t)
+    return mine
+
+
+def critical_time(code: np.ndarray, lo: np.ndarray, hi: np.ndarray, kept: np.ndarray, c: Critical,
+                  blocking: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Per kept code (`kept`, its position: the result's row), the time of its pieces [lo, hi) inside the
+    critical sets, in all and per step (a piece in the step holding its start; none without steps). A
+    `blocking` piece (a synchronising call) runs on to the end of the idle gap it ends in: blocked in it, the
+    host could not queue ahead, so the gap it leaves behind is its cost."""
+    n_steps = len(c.step_start_ns)
+    total = np.zeros(len(kept), dtype=np.int64)
+    per = np.zeros((len(kept), n_steps), dtype=np.int64)
+    row = pd.Index(kept).get_indexer(code)
+    ok = row >= 0
+    if not ok.any():
+        return total, per
+    lo, hi, row = lo[ok], hi[ok], row[ok]
+    blocks = blocking[ok] if blocking is not None else np.zeros(len(lo), dtype=bool)
+    got = np.zeros(len(lo), dtype=np.int64)
+    for s in c.sets:
+        upto = hi
+        if blocks.any() and len(s[0]):
+            at = iv.locate(hi, s[0], s[1])
+            upto = np.where(blocks & (at >= 0), s[1][np.clip(at, 0, None)], hi)
+        got += covered(s, lo, upto).astype(np.int64)
+    np.add.at(total, row, got)
+    if n_steps:
+        step = iv.locate(lo, c.step_start_ns, c.step_end_ns)
+        inside = step >= 0
+        np.add.at(per, (row[inside], step[inside]), got[inside])
+    return total, per
+
+
+def on_critical_path(host: pd.DataFrame, rows: np.ndarray, ops: tuple[OpFigure, ...],
+                     c: Critical) -> tuple[OpFigure, ...]:
+    """`ops` with their time on the critical path: the union of their calls on the launching threads
+    inside the host-caused idle gaps."""
+    if not ops or not len(rows):
+        return ops
+    mine = rows[on_threads(host["pid"].to_numpy()[rows], host["tid"].to_numpy()[rows], c.threads)]
+    names = host["name"].cat.categories
+    kept = names.get_indexer([o.name for o in ops]).astype(np.int64)
+    code = host["name"].cat.codes.to_numpy()[mine].astype(np.int64)
+    ts = host["ts_ns"].to_numpy()[mine]
+    lo, hi = union_pieces(code, ts, ts + host["dur_ns"].to_numpy()[mine])
+    blocking = name_flags(host.iloc[mine], C.SYNC_CALLS)
+    total, per = critical_time(code, lo, hi, kept, c, blocking)
+    return tuple(replace(o, critical_ns=int(t), critical_per_step=tuple(int(v) for v in p))
+                 for o, t, p in zip(ops, total, per))
 
 
 def _ops_table(host: pd.DataFrame, rows: np.ndarray, ts: np.ndarray, end: np.ndarray, self_ns: np.ndarray,

@@ -15,6 +15,11 @@ LAUNCH_THREAD_MIN_SHARE = 0.10
 # (the GPU finished the previous kernel before the host enqueued the next). Same as the default
 # --min-gap: shorter idle stretches are the dispatch overhead of eager execution.
 LAUNCH_GAP_MAX_NS = 100_000
+# Work queued on an idle device that does not start within this long after its launch call returned is
+# waiting on something other than the host (an event, another stream, a peer): the gap's part after
+# the launch is device-side. A launch on an idle GPU starts within microseconds to tens of microseconds;
+# shorter delays stay the host's gap (a launch's own latency, or a trace's synthetic one).
+QUEUED_WAIT_MIN_NS = 1_000_000
 # The host was blocked in a synchronising call at the gap start if that call covered part of the
 # last this-many ns before the gap (host and device timestamps jitter by a few us).
 SYNC_TOLERANCE_NS = 5_000

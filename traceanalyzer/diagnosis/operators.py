@@ -18,11 +18,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
+
 from .. import advice_patterns as AP
 from .. import causes as C
 from ..analyses import RankAnalysis
+from ..analyses.figures import Steps
 from ..analyses.operators import OperatorFigures, OpFigure, PatternHit
-from .rules import Finding, RankDiagnosis
+from . import savings as S
+from .rules import Finding, RankDiagnosis, warmup_steps
 from .thresholds import (
     FINDING_MIN_SHARE,
     FRAMES_NAMED,
@@ -35,7 +39,7 @@ from .thresholds import (
     SEVERITY_HIGH_SHARE,
     SEVERITY_MEDIUM_SHARE,
 )
-from .wording import duration, percent
+from .wording import Quoted, duration, percent
 
 NAMED_RANGE = "named_range"
 PATTERN_PREFIX = "pattern_"
@@ -55,8 +59,8 @@ def add_operator_findings(rd: RankDiagnosis, ra: RankAnalysis) -> RankDiagnosis:
         return rd
     on_gpu = bool(ra.devices)
     pytorch = ra.framework.lower() in ("pytorch", "torch")
-    refined = tuple(_refine(f, ra, pytorch) for f in rd.findings)
-    named = _named(o, on_gpu, rd) + ([] if on_gpu else _named_frames(ra, o))
+    refined = tuple(_refine(f, ra, rd, pytorch) for f in rd.findings)
+    named = _named(ra, o, on_gpu, rd) + ([] if on_gpu else _named_frames(ra, o))
     patterns = _patterns(ra, o, on_gpu, rd, {name for _, name in named})
     # on a CPU-only rank, a name the host loop's findings already quote (its annotations, its optimizer): the
     # specific advice goes to that finding, not to a second finding with the same figure
@@ -77,6 +81,56 @@ def add_operator_findings(rd: RankDiagnosis, ra: RankAnalysis) -> RankDiagnosis:
         at = next((i for i, g in enumerate(out) if g.explains_ns < f.explains_ns), len(out))
         out.insert(at, f)
     return replace(rd, findings=tuple(out))
+
+
+# --- what removing a named operator, annotation or frame would save --------------------------------------
+SAVING_BASIS = ("basis: its time on the launching thread while the GPU had nothing queued (host-caused idle, "
+                "per step); limits: assumes the host would launch the next work that much sooner and nothing "
+                "else fills the freed time; time it overlaps with other named work is counted for each")
+
+
+# A cause finding states what removing one of its host events would save when that event covers at least this
+# share of the cause's idle time (the event behind it, not one that happened to run beside it).
+SAVING_MIN_EVIDENCE_SHARE = 0.5
+
+
+def name_saving(ra: RankAnalysis, rd: RankDiagnosis, name: str, critical_ns: int,
+                per_step: tuple[int, ...]) -> S.Saving | None:
+    """What removing `name` (an operator, annotation or Python frame) would save, as savings.py projects a
+    cause's saving: from its time on the critical path per steady step; None when it has none."""
+    if critical_ns <= 0 or not ra.devices or AP.PHASE_NAMES.search(name):  # a phase (forward) is no thing to remove
+        return None
+    st = ra.spans if ra.spans is not None and len(per_step) == len(ra.spans) else NO_STEPS
+    x = np.asarray(per_step if st is not NO_STEPS else (), dtype=np.float64)
+    warm = warmup_steps(st)
+    steady = np.delete(x, warm) if len(x) else x
+    # rare work (a checkpoint every N steps): counted on the mean step, as periodic stalls are
+    rare = bool(len(steady)) and int((steady > 0).sum()) * 2 < len(steady)
+    return S.saving_of(name, x, st, warm, critical_ns, rd.window_ns, len(ra.devices), mean=rare)
+
+
+NO_STEPS = Steps(*(np.zeros(0, dtype=np.int64),) * 3)
+
+
+def saving_line(name: str, s: S.Saving, q: Quoted, key: str) -> str:
+    """"removing `name` would shorten the median step by ≈ X (Y%)", with its basis and limits."""
+    pct = q.ns(s.saving_ns, f"{key}_saving_us", s.step_ns, f"{key}_step_us")
+    what = (f"the synchronisation in {name} (it and the GPU idle it leaves until the next launch)"
+            if C.SYNC_CALLS.search(name) else f"{name}'s time with the GPU idle")
+    return f"removing {what} would shorten {S.basis_words(s)} by ≈ {duration(s.saving_ns)} ({pct}); {SAVING_BASIS}"
+
+
+def _critical_of(ra: RankAnalysis, name: str) -> tuple[int, tuple[int, ...]] | None:
+    """The critical-path time (in all, per step) of an operator, annotation or user frame by its name."""
+    if ra.operators is not None:
+        x = next((x for x in ra.operators.ops if x.name == name), None)
+        if x is not None:
+            return x.critical_ns, x.critical_per_step
+    if ra.frames is not None:
+        f = next((f for f in ra.frames.frames if f.frame == name), None)
+        if f is not None:
+            return f.critical_ns, f.critical_per_step
+    return None
 
 
 def _quotes(f: Finding, name: str) -> bool:
@@ -118,7 +172,7 @@ def _calls(count: int, steps: int) -> str:
     return f"{count} call{'s' if count != 1 else ''}{per}"
 
 
-def _named(o: OperatorFigures, on_gpu: bool, rd: RankDiagnosis) -> list[tuple[Finding, str]]:
+def _named(ra: RankAnalysis, o: OperatorFigures, on_gpu: bool, rd: RankDiagnosis) -> list[tuple[Finding, str]]:
     """The findings naming top-level ranges, each with the name it quotes."""
     basis = _basis(o, on_gpu, rd)
     if basis is None:
@@ -145,12 +199,15 @@ def _named(o: OperatorFigures, on_gpu: bool, rd: RankDiagnosis) -> list[tuple[Fi
         own = x.self_ns >= NAMED_OWN_MIN_SHARE * x.total_ns and not AP.PHASE_NAMES.search(x.name)
         template = AP.NAMED_RANGE_ADVICE if own else AP.NAMED_PHASE_ADVICE
         advice = (p.advice,) if p is not None else tuple(a.format(name=x.name) for a in template)
-        figures = {"op_us": round(ns / 1000, 3), "basis_us": round(total / 1000, 3), "share": round(share, 6),
-                   "calls": float(x.count)}
+        q = Quoted({"op_us": round(ns / 1000, 3), "basis_us": round(total / 1000, 3), "share": round(share, 6),
+                    "calls": float(x.count)}, [_OP_SHARE, _OP_SHARE])
+        save = name_saving(ra, rd, x.name, x.critical_ns, x.critical_per_step)
+        if save is not None:
+            evidence.append(saving_line(x.name, save, q, "op"))
         of_lost = ns / rd.lost_ns if on_gpu and rd.lost_ns else share
         out.append((Finding(NAMED_RANGE, None, title, _severity(share), ns, round(min(of_lost, 1.0), 6),
                            tuple(evidence), advice, round(ns / rd.window_ns, 6) if on_gpu and rd.window_ns else
-                           round(share, 6), None, (), figures, (_OP_SHARE, _OP_SHARE)), x.name))
+                           round(share, 6), None, (), q.figures, tuple(q.shares)), x.name))
     return out
 
 
@@ -207,19 +264,23 @@ def _patterns(ra: RankAnalysis, o: OperatorFigures, on_gpu: bool, rd: RankDiagno
         every = p.every_step and not on_gpu and o.steps > 0 and h.count >= o.steps
         if share < PATTERN_MIN_SHARE and not every:
             continue
-        evidence = (f"{h.name}: {_calls(h.count, o.steps)}; {duration(ns)} of the {duration(total)} of {what} "
-                    f"({percent(share)})",)
-        figures = {"op_us": round(ns / 1000, 3), "basis_us": round(total / 1000, 3), "share": round(share, 6),
-                   "calls": float(h.count)}
+        evidence = [f"{h.name}: {_calls(h.count, o.steps)}; {duration(ns)} of the {duration(total)} of {what} "
+                    f"({percent(share)})"]
+        q = Quoted({"op_us": round(ns / 1000, 3), "basis_us": round(total / 1000, 3), "share": round(share, 6),
+                    "calls": float(h.count)}, [_OP_SHARE])
+        named_by = _critical_of(ra, h.name)
+        save = name_saving(ra, rd, h.name, *named_by) if named_by is not None else None
+        if save is not None:
+            evidence.append(saving_line(h.name, save, q, "op"))
         of_lost = ns / rd.lost_ns if on_gpu and rd.lost_ns else share
         out.append((Finding(PATTERN_PREFIX + p.id, None, f"{p.label[0].upper()}{p.label[1:]}: {_short(h.name)}",
-                           _severity(share), ns, round(min(of_lost, 1.0), 6), evidence, (p.advice,),
+                           _severity(share), ns, round(min(of_lost, 1.0), 6), tuple(evidence), (p.advice,),
                            round(ns / rd.window_ns, 6) if on_gpu and rd.window_ns else round(share, 6), None, (),
-                           figures, (_OP_SHARE,)), h.name))
+                           q.figures, tuple(q.shares)), h.name))
     return out
 
 
-def _refine(f: Finding, ra: RankAnalysis, pytorch: bool) -> Finding:
+def _refine(f: Finding, ra: RankAnalysis, rd: RankDiagnosis, pytorch: bool) -> Finding:
     """A cause finding with the catalogue's fix first when its host events show a pattern (in at least
     PATTERN_MIN_SHARE of its idle time), and the user
     frames behind host-compute / unknown idle time (or what would name them)."""
@@ -227,11 +288,24 @@ def _refine(f: Finding, ra: RankAnalysis, pytorch: bool) -> Finding:
     evidence = list(f.evidence)
     figures = dict(f.figures)
     shares = list(f.shares)
-    for e in f.host_ops:
+    # a device-side wait: what the host did meanwhile delayed nothing, so its patterns' fixes would not help
+    for e in f.host_ops if f.cause != C.DEPENDENCY else ():
         p = AP.match(e.name)
         if p is not None and e.share >= PATTERN_MIN_SHARE and p.advice not in advice:
             advice.insert(0, p.advice)
             evidence.append(f"{e.name} is {p.label}")
+    # the host event behind most of this idle that the operator view measures: what removing it would save
+    if f.cause not in (C.DEPENDENCY, C.STARTUP, C.DATALOADER, C.UNKNOWN, None) and ra.devices:
+        for e in f.host_ops:
+            # a blocking call covers little of the gap it leaves behind, but that gap is its cost
+            if e.share < SAVING_MIN_EVIDENCE_SHARE and not (f.cause == C.SYNC and C.SYNC_CALLS.search(e.name)):
+                continue
+            found = _critical_of(ra, e.name)
+            save = name_saving(ra, rd, e.name, *found) if found is not None else None
+            if save is not None and save.share >= FINDING_MIN_SHARE:  # a saving worth a line beside its cause's
+                q = Quoted(figures, shares)
+                evidence.append(saving_line(e.name, save, q, "top_op"))
+                break
     if f.cause in (C.HOST_COMPUTE, C.UNKNOWN) and ra.frames is not None and ra.devices:
         fr = ra.frames
         named = [x for x in fr.frames if x.idle_ns > 0][:FRAMES_NAMED]
@@ -243,6 +317,9 @@ def _refine(f: Finding, ra: RankAnalysis, pytorch: bool) -> Finding:
             for i, x in enumerate(named):
                 figures[f"frame{i + 1}_idle_us"] = round(x.idle_ns / 1000, 3)
                 shares.append((f"frame{i + 1}_idle_us", "frames_idle_us"))
+            save = name_saving(ra, rd, named[0].frame, named[0].critical_ns, named[0].critical_per_step)
+            if save is not None and save.saving_ns > 0:
+                evidence.append(saving_line(named[0].frame, save, Quoted(figures, shares), "frame"))
         elif not fr.has_stacks and pytorch:
             evidence.append("no Python stacks in the trace: torch.profiler.profile(with_stack=True) would name the "
                             "code running in this idle time")

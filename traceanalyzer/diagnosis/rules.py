@@ -21,7 +21,15 @@ from .. import causes as C
 from ..analyses import RankAnalysis
 from ..analyses.capture import capture_note, rank_device_label
 from ..analyses.figures import Steps
-from ..analyses.gaps import CausedGap, DeviceAttribution, Evidence, PeriodicSteps, RankCauses, StepCauses
+from ..analyses.gaps import (
+    CausedGap,
+    DeviceAttribution,
+    Evidence,
+    PeriodicSteps,
+    RankCauses,
+    ServingPhases,
+    StepCauses,
+)
 from ..analyses.host import HostShares
 from ..analyses.thresholds import SHORT_KERNEL_NS
 from ..causes import (
@@ -59,6 +67,7 @@ from .thresholds import (
     SEVERITY_MEDIUM_SHARE,
     STARTUP_DOMINATED_MIN_SHARE,
     TOP_KERNELS_NAMED,
+    UNSEEN_WAIT_MIN_SHARE,
     WARMUP_STEP_FACTOR,
 )
 from .wording import Quoted, duration, percent
@@ -211,6 +220,8 @@ def diagnose_rank(ra: RankAnalysis, include_warmup: bool = False) -> RankDiagnos
     lost = lost_time(c.devices)
     saved = rank_savings(ra, lost, include_warmup)
     v = within_headline_max(verdict(ra, lost, cause_findings(ra, lost, saved), include_warmup, saved))
+    if c.serving is not None and c.devices:
+        v = replace(v, findings=(*v.findings, serving_finding(c.serving, v.primary)))
     return RankDiagnosis(
         index=ra.index, rank=ra.rank, framework=ra.framework, primary=v.primary, host_primary=v.host_primary,
         reason=v.reason, headline=v.headline, window_ns=lost.window_ns, idle_ns=lost.idle_ns, lost_ns=lost.lost_ns,
@@ -308,6 +319,9 @@ def verdict(ra: RankAnalysis, lost: LostTime, findings: tuple[Finding, ...], inc
                          and startup_ns >= STARTUP_DOMINATED_MIN_SHARE * (lost_ns + c.startup_before_ns))
     n_gpu = sum(d.gpu_events for d in ra.devices)
     q = Quoted()
+    unseen = c.unseen_wait_ns
+    if unseen and unseen >= UNSEEN_WAIT_MIN_SHARE * (lost_ns + c.startup_before_ns) and not startup_dominates:
+        return _unseen_verdict(c, unseen, lost_ns, window_ns, findings, q, f"{duration(lost_ns)} of GPU time lost")
     # Busy share of the window once one-off start-up is set apart: a capture of the first
     # iterations is judged on what follows them, and one that is mostly start-up says so.
     busy_share = (window_ns - idle_ns) / max(window_ns - startup_in_window, 1) if window_ns else 0.0
@@ -362,6 +376,10 @@ def verdict(ra: RankAnalysis, lost: LostTime, findings: tuple[Finding, ...], inc
                           f"GPU busy {percent(busy_share)} of the window and no cause would shorten "
                           f"{S.basis_words(top_save)} by {percent(GPU_BOUND_MAX_SAVING_SHARE)} or more (largest: "
                           f"{top}, ≈ {duration(top_save.saving_ns)}, {percent(top_save.share)}){blocked}", **close)
+    if top == C.DEPENDENCY and unseen >= UNSEEN_WAIT_MIN_SHARE * lost_by_cause[C.DEPENDENCY] > 0:
+        # the largest saving is a device-side wait, mostly on work outside the capture: what it waits for is unknown
+        return _unseen_verdict(c, unseen, lost_ns, window_ns, findings, q,
+                               f"{duration(lost_by_cause[C.DEPENDENCY])} of device-side waits", **close)
     primary = C.VERDICT_OF_CAUSE[top]
     headline = _gpu_headline(ra, c, lost, top, steady, steady_total, warmup, startup_ns, q)
     if primary == UNEXPLAINED:
@@ -378,6 +396,36 @@ def verdict(ra: RankAnalysis, lost: LostTime, findings: tuple[Finding, ...], inc
                        f"({percent(top_save.share)}; runner-up {runner}: ≈ {duration(runner_save.saving_ns)}, "
                        f"{percent(runner_save.share)}; {confidence} call)",
                        headline, findings, quoted=q, **close)  # type: ignore[arg-type]
+
+
+def _unseen_verdict(c: RankCauses, unseen: int, lost_ns: int, window_ns: int, findings: tuple[Finding, ...],
+                    q: Quoted, of: str, **close: object) -> RankVerdict:
+    """Undetermined: the GPU waits mostly on work outside the capture (`of`: what `unseen` is the most of)."""
+    share = q.ns(unseen, "unseen_wait_us", window_ns, "window_us", **AS_TABLES)
+    why = (f"device-side waits on work outside the capture lose {duration(unseen)} of the {of}: what held the "
+           f"GPU up was not measured")
+    q.detail = f"The GPU waited {duration(unseen)} {unseen_wait_words(c)}: what held it up was not measured."
+    return RankVerdict(UNDETERMINED, None, why,
+                       f"Undetermined: the GPU waits {duration(unseen)} ({share} of the {duration(window_ns)} "
+                       f"window) on work outside the capture; capture the work it waits for.",
+                       findings, c.host_shares, quoted=q, **close)  # type: ignore[arg-type]
+
+
+def unseen_wait_words(c: RankCauses) -> str:
+    """What the device-side waits on work outside the capture were, in words (no shares)."""
+    events = ""
+    if c.event_waits and not c.event_records:
+        events = (f"; {c.event_waits} stream wait{'s' if c.event_waits != 1 else ''} on an event, and no event "
+                  f"recorded in the capture")
+    return ("with its next work already queued and none of the rank's GPUs running anything: on an event or stream "
+            f"whose producer is outside the capture (recorded before it began, or by another process){events}")
+
+
+# Advice of a device-side wait on work outside the capture: what the capture lacks.
+UNSEEN_WAIT_ADVICE = (
+    "Capture the work the GPU waits for: start the profiler earlier or record more steps (torch.profiler "
+    "schedule with active=2 or more), so the event's producer (the previous step, another stream, another "
+    "process) is in the trace; a serving loop that overlaps batches waits on the previous batch's results.",)
 
 
 def _gpu_bound(ra: RankAnalysis, window_ns: int, idle_ns: int, framework: str, findings: tuple[Finding, ...],
@@ -562,6 +610,8 @@ def cause_findings(ra: RankAnalysis, lost: LostTime, saved: dict[str, S.Saving] 
         advice = advice_for(fid, ra.framework, c.workload)
         if cause == C.CHECKPOINT:
             advice = periodic_advice([e.name for e in host_ops], ra.framework)
+        if cause == C.DEPENDENCY and c.unseen_wait_ns:
+            advice = (*UNSEEN_WAIT_ADVICE, *advice)
         if cause == C.LAUNCH:
             advice = graph_advice(any(d.graphs is not None for d in ra.devices), ra.framework) + advice
         out.append(Finding(fid, cause, _title(fid, severity), severity, ns,
@@ -570,6 +620,49 @@ def cause_findings(ra: RankAnalysis, lost: LostTime, saved: dict[str, S.Saving] 
     order = {f.cause: (saved[f.cause].saving_ns if f.cause in saved and f.cause != C.STARTUP else 0) for f in out}
     out.sort(key=lambda f: (-order[f.cause or ""], -f.explains_ns))
     return tuple(out)
+
+
+SERVING_PHASES = "serving_phases"
+_PHASE_WORDS = {"ranges": "host ranges named for the phase", "batches": "requests in the serving batches' ranges",
+                "kernels": "GPU time of the phase's own attention kernels"}
+# Advice by the dominant phase and the verdict: only where the two together point at a fix.
+SERVING_ADVICE = {
+    ("decode", "small_steps"): (
+        "Decode dominates and its steps are too small to keep the GPU busy: keep CUDA graphs on for decode "
+        "(no --disable-cuda-graph in SGLang, no enforce_eager=True in vLLM) and let more requests run per "
+        "decode step (SGLang --max-running-requests, vLLM max_num_seqs), so each step does more work."),
+    ("decode", GPU_BOUND): (
+        "Decode dominates a busy GPU: decode reads the whole KV cache for every token, so an FP8 KV cache, "
+        "larger decode batches or speculative decoding raise the tokens per step."),
+    ("prefill", GPU_BOUND): (
+        "Prefill dominates a busy GPU: prefix caching skips prompts already seen, and chunked prefill spreads "
+        "long prompts over steps shared with decode."),
+}
+
+
+def serving_finding(p: ServingPhases, primary: str) -> Finding:
+    """A serving loop's phases: which one dominates, from what, with advice only where the dominant phase and
+    the verdict together point at a fix (never a verdict of its own)."""
+    q = Quoted()
+    phase = p.dominant
+    if p.basis == "batches":
+        what = "query tokens" if p.prefill_tokens + p.decode_tokens else "requests"
+        pre, dec = (p.prefill_tokens, p.decode_tokens) if what == "query tokens" else (p.prefill_count, p.decode_count)
+        share = q.of(dec if phase == "decode" else pre, f"{phase}_{what.replace(' ', '_')}", pre + dec,
+                     what.replace(" ", "_"))
+        line = (f"{p.decode_count} decode requests ({p.decode_tokens} query tokens) and {p.prefill_count} prefill "
+                f"requests ({p.prefill_tokens} query tokens) in the serving batches' ranges (context = prefill, "
+                f"generation = decode): {phase} is {share} of the {what}")
+    else:
+        total = p.prefill_ns + p.decode_ns
+        mine = p.decode_ns if phase == "decode" else p.prefill_ns
+        share = q.ns(mine, f"{phase}_us", total, "phases_us")
+        line = (f"decode {duration(p.decode_ns)} ({p.decode_count}), prefill {duration(p.prefill_ns)} "
+                f"({p.prefill_count}) by {_PHASE_WORDS[p.basis]}: {phase} is {share} of it")
+    key = (phase, "small_steps" if primary in (LAUNCH_BOUND, HOST_BOUND, SYNC_BOUND) else primary)
+    advice = (SERVING_ADVICE[key],) if key in SERVING_ADVICE else ()
+    return Finding(SERVING_PHASES, None, f"Serving loop: {phase} dominates", "low", 0, 0.0, (line,), advice,
+                   figures=q.figures, shares=tuple(q.shares))
 
 
 def _saving_line(cause: str, s: S.Saving, q: Quoted) -> str:
@@ -653,6 +746,10 @@ def _specific_evidence(ra: RankAnalysis, c: RankCauses, cause: str, q: Quoted) -
         p = c.periodic
         out.append(f"steps {', '.join(str(s) for s in p.steps)} are at least 1.5x the median step "
                    f"({duration(p.median_step_ns)}): every {p.every} steps")
+    elif cause == C.DEPENDENCY and c.unseen_wait_ns:
+        share = q.ns(c.unseen_wait_ns, 'unseen_wait_us', ra.window.dur_ns * len(c.devices), 'devices_window_us')
+        out.append(f"{duration(c.unseen_wait_ns)} of it ({share} of the window) {unseen_wait_words(c)}; this capture "
+                   f"cannot say what it waited for")
     elif cause == C.COMMUNICATION:
         exposed = sum(d.exposed_comm_ns for d in c.devices)
         figures["exposed_communication_us"] = round(exposed / 1000, 3)

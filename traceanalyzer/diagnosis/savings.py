@@ -49,30 +49,40 @@ def savings(per_step: tuple[StepCauses, ...], st: Steps, warmup: np.ndarray, los
             window_ns: int, n_devices: int) -> dict[str, Saving]:
     """Each cause's projected saving (see the module's words); `lost_by_cause` and `window_ns` summed
     over the rank's `n_devices` devices, as `per_step` is."""
-    n_dev = max(n_devices, 1)
-    keep = np.setdiff1d(np.arange(min(len(st), len(per_step))), warmup)
-    if not len(keep):
-        step = window_ns // n_dev
-        return {c: Saving(c, int(lost_by_cause.get(c, 0) // n_dev), step, WINDOW, 0) for c in C.CAUSES}
-    dur = (st.end_ns[keep] - st.start_ns[keep]).astype(np.float64)
-    median = float(np.median(dur))
+    n = min(len(st), len(per_step))
     out = {}
     for c in C.CAUSES:
         x = np.array([per_step[i].idle_by_cause.get(c, 0) + per_step[i].exposed_by_cause.get(c, 0)
-                      for i in keep], dtype=np.float64) / n_dev
-        if c == C.CHECKPOINT or len(keep) < ROBUST_MIN_STEPS:
-            out[c] = Saving(c, int(round(float(x.mean()))), int(round(float(dur.mean()))), MEAN_STEP, len(keep))
-            continue
-        saving = median - float(np.median(dur - x))
-        out[c] = Saving(c, int(round(min(max(saving, 0.0), float(x.max(initial=0.0))))), int(round(median)),
-                        MEDIAN_STEP, len(keep))
+                      for i in range(n)], dtype=np.float64)
+        out[c] = saving_of(c, x, st, warmup, lost_by_cause.get(c, 0), window_ns, n_devices, mean=c == C.CHECKPOINT)
     return out
+
+
+def saving_of(what: str, per_step: np.ndarray, st: Steps, warmup: np.ndarray, total_ns: int, window_ns: int,
+              n_devices: int, mean: bool = False) -> Saving:
+    """The projected saving of removing `what`, whose time on the critical path is `per_step` (one value per
+    step, summed over the rank's devices; `total_ns` over the window): median(step) - median(step - x) over
+    the steady steps, x averaged over the devices, at most its largest x; the mean step when `mean` or with
+    fewer than ROBUST_MIN_STEPS steady steps; without steps, its total over the window."""
+    n_dev = max(n_devices, 1)
+    keep = np.setdiff1d(np.arange(min(len(st), len(per_step))), warmup)
+    if not len(keep):
+        return Saving(what, int(total_ns // n_dev), window_ns // n_dev, WINDOW, 0)
+    dur = (st.end_ns[keep] - st.start_ns[keep]).astype(np.float64)
+    x = np.asarray(per_step, dtype=np.float64)[keep] / n_dev
+    if mean or len(keep) < ROBUST_MIN_STEPS:
+        return Saving(what, int(round(float(x.mean()))), int(round(float(dur.mean()))), MEAN_STEP, len(keep))
+    median = float(np.median(dur))
+    saving = median - float(np.median(dur - x))
+    return Saving(what, int(round(min(max(saving, 0.0), float(x.max(initial=0.0))))), int(round(median)),
+                  MEDIAN_STEP, len(keep))
 
 
 def basis_words(s: Saving) -> str:
     """What a saving is of, in words."""
     if s.basis == WINDOW:
         return "the captured window (no steps)"
+    steps = f"{s.steps} steady step{'s' if s.steps != 1 else ''}"
     if s.basis == MEAN_STEP:
-        return f"the mean step (over {s.steps} steady steps)"
-    return f"the median step (over {s.steps} steady steps)"
+        return f"the mean step (over {steps})"
+    return f"the median step (over {steps})"

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import causes as C
-from ..analyses.collectives_job import JobFigures
+from ..analyses.collectives_job import JobFigures, RankComm
 from ..causes import cause_label
 from ..units import format_us
 from .advice import advice_for
@@ -36,6 +36,10 @@ class Straggler:
     top_cause: str | None  # its own largest cause of lost time
     top_cause_ns: int | None  # per steady step
     text: str  # e.g. "rank 5 is late by 31.0 ms per step; its DataLoader wait is 30.0 ms per step"
+    # the phase before its collectives that made it late (PHASES), and how much longer it is per step than the
+    # other ranks' median; None when no phase is longer
+    phase: str | None = None
+    phase_excess_ns: int | None = None
 
 
 def duration_text(ns: float) -> str:
@@ -76,6 +80,45 @@ def top_cause(d: RankDiagnosis | None) -> tuple[str | None, int | None]:
     return best, int(round(per_step[best]))
 
 
+# The phases before a collective, as a rank's step figures measure them (per step, median over its steady
+# steps): compute = GPU busy minus exposed communication (the job's figures); data = GPU idle waiting for the
+# DataLoader; host = GPU idle for any other host cause (host work, launches, syncs, copies, allocator).
+PHASES = {"compute": "computing (GPU busy)", "data": "waiting for data (DataLoader)",
+          "host": "in host work with the GPU idle"}
+HOST_PHASE_CAUSES = tuple(c for c in C.CAUSES if c not in (C.DATALOADER, C.DEPENDENCY, C.COMMUNICATION, C.STARTUP))
+
+
+def phase_figures(r: RankComm, d: RankDiagnosis | None) -> dict[str, float]:
+    """A rank's per-step phases (ns): compute from the job's figures, data and host from its idle by cause
+    (median per steady step, averaged over its devices; the whole window when it has no steps)."""
+    out = {"compute": float(r.compute_ns), "data": 0.0, "host": 0.0}
+    if d is None:
+        return out
+    n_dev = max(len(d.devices), 1)
+    steps = [p for p in d.per_step if p.step not in set(d.warmup_steps)] or list(d.per_step)
+    if steps:
+        out["data"] = float(np.median([p.idle_by_cause.get(C.DATALOADER, 0) for p in steps])) / n_dev
+        out["host"] = float(np.median([sum(p.idle_by_cause.get(c, 0) for c in HOST_PHASE_CAUSES)
+                                       for p in steps])) / n_dev
+    else:
+        out["data"] = d.idle_by_cause.get(C.DATALOADER, 0) / n_dev
+        out["host"] = sum(d.idle_by_cause.get(c, 0) for c in HOST_PHASE_CAUSES) / n_dev
+    return out
+
+
+def late_phase(rank: int, job: JobFigures, diagnoses: Mapping[int, RankDiagnosis | None]) -> tuple[str | None, int]:
+    """The phase in which `rank` spends the most more per step than the other ranks' median (ties: compute,
+    data, host), and that excess; (None, 0) when it spends no more in any."""
+    mine = next(r for r in job.ranks if r.rank == rank)
+    me = phase_figures(mine, diagnoses.get(rank))
+    others = [phase_figures(r, diagnoses.get(r.rank)) for r in job.ranks if r.rank != rank]
+    if not others:
+        return None, 0
+    excess = {k: me[k] - float(np.median([o[k] for o in others])) for k in PHASES}
+    best = max(PHASES, key=lambda k: excess[k])
+    return (best, int(round(excess[best]))) if excess[best] > 0 else (None, 0)
+
+
 def stragglers(job: JobFigures, diagnoses: Mapping[int, RankDiagnosis | None]) -> tuple[Straggler, ...]:
     """The straggler ranks, latest first (see the module text); `diagnoses` by rank number. Empty: no
     straggler."""
@@ -90,9 +133,20 @@ def stragglers(job: JobFigures, diagnoses: Mapping[int, RankDiagnosis | None]) -
         text = f"rank {r.rank} is late by {duration_text(r.lateness_ns)} per step"
         if cause is not None and cause_ns is not None:
             text += f"; its {cause_label(cause)} is {duration_text(cause_ns)} per step"
+        phase, excess = late_phase(r.rank, job, diagnoses)
+        if phase is not None:
+            text += (f"; before its collectives it spends {duration_text(excess)} more per step than the other "
+                     f"ranks {PHASES[phase]}")
         text += f"; the other ranks wait {duration_text(r.caused_wait_ns)} per step for it"
-        out.append(Straggler(r.rank, r.caused_wait_ns, r.lateness_ns, r.last_arrivals, cause, cause_ns, text))
+        out.append(Straggler(r.rank, r.caused_wait_ns, r.lateness_ns, r.last_arrivals, cause, cause_ns, text,
+                             phase, excess if phase is not None else None))
     return tuple(out)
+
+
+COMPUTE_PHASE_ADVICE = (
+    "Its GPU computes longer than the others' each step: give every rank the same work (balanced sharding, "
+    "sequence lengths or batch sizes bucketed across ranks, experts balanced) and check that GPU for lower "
+    "clocks (thermal or power throttling) or other processes sharing it.")
 
 
 @dataclass(frozen=True)
@@ -123,16 +177,25 @@ def straggler_lead(job: JobFigures, speaker: int | None, primary: str, late: tup
              f"{duration_text(wait)} ({q.ns(wait, 'wait_us', exposed, 'exposed_communication_us')}) waiting for "
              f"later ranks, {duration_text(exposed - wait)} transferring")
     cause_advice = advice_for(C.VERDICT_OF_CAUSE[s.top_cause], framework) if s.top_cause in C.VERDICT_OF_CAUSE else ()
+    if s.phase == "compute":  # late because its GPU computes longer: no idle cause of its own explains it
+        cause_advice = (COMPUTE_PHASE_ADVICE,)
+    elif s.phase == "data":
+        cause_advice = advice_for(C.INPUT_BOUND, framework)
     advice = (f"Make rank {s.rank} faster first: the others wait for it at every collective"
-              + (f"; its own largest loss is its {cause_label(s.top_cause)}:" if s.top_cause else "."),
+              + (f"; it is late {PHASES[s.phase]}:" if s.phase else
+                 f"; its own largest loss is its {cause_label(s.top_cause)}:" if s.top_cause else "."),
               *cause_advice[:2], *advice_for("straggler", framework))
     finding = Finding("straggler", C.COMMUNICATION, f"Rank {s.rank} holds the other ranks up at collectives", "high",
                       wait, 0.0, (s.text, split), advice, figures=q.figures, shares=tuple(q.shares))
-    headline = f"Waiting for a straggler: {s.text}."
+    # the headline: who, how late, and why (its late phase, else its own largest cause); the rest is in s.text
+    why = (f", {duration_text(s.phase_excess_ns or 0)} more than the others {PHASES[s.phase]}" if s.phase else
+           f"; its {cause_label(s.top_cause)} is {duration_text(s.top_cause_ns or 0)} per step" if s.top_cause else "")
+    headline = (f"Waiting for a straggler: rank {s.rank} is late by {duration_text(s.lateness_ns)} per step{why}; "
+                f"the others wait {duration_text(s.caused_wait_ns)} per step for it.")
     note = (f"The job is communication-bound, but its communication is mostly waiting ({split}): the late rank "
             f"{s.rank}, not the transfers, sets the pace.")
     return StragglerLead(headline, note, finding)
 
 
-__all__ = ["Straggler", "StragglerLead", "duration_text", "min_lateness", "min_lateness_ns", "straggler_lead",
-           "stragglers", "top_cause"]
+__all__ = ["PHASES", "Straggler", "StragglerLead", "duration_text", "late_phase", "min_lateness", "min_lateness_ns",
+           "straggler_lead", "stragglers", "top_cause"]

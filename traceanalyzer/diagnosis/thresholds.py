@@ -20,6 +20,11 @@ WARMUP_STEP_FACTOR = 2.0
 # get the host-loop verdict, as CPU-only traces do.
 MIN_GPU_EVENTS = 5
 MIN_BUSY_SHARE = 0.01
+# The GPU waits on something outside the capture (analyses/gaps.py `unseen_wait_ns`: device-side waits
+# with none of the rank's GPUs working, an event recorded before the capture or by another process) for
+# at least this share of all GPU time lost, or for this share of the device-side waits when they would name
+# the verdict: the verdict is undetermined, since what held it up was not measured.
+UNSEEN_WAIT_MIN_SHARE = 0.5
 # A cause wins the verdict clearly when its lost time is at least this multiple of the runner-up's.
 CLEAR_MARGIN = 1.5
 # With at least this many steady steps, a cause's lost time for the verdict is its median per-step
