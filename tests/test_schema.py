@@ -15,9 +15,10 @@ from conftest import ROOT, SAMPLES
 
 import traceanalyzer as ta
 from traceanalyzer import advice_patterns as AP
+from traceanalyzer.analyses.figures import KernelRow
 from traceanalyzer.commands import main
 from traceanalyzer.result import build as B
-from traceanalyzer.result.types import SCHEMA, migrate
+from traceanalyzer.result.types import EDGE, SCHEMA, ResultFormatError, from_data, migrate, to_data
 
 SCHEMA2 = Path(__file__).parent / "data" / "schema2"
 # /3 reports saved (without drawing) before maps keyed by cause held only the causes present: they store zeros
@@ -293,3 +294,32 @@ def test_a_schema2_report_of_another_shape_is_one_line_naming_the_file(body, tmp
     assert res.exit_code == 2, res.output
     assert str(bad) in res.stderr and "traceanalyzer/2 report of an unexpected shape" in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr
+
+
+def test_every_field_of_a_figure_type_held_as_computed_has_one_json_key():
+    for cls, keys in EDGE.items():
+        read = [k.field for k in keys if not k.derived]
+        assert sorted(read) == sorted(f.name for f in dataclasses.fields(cls)), cls
+        assert len({k.key for k in keys}) == len(keys), cls
+        assert all(k.key.endswith("_us") == k.ns for k in keys), cls  # a duration is written in us, named so
+        assert all(hasattr(cls, k.field) for k in keys if k.derived), cls
+
+
+def test_kernel_rows_are_held_in_ns_and_written_in_us_under_the_keys_of_schema3():
+    row = KernelRow("gemm", 3, 1_000_001, False)
+    data = to_data(row)
+    assert list(data) == ["name", "count", "total_us", "mean_us", "communication"]
+    assert data == {"name": "gemm", "count": 3, "total_us": 1000.001, "mean_us": 333.334, "communication": False}
+    assert from_data(KernelRow, data) == row  # the mean follows from the total, so it is not read
+    assert from_data(KernelRow, dict(data, total_us=1000.0012)).total_ns == 1_000_001  # whole ns
+    with pytest.raises(ResultFormatError, match=r"top_kernels\[0\].total_us: expected a number"):
+        from_data(KernelRow, dict(data, total_us="1"), "top_kernels[0]")
+
+
+@pytest.mark.parametrize("name", sorted(MADE_FROM_3))
+def test_a_saved_schema3_report_writes_its_kernels_back_byte_for_byte(name):
+    doc = orjson.loads((SCHEMA3 / f"{name}.json").read_bytes())
+    saved = [d["top_kernels"] + d["kernel_table"] for r in doc["ranks"] for d in r["devices"]]
+    loaded = ta.load(SCHEMA3 / f"{name}.json")
+    rows = [d.top_kernels + d.kernel_table for r in loaded.ranks for d in r.devices]
+    assert any(saved) and orjson.dumps([[to_data(k) for k in ks] for ks in rows]) == orjson.dumps(saved)

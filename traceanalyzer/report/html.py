@@ -28,7 +28,7 @@ from .. import inert
 from ..causes import PALETTE, page_registry
 from ..result.types import AnalysisData, HistogramBin, PlainData, RankResult
 from ..units import format_bytes, format_rules
-from ._format import fmt_pct, fmt_pct_change, fmt_us, step_source_text
+from ._format import fmt_ns, fmt_pct, fmt_pct_change, fmt_us, step_source_text
 from .capture import no_gpu_text
 from .ranks import straggler_sentence
 from .verdict import finding_parts, share_basis, top_advice
@@ -59,6 +59,7 @@ def template_env() -> jinja2.Environment:
                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
                              finalize=_visible_text)
     env.filters["us"] = fmt_us
+    env.filters["ns_dur"] = fmt_ns
     env.filters["pct"] = fmt_pct
     env.filters["pct_change"] = fmt_pct_change
     env.filters["rank_label"] = rank_label

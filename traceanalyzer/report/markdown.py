@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from .. import inert
 from ..causes import CAUSE_LIST, VERDICT_LIST
 from ..result.types import AnalysisData, DiagnosisResult, RankResult
-from ._format import fmt_pct, fmt_us, md, step_source_text, table
+from ._format import fmt_ns, fmt_pct, fmt_us, md, step_source_text, table
 from .capture import no_gpu_text
 from .host import host_markdown, throughput_figures
 from .memory import markdown_lines as memory_markdown
@@ -239,7 +239,7 @@ def _details(a: AnalysisData, rows: dict[str, int]) -> list[str]:
             if d.top_kernels:
                 out += [f"#### Top kernels, rank {who(r)} {md(d.device)}", ""]
                 out += table(["kernel", "count", "total", "mean"],
-                             ([md(k.name), str(k.count), fmt_us(k.total_us), fmt_us(k.mean_us)]
+                             ([md(k.name), str(k.count), fmt_ns(k.total_ns), fmt_ns(k.mean_ns)]
                               for k in d.top_kernels), rows["kernels"], len(d.top_kernels), "kernels")
             if d.graphs is not None:
                 g = d.graphs

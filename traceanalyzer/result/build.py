@@ -209,7 +209,6 @@ def _device(d: DeviceAnalysis, counters: R.DeviceCounters | None, memory: Memory
     b, g, m = d.busy, d.gaps, d.memcpy
     w = b.window
     causes = d.idle.cause
-    kernels = tuple(R.KernelResult(k.name, k.count, _us0(k.total_ns), _us0(k.mean_ns), k.comm) for k in d.kernels)
     return R.DeviceResult(
         device=rank_device_label(rank.capture, d.device),
         index=d.device,
@@ -235,9 +234,9 @@ def _device(d: DeviceAnalysis, counters: R.DeviceCounters | None, memory: Memory
             tuple(R.HistogramBin(_us0(h.lo_ns), _us(h.hi_ns), h.count, _us0(h.total_ns)) for h in g.histogram),
             tuple(R.GapRow(_us0(x.start_ns - w.start_ns), _us0(x.dur_ns), x.step,
                            None if causes is None else str(causes[x.index])) for x in g.top)),
-        top_kernels=kernels[:TOP_KERNELS],
+        top_kernels=d.kernels[:TOP_KERNELS],
         counters=counters,
-        kernel_table=kernels,
+        kernel_table=d.kernels,
         memory=None if memory is None else _memory(memory),
         gap_table=_gap_table(d, rank, g.min_gap_ns),
         graphs=_graphs(d),

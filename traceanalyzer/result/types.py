@@ -6,9 +6,12 @@ API (DataFrame views) and comparisons of two runs. It is made once by the pipeli
 dataclasses below generically: a field's JSON key is its name, so the JSON interface is exactly
 this file. `load(path)` of a written report gives an object equal to the original.
 
-Units are the report's: durations in microseconds as floats rounded to 0.001 (whole
+Units in the JSON are the report's: durations in microseconds as floats rounded to 0.001 (whole
 nanoseconds) with names ending in `_us`, absolute times in integer nanoseconds (`_ns`),
-fractions in [0, 1] or None when the figure has no meaning.
+fractions in [0, 1] or None when the figure has no meaning. Some figures are held as the analyses
+computed them (a type of `analyses/`, durations in int ns, no twin here): `EDGE` below names their
+JSON keys, and the edge (`to_data` / `from_data`) converts their durations once, so the JSON keeps the
+keys and units above; a face shows such a duration through `us`, as the JSON has it.
 
 The tree: `AnalysisData` holds the job's figures, its verdict (`diagnosis`) and one `RankResult` per
 rank; each rank carries its own figures, its devices (each with a bounded table of every gap at
@@ -32,6 +35,8 @@ import types
 import typing
 from dataclasses import dataclass, field
 from typing import Any, Union
+
+from ..analyses.figures import KernelRow
 
 SCHEMA = "traceanalyzer/3"
 OLD_SCHEMAS = ("traceanalyzer/2",)  # read through `migrate`
@@ -136,15 +141,6 @@ class GapSummary:
     largest_us: float
     histogram: tuple[HistogramBin, ...]
     top: tuple[GapRow, ...]  # longest first
-
-
-@dataclass(frozen=True)
-class KernelResult:
-    name: str
-    count: int
-    total_us: float
-    mean_us: float
-    communication: bool
 
 
 @dataclass(frozen=True)
@@ -403,9 +399,9 @@ class DeviceResult:
     memcpy_share_of_window: float | None
     memcpy: MemcpyResult
     gaps: GapSummary
-    top_kernels: tuple[KernelResult, ...]
+    top_kernels: tuple[KernelRow, ...]
     counters: DeviceCounters | None = None
-    kernel_table: tuple[KernelResult, ...] = ()  # every kernel name by time, bounded (for comparisons)
+    kernel_table: tuple[KernelRow, ...] = ()  # every kernel name by time, bounded (for comparisons)
     memory: MemoryResult | None = None  # from memory events (torch.profiler profile_memory=True)
     gap_table: GapTable | None = None  # every gap >= min_gap with its cause (None: not recorded)
     graphs: GraphSummary | None = None  # CUDA graph replays on this device (None: no graphs)
@@ -770,9 +766,51 @@ class AnalysisData:
         return self.ranks[k] if k is not None and 0 <= k < len(self.ranks) else None
 
 
+# --- the edge: figures held as computed (int ns), written in the report's units ----------------------------
+@dataclass(frozen=True)
+class Key:
+    """One JSON key of a figure type the result holds as the analyses computed it (`EDGE`): the type's
+    `field` written under `key`; `ns`: a duration in nanoseconds, written in microseconds rounded to whole
+    nanoseconds (`us`) and read back to nanoseconds; `derived`: a property that follows from the fields,
+    written and not read."""
+
+    key: str
+    field: str
+    ns: bool = False
+    derived: bool = False
+
+
+# The figure types the result holds as they are (no twin in this file): their JSON keys, in the order written.
+# Each field of such a type has one key that is not derived (tests/test_schema.py checks it).
+EDGE: dict[type, tuple[Key, ...]] = {
+    KernelRow: (Key("name", "name"), Key("count", "count"), Key("total_us", "total_ns", ns=True),
+                Key("mean_us", "mean_ns", ns=True, derived=True), Key("communication", "comm")),
+}
+
+
+def us(ns: float | None) -> float | None:
+    """Nanoseconds as the report writes them: microseconds rounded to 0.001 (whole nanoseconds). The
+    faces show a figure held in ns through this, so a page says what the saved JSON says."""
+    return None if ns is None else round(float(ns) / 1000.0, 3)
+
+
+def _from_us(hint: Any, data: Any, where: str) -> Any:
+    """A duration the report wrote in microseconds (`us`) back in nanoseconds of the field's type `hint`."""
+    if data is None and type(None) in typing.get_args(hint):
+        return None
+    if isinstance(data, bool) or not isinstance(data, (int, float)):
+        raise ResultFormatError(f"{where}: expected a number")
+    ns = round(data * 1000.0)
+    return ns if int in (hint, *typing.get_args(hint)) else float(ns)
+
+
 # --- generic (de)serialization -------------------------------------------------------------------------
 def to_data(obj: Any) -> Any:
-    """Dataclasses -> dicts, tuples -> lists, dict keys sorted (so saved and loaded results render alike)."""
+    """Dataclasses -> dicts, tuples -> lists, dict keys sorted (so saved and loaded results render alike);
+    a figure type of `EDGE` -> its keys, durations in microseconds."""
+    keys = EDGE.get(type(obj))
+    if keys is not None:
+        return {k.key: us(getattr(obj, k.field)) if k.ns else to_data(getattr(obj, k.field)) for k in keys}
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return {f.name: to_data(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
     if isinstance(obj, dict):
@@ -808,6 +846,20 @@ def from_data(cls: Any, data: Any, where: str = "") -> Any:
             return None
         inner = [a for a in args if a is not type(None)]
         return from_data(inner[0], data, where)
+    if cls in EDGE:
+        if not isinstance(data, dict):
+            raise ResultFormatError(f"{where or 'report'}: expected an object")
+        hints = _hints(cls)
+        fields = {}
+        for k in EDGE[cls]:
+            if k.derived:
+                continue
+            if k.key not in data:
+                raise ResultFormatError(f"{where or 'report'}: missing field {k.key!r}")
+            at = f"{where}.{k.key}".lstrip(".")
+            hint = hints[k.field]
+            fields[k.field] = _from_us(hint, data[k.key], at) if k.ns else from_data(hint, data[k.key], at)
+        return cls(**fields)
     if dataclasses.is_dataclass(cls):
         if not isinstance(data, dict):
             raise ResultFormatError(f"{where or 'report'}: expected an object")
