@@ -15,7 +15,7 @@ from conftest import ROOT, SAMPLES
 
 import traceanalyzer as ta
 from traceanalyzer import advice_patterns as AP
-from traceanalyzer.analyses.figures import KernelRow
+from traceanalyzer.analyses.figures import GapBin, KernelRow
 from traceanalyzer.commands import main
 from traceanalyzer.result import build as B
 from traceanalyzer.result.types import EDGE, SCHEMA, ResultFormatError, from_data, migrate, to_data
@@ -316,10 +316,18 @@ def test_kernel_rows_are_held_in_ns_and_written_in_us_under_the_keys_of_schema3(
         from_data(KernelRow, dict(data, total_us="1"), "top_kernels[0]")
 
 
+def test_gap_bins_are_held_in_ns_and_written_in_us_with_an_open_last_bin():
+    bins = (GapBin(100_000, 1_000_000, 2, 450_500), GapBin(1_000_000_000, None, 0, 0))
+    data = [to_data(b) for b in bins]
+    assert data == [{"from_us": 100.0, "to_us": 1000.0, "count": 2, "total_us": 450.5},
+                    {"from_us": 1_000_000.0, "to_us": None, "count": 0, "total_us": 0.0}]
+    assert tuple(from_data(GapBin, d) for d in data) == bins
+
+
 @pytest.mark.parametrize("name", sorted(MADE_FROM_3))
-def test_a_saved_schema3_report_writes_its_kernels_back_byte_for_byte(name):
+def test_a_saved_schema3_report_writes_its_figures_held_in_ns_back_byte_for_byte(name):
     doc = orjson.loads((SCHEMA3 / f"{name}.json").read_bytes())
-    saved = [d["top_kernels"] + d["kernel_table"] for r in doc["ranks"] for d in r["devices"]]
+    saved = [(d["top_kernels"], d["kernel_table"], d["gaps"]["histogram"]) for r in doc["ranks"] for d in r["devices"]]
     loaded = ta.load(SCHEMA3 / f"{name}.json")
-    rows = [d.top_kernels + d.kernel_table for r in loaded.ranks for d in r.devices]
-    assert any(saved) and orjson.dumps([[to_data(k) for k in ks] for ks in rows]) == orjson.dumps(saved)
+    rows = [(d.top_kernels, d.kernel_table, d.gaps.histogram) for r in loaded.ranks for d in r.devices]
+    assert saved and orjson.dumps(to_data(rows)) == orjson.dumps(saved)

@@ -32,17 +32,11 @@ from ..diagnosis import Diagnosis, Finding, RankDiagnosis
 from ..diagnosis.stragglers import Straggler
 from ..units import time_text
 from . import types as R
+from .types import us as _us
+from .types import us0 as _us0
 
 MAX_STEP_BARS = 500  # per-step chart: the first steps when a trace has more
 MAX_GAP_ROWS = 10_000  # per device in the gap table: the longest when a device has more
-
-
-def _us(ns: float | None) -> float | None:
-    return None if ns is None else round(float(ns) / 1000.0, 3)
-
-
-def _us0(ns: float) -> float:
-    return round(float(ns) / 1000.0, 3)
 
 
 def _frac(x: float | None) -> float | None:
@@ -231,7 +225,7 @@ def _device(d: DeviceAnalysis, counters: R.DeviceCounters | None, memory: Memory
             _us0(m.memset_ns), m.memset_count, m.memset_bytes),
         gaps=R.GapSummary(
             _us0(g.min_gap_ns), g.count, _us0(g.total_ns), _us0(g.largest_ns),
-            tuple(R.HistogramBin(_us0(h.lo_ns), _us(h.hi_ns), h.count, _us0(h.total_ns)) for h in g.histogram),
+            g.histogram,
             tuple(R.GapRow(_us0(x.start_ns - w.start_ns), _us0(x.dur_ns), x.step,
                            None if causes is None else str(causes[x.index])) for x in g.top)),
         top_kernels=d.kernels[:TOP_KERNELS],

@@ -36,7 +36,9 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Union
 
-from ..analyses.figures import KernelRow
+# the figures held as computed (`EDGE`), part of this interface: faces import them from here
+from ..analyses.figures import GapBin as GapBin
+from ..analyses.figures import KernelRow as KernelRow
 
 SCHEMA = "traceanalyzer/3"
 OLD_SCHEMAS = ("traceanalyzer/2",)  # read through `migrate`
@@ -116,14 +118,6 @@ class MemcpyResult:
 
 
 @dataclass(frozen=True)
-class HistogramBin:
-    from_us: float
-    to_us: float | None
-    count: int
-    total_us: float
-
-
-@dataclass(frozen=True)
 class GapRow:
     """One idle gap, with the cause the attribution gave it (None when not diagnosed)."""
 
@@ -139,7 +133,7 @@ class GapSummary:
     count: int
     total_us: float
     largest_us: float
-    histogram: tuple[HistogramBin, ...]
+    histogram: tuple[GapBin, ...]
     top: tuple[GapRow, ...]  # longest first
 
 
@@ -785,13 +779,20 @@ class Key:
 EDGE: dict[type, tuple[Key, ...]] = {
     KernelRow: (Key("name", "name"), Key("count", "count"), Key("total_us", "total_ns", ns=True),
                 Key("mean_us", "mean_ns", ns=True, derived=True), Key("communication", "comm")),
+    GapBin: (Key("from_us", "lo_ns", ns=True), Key("to_us", "hi_ns", ns=True), Key("count", "count"),
+             Key("total_us", "total_ns", ns=True)),
 }
 
 
+def us0(ns: float) -> float:
+    """Nanoseconds as the report writes them: microseconds rounded to 0.001 (whole nanoseconds), here and
+    in `build`. The faces show a figure held in ns through `us`, so a page says what the saved JSON says."""
+    return round(float(ns) / 1000.0, 3)
+
+
 def us(ns: float | None) -> float | None:
-    """Nanoseconds as the report writes them: microseconds rounded to 0.001 (whole nanoseconds). The
-    faces show a figure held in ns through this, so a page says what the saved JSON says."""
-    return None if ns is None else round(float(ns) / 1000.0, 3)
+    """`us0`, None kept."""
+    return None if ns is None else us0(ns)
 
 
 def _from_us(hint: Any, data: Any, where: str) -> Any:
