@@ -15,7 +15,7 @@ from conftest import ROOT, SAMPLES
 
 import traceanalyzer as ta
 from traceanalyzer import advice_patterns as AP
-from traceanalyzer.analyses.figures import GapBin, KernelRow
+from traceanalyzer.analyses.figures import CopyDirection, GapBin, KernelRow
 from traceanalyzer.commands import main
 from traceanalyzer.result import build as B
 from traceanalyzer.result.types import EDGE, SCHEMA, ResultFormatError, from_data, migrate, to_data
@@ -324,10 +324,20 @@ def test_gap_bins_are_held_in_ns_and_written_in_us_with_an_open_last_bin():
     assert tuple(from_data(GapBin, d) for d in data) == bins
 
 
+def test_copy_directions_are_held_in_ns_and_written_under_their_schema3_keys():
+    row = CopyDirection("HtoD", 4, 2_500, 1_000_000, 3, 0.4, 1, 3)
+    data = to_data(row)
+    assert data == {"direction": "HtoD", "count": 4, "union_us": 2.5, "bytes": 1_000_000, "copies_with_size": 3,
+                    "bandwidth_gbps": 0.4, "pageable": 1, "pinned": 3}
+    assert from_data(CopyDirection, data) == row
+
+
 @pytest.mark.parametrize("name", sorted(MADE_FROM_3))
 def test_a_saved_schema3_report_writes_its_figures_held_in_ns_back_byte_for_byte(name):
     doc = orjson.loads((SCHEMA3 / f"{name}.json").read_bytes())
-    saved = [(d["top_kernels"], d["kernel_table"], d["gaps"]["histogram"]) for r in doc["ranks"] for d in r["devices"]]
+    saved = [(d["top_kernels"], d["kernel_table"], d["gaps"]["histogram"], d["memcpy"]["by_direction"])
+             for r in doc["ranks"] for d in r["devices"]]
     loaded = ta.load(SCHEMA3 / f"{name}.json")
-    rows = [(d.top_kernels, d.kernel_table, d.gaps.histogram) for r in loaded.ranks for d in r.devices]
+    rows = [(d.top_kernels, d.kernel_table, d.gaps.histogram, d.memcpy.by_direction) for r in loaded.ranks
+            for d in r.devices]
     assert saved and orjson.dumps(to_data(rows)) == orjson.dumps(saved)

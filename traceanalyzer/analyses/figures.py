@@ -213,7 +213,7 @@ class CopyDirection:
     union_ns: int
     bytes: int  # sum over copies whose size the trace records
     bytes_known: int  # how many copies record their size
-    bandwidth_gbps: float | None  # bytes / summed duration of the copies with a size
+    bandwidth_gbps: float | None  # bytes / summed duration of the copies with a size, to 0.001 GB/s
     pageable: int
     pinned: int
 
@@ -249,7 +249,7 @@ def memcpy_stats(tl: Timeline, rank: int, device: int, window: Window, busy_ns: 
         total_bytes = int(nbytes[known].sum())
         directions.append(CopyDirection(
             d, len(c), iv.total(iv.clip(iv.union(cts, cend), lo, hi)), total_bytes, int(known.sum()),
-            total_bytes / dur_known if dur_known > 0 else None,  # bytes/ns == GB/s
+            round(float(total_bytes / dur_known), 3) if dur_known > 0 else None,  # bytes/ns == GB/s
             int((c["pinned"].to_numpy() == 0).sum()), int((c["pinned"].to_numpy() == 1).sum())))
     sets = _gpu_work(tl, rank, device, (T.MEMSET,))
     sts = sets["ts_ns"].to_numpy()

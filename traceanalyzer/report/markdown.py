@@ -260,8 +260,8 @@ def _details(a: AnalysisData, rows: dict[str, int]) -> list[str]:
             if d.memcpy.by_direction:
                 out += [f"#### Memcpy by direction, rank {who(r)} {md(d.device)}", ""]
                 out += table(["direction", "copies", "time", "bytes", "bandwidth", "pageable", "pinned"],
-                             ([md(c.direction), str(c.count), fmt_us(c.union_us),
-                               str(c.bytes) if c.copies_with_size else "n/a",
+                             ([md(c.direction), str(c.count), fmt_ns(c.union_ns),
+                               str(c.bytes) if c.bytes_known else "n/a",
                                "n/a" if c.bandwidth_gbps is None else f"{c.bandwidth_gbps:.1f} GB/s",
                                str(c.pageable), str(c.pinned)] for c in d.memcpy.by_direction),
                              rows["kernels"], len(d.memcpy.by_direction), "directions")

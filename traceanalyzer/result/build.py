@@ -219,9 +219,7 @@ def _device(d: DeviceAnalysis, counters: R.DeviceCounters | None, memory: Memory
         memcpy_share_of_busy=_frac(m.share_of_busy),
         memcpy_share_of_window=_frac(m.share_of_window),
         memcpy=R.MemcpyResult(
-            tuple(R.CopyRow(c.direction, c.count, _us0(c.union_ns), c.bytes, c.bytes_known,
-                            None if c.bandwidth_gbps is None else round(float(c.bandwidth_gbps), 3),
-                            c.pageable, c.pinned) for c in m.directions),
+            m.directions,
             _us0(m.memset_ns), m.memset_count, m.memset_bytes),
         gaps=R.GapSummary(
             _us0(g.min_gap_ns), g.count, _us0(g.total_ns), _us0(g.largest_ns),

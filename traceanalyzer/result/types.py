@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any, Union
 
 # the figures held as computed (`EDGE`), part of this interface: faces import them from here
+from ..analyses.figures import CopyDirection as CopyDirection
 from ..analyses.figures import GapBin as GapBin
 from ..analyses.figures import KernelRow as KernelRow
 
@@ -98,20 +99,8 @@ class StepRow:
 
 
 @dataclass(frozen=True)
-class CopyRow:
-    direction: str
-    count: int
-    union_us: float
-    bytes: int
-    copies_with_size: int
-    bandwidth_gbps: float | None
-    pageable: int
-    pinned: int
-
-
-@dataclass(frozen=True)
 class MemcpyResult:
-    by_direction: tuple[CopyRow, ...]
+    by_direction: tuple[CopyDirection, ...]
     memset_us: float
     memset_count: int
     memset_bytes: int
@@ -781,6 +770,9 @@ EDGE: dict[type, tuple[Key, ...]] = {
                 Key("mean_us", "mean_ns", ns=True, derived=True), Key("communication", "comm")),
     GapBin: (Key("from_us", "lo_ns", ns=True), Key("to_us", "hi_ns", ns=True), Key("count", "count"),
              Key("total_us", "total_ns", ns=True)),
+    CopyDirection: (Key("direction", "direction"), Key("count", "count"), Key("union_us", "union_ns", ns=True),
+                    Key("bytes", "bytes"), Key("copies_with_size", "bytes_known"),
+                    Key("bandwidth_gbps", "bandwidth_gbps"), Key("pageable", "pageable"), Key("pinned", "pinned")),
 }
 
 
