@@ -15,6 +15,7 @@ from conftest import ROOT, SAMPLES
 
 import traceanalyzer as ta
 from traceanalyzer import advice_patterns as AP
+from traceanalyzer.analyses.collectives_job import RankComm
 from traceanalyzer.analyses.figures import CopyDirection, GapBin, KernelRow
 from traceanalyzer.commands import main
 from traceanalyzer.result import build as B
@@ -332,6 +333,19 @@ def test_copy_directions_are_held_in_ns_and_written_under_their_schema3_keys():
     assert from_data(CopyDirection, data) == row
 
 
+def test_a_rank_s_communication_row_is_held_in_ns_and_a_report_saved_before_last_arrivals_loads():
+    row = RankComm(3, "node-1", None, 60_000_000, 40_000_000, 39_999_999, 1, 30_000_000, 0, -15_000_500, None, 2)
+    data = to_data(row)
+    assert data == {"rank": 3, "host": "node-1", "step_time_us": None, "compute_us": 60_000.0, "comm_us": 40_000.0,
+                    "exposed_comm_us": 39_999.999, "overlapped_comm_us": 0.001, "wait_in_collectives_us": 30_000.0,
+                    "caused_wait_us": 0.0, "lateness_us": -15_000.5, "bus_bandwidth_gbps": None, "last_arrivals": 2}
+    assert from_data(RankComm, data) == row
+    del data["last_arrivals"]  # reports saved before it was recorded
+    assert from_data(RankComm, data).last_arrivals == 0
+    with pytest.raises(ResultFormatError, match="missing field 'lateness_us'"):
+        from_data(RankComm, {k: v for k, v in data.items() if k != "lateness_us"})
+
+
 @pytest.mark.parametrize("name", sorted(MADE_FROM_3))
 def test_a_saved_schema3_report_writes_its_figures_held_in_ns_back_byte_for_byte(name):
     doc = orjson.loads((SCHEMA3 / f"{name}.json").read_bytes())
@@ -341,3 +355,4 @@ def test_a_saved_schema3_report_writes_its_figures_held_in_ns_back_byte_for_byte
     rows = [(d.top_kernels, d.kernel_table, d.gaps.histogram, d.memcpy.by_direction) for r in loaded.ranks
             for d in r.devices]
     assert saved and orjson.dumps(to_data(rows)) == orjson.dumps(saved)
+    assert orjson.dumps(to_data(loaded.job.ranks if loaded.job else None)) == orjson.dumps((doc["job"] or {}).get("ranks"))

@@ -480,18 +480,13 @@ def job_result(f: JobFigures) -> R.JobResult:
     from ..diagnosis.stragglers import min_lateness
     from ..diagnosis.thresholds import STRAGGLER_MIN_LATENESS_NS
 
-    rows = tuple(R.RankCommRow(
-        rank=r.rank, host=r.host, step_time_us=_us(r.step_time_ns), compute_us=_us0(r.compute_ns),
-        comm_us=_us0(r.comm_ns), exposed_comm_us=_us0(r.exposed_comm_ns),
-        overlapped_comm_us=_us0(r.overlapped_comm_ns), wait_in_collectives_us=_us0(r.wait_ns),
-        caused_wait_us=_us0(r.caused_wait_ns), lateness_us=_us0(r.lateness_ns),
-        bus_bandwidth_gbps=r.bus_bandwidth_gbps, last_arrivals=r.last_arrivals) for r in f.ranks)
-    floor_us = min_lateness([r.step_time_us for r in rows if r.step_time_us], STRAGGLER_MIN_LATENESS_NS / 1000.0)
+    floor_us = min_lateness([_us0(r.step_time_ns) for r in f.ranks if r.step_time_ns],
+                            STRAGGLER_MIN_LATENESS_NS / 1000.0)
     return R.JobResult(
         clocks=tuple(R.HostClock(c.host, c.ranks, _us0(c.offset_ns), c.method, c.collectives_used,
                                  _us(c.residual_ns)) for c in f.clocks),
         collectives_matched=f.collectives_matched,
-        ranks=rows,
+        ranks=f.ranks,
         straggler_min_lateness_us=round(floor_us, 3),
         timeline_shift_us=tuple(_us0(s) for s in f.timeline_shift_ns))
 

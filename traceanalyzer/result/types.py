@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any, Union
 
 # the figures held as computed (`EDGE`), part of this interface: faces import them from here
+from ..analyses.collectives_job import RankComm as RankComm
 from ..analyses.figures import CopyDirection as CopyDirection
 from ..analyses.figures import GapBin as GapBin
 from ..analyses.figures import KernelRow as KernelRow
@@ -633,24 +634,6 @@ class HostClock:
 
 
 @dataclass(frozen=True)
-class RankCommRow:
-    """One rank's communication figures, per steady-state step (medians over steps)."""
-
-    rank: int
-    host: str | None
-    step_time_us: float | None
-    compute_us: float  # GPU busy minus exposed communication (time some other GPU work runs)
-    comm_us: float  # communication kernels (union)
-    exposed_comm_us: float  # communication with no compute running beside it
-    overlapped_comm_us: float
-    wait_in_collectives_us: float  # time this rank sat in collectives waiting for later ranks
-    caused_wait_us: float  # time the other ranks waited for this one
-    lateness_us: float  # arrival at collectives vs the median rank (positive: late)
-    bus_bandwidth_gbps: float | None  # collective bytes / time, where sizes are known
-    last_arrivals: int = 0  # matched collectives in which this rank started last and held others up
-
-
-@dataclass(frozen=True)
 class WorkerRow:
     """One worker of a job traced without GPU kernels, per step (`run.workers`): what a what-if needs."""
 
@@ -669,7 +652,7 @@ class JobResult:
 
     clocks: tuple[HostClock, ...]
     collectives_matched: int  # collectives found on every rank and matched across them
-    ranks: tuple[RankCommRow, ...]
+    ranks: tuple[RankComm, ...]  # per rank, per steady-state step (medians over steps)
     straggler_min_lateness_us: float | None = None  # lateness per step from which a rank is a straggler
     # Where each rank's window starts on the job clock, from the earliest rank's start (report order):
     # the timeline draws every rank on this one clock.
@@ -750,6 +733,9 @@ class AnalysisData:
 
 
 # --- the edge: figures held as computed (int ns), written in the report's units ----------------------------
+_REQUIRED = object()
+
+
 @dataclass(frozen=True)
 class Key:
     """One JSON key of a figure type the result holds as the analyses computed it (`EDGE`): the type's
@@ -761,6 +747,7 @@ class Key:
     field: str
     ns: bool = False
     derived: bool = False
+    default: Any = _REQUIRED  # the value when a report saved before the key existed lacks it
 
 
 # The figure types the result holds as they are (no twin in this file): their JSON keys, in the order written.
@@ -773,6 +760,13 @@ EDGE: dict[type, tuple[Key, ...]] = {
     CopyDirection: (Key("direction", "direction"), Key("count", "count"), Key("union_us", "union_ns", ns=True),
                     Key("bytes", "bytes"), Key("copies_with_size", "bytes_known"),
                     Key("bandwidth_gbps", "bandwidth_gbps"), Key("pageable", "pageable"), Key("pinned", "pinned")),
+    RankComm: (Key("rank", "rank"), Key("host", "host"), Key("step_time_us", "step_time_ns", ns=True),
+               Key("compute_us", "compute_ns", ns=True), Key("comm_us", "comm_ns", ns=True),
+               Key("exposed_comm_us", "exposed_comm_ns", ns=True),
+               Key("overlapped_comm_us", "overlapped_comm_ns", ns=True),
+               Key("wait_in_collectives_us", "wait_ns", ns=True), Key("caused_wait_us", "caused_wait_ns", ns=True),
+               Key("lateness_us", "lateness_ns", ns=True), Key("bus_bandwidth_gbps", "bus_bandwidth_gbps"),
+               Key("last_arrivals", "last_arrivals", default=0)),
 }
 
 
@@ -848,7 +842,10 @@ def from_data(cls: Any, data: Any, where: str = "") -> Any:
             if k.derived:
                 continue
             if k.key not in data:
-                raise ResultFormatError(f"{where or 'report'}: missing field {k.key!r}")
+                if k.default is _REQUIRED:
+                    raise ResultFormatError(f"{where or 'report'}: missing field {k.key!r}")
+                fields[k.field] = k.default
+                continue
             at = f"{where}.{k.key}".lstrip(".")
             hint = hints[k.field]
             fields[k.field] = _from_us(hint, data[k.key], at) if k.ns else from_data(hint, data[k.key], at)
