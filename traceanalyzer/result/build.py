@@ -152,8 +152,7 @@ def _memory(m: MemoryFigures) -> R.MemoryResult:
         total_bytes=m.total_bytes, peak_allocated_fraction=_frac(m.peak_allocated_fraction),
         headroom_fraction=_frac(m.headroom_fraction),
         growth_per_step_bytes=_r(m.growth_per_step_bytes, 1),
-        per_step=tuple(R.MemoryStepRow(s.step, s.peak_allocated_bytes, s.end_allocated_bytes, s.growth_bytes)
-                       for s in m.per_step[:MAX_STEP_BARS]))
+        per_step=m.per_step[:MAX_STEP_BARS])
 
 
 def memory_warnings(figures: Figures) -> list[str]:

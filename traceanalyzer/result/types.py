@@ -41,6 +41,7 @@ from ..analyses.collectives_job import RankComm as RankComm
 from ..analyses.figures import CopyDirection as CopyDirection
 from ..analyses.figures import GapBin as GapBin
 from ..analyses.figures import KernelRow as KernelRow
+from ..analyses.memory import MemoryStep as MemoryStep  # no units to convert: a field's key is its name
 
 SCHEMA = "traceanalyzer/3"
 OLD_SCHEMAS = ("traceanalyzer/2",)  # read through `migrate`
@@ -220,16 +221,6 @@ class CounterLog:
 
 
 @dataclass(frozen=True)
-class MemoryStepRow:
-    """Memory over one step: its peak, and what it holds at the step's end vs the previous step's end."""
-
-    step: int
-    peak_allocated_bytes: int
-    end_allocated_bytes: int
-    growth_bytes: int  # end_allocated_bytes - the previous step's end_allocated_bytes (0 for the first)
-
-
-@dataclass(frozen=True)
 class MemoryResult:
     """Memory of one device (or the host) from the profiler's [memory] events (definitions `memory`)."""
 
@@ -240,7 +231,7 @@ class MemoryResult:
     peak_allocated_fraction: float | None  # peak_allocated / total
     headroom_fraction: float | None  # 1 - peak_reserved (or allocated) / total
     growth_per_step_bytes: float | None  # median growth between steps (a leak shows as > 0 every step)
-    per_step: tuple[MemoryStepRow, ...]
+    per_step: tuple[MemoryStep, ...]  # its peak, and its end vs the previous step's end
 
 
 @dataclass(frozen=True)
