@@ -65,7 +65,7 @@ def test_notebook_three_lines():
     # five gaps under the DataLoader wait; the 750 us tail after the last kernel has no host activity
     assert gaps["cause"].tolist() == ["dataloader"] * 5 + ["unknown"] and len(gaps) == a.ranks[0].devices[0].gaps.count
     assert gaps["duration_us"].sum() == pytest.approx(a.ranks[0].devices[0].gaps.total_us)
-    assert kernels["total_us"].iloc[0] == a.ranks[0].devices[0].top_kernels[0].total_us
+    assert kernels["total_us"].iloc[0] * 1000 == a.ranks[0].devices[0].top_kernels[0].total_ns  # held in ns
     findings = a.findings()
     assert findings["id"].iloc[0] == a.diagnosis.primary == "input_bound"
     assert findings["top_host_op"].iloc[0].startswith("enumerate(DataLoader)#")

@@ -16,6 +16,7 @@ from traceanalyzer import timeline as T
 from traceanalyzer.formats import ReadOptions, read_file
 from traceanalyzer.formats.kineto import read_path
 from traceanalyzer.pipeline import Options, analyze
+from traceanalyzer.result.types import to_data
 
 
 def _analyze(paths):
@@ -87,10 +88,10 @@ def test_nccl_seq_matches_every_collective_and_names_the_late_rank(tmp_path):
     assert set(read_file(paths[0], ReadOptions()).events["comm_seq"]) == {-1, *range(100, 112)}
     a = _analyze(paths)
     assert a.job.collectives_matched == 12  # 6 steps x 2, though the steps are numbered 10.. and 20..
-    rows = {r.rank: r for r in a.job.ranks}
-    assert rows[1].last_arrivals == 12 and rows[0].last_arrivals == 0
-    assert rows[1].caused_wait_us == pytest.approx(2 * B.NCCL_LATE_US)  # two collectives per step
-    assert rows[0].wait_in_collectives_us == pytest.approx(2 * B.NCCL_LATE_US)
+    rows = {r["rank"]: r for r in to_data(a.job.ranks)}  # as saved (us)
+    assert rows[1]["last_arrivals"] == 12 and rows[0]["last_arrivals"] == 0
+    assert rows[1]["caused_wait_us"] == pytest.approx(2 * B.NCCL_LATE_US)  # two collectives per step
+    assert rows[0]["wait_in_collectives_us"] == pytest.approx(2 * B.NCCL_LATE_US)
     (straggler,) = a.diagnosis.stragglers
     assert straggler.rank == 1 and straggler.collectives == 12
 

@@ -15,9 +15,11 @@ from conftest import ROOT, SAMPLES
 
 import traceanalyzer as ta
 from traceanalyzer import advice_patterns as AP
+from traceanalyzer.analyses.collectives_job import RankComm
+from traceanalyzer.analyses.figures import CopyDirection, GapBin, KernelRow
 from traceanalyzer.commands import main
 from traceanalyzer.result import build as B
-from traceanalyzer.result.types import SCHEMA, migrate
+from traceanalyzer.result.types import EDGE, SCHEMA, ResultFormatError, from_data, migrate, to_data
 
 SCHEMA2 = Path(__file__).parent / "data" / "schema2"
 # /3 reports saved (without drawing) before maps keyed by cause held only the causes present: they store zeros
@@ -293,3 +295,64 @@ def test_a_schema2_report_of_another_shape_is_one_line_naming_the_file(body, tmp
     assert res.exit_code == 2, res.output
     assert str(bad) in res.stderr and "traceanalyzer/2 report of an unexpected shape" in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr
+
+
+def test_every_field_of_a_figure_type_held_as_computed_has_one_json_key():
+    for cls, keys in EDGE.items():
+        read = [k.field for k in keys if not k.derived]
+        assert sorted(read) == sorted(f.name for f in dataclasses.fields(cls)), cls
+        assert len({k.key for k in keys}) == len(keys), cls
+        assert all(k.key.endswith("_us") == k.ns for k in keys), cls  # a duration is written in us, named so
+        assert all(hasattr(cls, k.field) for k in keys if k.derived), cls
+
+
+def test_kernel_rows_are_held_in_ns_and_written_in_us_under_the_keys_of_schema3():
+    row = KernelRow("gemm", 3, 1_000_001, False)
+    data = to_data(row)
+    assert list(data) == ["name", "count", "total_us", "mean_us", "communication"]
+    assert data == {"name": "gemm", "count": 3, "total_us": 1000.001, "mean_us": 333.334, "communication": False}
+    assert from_data(KernelRow, data) == row  # the mean follows from the total, so it is not read
+    assert from_data(KernelRow, dict(data, total_us=1000.0012)).total_ns == 1_000_001  # whole ns
+    with pytest.raises(ResultFormatError, match=r"top_kernels\[0\].total_us: expected a number"):
+        from_data(KernelRow, dict(data, total_us="1"), "top_kernels[0]")
+
+
+def test_gap_bins_are_held_in_ns_and_written_in_us_with_an_open_last_bin():
+    bins = (GapBin(100_000, 1_000_000, 2, 450_500), GapBin(1_000_000_000, None, 0, 0))
+    data = [to_data(b) for b in bins]
+    assert data == [{"from_us": 100.0, "to_us": 1000.0, "count": 2, "total_us": 450.5},
+                    {"from_us": 1_000_000.0, "to_us": None, "count": 0, "total_us": 0.0}]
+    assert tuple(from_data(GapBin, d) for d in data) == bins
+
+
+def test_copy_directions_are_held_in_ns_and_written_under_their_schema3_keys():
+    row = CopyDirection("HtoD", 4, 2_500, 1_000_000, 3, 0.4, 1, 3)
+    data = to_data(row)
+    assert data == {"direction": "HtoD", "count": 4, "union_us": 2.5, "bytes": 1_000_000, "copies_with_size": 3,
+                    "bandwidth_gbps": 0.4, "pageable": 1, "pinned": 3}
+    assert from_data(CopyDirection, data) == row
+
+
+def test_a_rank_s_communication_row_is_held_in_ns_and_a_report_saved_before_last_arrivals_loads():
+    row = RankComm(3, "node-1", None, 60_000_000, 40_000_000, 39_999_999, 1, 30_000_000, 0, -15_000_500, None, 2)
+    data = to_data(row)
+    assert data == {"rank": 3, "host": "node-1", "step_time_us": None, "compute_us": 60_000.0, "comm_us": 40_000.0,
+                    "exposed_comm_us": 39_999.999, "overlapped_comm_us": 0.001, "wait_in_collectives_us": 30_000.0,
+                    "caused_wait_us": 0.0, "lateness_us": -15_000.5, "bus_bandwidth_gbps": None, "last_arrivals": 2}
+    assert from_data(RankComm, data) == row
+    del data["last_arrivals"]  # reports saved before it was recorded
+    assert from_data(RankComm, data).last_arrivals == 0
+    with pytest.raises(ResultFormatError, match="missing field 'lateness_us'"):
+        from_data(RankComm, {k: v for k, v in data.items() if k != "lateness_us"})
+
+
+@pytest.mark.parametrize("name", sorted(MADE_FROM_3))
+def test_a_saved_schema3_report_writes_its_figures_held_in_ns_back_byte_for_byte(name):
+    doc = orjson.loads((SCHEMA3 / f"{name}.json").read_bytes())
+    saved = [(d["top_kernels"], d["kernel_table"], d["gaps"]["histogram"], d["memcpy"]["by_direction"])
+             for r in doc["ranks"] for d in r["devices"]]
+    loaded = ta.load(SCHEMA3 / f"{name}.json")
+    rows = [(d.top_kernels, d.kernel_table, d.gaps.histogram, d.memcpy.by_direction) for r in loaded.ranks
+            for d in r.devices]
+    assert saved and orjson.dumps(to_data(rows)) == orjson.dumps(saved)
+    assert orjson.dumps(to_data(loaded.job.ranks if loaded.job else None)) == orjson.dumps((doc["job"] or {}).get("ranks"))

@@ -24,6 +24,7 @@ from traceanalyzer.analyses import figures_of
 from traceanalyzer.analyses.collectives import collective_table
 from traceanalyzer.analyses.collectives_job import job_figures, rank_job_facts
 from traceanalyzer.formats import ReadOptions, read_file
+from traceanalyzer.result.types import to_data
 
 MS = 1000  # builder times are microseconds
 WORLD, STEPS, TP_ROUNDS = 8, 6, 3
@@ -94,21 +95,21 @@ def test_straggler_in_subgroups_with_exact_waits(tmp_path: Path) -> None:
     job = a.job
     assert job is not None
     assert job.collectives_matched == STEPS * (4 * TP_ROUNDS + 2)
-    rows = {r.rank: r for r in job.ranks}
+    rows = {r["rank"]: r for r in to_data(job.ranks)}  # as saved (us)
     # rank 5: 30 ms held rank 4 in the first TP all-reduce + 3 x 30 ms held 1, 3, 7 in the DP one
-    assert rows[5].caused_wait_us == 120_000.0
-    assert rows[5].wait_in_collectives_us == 0.0
+    assert rows[5]["caused_wait_us"] == 120_000.0
+    assert rows[5]["wait_in_collectives_us"] == 0.0
     # lateness vs the median member: +15 ms in its pair (median of 2), +30 ms in {1,3,5,7}
-    assert rows[5].lateness_us == 45_000.0
-    assert rows[5].last_arrivals == 2 * STEPS
+    assert rows[5]["lateness_us"] == 45_000.0
+    assert rows[5]["last_arrivals"] == 2 * STEPS
     # rank 4 waits 30 ms for rank 5 in their TP all-reduce; it is then last in {0,2,4,6}, but that
     # lateness is the wait it inherited, not its own
-    assert rows[4].wait_in_collectives_us == 30_000.0
-    assert rows[4].caused_wait_us == 90_000.0
-    assert rows[4].lateness_us == -15_000.0
+    assert rows[4]["wait_in_collectives_us"] == 30_000.0
+    assert rows[4]["caused_wait_us"] == 90_000.0
+    assert rows[4]["lateness_us"] == -15_000.0
     for r in (1, 3, 7, 0, 2, 6):  # DP members wait 30 ms in their DP all-reduce (for 5 or for 4)
-        assert rows[r].wait_in_collectives_us == 30_000.0
-        assert rows[r].caused_wait_us == 0.0 and rows[r].lateness_us == 0.0
+        assert rows[r]["wait_in_collectives_us"] == 30_000.0
+        assert rows[r]["caused_wait_us"] == 0.0 and rows[r]["lateness_us"] == 0.0
     st = a.diagnosis.stragglers
     assert [s.rank for s in st] == [5]
     s = st[0]
@@ -146,8 +147,7 @@ def test_no_straggler_in_subgroups_without_the_slow_rank(tmp_path: Path) -> None
     a = ta.analyze(write_subgroup_job(tmp_path, slow=None))
     assert a.job is not None and a.job.collectives_matched == STEPS * (4 * TP_ROUNDS + 2)
     assert a.diagnosis.stragglers == ()
-    assert all(r.wait_in_collectives_us == 0.0 and r.caused_wait_us == 0.0 and r.lateness_us == 0.0
-               for r in a.job.ranks)
+    assert all(r.wait_ns == 0 and r.caused_wait_ns == 0 and r.lateness_ns == 0 for r in a.job.ranks)
 
 
 def test_without_group_args_every_rank_is_matched_as_before(tmp_path: Path) -> None:
@@ -162,9 +162,9 @@ def test_without_group_args_every_rank_is_matched_as_before(tmp_path: Path) -> N
     (tmp_path / "all").mkdir()
     b = ta.analyze(write_job(tmp_path / "all", steps=6))
     assert b.job is not None and b.job.collectives_matched == 6
-    rows = {r.rank: r for r in b.job.ranks}
-    assert rows[5].caused_wait_us == 210_000.0 and rows[5].lateness_us == 30_000.0
-    assert all(rows[r].wait_in_collectives_us == 30_000.0 for r in (0, 1, 2, 3, 4, 6, 7))
+    rows = {r["rank"]: r for r in to_data(b.job.ranks)}  # as saved (us)
+    assert rows[5]["caused_wait_us"] == 210_000.0 and rows[5]["lateness_us"] == 30_000.0
+    assert all(rows[r]["wait_in_collectives_us"] == 30_000.0 for r in (0, 1, 2, 3, 4, 6, 7))
     events = read_file(tmp_path / "all" / "rank0.json", ReadOptions()).events
     assert set(events["comm_group"].astype(str)) == {""}
     assert json.loads(b.to_json())["job"]["collectives_matched"] == 6

@@ -42,7 +42,7 @@ from .causes import CAUSES, cause_label
 from .ranktest import EXACT_MAX, rank_test, u_distribution
 from .result import metrics as M
 from .result.metrics import step_time_stats
-from .result.types import AnalysisData, to_data
+from .result.types import AnalysisData, to_data, us
 from .units import format_us
 
 SCHEMA = "traceanalyzer-diff/1"
@@ -579,7 +579,7 @@ def _kernel_per_step(a: AnalysisData) -> dict[str, float]:
         for d in r.devices:
             for k in d.kernel_table or d.top_kernels:
                 key = normalise_kernel(k.name)
-                out[key] = out.get(key, 0.0) + k.total_us / steps / n_ranks
+                out[key] = out.get(key, 0.0) + (us(k.total_ns) or 0.0) / steps / n_ranks
     return out
 
 

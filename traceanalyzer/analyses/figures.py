@@ -213,7 +213,7 @@ class CopyDirection:
     union_ns: int
     bytes: int  # sum over copies whose size the trace records
     bytes_known: int  # how many copies record their size
-    bandwidth_gbps: float | None  # bytes / summed duration of the copies with a size
+    bandwidth_gbps: float | None  # bytes / summed duration of the copies with a size, to 0.001 GB/s
     pageable: int
     pinned: int
 
@@ -249,7 +249,7 @@ def memcpy_stats(tl: Timeline, rank: int, device: int, window: Window, busy_ns: 
         total_bytes = int(nbytes[known].sum())
         directions.append(CopyDirection(
             d, len(c), iv.total(iv.clip(iv.union(cts, cend), lo, hi)), total_bytes, int(known.sum()),
-            total_bytes / dur_known if dur_known > 0 else None,  # bytes/ns == GB/s
+            round(float(total_bytes / dur_known), 3) if dur_known > 0 else None,  # bytes/ns == GB/s
             int((c["pinned"].to_numpy() == 0).sum()), int((c["pinned"].to_numpy() == 1).sum())))
     sets = _gpu_work(tl, rank, device, (T.MEMSET,))
     sts = sets["ts_ns"].to_numpy()
@@ -317,11 +317,16 @@ def per_step(tl: Timeline, rank: int, st: Steps | None = None) -> tuple[StepFigu
 # --- kernels ------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class KernelRow:
+    """Kernels of one name: how many ran and their summed duration."""
+
     name: str
     count: int
     total_ns: int
-    mean_ns: float
-    comm: bool
+    comm: bool  # a communication kernel (NCCL/RCCL and the like)
+
+    @property
+    def mean_ns(self) -> float:
+        return self.total_ns / self.count if self.count else 0.0
 
 
 def top_kernels(tl: Timeline, rank: int, device: int, window: Window,
@@ -337,7 +342,7 @@ def top_kernels(tl: Timeline, rank: int, device: int, window: Window,
     g["key"] = g.index.astype(str)
     # Ties broken by count, then name: the order never depends on the order of events in the file.
     g = g.sort_values(["total_ns", "n", "key"], ascending=[False, False, True], kind="stable").head(top_n)
-    return tuple(KernelRow(str(name), int(n), int(total), total / n, bool(comm))
+    return tuple(KernelRow(str(name), int(n), int(total), bool(comm))
                  for name, n, total, comm in zip(g.index, g["n"], g["total_ns"], g["comm"]))
 
 

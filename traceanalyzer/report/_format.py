@@ -7,14 +7,20 @@ import textwrap
 from collections.abc import Iterable
 
 from .. import inert
+from ..result.types import us
 from ..units import PERCENT_DECIMALS
 from ..units import format_us as fmt_us
 
 WIDTH = 80  # terminal lines
 MAX_CELL_CHARS = 160  # a Markdown cell
 
-__all__ = ["MAX_CELL_CHARS", "WIDTH", "clean", "fmt_pct", "fmt_pct_change", "fmt_us", "md", "step_source_text", "table",
-           "wrap"]
+__all__ = ["MAX_CELL_CHARS", "WIDTH", "clean", "fmt_ns", "fmt_pct", "fmt_pct_change", "fmt_us", "md",
+           "step_source_text", "table", "wrap"]
+
+
+def fmt_ns(ns: float | None) -> str:
+    """A duration the result holds in nanoseconds, written as the saved report has it (`us`), as `fmt_us`."""
+    return fmt_us(us(ns))
 
 
 def fmt_pct(x: float | None) -> str:

@@ -26,9 +26,9 @@ import markupsafe
 
 from .. import inert
 from ..causes import PALETTE, page_registry
-from ..result.types import AnalysisData, HistogramBin, PlainData, RankResult
+from ..result.types import AnalysisData, GapBin, PlainData, RankResult, to_data
 from ..units import format_bytes, format_rules
-from ._format import fmt_pct, fmt_pct_change, fmt_us, step_source_text
+from ._format import fmt_ns, fmt_pct, fmt_pct_change, fmt_us, step_source_text
 from .capture import no_gpu_text
 from .ranks import straggler_sentence
 from .verdict import finding_parts, share_basis, top_advice
@@ -59,6 +59,7 @@ def template_env() -> jinja2.Environment:
                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
                              finalize=_visible_text)
     env.filters["us"] = fmt_us
+    env.filters["ns_dur"] = fmt_ns
     env.filters["pct"] = fmt_pct
     env.filters["pct_change"] = fmt_pct_change
     env.filters["rank_label"] = rank_label
@@ -171,8 +172,8 @@ class PageData(TypedDict):
     job_shift_us: list[float]
 
 
-def _histogram(bins: tuple[HistogramBin, ...]) -> list[PlainData]:
-    return [{"from_us": b.from_us, "to_us": b.to_us, "count": b.count, "total_us": b.total_us} for b in bins]
+def _histogram(bins: tuple[GapBin, ...]) -> list[PlainData]:
+    return [to_data(b) for b in bins]  # its JSON keys: from_us, to_us, count, total_us
 
 
 def page_data(analysis: AnalysisData) -> PageData:

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from .. import inert
 from ..causes import CAUSE_LIST, VERDICT_LIST
 from ..result.types import AnalysisData, DiagnosisResult, RankResult
-from ._format import fmt_pct, fmt_us, md, step_source_text, table
+from ._format import fmt_ns, fmt_pct, fmt_us, md, step_source_text, table
 from .capture import no_gpu_text
 from .host import host_markdown, throughput_figures
 from .memory import markdown_lines as memory_markdown
@@ -239,7 +239,7 @@ def _details(a: AnalysisData, rows: dict[str, int]) -> list[str]:
             if d.top_kernels:
                 out += [f"#### Top kernels, rank {who(r)} {md(d.device)}", ""]
                 out += table(["kernel", "count", "total", "mean"],
-                             ([md(k.name), str(k.count), fmt_us(k.total_us), fmt_us(k.mean_us)]
+                             ([md(k.name), str(k.count), fmt_ns(k.total_ns), fmt_ns(k.mean_ns)]
                               for k in d.top_kernels), rows["kernels"], len(d.top_kernels), "kernels")
             if d.graphs is not None:
                 g = d.graphs
@@ -260,8 +260,8 @@ def _details(a: AnalysisData, rows: dict[str, int]) -> list[str]:
             if d.memcpy.by_direction:
                 out += [f"#### Memcpy by direction, rank {who(r)} {md(d.device)}", ""]
                 out += table(["direction", "copies", "time", "bytes", "bandwidth", "pageable", "pinned"],
-                             ([md(c.direction), str(c.count), fmt_us(c.union_us),
-                               str(c.bytes) if c.copies_with_size else "n/a",
+                             ([md(c.direction), str(c.count), fmt_ns(c.union_ns),
+                               str(c.bytes) if c.bytes_known else "n/a",
                                "n/a" if c.bandwidth_gbps is None else f"{c.bandwidth_gbps:.1f} GB/s",
                                str(c.pageable), str(c.pinned)] for c in d.memcpy.by_direction),
                              rows["kernels"], len(d.memcpy.by_direction), "directions")

@@ -59,7 +59,7 @@ def _rank_cells(r: RankResult) -> tuple[str, str, str, str]:
         idle += f", +{len(r.devices) - 2} GPU(s)"
     v = VERDICT_BY_ID.get(r.diagnosis.primary) if r.diagnosis else None
     verdict = (v.label if v else r.diagnosis.primary) if r.diagnosis else ""
-    top = max((k for d in r.devices for k in d.top_kernels[:1]), key=lambda k: k.total_us, default=None)
+    top = max((k for d in r.devices for k in d.top_kernels[:1]), key=lambda k: k.total_ns, default=None)
     return name, idle or no_gpu_text(r), verdict, top.name if top else ""
 
 

@@ -7,7 +7,7 @@ from a trace (host names) is escaped (`md` here, `clean` by the terminal's `wrap
 from __future__ import annotations
 
 from ..result.types import AnalysisData, HostClock
-from ._format import fmt_us, md, table, wrap
+from ._format import fmt_ns, fmt_us, md, table, wrap
 
 MAX_CLOCK_LINES = 8  # host clocks listed on the terminal
 
@@ -84,10 +84,10 @@ def markdown_lines(a: AnalysisData, limit: int) -> list[str]:
     def bw(v: float | None) -> str:
         return "n/a" if v is None else f"{v:.2f} GB/s"
 
-    rows = ([str(r.rank), md(r.host or "–", 60), fmt_us(r.step_time_us), fmt_us(r.compute_us),
-             fmt_us(r.comm_us), fmt_us(r.exposed_comm_us), fmt_us(r.wait_in_collectives_us),
-             fmt_us(r.caused_wait_us), fmt_us(r.lateness_us), bw(r.bus_bandwidth_gbps)]
-            for r in sorted(job.ranks, key=lambda r: (-r.lateness_us, r.rank)))
+    rows = ([str(r.rank), md(r.host or "–", 60), fmt_ns(r.step_time_ns), fmt_ns(r.compute_ns),
+             fmt_ns(r.comm_ns), fmt_ns(r.exposed_comm_ns), fmt_ns(r.wait_ns),
+             fmt_ns(r.caused_wait_ns), fmt_ns(r.lateness_ns), bw(r.bus_bandwidth_gbps)]
+            for r in sorted(job.ranks, key=lambda r: (-r.lateness_ns, r.rank)))
     out += ["_Per steady-state step; latest first._", ""]
     out += table(header, rows, limit, len(job.ranks), "ranks")
     if len(job.clocks) > 1:

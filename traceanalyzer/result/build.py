@@ -32,17 +32,11 @@ from ..diagnosis import Diagnosis, Finding, RankDiagnosis
 from ..diagnosis.stragglers import Straggler
 from ..units import time_text
 from . import types as R
+from .types import us as _us
+from .types import us0 as _us0
 
 MAX_STEP_BARS = 500  # per-step chart: the first steps when a trace has more
 MAX_GAP_ROWS = 10_000  # per device in the gap table: the longest when a device has more
-
-
-def _us(ns: float | None) -> float | None:
-    return None if ns is None else round(float(ns) / 1000.0, 3)
-
-
-def _us0(ns: float) -> float:
-    return round(float(ns) / 1000.0, 3)
 
 
 def _frac(x: float | None) -> float | None:
@@ -158,8 +152,7 @@ def _memory(m: MemoryFigures) -> R.MemoryResult:
         total_bytes=m.total_bytes, peak_allocated_fraction=_frac(m.peak_allocated_fraction),
         headroom_fraction=_frac(m.headroom_fraction),
         growth_per_step_bytes=_r(m.growth_per_step_bytes, 1),
-        per_step=tuple(R.MemoryStepRow(s.step, s.peak_allocated_bytes, s.end_allocated_bytes, s.growth_bytes)
-                       for s in m.per_step[:MAX_STEP_BARS]))
+        per_step=m.per_step[:MAX_STEP_BARS])
 
 
 def memory_warnings(figures: Figures) -> list[str]:
@@ -209,7 +202,6 @@ def _device(d: DeviceAnalysis, counters: R.DeviceCounters | None, memory: Memory
     b, g, m = d.busy, d.gaps, d.memcpy
     w = b.window
     causes = d.idle.cause
-    kernels = tuple(R.KernelResult(k.name, k.count, _us0(k.total_ns), _us0(k.mean_ns), k.comm) for k in d.kernels)
     return R.DeviceResult(
         device=rank_device_label(rank.capture, d.device),
         index=d.device,
@@ -226,18 +218,16 @@ def _device(d: DeviceAnalysis, counters: R.DeviceCounters | None, memory: Memory
         memcpy_share_of_busy=_frac(m.share_of_busy),
         memcpy_share_of_window=_frac(m.share_of_window),
         memcpy=R.MemcpyResult(
-            tuple(R.CopyRow(c.direction, c.count, _us0(c.union_ns), c.bytes, c.bytes_known,
-                            None if c.bandwidth_gbps is None else round(float(c.bandwidth_gbps), 3),
-                            c.pageable, c.pinned) for c in m.directions),
+            m.directions,
             _us0(m.memset_ns), m.memset_count, m.memset_bytes),
         gaps=R.GapSummary(
             _us0(g.min_gap_ns), g.count, _us0(g.total_ns), _us0(g.largest_ns),
-            tuple(R.HistogramBin(_us0(h.lo_ns), _us(h.hi_ns), h.count, _us0(h.total_ns)) for h in g.histogram),
+            g.histogram,
             tuple(R.GapRow(_us0(x.start_ns - w.start_ns), _us0(x.dur_ns), x.step,
                            None if causes is None else str(causes[x.index])) for x in g.top)),
-        top_kernels=kernels[:TOP_KERNELS],
+        top_kernels=d.kernels[:TOP_KERNELS],
         counters=counters,
-        kernel_table=kernels,
+        kernel_table=d.kernels,
         memory=None if memory is None else _memory(memory),
         gap_table=_gap_table(d, rank, g.min_gap_ns),
         graphs=_graphs(d),
@@ -489,18 +479,13 @@ def job_result(f: JobFigures) -> R.JobResult:
     from ..diagnosis.stragglers import min_lateness
     from ..diagnosis.thresholds import STRAGGLER_MIN_LATENESS_NS
 
-    rows = tuple(R.RankCommRow(
-        rank=r.rank, host=r.host, step_time_us=_us(r.step_time_ns), compute_us=_us0(r.compute_ns),
-        comm_us=_us0(r.comm_ns), exposed_comm_us=_us0(r.exposed_comm_ns),
-        overlapped_comm_us=_us0(r.overlapped_comm_ns), wait_in_collectives_us=_us0(r.wait_ns),
-        caused_wait_us=_us0(r.caused_wait_ns), lateness_us=_us0(r.lateness_ns),
-        bus_bandwidth_gbps=r.bus_bandwidth_gbps, last_arrivals=r.last_arrivals) for r in f.ranks)
-    floor_us = min_lateness([r.step_time_us for r in rows if r.step_time_us], STRAGGLER_MIN_LATENESS_NS / 1000.0)
+    floor_us = min_lateness([_us0(r.step_time_ns) for r in f.ranks if r.step_time_ns],
+                            STRAGGLER_MIN_LATENESS_NS / 1000.0)
     return R.JobResult(
         clocks=tuple(R.HostClock(c.host, c.ranks, _us0(c.offset_ns), c.method, c.collectives_used,
                                  _us(c.residual_ns)) for c in f.clocks),
         collectives_matched=f.collectives_matched,
-        ranks=rows,
+        ranks=f.ranks,
         straggler_min_lateness_us=round(floor_us, 3),
         timeline_shift_us=tuple(_us0(s) for s in f.timeline_shift_ns))
 

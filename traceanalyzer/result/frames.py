@@ -13,7 +13,7 @@ import pandas as pd
 
 from ..causes import CAUSE_BY_ID
 from .types import AnalysisData as Analysis
-from .types import RankResult
+from .types import RankResult, to_data
 
 
 def cause_label(cause: str | None) -> str | None:
@@ -76,8 +76,7 @@ def kernels_frame(a: Analysis, top: int | None = None) -> pd.DataFrame:
     rows = []
     for r in a.ranks:
         launcher = {(k.device, k.name): k.launched_by for k in (r.operators.kernels if r.operators else ())}
-        rows += [{"rank": rank_name(r), "device": d.device, "name": k.name, "count": k.count, "total_us": k.total_us,
-                  "mean_us": k.mean_us, "communication": k.communication,
+        rows += [{"rank": rank_name(r), "device": d.device, **to_data(k),  # the JSON keys: times in us
                   "launched_by": launcher.get((d.device, k.name))}
                  for d in r.devices for k in (d.kernel_table or d.top_kernels)[:top]]
     return pd.DataFrame(rows, columns=KERNEL_COLUMNS)

@@ -6,9 +6,12 @@ API (DataFrame views) and comparisons of two runs. It is made once by the pipeli
 dataclasses below generically: a field's JSON key is its name, so the JSON interface is exactly
 this file. `load(path)` of a written report gives an object equal to the original.
 
-Units are the report's: durations in microseconds as floats rounded to 0.001 (whole
+Units in the JSON are the report's: durations in microseconds as floats rounded to 0.001 (whole
 nanoseconds) with names ending in `_us`, absolute times in integer nanoseconds (`_ns`),
-fractions in [0, 1] or None when the figure has no meaning.
+fractions in [0, 1] or None when the figure has no meaning. Some figures are held as the analyses
+computed them (a type of `analyses/`, durations in int ns, no twin here): `EDGE` below names their
+JSON keys, and the edge (`to_data` / `from_data`) converts their durations once, so the JSON keeps the
+keys and units above; a face shows such a duration through `us`, as the JSON has it.
 
 The tree: `AnalysisData` holds the job's figures, its verdict (`diagnosis`) and one `RankResult` per
 rank; each rank carries its own figures, its devices (each with a bounded table of every gap at
@@ -32,6 +35,13 @@ import types
 import typing
 from dataclasses import dataclass, field
 from typing import Any, Union
+
+# the figures held as computed (`EDGE`), part of this interface: faces import them from here
+from ..analyses.collectives_job import RankComm as RankComm
+from ..analyses.figures import CopyDirection as CopyDirection
+from ..analyses.figures import GapBin as GapBin
+from ..analyses.figures import KernelRow as KernelRow
+from ..analyses.memory import MemoryStep as MemoryStep  # no units to convert: a field's key is its name
 
 SCHEMA = "traceanalyzer/3"
 OLD_SCHEMAS = ("traceanalyzer/2",)  # read through `migrate`
@@ -91,31 +101,11 @@ class StepRow:
 
 
 @dataclass(frozen=True)
-class CopyRow:
-    direction: str
-    count: int
-    union_us: float
-    bytes: int
-    copies_with_size: int
-    bandwidth_gbps: float | None
-    pageable: int
-    pinned: int
-
-
-@dataclass(frozen=True)
 class MemcpyResult:
-    by_direction: tuple[CopyRow, ...]
+    by_direction: tuple[CopyDirection, ...]
     memset_us: float
     memset_count: int
     memset_bytes: int
-
-
-@dataclass(frozen=True)
-class HistogramBin:
-    from_us: float
-    to_us: float | None
-    count: int
-    total_us: float
 
 
 @dataclass(frozen=True)
@@ -134,17 +124,8 @@ class GapSummary:
     count: int
     total_us: float
     largest_us: float
-    histogram: tuple[HistogramBin, ...]
+    histogram: tuple[GapBin, ...]
     top: tuple[GapRow, ...]  # longest first
-
-
-@dataclass(frozen=True)
-class KernelResult:
-    name: str
-    count: int
-    total_us: float
-    mean_us: float
-    communication: bool
 
 
 @dataclass(frozen=True)
@@ -240,16 +221,6 @@ class CounterLog:
 
 
 @dataclass(frozen=True)
-class MemoryStepRow:
-    """Memory over one step: its peak, and what it holds at the step's end vs the previous step's end."""
-
-    step: int
-    peak_allocated_bytes: int
-    end_allocated_bytes: int
-    growth_bytes: int  # end_allocated_bytes - the previous step's end_allocated_bytes (0 for the first)
-
-
-@dataclass(frozen=True)
 class MemoryResult:
     """Memory of one device (or the host) from the profiler's [memory] events (definitions `memory`)."""
 
@@ -260,7 +231,7 @@ class MemoryResult:
     peak_allocated_fraction: float | None  # peak_allocated / total
     headroom_fraction: float | None  # 1 - peak_reserved (or allocated) / total
     growth_per_step_bytes: float | None  # median growth between steps (a leak shows as > 0 every step)
-    per_step: tuple[MemoryStepRow, ...]
+    per_step: tuple[MemoryStep, ...]  # its peak, and its end vs the previous step's end
 
 
 @dataclass(frozen=True)
@@ -403,9 +374,9 @@ class DeviceResult:
     memcpy_share_of_window: float | None
     memcpy: MemcpyResult
     gaps: GapSummary
-    top_kernels: tuple[KernelResult, ...]
+    top_kernels: tuple[KernelRow, ...]
     counters: DeviceCounters | None = None
-    kernel_table: tuple[KernelResult, ...] = ()  # every kernel name by time, bounded (for comparisons)
+    kernel_table: tuple[KernelRow, ...] = ()  # every kernel name by time, bounded (for comparisons)
     memory: MemoryResult | None = None  # from memory events (torch.profiler profile_memory=True)
     gap_table: GapTable | None = None  # every gap >= min_gap with its cause (None: not recorded)
     graphs: GraphSummary | None = None  # CUDA graph replays on this device (None: no graphs)
@@ -654,24 +625,6 @@ class HostClock:
 
 
 @dataclass(frozen=True)
-class RankCommRow:
-    """One rank's communication figures, per steady-state step (medians over steps)."""
-
-    rank: int
-    host: str | None
-    step_time_us: float | None
-    compute_us: float  # GPU busy minus exposed communication (time some other GPU work runs)
-    comm_us: float  # communication kernels (union)
-    exposed_comm_us: float  # communication with no compute running beside it
-    overlapped_comm_us: float
-    wait_in_collectives_us: float  # time this rank sat in collectives waiting for later ranks
-    caused_wait_us: float  # time the other ranks waited for this one
-    lateness_us: float  # arrival at collectives vs the median rank (positive: late)
-    bus_bandwidth_gbps: float | None  # collective bytes / time, where sizes are known
-    last_arrivals: int = 0  # matched collectives in which this rank started last and held others up
-
-
-@dataclass(frozen=True)
 class WorkerRow:
     """One worker of a job traced without GPU kernels, per step (`run.workers`): what a what-if needs."""
 
@@ -690,7 +643,7 @@ class JobResult:
 
     clocks: tuple[HostClock, ...]
     collectives_matched: int  # collectives found on every rank and matched across them
-    ranks: tuple[RankCommRow, ...]
+    ranks: tuple[RankComm, ...]  # per rank, per steady-state step (medians over steps)
     straggler_min_lateness_us: float | None = None  # lateness per step from which a rank is a straggler
     # Where each rank's window starts on the job clock, from the earliest rank's start (report order):
     # the timeline draws every rank on this one clock.
@@ -770,9 +723,72 @@ class AnalysisData:
         return self.ranks[k] if k is not None and 0 <= k < len(self.ranks) else None
 
 
+# --- the edge: figures held as computed (int ns), written in the report's units ----------------------------
+_REQUIRED = object()
+
+
+@dataclass(frozen=True)
+class Key:
+    """One JSON key of a figure type the result holds as the analyses computed it (`EDGE`): the type's
+    `field` written under `key`; `ns`: a duration in nanoseconds, written in microseconds rounded to whole
+    nanoseconds (`us`) and read back to nanoseconds; `derived`: a property that follows from the fields,
+    written and not read."""
+
+    key: str
+    field: str
+    ns: bool = False
+    derived: bool = False
+    default: Any = _REQUIRED  # the value when a report saved before the key existed lacks it
+
+
+# The figure types the result holds as they are (no twin in this file): their JSON keys, in the order written.
+# Each field of such a type has one key that is not derived (tests/test_schema.py checks it).
+EDGE: dict[type, tuple[Key, ...]] = {
+    KernelRow: (Key("name", "name"), Key("count", "count"), Key("total_us", "total_ns", ns=True),
+                Key("mean_us", "mean_ns", ns=True, derived=True), Key("communication", "comm")),
+    GapBin: (Key("from_us", "lo_ns", ns=True), Key("to_us", "hi_ns", ns=True), Key("count", "count"),
+             Key("total_us", "total_ns", ns=True)),
+    CopyDirection: (Key("direction", "direction"), Key("count", "count"), Key("union_us", "union_ns", ns=True),
+                    Key("bytes", "bytes"), Key("copies_with_size", "bytes_known"),
+                    Key("bandwidth_gbps", "bandwidth_gbps"), Key("pageable", "pageable"), Key("pinned", "pinned")),
+    RankComm: (Key("rank", "rank"), Key("host", "host"), Key("step_time_us", "step_time_ns", ns=True),
+               Key("compute_us", "compute_ns", ns=True), Key("comm_us", "comm_ns", ns=True),
+               Key("exposed_comm_us", "exposed_comm_ns", ns=True),
+               Key("overlapped_comm_us", "overlapped_comm_ns", ns=True),
+               Key("wait_in_collectives_us", "wait_ns", ns=True), Key("caused_wait_us", "caused_wait_ns", ns=True),
+               Key("lateness_us", "lateness_ns", ns=True), Key("bus_bandwidth_gbps", "bus_bandwidth_gbps"),
+               Key("last_arrivals", "last_arrivals", default=0)),
+}
+
+
+def us0(ns: float) -> float:
+    """Nanoseconds as the report writes them: microseconds rounded to 0.001 (whole nanoseconds), here and
+    in `build`. The faces show a figure held in ns through `us`, so a page says what the saved JSON says."""
+    return round(float(ns) / 1000.0, 3)
+
+
+def us(ns: float | None) -> float | None:
+    """`us0`, None kept."""
+    return None if ns is None else us0(ns)
+
+
+def _from_us(hint: Any, data: Any, where: str) -> Any:
+    """A duration the report wrote in microseconds (`us`) back in nanoseconds of the field's type `hint`."""
+    if data is None and type(None) in typing.get_args(hint):
+        return None
+    if isinstance(data, bool) or not isinstance(data, (int, float)):
+        raise ResultFormatError(f"{where}: expected a number")
+    ns = round(data * 1000.0)
+    return ns if int in (hint, *typing.get_args(hint)) else float(ns)
+
+
 # --- generic (de)serialization -------------------------------------------------------------------------
 def to_data(obj: Any) -> Any:
-    """Dataclasses -> dicts, tuples -> lists, dict keys sorted (so saved and loaded results render alike)."""
+    """Dataclasses -> dicts, tuples -> lists, dict keys sorted (so saved and loaded results render alike);
+    a figure type of `EDGE` -> its keys, durations in microseconds."""
+    keys = EDGE.get(type(obj))
+    if keys is not None:
+        return {k.key: us(getattr(obj, k.field)) if k.ns else to_data(getattr(obj, k.field)) for k in keys}
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return {f.name: to_data(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
     if isinstance(obj, dict):
@@ -808,6 +824,23 @@ def from_data(cls: Any, data: Any, where: str = "") -> Any:
             return None
         inner = [a for a in args if a is not type(None)]
         return from_data(inner[0], data, where)
+    if cls in EDGE:
+        if not isinstance(data, dict):
+            raise ResultFormatError(f"{where or 'report'}: expected an object")
+        hints = _hints(cls)
+        fields = {}
+        for k in EDGE[cls]:
+            if k.derived:
+                continue
+            if k.key not in data:
+                if k.default is _REQUIRED:
+                    raise ResultFormatError(f"{where or 'report'}: missing field {k.key!r}")
+                fields[k.field] = k.default
+                continue
+            at = f"{where}.{k.key}".lstrip(".")
+            hint = hints[k.field]
+            fields[k.field] = _from_us(hint, data[k.key], at) if k.ns else from_data(hint, data[k.key], at)
+        return cls(**fields)
     if dataclasses.is_dataclass(cls):
         if not isinstance(data, dict):
             raise ResultFormatError(f"{where or 'report'}: expected an object")
