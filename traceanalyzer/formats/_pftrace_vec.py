@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import numpy as np
 
-from ._pbvec import Fields, last_of, scan_many
+from ._pbvec import Fields, last_of, member, scan_many
 from ._perfetto_pb import (
     SEQ_INCREMENTAL_STATE_CLEARED,
     SEQ_NEEDS_INCREMENTAL_STATE,
@@ -124,7 +124,7 @@ class _Vectorized:
         flags[pf.msg[sel]] |= np.uint64(SEQ_INCREMENTAL_STATE_CLEARED)
         has_event, ev_at = last_of(pf, (11,), n)
         walker = np.zeros(n, bool)
-        walker[pf.msg[np.isin(pf.num, _STATEFUL)]] = True
+        walker[pf.msg[member(pf.num, _STATEFUL)]] = True
         walker |= (flags & np.uint64(SEQ_INCREMENTAL_STATE_CLEARED)) != 0
 
         # the track events of every packet: those the fast path does not read go to the walker
@@ -132,7 +132,7 @@ class _Vectorized:
         ef = scan_many(data, u8, pf.val[ev_at[ev_pkt]].astype(np.int64), pf.stop[ev_at[ev_pkt]], "TrackEvent")
         typ = _last_value(ef, (9,), len(ev_pkt))
         odd = np.zeros(len(ev_pkt), bool)
-        odd[ef.msg[np.isin(ef.num, _EVENT_TO_WALKER) | ((ef.wire == _LEN) & np.isin(ef.num, (3, 47, 48)))]] = True
+        odd[ef.msg[member(ef.num, _EVENT_TO_WALKER) | ((ef.wire == _LEN) & member(ef.num, (3, 47, 48)))]] = True
         odd |= (typ != TYPE_SLICE_BEGIN) & (typ != TYPE_SLICE_END) & (typ != TYPE_INSTANT)
         walker[ev_pkt[odd]] = True
 
@@ -223,14 +223,17 @@ class _Vectorized:
                 not_kept["unknown_interned_name"] += int((found < 0).sum())
         has_name, name_at = last_of(ef, (10, 23), n)
         if has_name.any():
-            by_field = np.full(len(ef.num), -1, np.int64)
-            if name_iid.any():
+            sel = np.flatnonzero(has_name)
+            at = name_at[sel]
+            inline = ef.num[at] == 23
+            for i, a, b in zip(sel[inline].tolist(), ef.val[at[inline]].tolist(), ef.stop[at[inline]].tolist()):
+                names[i] = data[a:b].decode("utf-8", "replace")
+            if not inline.all():
+                by_field = np.full(len(ef.num), -1, np.int64)
                 by_field[rows] = found
-            for i, f in zip(np.flatnonzero(has_name).tolist(), name_at[has_name].tolist()):
-                if ef.num[f] == 23:
-                    names[i] = data[int(ef.val[f]):int(ef.stop[f])].decode("utf-8", "replace")
-                else:
-                    names[i] = values[by_field[f]] if by_field[f] >= 0 else ""
+                table = values + [""]  # -1: not interned
+                for i, k in zip(sel[~inline].tolist(), by_field[at[~inline]].tolist()):
+                    names[i] = table[k]
         # categories: interned ids, in order, joined
         cats: list[str | None] = [None] * n
         cat_rows = np.flatnonzero(ef.num == 3)
@@ -248,8 +251,11 @@ class _Vectorized:
             a_msg = ef.msg[ann]
             keys, vals = self._annotations(ef.val[ann].astype(np.int64), ef.stop[ann], gen[a_msg], pkt[a_msg], 0)
             bounds = np.flatnonzero(np.r_[True, a_msg[1:] != a_msg[:-1], True])
+            from .pftrace import CORRELATION_ANNOTATION, METADATA_ANNOTATION
+            special = (METADATA_ANNOTATION, CORRELATION_ANNOTATION)
             for i, a, b in zip(a_msg[bounds[:-1]].tolist(), bounds[:-1].tolist(), bounds[1:].tolist()):
-                args[i] = _args(dict(zip(keys[a:b], vals[a:b])))
+                d = dict(zip(keys[a:b], vals[a:b]))
+                args[i] = _args(d) if special[0] in d or special[1] in d else d
         has_corr, corr_at = last_of(ef, (52,), n)
         if has_corr.any():
             for i, c in zip(np.flatnonzero(has_corr).tolist(), ef.val[corr_at[has_corr]].tolist()):
@@ -259,10 +265,11 @@ class _Vectorized:
                         a = args[i] = {}
                     a.setdefault("correlation", c)
         # flows: fixed64 ids on the events that are not slice ends
-        flow_rows = np.flatnonzero(np.isin(ef.num, (47, 48)) & (typ[ef.msg] != TYPE_SLICE_END))
+        flow_rows = np.flatnonzero(member(ef.num, (47, 48)) & (typ[ef.msg] != TYPE_SLICE_END))
         orders = (pkt.astype(np.int64) << ORDER_SHIFT).tolist()
         ts_list = ts.tolist()
-        metadata = (_metadata_event(), _device_properties_event())
+        from .pftrace import DEVICE_PROPERTIES_EVENT, METADATA_EVENT
+        metadata = (METADATA_EVENT, DEVICE_PROPERTIES_EVENT)
         if len(flow_rows):
             fm = ef.msg[flow_rows]
             for i, num, fid in zip(fm.tolist(), ef.num[flow_rows].tolist(), ef.val[flow_rows].tolist()):
@@ -310,8 +317,9 @@ class _Vectorized:
             is_text = f.num[at] == 10
             for i, a, b in zip(sel[is_text].tolist(), f.val[at[is_text]].tolist(), f.stop[at[is_text]].tolist()):
                 keys[i] = data[a:b].decode("utf-8", "replace")
+            table = key_values + [""]  # -1: not interned
             for i, k in zip(sel[~is_text].tolist(), key_found[at[~is_text]].tolist()):
-                keys[i] = key_values[k] if k >= 0 else ""
+                keys[i] = table[k]
         vals = np.full(n, None, object)
         has_val, val_at = last_of(f, (2, 3, 4, 5, 6, 7, 9, 17), n)
         sel = np.flatnonzero(has_val)
@@ -322,7 +330,7 @@ class _Vectorized:
             for kinds, convert in (((2,), lambda r: (r != 0).tolist()), ((3, 7), lambda r: r.tolist()),
                                    ((4,), lambda r: r.view(np.int64).tolist()),
                                    ((5,), lambda r: r.view(np.float64).tolist())):
-                m = np.isin(num, kinds)
+                m = member(num, kinds)
                 if m.any():
                     vals[sel[m]] = convert(raw[m].copy())
             m = num == 6
@@ -333,12 +341,13 @@ class _Vectorized:
             if m.any():
                 idx = sel[m]
                 found, values = self._lookup(_STRING_TABLE, gen[idx], raw[m], pkt[idx])
-                vals[idx] = [values[k] if k >= 0 else "" for k in found.tolist()]
+                table = values + [""]
+                vals[idx] = [table[k] for k in found.tolist()]
             m = num == 9
             if m.any():
                 vals[sel[m]] = [_json_or_text(data[a:b].decode("utf-8", "replace"))
                                 for a, b in zip(raw[m].tolist(), f.stop[at[m]].tolist())]
-        nested = np.flatnonzero(np.isin(f.num, (11, 12)))
+        nested = np.flatnonzero(member(f.num, (11, 12)))
         if len(nested):
             parents = f.msg[nested]
             ck, cv = self._annotations(f.val[nested].astype(np.int64), f.stop[nested], gen[parents], pkt[parents],
@@ -357,16 +366,6 @@ class _Vectorized:
             for p, d in entries.items():
                 vals[p] = d
         return keys, vals.tolist()
-
-
-def _metadata_event() -> str:
-    from .pftrace import METADATA_EVENT
-    return METADATA_EVENT
-
-
-def _device_properties_event() -> str:
-    from .pftrace import DEVICE_PROPERTIES_EVENT
-    return DEVICE_PROPERTIES_EVENT
 
 
 def _json_or_text(raw: str) -> Any:
