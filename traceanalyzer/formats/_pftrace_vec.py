@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from .pftrace import _Decoder
 
 ORDER_SHIFT = 32
+CHUNK_PACKETS = 1 << 17  # packets decoded together (memory: a few hundred bytes each)
 # TracePacket fields that change a sequence's state or need the walker: interned data, defaults,
 # track / thread descriptors, compressed packets, GPU counters, render stages, zstd packets
 _STATEFUL = (12, 59, 60, 44, 50, 52, 53, 133)
@@ -110,9 +111,21 @@ class _Vectorized:
         self.max_nesting = max_nesting
 
     def run(self) -> None:
-        dec, data, u8 = self.dec, self.data, self.u8
+        """The packets in chunks of `CHUNK_PACKETS`, in file order: what the walker's packets of a chunk
+        intern is known before the chunk's other events are looked up, and memory stays bounded."""
+        from .pftrace import _Sequence
+        self.new_sequence = _Sequence
+        self.initial: dict[int, tuple[int, bool]] = {}  # each sequence's state before any clear
+        self.dec.by_order = True
         n = len(self.starts)
-        pf = scan_many(data, u8, self.starts, self.ends, "TracePacket")
+        for base in range(0, n, CHUNK_PACKETS):
+            self._chunk(base, min(n, base + CHUNK_PACKETS))
+        self.dec.packets = n
+
+    def _chunk(self, lo: int, hi: int) -> None:
+        dec, data, u8 = self.dec, self.data, self.u8
+        n = hi - lo
+        pf = scan_many(data, u8, self.starts[lo:hi], self.ends[lo:hi], "TracePacket")
         if (pf.num == _COMPRESSED).any():
             raise _Unsupported
         ts = _last_value(pf, (8,), n)
@@ -130,6 +143,7 @@ class _Vectorized:
         # the track events of every packet: those the fast path does not read go to the walker
         ev_pkt = np.flatnonzero(has_event)
         ef = scan_many(data, u8, pf.val[ev_at[ev_pkt]].astype(np.int64), pf.stop[ev_at[ev_pkt]], "TrackEvent")
+        del pf
         typ = _last_value(ef, (9,), len(ev_pkt))
         odd = np.zeros(len(ev_pkt), bool)
         odd[ef.msg[member(ef.num, _EVENT_TO_WALKER) | ((ef.wire == _LEN) & member(ef.num, (3, 47, 48)))]] = True
@@ -138,34 +152,31 @@ class _Vectorized:
 
         # sequences, first met first (as the walker creates them), and their state before any clear
         seq_ids, first = np.unique(seq, return_index=True)
-        from .pftrace import _Sequence
         for s in seq_ids[np.argsort(first)].tolist():
             if s not in dec.sequences:
-                dec.sequences[s] = _Sequence()
-        initial = {s: (dec.sequences[s].generation, dec.sequences[s].valid) for s in seq_ids.tolist()}
+                dec.sequences[s] = self.new_sequence()
+                self.initial[s] = (dec.sequences[s].generation, dec.sequences[s].valid)
 
         # the walker's packets, in file order
         dec.recording = True
-        dec.by_order = True
-        for k in np.flatnonzero(walker).tolist():
+        for k in (np.flatnonzero(walker) + lo).tolist():
             dec.at_packet = k
             dec.order = k << ORDER_SHIFT
             dec.packet(data, int(self.starts[k]), int(self.ends[k]))
         dec.recording = False
-        dec.packets = n
 
         # the generation of state each remaining event's packet sees, and whether it is valid
         keep = ~walker[ev_pkt]
         ev_pkt, typ = ev_pkt[keep], typ[keep]
         ef = _renumber(ef.where(keep[ef.msg]), keep)
-        gen, valid = self._generations(seq[ev_pkt], ev_pkt, initial)
+        gen, valid = self._generations(seq[ev_pkt], ev_pkt + lo, self.initial)
         lost = ((flags[ev_pkt] & np.uint64(SEQ_NEEDS_INCREMENTAL_STATE)) != 0) & ~valid
         if lost.any():
             dec.not_kept["incremental_state_lost"] += int(lost.sum())
             keep = ~lost
             ev_pkt, typ, gen = ev_pkt[keep], typ[keep], gen[keep]
             ef = _renumber(ef.where(keep[ef.msg]), keep)
-        self._events(ef, ev_pkt, typ, gen, ts[ev_pkt], seq[ev_pkt])
+        self._events(ef, ev_pkt + lo, typ, gen, ts[ev_pkt], seq[ev_pkt])
 
     def _generations(self, seq: np.ndarray, pkt: np.ndarray, initial: dict[int, tuple[int, bool]]
                      ) -> tuple[np.ndarray, np.ndarray]:
@@ -303,23 +314,20 @@ class _Vectorized:
         data = self.data
         n = len(starts)
         f = scan_many(data, self.u8, starts, stops, "DebugAnnotation")
-        keys: list[str] = [""] * n
-        key_iid = np.flatnonzero(f.num == 1)
-        key_found = np.full(len(f.num), -1, np.int64)
-        key_values: list[str] = []
-        if len(key_iid):
-            found, key_values = self._lookup(_KEY_TABLE, gen[f.msg[key_iid]], f.val[key_iid], pkt[f.msg[key_iid]])
-            key_found[key_iid] = found
+        keys = np.full(n, "", object)
         has_key, key_at = last_of(f, (1, 10), n)
         sel = np.flatnonzero(has_key)
         if len(sel):
             at = key_at[sel]
             is_text = f.num[at] == 10
-            for i, a, b in zip(sel[is_text].tolist(), f.val[at[is_text]].tolist(), f.stop[at[is_text]].tolist()):
-                keys[i] = data[a:b].decode("utf-8", "replace")
-            table = key_values + [""]  # -1: not interned
-            for i, k in zip(sel[~is_text].tolist(), key_found[at[~is_text]].tolist()):
-                keys[i] = table[k]
+            if is_text.any():
+                keys[sel[is_text]] = [data[a:b].decode("utf-8", "replace")
+                                      for a, b in zip(f.val[at[is_text]].tolist(), f.stop[at[is_text]].tolist())]
+            iid = sel[~is_text]
+            if len(iid):
+                rows = at[~is_text]
+                found, key_values = self._lookup(_KEY_TABLE, gen[iid], f.val[rows], pkt[iid])
+                keys[iid] = np.array(key_values + [""], object)[found]  # -1: not interned
         vals = np.full(n, None, object)
         has_val, val_at = last_of(f, (2, 3, 4, 5, 6, 7, 9, 17), n)
         sel = np.flatnonzero(has_val)
@@ -345,27 +353,29 @@ class _Vectorized:
                 vals[idx] = [table[k] for k in found.tolist()]
             m = num == 9
             if m.any():
-                vals[sel[m]] = [_json_or_text(data[a:b].decode("utf-8", "replace"))
-                                for a, b in zip(raw[m].tolist(), f.stop[at[m]].tolist())]
+                cache: dict[bytes, Any] = {}  # the same JSON texts recur ("[]"): decoded once, shared
+                out = []
+                for a, b in zip(raw[m].tolist(), f.stop[at[m]].tolist()):
+                    text = data[a:b]
+                    value = cache.get(text, cache)
+                    if value is cache:
+                        value = cache[text] = _json_or_text(text.decode("utf-8", "replace"))
+                    out.append(value)
+                vals[sel[m]] = out
         nested = np.flatnonzero(member(f.num, (11, 12)))
         if len(nested):
             parents = f.msg[nested]
             ck, cv = self._annotations(f.val[nested].astype(np.int64), f.stop[nested], gen[parents], pkt[parents],
                                        depth + 1)
-            is_entry = (f.num[nested] == 11).tolist()
-            entries: dict[int, dict[str, Any]] = {}
-            items: dict[int, list[Any]] = {}
-            for j, p in enumerate(parents.tolist()):
-                if is_entry[j]:
-                    entries.setdefault(p, {})[ck[j]] = cv[j]
-                else:
-                    items.setdefault(p, []).append(cv[j])
-            for p, lst in items.items():
-                if p not in entries:
-                    vals[p] = lst
-            for p, d in entries.items():
-                vals[p] = d
-        return keys, vals.tolist()
+            is_entry = f.num[nested] == 11
+            bounds = np.flatnonzero(np.r_[True, parents[1:] != parents[:-1], True])
+            with_entries = (np.add.reduceat(is_entry, bounds[:-1]) > 0).tolist()
+            entry = is_entry.tolist()
+            for p, a, b, dict_like in zip(parents[bounds[:-1]].tolist(), bounds[:-1].tolist(), bounds[1:].tolist(),
+                                          with_entries):
+                # an annotation's entries make it a dict (its array values then count for nothing), else a list
+                vals[p] = {ck[j]: cv[j] for j in range(a, b) if entry[j]} if dict_like else cv[a:b]
+        return keys.tolist(), vals.tolist()
 
 
 def _json_or_text(raw: str) -> Any:
