@@ -260,7 +260,8 @@ class _Vectorized:
         args: list[dict[str, Any] | None] = [None] * n
         if len(ann):
             a_msg = ef.msg[ann]
-            keys, vals = self._annotations(ef.val[ann].astype(np.int64), ef.stop[ann], gen[a_msg], pkt[a_msg], 0)
+            keys, vals = self._annotations(ef.val[ann].astype(np.int64), ef.stop[ann], gen[a_msg], pkt[a_msg], 0,
+                                           whole=typ[a_msg] == TYPE_INSTANT)
             bounds = np.flatnonzero(np.r_[True, a_msg[1:] != a_msg[:-1], True])
             from .pftrace import CORRELATION_ANNOTATION, METADATA_ANNOTATION
             special = (METADATA_ANNOTATION, CORRELATION_ANNOTATION)
@@ -307,8 +308,11 @@ class _Vectorized:
                     events.append((orders[i], "i", names[i], cats[i], track, ts_list[i], 0, args[i], 0))
 
     def _annotations(self, starts: np.ndarray, stops: np.ndarray, gen: np.ndarray, pkt: np.ndarray,
-                     depth: int) -> tuple[list[str], list[Any]]:
-        """(key, value) of each DebugAnnotation in data[starts[i]:stops[i]], as `_Decoder._annotation`."""
+                     depth: int, whole: np.ndarray | None = None) -> tuple[list[str], list[Any]]:
+        """(key, value) of each DebugAnnotation in data[starts[i]:stops[i]], as `_Decoder._annotation`.
+        With `whole` (a slice's annotations: False), a value is decoded only where `whole` says so or the
+        Kineto document keeps it (`pftrace.VALUE_ARGS`); the others are None, their key kept (the
+        categories look at which keys an event has), since the document drops them."""
         if depth > self.max_nesting:
             raise _Unsupported
         data = self.data
@@ -328,6 +332,12 @@ class _Vectorized:
                 rows = at[~is_text]
                 found, key_values = self._lookup(_KEY_TABLE, gen[iid], f.val[rows], pkt[iid])
                 keys[iid] = np.array(key_values + [""], object)[found]  # -1: not interned
+        if whole is not None:
+            from .pftrace import VALUE_ARGS
+            wanted = whole | np.fromiter((k in VALUE_ARGS for k in keys.tolist()), bool, count=n) \
+                if not whole.all() else whole
+            if not wanted.all():
+                f = f.where(wanted[f.msg] | (f.num == 1) | (f.num == 10))
         vals = np.full(n, None, object)
         has_val, val_at = last_of(f, (2, 3, 4, 5, 6, 7, 9, 17), n)
         sel = np.flatnonzero(has_val)

@@ -884,6 +884,13 @@ def decode(data: bytes, path: Path, max_bytes: int, vectorized: bool = True) -> 
     return dec
 
 
+# The args keys the Kineto reader reads of a slice or an instant (a counter's are read whole): the
+# others (input shapes, call stacks...) would be written and parsed again for nothing.
+_READ_ARGS = frozenset(f.encode_name for f in msgspec.structs.fields(kineto.KinetoArgs))
+# The args whose values a slice needs (what the document keeps, and what the decoder merges in).
+VALUE_ARGS = _READ_ARGS | {METADATA_ANNOTATION, CORRELATION_ANNOTATION}
+
+
 def kineto_document(dec: _Decoder) -> bytes:
     """The decoded events as a Kineto JSON document, times relative to a base (exact nanoseconds)."""
     dec.events.sort(key=lambda e: e[0])
@@ -913,8 +920,8 @@ def kineto_document(dec: _Decoder) -> bytes:
         if ph not in ("s", "t", "f"):
             ev["cat"] = cat if cat is not None else \
                 infer_category(name, args, dec.on_process(track), pid in gpu_pids, pid) if ph == "X" else ""
-        if args is not None:
-            ev["args"] = args
+        if args is not None:  # only what the Kineto reader reads of them (all of a counter's)
+            ev["args"] = args if ph == "C" else {k: v for k, v in args.items() if k in _READ_ARGS}
         out.append(ev)
     header = {k: v for k, v in dec.header.items() if k not in ("traceEvents", "baseTimeNanoseconds")}
     if base:
