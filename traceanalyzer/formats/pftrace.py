@@ -611,8 +611,8 @@ class _Decoder:
     def finish(self) -> None:
         """Begins and ends paired into complete events, track by track (`pair_slices`)."""
         self.header_items.sort(key=lambda h: h[0])
-        for _, name, args in self.header_items:
-            self._header(name, args)
+        for _, name, header_args in self.header_items:
+            self._header(name, header_args)
         self.header_items.clear()
         self.flow_items.sort(key=lambda f: f[0])
         seen: set[int] = set()
