@@ -49,6 +49,9 @@ _NAME_TABLE, _CAT_TABLE, _KEY_TABLE, _STRING_TABLE = 2, 1, 3, 29  # InternedData
 _LEN = 2
 
 
+_EMPTY_HISTORY = (np.zeros(0, np.int64), np.zeros(0, np.uint64), np.zeros(0, np.int64))
+
+
 class _Unsupported(Exception):
     """Something the fast path leaves to the walker (for the whole trace)."""
 
@@ -109,6 +112,8 @@ class _Vectorized:
         self.starts = starts
         self.ends = ends
         self.max_nesting = max_nesting
+        # per interned table: (rows of dec.interned taken, generations, iids, packets, values)
+        self.history: dict[int, tuple[int, np.ndarray, np.ndarray, np.ndarray, list[str]]] = {}
 
     def run(self) -> None:
         """The packets in chunks of `CHUNK_PACKETS`, in file order: what the walker's packets of a chunk
@@ -198,13 +203,19 @@ class _Vectorized:
 
     def _lookup(self, table: int, gen: np.ndarray, iid: np.ndarray, pkt: np.ndarray) -> tuple[np.ndarray, list[str]]:
         """Indices into the returned values (-1: not interned) of what `table` held for (gen, iid) at `pkt`."""
-        rows = [r for r in self.dec.interned if r[0] == table]
-        if not rows or not len(iid):
-            return np.full(len(iid), -1, np.int64), []
-        h_gen = np.array([r[1] for r in rows], np.int64)
-        h_iid = np.array([r[2] & 0xFFFFFFFFFFFFFFFF for r in rows], np.uint64)
-        h_pkt = np.array([r[3] for r in rows], np.int64)
-        return _latest2(h_gen, h_iid, h_pkt, gen, iid, pkt), [r[4] for r in rows]
+        seen, h_gen, h_iid, h_pkt, values = self.history.get(table) or (0, *_EMPTY_HISTORY, [])
+        interned = self.dec.interned
+        if seen < len(interned):  # what the walker interned since the last look: added once
+            rows = [r for r in interned[seen:] if r[0] == table]
+            if rows:
+                h_gen = np.concatenate([h_gen, np.array([r[1] for r in rows], np.int64)])
+                h_iid = np.concatenate([h_iid, np.array([r[2] & 0xFFFFFFFFFFFFFFFF for r in rows], np.uint64)])
+                h_pkt = np.concatenate([h_pkt, np.array([r[3] for r in rows], np.int64)])
+                values = values + [r[4] for r in rows]
+            self.history[table] = (len(interned), h_gen, h_iid, h_pkt, values)
+        if not len(values) or not len(iid):
+            return np.full(len(iid), -1, np.int64), values
+        return _latest2(h_gen, h_iid, h_pkt, gen, iid, pkt), values
 
     def _events(self, ef: Fields, pkt: np.ndarray, typ: np.ndarray, gen: np.ndarray, ts: np.ndarray,
                 seq: np.ndarray) -> None:
