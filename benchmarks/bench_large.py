@@ -5,6 +5,7 @@
     python benchmarks/bench_large.py --sizes 250 --gzip  # also a .json.gz copy of each
     TRACEANALYZER_HTA_PYTHON=/work/htavenv/bin/python python benchmarks/bench_large.py
     python benchmarks/bench_large.py --sizes 250 --runs 3 --baseline /tmp/old  # before / after
+    python benchmarks/bench_large.py --sizes 100 --pftrace --baseline /tmp/old  # also a .pftrace copy
 
 `--baseline DIR` times a second copy of the package too (DIR holds its `traceanalyzer` folder, e.g.
 `git archive <commit> traceanalyzer | tar -x -C DIR`), in the same run, each of its runs next to one
@@ -14,9 +15,11 @@ shows paired, on the same machine and load. `--runs N` repeats every measurement
 The replicas are built from the largest Kineto trace of the shared corpus: its events array is
 repeated, every copy's timestamps shifted past the previous copy's end (and its ProfilerStep
 numbers renumbered), byte for byte otherwise, so the file keeps the profiler's own formatting.
-Every tool runs in its own subprocess; wall time and peak RSS (ru_maxrss of that child) are
-reported, and ratios to the orjson baseline of the same run, since this machine is shared and
-noisy. What the script writes goes into a temporary folder that is removed at the end.
+`--pftrace` also writes each replica as a Perfetto trace (`pftrace_write`, as PyTorch's Perfetto
+backend encodes it) and reports it next to the JSON: its time as a ratio of the JSON report's.
+Every tool runs in its own subprocess; wall time, CPU time (user + system, the child and what it
+waited for) and peak RSS are reported, and ratios to the orjson baseline of the same run, since this
+machine is shared and noisy: where other work competes for the cores, the CPU column is the steadier. What the script writes goes into a temporary folder that is removed at the end.
 """
 
 from __future__ import annotations
@@ -123,9 +126,17 @@ def _shift(body: bytes, shift_us: int, step_shift: int) -> bytes:
 
 
 def measure(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> tuple[float, int, int]:
-    """(wall seconds, peak RSS bytes, exit status) of one subprocess. The peak RSS is the largest sum
-    over the process and all its descendants (sampled every 20 ms from /proc), or the kernel's
-    ru_maxrss of the process when that is larger: work spread over worker processes is counted whole."""
+    """(wall seconds, peak RSS bytes, exit status) of one subprocess (see `measure_cpu`)."""
+    wall, rss, rc, _ = measure_cpu(cmd, env, cwd)
+    return wall, rss, rc
+
+
+def measure_cpu(cmd: list[str], env: dict[str, str] | None = None,
+                cwd: Path | None = None) -> tuple[float, int, int, float]:
+    """(wall seconds, peak RSS bytes, exit status, CPU seconds) of one subprocess. The peak RSS is the
+    largest sum over the process and all its descendants (sampled every 20 ms from /proc), or the
+    kernel's ru_maxrss of the process when that is larger: work spread over worker processes is counted
+    whole. CPU seconds: user + system time of the process and the descendants it waited for."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=cwd)
     peak = [0]
@@ -145,7 +156,8 @@ def measure(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | None 
     err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
     if proc.returncode:
         print(f"  ! {' '.join(cmd[:3])}... exited {proc.returncode}: {err.strip()[-400:]}", file=sys.stderr)
-    return wall, max(usage.ru_maxrss * 1024, peak[0]), proc.returncode  # ru_maxrss is KiB on Linux
+    cpu = usage.ru_utime + usage.ru_stime
+    return wall, max(usage.ru_maxrss * 1024, peak[0]), proc.returncode, cpu  # ru_maxrss is KiB on Linux
 
 
 def tree_rss(root: int) -> int:
@@ -190,6 +202,7 @@ def main() -> None:
                          "HTA is skipped when it does not exist; '' to skip")
     ap.add_argument("--hta-max-mb", type=int, default=300, help="run HTA only on replicas up to this size")
     ap.add_argument("--gzip", action="store_true", help="also measure a .json.gz copy of each replica")
+    ap.add_argument("--pftrace", action="store_true", help="also measure a .pftrace copy of each replica")
     ap.add_argument("--baseline", type=Path, default=None,
                     help="folder holding another copy of the traceanalyzer package, timed alongside")
     ap.add_argument("--runs", type=int, default=1, help="runs of each measurement (medians are reported)")
@@ -211,7 +224,7 @@ def main() -> None:
         if not (args.baseline / "traceanalyzer" / "__init__.py").is_file():
             sys.exit(f"--baseline {args.baseline}: no traceanalyzer package folder in it")
         baseline_env = dict(os.environ, PYTHONPATH=str(args.baseline.resolve()))
-    rows: list[tuple[str, str, float, int, float, float, float]] = []
+    rows: list[tuple[str, str, float, int, float, float, float, float]] = []
     paired: list[str] = []
     print(f"source: {source} ({source.stat().st_size / 1e6:.1f} MB on disk)", file=sys.stderr)
     try:
@@ -219,52 +232,65 @@ def main() -> None:
             trace = work / f"replica_{size // MB}MB.json"
             copies, nbytes = build_replica(source, trace, size)
             print(f"built {trace.name}: {copies} copies, {nbytes / 1e6:.0f} MB", file=sys.stderr)
-            inputs = [(trace, ORJSON_LOAD)]
+            inputs = [(trace, ORJSON_LOAD, trace)]
             if args.gzip:
                 gz = trace.with_suffix(".json.gz")
                 with open(trace, "rb") as src, gzip.open(gz, "wb", compresslevel=6) as dst:
                     shutil.copyfileobj(src, dst, 8 * MB)
-                inputs.append((gz, ORJSON_LOAD_GZ))
-            for path, loader in inputs:
-                label = f"{nbytes / 1e6:.0f} MB" + (" .gz" if path.suffix == ".gz" else "")
+                inputs.append((gz, ORJSON_LOAD_GZ, gz))
+            if args.pftrace:
+                pft = trace.with_suffix(".pftrace")
+                subprocess.run([sys.executable, "-m", "traceanalyzer.formats.pftrace_write", str(trace), str(pft)],
+                               env=env, check=True)
+                inputs.append((pft, ORJSON_LOAD, trace))  # its bare baseline: orjson on the same trace's JSON
+            json_report: dict[str, tuple[float, float]] = {}  # who -> (wall, CPU) of the plain JSON report
+            for path, loader, loaded in inputs:
+                label = f"{nbytes / 1e6:.0f} MB" + {".gz": " .gz", ".pftrace": " .pftrace"}.get(path.suffix, "")
                 fsize = path.stat().st_size
                 out = work / "report.json"
                 report = [sys.executable, "-m", "traceanalyzer", "report", str(path),
                           "--format", "json", "-o", str(out), "--force", "-q", "--no-cache"]
-                runs: dict[str, list[tuple[float, int, int]]] = {"base": [], "this": [], "old": []}
+                runs: dict[str, list[tuple[float, int, int, float]]] = {"base": [], "this": [], "old": []}
                 for _ in range(max(1, args.runs)):  # interleaved: a load change hits every tool alike
-                    runs["base"].append(measure([sys.executable, "-c", loader, str(path)]))
+                    runs["base"].append(measure_cpu([sys.executable, "-c", loader, str(loaded)]))
                     if baseline_env is not None:
                         # cwd: not a checkout (`-m` imports from the cwd first)
-                        runs["old"].append(measure(report, env=baseline_env, cwd=work))
-                    runs["this"].append(measure(report, env=env, cwd=work))
-                base_t, base_rss, _ = _median(runs["base"])
-                rows.append((label, "orjson.loads (bare)", base_t, base_rss, 1.0, 1.0, base_rss / fsize))
+                        runs["old"].append(measure_cpu(report, env=baseline_env, cwd=work))
+                    runs["this"].append(measure_cpu(report, env=env, cwd=work))
+                base_t, base_rss, _, base_cpu = _median(runs["base"])
+                rows.append((label, "orjson.loads (bare)", base_t, base_rss, 1.0, 1.0, base_rss / fsize, base_cpu))
+                for who, tool in (("old", "traceanalyzer report, baseline"), ("this", "traceanalyzer report")):
+                    if not runs[who]:
+                        continue
+                    t, rss, rc, cpu = _median(runs[who])
+                    rows.append((label, tool + (" (FAILED)" if rc else ""), t, rss, t / base_t, rss / base_rss,
+                                 rss / fsize, cpu))
+                    if path == trace:
+                        json_report[who] = (t, cpu)
+                    elif path.suffix == ".pftrace" and who in json_report:
+                        jt, jcpu = json_report[who]
+                        paired.append(f"{label}: {tool} .pftrace / same trace's JSON = {t / jt:.2f}x time, "
+                                      f"{cpu / jcpu:.2f}x CPU")
                 if runs["old"]:
-                    old_t, old_rss, rc = _median(runs["old"])
-                    rows.append((label, "traceanalyzer report, baseline" + (" (FAILED)" if rc else ""), old_t,
-                                 old_rss, old_t / base_t, old_rss / base_rss, old_rss / fsize))
-                t, rss, rc = _median(runs["this"])
-                rows.append((label, "traceanalyzer report" + (" (FAILED)" if rc else ""), t, rss,
-                             t / base_t, rss / base_rss, rss / fsize))
-                if runs["old"]:
+                    t, rss, _, cpu = _median(runs["this"])
+                    old_t, old_rss, _, old_cpu = _median(runs["old"])
                     print(f"{label}: this checkout / baseline: time {t / old_t:.2f}x, peak RSS {rss / old_rss:.2f}x",
                           file=sys.stderr)
                     paired.append(f"{label}: this checkout / baseline = {t / old_t:.2f}x time, "
-                                  f"{rss / old_rss:.2f}x peak RSS")
+                                  f"{cpu / old_cpu:.2f}x CPU, {rss / old_rss:.2f}x peak RSS")
                 if hta_python and path.suffix == ".json" and size <= args.hta_max_mb * MB:
                     hta_dir = work / "hta"
                     hta_dir.mkdir(exist_ok=True)
                     link = hta_dir / path.name
                     link.unlink(missing_ok=True)
                     link.symlink_to(path)
-                    t, rss, rc = measure([hta_python, "-c", HTA_LOAD, str(hta_dir)])
+                    t, rss, rc, cpu = measure_cpu([hta_python, "-c", HTA_LOAD, str(hta_dir)])
                     rows.append((label, "HTA TraceAnalysis load" + (" (FAILED)" if rc else ""), t, rss,
-                                 t / base_t, rss / base_rss, rss / fsize))
+                                 t / base_t, rss / base_rss, rss / fsize, cpu))
                     link.unlink()
                 elif path.suffix == ".json" and size <= args.hta_max_mb * MB:
                     rows.append((label, "HTA (skipped: no venv, see --hta-python)", math.nan, 0, math.nan,
-                                 math.nan, math.nan))
+                                 math.nan, math.nan, math.nan))
             for p in work.glob("replica_*"):
                 p.unlink()
     finally:
@@ -274,23 +300,25 @@ def main() -> None:
         print(line)
 
 
-def _median(results: list[tuple[float, int, int]]) -> tuple[float, int, int]:
-    """Median wall time and median peak RSS of repeated runs; the worst exit status."""
+def _median(results: list[tuple[float, int, int, float]]) -> tuple[float, int, int, float]:
+    """Median wall time, peak RSS and CPU time of repeated runs; the worst exit status."""
     walls = sorted(r[0] for r in results)
     rss = sorted(r[1] for r in results)
-    return walls[len(walls) // 2], rss[len(rss) // 2], max(r[2] for r in results)
+    cpu = sorted(r[3] for r in results)
+    return walls[len(walls) // 2], rss[len(rss) // 2], max(r[2] for r in results), cpu[len(cpu) // 2]
 
 
-def print_table(rows: list[tuple[str, str, float, int, float, float, float]]) -> None:
-    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs; ratios are to orjson.loads in the same run")
+def print_table(rows: list[tuple[str, str, float, int, float, float, float, float]]) -> None:
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the "
+          f"end; ratios are to orjson.loads in the same run (for .pftrace: of the same trace's JSON)")
     print()
-    print("| file | tool | wall s | peak RSS GB | time / orjson | RSS / orjson | RSS / file size |")
-    print("|---|---|---:|---:|---:|---:|---:|")
-    for label, tool, t, rss, rt, rr, rf in rows:
+    print("| file | tool | wall s | CPU s | peak RSS GB | time / orjson | RSS / orjson | RSS / file size |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    for label, tool, t, rss, rt, rr, rf, cpu in rows:
         if math.isnan(t):
-            print(f"| {label} | {tool} | - | - | - | - | - |")
+            print(f"| {label} | {tool} | - | - | - | - | - | - |")
             continue
-        print(f"| {label} | {tool} | {t:.1f} | {rss / 1e9:.2f} | {rt:.2f}x | {rr:.2f}x | {rf:.2f}x |")
+        print(f"| {label} | {tool} | {t:.1f} | {cpu:.1f} | {rss / 1e9:.2f} | {rt:.2f}x | {rr:.2f}x | {rf:.2f}x |")
 
 
 if __name__ == "__main__":

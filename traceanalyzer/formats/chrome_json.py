@@ -487,7 +487,9 @@ class EventStream:
                     r.more()
                     continue
                 try:
-                    events = r.decode(pos - 1, m.start() + 1, self.decoder)
+                    # transient: the events are let go of (below, and by every consumer of `chunks`)
+                    # before the buffer is dropped from or grown, so they are decoded without a copy
+                    events = r.decode(pos - 1, m.start() + 1, self.decoder, transient=True)
                 except msgspec.DecodeError as exc:
                     if "truncated" in str(exc) or error_at_end(exc, m.start() + 2 - (pos - 1)):
                         # The candidate is inside a string or nested value: try one further on.
@@ -502,6 +504,7 @@ class EventStream:
                     raise InputError(self.path, r.describe(exc, pos - 1)) from None
                 break
             yield events
+            del events
             r.drop(m.end() - 2)  # keep one byte before the next event's '{'
             pos = 1
 
@@ -718,9 +721,10 @@ class StreamReader:
         del self.buf[:n]
         self.base += n
 
-    def decode(self, start: int, end: int, decoder: msgspec.json.Decoder | None) -> list[Any]:
-        """Decode buf[start:end] as a list, with '[' written over buf[start] and ']' over buf[end]."""
-        return decode_span(self.buf, start, end, decoder)
+    def decode(self, start: int, end: int, decoder: msgspec.json.Decoder | None, transient: bool = False) -> list[Any]:
+        """Decode buf[start:end] as a list, with '[' written over buf[start] and ']' over buf[end]
+        (`transient`: see `_decode`)."""
+        return decode_span(self.buf, start, end, decoder, transient)
 
     def decode_closed(self, start: int, end: int, decoder: msgspec.json.Decoder | None) -> list[Any]:
         """Decode buf[start:end] (which ends with its own ']') with '[' written over buf[start]."""

@@ -249,6 +249,7 @@ def collect_events(stream: EventStream, factory: Callable[[], C],
 def _add_all(collector: C, chunks: Iterable[list[Any]]) -> C:
     for chunk in chunks:
         collector.add(chunk)
+        del chunk  # the chunk's structs may point into the reader's buffer: let go before it moves on
     return collector
 
 

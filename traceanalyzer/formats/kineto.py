@@ -266,6 +266,7 @@ def _collect(chunks: Any) -> _Collector:
         cols = _Collector()
         for chunk in chunks:
             cols.add(chunk)
+            del chunk  # the chunk's structs may point into the reader's buffer: let go before it moves on
         return cols
     return _paused_gc(run)
 

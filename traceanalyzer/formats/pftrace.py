@@ -37,7 +37,7 @@ import msgspec
 from .. import timeline as T
 from ..errors import InputError
 from ..timeline import Timeline
-from . import kineto
+from . import _pftrace_vec, kineto
 from ._base import MAX_DEVICE_INDEX, ReadOptions
 from ._perfetto_pb import (
     LEN,
@@ -174,7 +174,18 @@ class _Decoder:
         self.events: list[_Event] = []
         # per track, in file order: (is begin, ts, order, name, cat, args); paired in `finish`
         self.slices: dict[Any, list[tuple[bool, int, int, str, str | None, dict[str, Any] | None]]] = {}
-        self.flows_seen: set[int] = set()
+        # flow ids met (order, is an end, track, ts, id) and metadata instants (order, name, args), taken in
+        # order in `finish` (the vectorized decoder adds them out of file order)
+        self.flow_items: list[tuple[int, bool, Any, int, int]] = []
+        self.header_items: list[tuple[int, str, dict[str, Any]]] = []
+        # what the vectorized decoder (`_pftrace_vec`) needs of the packets it leaves to `packet`: when each
+        # sequence's state was cleared, and what was interned or made the default track, by packet index
+        self.recording = False
+        self.at_packet = 0
+        self.cleared: list[tuple[int, int, int]] = []  # (sequence id, packet, generation)
+        self.interned: list[tuple[int, int, int, int, str]] = []  # (table, generation, iid, packet, value)
+        self.defaults: list[tuple[int, int, int]] = []  # (generation, packet, track uuid)
+        self.by_order = False  # slices added out of file order: sorted by order before pairing
         self.header: dict[str, Any] = {}
         self.not_kept: Counter[str] = Counter()
         self.warnings: list[str] = []
@@ -255,6 +266,8 @@ class _Decoder:
             seq = self.sequences[seq_id] = _Sequence()
         if flags & SEQ_INCREMENTAL_STATE_CLEARED:
             seq.clear()
+            if self.recording:
+                self.cleared.append((seq_id, self.at_packet, seq.generation))
         if descriptor is not None:
             self._descriptor(buf, descriptor)
         if thread is not None:
@@ -272,6 +285,8 @@ class _Decoder:
                     for n2, v2, _ in scan(buf, value[0], value[1], "TrackEventDefaults"):
                         if n2 == 11:
                             seq.default_track = v2
+                            if self.recording:
+                                self.defaults.append((seq.generation, self.at_packet, v2))
         if event is not None:
             self._event(buf, event, seq, seq_id, ts)
         if gpu_counters is not None:
@@ -345,6 +360,7 @@ class _Decoder:
     def _interned(self, buf: bytes, span: tuple[int, int], seq: _Sequence) -> None:
         tables = {1: ("EventCategory", seq.cats), 2: ("EventName", seq.names),
                   3: ("DebugAnnotationName", seq.ann_names), 29: ("InternedString", seq.strings)}
+        recording = self.recording
         for number, value, _ in scan(buf, span[0], span[1], "InternedData"):
             if number == 47:
                 iid, gpu, names = 0, None, {}
@@ -365,6 +381,8 @@ class _Decoder:
                 else:
                     name = text(buf, v2)
             table[iid] = name
+            if recording:
+                self.interned.append((number, seq.generation, iid, self.at_packet, name))
 
     def _gpu_counters(self, buf: bytes, span: tuple[int, int], seq: _Sequence, ts: int) -> None:
         """A GpuCounterEvent (PyTorch's hardware counters): one counter sample per value, on the GPU's
@@ -474,7 +492,7 @@ class _Decoder:
             track = ("sequence", seq_id)
         if typ == TYPE_SLICE_END:
             end_args = self._args(buf, annotations, seq) if annotations else None
-            self.slices.setdefault(track, []).append((False, ts, -1, "", None, end_args))
+            self.slices.setdefault(track, []).append((False, ts, self.order, "", None, end_args))
             return
         args = self._args(buf, annotations, seq) if annotations else None
         if correlation is not None:
@@ -490,7 +508,7 @@ class _Decoder:
             self.events.append((order, "X", name, cat, track, ts, legacy_dur * 1000, args, 0))
         elif typ == TYPE_INSTANT:
             if name in (METADATA_EVENT, DEVICE_PROPERTIES_EVENT) and args:
-                self._header(name, args)
+                self.header_items.append((order, name, args))
                 return
             self.events.append((order, "i", name, cat, track, ts, 0, args, 0))
         elif typ == TYPE_COUNTER:
@@ -505,11 +523,9 @@ class _Decoder:
         else:
             self.not_kept["track_event_type_unspecified" if typ == 0 else "track_event_type_unknown"] += 1
         for fid in flows:
-            self.events.append((order, "t" if fid in self.flows_seen else "s", "", None, track, ts, 0, None, fid))
-            self.flows_seen.add(fid)
+            self.flow_items.append((order, False, track, ts, fid))
         for fid in ends:
-            self.events.append((order, "f", "", None, track, ts, 0, None, fid))
-            self.flows_seen.discard(fid)  # the id may start a new flow later
+            self.flow_items.append((order, True, track, ts, fid))
 
     def _args(self, buf: bytes, spans: list[tuple[int, int]], seq: _Sequence) -> dict[str, Any]:
         args: dict[str, Any] = {}
@@ -594,8 +610,24 @@ class _Decoder:
 
     def finish(self) -> None:
         """Begins and ends paired into complete events, track by track (`pair_slices`)."""
+        self.header_items.sort(key=lambda h: h[0])
+        for _, name, header_args in self.header_items:
+            self._header(name, header_args)
+        self.header_items.clear()
+        self.flow_items.sort(key=lambda f: f[0])
+        seen: set[int] = set()
+        for order, is_end, track, ts, fid in self.flow_items:  # a flow's first id starts it, the rest step
+            if is_end:
+                self.events.append((order, "f", "", None, track, ts, 0, None, fid))
+                seen.discard(fid)  # the id may start a new flow later
+            else:
+                self.events.append((order, "t" if fid in seen else "s", "", None, track, ts, 0, None, fid))
+                seen.add(fid)
+        self.flow_items.clear()
         unended = unbegun = 0
         for track, items in self.slices.items():
+            if self.by_order:
+                items.sort(key=lambda it: it[2])
             pairs, n_unended, n_unbegun = pair_slices(items)
             unended += n_unended
             unbegun += n_unbegun
@@ -833,8 +865,14 @@ def infer_category(name: str, args: dict[str, Any] | None, on_process: bool = Fa
     return "cpu_op"
 
 
-def decode(data: bytes, path: Path, max_bytes: int) -> _Decoder:
-    """Every packet of `data` decoded; raises `InputError` (byte offset, what was expected) on damage."""
+def decode(data: bytes, path: Path, max_bytes: int, vectorized: bool = True) -> _Decoder:
+    """Every packet of `data` decoded; raises `InputError` (byte offset, what was expected) on damage.
+    The packets are decoded all together (`_pftrace_vec`) where that path covers the trace, else (or
+    with `vectorized` False) one by one: the same events either way."""
+    dec = _Decoder(path, max(0, max_bytes - len(data)))
+    if vectorized and _pftrace_vec.decode(dec, data, MAX_NESTING):
+        dec.finish()
+        return dec
     dec = _Decoder(path, max(0, max_bytes - len(data)))
     try:
         dec.trace(data)
@@ -844,6 +882,13 @@ def decode(data: bytes, path: Path, max_bytes: int) -> _Decoder:
         raise InputError(path, "not a valid Perfetto trace: messages nested too deeply") from None
     dec.finish()
     return dec
+
+
+# The args keys the Kineto reader reads of a slice or an instant (a counter's are read whole): the
+# others (input shapes, call stacks...) would be written and parsed again for nothing.
+_READ_ARGS = frozenset(f.encode_name for f in msgspec.structs.fields(kineto.KinetoArgs))
+# The args whose values a slice needs (what the document keeps, and what the decoder merges in).
+VALUE_ARGS = _READ_ARGS | {METADATA_ANNOTATION, CORRELATION_ANNOTATION}
 
 
 def kineto_document(dec: _Decoder) -> bytes:
@@ -875,8 +920,8 @@ def kineto_document(dec: _Decoder) -> bytes:
         if ph not in ("s", "t", "f"):
             ev["cat"] = cat if cat is not None else \
                 infer_category(name, args, dec.on_process(track), pid in gpu_pids, pid) if ph == "X" else ""
-        if args is not None:
-            ev["args"] = args
+        if args is not None:  # only what the Kineto reader reads of them (all of a counter's)
+            ev["args"] = args if ph == "C" else {k: v for k, v in args.items() if k in _READ_ARGS}
         out.append(ev)
     header = {k: v for k, v in dec.header.items() if k not in ("traceEvents", "baseTimeNanoseconds")}
     if base:
