@@ -1,4 +1,4 @@
-"""The Perfetto reader's vectorized path (`_pftrace_vec`, `_pbvec`) gives what the one-packet walker gives:
+"""The Perfetto reader's vectorized path (`pftrace_vec`, `_pbvec`) gives what the one-packet walker gives:
 the same Kineto document, counts of what was not kept, warnings and header, on the samples converted to
 .pftrace and on built traces whose state changes mid-stream (interned ids redefined or cleared, a second
 sequence, default tracks, packets that need state they lost, nested annotations, legacy events, counters,
@@ -14,7 +14,7 @@ import pytest
 from conftest import SAMPLES
 
 from traceanalyzer.errors import InputError
-from traceanalyzer.formats import _pbvec, _pftrace_vec
+from traceanalyzer.formats import _pbvec, pftrace_vec
 from traceanalyzer.formats import pftrace as pf
 from traceanalyzer.formats._perfetto_pb import WireError, f_bytes, f_double, f_fixed64, f_string, f_varint, scan
 from traceanalyzer.formats.pftrace_write import pftrace_bytes
@@ -31,7 +31,7 @@ def _both(data: bytes) -> tuple[tuple, tuple]:
 
 
 def _fast_path_taken(data: bytes) -> bool:
-    return _pftrace_vec.decode(pf._Decoder(PATH, 1 << 30), data, pf.MAX_NESTING)
+    return pftrace_vec.decode(pf.PacketDecoder(PATH, 1 << 30), data, pf.MAX_NESTING)
 
 
 def _packet(*fields: bytes, ts: int | None = None, seq: int = 7) -> bytes:
@@ -116,7 +116,7 @@ def test_built_trace_with_state_changes_same_as_the_walker():
 def test_chunk_boundaries_anywhere_give_the_same(monkeypatch, chunk):
     data = _stateful_trace()
     walker, _ = _both(data)
-    monkeypatch.setattr(_pftrace_vec, "CHUNK_PACKETS", chunk)
+    monkeypatch.setattr(pftrace_vec, "CHUNK_PACKETS", chunk)
     assert _both(data)[1] == walker
 
 
@@ -140,7 +140,7 @@ def test_sample_traces_same_as_the_walker(name, monkeypatch):
     assert _fast_path_taken(data)
     walker, vectorized = _both(data)
     assert vectorized == walker
-    monkeypatch.setattr(_pftrace_vec, "CHUNK_PACKETS", 5)
+    monkeypatch.setattr(pftrace_vec, "CHUNK_PACKETS", 5)
     assert _both(data)[1] == walker
 
 

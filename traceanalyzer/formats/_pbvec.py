@@ -17,7 +17,7 @@ import struct
 
 import numpy as np
 
-from ._perfetto_pb import _ALLOWED, LEN, MAX_VARINT_BYTES, VARINT, WireError, scan
+from ._perfetto_pb import ALLOWED_WIRE_TYPES, LEN, MAX_VARINT_BYTES, VARINT, WireError, scan
 
 I64, I32 = 1, 5
 _STRAGGLERS = 32  # messages left when the rounds have gone on a while: finished one by one
@@ -83,7 +83,7 @@ def member(num: np.ndarray, numbers: tuple[int, ...]) -> np.ndarray:
 def _checks(message: str) -> np.ndarray:
     """(field number, wire type) -> 0: a field of the schema, 1: a field to skip, 2: damage; field numbers
     beyond the schema's count as the last row (not in the schema)."""
-    table = _ALLOWED[message]
+    table = ALLOWED_WIRE_TYPES[message]
     top = max(table) + 1
     out = np.full((top + 1, 8), 2, np.int8)
     for number in range(1, top + 1):
@@ -189,7 +189,7 @@ def scan_many(buf: bytes, u8: np.ndarray, starts: np.ndarray, ends: np.ndarray, 
 
 def _one_by_one(buf: bytes, idx: np.ndarray, pos: np.ndarray, end: np.ndarray, message: str) -> tuple[np.ndarray, ...]:
     """The rest of a few long messages, by the one-message walker, in `scan_many`'s columns."""
-    wires = _ALLOWED[message]
+    wires = ALLOWED_WIRE_TYPES[message]
     rows: list[tuple[int, int, int, int, int]] = []
     for i, p, e in zip(idx.tolist(), pos.tolist(), end.tolist()):
         for number, value, _ in scan(buf, p, e, message):

@@ -219,7 +219,7 @@ def scan(buf: bytes, pos: int, end: int, message: str) -> list[tuple[int, Any, i
     """The fields of one `message` in buf[pos:end] as (number, value, offset of the tag): a varint or
     fixed-width value as an int (doubles as floats), a length-delimited one as (start, stop). Fields of
     the schema must have its wire type (repeated scalars may also come packed, length-delimited)."""
-    known = _ALLOWED[message]
+    known = ALLOWED_WIRE_TYPES[message]
     out: list[tuple[int, Any, int]] = []
     append = out.append
     while pos < end:
@@ -288,7 +288,7 @@ def _allowed_table() -> dict[str, dict[int, tuple[int, bool]]]:
     return out
 
 
-_ALLOWED = _allowed_table()
+ALLOWED_WIRE_TYPES = _allowed_table()
 
 
 def packed(buf: bytes, value: Any, wire: int, at: int) -> list[int]:

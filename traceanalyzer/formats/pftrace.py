@@ -37,7 +37,7 @@ import msgspec
 from .. import timeline as T
 from ..errors import InputError
 from ..timeline import Timeline
-from . import _pftrace_vec, kineto
+from . import kineto, pftrace_vec
 from ._base import MAX_DEVICE_INDEX, ReadOptions
 from ._perfetto_pb import (
     LEN,
@@ -142,7 +142,7 @@ _GENERATIONS = itertools.count()
 _ANNOTATION_CACHE_SIZE = 65536  # decoded annotations kept by their bytes (most repeat: device, stream...)
 
 
-class _Sequence:
+class SequenceState:
     """Incremental state of one packet sequence (`trusted_packet_sequence_id`)."""
 
     def __init__(self) -> None:
@@ -165,12 +165,12 @@ class _Sequence:
 _Event = tuple[int, str, str, "str | None", Any, int, int, "dict[str, Any] | None", int]
 
 
-class _Decoder:
+class PacketDecoder:
     def __init__(self, path: Path, max_bytes: int) -> None:
         self.path = path
         self.budget = max_bytes  # bytes compressed packets may still inflate to
         self.tracks: dict[int, _Track] = {}
-        self.sequences: dict[int, _Sequence] = {}
+        self.sequences: dict[int, SequenceState] = {}
         self.events: list[_Event] = []
         # per track, in file order: (is begin, ts, order, name, cat, args); paired in `finish`
         self.slices: dict[Any, list[tuple[bool, int, int, str, str | None, dict[str, Any] | None]]] = {}
@@ -178,7 +178,7 @@ class _Decoder:
         # order in `finish` (the vectorized decoder adds them out of file order)
         self.flow_items: list[tuple[int, bool, Any, int, int]] = []
         self.header_items: list[tuple[int, str, dict[str, Any]]] = []
-        # what the vectorized decoder (`_pftrace_vec`) needs of the packets it leaves to `packet`: when each
+        # what the vectorized decoder (`pftrace_vec`) needs of the packets it leaves to `packet`: when each
         # sequence's state was cleared, and what was interned or made the default track, by packet index
         self.recording = False
         self.at_packet = 0
@@ -263,7 +263,7 @@ class _Decoder:
                 self.not_kept["gpu_render_stage_event"] += 1
         seq = self.sequences.get(seq_id)
         if seq is None:
-            seq = self.sequences[seq_id] = _Sequence()
+            seq = self.sequences[seq_id] = SequenceState()
         if flags & SEQ_INCREMENTAL_STATE_CLEARED:
             seq.clear()
             if self.recording:
@@ -357,7 +357,7 @@ class _Decoder:
                 track.incremental = any(n2 == 5 and v2 for n2, v2, _ in
                                         scan(buf, value[0], value[1], "CounterDescriptor"))
 
-    def _interned(self, buf: bytes, span: tuple[int, int], seq: _Sequence) -> None:
+    def _interned(self, buf: bytes, span: tuple[int, int], seq: SequenceState) -> None:
         tables = {1: ("EventCategory", seq.cats), 2: ("EventName", seq.names),
                   3: ("DebugAnnotationName", seq.ann_names), 29: ("InternedString", seq.strings)}
         recording = self.recording
@@ -384,7 +384,7 @@ class _Decoder:
             if recording:
                 self.interned.append((number, seq.generation, iid, self.at_packet, name))
 
-    def _gpu_counters(self, buf: bytes, span: tuple[int, int], seq: _Sequence, ts: int) -> None:
+    def _gpu_counters(self, buf: bytes, span: tuple[int, int], seq: SequenceState, ts: int) -> None:
         """A GpuCounterEvent (PyTorch's hardware counters): one counter sample per value, on the GPU's
         counter process, named by the (interned or inline) descriptor."""
         gpu: int | None = None
@@ -429,7 +429,7 @@ class _Decoder:
 
     # --- events ----------------------------------------------------------------------------------
 
-    def _event(self, buf: bytes, span: tuple[int, int], seq: _Sequence, seq_id: int, ts: int) -> None:
+    def _event(self, buf: bytes, span: tuple[int, int], seq: SequenceState, seq_id: int, ts: int) -> None:
         typ = 0
         track: Any = None
         name: str | None = None
@@ -527,7 +527,7 @@ class _Decoder:
         for fid in ends:
             self.flow_items.append((order, True, track, ts, fid))
 
-    def _args(self, buf: bytes, spans: list[tuple[int, int]], seq: _Sequence) -> dict[str, Any]:
+    def _args(self, buf: bytes, spans: list[tuple[int, int]], seq: SequenceState) -> dict[str, Any]:
         args: dict[str, Any] = {}
         cache = self.annotations
         generation = seq.generation
@@ -541,7 +541,7 @@ class _Decoder:
             args[found[0]] = found[1]
         meta = args.get(METADATA_ANNOTATION)
         if isinstance(meta, str):  # Kineto's builder: the activity's args as one JSON text
-            parsed = _json_object(meta)
+            parsed = json_object(meta)
             if parsed is not None:
                 del args[METADATA_ANNOTATION]
                 args = {**parsed, **args}
@@ -549,7 +549,7 @@ class _Decoder:
             args["correlation"] = args.pop(CORRELATION_ANNOTATION)
         return args
 
-    def _annotation(self, buf: bytes, span: tuple[int, int], seq: _Sequence, depth: int) -> tuple[str, Any]:
+    def _annotation(self, buf: bytes, span: tuple[int, int], seq: SequenceState, depth: int) -> tuple[str, Any]:
         if depth > MAX_NESTING:
             raise WireError(span[0], f"debug annotations nested deeper than {MAX_NESTING} levels")
         key = ""
@@ -803,7 +803,7 @@ def _json_value(raw: str) -> Any:
         return raw
 
 
-def _json_object(raw: str) -> dict[str, Any] | None:
+def json_object(raw: str) -> dict[str, Any] | None:
     """A JSON object, or the members of one without their braces (Kineto's `metadataJson()`)."""
     for candidate in (raw, "{" + raw + "}"):
         try:
@@ -865,15 +865,15 @@ def infer_category(name: str, args: dict[str, Any] | None, on_process: bool = Fa
     return "cpu_op"
 
 
-def decode(data: bytes, path: Path, max_bytes: int, vectorized: bool = True) -> _Decoder:
+def decode(data: bytes, path: Path, max_bytes: int, vectorized: bool = True) -> PacketDecoder:
     """Every packet of `data` decoded; raises `InputError` (byte offset, what was expected) on damage.
-    The packets are decoded all together (`_pftrace_vec`) where that path covers the trace, else (or
+    The packets are decoded all together (`pftrace_vec`) where that path covers the trace, else (or
     with `vectorized` False) one by one: the same events either way."""
-    dec = _Decoder(path, max(0, max_bytes - len(data)))
-    if vectorized and _pftrace_vec.decode(dec, data, MAX_NESTING):
+    dec = PacketDecoder(path, max(0, max_bytes - len(data)))
+    if vectorized and pftrace_vec.decode(dec, data, MAX_NESTING):
         dec.finish()
         return dec
-    dec = _Decoder(path, max(0, max_bytes - len(data)))
+    dec = PacketDecoder(path, max(0, max_bytes - len(data)))
     try:
         dec.trace(data)
     except WireError as exc:
@@ -891,7 +891,7 @@ _READ_ARGS = frozenset(f.encode_name for f in msgspec.structs.fields(kineto.Kine
 VALUE_ARGS = _READ_ARGS | {METADATA_ANNOTATION, CORRELATION_ANNOTATION}
 
 
-def kineto_document(dec: _Decoder) -> bytes:
+def kineto_document(dec: PacketDecoder) -> bytes:
     """The decoded events as a Kineto JSON document, times relative to a base (exact nanoseconds)."""
     dec.events.sort(key=lambda e: e[0])
     times = sorted(e[5] for e in dec.events if 0 <= e[5] <= _MAX_BASE_NS)

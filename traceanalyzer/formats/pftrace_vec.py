@@ -3,7 +3,7 @@
 The packets that change a sequence's state (interned names, cleared state, default tracks, track
 descriptors, GPU counters) or whose event is unusual (counters, Chrome's legacy events, category or
 flow lists given packed) are few: they go, in file order, through the reader's own packet walker
-(`pftrace._Decoder.packet`), which records what each interned and when. Every other packet holds one
+(`pftrace.PacketDecoder.packet`), which records what each interned and when. Every other packet holds one
 track event (slice begin / end, instant) that reads the state only: those are scanned all together,
 level by level (packets, track events, debug annotations and the annotations nested in them), and
 their names, categories and annotation names looked up in what was interned on their sequence in
@@ -34,7 +34,7 @@ from ._perfetto_pb import (
 )
 
 if TYPE_CHECKING:
-    from .pftrace import _Decoder
+    from .pftrace import PacketDecoder
 
 ORDER_SHIFT = 32
 CHUNK_PACKETS = 1 << 17  # packets decoded together (memory: a few hundred bytes each)
@@ -56,7 +56,7 @@ class _Unsupported(Exception):
     """Something the fast path leaves to the walker (for the whole trace)."""
 
 
-def decode(dec: _Decoder, data: bytes, max_nesting: int) -> bool:
+def decode(dec: PacketDecoder, data: bytes, max_nesting: int) -> bool:
     """Decode `data` into `dec` (as `dec.trace` would, before `finish`); False (and `dec` untouched
     but for what a fresh decoder replaces) when the walker must do it."""
     try:
@@ -105,7 +105,7 @@ def _frame(data: bytes) -> tuple[np.ndarray, np.ndarray, int | None]:
 
 
 class _Vectorized:
-    def __init__(self, dec: _Decoder, data: bytes, starts: np.ndarray, ends: np.ndarray, max_nesting: int) -> None:
+    def __init__(self, dec: PacketDecoder, data: bytes, starts: np.ndarray, ends: np.ndarray, max_nesting: int) -> None:
         self.dec = dec
         self.data = data
         self.u8 = np.frombuffer(data, np.uint8)
@@ -118,8 +118,8 @@ class _Vectorized:
     def run(self) -> None:
         """The packets in chunks of `CHUNK_PACKETS`, in file order: what the walker's packets of a chunk
         intern is known before the chunk's other events are looked up, and memory stays bounded."""
-        from .pftrace import _Sequence
-        self.new_sequence = _Sequence
+        from .pftrace import SequenceState
+        self.new_sequence = SequenceState
         self.initial: dict[int, tuple[int, bool]] = {}  # each sequence's state before any clear
         self.dec.by_order = True
         n = len(self.starts)
@@ -320,7 +320,7 @@ class _Vectorized:
 
     def _annotations(self, starts: np.ndarray, stops: np.ndarray, gen: np.ndarray, pkt: np.ndarray,
                      depth: int, whole: np.ndarray | None = None) -> tuple[list[str], list[Any]]:
-        """(key, value) of each DebugAnnotation in data[starts[i]:stops[i]], as `_Decoder._annotation`.
+        """(key, value) of each DebugAnnotation in data[starts[i]:stops[i]], as `PacketDecoder._annotation`.
         With `whole` (a slice's annotations: False), a value is decoded only where `whole` says so or the
         Kineto document keeps it (`pftrace.VALUE_ARGS`); the others are None, their key kept (the
         categories look at which keys an event has), since the document drops them."""
@@ -407,11 +407,11 @@ def _json_or_text(raw: str) -> Any:
 
 
 def _args(args: dict[str, Any]) -> dict[str, Any]:
-    """An event's annotations as its args, as `_Decoder._args` makes them."""
-    from .pftrace import CORRELATION_ANNOTATION, METADATA_ANNOTATION, _json_object
+    """An event's annotations as its args, as `PacketDecoder._args` makes them."""
+    from .pftrace import CORRELATION_ANNOTATION, METADATA_ANNOTATION, json_object
     meta = args.get(METADATA_ANNOTATION)
     if isinstance(meta, str):
-        parsed = _json_object(meta)
+        parsed = json_object(meta)
         if parsed is not None:
             del args[METADATA_ANNOTATION]
             args = {**parsed, **args}
