@@ -4,9 +4,10 @@
     .venv/bin/python -m pytest -q --junitxml=/tmp/tests.xml
     .venv/bin/python tests/record_durations.py /tmp/tests.xml
 
-Writes `tests/durations.json` (test id -> seconds, rounded to 0.01). A test not recorded yet counts
-as fast until the next recording; record again after adding tests that read real traces, start
-servers or browsers (or mark them `slow` by hand).
+Updates `tests/durations.json` (test id -> seconds, rounded to 0.01) with the tests of that run (a run
+of some files records those; tests no longer collected are dropped). A test not recorded yet counts
+as fast until it is; record again after adding tests that read real traces, start servers or
+browsers (or mark them `slow` by hand).
 """
 
 from __future__ import annotations
@@ -25,6 +26,15 @@ def node_id(classname: str, name: str) -> str:
     return f"{classname.replace('.', '/')}.py::{name}"
 
 
+def _collected() -> set[str]:
+    """The ids of every test pytest collects now (empty when collecting fails)."""
+    import subprocess
+
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "--collect-only", "-p", "no:cacheprovider"],
+                         cwd=HERE.parent, capture_output=True, text=True)
+    return {line.strip() for line in run.stdout.splitlines() if "::" in line} if run.returncode == 0 else set()
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print(__doc__.strip(), file=sys.stderr)
@@ -32,8 +42,13 @@ def main(argv: list[str]) -> int:
     cases = ET.parse(argv[1]).getroot().iter("testcase")
     durations = {node_id(c.get("classname", ""), c.get("name", "")): round(float(c.get("time", 0)), 2)
                  for c in cases}
-    OUT.write_text(json.dumps(dict(sorted(durations.items())), indent=0) + "\n")
-    print(f"{len(durations)} tests recorded in {OUT}")
+    recorded = json.loads(OUT.read_text()) if OUT.is_file() else {}
+    recorded.update(durations)
+    collected = _collected()
+    if collected:
+        recorded = {k: v for k, v in recorded.items() if k in collected}
+    OUT.write_text(json.dumps(dict(sorted(recorded.items())), indent=0) + "\n")
+    print(f"{len(durations)} tests recorded in {OUT} ({len(recorded)} in all)")
     return 0
 
 
