@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CORPUS = Path(os.environ.get("TRACEANALYZER_CORPUS", ROOT.parent / "shared" / "corpus"))
 SAMPLES = ROOT / "sample_traces"
 DURATIONS = Path(__file__).resolve().parent / "durations.json"
-SLOW_S = 0.5  # a test recorded at this or more is in the full set only
+SLOW_S = 0.15  # a test recorded at this or more (in CI, on 2 cores) is in the full set only
 
 
 def pytest_collection_modifyitems(config, items):

@@ -240,7 +240,7 @@ def test_cli_on_mutated_inputs(tmp_path_factory, case, fmt):
 
 
 @pytest.mark.slow
-@settings(FUZZ, max_examples=40)
+@settings(FUZZ, max_examples=25)
 @given(case=mutated(), fmt=st.sampled_from(["html", "md", "json"]), mode=st.sampled_from(["report", "diff", "dmon"]))
 def test_cli_on_mutated_inputs_more(tmp_path_factory, case, fmt, mode):
     cli_checks(tmp_path_factory.mktemp("cli"), *case, fmt, mode)
