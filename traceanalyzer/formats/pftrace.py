@@ -539,15 +539,7 @@ class PacketDecoder:
                     cache.clear()
                 found = cache[(generation, raw)] = self._annotation(buf, span, seq, 0)
             args[found[0]] = found[1]
-        meta = args.get(METADATA_ANNOTATION)
-        if isinstance(meta, str):  # Kineto's builder: the activity's args as one JSON text
-            parsed = json_object(meta)
-            if parsed is not None:
-                del args[METADATA_ANNOTATION]
-                args = {**parsed, **args}
-        if CORRELATION_ANNOTATION in args and "correlation" not in args:
-            args["correlation"] = args.pop(CORRELATION_ANNOTATION)
-        return args
+        return kineto_args(args)
 
     def _annotation(self, buf: bytes, span: tuple[int, int], seq: SequenceState, depth: int) -> tuple[str, Any]:
         if depth > MAX_NESTING:
@@ -801,6 +793,20 @@ def _json_value(raw: str) -> Any:
         return msgspec.json.decode(raw)
     except msgspec.DecodeError:
         return raw
+
+
+def kineto_args(args: dict[str, Any]) -> dict[str, Any]:
+    """An event's annotations as the Kineto JSON args they stand for: Kineto's builder writes the activity's
+    args as one JSON text (`METADATA_ANNOTATION`), and the correlation id under its own name."""
+    meta = args.get(METADATA_ANNOTATION)
+    if isinstance(meta, str):
+        parsed = json_object(meta)
+        if parsed is not None:
+            del args[METADATA_ANNOTATION]
+            args = {**parsed, **args}
+    if CORRELATION_ANNOTATION in args and "correlation" not in args:
+        args["correlation"] = args.pop(CORRELATION_ANNOTATION)
+    return args
 
 
 def json_object(raw: str) -> dict[str, Any] | None:

@@ -408,16 +408,9 @@ def _json_or_text(raw: str) -> Any:
 
 def _args(args: dict[str, Any]) -> dict[str, Any]:
     """An event's annotations as its args, as `PacketDecoder._args` makes them."""
-    from .pftrace import CORRELATION_ANNOTATION, METADATA_ANNOTATION, json_object
-    meta = args.get(METADATA_ANNOTATION)
-    if isinstance(meta, str):
-        parsed = json_object(meta)
-        if parsed is not None:
-            del args[METADATA_ANNOTATION]
-            args = {**parsed, **args}
-    if CORRELATION_ANNOTATION in args and "correlation" not in args:
-        args["correlation"] = args.pop(CORRELATION_ANNOTATION)
-    return args
+    from .pftrace import kineto_args
+
+    return kineto_args(args)
 
 
 def _last_value(f: Fields, numbers: tuple[int, ...], n: int) -> np.ndarray:
