@@ -28,9 +28,11 @@ def _job_of(spec: str) -> int:
 
 
 class Watch:
-    """Polls the machine's analysis processes: fails the test if two run for one job at the same time."""
+    """Polls the analysis processes of one service's DATA folder (other tests may run services beside this
+    one, with job ids of their own): fails the test if two run for one job at the same time."""
 
-    def __init__(self) -> None:
+    def __init__(self, data: Path) -> None:
+        self.data = str(data)
         self.twice: list[tuple[int, list[int]]] = []
         self.seen: dict[int, set[int]] = {}  # job id -> analysis pids
         self.parent: dict[int, int] = {}  # analysis pid -> its parent
@@ -42,7 +44,7 @@ class Watch:
         while not self.stop.is_set():
             by_job: dict[int, list[int]] = {}
             for pid, (ppid, spec) in analysis_processes().items():
-                if spec:
+                if spec and spec.startswith(self.data):
                     by_job.setdefault(_job_of(spec), []).append(pid)
                     self.seen.setdefault(_job_of(spec), set()).add(pid)
                     self.parent[pid] = ppid
@@ -62,7 +64,7 @@ def test_servers_and_workers_share_one_database_and_storage_and_survive_a_worker
     b = Server(data, db, "--jobs", "1", *lease, name="b").start()
     web = Server(data, db, "--jobs", "0", name="web").start()  # a web server alone
     worker = Worker(data, db, "--jobs", "2", *lease).start()
-    watch = Watch()
+    watch = Watch(data)
     try:
         token = a.token("multi")
         body = kineto_trace(3_000_000)
