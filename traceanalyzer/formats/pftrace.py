@@ -588,7 +588,7 @@ class PacketDecoder:
         if name == DEVICE_PROPERTIES_EVENT:
             props = args.get("properties")
             if isinstance(props, str):  # Kineto writes the device objects comma-separated, no brackets
-                parsed = _json_value("[" + props + "]")
+                parsed = json_value("[" + props + "]")
                 if isinstance(parsed, list):
                     self.header["deviceProperties"] = parsed
             return
@@ -596,7 +596,7 @@ class PacketDecoder:
             if len(self.header) >= MAX_HEADER_KEYS:
                 self.not_kept["metadata_key"] += 1
                 continue
-            self.header[key] = _json_value(value) if isinstance(value, str) else value
+            self.header[key] = json_value(value) if isinstance(value, str) else value
 
     # --- the end -----------------------------------------------------------------------------------
 
@@ -788,7 +788,8 @@ def _thread_fields(buf: bytes, span: tuple[int, int]) -> dict[str, Any]:
     return out
 
 
-def _json_value(raw: str) -> Any:
+def json_value(raw: str) -> Any:
+    """A JSON text decoded, or the text itself when it is not JSON."""
     try:
         return msgspec.json.decode(raw)
     except msgspec.DecodeError:

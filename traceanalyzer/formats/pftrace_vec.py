@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import msgspec
 import numpy as np
 
 from ._pbvec import Fields, last_of, member, scan_many
@@ -324,6 +323,8 @@ class _Vectorized:
         With `whole` (a slice's annotations: False), a value is decoded only where `whole` says so or the
         Kineto document keeps it (`pftrace.VALUE_ARGS`); the others are None, their key kept (the
         categories look at which keys an event has), since the document drops them."""
+        from .pftrace import json_value
+
         if depth > self.max_nesting:
             raise _Unsupported
         data = self.data
@@ -380,7 +381,7 @@ class _Vectorized:
                     text = data[a:b]
                     value = cache.get(text, cache)
                     if value is cache:
-                        value = cache[text] = _json_or_text(text.decode("utf-8", "replace"))
+                        value = cache[text] = json_value(text.decode("utf-8", "replace"))
                     out.append(value)
                 vals[sel[m]] = out
         nested = np.flatnonzero(member(f.num, (11, 12)))
@@ -397,13 +398,6 @@ class _Vectorized:
                 # an annotation's entries make it a dict (its array values then count for nothing), else a list
                 vals[p] = {ck[j]: cv[j] for j in range(a, b) if entry[j]} if dict_like else cv[a:b]
         return keys.tolist(), vals.tolist()
-
-
-def _json_or_text(raw: str) -> Any:
-    try:
-        return msgspec.json.decode(raw)
-    except msgspec.DecodeError:
-        return raw
 
 
 def _args(args: dict[str, Any]) -> dict[str, Any]:
