@@ -417,10 +417,10 @@ def rank_causes(tl: Timeline, rank: int, window: F.Window, st: F.Steps,
 def event_calls(tl: Timeline, rank: int) -> tuple[int, int]:
     """The rank's runtime calls that make a stream wait on an event, and those that record an event."""
     ev = tl.rank_events(rank)
-    rt = ev[(ev["kind"] == T.RUNTIME).to_numpy()]
-    if not len(rt):
+    rt = (ev["kind"] == T.RUNTIME).to_numpy()
+    if not rt.any():
         return 0, 0
-    return int(name_flags(rt, EVENT_WAIT_CALLS).sum()), int(name_flags(rt, EVENT_RECORD_CALLS).sum())
+    return int((name_flags(ev, EVENT_WAIT_CALLS) & rt).sum()), int((name_flags(ev, EVENT_RECORD_CALLS) & rt).sum())
 
 
 # Causes whose idle time is not the host's to save: the GPU had work queued, or a one-off start-up cost.
@@ -443,10 +443,10 @@ def workload(tl: Timeline, rank: int) -> str:
     (causes.TRAINING_CALLS), "inference" when it has at least WORKLOAD_MIN_OPS framework ops but none of
     these, "" when it cannot tell (too few ops: small or hand-made traces)."""
     ev = tl.rank_events(rank)
-    ops = ev[T.category_mask(ev["kind"], (T.CPU_OP, T.ANNOTATION, T.PYTHON))]
-    if len(ops) and name_flags(ops, C.TRAINING_CALLS).any():
+    ops = T.category_mask(ev["kind"], (T.CPU_OP, T.ANNOTATION, T.PYTHON))  # flags, not a copy of the rows
+    if ops.any() and (name_flags(ev, C.TRAINING_CALLS) & ops).any():
         return "training"
-    return "inference" if int((ops["kind"] == T.CPU_OP).sum()) >= WORKLOAD_MIN_OPS else ""
+    return "inference" if int((ev["kind"] == T.CPU_OP).to_numpy().sum()) >= WORKLOAD_MIN_OPS else ""
 
 
 def per_step_by_cause(devices: list[DeviceAttribution], st: F.Steps) -> list[dict[str, int]]:
@@ -550,18 +550,30 @@ def _gap_positions(host: H.HostActivity, g: GapSet) -> tuple[np.ndarray, np.ndar
 
 def _cause_cover(g: GapSet, of_cause: np.ndarray, t: np.ndarray, at: np.ndarray) -> np.ndarray:
     """Length of the gaps flagged `of_cause` inside (-inf, t], given `at` (the last gap starting at or
-    before t): the gaps are sorted and disjoint, so those before `at` lie wholly before t."""
+    before t): the gaps are sorted and disjoint, so those before `at` lie wholly before t. Computed in
+    place over one array of len(t) (t is a million host events; temporaries would multiply the peak)."""
     lengths = np.where(of_cause, g.end_ns - g.start_ns, 0)
     before = np.r_[np.int64(0), np.cumsum(lengths)]
-    safe = np.clip(at, 0, None)
-    partial = np.clip(t - g.start_ns[safe], 0, lengths[safe])
-    return np.where(at >= 0, before[safe] + partial, 0)
+    safe = np.maximum(at, 0)
+    out = g.start_ns[safe]
+    np.subtract(t, out, out=out)
+    np.clip(out, 0, lengths[safe], out=out)
+    out += before[safe]
+    del safe
+    out[at < 0] = 0
+    return out
 
 
 def sum_by_name(ev: pd.DataFrame, inside: np.ndarray, dur: np.ndarray) -> tuple[list[str], np.ndarray, np.ndarray]:
-    """`inside` and `dur` summed per event name, names in order of first appearance: grouped by the
+    """`inside` and `dur` summed per event name, names in order of first appearance (`sum_by_code`)."""
+    name = ev["name"]
+    return sum_by_code(name.cat.codes.to_numpy(), name.cat.categories, inside, dur)
+
+
+def sum_by_code(codes: np.ndarray, categories: pd.Index, inside: np.ndarray,
+                dur: np.ndarray) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """`inside` and `dur` summed per name code, names in order of first appearance: grouped by the
     name column's category codes (integers, one stable sort), never by the strings of a million rows."""
-    codes = ev["name"].cat.codes.to_numpy()
     if not len(codes):
         return [], np.zeros(0, dtype=np.asarray(inside).dtype), np.zeros(0, dtype=np.asarray(dur).dtype)
     order = np.argsort(codes, kind="stable")
@@ -570,7 +582,6 @@ def sum_by_name(ev: pd.DataFrame, inside: np.ndarray, dur: np.ndarray) -> tuple[
     inside_sum = np.add.reduceat(np.asarray(inside)[order], starts)
     dur_sum = np.add.reduceat(np.asarray(dur)[order], starts)
     first = np.argsort(order[starts], kind="stable")  # groups by their first row
-    categories = ev["name"].cat.categories
     names = [str(categories[k]) if k >= 0 else "nan" for k in c[starts][first].tolist()]
     return names, inside_sum[first], dur_sum[first]
 
@@ -588,17 +599,21 @@ def causes_evidence(host: H.HostActivity, devices: list[DeviceAttribution]) -> d
 def cause_evidence(host: H.HostActivity, devices: list[DeviceAttribution], cause: str,
                    positions: list[tuple[np.ndarray, np.ndarray]] | None = None) -> tuple[Evidence, ...]:
     """The host events behind all gaps of one cause; share = their time inside those gaps / that idle.
-    `positions`: `_gap_positions` of each device, when already found."""
+    `positions`: `_gap_positions` of each device, when already found. Works on the columns it needs
+    (no copy of the host table per cause)."""
     ev = host.events
     classes = _evidence_classes(host, cause)
-    rows = T.category_mask(ev["klass"], classes) if classes is not None else np.ones(len(ev), dtype=bool)
-    ev = ev[rows]
-    if not len(ev):
+    rows = T.category_mask(ev["klass"], classes) if classes is not None else None
+    if rows is not None and not rows.any() or not len(ev):
         return ()
+
+    def column(values: np.ndarray) -> np.ndarray:
+        return values if rows is None else values[rows]
+
     code = C.CAUSES.index(cause)
-    ts = ev["ts_ns"].to_numpy()
-    end = ts + ev["dur_ns"].to_numpy()
-    inside = np.zeros(len(ev), dtype=np.int64)
+    ts = column(ev["ts_ns"].to_numpy())
+    end = ts + column(ev["dur_ns"].to_numpy())
+    inside = np.zeros(len(ts), dtype=np.int64)
     total = 0
     for k, d in enumerate(devices):
         g = d.gaps
@@ -606,11 +621,17 @@ def cause_evidence(host: H.HostActivity, devices: list[DeviceAttribution], cause
         if not m.any():
             continue
         total += int((g.end_ns[m] - g.start_ns[m]).sum())
-        at_start, at_end = (p[rows] for p in (positions[k] if positions is not None else _gap_positions(host, g)))
-        inside += _cause_cover(g, m, end, at_end) - _cause_cover(g, m, ts, at_start)
+        at_start, at_end = (column(p) for p in (positions[k] if positions is not None else _gap_positions(host, g)))
+        inside += _cause_cover(g, m, end, at_end)
+        inside -= _cause_cover(g, m, ts, at_start)
+        del at_start, at_end
     if total <= 0:
         return ()
-    names, inside_ns, dur_ns = sum_by_name(ev, inside, np.maximum(end - ts, 1))
+    np.subtract(end, ts, out=end)
+    np.maximum(end, 1, out=end)
+    del ts
+    name = ev["name"]
+    names, inside_ns, dur_ns = sum_by_code(column(name.cat.codes.to_numpy()), name.cat.categories, inside, end)
     share = np.minimum(inside_ns / total, 1.0)
     score = share * inside_ns / dur_ns
     order = np.argsort(-score, kind="stable")[:EVIDENCE_NAMES]

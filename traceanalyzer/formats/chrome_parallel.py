@@ -34,7 +34,6 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Protocol, TypeVar
 
 import msgspec
-import numpy as np
 
 from ._io import iter_input_blocks, plain_file_layout
 from .chrome_json import (
@@ -43,6 +42,7 @@ from .chrome_json import (
     EventStream,
     NestingError,
     StreamReader,
+    count_newlines,
     decode_span,
     error_at_end,
     next_skip,
@@ -161,14 +161,6 @@ def _next_boundary(w: _Window, start: int) -> re.Match[bytes] | None:
         start = brace if brace >= 0 else old
 
 
-def _count_newlines(buf: bytearray, lo: int, hi: int) -> int:
-    """`buf.count(b"\\n", lo, hi)`, vectorized (bytes.count looks at one byte at a time)."""
-    if hi <= lo:
-        return 0
-    with memoryview(buf) as view:  # released at once: the window may grow afterwards
-        return int(np.count_nonzero(np.frombuffer(view[lo:hi], dtype=np.uint8) == 10))
-
-
 def _decode_range(w: _Window, task: RangeTask, decoder: msgspec.json.Decoder | None,
                   part: Collector) -> RangeResult:
     if task.first:
@@ -183,7 +175,7 @@ def _decode_range(w: _Window, task: RangeTask, decoder: msgspec.json.Decoder | N
     def result(complete: bool) -> RangeResult:
         end = pos - 1
         nl = w.buf.rfind(b"\n", first, end)
-        return RangeResult(w.lo + first, w.lo + end, complete, part, _count_newlines(w.buf, first, nl + 1),
+        return RangeResult(w.lo + first, w.lo + end, complete, part, count_newlines(w.buf, first, nl + 1),
                            w.lo + nl if nl >= 0 else -1)
 
     while True:

@@ -26,6 +26,7 @@ import pandas as pd
 
 from .. import timeline as T
 from ..errors import InputError
+from ..heap import return_freed_memory
 from ..names import is_comm_kernel, name_flags
 from ..timeline import DeviceInfo, RankInfo, Source, Timeline
 from ._base import ReadOptions
@@ -816,6 +817,7 @@ class _Collector:
             chunks = self.parts.pop(key)
             p[key] = np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.int64)
             del chunks
+            return_freed_memory()  # the chunks' pages, before the next column is joined
         n = len(p["ts"])
         cat_codes = p["cat"]
         counts: Any = np.bincount(cat_codes, minlength=len(self.cats.values)) if n else []

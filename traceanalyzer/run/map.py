@@ -111,6 +111,7 @@ class FileOutput:
 def analyze_file(task: RankTask, progress: Callable[[int], None] | None = None) -> FileOutput:
     """Read, figure and diagnose one rank file (runs in a worker): a compact FileOutput."""
     from ..formats import ReadOptions, read_file
+    from ..heap import return_freed_memory
 
     o = task.options
     try:
@@ -118,6 +119,7 @@ def analyze_file(task: RankTask, progress: Callable[[int], None] | None = None) 
                                                     cache=o.cache, decode_workers=task.decode_workers))
     except InputError as exc:  # returned, not raised: combine decides (skip or stop), and says it
         return FileOutput(task.path, error_path=exc.path, error_message=exc.message)
+    return_freed_memory()  # what reading freed, before the figures allocate theirs
     return analyze_rank_timeline(tl, o, task.path)
 
 
