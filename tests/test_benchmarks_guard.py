@@ -50,6 +50,8 @@ def test_worse_within_tolerance_or_better_passes():
     assert judge(json_1gb(0.30 * 1.20), tolerance=0.25)[0] == 0
     _, text = judge(json_1gb(0.15))
     assert "| -50% |" in text
+    _, text = judge(json_1gb(0.2999))
+    assert "| +0% |" in text and "-0%" not in text
 
 
 def test_memory_regression_fails_too():
@@ -118,3 +120,10 @@ def test_recorded_file_holds_the_full_cases():
     assert recorded["targets"]["json_1gb"] == {"time / orjson.loads": 0.1, "peak RSS / file size": 1.0}
     assert recorded["targets"]["gzip_1gb"] == {"time / plain report": 1.3}
     assert recorded["cases"]["json_1gb"]["ratios"]["time / orjson.loads"]["ratio"] == 0.3
+
+
+def test_recorded_file_is_written_as_record_writes_it():
+    """So that `--record` changes only the lines of the cases it measured."""
+    text = (ROOT / "benchmarks" / "recorded.json").read_text()
+    assert guard.dump_recorded(json.loads(text)) == text
+    assert '"json_1gb": {"time / orjson.loads": 0.1, "peak RSS / file size": 1.0},' in text
