@@ -19,13 +19,14 @@ Cases (inputs are replicas of the corpus' largest Kineto trace, bench_large.buil
                      rank file; the peak RSS / one rank file.
 
 A replica is never smaller than one copy of its source, so a small size may come out larger (the table's
-baselines show the file sizes; the recorded file keeps them). The sizes are part of a case's name, so a --quick run compares only with cases recorded by a --quick run (and
-says when nothing is recorded). Exit status 1 when a ratio is worse (larger) than its recorded one by more than
---tolerance (default 15%: the machine is shared, and the wall times of a quiet run move by 10% or so), or when a
-report failed; a target of the issue not met, or a ratio with nothing recorded, is said in the table but does not
-fail. Under load the ratios move far more (a --quick run at load 4 on 2 cores: the .gz report 2.38x the plain one
-in one run, 1.22x as the median of 3), so guard on a quiet machine, with --runs 3, and read the CPU columns of
-bench_large.py when in doubt. What the script writes goes into a temporary folder that is removed at the end.
+baselines show the file sizes; the recorded file keeps them). The sizes are part of a case's name, so a --quick
+run compares only with cases recorded by a --quick run (and says when nothing is recorded). Exit status 1 when
+a ratio is worse (larger) than its recorded one by more than --tolerance (default 15%: the machine is shared,
+and the wall times of a quiet run move by 10% or so), or when a report failed; a target of the issue not met,
+or a ratio with nothing recorded, is said in the table but does not fail. Under load the ratios move far more
+(a --quick run at load 4 on 2 cores: the .gz report 2.38x the plain one in one run, 1.22x as the median of 3),
+so guard on a quiet machine, with --runs 3, and read the CPU columns of bench_large.py when in doubt. What the
+script writes goes into a temporary folder that is removed at the end.
 """
 
 from __future__ import annotations
