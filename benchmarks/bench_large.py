@@ -192,6 +192,12 @@ HTA_LOAD = ("import sys\nfrom hta.trace_analysis import TraceAnalysis\n"
             "TraceAnalysis(trace_dir=sys.argv[1])\n")
 
 
+def report_command(path: Path, out: Path, *extra: str) -> list[str]:
+    """`traceanalyzer report PATH` as this script times it: JSON to `out`, quiet, no cache of decoded traces."""
+    return [sys.executable, "-m", "traceanalyzer", "report", str(path), "--format", "json", "-o", str(out),
+            "--force", "-q", "--no-cache", *extra]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
@@ -247,9 +253,7 @@ def main() -> None:
             for path, loader, loaded in inputs:
                 label = f"{nbytes / 1e6:.0f} MB" + {".gz": " .gz", ".pftrace": " .pftrace"}.get(path.suffix, "")
                 fsize = path.stat().st_size
-                out = work / "report.json"
-                report = [sys.executable, "-m", "traceanalyzer", "report", str(path),
-                          "--format", "json", "-o", str(out), "--force", "-q", "--no-cache"]
+                report = report_command(path, work / "report.json")
                 runs: dict[str, list[tuple[float, int, int, float]]] = {"base": [], "this": [], "old": []}
                 for _ in range(max(1, args.runs)):  # interleaved: a load change hits every tool alike
                     runs["base"].append(measure_cpu([sys.executable, "-c", loader, str(loaded)]))
@@ -257,12 +261,12 @@ def main() -> None:
                         # cwd: not a checkout (`-m` imports from the cwd first)
                         runs["old"].append(measure_cpu(report, env=baseline_env, cwd=work))
                     runs["this"].append(measure_cpu(report, env=env, cwd=work))
-                base_t, base_rss, _, base_cpu = _median(runs["base"])
+                base_t, base_rss, _, base_cpu = median_run(runs["base"])
                 rows.append((label, "orjson.loads (bare)", base_t, base_rss, 1.0, 1.0, base_rss / fsize, base_cpu))
                 for who, tool in (("old", "traceanalyzer report, baseline"), ("this", "traceanalyzer report")):
                     if not runs[who]:
                         continue
-                    t, rss, rc, cpu = _median(runs[who])
+                    t, rss, rc, cpu = median_run(runs[who])
                     rows.append((label, tool + (" (FAILED)" if rc else ""), t, rss, t / base_t, rss / base_rss,
                                  rss / fsize, cpu))
                     if path == trace:
@@ -272,8 +276,8 @@ def main() -> None:
                         paired.append(f"{label}: {tool} .pftrace / same trace's JSON = {t / jt:.2f}x time, "
                                       f"{cpu / jcpu:.2f}x CPU")
                 if runs["old"]:
-                    t, rss, _, cpu = _median(runs["this"])
-                    old_t, old_rss, _, old_cpu = _median(runs["old"])
+                    t, rss, _, cpu = median_run(runs["this"])
+                    old_t, old_rss, _, old_cpu = median_run(runs["old"])
                     print(f"{label}: this checkout / baseline: time {t / old_t:.2f}x, peak RSS {rss / old_rss:.2f}x",
                           file=sys.stderr)
                     paired.append(f"{label}: this checkout / baseline = {t / old_t:.2f}x time, "
@@ -300,7 +304,7 @@ def main() -> None:
         print(line)
 
 
-def _median(results: list[tuple[float, int, int, float]]) -> tuple[float, int, int, float]:
+def median_run(results: list[tuple[float, int, int, float]]) -> tuple[float, int, int, float]:
     """Median wall time, peak RSS and CPU time of repeated runs; the worst exit status."""
     walls = sorted(r[0] for r in results)
     rss = sorted(r[1] for r in results)
