@@ -113,6 +113,14 @@ def test_decompression_is_bounded(tmp_path):
     plain.write_bytes(good[:-1] + b" " * 2_000_000 + b"}")
     res = run(["report", plain, "--max-input-size", "1MiB", "-o", tmp_path / "o.json"])
     assert res.returncode == 2 and "larger than the input limit of 1048576 bytes" in res.stderr
+    # a plain file over the limit is refused from its size, before any of it is read (a sparse 64 GiB file)
+    huge = tmp_path / "huge.json"
+    with open(huge, "wb") as fh:
+        fh.write(good[:-1])
+        fh.truncate(64 * 1024**3)
+    res = run(["report", huge, "--max-input-size", "1MiB", "-o", tmp_path / "o.json"])
+    assert res.returncode == 2 and f"(it holds {64 * 1024**3} bytes)" in res.stderr
+    assert "--max-input-size" in res.stderr and len(res.stderr.strip().splitlines()) == 1
     # within the default limit the same files are fine
     assert run(["report", bomb, "-o", tmp_path / "ok.json"]).returncode == 0
 

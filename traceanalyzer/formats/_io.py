@@ -45,6 +45,13 @@ DEFAULT_MAX_INPUT_BYTES = 16 * 1024**3
 _READ_BLOCK = 8 * 1024 * 1024
 
 
+def too_large(max_bytes: int, size: int) -> str:
+    """The error of a file over the input limit (`size`: its size when known, else 0)."""
+    held = f" (it holds {size} bytes)" if size > max_bytes else ""
+    return (f"larger than the input limit of {max_bytes} bytes{held}: a larger limit is set with "
+            f"--max-input-size (the events of the whole trace are held in memory)")
+
+
 def read_input(path: Path, max_bytes: int = DEFAULT_MAX_INPUT_BYTES,
                progress: Callable[[int], None] | None = None) -> bytes:
     """Whole content of `path`, gunzipped when it starts with the gzip magic bytes.
@@ -60,7 +67,7 @@ def read_input(path: Path, max_bytes: int = DEFAULT_MAX_INPUT_BYTES,
                 size = os.fstat(fh.fileno()).st_size
                 data = fh.read(min(max_bytes, size) + 1)
                 if len(data) > max_bytes:
-                    raise InputError(path, f"larger than the input limit of {max_bytes} bytes")
+                    raise InputError(path, too_large(max_bytes, size))
                 return data.removeprefix(UTF8_BOM)
             return _strip_bom(b"".join(_blocks(fh, path, max_bytes, head == GZIP_MAGIC, progress)))
     except OSError as exc:
@@ -174,6 +181,9 @@ def _strip_bom(data: bytes) -> bytes:
 def _blocks(fh: BinaryIO, path: Path, max_bytes: int, gzipped: bool,
             progress: Callable[[int], None] | None, block_size: int = _READ_BLOCK) -> Iterator[bytes]:
     if not gzipped:
+        size = os.fstat(fh.fileno()).st_size  # 0 for a pipe: then counted as it is read
+        if size > max_bytes:  # said before reading gigabytes of it
+            raise InputError(path, too_large(max_bytes, size))
         total = 0
         while True:
             block = fh.read(block_size)
@@ -181,7 +191,7 @@ def _blocks(fh: BinaryIO, path: Path, max_bytes: int, gzipped: bool,
                 return
             total += len(block)
             if total > max_bytes:
-                raise InputError(path, f"larger than the input limit of {max_bytes} bytes")
+                raise InputError(path, too_large(max_bytes, 0))
             if progress:
                 progress(len(block))
             yield block
