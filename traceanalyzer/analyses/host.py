@@ -120,9 +120,10 @@ def host_activity(tl: Timeline, rank: int) -> HostActivity:
         rows = np.flatnonzero(mine)
     else:
         rows = np.zeros(0, dtype=np.intp)
-    # Only the columns the causes read, taken once (the whole table has twenty-odd columns).
+    # Only the columns the causes read, taken once (the whole table has twenty-odd columns); the taken
+    # arrays are the frame's own (copy=False: not stacked into a second copy).
     events = pd.DataFrame({c: ev[c].array.take(rows) if ev[c].dtype == "category" else ev[c].to_numpy()[rows]
-                           for c in HOST_EVENT_COLUMNS})
+                           for c in HOST_EVENT_COLUMNS}, copy=False)
     kind = events["kind"]
     host_causes = C.host_causes()
     classes = (*(c.id for c in host_causes), OTHER_HOST)
@@ -357,4 +358,4 @@ def other_threads(tl: Timeline, rank: int, host: HostActivity) -> pd.DataFrame:
         theirs &= ~((pid == p) & (tid == t))
     rows = np.flatnonzero(theirs)
     return pd.DataFrame({"ts_ns": ev["ts_ns"].to_numpy()[rows], "dur_ns": ev["dur_ns"].to_numpy()[rows],
-                         "name": ev["name"].array.take(rows)})
+                         "name": ev["name"].array.take(rows)}, copy=False)

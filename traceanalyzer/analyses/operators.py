@@ -96,10 +96,8 @@ def nest(group: np.ndarray, ts: np.ndarray, end: np.ndarray) -> np.ndarray:
         return parent
     order = np.lexsort((ts - end, ts, group))  # group, start, longest first
     g, s, e = group[order], ts[order], end[order]
-    times, inv = np.unique(np.r_[s, e], return_inverse=True)
-    rs, re_ = inv[:n].astype(np.int64), inv[n:].astype(np.int64)
-    m = np.int64(len(times) + 1)
     g64 = g.astype(np.int64)
+    rs, re_, m = _time_keys(s, e, max(abs(int(g64[0])), abs(int(g64[-1]))) + 1)
     pos = np.arange(n, dtype=np.int64)
     gstart = np.searchsorted(g64, g64, side="left")
     key_start = g64 * m + rs  # sorted already (group, start)
@@ -123,6 +121,19 @@ def nest(group: np.ndarray, ts: np.ndarray, end: np.ndarray) -> np.ndarray:
         has = sorted_parent >= 0
         parent[order[has]] = order[sorted_parent[has]]
     return parent
+
+
+def _time_keys(s: np.ndarray, e: np.ndarray, groups: int) -> tuple[np.ndarray, np.ndarray, np.int64]:
+    """Starts and ends as non-negative integers in time order, and a multiplier `m` above all of them, so
+    that `group * m + key` orders (group, time) pairs: the offset from the earliest time where every
+    key fits int64 (a capture of hours, thousands of threads), else the times' ranks (hostile times)."""
+    lo = int(min(s.min(), e.min()))
+    span = int(max(s.max(), e.max())) - lo + 1
+    if 0 < span and groups * span < 2**62:
+        return s - lo, e - lo, np.int64(span)
+    times, inv = np.unique(np.r_[s, e], return_inverse=True)
+    n = len(s)
+    return inv[:n].astype(np.int64), inv[n:].astype(np.int64), np.int64(len(times) + 1)
 
 
 def self_time(parent: np.ndarray, ts: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -174,7 +185,7 @@ def host_nesting(tl: Timeline, rank: int) -> tuple[pd.DataFrame, np.ndarray]:
     rows = np.flatnonzero((ev["device"].to_numpy() < 0) & T.category_mask(ev["kind"], NESTING_KINDS))
     cols = ("ts_ns", "dur_ns", "name", "kind", "pid", "tid", "correlation")
     host = pd.DataFrame({c: ev[c].array.take(rows) if ev[c].dtype == "category" else ev[c].to_numpy()[rows]
-                         for c in cols})
+                         for c in cols}, copy=False)
     ts = host["ts_ns"].to_numpy()
     host["thread"] = thread_groups(host["pid"].to_numpy(), host["tid"].to_numpy())
     parent = nest(host["thread"].to_numpy(), ts, ts + host["dur_ns"].to_numpy())
