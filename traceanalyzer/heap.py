@@ -10,7 +10,6 @@ returns those pages. Elsewhere (macOS, musl) there is no such call and nothing i
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import sys
 from functools import cache
 from typing import Any
@@ -20,8 +19,8 @@ from typing import Any
 def _libc() -> Any:
     if not sys.platform.startswith("linux"):
         return None
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    try:  # the symbols the interpreter is linked with: glibc's where there is one (no ldconfig run)
+        libc = ctypes.CDLL(None)
         return libc if hasattr(libc, "malloc_trim") else None
     except OSError:
         return None
