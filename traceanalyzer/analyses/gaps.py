@@ -539,29 +539,56 @@ def _rank_names(ev: pd.DataFrame, lo: int, hi: int, sync: bool = False) -> tuple
                  if share[i] > 0 or sync)
 
 
-def _gap_positions(host: H.HostActivity, g: GapSet) -> tuple[np.ndarray, np.ndarray]:
-    """For each of the host's events: the last gap of `g` (any cause) starting at or before its start
-    and its end (-1: none). Two binary searches of a million events, made once per device and reused
-    for every cause."""
-    ts = host.events["ts_ns"].to_numpy()
-    end = ts + host.events["dur_ns"].to_numpy()
-    return np.searchsorted(g.start_ns, ts, side="right") - 1, np.searchsorted(g.start_ns, end, side="right") - 1
+class _GapCover:
+    """One device's gaps as seen from each of the host's events: `at_start`/`at_end` the last gap starting
+    at or before the event's start/end (-1: none), the gap's cause code there, and how far into that gap
+    the start/end lies (`part_*`, clipped to the gap). Found once per device and shared by every cause:
+    a cause's time inside an event is then two look-ups of its running gap total (`inside`)."""
 
+    def __init__(self, host: H.HostActivity, g: GapSet) -> None:
+        ts = host.events["ts_ns"].to_numpy()
+        end = ts + host.events["dur_ns"].to_numpy()
+        self.gaps = g
+        self.codes = g.codes()
+        lengths = g.end_ns - g.start_ns
+        self.at_start, self.cause_start, self.part_start = self._where(lengths, ts)
+        self.at_end, self.cause_end, self.part_end = self._where(lengths, end)
 
-def _cause_cover(g: GapSet, of_cause: np.ndarray, t: np.ndarray, at: np.ndarray) -> np.ndarray:
-    """Length of the gaps flagged `of_cause` inside (-inf, t], given `at` (the last gap starting at or
-    before t): the gaps are sorted and disjoint, so those before `at` lie wholly before t. Computed in
-    place over one array of len(t) (t is a million host events; temporaries would multiply the peak)."""
-    lengths = np.where(of_cause, g.end_ns - g.start_ns, 0)
-    before = np.r_[np.int64(0), np.cumsum(lengths)]
-    safe = np.maximum(at, 0)
-    out = g.start_ns[safe]
-    np.subtract(t, out, out=out)
-    np.clip(out, 0, lengths[safe], out=out)
-    out += before[safe]
-    del safe
-    out[at < 0] = 0
-    return out
+    def _where(self, lengths: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        g = self.gaps
+        at = np.searchsorted(g.start_ns, t, side="right") - 1
+        if not len(lengths):
+            return at, np.full(len(t), -1, dtype=np.int16), np.zeros(len(t), dtype=np.int64)
+        safe = np.maximum(at, 0)
+        part = g.start_ns[safe]
+        np.subtract(t, part, out=part)
+        np.clip(part, 0, lengths[safe], out=part)
+        cause = self.codes[safe].astype(np.int16)
+        outside = at < 0
+        cause[outside] = -1
+        part[outside] = 0
+        return at, cause, part
+
+    def inside(self, code: int, rows: np.ndarray | None) -> tuple[np.ndarray, int]:
+        """Each event's time inside this device's gaps of cause `code` (events `rows`, all when None), and
+        the cause's total idle time on the device."""
+        g = self.gaps
+        lengths = np.where(self.codes == code, g.end_ns - g.start_ns, 0)
+        before = np.r_[np.int64(0), np.cumsum(lengths)]  # the cause's time in the gaps before each gap
+
+        def pick(values: np.ndarray) -> np.ndarray:
+            return values if rows is None else values[rows]
+
+        at_end, at_start = pick(self.at_end), pick(self.at_start)
+        out = before[np.maximum(at_end, 0)]
+        out[at_end < 0] = 0
+        covered_start = before[np.maximum(at_start, 0)]
+        covered_start[at_start < 0] = 0
+        out -= covered_start
+        del covered_start
+        out += np.where(pick(self.cause_end) == code, pick(self.part_end), 0)
+        out -= np.where(pick(self.cause_start) == code, pick(self.part_start), 0)
+        return out, int(lengths.sum())
 
 
 def sum_by_name(ev: pd.DataFrame, inside: np.ndarray, dur: np.ndarray) -> tuple[list[str], np.ndarray, np.ndarray]:
@@ -587,51 +614,43 @@ def sum_by_code(codes: np.ndarray, categories: pd.Index, inside: np.ndarray,
 
 
 def causes_evidence(host: H.HostActivity, devices: list[DeviceAttribution]) -> dict[str, tuple[Evidence, ...]]:
-    """`cause_evidence` of every cause that has idle time, the gap positions found once per device."""
-    positions = [_gap_positions(host, d.gaps) for d in devices]
+    """`cause_evidence` of every cause that has idle time, each device's gap positions found once."""
+    covers = [_GapCover(host, d.gaps) for d in devices]
     out = {}
     for cause in C.CAUSES:
         if any(d.idle_by_cause.get(cause) for d in devices):
-            out[cause] = cause_evidence(host, devices, cause, positions)
+            out[cause] = cause_evidence(host, devices, cause, covers)
     return out
 
 
 def cause_evidence(host: H.HostActivity, devices: list[DeviceAttribution], cause: str,
-                   positions: list[tuple[np.ndarray, np.ndarray]] | None = None) -> tuple[Evidence, ...]:
+                   covers: list[_GapCover] | None = None) -> tuple[Evidence, ...]:
     """The host events behind all gaps of one cause; share = their time inside those gaps / that idle.
-    `positions`: `_gap_positions` of each device, when already found. Works on the columns it needs
-    (no copy of the host table per cause)."""
+    `covers`: each device's `_GapCover`, when already found. Works on the columns it needs (no copy of
+    the host table per cause)."""
     ev = host.events
     classes = _evidence_classes(host, cause)
     rows = T.category_mask(ev["klass"], classes) if classes is not None else None
     if rows is not None and not rows.any() or not len(ev):
         return ()
-
-    def column(values: np.ndarray) -> np.ndarray:
-        return values if rows is None else values[rows]
-
     code = C.CAUSES.index(cause)
-    ts = column(ev["ts_ns"].to_numpy())
-    end = ts + column(ev["dur_ns"].to_numpy())
-    inside = np.zeros(len(ts), dtype=np.int64)
+    inside = np.zeros(len(ev) if rows is None else int(rows.sum()), dtype=np.int64)
     total = 0
     for k, d in enumerate(devices):
-        g = d.gaps
-        m = g.codes() == code
-        if not m.any():
+        if not (d.gaps.codes() == code).any():
             continue
-        total += int((g.end_ns[m] - g.start_ns[m]).sum())
-        at_start, at_end = (column(p) for p in (positions[k] if positions is not None else _gap_positions(host, g)))
-        inside += _cause_cover(g, m, end, at_end)
-        inside -= _cause_cover(g, m, ts, at_start)
-        del at_start, at_end
+        cover = covers[k] if covers is not None else _GapCover(host, d.gaps)
+        got, idle = cover.inside(code, rows)
+        inside += got
+        total += idle
     if total <= 0:
         return ()
-    np.subtract(end, ts, out=end)
-    np.maximum(end, 1, out=end)
-    del ts
+    dur = np.maximum(ev["dur_ns"].to_numpy(), 1)  # end - start, at least 1 ns
     name = ev["name"]
-    names, inside_ns, dur_ns = sum_by_code(column(name.cat.codes.to_numpy()), name.cat.categories, inside, end)
+    codes = name.cat.codes.to_numpy()
+    if rows is not None:
+        dur, codes = dur[rows], codes[rows]
+    names, inside_ns, dur_ns = sum_by_code(codes, name.cat.categories, inside, dur)
     share = np.minimum(inside_ns / total, 1.0)
     score = share * inside_ns / dur_ns
     order = np.argsort(-score, kind="stable")[:EVIDENCE_NAMES]
