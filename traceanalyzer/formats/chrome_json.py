@@ -146,12 +146,13 @@ def parse_envelope(data: bytes, path: Path) -> Envelope:
                                f"file starts with {data[:16]!r}")
     try:
         top = _ENVELOPE_DECODER.decode(data)
-    except msgspec.DecodeError as exc:
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+        if invalid_utf8(exc):
+            at = exc.start if isinstance(exc, UnicodeDecodeError) else utf8_error_offset(data)
+            raise InputError(path, f"not a trace: invalid UTF-8 at byte {at}") from None
         raise InputError(path, describe_decode_error(exc, data, 0)) from None
     except RecursionError:
         raise InputError(path, "not a trace: JSON nested too deeply") from None
-    except UnicodeDecodeError as exc:
-        raise InputError(path, f"not a trace: invalid UTF-8 at byte {exc.start}") from None
     except msgspec.ValidationError:
         raise InputError(path, "not a trace: expected a JSON object with a 'traceEvents' list") from None
     raw = top.pop("traceEvents", None)
@@ -228,6 +229,21 @@ class NestingError(ValueError):
     """JSON nested deeper than the decoder follows (a hostile or broken document)."""
 
 
+def invalid_utf8(exc: Exception) -> bool:
+    """Whether a decode error is invalid UTF-8 in the input: msgspec before 0.23 raises
+    UnicodeDecodeError, later versions a DecodeError saying so."""
+    return isinstance(exc, UnicodeDecodeError) or (isinstance(exc, msgspec.DecodeError) and "UTF-8" in str(exc))
+
+
+def utf8_error_offset(data: Any) -> int:
+    """The byte offset of the first invalid UTF-8 sequence in `data` (0 when there is none)."""
+    try:
+        bytes(data).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return exc.start
+    return 0
+
+
 def _decode(piece: Any, decoder: msgspec.json.Decoder | None, transient: bool = False) -> list[Any]:
     """A piece of the events array: typed structs, else loose ones; events that fit neither are
     dropped one by one (counted in DECODE_NOTES); invalid UTF-8 is replaced, not fatal.
@@ -243,7 +259,9 @@ def _decode(piece: Any, decoder: msgspec.json.Decoder | None, transient: bool = 
             return _EVENTS_DECODER.decode(piece)
         except msgspec.ValidationError:
             return _decode_one_by_one(piece)
-    except UnicodeDecodeError:
+    except (UnicodeDecodeError, msgspec.DecodeError) as exc:
+        if not invalid_utf8(exc):
+            raise
         DECODE_NOTES["invalid_utf8"] += 1
         fixed = bytes(piece).decode("utf-8", "replace").encode("utf-8")
         return _decode(fixed, decoder, transient)

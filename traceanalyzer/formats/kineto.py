@@ -46,6 +46,7 @@ from .chrome_json import (
     CHUNK_BYTES,
     DECODE_NOTES,
     Envelope,
+    invalid_utf8,
     iter_event_chunks,
     looks_like_json_object,
     parse_envelope,
@@ -190,6 +191,9 @@ def _decode_args(raws: list[msgspec.Raw]) -> tuple[list[Any], list[int]]:
         return _ARGS_DECODER.decode(b"[" + b",".join(raws) + b"]"), []
     except (msgspec.ValidationError, UnicodeDecodeError):
         pass
+    except msgspec.DecodeError as exc:  # invalid UTF-8 (msgspec >= 0.23): found and replaced one by one
+        if not invalid_utf8(exc):
+            raise
     out: list[Any] = []
     bad: list[int] = []
     for i, raw in enumerate(raws):
@@ -199,7 +203,9 @@ def _decode_args(raws: list[msgspec.Raw]) -> tuple[list[Any], list[int]]:
             continue
         except msgspec.ValidationError:
             pass
-        except UnicodeDecodeError:  # invalid UTF-8 in a value: replaced, as in the rest of the file
+        except (UnicodeDecodeError, msgspec.DecodeError) as exc:  # invalid UTF-8 in a value: replaced, as
+            if not invalid_utf8(exc):                                # in the rest of the file
+                raise
             DECODE_NOTES["invalid_utf8"] += 1
             text = bytes(raw).decode("utf-8", "replace").encode("utf-8")
         try:
