@@ -223,7 +223,10 @@ class _Vectorized:
         not_kept = dec.not_kept
         # track: its own, else the sequence's default at the time, else the sequence's
         has_track, track_at = last_of(ef, (11,), n)
-        tracks: list[Any] = np.where(has_track, ef.val[track_at], 0).tolist()
+        track_codes = np.empty(n, np.int64)
+        if has_track.any():
+            uniq, inverse = np.unique(ef.val[track_at[has_track]], return_inverse=True)
+            track_codes[has_track] = np.array([dec.track_code(t) for t in uniq.tolist()], np.int64)[inverse]
         if not has_track.all():
             missing = np.flatnonzero(~has_track)
             default = np.full(len(missing), -1, np.int64)
@@ -233,9 +236,9 @@ class _Vectorized:
                 default = _latest(d_gen.astype(np.uint64), d_pkt, gen[missing].astype(np.uint64), pkt[missing])
             seq_list = seq[missing].tolist()
             for j, (i, d) in enumerate(zip(missing.tolist(), default.tolist())):
-                tracks[i] = dec.defaults[d][2] if d >= 0 else ("sequence", seq_list[j])
+                track_codes[i] = dec.track_code(dec.defaults[d][2] if d >= 0 else ("sequence", seq_list[j]))
         # name: the last of an inline name and an interned one (every unknown iid counted)
-        names: list[str] = [""] * n
+        names = np.full(n, "", object)
         name_iid = ef.num == 10
         if name_iid.any():
             rows = np.flatnonzero(name_iid)
@@ -247,14 +250,13 @@ class _Vectorized:
             sel = np.flatnonzero(has_name)
             at = name_at[sel]
             inline = ef.num[at] == 23
-            for i, a, b in zip(sel[inline].tolist(), ef.val[at[inline]].tolist(), ef.stop[at[inline]].tolist()):
-                names[i] = data[a:b].decode("utf-8", "replace")
+            if inline.any():
+                names[sel[inline]] = object_array([data[a:b].decode("utf-8", "replace") for a, b in
+                                                   zip(ef.val[at[inline]].tolist(), ef.stop[at[inline]].tolist())])
             if not inline.all():
                 by_field = np.full(len(ef.num), -1, np.int64)
                 by_field[rows] = found
-                table = values + [""]  # -1: not interned
-                for i, k in zip(sel[~inline].tolist(), by_field[at[~inline]].tolist()):
-                    names[i] = table[k]
+                names[sel[~inline]] = object_array(values + [""])[by_field[at[~inline]]]  # -1: not interned
         # categories: interned ids, in order, joined
         cats: list[str | None] = [None] * n
         cat_rows = np.flatnonzero(ef.num == 3)
@@ -288,34 +290,30 @@ class _Vectorized:
                     a.setdefault("correlation", c)
         # flows: fixed64 ids on the events that are not slice ends
         flow_rows = np.flatnonzero(member(ef.num, (47, 48)) & (typ[ef.msg] != TYPE_SLICE_END))
-        orders = (pkt.astype(np.int64) << ORDER_SHIFT).tolist()
-        ts_list = ts.tolist()
-        from .pftrace import DEVICE_PROPERTIES_EVENT, METADATA_EVENT
+        orders = pkt.astype(np.int64) << ORDER_SHIFT
+        from .pftrace import DEVICE_PROPERTIES_EVENT, METADATA_EVENT, SliceColumns
         metadata = (METADATA_EVENT, DEVICE_PROPERTIES_EVENT)
+        keys = dec.track_keys
         if len(flow_rows):
             fm = ef.msg[flow_rows]
             for i, num, fid in zip(fm.tolist(), ef.num[flow_rows].tolist(), ef.val[flow_rows].tolist()):
                 if typ[i] == TYPE_INSTANT and names[i] in metadata and args[i]:
                     continue  # a header key: no event, its flows dropped (as the walker does)
-                dec.flow_items.append((orders[i], num == 48, tracks[i], ts_list[i], fid))
-        slices = dec.slices
-        events = dec.events
-        for i, t in enumerate(typ.tolist()):
-            track = tracks[i]
-            items = slices.get(track)
-            if t == TYPE_SLICE_END:
-                if items is None:
-                    items = slices[track] = []
-                items.append((False, ts_list[i], orders[i], "", None, args[i]))
-            elif t == TYPE_SLICE_BEGIN:
-                if items is None:
-                    items = slices[track] = []
-                items.append((True, ts_list[i], orders[i], names[i], cats[i], args[i]))
+                dec.flow_items.append((int(orders[i]), num == 48, keys[track_codes[i]], int(ts[i]), fid))
+        # slices: kept as columns, paired in `finish` (an end's name and category count for nothing)
+        is_begin = typ == TYPE_SLICE_BEGIN
+        rows = np.flatnonzero(is_begin | (typ == TYPE_SLICE_END))
+        if len(rows):
+            begins = is_begin[rows]
+            dec.slice_chunks.append(SliceColumns.of(
+                begins, ts[rows], orders[rows], track_codes[rows], np.where(begins, names[rows], ""),
+                np.where(begins, object_array(cats)[rows], None), object_array(args)[rows]))
+        for i in np.flatnonzero(typ == TYPE_INSTANT).tolist():
+            if names[i] in metadata and args[i]:
+                dec.header_items.append((int(orders[i]), names[i], args[i]))  # type: ignore[arg-type]
             else:
-                if names[i] in metadata and args[i]:
-                    dec.header_items.append((orders[i], names[i], args[i]))  # type: ignore[arg-type]
-                else:
-                    events.append((orders[i], "i", names[i], cats[i], track, ts_list[i], 0, args[i], 0))
+                dec.others.append((int(orders[i]), "i", names[i], cats[i], keys[track_codes[i]], int(ts[i]), 0, args[i],
+                                   0))
 
     def _annotations(self, starts: np.ndarray, stops: np.ndarray, gen: np.ndarray, pkt: np.ndarray,
                      depth: int, whole: np.ndarray | None = None) -> tuple[list[str], list[Any]]:
@@ -398,6 +396,13 @@ class _Vectorized:
                 # an annotation's entries make it a dict (its array values then count for nothing), else a list
                 vals[p] = {ck[j]: cv[j] for j in range(a, b) if entry[j]} if dict_like else cv[a:b]
         return keys.tolist(), vals.tolist()
+
+
+def object_array(values: Any) -> np.ndarray:
+    """`values` (a sequence) as a one-dimensional object array, whatever its items are (lists, dicts)."""
+    out = np.empty(len(values), object)
+    out[:] = values
+    return out
 
 
 def _args(args: dict[str, Any]) -> dict[str, Any]:
