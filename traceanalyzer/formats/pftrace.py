@@ -209,6 +209,27 @@ class SliceColumns:
         return SliceColumns(*(np.concatenate([getattr(p, f.name) for p in parts]) for f in dataclasses.fields(cls)))
 
 
+@dataclasses.dataclass
+class FlowColumns:
+    """Flow ids met on events (`flow_ids`, `terminating_flow_ids`) as columns, one row each; `phase` the
+    JSON phase each stands for once all are known (`finish`)."""
+
+    order: np.ndarray  # int64: the order of the event it is on
+    is_end: np.ndarray  # bool
+    track: np.ndarray  # int64: index into PacketDecoder.track_keys
+    ts: np.ndarray  # uint64
+    fid: np.ndarray  # uint64
+    phase: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, object))  # "s", "t", "f"
+
+    @classmethod
+    def empty(cls) -> FlowColumns:
+        return cls(np.zeros(0, np.int64), np.zeros(0, bool), np.zeros(0, np.int64), np.zeros(0, np.uint64),
+                   np.zeros(0, np.uint64))
+
+    def take(self, rows: np.ndarray) -> FlowColumns:
+        return FlowColumns(self.order[rows], self.is_end[rows], self.track[rows], self.ts[rows], self.fid[rows])
+
+
 class PacketDecoder:
     def __init__(self, path: Path, max_bytes: int) -> None:
         self.path = path
@@ -227,6 +248,8 @@ class PacketDecoder:
         # flow ids met (order, is an end, track, ts, id) and metadata instants (order, name, args), taken in
         # order in `finish` (the vectorized decoder adds them out of file order)
         self.flow_items: list[tuple[int, bool, Any, int, int]] = []
+        self.flow_chunks: list[FlowColumns] = []  # the vectorized decoder's flow ids
+        self.flows = FlowColumns.empty()  # all of them, in order, with their phases (`finish`)
         self.header_items: list[tuple[int, str, dict[str, Any]]] = []
         # what the vectorized decoder (`pftrace_vec`) needs of the packets it leaves to `packet`: when each
         # sequence's state was cleared, and what was interned or made the default track, by packet index
@@ -656,16 +679,7 @@ class PacketDecoder:
         for _, name, header_args in self.header_items:
             self._header(name, header_args)
         self.header_items.clear()
-        self.flow_items.sort(key=lambda f: f[0])
-        seen: set[int] = set()
-        for order, is_end, track, ts, fid in self.flow_items:  # a flow's first id starts it, the rest step
-            if is_end:
-                self.others.append((order, "f", "", None, track, ts, 0, None, fid))
-                seen.discard(fid)  # the id may start a new flow later
-            else:
-                self.others.append((order, "t" if fid in seen else "s", "", None, track, ts, 0, None, fid))
-                seen.add(fid)
-        self.flow_items.clear()
+        self.flows = self._flow_columns()
         cols = self._slice_columns()
         begins, ends, unended, unbegun = pair_columns(cols.is_begin, cols.ts, cols.track)
         done = cols.take(begins)
@@ -689,6 +703,30 @@ class PacketDecoder:
             self.track_keys.append(key)
         return code
 
+    def _flow_columns(self) -> FlowColumns:
+        """Every flow id met, in order, with its phase: an end "f"; a flow's first id starts it ("s"), the ids
+        after it step it ("t") until an end (the id may then start a new flow)."""
+        parts = list(self.flow_chunks)
+        if self.flow_items:
+            order, is_end, track, ts, fid = zip(*self.flow_items)
+            parts.insert(0, FlowColumns(np.array(order, np.int64), np.array(is_end, bool),
+                                        np.array([self.track_code(t) for t in track], np.int64),
+                                        np.array(ts, np.uint64), np.array(fid, np.uint64)))
+        self.flow_items.clear()
+        self.flow_chunks.clear()
+        if not parts:
+            return FlowColumns.empty()
+        flows = FlowColumns(*(np.concatenate([getattr(p, name) for p in parts])
+                              for name in ("order", "is_end", "track", "ts", "fid")))
+        flows = flows.take(np.argsort(flows.order, kind="stable"))
+        by_id = np.lexsort((np.arange(len(flows.fid)), flows.fid))
+        fid, is_end = flows.fid[by_id], flows.is_end[by_id]
+        step = np.r_[False, (fid[1:] == fid[:-1]) & ~is_end[:-1]] & ~is_end  # the id's last before it started
+        phase = np.where(flows.is_end, "f", "s").astype(object)
+        phase[by_id[step]] = "t"
+        flows.phase = phase
+        return flows
+
     def _slice_columns(self) -> SliceColumns:
         """Every slice begin and end, grouped by track, in file order within each."""
         parts = []
@@ -704,10 +742,14 @@ class PacketDecoder:
 
     @property
     def events(self) -> list[_Event]:
-        """Every event as a tuple, the complete ones from paired slices included (`finish`), in no set order."""
+        """Every event as a tuple, the flows and the complete ones from paired slices included (`finish`), in
+        no set order."""
         c = self.complete
         keys = self.track_keys
-        return self.others + list(zip(c.order.tolist(), repeat("X"), c.name.tolist(), c.cat.tolist(),
+        f = self.flows
+        flows = list(zip(f.order.tolist(), f.phase.tolist(), repeat(""), repeat(None),
+                         [keys[t] for t in f.track.tolist()], f.ts.tolist(), repeat(0), repeat(None), f.fid.tolist()))
+        return self.others + flows + list(zip(c.order.tolist(), repeat("X"), c.name.tolist(), c.cat.tolist(),
                                       [keys[t] for t in c.track.tolist()], c.ts.tolist(), c.dur.tolist(),
                                       c.args.tolist(), repeat(0)))
 
@@ -1026,6 +1068,9 @@ def decode(data: bytes, path: Path, max_bytes: int, vectorized: bool = True) -> 
 _READ_ARGS = frozenset(f.encode_name for f in msgspec.structs.fields(kineto.KinetoArgs))
 # The args whose values a slice needs (what the document keeps, and what the decoder merges in).
 VALUE_ARGS = _READ_ARGS | {METADATA_ANNOTATION, CORRELATION_ANNOTATION}
+# The args a slice keeps at all (the vectorized decoder drops the others): those, and those whose presence
+# tells its category (`device_work`, `infer_category`).
+SLICE_ARGS = VALUE_ARGS | {"cuda_sync_kind", "stream", "device", "cbid", "copy kind", *_KERNEL_ARGS}
 
 
 @dataclasses.dataclass
@@ -1033,7 +1078,7 @@ class KinetoColumns:
     """The decoded events as the Kineto JSON events they stand for, in file order, one list per key:
     times in microseconds relative to the header's `baseTimeNanoseconds` (exact nanoseconds); `dur`
     None but for complete events, `flow` the id of flow events; `args` only what the Kineto reader
-    reads of them (all of a counter's)."""
+    reads of them (all of a counter's; None where it reads none)."""
 
     header: dict[str, Any]
     metadata: list[dict[str, Any]]  # the `M` events (process and thread names...), before the others
@@ -1050,10 +1095,11 @@ class KinetoColumns:
 
 def kineto_columns(dec: PacketDecoder) -> KinetoColumns:
     """What `kineto_document` writes, as columns: per-event Python only for the events that are no
-    complete slice (instants, counters, flows: few), the complete slices taken as arrays."""
+    complete slice or flow (instants, counters: few), the complete slices and flows taken as arrays."""
     others = sorted(dec.others, key=lambda e: e[0])
     done = dec.complete
-    times = np.concatenate([np.array([e[5] for e in others], np.uint64), done.ts])
+    flows = dec.flows
+    times = np.concatenate([np.array([e[5] for e in others], np.uint64), flows.ts, done.ts])
     times = times[times <= _MAX_BASE_NS]
     base = 0
     if len(times) and int(np.partition(times, len(times) // 2)[len(times) // 2]) >= _EPOCH_NS_FLOOR:
@@ -1071,29 +1117,32 @@ def kineto_columns(dec: PacketDecoder) -> KinetoColumns:
         pid, tid = owners.of(track)
         if ph == "C":
             name = dec.counter_name(track, name)
-        if ph in ("s", "t", "f"):
-            cat = "flow"
         elif cat is None:
             cat = infer_category(name, args, dec.on_process(track), pid in gpu_pids, pid) if ph == "X" else ""
         for column, value in zip((out.ph, out.name, out.cat, out.pid, out.tid, out.ts, out.dur, out.flow),
                                  (ph, name, cat, pid, tid, (ts - base) / 1000, dur / 1000 if ph == "X" else None,
                                   fid)):
             column.append(value)
-        out.args.append(args if args is None or ph == "C" else {k: v for k, v in args.items() if k in _READ_ARGS})
-    n_others = len(others)
-    # the complete slices, placed among the others by order (at the same order, after them: flows
-    # and instants of the same packet came first)
-    place = np.argsort(np.concatenate([np.array([e[0] for e in others], np.int64), done.order]), kind="stable")
-    cats = signatures.categories(owners, gpu_pids, dec)
-    ts_us = _micros(done.ts, base)
-    dur_us = _micros(done.dur, 0)
-    args = _read_args(done.args)
-    n = len(done)
-    for column, values in ((out.ph, ["X"] * n), (out.name, done.name.tolist()), (out.cat, cats),
+        if args is not None and ph != "C":
+            args = {k: v for k, v in args.items() if k in _READ_ARGS} or None
+        out.args.append(args)
+    # then the flows and the complete slices, all placed by order (at the same order, the others first,
+    # then the flows: an event's instant or counter, its flows, its slice)
+    m, n = len(flows.order), len(done)
+    for column, values in ((out.ph, flows.phase.tolist()), (out.name, [""] * m), (out.cat, ["flow"] * m),
+                           (out.pid, owners.pid[flows.track].tolist()), (out.tid, owners.tid[flows.track].tolist()),
+                           (out.ts, _micros(flows.ts, base)), (out.dur, [None] * m), (out.args, [None] * m),
+                           (out.flow, flows.fid.tolist()),
+                           (out.ph, ["X"] * n), (out.name, done.name.tolist()),
+                           (out.cat, signatures.categories(owners, gpu_pids, dec)),
                            (out.pid, owners.pid[done.track].tolist()), (out.tid, owners.tid[done.track].tolist()),
-                           (out.ts, ts_us), (out.dur, dur_us), (out.args, args), (out.flow, [0] * n)):
+                           (out.ts, _micros(done.ts, base)), (out.dur, _micros(done.dur, 0)),
+                           (out.args, _read_args(done.args)), (out.flow, [0] * n)):
         column.extend(values)
-        if n and n_others:
+    orders = np.concatenate([np.array([e[0] for e in others], np.int64), flows.order, done.order])
+    if (orders[1:] < orders[:-1]).any():
+        place = np.argsort(orders, kind="stable")
+        for column in (out.ph, out.name, out.cat, out.pid, out.tid, out.ts, out.dur, out.args, out.flow):
             column[:] = pftrace_vec.object_array(column)[place].tolist()
     return out
 
@@ -1161,7 +1210,8 @@ def _micros(ns: np.ndarray, base: int) -> list[float]:
 
 
 def _read_args(args: np.ndarray) -> list[dict[str, Any] | None]:
-    """Each slice's args, with only the keys the Kineto reader reads (the key lists are looked at once)."""
+    """Each slice's args, with only the keys the Kineto reader reads (the key lists are looked at once);
+    None where it reads none of them."""
     wanted: dict[tuple[str, ...], tuple[str, ...]] = {}
     out: list[dict[str, Any] | None] = []
     for a in args.tolist():
@@ -1172,7 +1222,7 @@ def _read_args(args: np.ndarray) -> list[dict[str, Any] | None]:
         read = wanted.get(keys)
         if read is None:
             read = wanted[keys] = tuple(k for k in keys if k in _READ_ARGS)
-        out.append({k: a[k] for k in read})
+        out.append({k: a[k] for k in read} if read else None)
     return out
 
 

@@ -69,12 +69,53 @@ def decode(dec: PacketDecoder, data: bytes, max_nesting: int) -> bool:
 
 
 def _frame(data: bytes) -> tuple[np.ndarray, np.ndarray, int | None]:
-    """(starts, ends) of the top-level packets, and the offset of a packet cut by the end of the file."""
-    starts: list[int] = []
-    ends: list[int] = []
+    """(starts, ends) of the top-level packets, and the offset of a packet cut by the end of the file.
+
+    Every 0x0A byte (a packet's tag) is taken as a possible packet start and its length read, all at once;
+    the packets are then the chain of those starts from the first byte, each one's end the next one's
+    start. Where the chain stops short of the end (a cut, a tag or a length out of the ordinary), the
+    packets from there on are framed one by one (`_frame_from`), which says what is wrong."""
+    n = len(data)
+    u8 = np.frombuffer(data, np.uint8)
+    tags = np.flatnonzero(u8 == 0x0A)
+    if not len(tags) or tags[0] != 0:
+        return _frame_from(data, 0, [], [])
+    padded = np.concatenate([u8, np.zeros(_MAX_LENGTH_BYTES, np.uint8)])
+    length = np.zeros(len(tags), np.uint64)
+    size = np.zeros(len(tags), np.int64)  # bytes of the length varint; 0: longer than _MAX_LENGTH_BYTES
+    for k in range(_MAX_LENGTH_BYTES):
+        byte = padded[tags + 1 + k]
+        open_ = size == 0
+        length[open_] |= (byte[open_] & 0x7F).astype(np.uint64) << np.uint64(7 * k)
+        size[open_ & (byte < 0x80)] = k + 1
+    start = tags + 1 + size
+    ok = (size > 0) & (start <= n) & (length <= np.uint64(n))
+    stop = np.where(ok, start + np.minimum(length, np.uint64(n)).astype(np.int64), n + 1)
+    ok &= stop <= n
+    at = np.minimum(np.searchsorted(tags, stop), len(tags) - 1)
+    follows = np.where(ok & (tags[at] == stop) & ok[at], at, -1).tolist()  # the packet after each, if read here
+    if not ok[0]:
+        return _frame_from(data, 0, [], [])
+    chain = []
+    i = 0
+    while i >= 0:
+        chain.append(i)
+        i = follows[i]
+    rows = np.array(chain, np.int64)
+    starts, stops = start[rows], stop[rows]
+    pos = int(stops[-1])
+    if pos >= n:
+        return starts, stops, None
+    return _frame_from(data, pos, starts.tolist(), stops.tolist())
+
+
+_MAX_LENGTH_BYTES = 9  # a packet length's varint read at once (the longest `_frame_from` reads)
+
+
+def _frame_from(data: bytes, pos: int, starts: list[int], ends: list[int]) -> tuple[np.ndarray, np.ndarray, int | None]:
+    """`_frame` from `pos` on, one packet at a time, after the packets already in `starts` / `ends`."""
     append_start, append_end = starts.append, ends.append
     n = len(data)
-    pos = 0
     while pos < n:
         if data[pos] != 0x0A:
             raise _Unsupported
@@ -272,9 +313,15 @@ class _Vectorized:
         args: list[dict[str, Any] | None] = [None] * n
         if len(ann):
             a_msg = ef.msg[ann]
-            keys, vals = self._annotations(ef.val[ann].astype(np.int64), ef.stop[ann], gen[a_msg], pkt[a_msg], 0,
-                                           whole=typ[a_msg] == TYPE_INSTANT)
-            bounds = np.flatnonzero(np.r_[True, a_msg[1:] != a_msg[:-1], True])
+            instant = typ[a_msg] == TYPE_INSTANT
+            keys, vals, slice_key = self._annotations(ef.val[ann].astype(np.int64), ef.stop[ann], gen[a_msg],
+                                                      pkt[a_msg], 0, whole=instant)
+            # a slice keeps only the annotations the document or its category looks at: most keep none
+            kept = np.flatnonzero(instant | slice_key)
+            keys = np.array(keys, object)[kept].tolist()
+            vals = object_array(vals)[kept].tolist()
+            a_msg = a_msg[kept]
+            bounds = np.flatnonzero(np.r_[True, a_msg[1:] != a_msg[:-1], True]) if len(kept) else np.zeros(1, np.intp)
             from .pftrace import CORRELATION_ANNOTATION, METADATA_ANNOTATION
             special = (METADATA_ANNOTATION, CORRELATION_ANNOTATION)
             for i, a, b in zip(a_msg[bounds[:-1]].tolist(), bounds[:-1].tolist(), bounds[1:].tolist()):
@@ -291,15 +338,23 @@ class _Vectorized:
         # flows: fixed64 ids on the events that are not slice ends
         flow_rows = np.flatnonzero(member(ef.num, (47, 48)) & (typ[ef.msg] != TYPE_SLICE_END))
         orders = pkt.astype(np.int64) << ORDER_SHIFT
-        from .pftrace import DEVICE_PROPERTIES_EVENT, METADATA_EVENT, SliceColumns
+        from .pftrace import DEVICE_PROPERTIES_EVENT, METADATA_EVENT, FlowColumns, SliceColumns
         metadata = (METADATA_EVENT, DEVICE_PROPERTIES_EVENT)
         keys = dec.track_keys
+        header_event = np.zeros(n, bool)  # instants that carry header keys: no event, their flows dropped
+        for i in np.flatnonzero(typ == TYPE_INSTANT).tolist():
+            if names[i] in metadata and args[i]:
+                header_event[i] = True
+                dec.header_items.append((int(orders[i]), names[i], args[i]))  # type: ignore[arg-type]
+            else:
+                dec.others.append((int(orders[i]), "i", names[i], cats[i], keys[track_codes[i]], int(ts[i]), 0, args[i],
+                                   0))
         if len(flow_rows):
-            fm = ef.msg[flow_rows]
-            for i, num, fid in zip(fm.tolist(), ef.num[flow_rows].tolist(), ef.val[flow_rows].tolist()):
-                if typ[i] == TYPE_INSTANT and names[i] in metadata and args[i]:
-                    continue  # a header key: no event, its flows dropped (as the walker does)
-                dec.flow_items.append((int(orders[i]), num == 48, keys[track_codes[i]], int(ts[i]), fid))
+            on = ef.msg[flow_rows]
+            kept = ~header_event[on]
+            on = on[kept]
+            dec.flow_chunks.append(FlowColumns(orders[on], (ef.num[flow_rows] == 48)[kept], track_codes[on], ts[on],
+                                               ef.val[flow_rows][kept]))
         # slices: kept as columns, paired in `finish` (an end's name and category count for nothing)
         is_begin = typ == TYPE_SLICE_BEGIN
         rows = np.flatnonzero(is_begin | (typ == TYPE_SLICE_END))
@@ -308,20 +363,14 @@ class _Vectorized:
             dec.slice_chunks.append(SliceColumns.of(
                 begins, ts[rows], orders[rows], track_codes[rows], np.where(begins, names[rows], ""),
                 np.where(begins, object_array(cats)[rows], None), object_array(args)[rows]))
-        for i in np.flatnonzero(typ == TYPE_INSTANT).tolist():
-            if names[i] in metadata and args[i]:
-                dec.header_items.append((int(orders[i]), names[i], args[i]))  # type: ignore[arg-type]
-            else:
-                dec.others.append((int(orders[i]), "i", names[i], cats[i], keys[track_codes[i]], int(ts[i]), 0, args[i],
-                                   0))
 
     def _annotations(self, starts: np.ndarray, stops: np.ndarray, gen: np.ndarray, pkt: np.ndarray,
-                     depth: int, whole: np.ndarray | None = None) -> tuple[list[str], list[Any]]:
-        """(key, value) of each DebugAnnotation in data[starts[i]:stops[i]], as `PacketDecoder._annotation`.
-        With `whole` (a slice's annotations: False), a value is decoded only where `whole` says so or the
-        Kineto document keeps it (`pftrace.VALUE_ARGS`); the others are None, their key kept (the
-        categories look at which keys an event has), since the document drops them."""
-        from .pftrace import json_value
+                     depth: int, whole: np.ndarray | None = None) -> tuple[list[str], list[Any], np.ndarray]:
+        """(key, value) of each DebugAnnotation in data[starts[i]:stops[i]], as `PacketDecoder._annotation`,
+        and whether each key is one a slice keeps (`pftrace.SLICE_ARGS`; only with `whole`). With `whole`
+        (a slice's annotations: False), a value is decoded only where `whole` says so or the Kineto document
+        keeps it (`pftrace.VALUE_ARGS`); the others are None, their key kept."""
+        from .pftrace import SLICE_ARGS, VALUE_ARGS, json_value
 
         if depth > self.max_nesting:
             raise _Unsupported
@@ -329,23 +378,31 @@ class _Vectorized:
         n = len(starts)
         f = scan_many(data, self.u8, starts, stops, "DebugAnnotation")
         keys = np.full(n, "", object)
+        value_key = np.zeros(n, bool)  # keys the document keeps the value of, and those a slice keeps
+        slice_key = np.zeros(n, bool)
         has_key, key_at = last_of(f, (1, 10), n)
         sel = np.flatnonzero(has_key)
         if len(sel):
             at = key_at[sel]
             is_text = f.num[at] == 10
             if is_text.any():
-                keys[sel[is_text]] = [data[a:b].decode("utf-8", "replace")
-                                      for a, b in zip(f.val[at[is_text]].tolist(), f.stop[at[is_text]].tolist())]
+                texts = [data[a:b].decode("utf-8", "replace")
+                         for a, b in zip(f.val[at[is_text]].tolist(), f.stop[at[is_text]].tolist())]
+                keys[sel[is_text]] = texts
+                if whole is not None:
+                    value_key[sel[is_text]] = [k in VALUE_ARGS for k in texts]
+                    slice_key[sel[is_text]] = [k in SLICE_ARGS for k in texts]
             iid = sel[~is_text]
             if len(iid):
                 rows = at[~is_text]
                 found, key_values = self._lookup(_KEY_TABLE, gen[iid], f.val[rows], pkt[iid])
-                keys[iid] = np.array(key_values + [""], object)[found]  # -1: not interned
+                table = key_values + [""]  # -1: not interned
+                keys[iid] = np.array(table, object)[found]
+                if whole is not None:  # membership looked up once per interned name
+                    value_key[iid] = np.array([k in VALUE_ARGS for k in table], bool)[found]
+                    slice_key[iid] = np.array([k in SLICE_ARGS for k in table], bool)[found]
         if whole is not None:
-            from .pftrace import VALUE_ARGS
-            wanted = whole | np.fromiter((k in VALUE_ARGS for k in keys.tolist()), bool, count=n) \
-                if not whole.all() else whole
+            wanted = whole | value_key
             if not wanted.all():
                 f = f.where(wanted[f.msg] | (f.num == 1) | (f.num == 10))
         vals = np.full(n, None, object)
@@ -385,7 +442,7 @@ class _Vectorized:
         nested = np.flatnonzero(member(f.num, (11, 12)))
         if len(nested):
             parents = f.msg[nested]
-            ck, cv = self._annotations(f.val[nested].astype(np.int64), f.stop[nested], gen[parents], pkt[parents],
+            ck, cv, _ = self._annotations(f.val[nested].astype(np.int64), f.stop[nested], gen[parents], pkt[parents],
                                        depth + 1)
             is_entry = f.num[nested] == 11
             bounds = np.flatnonzero(np.r_[True, parents[1:] != parents[:-1], True])
@@ -395,14 +452,12 @@ class _Vectorized:
                                           with_entries):
                 # an annotation's entries make it a dict (its array values then count for nothing), else a list
                 vals[p] = {ck[j]: cv[j] for j in range(a, b) if entry[j]} if dict_like else cv[a:b]
-        return keys.tolist(), vals.tolist()
+        return keys.tolist(), vals.tolist(), slice_key
 
 
 def object_array(values: Any) -> np.ndarray:
     """`values` (a sequence) as a one-dimensional object array, whatever its items are (lists, dicts)."""
-    out = np.empty(len(values), object)
-    out[:] = values
-    return out
+    return np.fromiter(values, object, count=len(values))
 
 
 def _args(args: dict[str, Any]) -> dict[str, Any]:
