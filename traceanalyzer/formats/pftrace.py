@@ -681,14 +681,18 @@ class PacketDecoder:
         self.header_items.clear()
         self.flows = self._flow_columns()
         cols = self._slice_columns()
-        begins, ends, unended, unbegun = pair_columns(cols.is_begin, cols.ts, cols.track)
+        by_track = np.lexsort((cols.order, cols.track))  # the walker's ends carry the next event's order: stable
+        begins, ends, unended, unbegun = pair_columns(cols.is_begin[by_track], cols.ts[by_track], cols.track[by_track])
+        begins, ends = by_track[begins], by_track[ends]
+        in_order = np.argsort(cols.order[begins], kind="stable")
+        begins, ends = begins[in_order], ends[in_order]
         done = cols.take(begins)
         done.dur = cols.ts[ends] - done.ts
         end_args = cols.args[ends]
         given = np.flatnonzero(np.fromiter(map(is_not, end_args, repeat(None)), bool, count=len(end_args)))
         for i in given.tolist():  # args given at the end count too
             done.args[i] = {**(done.args[i] or {}), **end_args[i]}
-        self.complete = done.take(np.argsort(done.order, kind="stable"))
+        self.complete = done
         if unended:
             self.not_kept["slice_not_ended"] += unended
             self.warnings.append(f"{unended} slices begun but never ended (no end event on their track): not kept")
@@ -720,15 +724,15 @@ class PacketDecoder:
                               for name in ("order", "is_end", "track", "ts", "fid")))
         flows = flows.take(np.argsort(flows.order, kind="stable"))
         by_id = np.lexsort((np.arange(len(flows.fid)), flows.fid))
-        fid, is_end = flows.fid[by_id], flows.is_end[by_id]
-        step = np.r_[False, (fid[1:] == fid[:-1]) & ~is_end[:-1]] & ~is_end  # the id's last before it started
+        ids, ends = flows.fid[by_id], flows.is_end[by_id]
+        step = np.r_[False, (ids[1:] == ids[:-1]) & ~ends[:-1]] & ~ends  # the id's last before it started
         phase = np.where(flows.is_end, "f", "s").astype(object)
         phase[by_id[step]] = "t"
         flows.phase = phase
         return flows
 
     def _slice_columns(self) -> SliceColumns:
-        """Every slice begin and end, grouped by track, in file order within each."""
+        """Every slice begin and end: the walker's, track by track, then the vectorized decoder's."""
         parts = []
         for track, items in self.slices.items():
             is_begin, ts, order, name, cat, args = zip(*items)
@@ -737,8 +741,7 @@ class PacketDecoder:
         self.slices.clear()
         cols = SliceColumns.concat(parts + self.slice_chunks)
         self.slice_chunks.clear()
-        # by track, then in file order (the walker's ends carry the order of the event after them: stable)
-        return cols.take(np.lexsort((cols.order, cols.track)))
+        return cols
 
     @property
     def events(self) -> list[_Event]:
@@ -872,8 +875,10 @@ def pair_columns(is_begin: np.ndarray, ts: np.ndarray, track: np.ndarray) -> tup
     rest = np.flatnonzero(~layout[group])
     unended = unbegun = 0
     if len(rest):
-        by_time = np.where(unordered[group[rest]], ts[rest], np.uint64(0))  # the tracks neither rule fits
-        seq = rest[np.lexsort((rest, by_time, group[rest]))]
+        seq = rest
+        if (unordered & ~layout).any():  # tracks neither rule fits: sorted by time
+            by_time = np.where(unordered[group[rest]], ts[rest], np.uint64(0))
+            seq = rest[np.lexsort((rest, by_time, group[rest]))]
         begins, ends, unended, unbegun = _pair_latest(is_begin[seq], group[seq])
         parts.append((seq[begins], seq[ends]))
     return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]), unended, unbegun)
@@ -922,7 +927,7 @@ def _pair_latest(is_begin: np.ndarray, group: np.ndarray) -> tuple[np.ndarray, n
     unbegun = ~is_begin & (before == 0)
     level = np.where(is_begin, depth, before)
     rows = np.flatnonzero(~unbegun)
-    rows = rows[np.lexsort((rows, level[rows], gid[rows]))]
+    rows = rows[np.argsort(gid[rows] * (m + 1) + level[rows], kind="stable")]
     kind = is_begin[rows]
     same = (gid[rows[1:]] == gid[rows[:-1]]) & (level[rows[1:]] == level[rows[:-1]])
     at = np.flatnonzero(kind[:-1] & ~kind[1:] & same)
@@ -1092,10 +1097,17 @@ class KinetoColumns:
     args: list[dict[str, Any] | None]
     flow: list[int]
 
+    def columns(self) -> tuple[list[Any], ...]:
+        """The per-event lists, in the order of the fields."""
+        return (self.ph, self.name, self.cat, self.pid, self.tid, self.ts, self.dur, self.args, self.flow)
 
-def kineto_columns(dec: PacketDecoder) -> KinetoColumns:
+
+def kineto_columns(dec: PacketDecoder, in_file_order: bool = True) -> KinetoColumns:
     """What `kineto_document` writes, as columns: per-event Python only for the events that are no
-    complete slice or flow (instants, counters: few), the complete slices and flows taken as arrays."""
+    complete slice or flow (instants, counters: few), the complete slices and flows taken as arrays.
+    Not `in_file_order`: the instants and counters first, then the flows, then the complete slices, each
+    in file order (the Kineto reader keeps each kind in a table of its own, in the order it meets them,
+    and only counts the flows: it gives the same timeline)."""
     others = sorted(dec.others, key=lambda e: e[0])
     done = dec.complete
     flows = dec.flows
@@ -1119,30 +1131,27 @@ def kineto_columns(dec: PacketDecoder) -> KinetoColumns:
             name = dec.counter_name(track, name)
         elif cat is None:
             cat = infer_category(name, args, dec.on_process(track), pid in gpu_pids, pid) if ph == "X" else ""
-        for column, value in zip((out.ph, out.name, out.cat, out.pid, out.tid, out.ts, out.dur, out.flow),
-                                 (ph, name, cat, pid, tid, (ts - base) / 1000, dur / 1000 if ph == "X" else None,
-                                  fid)):
-            column.append(value)
         if args is not None and ph != "C":
             args = {k: v for k, v in args.items() if k in _READ_ARGS} or None
-        out.args.append(args)
+        for column, value in zip(out.columns(), (ph, name, cat, pid, tid, (ts - base) / 1000,
+                                                 dur / 1000 if ph == "X" else None, args, fid)):
+            column.append(value)
     # then the flows and the complete slices, all placed by order (at the same order, the others first,
     # then the flows: an event's instant or counter, its flows, its slice)
     m, n = len(flows.order), len(done)
-    for column, values in ((out.ph, flows.phase.tolist()), (out.name, [""] * m), (out.cat, ["flow"] * m),
-                           (out.pid, owners.pid[flows.track].tolist()), (out.tid, owners.tid[flows.track].tolist()),
-                           (out.ts, _micros(flows.ts, base)), (out.dur, [None] * m), (out.args, [None] * m),
-                           (out.flow, flows.fid.tolist()),
-                           (out.ph, ["X"] * n), (out.name, done.name.tolist()),
-                           (out.cat, signatures.categories(owners, gpu_pids, dec)),
-                           (out.pid, owners.pid[done.track].tolist()), (out.tid, owners.tid[done.track].tolist()),
-                           (out.ts, _micros(done.ts, base)), (out.dur, _micros(done.dur, 0)),
-                           (out.args, _read_args(done.args)), (out.flow, [0] * n)):
+    for column, values in zip(out.columns(), (
+            flows.phase.tolist(), [""] * m, ["flow"] * m, owners.pid[flows.track].tolist(),
+            owners.tid[flows.track].tolist(), _micros(flows.ts, base), [None] * m, [None] * m, flows.fid.tolist())):
+        column.extend(values)
+    for column, values in zip(out.columns(), (
+            ["X"] * n, done.name.tolist(), signatures.categories(owners, gpu_pids, dec),
+            owners.pid[done.track].tolist(), owners.tid[done.track].tolist(), _micros(done.ts, base),
+            _micros(done.dur, 0), _read_args(done.args), [0] * n)):
         column.extend(values)
     orders = np.concatenate([np.array([e[0] for e in others], np.int64), flows.order, done.order])
-    if (orders[1:] < orders[:-1]).any():
+    if in_file_order and (orders[1:] < orders[:-1]).any():
         place = np.argsort(orders, kind="stable")
-        for column in (out.ph, out.name, out.cat, out.pid, out.tid, out.ts, out.dur, out.args, out.flow):
+        for column in out.columns():
             column[:] = pftrace_vec.object_array(column)[place].tolist()
     return out
 
@@ -1168,12 +1177,12 @@ class _Signatures:
     def __init__(self, done: SliceColumns) -> None:
         self.done = done
         self.rows = np.flatnonzero(np.fromiter(map(is_, done.cat, repeat(None)), bool, count=len(done)))
-        index: dict[tuple[str, tuple[str, ...]], int] = {}
+        index: dict[str | tuple[str, tuple[str, ...]], int] = {}
         self.code = np.fromiter(
-            (index.setdefault((name, tuple(args) if args else ()), len(index))
+            (index.setdefault((name, tuple(args)) if args else name, len(index))  # type: ignore[arg-type]
              for name, args in zip(done.name[self.rows].tolist(), done.args[self.rows].tolist())),
             np.int64, count=len(self.rows))
-        self.keys = list(index)
+        self.keys = [key if isinstance(key, tuple) else (key, ()) for key in index]
         self.work = [device_work(name, dict.fromkeys(keys)) for name, keys in self.keys]
 
     def tracks_with_work(self) -> np.ndarray:
@@ -1213,16 +1222,15 @@ def _read_args(args: np.ndarray) -> list[dict[str, Any] | None]:
     """Each slice's args, with only the keys the Kineto reader reads (the key lists are looked at once);
     None where it reads none of them."""
     wanted: dict[tuple[str, ...], tuple[str, ...]] = {}
-    out: list[dict[str, Any] | None] = []
-    for a in args.tolist():
-        if a is None:
-            out.append(None)
-            continue
+    out: list[dict[str, Any] | None] = [None] * len(args)
+    present = np.flatnonzero(np.fromiter(map(is_not, args, repeat(None)), bool, count=len(args)))
+    for i, a in zip(present.tolist(), args[present].tolist()):
         keys = tuple(a)
         read = wanted.get(keys)
         if read is None:
             read = wanted[keys] = tuple(k for k in keys if k in _READ_ARGS)
-        out.append({k: a[k] for k in read} if read else None)
+        if read:
+            out[i] = {k: a[k] for k in read}
     return out
 
 
@@ -1293,8 +1301,8 @@ def _json_round_trip(header: dict[str, Any]) -> dict[str, Any]:
 
 def read(path: Path, data: bytes, options: ReadOptions) -> Timeline:
     dec = decode(data, path, options.max_input_bytes)
-    cols = kineto_columns(dec)
-    dec.others, dec.complete = [], SliceColumns.empty()
+    cols = kineto_columns(dec, in_file_order=False)
+    dec.others, dec.complete, dec.flows = [], SliceColumns.empty(), FlowColumns.empty()
     tl = kineto.timeline_from_events(_json_round_trip(cols.header), kineto_events(cols), path, kineto.FORMAT)
     if options.progress:
         options.progress(len(data))

@@ -69,53 +69,12 @@ def decode(dec: PacketDecoder, data: bytes, max_nesting: int) -> bool:
 
 
 def _frame(data: bytes) -> tuple[np.ndarray, np.ndarray, int | None]:
-    """(starts, ends) of the top-level packets, and the offset of a packet cut by the end of the file.
-
-    Every 0x0A byte (a packet's tag) is taken as a possible packet start and its length read, all at once;
-    the packets are then the chain of those starts from the first byte, each one's end the next one's
-    start. Where the chain stops short of the end (a cut, a tag or a length out of the ordinary), the
-    packets from there on are framed one by one (`_frame_from`), which says what is wrong."""
-    n = len(data)
-    u8 = np.frombuffer(data, np.uint8)
-    tags = np.flatnonzero(u8 == 0x0A)
-    if not len(tags) or tags[0] != 0:
-        return _frame_from(data, 0, [], [])
-    padded = np.concatenate([u8, np.zeros(_MAX_LENGTH_BYTES, np.uint8)])
-    length = np.zeros(len(tags), np.uint64)
-    size = np.zeros(len(tags), np.int64)  # bytes of the length varint; 0: longer than _MAX_LENGTH_BYTES
-    for k in range(_MAX_LENGTH_BYTES):
-        byte = padded[tags + 1 + k]
-        open_ = size == 0
-        length[open_] |= (byte[open_] & 0x7F).astype(np.uint64) << np.uint64(7 * k)
-        size[open_ & (byte < 0x80)] = k + 1
-    start = tags + 1 + size
-    ok = (size > 0) & (start <= n) & (length <= np.uint64(n))
-    stop = np.where(ok, start + np.minimum(length, np.uint64(n)).astype(np.int64), n + 1)
-    ok &= stop <= n
-    at = np.minimum(np.searchsorted(tags, stop), len(tags) - 1)
-    follows = np.where(ok & (tags[at] == stop) & ok[at], at, -1).tolist()  # the packet after each, if read here
-    if not ok[0]:
-        return _frame_from(data, 0, [], [])
-    chain = []
-    i = 0
-    while i >= 0:
-        chain.append(i)
-        i = follows[i]
-    rows = np.array(chain, np.int64)
-    starts, stops = start[rows], stop[rows]
-    pos = int(stops[-1])
-    if pos >= n:
-        return starts, stops, None
-    return _frame_from(data, pos, starts.tolist(), stops.tolist())
-
-
-_MAX_LENGTH_BYTES = 9  # a packet length's varint read at once (the longest `_frame_from` reads)
-
-
-def _frame_from(data: bytes, pos: int, starts: list[int], ends: list[int]) -> tuple[np.ndarray, np.ndarray, int | None]:
-    """`_frame` from `pos` on, one packet at a time, after the packets already in `starts` / `ends`."""
+    """(starts, ends) of the top-level packets, and the offset of a packet cut by the end of the file."""
+    starts: list[int] = []
+    ends: list[int] = []
     append_start, append_end = starts.append, ends.append
     n = len(data)
+    pos = 0
     while pos < n:
         if data[pos] != 0x0A:
             raise _Unsupported
@@ -318,8 +277,8 @@ class _Vectorized:
                                                       pkt[a_msg], 0, whole=instant)
             # a slice keeps only the annotations the document or its category looks at: most keep none
             kept = np.flatnonzero(instant | slice_key)
-            keys = np.array(keys, object)[kept].tolist()
-            vals = object_array(vals)[kept].tolist()
+            keys = keys[kept].tolist()
+            vals = vals[kept].tolist()
             a_msg = a_msg[kept]
             bounds = np.flatnonzero(np.r_[True, a_msg[1:] != a_msg[:-1], True]) if len(kept) else np.zeros(1, np.intp)
             from .pftrace import CORRELATION_ANNOTATION, METADATA_ANNOTATION
@@ -340,15 +299,15 @@ class _Vectorized:
         orders = pkt.astype(np.int64) << ORDER_SHIFT
         from .pftrace import DEVICE_PROPERTIES_EVENT, METADATA_EVENT, FlowColumns, SliceColumns
         metadata = (METADATA_EVENT, DEVICE_PROPERTIES_EVENT)
-        keys = dec.track_keys
+        track_keys = dec.track_keys
         header_event = np.zeros(n, bool)  # instants that carry header keys: no event, their flows dropped
         for i in np.flatnonzero(typ == TYPE_INSTANT).tolist():
             if names[i] in metadata and args[i]:
                 header_event[i] = True
                 dec.header_items.append((int(orders[i]), names[i], args[i]))  # type: ignore[arg-type]
             else:
-                dec.others.append((int(orders[i]), "i", names[i], cats[i], keys[track_codes[i]], int(ts[i]), 0, args[i],
-                                   0))
+                dec.others.append((int(orders[i]), "i", names[i], cats[i], track_keys[track_codes[i]], int(ts[i]), 0,
+                                   args[i], 0))
         if len(flow_rows):
             on = ef.msg[flow_rows]
             kept = ~header_event[on]
@@ -360,16 +319,18 @@ class _Vectorized:
         rows = np.flatnonzero(is_begin | (typ == TYPE_SLICE_END))
         if len(rows):
             begins = is_begin[rows]
-            dec.slice_chunks.append(SliceColumns.of(
-                begins, ts[rows], orders[rows], track_codes[rows], np.where(begins, names[rows], ""),
-                np.where(begins, object_array(cats)[rows], None), object_array(args)[rows]))
+            slice_names, slice_cats = names[rows], object_array(cats)[rows]
+            slice_names[~begins] = ""
+            slice_cats[~begins] = None
+            dec.slice_chunks.append(SliceColumns.of(begins, ts[rows], orders[rows], track_codes[rows], slice_names,
+                                                    slice_cats, object_array(args)[rows]))
 
     def _annotations(self, starts: np.ndarray, stops: np.ndarray, gen: np.ndarray, pkt: np.ndarray,
-                     depth: int, whole: np.ndarray | None = None) -> tuple[list[str], list[Any], np.ndarray]:
-        """(key, value) of each DebugAnnotation in data[starts[i]:stops[i]], as `PacketDecoder._annotation`,
-        and whether each key is one a slice keeps (`pftrace.SLICE_ARGS`; only with `whole`). With `whole`
-        (a slice's annotations: False), a value is decoded only where `whole` says so or the Kineto document
-        keeps it (`pftrace.VALUE_ARGS`); the others are None, their key kept."""
+                     depth: int, whole: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(key, value) of each DebugAnnotation in data[starts[i]:stops[i]] (object arrays), as
+        `PacketDecoder._annotation`, and whether each key is one a slice keeps (`pftrace.SLICE_ARGS`; only
+        with `whole`). With `whole` (a slice's annotations: False), a value is decoded only where `whole`
+        says so or the Kineto document keeps it (`pftrace.VALUE_ARGS`); the others are None, their key kept."""
         from .pftrace import SLICE_ARGS, VALUE_ARGS, json_value
 
         if depth > self.max_nesting:
@@ -442,8 +403,9 @@ class _Vectorized:
         nested = np.flatnonzero(member(f.num, (11, 12)))
         if len(nested):
             parents = f.msg[nested]
-            ck, cv, _ = self._annotations(f.val[nested].astype(np.int64), f.stop[nested], gen[parents], pkt[parents],
-                                       depth + 1)
+            child_keys, child_values, _ = self._annotations(f.val[nested].astype(np.int64), f.stop[nested],
+                                                            gen[parents], pkt[parents], depth + 1)
+            ck, cv = child_keys.tolist(), child_values.tolist()
             is_entry = f.num[nested] == 11
             bounds = np.flatnonzero(np.r_[True, parents[1:] != parents[:-1], True])
             with_entries = (np.add.reduceat(is_entry, bounds[:-1]) > 0).tolist()
@@ -452,7 +414,7 @@ class _Vectorized:
                                           with_entries):
                 # an annotation's entries make it a dict (its array values then count for nothing), else a list
                 vals[p] = {ck[j]: cv[j] for j in range(a, b) if entry[j]} if dict_like else cv[a:b]
-        return keys.tolist(), vals.tolist(), slice_key
+        return keys, vals, slice_key
 
 
 def object_array(values: Any) -> np.ndarray:
@@ -493,16 +455,20 @@ def _latest2(h_a: np.ndarray, h_b: np.ndarray, h_pkt: np.ndarray, q_a: np.ndarra
     out = np.full(len(q_a), -1, np.int64)
     if not len(h_a) or not len(q_a):
         return out
-    # both parts numbered densely over history and queries together, then one key per pair
-    a_uniq, a_rank = np.unique(np.concatenate([h_a, q_a]), return_inverse=True)
-    b_uniq, b_rank = np.unique(np.concatenate([h_b, q_b]), return_inverse=True)
+    # both parts numbered densely over the history (short: what was interned), the queries looked up in
+    # it (a part the history never holds finds nothing), then one key per pair
+    a_uniq = np.unique(h_a)
+    b_uniq = np.unique(h_b)
     if len(a_uniq) * len(b_uniq) >= 1 << 62:
         raise _Unsupported
-    pair = a_rank.ravel().astype(np.int64) * len(b_uniq) + b_rank.ravel()
-    h_pair, q_pair = pair[:len(h_a)], pair[len(h_a):]
+    q_a_rank = np.minimum(np.searchsorted(a_uniq, q_a), len(a_uniq) - 1)
+    q_b_rank = np.minimum(np.searchsorted(b_uniq, q_b), len(b_uniq) - 1)
+    known = (a_uniq[q_a_rank] == q_a) & (b_uniq[q_b_rank] == q_b)
+    h_pair = np.searchsorted(a_uniq, h_a).astype(np.int64) * len(b_uniq) + np.searchsorted(b_uniq, h_b)
+    q_pair = q_a_rank.astype(np.int64) * len(b_uniq) + q_b_rank
     pairs = np.unique(h_pair)
     pos = np.searchsorted(pairs, q_pair)
-    hit = pos < len(pairs)
+    hit = known & (pos < len(pairs))
     hit[hit] = pairs[pos[hit]] == q_pair[hit]
     if not hit.any():
         return out
