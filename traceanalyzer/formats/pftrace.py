@@ -190,7 +190,9 @@ class SliceColumns:
     @classmethod
     def of(cls, is_begin: np.ndarray, ts: np.ndarray, order: np.ndarray, track: np.ndarray, name: Any, cat: Any,
            args: Any) -> SliceColumns:
-        obj = pftrace_vec.object_array
+        def obj(values: Any) -> np.ndarray:
+            return values if isinstance(values, np.ndarray) else pftrace_vec.object_array(values)
+
         return cls(is_begin, ts.astype(np.uint64, copy=False), order.astype(np.int64, copy=False),
                    track.astype(np.int64, copy=False), obj(name), obj(cat), obj(args), np.zeros(len(ts), np.uint64))
 
@@ -1083,7 +1085,7 @@ class KinetoColumns:
     """The decoded events as the Kineto JSON events they stand for, in file order, one list per key:
     times in microseconds relative to the header's `baseTimeNanoseconds` (exact nanoseconds); `dur`
     None but for complete events, `flow` the id of flow events; `args` only what the Kineto reader
-    reads of them (all of a counter's; None where it reads none)."""
+    reads of them (all of a counter's; None where it reads none). See `kineto_columns`."""
 
     header: dict[str, Any]
     metadata: list[dict[str, Any]]  # the `M` events (process and thread names...), before the others
@@ -1102,12 +1104,13 @@ class KinetoColumns:
         return (self.ph, self.name, self.cat, self.pid, self.tid, self.ts, self.dur, self.args, self.flow)
 
 
-def kineto_columns(dec: PacketDecoder, in_file_order: bool = True) -> KinetoColumns:
+def kineto_columns(dec: PacketDecoder, for_document: bool = True) -> KinetoColumns:
     """What `kineto_document` writes, as columns: per-event Python only for the events that are no
     complete slice or flow (instants, counters: few), the complete slices and flows taken as arrays.
-    Not `in_file_order`: the instants and counters first, then the flows, then the complete slices, each
-    in file order (the Kineto reader keeps each kind in a table of its own, in the order it meets them,
-    and only counts the flows: it gives the same timeline)."""
+    Not `for_document` (for the Kineto reader's structs): the instants and counters first, then the flows,
+    then the complete slices, each in file order, and the args not cut to the keys the reader reads (its
+    decoder skips the others). The reader keeps each kind of event in a table of its own, in the order it
+    meets them, and only counts the flows: it gives the same timeline."""
     others = sorted(dec.others, key=lambda e: e[0])
     done = dec.complete
     flows = dec.flows
@@ -1131,7 +1134,7 @@ def kineto_columns(dec: PacketDecoder, in_file_order: bool = True) -> KinetoColu
             name = dec.counter_name(track, name)
         elif cat is None:
             cat = infer_category(name, args, dec.on_process(track), pid in gpu_pids, pid) if ph == "X" else ""
-        if args is not None and ph != "C":
+        if args is not None and ph != "C" and for_document:
             args = {k: v for k, v in args.items() if k in _READ_ARGS} or None
         for column, value in zip(out.columns(), (ph, name, cat, pid, tid, (ts - base) / 1000,
                                                  dur / 1000 if ph == "X" else None, args, fid)):
@@ -1146,10 +1149,10 @@ def kineto_columns(dec: PacketDecoder, in_file_order: bool = True) -> KinetoColu
     for column, values in zip(out.columns(), (
             ["X"] * n, done.name.tolist(), signatures.categories(owners, gpu_pids, dec),
             owners.pid[done.track].tolist(), owners.tid[done.track].tolist(), _micros(done.ts, base),
-            _micros(done.dur, 0), _read_args(done.args), [0] * n)):
+            _micros(done.dur, 0), _read_args(done.args) if for_document else done.args.tolist(), [0] * n)):
         column.extend(values)
     orders = np.concatenate([np.array([e[0] for e in others], np.int64), flows.order, done.order])
-    if in_file_order and (orders[1:] < orders[:-1]).any():
+    if for_document and (orders[1:] < orders[:-1]).any():
         place = np.argsort(orders, kind="stable")
         for column in out.columns():
             column[:] = pftrace_vec.object_array(column)[place].tolist()
@@ -1301,7 +1304,7 @@ def _json_round_trip(header: dict[str, Any]) -> dict[str, Any]:
 
 def read(path: Path, data: bytes, options: ReadOptions) -> Timeline:
     dec = decode(data, path, options.max_input_bytes)
-    cols = kineto_columns(dec, in_file_order=False)
+    cols = kineto_columns(dec, for_document=False)
     dec.others, dec.complete, dec.flows = [], SliceColumns.empty(), FlowColumns.empty()
     tl = kineto.timeline_from_events(_json_round_trip(cols.header), kineto_events(cols), path, kineto.FORMAT)
     if options.progress:

@@ -258,14 +258,17 @@ class _Vectorized:
                 by_field[rows] = found
                 names[sel[~inline]] = object_array(values + [""])[by_field[at[~inline]]]  # -1: not interned
         # categories: interned ids, in order, joined
-        cats: list[str | None] = [None] * n
+        cats = np.full(n, None, object)
         cat_rows = np.flatnonzero(ef.num == 3)
         if len(cat_rows):
             found, values = self._lookup(_CAT_TABLE, gen[ef.msg[cat_rows]], ef.val[cat_rows], pkt[ef.msg[cat_rows]])
             if (found < 0).any():
                 not_kept["unknown_interned_category"] += int((found < 0).sum())
             hit = found >= 0
-            for i, c in zip(ef.msg[cat_rows[hit]].tolist(), found[hit].tolist()):
+            on, found = ef.msg[cat_rows[hit]], found[hit]
+            single = np.r_[True, on[1:] != on[:-1]] & np.r_[on[1:] != on[:-1], True]  # an event's only category
+            cats[on[single]] = object_array(values)[found[single]]
+            for i, c in zip(on[~single].tolist(), found[~single].tolist()):
                 cats[i] = values[c] if cats[i] is None else f"{cats[i]},{values[c]}"
         # args: the debug annotations, decoded all together
         ann = np.flatnonzero(ef.num == 4)
@@ -319,7 +322,7 @@ class _Vectorized:
         rows = np.flatnonzero(is_begin | (typ == TYPE_SLICE_END))
         if len(rows):
             begins = is_begin[rows]
-            slice_names, slice_cats = names[rows], object_array(cats)[rows]
+            slice_names, slice_cats = names[rows], cats[rows]
             slice_names[~begins] = ""
             slice_cats[~begins] = None
             dec.slice_chunks.append(SliceColumns.of(begins, ts[rows], orders[rows], track_codes[rows], slice_names,
