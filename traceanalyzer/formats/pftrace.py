@@ -302,7 +302,8 @@ class PacketDecoder:
                                 f"cut were read and analysed, everything after it is missing "
                                 f"(was the profiler killed?)")
 
-    def packet(self, buf: bytes, start: int, end: int) -> None:
+    def packet(self, buf: bytes, start: int, end: int, with_event: bool = True) -> None:
+        """One packet; without `with_event`, its track event is left out (the vectorized decoder reads it)."""
         self.packets += 1
         fields = scan(buf, start, end, "TracePacket")
         ts = 0
@@ -336,6 +337,8 @@ class PacketDecoder:
                 gpu_counters = value
             elif number == _P_RENDER_STAGE:  # PyTorch also writes each GPU op as a slice: those are read
                 self.not_kept["gpu_render_stage_event"] += 1
+        if not with_event:
+            event = None
         seq = self.sequences.get(seq_id)
         if seq is None:
             seq = self.sequences[seq_id] = SequenceState()

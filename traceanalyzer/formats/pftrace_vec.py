@@ -1,10 +1,11 @@
 """The Perfetto reader's fast path: the packets of a trace decoded with array operations (`_pbvec`).
 
 The packets that change a sequence's state (interned names, cleared state, default tracks, track
-descriptors, GPU counters) or whose event is unusual (counters, Chrome's legacy events, category or
-flow lists given packed) are few: they go, in file order, through the reader's own packet walker
-(`pftrace.PacketDecoder.packet`), which records what each interned and when. Every other packet holds one
-track event (slice begin / end, instant) that reads the state only: those are scanned all together,
+descriptors) or hold GPU counters, or whose event is unusual (counters, Chrome's legacy events, category
+or flow lists given packed) are few: they go, in file order, through the reader's own packet walker
+(`pftrace.PacketDecoder.packet`), which records what each interned and when (of a packet that only
+changes state, the walker reads the state and leaves an ordinary track event to this path). The other
+track events (slice begin / end, instant) read the state only: those are scanned all together,
 level by level (packets, track events, debug annotations and the annotations nested in them), and
 their names, categories and annotation names looked up in what was interned on their sequence in
 the same generation of state, at or before their packet. Each event's order is its packet's index
@@ -37,9 +38,11 @@ if TYPE_CHECKING:
 
 ORDER_SHIFT = 32
 CHUNK_PACKETS = 1 << 17  # packets decoded together (memory: a few hundred bytes each)
-# TracePacket fields that change a sequence's state or need the walker: interned data, defaults,
-# track / thread descriptors, compressed packets, GPU counters, render stages, zstd packets
-_STATEFUL = (12, 59, 60, 44, 50, 52, 53, 133)
+# TracePacket fields that change a sequence's state: interned data, defaults, track / thread descriptors
+# (the walker reads them, the packet's track event is read here, after them); and those that need the
+# walker for the whole packet: compressed packets, GPU counters, render stages, zstd packets
+_STATEFUL = (12, 59, 60, 44)
+_WHOLE_PACKET = (50, 52, 53, 133)
 _COMPRESSED = 50
 # TrackEvent fields the fast path leaves to the walker: legacy event, category names, counter values,
 # varint flow ids (the fixed64 ones, which writers use, are read here)
@@ -140,9 +143,11 @@ class _Vectorized:
         sel = (pf.num == 41) & (pf.val != 0)
         flags[pf.msg[sel]] |= np.uint64(SEQ_INCREMENTAL_STATE_CLEARED)
         has_event, ev_at = last_of(pf, (11,), n)
-        walker = np.zeros(n, bool)
-        walker[pf.msg[member(pf.num, _STATEFUL)]] = True
-        walker |= (flags & np.uint64(SEQ_INCREMENTAL_STATE_CLEARED)) != 0
+        walker = np.zeros(n, bool)  # packets the walker reads all of
+        walker[pf.msg[member(pf.num, _WHOLE_PACKET)]] = True
+        state = np.zeros(n, bool)  # packets whose state the walker reads (their track event is read here)
+        state[pf.msg[member(pf.num, _STATEFUL)]] = True
+        state |= (flags & np.uint64(SEQ_INCREMENTAL_STATE_CLEARED)) != 0
 
         # the track events of every packet: those the fast path does not read go to the walker
         ev_pkt = np.flatnonzero(has_event)
@@ -163,10 +168,10 @@ class _Vectorized:
 
         # the walker's packets, in file order
         dec.recording = True
-        for k in (np.flatnonzero(walker) + lo).tolist():
+        for k, whole in zip((np.flatnonzero(walker | state) + lo).tolist(), walker[walker | state].tolist()):
             dec.at_packet = k
             dec.order = k << ORDER_SHIFT
-            dec.packet(data, int(self.starts[k]), int(self.ends[k]))
+            dec.packet(data, int(self.starts[k]), int(self.ends[k]), with_event=whole)
         dec.recording = False
 
         # the generation of state each remaining event's packet sees, and whether it is valid
