@@ -13,10 +13,12 @@ writes each group of slices as all its begins, then all its ends (`pair_slices`)
 are inferred from the args, `infer_category`), and its GPU hardware counters as GpuCounterEvents
 (read as the samples of the JSON export's "GPU N Counters" process).
 
-The events are turned into the Kineto JSON event model and read by the Kineto reader (`kineto.read`):
+The events are turned into the Kineto JSON event model (`kineto_columns`) and handed to the Kineto reader
+as its event structs (`kineto.timeline_from_events`; `kineto_document` writes them as a JSON document):
 one mapping of categories and args to Timeline kinds and columns for both formats, so a trace read
-from `.pftrace` gives the figures of the same trace read from JSON. Timestamps are absolute
-nanoseconds; they reach the Kineto reader relative to a base time, so no nanosecond is lost.
+from `.pftrace` gives the figures of the same trace read from JSON. Slice begins and ends are paired
+with array operations (`pair_columns`). Timestamps are absolute nanoseconds; they reach the Kineto
+reader relative to a base time, so no nanosecond is lost.
 Decoding is `_perfetto_pb`'s (our own wire-format walker): damage raises an `InputError` with the
 byte offset and what was expected; a file cut inside its last packet is read up to the cut, with a
 warning. Packet compression: deflate (`compressed_packets`) is read within the input limit; zstd is not.
