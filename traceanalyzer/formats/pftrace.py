@@ -243,7 +243,7 @@ class PacketDecoder:
         # the events that are no slice begin / end (instants, counters, Chrome's complete events, flows)
         self.others: list[_Event] = []
         # slice begins / ends the walker met, per track, in file order: (is begin, ts, order, name, cat, args);
-        # the vectorized decoder adds its own as columns (`add_slices`); all paired in `finish`
+        # the vectorized decoder adds its own as columns (`slice_chunks`); all paired in `finish`, by track and order
         self.slices: dict[Any, list[tuple[bool, int, int, str, str | None, dict[str, Any] | None]]] = {}
         self.slice_chunks: list[SliceColumns] = []
         self.track_codes: dict[Any, int] = {}  # track key -> code in the slice columns
@@ -262,7 +262,6 @@ class PacketDecoder:
         self.cleared: list[tuple[int, int, int]] = []  # (sequence id, packet, generation)
         self.interned: list[tuple[int, int, int, int, str]] = []  # (table, generation, iid, packet, value)
         self.defaults: list[tuple[int, int, int]] = []  # (generation, packet, track uuid)
-        self.by_order = False  # slices added out of file order: sorted by order before pairing
         self.header: dict[str, Any] = {}
         self.not_kept: Counter[str] = Counter()
         self.warnings: list[str] = []
@@ -1276,8 +1275,9 @@ _EVENTS_PER_CHUNK = 65536
 
 
 def kineto_events(cols: KinetoColumns) -> Any:
-    """The events of `cols` as the Kineto reader's structs, in chunks: what decoding `kineto_document`
-    gives, without writing and parsing the JSON (args are encoded only where the reader may read them)."""
+    """The events of `cols` as the Kineto reader's structs, in chunks, as its typed decoder makes them of
+    a JSON document's events (`kineto_document`), without writing and parsing one: args are encoded,
+    one event's at a time, only where there are any."""
     make = kineto.KinetoEvent
     nan = float("nan")
     yield [make(e.get("ph"), e.get("name", ""), e.get("cat", ""), e.get("pid", -1), e.get("tid", -1),

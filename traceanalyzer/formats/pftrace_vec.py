@@ -123,7 +123,6 @@ class _Vectorized:
         from .pftrace import SequenceState
         self.new_sequence = SequenceState
         self.initial: dict[int, tuple[int, bool]] = {}  # each sequence's state before any clear
-        self.dec.by_order = True
         n = len(self.starts)
         for base in range(0, n, CHUNK_PACKETS):
             self._chunk(base, min(n, base + CHUNK_PACKETS))
