@@ -14,7 +14,7 @@ from __future__ import annotations
 import gc
 import re
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from itertools import compress, repeat
 from operator import attrgetter, contains, eq
 from pathlib import Path
@@ -265,6 +265,12 @@ def add_decode_notes(source: Source) -> None:
 def timeline_from_envelope(env: Envelope, path: Path, options: ReadOptions, fmt: str) -> Timeline:
     cols = _collect(iter_event_chunks(env, path, progress=options.progress, decoder=TYPED_DECODER))
     return _timeline(cols, env.header, path, fmt)
+
+
+def timeline_from_events(header: dict[str, Any], chunks: Iterable[list[KinetoEvent]], path: Path, fmt: str) -> Timeline:
+    """From events another reader made into `KinetoEvent` structs (chunk by chunk) and the header's keys, as
+    decoded from JSON: what reading them from a Kineto JSON document gives, without the document."""
+    return _timeline(_collect(chunks), header, path, fmt)
 
 
 def _collect(chunks: Any) -> _Collector:

@@ -13,10 +13,12 @@ writes each group of slices as all its begins, then all its ends (`pair_slices`)
 are inferred from the args, `infer_category`), and its GPU hardware counters as GpuCounterEvents
 (read as the samples of the JSON export's "GPU N Counters" process).
 
-The events are turned into the Kineto JSON event model and read by the Kineto reader (`kineto.read`):
+The events are turned into the Kineto JSON event model (`kineto_columns`) and handed to the Kineto reader
+as its event structs (`kineto.timeline_from_events`; `kineto_document` writes them as a JSON document):
 one mapping of categories and args to Timeline kinds and columns for both formats, so a trace read
-from `.pftrace` gives the figures of the same trace read from JSON. Timestamps are absolute
-nanoseconds; they reach the Kineto reader relative to a base time, so no nanosecond is lost.
+from `.pftrace` gives the figures of the same trace read from JSON. Slice begins and ends are paired
+with array operations (`pair_columns`). Timestamps are absolute nanoseconds; they reach the Kineto
+reader relative to a base time, so no nanosecond is lost.
 Decoding is `_perfetto_pb`'s (our own wire-format walker): damage raises an `InputError` with the
 byte offset and what was expected; a file cut inside its last packet is read up to the cut, with a
 warning. Packet compression: deflate (`compressed_packets`) is read within the input limit; zstd is not.
@@ -29,10 +31,13 @@ import itertools
 import re
 import zlib
 from collections import Counter
+from itertools import repeat
+from operator import is_, is_not
 from pathlib import Path
 from typing import Any
 
 import msgspec
+import numpy as np
 
 from .. import timeline as T
 from ..errors import InputError
@@ -165,18 +170,90 @@ class SequenceState:
 _Event = tuple[int, str, str, "str | None", Any, int, int, "dict[str, Any] | None", int]
 
 
+@dataclasses.dataclass
+class SliceColumns:
+    """Slice events as columns, one row each: begins and ends (`is_begin`), or, once paired, complete
+    events (`dur`). Times are nanoseconds as written (uint64), `track` a code of the decoder's track keys."""
+
+    is_begin: np.ndarray  # bool
+    ts: np.ndarray  # uint64
+    order: np.ndarray  # int64: where the event stands among all events
+    track: np.ndarray  # int64: index into PacketDecoder.track_keys
+    name: np.ndarray  # object: str
+    cat: np.ndarray  # object: str | None
+    args: np.ndarray  # object: dict | None
+    dur: np.ndarray  # uint64 (complete events; 0 before pairing)
+
+    @classmethod
+    def empty(cls) -> SliceColumns:
+        return cls.of(np.zeros(0, bool), np.zeros(0, np.uint64), np.zeros(0, np.int64), np.zeros(0, np.int64),
+                      [], [], [])
+
+    @classmethod
+    def of(cls, is_begin: np.ndarray, ts: np.ndarray, order: np.ndarray, track: np.ndarray, name: Any, cat: Any,
+           args: Any) -> SliceColumns:
+        def obj(values: Any) -> np.ndarray:
+            return values if isinstance(values, np.ndarray) else pftrace_vec.object_array(values)
+
+        return cls(is_begin, ts.astype(np.uint64, copy=False), order.astype(np.int64, copy=False),
+                   track.astype(np.int64, copy=False), obj(name), obj(cat), obj(args), np.zeros(len(ts), np.uint64))
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+    def take(self, rows: np.ndarray) -> SliceColumns:
+        return SliceColumns(*(getattr(self, f.name)[rows] for f in dataclasses.fields(self)))
+
+    @classmethod
+    def concat(cls, parts: list[SliceColumns]) -> SliceColumns:
+        if len(parts) == 1:
+            return parts[0]
+        if not parts:
+            return cls.empty()
+        return SliceColumns(*(np.concatenate([getattr(p, f.name) for p in parts]) for f in dataclasses.fields(cls)))
+
+
+@dataclasses.dataclass
+class FlowColumns:
+    """Flow ids met on events (`flow_ids`, `terminating_flow_ids`) as columns, one row each; `phase` the
+    JSON phase each stands for once all are known (`finish`)."""
+
+    order: np.ndarray  # int64: the order of the event it is on
+    is_end: np.ndarray  # bool
+    track: np.ndarray  # int64: index into PacketDecoder.track_keys
+    ts: np.ndarray  # uint64
+    fid: np.ndarray  # uint64
+    phase: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, object))  # "s", "t", "f"
+
+    @classmethod
+    def empty(cls) -> FlowColumns:
+        return cls(np.zeros(0, np.int64), np.zeros(0, bool), np.zeros(0, np.int64), np.zeros(0, np.uint64),
+                   np.zeros(0, np.uint64))
+
+    def take(self, rows: np.ndarray) -> FlowColumns:
+        return FlowColumns(self.order[rows], self.is_end[rows], self.track[rows], self.ts[rows], self.fid[rows])
+
+
 class PacketDecoder:
     def __init__(self, path: Path, max_bytes: int) -> None:
         self.path = path
         self.budget = max_bytes  # bytes compressed packets may still inflate to
         self.tracks: dict[int, _Track] = {}
         self.sequences: dict[int, SequenceState] = {}
-        self.events: list[_Event] = []
-        # per track, in file order: (is begin, ts, order, name, cat, args); paired in `finish`
+        # the events that are no slice begin / end (instants, counters, Chrome's complete events, flows)
+        self.others: list[_Event] = []
+        # slice begins / ends the walker met, per track, in file order: (is begin, ts, order, name, cat, args);
+        # the vectorized decoder adds its own as columns (`slice_chunks`); all paired in `finish`, by track and order
         self.slices: dict[Any, list[tuple[bool, int, int, str, str | None, dict[str, Any] | None]]] = {}
+        self.slice_chunks: list[SliceColumns] = []
+        self.track_codes: dict[Any, int] = {}  # track key -> code in the slice columns
+        self.track_keys: list[Any] = []
+        self.complete = SliceColumns.empty()  # the paired slices (`finish`), complete events in columns
         # flow ids met (order, is an end, track, ts, id) and metadata instants (order, name, args), taken in
         # order in `finish` (the vectorized decoder adds them out of file order)
         self.flow_items: list[tuple[int, bool, Any, int, int]] = []
+        self.flow_chunks: list[FlowColumns] = []  # the vectorized decoder's flow ids
+        self.flows = FlowColumns.empty()  # all of them, in order, with their phases (`finish`)
         self.header_items: list[tuple[int, str, dict[str, Any]]] = []
         # what the vectorized decoder (`pftrace_vec`) needs of the packets it leaves to `packet`: when each
         # sequence's state was cleared, and what was interned or made the default track, by packet index
@@ -185,7 +262,6 @@ class PacketDecoder:
         self.cleared: list[tuple[int, int, int]] = []  # (sequence id, packet, generation)
         self.interned: list[tuple[int, int, int, int, str]] = []  # (table, generation, iid, packet, value)
         self.defaults: list[tuple[int, int, int]] = []  # (generation, packet, track uuid)
-        self.by_order = False  # slices added out of file order: sorted by order before pairing
         self.header: dict[str, Any] = {}
         self.not_kept: Counter[str] = Counter()
         self.warnings: list[str] = []
@@ -227,7 +303,8 @@ class PacketDecoder:
                                 f"cut were read and analysed, everything after it is missing "
                                 f"(was the profiler killed?)")
 
-    def packet(self, buf: bytes, start: int, end: int) -> None:
+    def packet(self, buf: bytes, start: int, end: int, with_event: bool = True) -> None:
+        """One packet; without `with_event`, its track event is left out (the vectorized decoder reads it)."""
         self.packets += 1
         fields = scan(buf, start, end, "TracePacket")
         ts = 0
@@ -261,6 +338,8 @@ class PacketDecoder:
                 gpu_counters = value
             elif number == _P_RENDER_STAGE:  # PyTorch also writes each GPU op as a slice: those are read
                 self.not_kept["gpu_render_stage_event"] += 1
+        if not with_event:
+            event = None
         seq = self.sequences.get(seq_id)
         if seq is None:
             seq = self.sequences[seq_id] = SequenceState()
@@ -424,7 +503,7 @@ class PacketDecoder:
         for cid, sample in samples:
             order = self.order
             self.order += 1
-            self.events.append((order, "C", names.get(cid, f"counter {cid}"), None, ("gpu", gpu), ts, 0,
+            self.others.append((order, "C", names.get(cid, f"counter {cid}"), None, ("gpu", gpu), ts, 0,
                                 {"": sample}, 0))
 
     # --- events ----------------------------------------------------------------------------------
@@ -505,12 +584,12 @@ class PacketDecoder:
         if typ == TYPE_SLICE_BEGIN:
             self.slices.setdefault(track, []).append((True, ts, order, name, cat, args))
         elif typ == _LEGACY_COMPLETE:
-            self.events.append((order, "X", name, cat, track, ts, legacy_dur * 1000, args, 0))
+            self.others.append((order, "X", name, cat, track, ts, legacy_dur * 1000, args, 0))
         elif typ == TYPE_INSTANT:
             if name in (METADATA_EVENT, DEVICE_PROPERTIES_EVENT) and args:
                 self.header_items.append((order, name, args))
                 return
-            self.events.append((order, "i", name, cat, track, ts, 0, args, 0))
+            self.others.append((order, "i", name, cat, track, ts, 0, args, 0))
         elif typ == TYPE_COUNTER:
             if counter is None:
                 self.not_kept["counter_without_value"] += 1
@@ -519,7 +598,7 @@ class PacketDecoder:
                 if desc is not None and desc.incremental:  # a delta: the sum since the state was cleared
                     key = (seq.generation, track)
                     counter = self.counter_sums[key] = self.counter_sums.get(key, 0) + counter
-                self.events.append((order, "C", name, cat, track, ts, 0, {"": counter}, 0))
+                self.others.append((order, "C", name, cat, track, ts, 0, {"": counter}, 0))
         else:
             self.not_kept["track_event_type_unspecified" if typ == 0 else "track_event_type_unknown"] += 1
         for fid in flows:
@@ -606,32 +685,82 @@ class PacketDecoder:
         for _, name, header_args in self.header_items:
             self._header(name, header_args)
         self.header_items.clear()
-        self.flow_items.sort(key=lambda f: f[0])
-        seen: set[int] = set()
-        for order, is_end, track, ts, fid in self.flow_items:  # a flow's first id starts it, the rest step
-            if is_end:
-                self.events.append((order, "f", "", None, track, ts, 0, None, fid))
-                seen.discard(fid)  # the id may start a new flow later
-            else:
-                self.events.append((order, "t" if fid in seen else "s", "", None, track, ts, 0, None, fid))
-                seen.add(fid)
-        self.flow_items.clear()
-        unended = unbegun = 0
-        for track, items in self.slices.items():
-            if self.by_order:
-                items.sort(key=lambda it: it[2])
-            pairs, n_unended, n_unbegun = pair_slices(items)
-            unended += n_unended
-            unbegun += n_unbegun
-            for b, e in pairs:
-                args = b[5] if e[5] is None else {**(b[5] or {}), **e[5]}  # args given at the end count too
-                self.events.append((b[2], "X", b[3], b[4], track, b[1], e[1] - b[1], args, 0))
-        self.slices.clear()
+        self.flows = self._flow_columns()
+        cols = self._slice_columns()
+        by_track = np.lexsort((cols.order, cols.track))  # the walker's ends carry the next event's order: stable
+        begins, ends, unended, unbegun = pair_columns(cols.is_begin[by_track], cols.ts[by_track], cols.track[by_track])
+        begins, ends = by_track[begins], by_track[ends]
+        in_order = np.argsort(cols.order[begins], kind="stable")
+        begins, ends = begins[in_order], ends[in_order]
+        done = cols.take(begins)
+        done.dur = cols.ts[ends] - done.ts
+        end_args = cols.args[ends]
+        given = np.flatnonzero(np.fromiter(map(is_not, end_args, repeat(None)), bool, count=len(end_args)))
+        for i in given.tolist():  # args given at the end count too
+            done.args[i] = {**(done.args[i] or {}), **end_args[i]}
+        self.complete = done
         if unended:
             self.not_kept["slice_not_ended"] += unended
             self.warnings.append(f"{unended} slices begun but never ended (no end event on their track): not kept")
         if unbegun:
             self.not_kept["slice_end_without_begin"] += unbegun
+
+    def track_code(self, key: Any) -> int:
+        """The code of a track key (a track uuid, or ("sequence", id)) in the slice columns."""
+        code = self.track_codes.get(key)
+        if code is None:
+            code = self.track_codes[key] = len(self.track_keys)
+            self.track_keys.append(key)
+        return code
+
+    def _flow_columns(self) -> FlowColumns:
+        """Every flow id met, in order, with its phase: an end "f"; a flow's first id starts it ("s"), the ids
+        after it step it ("t") until an end (the id may then start a new flow)."""
+        parts = list(self.flow_chunks)
+        if self.flow_items:
+            order, is_end, track, ts, fid = zip(*self.flow_items)
+            parts.insert(0, FlowColumns(np.array(order, np.int64), np.array(is_end, bool),
+                                        np.array([self.track_code(t) for t in track], np.int64),
+                                        np.array(ts, np.uint64), np.array(fid, np.uint64)))
+        self.flow_items.clear()
+        self.flow_chunks.clear()
+        if not parts:
+            return FlowColumns.empty()
+        flows = FlowColumns(*(np.concatenate([getattr(p, name) for p in parts])
+                              for name in ("order", "is_end", "track", "ts", "fid")))
+        flows = flows.take(np.argsort(flows.order, kind="stable"))
+        by_id = np.lexsort((np.arange(len(flows.fid)), flows.fid))
+        ids, ends = flows.fid[by_id], flows.is_end[by_id]
+        step = np.r_[False, (ids[1:] == ids[:-1]) & ~ends[:-1]] & ~ends  # the id's last before it started
+        phase = np.where(flows.is_end, "f", "s").astype(object)
+        phase[by_id[step]] = "t"
+        flows.phase = phase
+        return flows
+
+    def _slice_columns(self) -> SliceColumns:
+        """Every slice begin and end: the walker's, track by track, then the vectorized decoder's."""
+        parts = []
+        for track, items in self.slices.items():
+            is_begin, ts, order, name, cat, args = zip(*items)
+            parts.append(SliceColumns.of(np.array(is_begin, bool), np.array(ts, np.uint64), np.array(order, np.int64),
+                                         np.full(len(items), self.track_code(track), np.int64), name, cat, args))
+        self.slices.clear()
+        cols = SliceColumns.concat(parts + self.slice_chunks)
+        self.slice_chunks.clear()
+        return cols
+
+    @property
+    def events(self) -> list[_Event]:
+        """Every event as a tuple, the flows and the complete ones from paired slices included (`finish`), in
+        no set order."""
+        c = self.complete
+        keys = self.track_keys
+        f = self.flows
+        flows = list(zip(f.order.tolist(), f.phase.tolist(), repeat(""), repeat(None),
+                         [keys[t] for t in f.track.tolist()], f.ts.tolist(), repeat(0), repeat(None), f.fid.tolist()))
+        return self.others + flows + list(zip(c.order.tolist(), repeat("X"), c.name.tolist(), c.cat.tolist(),
+                                      [keys[t] for t in c.track.tolist()], c.ts.tolist(), c.dur.tolist(),
+                                      c.args.tolist(), repeat(0)))
 
     def owner(self, key: Any, cache: dict[Any, tuple[Any, Any]]) -> tuple[Any, Any]:
         """(pid, tid) of the events of a track: the thread above it, else the closest named track below
@@ -716,47 +845,101 @@ _Slice = tuple[bool, int, int, str, "str | None", "dict[str, Any] | None"]
 
 
 def pair_slices(items: list[_Slice]) -> tuple[list[tuple[_Slice, _Slice]], int, int]:
-    """(begin, end) pairs of one track's slice events (given in file order), and the counts of begins
-    never ended and ends without a begin.
+    """(begin, end) pairs of one track's slice events (given in file order), in the order their ends
+    are met, and the counts of begins never ended and ends without a begin (see `pair_columns`)."""
+    is_begin = np.array([it[0] for it in items], bool)
+    ts = np.array([it[1] for it in items], np.uint64)
+    begins, ends, unended, unbegun = pair_columns(is_begin, ts, np.zeros(len(items), np.int64))
+    return [(items[b], items[e]) for b, e in zip(begins.tolist(), ends.tolist())], unended, unbegun
+
+
+def pair_columns(is_begin: np.ndarray, ts: np.ndarray, track: np.ndarray) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """Rows of the begins and of the ends they pair with, for slice events grouped by `track` and in file
+    order within each track; and the counts of begins never ended and of ends without a begin.
 
     A writer that emits events as they happen (Perfetto's SDK, Kineto's builder) writes a track's
     events in time order: an end closes the latest open begin. PyTorch's Perfetto encoder writes
     each group of slices as all its begins, then all its ends in the same order (and lets Perfetto
     sort by time): where a track's events go back in time, runs of begins followed by as many ends
     are paired first to first. Anything else is sorted by time (ties in file order) and paired
-    latest-open first, as Perfetto's trace processor does."""
-    times = [it[1] for it in items]
-    if all(a <= b for a, b in zip(times, times[1:])):
-        return _pair_latest(items)
-    pairs: list[tuple[_Slice, _Slice]] = []
-    i, n = 0, len(items)
-    while i < n:
-        j = i
-        while j < n and items[j][0]:
-            j += 1
-        k = j
-        while k < n and not items[k][0]:
-            k += 1
-        if j - i != k - j or any(items[i + m][1] > items[j + m][1] for m in range(j - i)):
-            order = sorted(range(n), key=lambda x: items[x][1])
-            return _pair_latest([items[x] for x in order])
-        pairs.extend(zip(items[i:j], items[j:k]))
-        i = k
-    return pairs, 0, 0
+    latest-open first, as Perfetto's trace processor does. Pairs of one track come in the order of
+    their ends (in time order where the track was sorted)."""
+    n = len(ts)
+    none = np.zeros(0, np.intp)
+    if not n:
+        return none, none, 0, 0
+    first = np.r_[True, track[1:] != track[:-1]]
+    group = np.cumsum(first) - 1
+    n_groups = int(group[-1]) + 1
+    unordered = np.zeros(n_groups, bool)
+    unordered[group[1:][(ts[1:] < ts[:-1]) & ~first[1:]]] = True
+    layout = np.zeros(n_groups, bool)
+    parts: list[tuple[np.ndarray, np.ndarray]] = []
+    if unordered.any():
+        layout, begins, ends = _begins_then_ends(is_begin, ts, first, group, unordered)
+        parts.append((begins, ends))
+    rest = np.flatnonzero(~layout[group])
+    unended = unbegun = 0
+    if len(rest):
+        seq = rest
+        if (unordered & ~layout).any():  # tracks neither rule fits: sorted by time
+            by_time = np.where(unordered[group[rest]], ts[rest], np.uint64(0))
+            seq = rest[np.lexsort((rest, by_time, group[rest]))]
+        begins, ends, unended, unbegun = _pair_latest(is_begin[seq], group[seq])
+        parts.append((seq[begins], seq[ends]))
+    return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]), unended, unbegun)
 
 
-def _pair_latest(items: list[_Slice]) -> tuple[list[tuple[_Slice, _Slice]], int, int]:
-    stack: list[_Slice] = []
-    pairs: list[tuple[_Slice, _Slice]] = []
-    unbegun = 0
-    for it in items:
-        if it[0]:
-            stack.append(it)
-        elif stack:
-            pairs.append((stack.pop(), it))
-        else:
-            unbegun += 1
-    return pairs, len(stack), unbegun
+def _begins_then_ends(is_begin: np.ndarray, ts: np.ndarray, first: np.ndarray, group: np.ndarray,
+                      candidate: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Which `candidate` groups are runs of begins each followed by as many ends, each end at or after
+    the begin of the same rank in the run before it; and those groups' (begin, end) rows, paired in order."""
+    n = len(ts)
+    run_first = first | np.r_[True, is_begin[1:] != is_begin[:-1]]
+    run_at = np.flatnonzero(run_first)
+    run_len = np.diff(np.r_[run_at, n])
+    run_begins = is_begin[run_at]
+    run_group = group[run_at]
+    same_as_next = np.r_[run_group[1:] == run_group[:-1], False]
+    next_len = np.r_[run_len[1:], 0]
+    bad = run_begins & ~(same_as_next & (next_len == run_len))  # begins not followed by as many ends
+    bad |= ~run_begins & ~np.r_[False, same_as_next[:-1]]  # ends opening their track
+    fits = candidate.copy()
+    fits[run_group[bad]] = False
+    rows = np.flatnonzero(fits[group] & is_begin)
+    partner = rows + run_len[(np.cumsum(run_first) - 1)[rows]]
+    fits[group[rows[ts[rows] > ts[partner]]]] = False
+    keep = fits[group[rows]]
+    return fits, rows[keep], partner[keep]
+
+
+def _pair_latest(is_begin: np.ndarray, group: np.ndarray) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """Each end closes the latest open begin of its group (an end with none open is dropped): (begin, end)
+    positions in the order of the ends, begins never ended, ends without a begin. The depth of open
+    slices after each event, an end on an empty stack not counting, is the running sum of +1 / -1 less
+    its lowest point below 0 so far; a begin and the end that closes it are the consecutive events of
+    one depth in their group."""
+    m = len(is_begin)
+    step = np.where(is_begin, 1, -1).astype(np.int64)
+    start = np.r_[True, group[1:] != group[:-1]]
+    gid = np.cumsum(start) - 1
+    total = np.cumsum(step)
+    total -= (total - step)[start][gid]  # the running sum within each group
+    spread = np.int64(2 * m + 1)  # each group's sums below all earlier groups': one running minimum for all
+    lowest = np.minimum.accumulate(total - gid * spread) + gid * spread
+    depth = total - np.minimum(lowest, 0)
+    before = np.r_[np.int64(0), depth[:-1]]
+    before[start] = 0
+    unbegun = ~is_begin & (before == 0)
+    level = np.where(is_begin, depth, before)
+    rows = np.flatnonzero(~unbegun)
+    rows = rows[np.argsort(gid[rows] * (m + 1) + level[rows], kind="stable")]
+    kind = is_begin[rows]
+    same = (gid[rows[1:]] == gid[rows[:-1]]) & (level[rows[1:]] == level[rows[:-1]])
+    at = np.flatnonzero(kind[:-1] & ~kind[1:] & same)
+    begins, ends = rows[at], rows[at + 1]
+    by_end = np.argsort(ends, kind="stable")
+    return begins[by_end], ends[by_end], int(is_begin.sum()) - len(at), int(unbegun.sum())
 
 
 def _counter_names(buf: bytes, span: tuple[int, int]) -> dict[int, str]:
@@ -896,52 +1079,239 @@ def decode(data: bytes, path: Path, max_bytes: int, vectorized: bool = True) -> 
 _READ_ARGS = frozenset(f.encode_name for f in msgspec.structs.fields(kineto.KinetoArgs))
 # The args whose values a slice needs (what the document keeps, and what the decoder merges in).
 VALUE_ARGS = _READ_ARGS | {METADATA_ANNOTATION, CORRELATION_ANNOTATION}
+# The args a slice keeps at all (the vectorized decoder drops the others): those, and those whose presence
+# tells its category (`device_work`, `infer_category`).
+SLICE_ARGS = VALUE_ARGS | {"cuda_sync_kind", "stream", "device", "cbid", "copy kind", *_KERNEL_ARGS}
+
+
+@dataclasses.dataclass
+class KinetoColumns:
+    """The decoded events as the Kineto JSON events they stand for, in file order, one list per key:
+    times in microseconds relative to the header's `baseTimeNanoseconds` (exact nanoseconds); `dur`
+    None but for complete events, `flow` the id of flow events; `args` only what the Kineto reader
+    reads of them (all of a counter's; None where it reads none). See `kineto_columns`."""
+
+    header: dict[str, Any]
+    metadata: list[dict[str, Any]]  # the `M` events (process and thread names...), before the others
+    ph: list[str]
+    name: list[str]
+    cat: list[str]
+    pid: list[Any]
+    tid: list[Any]
+    ts: list[float]
+    dur: list[float | None]
+    args: list[dict[str, Any] | None]
+    flow: list[int]
+
+    def columns(self) -> tuple[list[Any], ...]:
+        """The per-event lists, in the order of the fields."""
+        return (self.ph, self.name, self.cat, self.pid, self.tid, self.ts, self.dur, self.args, self.flow)
+
+
+def kineto_columns(dec: PacketDecoder, for_document: bool = True) -> KinetoColumns:
+    """What `kineto_document` writes, as columns: per-event Python only for the events that are no
+    complete slice or flow (instants, counters: few), the complete slices and flows taken as arrays.
+    Not `for_document` (for the Kineto reader's structs): the instants and counters first, then the flows,
+    then the complete slices, each in file order, and the args not cut to the keys the reader reads (its
+    decoder skips the others). The reader keeps each kind of event in a table of its own, in the order it
+    meets them, and only counts the flows: it gives the same timeline."""
+    others = sorted(dec.others, key=lambda e: e[0])
+    done = dec.complete
+    flows = dec.flows
+    times = np.concatenate([np.array([e[5] for e in others], np.uint64), flows.ts, done.ts])
+    times = times[times <= _MAX_BASE_NS]
+    base = 0
+    if len(times) and int(np.partition(times, len(times) // 2)[len(times) // 2]) >= _EPOCH_NS_FLOOR:
+        base = int(times.min())
+    owners = _TrackOwners(dec)
+    # GPU processes: labelled "GPU N", or holding uncategorised events whose args show GPU work
+    gpu_pids = {t.pid if t.pid is not None else t.name for t in dec.tracks.values()
+                if t.is_process and any(_GPU_LABEL.match(label) for label in t.labels)}
+    gpu_pids |= {owners.of(e[4])[0] for e in others
+                 if e[1] == "X" and e[3] is None and device_work(e[2], e[7]) not in (None, "cuda_sync")}
+    signatures = _Signatures(done)
+    gpu_pids |= {owners.pid[t] for t in signatures.tracks_with_work().tolist()}
+    out = KinetoColumns(_header(dec, base), dec.metadata_events(), [], [], [], [], [], [], [], [], [])
+    for _, ph, name, cat, track, ts, dur, args, fid in others:
+        pid, tid = owners.of(track)
+        if ph == "C":
+            name = dec.counter_name(track, name)
+        elif cat is None:
+            cat = infer_category(name, args, dec.on_process(track), pid in gpu_pids, pid) if ph == "X" else ""
+        if args is not None and ph != "C" and for_document:
+            args = {k: v for k, v in args.items() if k in _READ_ARGS} or None
+        for column, value in zip(out.columns(), (ph, name, cat, pid, tid, (ts - base) / 1000,
+                                                 dur / 1000 if ph == "X" else None, args, fid)):
+            column.append(value)
+    # then the flows and the complete slices, all placed by order (at the same order, the others first,
+    # then the flows: an event's instant or counter, its flows, its slice)
+    m, n = len(flows.order), len(done)
+    for column, values in zip(out.columns(), (
+            flows.phase.tolist(), [""] * m, ["flow"] * m, owners.pid[flows.track].tolist(),
+            owners.tid[flows.track].tolist(), _micros(flows.ts, base), [None] * m, [None] * m, flows.fid.tolist())):
+        column.extend(values)
+    for column, values in zip(out.columns(), (
+            ["X"] * n, done.name.tolist(), signatures.categories(owners, gpu_pids, dec),
+            owners.pid[done.track].tolist(), owners.tid[done.track].tolist(), _micros(done.ts, base),
+            _micros(done.dur, 0), _read_args(done.args) if for_document else done.args.tolist(), [0] * n)):
+        column.extend(values)
+    orders = np.concatenate([np.array([e[0] for e in others], np.int64), flows.order, done.order])
+    if for_document and (orders[1:] < orders[:-1]).any():
+        place = np.argsort(orders, kind="stable")
+        for column in out.columns():
+            column[:] = pftrace_vec.object_array(column)[place].tolist()
+    return out
+
+
+class _TrackOwners:
+    """(pid, tid) of each track key (`PacketDecoder.owner`), also as arrays by track code."""
+
+    def __init__(self, dec: PacketDecoder) -> None:
+        self.dec = dec
+        self.cache: dict[Any, tuple[Any, Any]] = {}
+        pairs = [self.of(key) for key in dec.track_keys]
+        self.pid = pftrace_vec.object_array([p for p, _ in pairs])
+        self.tid = pftrace_vec.object_array([t for _, t in pairs])
+
+    def of(self, key: Any) -> tuple[Any, Any]:
+        return self.dec.owner(key, self.cache)
+
+
+class _Signatures:
+    """The uncategorised complete slices grouped by what their category is inferred from (name, args
+    keys), so that `infer_category` runs once per group and track, not per event."""
+
+    def __init__(self, done: SliceColumns) -> None:
+        self.done = done
+        self.rows = np.flatnonzero(np.fromiter(map(is_, done.cat, repeat(None)), bool, count=len(done)))
+        index: dict[str | tuple[str, tuple[str, ...]], int] = {}
+        self.code = np.fromiter(
+            (index.setdefault((name, tuple(args)) if args else name, len(index))  # type: ignore[arg-type]
+             for name, args in zip(done.name[self.rows].tolist(), done.args[self.rows].tolist())),
+            np.int64, count=len(self.rows))
+        self.keys = [key if isinstance(key, tuple) else (key, ()) for key in index]
+        self.work = [device_work(name, dict.fromkeys(keys)) for name, keys in self.keys]
+
+    def tracks_with_work(self) -> np.ndarray:
+        """Track codes holding uncategorised GPU work."""
+        works = np.array([w not in (None, "cuda_sync") for w in self.work], bool)
+        return np.unique(self.done.track[self.rows][works[self.code]]) if len(self.rows) else np.zeros(0, np.int64)
+
+    def categories(self, owners: _TrackOwners, gpu_pids: set[Any], dec: PacketDecoder) -> list[str]:
+        """Every complete slice's category: its own, else inferred."""
+        cats = self.done.cat.copy()
+        if len(self.rows):
+            tracks = self.done.track[self.rows]
+            pairs, inverse = np.unique(self.code * max(1, len(owners.pid)) + tracks, return_inverse=True)
+            found = []
+            for code, track in zip((pairs // max(1, len(owners.pid))).tolist(),
+                                   (pairs % max(1, len(owners.pid))).tolist()):
+                name, keys = self.keys[code]
+                pid = owners.pid[track]
+                found.append(infer_category(name, dict.fromkeys(keys), dec.on_process(dec.track_keys[track]),
+                                            pid in gpu_pids, pid))
+            cats[self.rows] = pftrace_vec.object_array(found)[inverse.ravel()]
+        return cats.tolist()  # type: ignore[no-any-return]
+
+
+def _micros(ns: np.ndarray, base: int) -> list[float]:
+    """(ns - base) / 1000 of each, as Python divides the integers (exact below 2**53 ns, else in Python)."""
+    exact = (ns >= np.uint64(base)) & (ns - np.uint64(base) < np.uint64(1 << 53))
+    out = np.empty(len(ns), np.float64)
+    out[exact] = (ns[exact] - np.uint64(base)).astype(np.float64) / 1000
+    values = out.tolist()
+    for i in np.flatnonzero(~exact).tolist():
+        values[i] = (int(ns[i]) - base) / 1000
+    return values
+
+
+def _read_args(args: np.ndarray) -> list[dict[str, Any] | None]:
+    """Each slice's args, with only the keys the Kineto reader reads (the key lists are looked at once);
+    None where it reads none of them."""
+    wanted: dict[tuple[str, ...], tuple[str, ...]] = {}
+    out: list[dict[str, Any] | None] = [None] * len(args)
+    present = np.flatnonzero(np.fromiter(map(is_not, args, repeat(None)), bool, count=len(args)))
+    for i, a in zip(present.tolist(), args[present].tolist()):
+        keys = tuple(a)
+        read = wanted.get(keys)
+        if read is None:
+            read = wanted[keys] = tuple(k for k in keys if k in _READ_ARGS)
+        if read:
+            out[i] = {k: a[k] for k in read}
+    return out
+
+
+def _header(dec: PacketDecoder, base: int) -> dict[str, Any]:
+    header = {k: v for k, v in dec.header.items() if k not in ("traceEvents", "baseTimeNanoseconds")}
+    if base:
+        header["baseTimeNanoseconds"] = base
+    return header
 
 
 def kineto_document(dec: PacketDecoder) -> bytes:
     """The decoded events as a Kineto JSON document, times relative to a base (exact nanoseconds)."""
-    dec.events.sort(key=lambda e: e[0])
-    times = sorted(e[5] for e in dec.events if 0 <= e[5] <= _MAX_BASE_NS)
-    base = 0
-    if times and times[len(times) // 2] >= _EPOCH_NS_FLOOR:
-        base = times[0]
-    cache: dict[Any, tuple[Any, Any]] = {}
-    out: list[dict[str, Any]] = dec.metadata_events()
-    # GPU processes: labelled "GPU N", or holding uncategorised events whose args show GPU work
-    gpu_pids = {t.pid if t.pid is not None else t.name for t in dec.tracks.values()
-                if t.is_process and any(_GPU_LABEL.match(label) for label in t.labels)}
-    gpu_pids |= {dec.owner(e[4], cache)[0] for e in dec.events
-                 if e[1] == "X" and e[3] is None and device_work(e[2], e[7]) not in (None, "cuda_sync")}
-    for _, ph, name, cat, track, ts, dur, args, fid in dec.events:
-        pid, tid = dec.owner(track, cache)
-        ev: dict[str, Any] = {"ph": ph, "name": name, "pid": pid, "tid": tid, "ts": (ts - base) / 1000}
+    cols = kineto_columns(dec)
+    out: list[dict[str, Any]] = cols.metadata
+    for ph, name, cat, pid, tid, ts, dur, args, fid in zip(cols.ph, cols.name, cols.cat, cols.pid, cols.tid, cols.ts,
+                                                           cols.dur, cols.args, cols.flow):
+        ev: dict[str, Any] = {"ph": ph, "name": name, "pid": pid, "tid": tid, "ts": ts}
         if ph == "X":
-            ev["dur"] = dur / 1000
-        elif ph == "C":
-            ev["name"] = dec.counter_name(track, name)
+            ev["dur"] = dur
         elif ph in ("s", "t", "f"):
             ev["id"] = fid
-            ev["cat"] = "flow"
             if ph == "f":
                 ev["bp"] = "e"
-        if ph not in ("s", "t", "f"):
-            ev["cat"] = cat if cat is not None else \
-                infer_category(name, args, dec.on_process(track), pid in gpu_pids, pid) if ph == "X" else ""
-        if args is not None:  # only what the Kineto reader reads of them (all of a counter's)
-            ev["args"] = args if ph == "C" else {k: v for k, v in args.items() if k in _READ_ARGS}
+        ev["cat"] = cat
+        if args is not None:
+            ev["args"] = args
         out.append(ev)
-    header = {k: v for k, v in dec.header.items() if k not in ("traceEvents", "baseTimeNanoseconds")}
-    if base:
-        header["baseTimeNanoseconds"] = base
+    header = cols.header
     header["traceEvents"] = out
     return msgspec.json.encode(header)
 
 
+_ARGS_ENCODER = msgspec.json.Encoder()
+_EVENTS_PER_CHUNK = 65536
+
+
+def kineto_events(cols: KinetoColumns) -> Any:
+    """The events of `cols` as the Kineto reader's structs, in chunks, as its typed decoder makes them of
+    a JSON document's events (`kineto_document`), without writing and parsing one: args are encoded,
+    one event's at a time, only where there are any."""
+    make = kineto.KinetoEvent
+    nan = float("nan")
+    yield [make(e.get("ph"), e.get("name", ""), e.get("cat", ""), e.get("pid", -1), e.get("tid", -1),
+                e.get("ts", nan), nan, msgspec.Raw(_ARGS_ENCODER.encode(e["args"])) if "args" in e else _NO_ARGS)
+           for e in cols.metadata]
+    n = len(cols.ph)
+    for lo in range(0, n, _EVENTS_PER_CHUNK):
+        hi = min(n, lo + _EVENTS_PER_CHUNK)
+        raw = [msgspec.Raw(_ARGS_ENCODER.encode(a)) if a else _NO_ARGS for a in cols.args[lo:hi]]
+        durs = [nan if d is None else d for d in cols.dur[lo:hi]]
+        yield list(map(make, cols.ph[lo:hi], cols.name[lo:hi], cols.cat[lo:hi], cols.pid[lo:hi], cols.tid[lo:hi],
+                       cols.ts[lo:hi], durs, raw))
+
+
+_NO_ARGS = msgspec.Raw(b"{}")
+
+
+def _json_round_trip(header: dict[str, Any]) -> dict[str, Any]:
+    """The header's values as the Kineto reader gets them from a JSON document (a value it cannot
+    write or read back: None)."""
+    out: dict[str, Any] = {}
+    for key, value in header.items():
+        try:
+            out[key] = msgspec.json.decode(msgspec.json.encode(value))
+        except (msgspec.EncodeError, msgspec.DecodeError, RecursionError, UnicodeDecodeError):
+            out[key] = None
+    return out
+
+
 def read(path: Path, data: bytes, options: ReadOptions) -> Timeline:
     dec = decode(data, path, options.max_input_bytes)
-    doc = kineto_document(dec)
-    del dec.events
-    tl = kineto.read(path, doc, dataclasses.replace(options, progress=None))
+    cols = kineto_columns(dec, for_document=False)
+    dec.others, dec.complete, dec.flows = [], SliceColumns.empty(), FlowColumns.empty()
+    tl = kineto.timeline_from_events(_json_round_trip(cols.header), kineto_events(cols), path, kineto.FORMAT)
     if options.progress:
         options.progress(len(data))
     source = tl.sources[0]

@@ -1,10 +1,11 @@
 """The Perfetto reader's fast path: the packets of a trace decoded with array operations (`_pbvec`).
 
 The packets that change a sequence's state (interned names, cleared state, default tracks, track
-descriptors, GPU counters) or whose event is unusual (counters, Chrome's legacy events, category or
-flow lists given packed) are few: they go, in file order, through the reader's own packet walker
-(`pftrace.PacketDecoder.packet`), which records what each interned and when. Every other packet holds one
-track event (slice begin / end, instant) that reads the state only: those are scanned all together,
+descriptors) or hold GPU counters, or whose event is unusual (counters, Chrome's legacy events, category
+or flow lists given packed) are few: they go, in file order, through the reader's own packet walker
+(`pftrace.PacketDecoder.packet`), which records what each interned and when (of a packet that only
+changes state, the walker reads the state and leaves an ordinary track event to this path). The other
+track events (slice begin / end, instant) read the state only: those are scanned all together,
 level by level (packets, track events, debug annotations and the annotations nested in them), and
 their names, categories and annotation names looked up in what was interned on their sequence in
 the same generation of state, at or before their packet. Each event's order is its packet's index
@@ -37,9 +38,11 @@ if TYPE_CHECKING:
 
 ORDER_SHIFT = 32
 CHUNK_PACKETS = 1 << 17  # packets decoded together (memory: a few hundred bytes each)
-# TracePacket fields that change a sequence's state or need the walker: interned data, defaults,
-# track / thread descriptors, compressed packets, GPU counters, render stages, zstd packets
-_STATEFUL = (12, 59, 60, 44, 50, 52, 53, 133)
+# TracePacket fields that change a sequence's state: interned data, defaults, track / thread descriptors
+# (the walker reads them, the packet's track event is read here, after them); and those that need the
+# walker for the whole packet: compressed packets, GPU counters, render stages, zstd packets
+_STATEFUL = (12, 59, 60, 44)
+_WHOLE_PACKET = (50, 52, 53, 133)
 _COMPRESSED = 50
 # TrackEvent fields the fast path leaves to the walker: legacy event, category names, counter values,
 # varint flow ids (the fixed64 ones, which writers use, are read here)
@@ -120,7 +123,6 @@ class _Vectorized:
         from .pftrace import SequenceState
         self.new_sequence = SequenceState
         self.initial: dict[int, tuple[int, bool]] = {}  # each sequence's state before any clear
-        self.dec.by_order = True
         n = len(self.starts)
         for base in range(0, n, CHUNK_PACKETS):
             self._chunk(base, min(n, base + CHUNK_PACKETS))
@@ -140,9 +142,11 @@ class _Vectorized:
         sel = (pf.num == 41) & (pf.val != 0)
         flags[pf.msg[sel]] |= np.uint64(SEQ_INCREMENTAL_STATE_CLEARED)
         has_event, ev_at = last_of(pf, (11,), n)
-        walker = np.zeros(n, bool)
-        walker[pf.msg[member(pf.num, _STATEFUL)]] = True
-        walker |= (flags & np.uint64(SEQ_INCREMENTAL_STATE_CLEARED)) != 0
+        walker = np.zeros(n, bool)  # packets the walker reads all of
+        walker[pf.msg[member(pf.num, _WHOLE_PACKET)]] = True
+        state = np.zeros(n, bool)  # packets whose state the walker reads (their track event is read here)
+        state[pf.msg[member(pf.num, _STATEFUL)]] = True
+        state |= (flags & np.uint64(SEQ_INCREMENTAL_STATE_CLEARED)) != 0
 
         # the track events of every packet: those the fast path does not read go to the walker
         ev_pkt = np.flatnonzero(has_event)
@@ -163,10 +167,10 @@ class _Vectorized:
 
         # the walker's packets, in file order
         dec.recording = True
-        for k in (np.flatnonzero(walker) + lo).tolist():
+        for k, whole in zip((np.flatnonzero(walker | state) + lo).tolist(), walker[walker | state].tolist()):
             dec.at_packet = k
             dec.order = k << ORDER_SHIFT
-            dec.packet(data, int(self.starts[k]), int(self.ends[k]))
+            dec.packet(data, int(self.starts[k]), int(self.ends[k]), with_event=whole)
         dec.recording = False
 
         # the generation of state each remaining event's packet sees, and whether it is valid
@@ -223,7 +227,10 @@ class _Vectorized:
         not_kept = dec.not_kept
         # track: its own, else the sequence's default at the time, else the sequence's
         has_track, track_at = last_of(ef, (11,), n)
-        tracks: list[Any] = np.where(has_track, ef.val[track_at], 0).tolist()
+        track_codes = np.empty(n, np.int64)
+        if has_track.any():
+            uniq, inverse = np.unique(ef.val[track_at[has_track]], return_inverse=True)
+            track_codes[has_track] = np.array([dec.track_code(t) for t in uniq.tolist()], np.int64)[inverse]
         if not has_track.all():
             missing = np.flatnonzero(~has_track)
             default = np.full(len(missing), -1, np.int64)
@@ -233,9 +240,9 @@ class _Vectorized:
                 default = _latest(d_gen.astype(np.uint64), d_pkt, gen[missing].astype(np.uint64), pkt[missing])
             seq_list = seq[missing].tolist()
             for j, (i, d) in enumerate(zip(missing.tolist(), default.tolist())):
-                tracks[i] = dec.defaults[d][2] if d >= 0 else ("sequence", seq_list[j])
+                track_codes[i] = dec.track_code(dec.defaults[d][2] if d >= 0 else ("sequence", seq_list[j]))
         # name: the last of an inline name and an interned one (every unknown iid counted)
-        names: list[str] = [""] * n
+        names = np.full(n, "", object)
         name_iid = ef.num == 10
         if name_iid.any():
             rows = np.flatnonzero(name_iid)
@@ -247,32 +254,40 @@ class _Vectorized:
             sel = np.flatnonzero(has_name)
             at = name_at[sel]
             inline = ef.num[at] == 23
-            for i, a, b in zip(sel[inline].tolist(), ef.val[at[inline]].tolist(), ef.stop[at[inline]].tolist()):
-                names[i] = data[a:b].decode("utf-8", "replace")
+            if inline.any():
+                names[sel[inline]] = object_array([data[a:b].decode("utf-8", "replace") for a, b in
+                                                   zip(ef.val[at[inline]].tolist(), ef.stop[at[inline]].tolist())])
             if not inline.all():
                 by_field = np.full(len(ef.num), -1, np.int64)
                 by_field[rows] = found
-                table = values + [""]  # -1: not interned
-                for i, k in zip(sel[~inline].tolist(), by_field[at[~inline]].tolist()):
-                    names[i] = table[k]
+                names[sel[~inline]] = object_array(values + [""])[by_field[at[~inline]]]  # -1: not interned
         # categories: interned ids, in order, joined
-        cats: list[str | None] = [None] * n
+        cats = np.full(n, None, object)
         cat_rows = np.flatnonzero(ef.num == 3)
         if len(cat_rows):
             found, values = self._lookup(_CAT_TABLE, gen[ef.msg[cat_rows]], ef.val[cat_rows], pkt[ef.msg[cat_rows]])
             if (found < 0).any():
                 not_kept["unknown_interned_category"] += int((found < 0).sum())
             hit = found >= 0
-            for i, c in zip(ef.msg[cat_rows[hit]].tolist(), found[hit].tolist()):
+            on, found = ef.msg[cat_rows[hit]], found[hit]
+            single = np.r_[True, on[1:] != on[:-1]] & np.r_[on[1:] != on[:-1], True]  # an event's only category
+            cats[on[single]] = object_array(values)[found[single]]
+            for i, c in zip(on[~single].tolist(), found[~single].tolist()):
                 cats[i] = values[c] if cats[i] is None else f"{cats[i]},{values[c]}"
         # args: the debug annotations, decoded all together
         ann = np.flatnonzero(ef.num == 4)
         args: list[dict[str, Any] | None] = [None] * n
         if len(ann):
             a_msg = ef.msg[ann]
-            keys, vals = self._annotations(ef.val[ann].astype(np.int64), ef.stop[ann], gen[a_msg], pkt[a_msg], 0,
-                                           whole=typ[a_msg] == TYPE_INSTANT)
-            bounds = np.flatnonzero(np.r_[True, a_msg[1:] != a_msg[:-1], True])
+            instant = typ[a_msg] == TYPE_INSTANT
+            keys, vals, slice_key = self._annotations(ef.val[ann].astype(np.int64), ef.stop[ann], gen[a_msg],
+                                                      pkt[a_msg], 0, whole=instant)
+            # a slice keeps only the annotations the document or its category looks at: most keep none
+            kept = np.flatnonzero(instant | slice_key)
+            keys = keys[kept].tolist()
+            vals = vals[kept].tolist()
+            a_msg = a_msg[kept]
+            bounds = np.flatnonzero(np.r_[True, a_msg[1:] != a_msg[:-1], True]) if len(kept) else np.zeros(1, np.intp)
             from .pftrace import CORRELATION_ANNOTATION, METADATA_ANNOTATION
             special = (METADATA_ANNOTATION, CORRELATION_ANNOTATION)
             for i, a, b in zip(a_msg[bounds[:-1]].tolist(), bounds[:-1].tolist(), bounds[1:].tolist()):
@@ -288,42 +303,42 @@ class _Vectorized:
                     a.setdefault("correlation", c)
         # flows: fixed64 ids on the events that are not slice ends
         flow_rows = np.flatnonzero(member(ef.num, (47, 48)) & (typ[ef.msg] != TYPE_SLICE_END))
-        orders = (pkt.astype(np.int64) << ORDER_SHIFT).tolist()
-        ts_list = ts.tolist()
-        from .pftrace import DEVICE_PROPERTIES_EVENT, METADATA_EVENT
+        orders = pkt.astype(np.int64) << ORDER_SHIFT
+        from .pftrace import DEVICE_PROPERTIES_EVENT, METADATA_EVENT, FlowColumns, SliceColumns
         metadata = (METADATA_EVENT, DEVICE_PROPERTIES_EVENT)
-        if len(flow_rows):
-            fm = ef.msg[flow_rows]
-            for i, num, fid in zip(fm.tolist(), ef.num[flow_rows].tolist(), ef.val[flow_rows].tolist()):
-                if typ[i] == TYPE_INSTANT and names[i] in metadata and args[i]:
-                    continue  # a header key: no event, its flows dropped (as the walker does)
-                dec.flow_items.append((orders[i], num == 48, tracks[i], ts_list[i], fid))
-        slices = dec.slices
-        events = dec.events
-        for i, t in enumerate(typ.tolist()):
-            track = tracks[i]
-            items = slices.get(track)
-            if t == TYPE_SLICE_END:
-                if items is None:
-                    items = slices[track] = []
-                items.append((False, ts_list[i], orders[i], "", None, args[i]))
-            elif t == TYPE_SLICE_BEGIN:
-                if items is None:
-                    items = slices[track] = []
-                items.append((True, ts_list[i], orders[i], names[i], cats[i], args[i]))
+        track_keys = dec.track_keys
+        header_event = np.zeros(n, bool)  # instants that carry header keys: no event, their flows dropped
+        for i in np.flatnonzero(typ == TYPE_INSTANT).tolist():
+            if names[i] in metadata and args[i]:
+                header_event[i] = True
+                dec.header_items.append((int(orders[i]), names[i], args[i]))  # type: ignore[arg-type]
             else:
-                if names[i] in metadata and args[i]:
-                    dec.header_items.append((orders[i], names[i], args[i]))  # type: ignore[arg-type]
-                else:
-                    events.append((orders[i], "i", names[i], cats[i], track, ts_list[i], 0, args[i], 0))
+                dec.others.append((int(orders[i]), "i", names[i], cats[i], track_keys[track_codes[i]], int(ts[i]), 0,
+                                   args[i], 0))
+        if len(flow_rows):
+            on = ef.msg[flow_rows]
+            kept = ~header_event[on]
+            on = on[kept]
+            dec.flow_chunks.append(FlowColumns(orders[on], (ef.num[flow_rows] == 48)[kept], track_codes[on], ts[on],
+                                               ef.val[flow_rows][kept]))
+        # slices: kept as columns, paired in `finish` (an end's name and category count for nothing)
+        is_begin = typ == TYPE_SLICE_BEGIN
+        rows = np.flatnonzero(is_begin | (typ == TYPE_SLICE_END))
+        if len(rows):
+            begins = is_begin[rows]
+            slice_names, slice_cats = names[rows], cats[rows]
+            slice_names[~begins] = ""
+            slice_cats[~begins] = None
+            dec.slice_chunks.append(SliceColumns.of(begins, ts[rows], orders[rows], track_codes[rows], slice_names,
+                                                    slice_cats, object_array(args)[rows]))
 
     def _annotations(self, starts: np.ndarray, stops: np.ndarray, gen: np.ndarray, pkt: np.ndarray,
-                     depth: int, whole: np.ndarray | None = None) -> tuple[list[str], list[Any]]:
-        """(key, value) of each DebugAnnotation in data[starts[i]:stops[i]], as `PacketDecoder._annotation`.
-        With `whole` (a slice's annotations: False), a value is decoded only where `whole` says so or the
-        Kineto document keeps it (`pftrace.VALUE_ARGS`); the others are None, their key kept (the
-        categories look at which keys an event has), since the document drops them."""
-        from .pftrace import json_value
+                     depth: int, whole: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(key, value) of each DebugAnnotation in data[starts[i]:stops[i]] (object arrays), as
+        `PacketDecoder._annotation`, and whether each key is one a slice keeps (`pftrace.SLICE_ARGS`; only
+        with `whole`). With `whole` (a slice's annotations: False), a value is decoded only where `whole`
+        says so or the Kineto document keeps it (`pftrace.VALUE_ARGS`); the others are None, their key kept."""
+        from .pftrace import SLICE_ARGS, VALUE_ARGS, json_value
 
         if depth > self.max_nesting:
             raise _Unsupported
@@ -331,23 +346,31 @@ class _Vectorized:
         n = len(starts)
         f = scan_many(data, self.u8, starts, stops, "DebugAnnotation")
         keys = np.full(n, "", object)
+        value_key = np.zeros(n, bool)  # keys the document keeps the value of, and those a slice keeps
+        slice_key = np.zeros(n, bool)
         has_key, key_at = last_of(f, (1, 10), n)
         sel = np.flatnonzero(has_key)
         if len(sel):
             at = key_at[sel]
             is_text = f.num[at] == 10
             if is_text.any():
-                keys[sel[is_text]] = [data[a:b].decode("utf-8", "replace")
-                                      for a, b in zip(f.val[at[is_text]].tolist(), f.stop[at[is_text]].tolist())]
+                texts = [data[a:b].decode("utf-8", "replace")
+                         for a, b in zip(f.val[at[is_text]].tolist(), f.stop[at[is_text]].tolist())]
+                keys[sel[is_text]] = texts
+                if whole is not None:
+                    value_key[sel[is_text]] = [k in VALUE_ARGS for k in texts]
+                    slice_key[sel[is_text]] = [k in SLICE_ARGS for k in texts]
             iid = sel[~is_text]
             if len(iid):
                 rows = at[~is_text]
                 found, key_values = self._lookup(_KEY_TABLE, gen[iid], f.val[rows], pkt[iid])
-                keys[iid] = np.array(key_values + [""], object)[found]  # -1: not interned
+                table = key_values + [""]  # -1: not interned
+                keys[iid] = np.array(table, object)[found]
+                if whole is not None:  # membership looked up once per interned name
+                    value_key[iid] = np.array([k in VALUE_ARGS for k in table], bool)[found]
+                    slice_key[iid] = np.array([k in SLICE_ARGS for k in table], bool)[found]
         if whole is not None:
-            from .pftrace import VALUE_ARGS
-            wanted = whole | np.fromiter((k in VALUE_ARGS for k in keys.tolist()), bool, count=n) \
-                if not whole.all() else whole
+            wanted = whole | value_key
             if not wanted.all():
                 f = f.where(wanted[f.msg] | (f.num == 1) | (f.num == 10))
         vals = np.full(n, None, object)
@@ -387,8 +410,9 @@ class _Vectorized:
         nested = np.flatnonzero(member(f.num, (11, 12)))
         if len(nested):
             parents = f.msg[nested]
-            ck, cv = self._annotations(f.val[nested].astype(np.int64), f.stop[nested], gen[parents], pkt[parents],
-                                       depth + 1)
+            child_keys, child_values, _ = self._annotations(f.val[nested].astype(np.int64), f.stop[nested],
+                                                            gen[parents], pkt[parents], depth + 1)
+            ck, cv = child_keys.tolist(), child_values.tolist()
             is_entry = f.num[nested] == 11
             bounds = np.flatnonzero(np.r_[True, parents[1:] != parents[:-1], True])
             with_entries = (np.add.reduceat(is_entry, bounds[:-1]) > 0).tolist()
@@ -397,7 +421,12 @@ class _Vectorized:
                                           with_entries):
                 # an annotation's entries make it a dict (its array values then count for nothing), else a list
                 vals[p] = {ck[j]: cv[j] for j in range(a, b) if entry[j]} if dict_like else cv[a:b]
-        return keys.tolist(), vals.tolist()
+        return keys, vals, slice_key
+
+
+def object_array(values: Any) -> np.ndarray:
+    """`values` (a sequence) as a one-dimensional object array, whatever its items are (lists, dicts)."""
+    return np.fromiter(values, object, count=len(values))
 
 
 def _args(args: dict[str, Any]) -> dict[str, Any]:
@@ -433,16 +462,20 @@ def _latest2(h_a: np.ndarray, h_b: np.ndarray, h_pkt: np.ndarray, q_a: np.ndarra
     out = np.full(len(q_a), -1, np.int64)
     if not len(h_a) or not len(q_a):
         return out
-    # both parts numbered densely over history and queries together, then one key per pair
-    a_uniq, a_rank = np.unique(np.concatenate([h_a, q_a]), return_inverse=True)
-    b_uniq, b_rank = np.unique(np.concatenate([h_b, q_b]), return_inverse=True)
+    # both parts numbered densely over the history (short: what was interned), the queries looked up in
+    # it (a part the history never holds finds nothing), then one key per pair
+    a_uniq = np.unique(h_a)
+    b_uniq = np.unique(h_b)
     if len(a_uniq) * len(b_uniq) >= 1 << 62:
         raise _Unsupported
-    pair = a_rank.ravel().astype(np.int64) * len(b_uniq) + b_rank.ravel()
-    h_pair, q_pair = pair[:len(h_a)], pair[len(h_a):]
+    q_a_rank = np.minimum(np.searchsorted(a_uniq, q_a), len(a_uniq) - 1)
+    q_b_rank = np.minimum(np.searchsorted(b_uniq, q_b), len(b_uniq) - 1)
+    known = (a_uniq[q_a_rank] == q_a) & (b_uniq[q_b_rank] == q_b)
+    h_pair = np.searchsorted(a_uniq, h_a).astype(np.int64) * len(b_uniq) + np.searchsorted(b_uniq, h_b)
+    q_pair = q_a_rank.astype(np.int64) * len(b_uniq) + q_b_rank
     pairs = np.unique(h_pair)
     pos = np.searchsorted(pairs, q_pair)
-    hit = pos < len(pairs)
+    hit = known & (pos < len(pairs))
     hit[hit] = pairs[pos[hit]] == q_pair[hit]
     if not hit.any():
         return out
