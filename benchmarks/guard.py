@@ -6,6 +6,7 @@ so that a regression shows in the table and in the exit status.
     python benchmarks/guard.py --quick       # 100 MiB JSON and .gz, the 100 MiB .pftrace, 16 ranks x 10 MiB
     python benchmarks/guard.py --runs 3      # medians of 3 interleaved runs: steadier
     python benchmarks/guard.py --record      # after a release: this run's ratios become the recorded ones
+    python benchmarks/guard.py --baseline /tmp/prev   # also the previous release's package, paired in this run
 
 Cases (inputs are replicas of the corpus' largest Kineto trace, bench_large.build_replica; every report is
 `traceanalyzer report --format json --no-cache` with the default --jobs, timed by bench_large.measure_cpu):
@@ -27,6 +28,14 @@ or a ratio with nothing recorded, is said in the table but does not fail. Under 
 (a --quick run at load 4 on 2 cores: the .gz report 2.38x the plain one in one run, 1.22x as the median of 3),
 so guard on a quiet machine, with --runs 3, and read the CPU columns of bench_large.py when in doubt. What the
 script writes goes into a temporary folder that is removed at the end.
+
+The steadiest guard is `--baseline DIR` (DIR holds the previous release's `traceanalyzer` folder, e.g. from
+`git archive <tag> traceanalyzer | tar -x -C DIR`): every report is run again with that package, interleaved
+with this one's, and each case gains a paired row (this report's time, CPU and peak memory over the previous
+release's, same file, same minute), which fails beyond --tolerance. A bare `orjson.loads` of 1 GB allocates
+about 8 GB and its time moved from 16.6 to 32.7 s between runs of one day on this machine (the page cache
+held other big files), while the report's own time stayed within 6%: the ratios to orjson.loads say where
+the tool stands, the paired rows whether it got slower.
 """
 
 from __future__ import annotations
@@ -75,6 +84,7 @@ class Figure:
     unit: str
     file_mb: float  # size of the case's input, MB (1e6 bytes)
     failed: bool = False
+    paired: bool = False  # against the previous release's package in this run (--baseline): not recorded
 
     @property
     def ratio(self) -> float:
@@ -108,7 +118,8 @@ def compare(figures: list[Figure], recorded: dict[str, Any], tolerance: float) -
         entry = recorded.get("cases", {}).get(fig.case, {})
         past = entry.get("ratios", {}).get(fig.measure, {}).get("ratio")
         target = recorded.get("targets", {}).get(fig.case, {}).get(fig.measure)
-        regressed = past is not None and fig.ratio > past * (1 + tolerance)
+        regressed = (past is not None and fig.ratio > past * (1 + tolerance)) or (
+            fig.paired and fig.ratio > 1 + tolerance)
         rows.append(Row(fig, past, entry.get("release") if past is not None else None, target, regressed))
     return rows
 
@@ -125,9 +136,11 @@ def table(rows: list[Row]) -> str:
     for row in rows:
         fig = row.figure
         ratio = "FAILED" if fig.failed else f"{fig.ratio:.2f}x"
-        recorded = "none recorded" if row.recorded is None else f"{row.recorded:.2f}x ({row.release})"
-        change = "-" if row.change is None or fig.failed else f"{row.change + 0.0:+.0%}".replace("-0%", "+0%") + (
-            " WORSE" if row.regressed else "")
+        recorded = ("paired" if fig.paired else "none recorded") if row.recorded is None else \
+            f"{row.recorded:.2f}x ({row.release})"
+        change = (f"{fig.ratio - 1 + 0.0:+.0%}".replace("-0%", "+0%") if fig.paired else "-") \
+            if row.change is None or fig.failed else f"{row.change + 0.0:+.0%}".replace("-0%", "+0%")
+        change += " WORSE" if row.regressed and not fig.failed else ""
         target = "-" if row.target is None else f"<= {row.target:.2f}x"
         met = "-" if row.target is None or fig.failed else ("yes" if fig.ratio <= row.target else "no")
         lines.append(f"| {fig.case} | {fig.measure} | {_amount(fig.value, fig.unit)} | "
@@ -143,12 +156,15 @@ def verdict(rows: list[Row], recorded: dict[str, Any], tolerance: float, cores: 
     for case in failed:
         lines.append(f"FAILED: a report of {case} exited with an error (see stderr)")
     for r in rows:
-        if r.regressed and not r.figure.failed:
+        if r.regressed and not r.figure.failed and r.figure.paired:
+            lines.append(f"REGRESSION: {r.figure.case} {r.figure.measure} = {r.figure.ratio:.2f}x "
+                         f"(tolerance {tolerance:.0%})")
+        elif r.regressed and not r.figure.failed:
             lines.append(f"REGRESSION: {r.figure.case} {r.figure.measure} = {r.figure.ratio:.2f}x against "
                          f"{r.recorded:.2f}x recorded ({r.change:+.0%}; tolerance {tolerance:.0%})")
     missing: dict[str, list[str]] = {}
     for r in rows:
-        if r.recorded is None:
+        if r.recorded is None and not r.figure.paired:
             missing.setdefault(r.figure.case, []).append(r.figure.measure)
     for case, measures in missing.items():
         lines.append(f"nothing recorded for {case} ({', '.join(measures)}): not compared"
@@ -168,8 +184,8 @@ def record(recorded: dict[str, Any], figures: list[Figure], release: str, commit
            machine: str) -> dict[str, Any]:
     """`recorded` with the cases of `figures` replaced by this run's (other cases and the targets kept)."""
     cases = dict(recorded.get("cases", {}))
-    for case in dict.fromkeys(f.case for f in figures):
-        mine = [f for f in figures if f.case == case]
+    for case in dict.fromkeys(f.case for f in figures if not f.paired):
+        mine = [f for f in figures if f.case == case and not f.paired]
         cases[case] = {"release": release, "commit": commit, "date": date, "cores": cores, "machine": machine,
                        "file_mb": round(mine[0].file_mb),
                        "ratios": {f.measure: {"ratio": round(f.ratio, 3), "value": round(f.value, 3),
@@ -184,13 +200,27 @@ def dump_recorded(recorded: dict[str, Any]) -> str:
                   text) + "\n"
 
 
+def paired(case: str, mb: float, this: list[tuple[float, int, int, float]],
+           previous: list[tuple[float, int, int, float]]) -> list[Figure]:
+    """A case's paired rows: this report's time, CPU and peak RSS over the previous release's (--baseline)."""
+    if not previous:
+        return []
+    t, cpu, rss, failed = _times(this)
+    pt, pcpu, prss, pfailed = _times(previous)
+    failed = failed or pfailed
+    return [Figure(case, "time / previous release", t, pt, "s", mb, failed, paired=True),
+            Figure(case, "CPU / previous release", cpu, pcpu, "CPU s", mb, failed, paired=True),
+            Figure(case, "peak RSS / previous release", rss, prss, "GB", mb, failed, paired=True)]
+
+
 def _times(runs: list[tuple[float, int, int, float]]) -> tuple[float, float, float, bool]:
     """(wall s, CPU s, peak RSS GB, failed) of repeated runs: medians, failed if any run failed."""
     wall, rss, rc, cpu = median_run(runs)
     return wall, cpu, rss / 1e9, rc != 0
 
 
-def json_and_gzip(source: Path, mb: int, work: Path, env: dict[str, str], runs: int) -> list[Figure]:
+def json_and_gzip(source: Path, mb: int, work: Path, env: dict[str, str], runs: int,
+                  base_env: dict[str, str] | None = None) -> list[Figure]:
     """json_<size> and gzip_<size>: orjson.loads and the report of the plain file and of its .gz, interleaved."""
     trace = work / "replica.json"
     _, nbytes = build_replica(source, trace, mb * MB)
@@ -199,11 +229,15 @@ def json_and_gzip(source: Path, mb: int, work: Path, env: dict[str, str], runs: 
         shutil.copyfileobj(src, dst, 8 * MB)
     out = work / "report.json"
     turns: dict[str, list[tuple[float, int, int, float]]] = {"orjson": [], "report": [], "orjson_gz": [],
-                                                             "report_gz": []}
+                                                             "report_gz": [], "prev": [], "prev_gz": []}
     for _ in range(max(1, runs)):  # interleaved: a change of load weighs on every tool alike
         turns["orjson"].append(measure_cpu([sys.executable, "-c", ORJSON_LOAD, str(trace)]))
+        if base_env is not None:
+            turns["prev"].append(measure_cpu(report_command(trace, out), env=base_env, cwd=work))
         turns["report"].append(measure_cpu(report_command(trace, out), env=env, cwd=work))
         turns["orjson_gz"].append(measure_cpu([sys.executable, "-c", ORJSON_LOAD_GZ, str(gz)]))
+        if base_env is not None:
+            turns["prev_gz"].append(measure_cpu(report_command(gz, out), env=base_env, cwd=work))
         turns["report_gz"].append(measure_cpu(report_command(gz, out), env=env, cwd=work))
     trace.unlink()
     gz.unlink()
@@ -217,10 +251,13 @@ def json_and_gzip(source: Path, mb: int, work: Path, env: dict[str, str], runs: 
             Figure(plain, "peak RSS / file size", report_rss, nbytes / 1e9, "GB", size, report_failed),
             Figure(packed, "time / plain report", gz_t, report_t, "s", size, gz_failed or report_failed),
             Figure(packed, "time / orjson.loads of the .gz", gz_t, orjson_gz_t, "s", size, gz_failed),
-            Figure(packed, "peak RSS / uncompressed size", gz_rss, nbytes / 1e9, "GB", size, gz_failed)]
+            Figure(packed, "peak RSS / uncompressed size", gz_rss, nbytes / 1e9, "GB", size, gz_failed),
+            *paired(plain, size, turns["report"], turns["prev"]),
+            *paired(packed, size, turns["report_gz"], turns["prev_gz"])]
 
 
-def pftrace(source: Path, mb: int, work: Path, env: dict[str, str], runs: int) -> list[Figure]:
+def pftrace(source: Path, mb: int, work: Path, env: dict[str, str], runs: int,
+            base_env: dict[str, str] | None = None) -> list[Figure]:
     """pftrace_<size>: the report of the trace written as .pftrace against that of its JSON, interleaved."""
     trace = work / "replica.json"
     _, nbytes = build_replica(source, trace, mb * MB)
@@ -228,9 +265,11 @@ def pftrace(source: Path, mb: int, work: Path, env: dict[str, str], runs: int) -
     subprocess.run([sys.executable, "-m", "traceanalyzer.formats.pftrace_write", str(trace), str(pft)],
                    env=env, check=True)
     out = work / "report.json"
-    json_runs, pft_runs = [], []
+    json_runs, pft_runs, prev_runs = [], [], []
     for _ in range(max(1, runs)):
         json_runs.append(measure_cpu(report_command(trace, out), env=env, cwd=work))
+        if base_env is not None:
+            prev_runs.append(measure_cpu(report_command(pft, out), env=base_env, cwd=work))
         pft_runs.append(measure_cpu(report_command(pft, out), env=env, cwd=work))
     trace.unlink()
     pft.unlink()
@@ -239,10 +278,12 @@ def pftrace(source: Path, mb: int, work: Path, env: dict[str, str], runs: int) -
     case, size, failed = f"pftrace_{size_name(mb)}", nbytes / 1e6, json_failed or pft_failed
     return [Figure(case, "time / JSON report", pft_t, json_t, "s", size, failed),
             Figure(case, "CPU / JSON report", pft_cpu, json_cpu, "CPU s", size, failed),
-            Figure(case, "peak RSS / JSON report", pft_rss, json_rss, "GB", size, failed)]
+            Figure(case, "peak RSS / JSON report", pft_rss, json_rss, "GB", size, failed),
+            *paired(case, size, pft_runs, prev_runs)]
 
 
-def many_ranks(source: Path, ranks: int, mb: int, work: Path, env: dict[str, str], runs: int) -> list[Figure]:
+def many_ranks(source: Path, ranks: int, mb: int, work: Path, env: dict[str, str], runs: int,
+               base_env: dict[str, str] | None = None) -> list[Figure]:
     """many_ranks_<R>x<size>: the job's report against orjson.loads of one rank file, interleaved."""
     first = work / "rank00.json"
     _, nbytes = build_replica(source, first, mb * MB)
@@ -251,9 +292,11 @@ def many_ranks(source: Path, ranks: int, mb: int, work: Path, env: dict[str, str
         files.append(work / f"rank{r:02d}.json")
         shutil.copyfile(first, files[-1])
     out = work / "report.json"
-    orjson_runs, job_runs = [], []
+    orjson_runs, job_runs, prev_runs = [], [], []
     for _ in range(max(1, runs)):
         orjson_runs.append(measure_cpu([sys.executable, "-c", ORJSON_LOAD, str(first)]))
+        if base_env is not None:
+            prev_runs.append(measure_cpu(job_report_command(files, out, "--no-cache"), env=base_env, cwd=work))
         job_runs.append(measure_cpu(job_report_command(files, out, "--no-cache"), env=env, cwd=work))
     for p in files:
         p.unlink()
@@ -262,7 +305,8 @@ def many_ranks(source: Path, ranks: int, mb: int, work: Path, env: dict[str, str
     case = f"many_ranks_{ranks}x{size_name(mb)}"
     return [Figure(case, "time per rank / orjson.loads of a rank", job_t / ranks, orjson_t, "s", nbytes / 1e6,
                    failed),
-            Figure(case, "peak RSS / a rank file", job_rss, nbytes / 1e9, "GB", nbytes / 1e6, failed)]
+            Figure(case, "peak RSS / a rank file", job_rss, nbytes / 1e9, "GB", nbytes / 1e6, failed),
+            *paired(case, nbytes / 1e6, job_runs, prev_runs)]
 
 
 def release_name() -> tuple[str, str]:
@@ -289,7 +333,11 @@ def main() -> None:
     ap.add_argument("--record", action="store_true", help="write this run's ratios into --recorded for its cases")
     ap.add_argument("--release", default=None, help="release name to record (default: version, branch, commit)")
     ap.add_argument("--workdir", type=Path, default=None, help="where to write (default: a temp dir in /tmp)")
+    ap.add_argument("--baseline", type=Path, default=None,
+                    help="folder holding the previous release's traceanalyzer package: every report paired with it")
     args = ap.parse_args()
+    if args.baseline is not None and not (args.baseline / "traceanalyzer" / "__init__.py").is_file():
+        sys.exit(f"--baseline {args.baseline}: no traceanalyzer package folder in it")
 
     sizes = QUICK_SIZES if args.quick else FULL_SIZES
     source = args.source or largest_kineto_trace(args.corpus)
@@ -304,13 +352,16 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="ta-guard-", dir=base))
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
                TRACEANALYZER_CACHE_DIR=str(work / "cache"))
+    base_env = None if args.baseline is None else dict(
+        env, PYTHONPATH=str(args.baseline.resolve()), TRACEANALYZER_CACHE_DIR=str(work / "cache-baseline"))
     print(f"source: {source} ({source.stat().st_size / 1e6:.1f} MB on disk)", file=sys.stderr)
     figures: list[Figure] = []
     try:
-        for name, step in (("json and gzip", lambda: json_and_gzip(source, sizes["json_mb"], work, env, args.runs)),
-                           ("pftrace", lambda: pftrace(source, sizes["pftrace_mb"], work, env, args.runs)),
+        for name, step in (("json and gzip", lambda: json_and_gzip(source, sizes["json_mb"], work, env, args.runs,
+                                                                    base_env)),
+                           ("pftrace", lambda: pftrace(source, sizes["pftrace_mb"], work, env, args.runs, base_env)),
                            ("many ranks", lambda: many_ranks(source, sizes["ranks"], sizes["rank_mb"], work, env,
-                                                             args.runs))):
+                                                             args.runs, base_env))):
             print(f"measuring {name}...", file=sys.stderr)
             figures += step()
     finally:

@@ -127,3 +127,26 @@ def test_recorded_file_is_written_as_record_writes_it():
     text = (ROOT / "benchmarks" / "recorded.json").read_text()
     assert guard.dump_recorded(json.loads(text)) == text
     assert '"json_1gb": {"time / orjson.loads": 0.1, "peak RSS / file size": 1.0},' in text
+
+
+def _runs(wall: float, cpu: float, rss_gb: float, rc: int = 0) -> list[tuple[float, int, int, float]]:
+    return [(wall, int(rss_gb * 1e9), rc, cpu)]
+
+
+def test_paired_rows_fail_beyond_the_tolerance_and_are_not_recorded():
+    """--baseline: this report against the previous release's in the same run; 20% slower fails at 15%,
+    10% slower passes, and the paired rows never enter the recorded file."""
+    slower = guard.paired("json_1gb", 1061, _runs(12.0, 11.0, 1.0), _runs(10.0, 10.0, 1.0))
+    assert [f.measure for f in slower] == ["time / previous release", "CPU / previous release",
+                                           "peak RSS / previous release"]
+    status, text = judge(json_1gb(0.30) + slower)
+    assert status == 1
+    assert "| json_1gb | time / previous release | 12.0 s | 10.0 s | 1.20x | paired | +20% WORSE |" in text
+    assert "REGRESSION: json_1gb time / previous release = 1.20x (tolerance 15%)" in text
+    assert "CPU / previous release | 11.0 CPU s | 10.0 CPU s | 1.10x | paired | +10% |" in text
+    assert "nothing recorded" not in text
+    status, _ = judge(json_1gb(0.30) + guard.paired("json_1gb", 1061, _runs(11.0, 10.5, 1.0), _runs(10.0, 10.0, 1.0)))
+    assert status == 0
+    assert guard.paired("json_1gb", 1061, _runs(1, 1, 1), []) == []  # no --baseline: no paired rows
+    written = guard.record(RECORDED, json_1gb(0.28) + slower, "next", "abc", "2026-12-02", 2, "quiet")
+    assert set(written["cases"]["json_1gb"]["ratios"]) == {"time / orjson.loads", "peak RSS / file size"}
