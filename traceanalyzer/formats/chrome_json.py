@@ -113,6 +113,14 @@ _LONG_SPACE = re.compile(rb"[ \t\r\n]{65536,}")
 _SPACE_STRIDE = len(_SPACE_RUN) // 2
 
 
+def holds_space_run(block: bytes) -> bool:
+    """Whether `block` holds a run of whitespace long enough that the reader keeps only its first byte
+    (a hostile gzip can hold gigabytes of it): a run of `_SPACE_RUN`, or a block of whitespace alone."""
+    return (_may_hold_space_run(block) and _SPACE_RUN in block) or (
+        len(block) >= len(_SPACE_RUN) and block[:1] in _SPACE_BYTES and block[-1:] in _SPACE_BYTES
+        and not block.strip(_SPACE))
+
+
 def _may_hold_space_run(block: bytes) -> bool:
     """False when `block` cannot hold `_SPACE_RUN`: such a run covers two neighbouring bytes of every
     `_SPACE_STRIDE`-th, so those samples (a few hundred bytes) are searched instead of the block (a
@@ -705,9 +713,7 @@ class StreamReader:
             block = None
         if block is None:
             self.eof = True
-        elif _may_hold_space_run(block) and _SPACE_RUN in block or (
-                len(block) >= len(_SPACE_RUN) and block[:1] in _SPACE_BYTES and block[-1:] in _SPACE_BYTES
-                and not block.strip(_SPACE)):
+        elif holds_space_run(block):
             self._append_squeezed(block)
         else:
             self.buf += block

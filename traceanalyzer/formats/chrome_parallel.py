@@ -31,10 +31,12 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, BinaryIO, Protocol, TypeVar
 
 import msgspec
 
+from ..errors import InputError
 from ._io import iter_input_blocks, plain_file_layout
 from .chrome_json import (
     DECODE_NOTES,
@@ -45,6 +47,7 @@ from .chrome_json import (
     count_newlines,
     decode_span,
     error_at_end,
+    holds_space_run,
     next_skip,
 )
 
@@ -211,6 +214,10 @@ def collect_events(stream: EventStream, factory: Callable[[], C],
     `range_fn` is a module-level function (workers import it by name) that calls `decode_range`."""
     collector = factory()
     layout = plain_file_layout(stream.path) if workers > 1 else None
+    if layout is None and workers > 1:  # gzip: its content spooled to a plain file, when that is safe
+        spooled = spool_gzip(stream)
+        if spooled is not None:
+            return _collect_spooled(stream, spooled, factory, range_fn, workers)
     if layout is None or not PARALLEL_MIN_BYTES <= layout[0] <= stream.max_bytes:
         return _add_all(collector, stream.chunks())
     size, bom = layout
@@ -236,6 +243,96 @@ def collect_events(stream: EventStream, factory: Callable[[], C],
     t.last_newline = last_newline - bom if last_newline >= 0 else -1
     t.more()
     return _add_all(collector, stream.events_from(t))
+
+
+# Gzip files from this compressed size on have their content spooled to a temporary plain file, which the
+# ranges then decode in parallel (a gzip stream can only be inflated from its start, in one process).
+SPOOL_MIN_COMPRESSED_BYTES = 4 * 1024 * 1024
+_SPOOL_DISK_MARGIN = 1024**3  # free disk kept beside the spooled content
+_MEMORY_FILESYSTEMS = ("tmpfs", "ramfs")
+
+
+def spool_gzip(stream: EventStream, min_compressed: int | None = None) -> Path | None:
+    """The content of `stream`'s gzip file in a temporary plain file, or None where streaming is the
+    safer way: a small file, a temporary folder in memory (tmpfs) or short of disk, content holding the
+    long whitespace runs the stream reader squeezes, or anything going wrong (a cut or corrupt stream,
+    the input limit): the caller then streams the file as before, and meets the same errors. The
+    caller removes the file."""
+    floor = SPOOL_MIN_COMPRESSED_BYTES if min_compressed is None else min_compressed
+    try:
+        if os.path.getsize(stream.path) < floor:
+            return None
+    except OSError:
+        return None
+    folder = tempfile.gettempdir()
+    if _in_memory(folder):
+        return None
+    fd, name = tempfile.mkstemp(prefix="traceanalyzer-", suffix=".json", dir=folder)
+    spooled = Path(name)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            for block in iter_input_blocks(stream.path, stream.max_bytes):
+                if holds_space_run(block) or shutil.disk_usage(folder).free < len(block) + _SPOOL_DISK_MARGIN:
+                    raise _NotSpooled
+                out.write(block)
+        return spooled
+    except (_NotSpooled, InputError, OSError, ValueError):
+        spooled.unlink(missing_ok=True)
+        return None
+
+
+class _NotSpooled(Exception):
+    """The content is better streamed than spooled (see `spool_gzip`)."""
+
+
+def _in_memory(folder: str) -> bool:
+    """Whether `folder` lies on a filesystem held in memory (Linux: its mount's type in /proc/self/mounts)."""
+    try:
+        with open("/proc/self/mounts") as fh:
+            mounts = [line.split() for line in fh]
+    except OSError:
+        return False
+    real = os.path.realpath(folder)
+    best, kind = "", ""
+    for fields in mounts:
+        if len(fields) >= 3 and (real == fields[1] or real.startswith(fields[1].rstrip("/") + "/")) \
+                and len(fields[1]) > len(best):
+            best, kind = fields[1], fields[2]
+    return kind in _MEMORY_FILESYSTEMS
+
+
+def _collect_spooled(stream: EventStream, spooled: Path, factory: Callable[[], C],
+                     range_fn: Callable[[RangeTask], RangeResult], workers: int) -> C:
+    """`collect_events` of the spooled content, its errors and state told of the gzip file itself; progress
+    (of the gzip file's bytes) in proportion to the spooled content read."""
+    progress = None
+    if stream.progress is not None:
+        progress = _Scaled(stream.progress, os.path.getsize(stream.path), os.path.getsize(spooled))
+    inner = EventStream(spooled, max_bytes=stream.max_bytes, chunk_bytes=stream.chunk_bytes, progress=progress,
+                        decoder=stream.decoder)
+    try:
+        collected = collect_events(inner, factory, range_fn, workers)
+    except InputError as exc:
+        raise InputError(stream.path, exc.message) from None
+    finally:
+        spooled.unlink(missing_ok=True)
+    stream.header, stream.streamed = inner.header, inner.streamed
+    stream.truncated, stream.array_format = inner.truncated, inner.array_format
+    return collected
+
+
+class _Scaled:
+    """A progress callback of one file's bytes fed with another's, in proportion."""
+
+    def __init__(self, progress: Callable[[int], None], total: int, of: int) -> None:
+        self.progress, self.total, self.of, self.seen, self.told = progress, total, max(1, of), 0, 0
+
+    def __call__(self, n: int) -> None:
+        self.seen += n
+        now = min(self.total, self.seen * self.total // self.of)
+        if now > self.told:
+            self.progress(now - self.told)
+            self.told = now
 
 
 def _add_all(collector: C, chunks: Iterable[list[Any]]) -> C:
