@@ -6,7 +6,7 @@ never imports a reader; a comparison or a gate never imports the analyses).
 The layers, bottom up (docs/architecture.md draws the same picture):
 
     model      timeline, intervals, names, causes, advice_patterns, units, errors, inert, progress, _version,
-               changepoints, ranktest, heap
+               changepoints, ranktest, heap, processes
     readers    formats/, cache
     align      align
     analyses   analyses/
@@ -26,7 +26,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "traceanalyzer"
 
 LAYERS: dict[str, tuple[str, ...]] = {
     "model": ("timeline", "intervals", "names", "causes", "advice_patterns", "units", "errors", "inert", "progress",
-              "_version", "changepoints", "ranktest", "heap"),
+              "_version", "changepoints", "ranktest", "heap", "processes"),
     "readers": ("formats", "cache"),
     "align": ("align",),
     "analyses": ("analyses",),

@@ -305,3 +305,29 @@ def test_a_range_reads_on_after_decoding_without_a_copy(tmp_path):
     res = chrome_parallel.decode_range(task, kineto.TYPED_DECODER, kineto._Collector)
     assert res.complete and res.part.events_read == 21  # the head, then the long event
     assert 77 in np.concatenate(res.part.parts["correlation"]).tolist()
+
+
+
+class _BreakingExecutor(_HereExecutor):
+    """A pool that loses its worker after two ranges: the next hand-out raises BrokenProcessPool at
+    submit, as a real pool does once a worker was killed (out of memory) between hand-outs."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        self.submitted = 0
+
+    def submit(self, fn, *args):
+        from concurrent.futures.process import BrokenProcessPool
+
+        self.submitted += 1
+        if self.submitted > 2:
+            raise BrokenProcessPool("A child process terminated abruptly")
+        return super().submit(fn, *args)
+
+
+def test_a_pool_that_breaks_while_ranges_are_handed_out(tmp_path, monkeypatch, split_small_files):
+    """What the accepted ranges did not reach is streamed here, with the stream's table (no traceback)."""
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(big_tricky_doc()))
+    monkeypatch.setattr(chrome_parallel, "ProcessPoolExecutor", _BreakingExecutor)
+    one, two = read_both(path)
+    assert_same(one, two)

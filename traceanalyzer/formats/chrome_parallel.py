@@ -30,6 +30,7 @@ import tempfile
 from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol, TypeVar
@@ -37,6 +38,7 @@ from typing import Any, BinaryIO, Protocol, TypeVar
 import msgspec
 
 from ..errors import InputError
+from ..processes import processes_allowed
 from ._io import iter_input_blocks, plain_file_layout
 from .chrome_json import (
     DECODE_NOTES,
@@ -233,7 +235,7 @@ def collect_events(stream: EventStream, factory: Callable[[], C],
         stream.progress(at)
     end = size - TAIL_BYTES
     chunk = min(stream.chunk_bytes, RANGE_BYTES)
-    if end - at >= 2 * chunk:
+    if end - at >= 2 * chunk and processes_allowed(workers) > 1:
         tasks = [RangeTask(str(stream.path), lo, min(lo + chunk, end), lo == at, chunk) for lo in range(at, end, chunk)]
         at, lines, last_newline = _run_ranges(tasks, range_fn, workers, collector, stream.progress, lines, last_newline)
     # The rest, streamed here: the last events, the array's end and the keys after it (or a cut).
@@ -386,13 +388,19 @@ def _accept_ranges(tasks: list[RangeTask], range_fn: Callable[[RangeTask], Range
     expected = tasks[0].lo
     nxt = 0
     stopped = False
+    broken = False  # the pool lost a worker: nothing more is handed to it
     try:
         while nxt < len(tasks) and not stopped:
             # Keep every worker fed: ranges done but not merged yet (they wait for their turn) do not
             # count, or a worker would idle while this process decodes a range of its own.
-            while queue and sum(not f.done() for f in running.values()) < _QUEUED_PER_WORKER * (workers - 1):
+            while not broken and queue and \
+                    sum(not f.done() for f in running.values()) < _QUEUED_PER_WORKER * (workers - 1):
                 i = queue.popleft()
-                running[i] = pool.submit(_spilled, range_fn, tasks[i], spill)
+                try:
+                    running[i] = pool.submit(_spilled, range_fn, tasks[i], spill)
+                except BrokenProcessPool:  # a worker lost before this range was handed out
+                    queue.appendleft(i)
+                    broken = True
             front_busy = nxt in running and not running[nxt].done()
             if front_busy and not queue:
                 # Nothing left to hand out: take back the last range a worker has not started (the
@@ -406,12 +414,13 @@ def _accept_ranges(tasks: list[RangeTask], range_fn: Callable[[RangeTask], Range
                 i = queue.pop()  # this process decodes too, from the back, while the front is worked on
                 here[i] = range_fn(tasks[i])
                 continue
+            res: RangeResult | None = None  # none: a worker lost (killed, out of memory): streamed from here
             if nxt in here:
-                res: RangeResult | None = here.pop(nxt)
-            else:
+                res = here.pop(nxt)
+            elif nxt in running:
                 try:
                     res = _unspill(running.pop(nxt).result())
-                except Exception:  # a worker lost (killed, out of memory): stream from here instead
+                except Exception:
                     res = None
             if res is None or res.start != expected:
                 break

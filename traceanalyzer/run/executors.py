@@ -17,6 +17,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
 from ..errors import UsageError
+from ..processes import processes_allowed
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -40,7 +41,7 @@ def map_tasks(fn: Callable[[T], R], tasks: Sequence[T], jobs: int | None = None,
     instead of `fn` when given, e.g. to keep progress callbacks). `on_done(done, total)` after each."""
     if scheduler:
         return _dask(fn, tasks, scheduler, on_done)
-    n = workers(jobs, len(tasks))
+    n = processes_allowed(workers(jobs, len(tasks)))
     if n == 1:
         return _serial(in_process or fn, tasks, on_done)
     return _processes(fn, tasks, n, on_done)
