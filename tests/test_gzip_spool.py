@@ -9,6 +9,11 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
 
 import pytest
 from test_chunked_decode import layouts
@@ -48,7 +53,9 @@ def test_a_spooled_gzip_reads_like_the_stream(tmp_path, spool_small_files, layou
     one, two = both(path)
     assert_same(one, two)
     assert spool_small_files and spool_small_files[0] is not None  # it took the spooled path
-    assert not spool_small_files[0].exists()  # and removed its file
+    assert spool_small_files[0].closed  # and gave its space back
+    if sys.platform.startswith("linux"):
+        assert spool_small_files[0].name is None  # unlinked from the start: a killed process leaves no file
     assert two.sources[0].path == str(path)
 
 
@@ -106,3 +113,47 @@ def test_small_gzip_and_memory_folders_are_streamed(tmp_path, monkeypatch):
         monkeypatch.undo()
         assert chrome_parallel._in_memory("/dev/shm") == any(
             line.split()[1] == "/dev/shm" and line.split()[2] == "tmpfs" for line in open("/proc/self/mounts"))
+
+
+def test_a_killed_read_leaves_nothing_behind(tmp_path):
+    """SIGKILL while the spooled content and a range folder exist (a read killed for memory): no spooled
+    file remains on Linux, and the next read removes the range folder the dead process left."""
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    trace = tmp_path / "t.json.gz"
+    trace.write_bytes(gzip.compress(json.dumps(big_tricky_doc(copies=4)).encode()))
+    script = textwrap.dedent(f"""\
+        import sys, tempfile, time
+        from traceanalyzer.formats import chrome_parallel, kineto
+        spooled = chrome_parallel.spool_gzip(kineto.stream_events({str(trace)!r}), min_compressed=0)
+        tempfile.mkdtemp(prefix=chrome_parallel._TEMP_PREFIX + "ranges-" + str(__import__("os").getpid()) + "-")
+        print(spooled.path, flush=True)
+        time.sleep(60)
+        """)
+    env = dict(os.environ, TMPDIR=str(temp))
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        spooled = proc.stdout.readline().strip()
+        assert spooled, "the script did not spool"
+        left = sorted(p.name for p in temp.iterdir())
+        assert any(n.startswith("traceanalyzer-ranges-") for n in left)
+        if sys.platform.startswith("linux"):
+            assert spooled.startswith("/proc/") and not any(n.endswith(".json") for n in left)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    deadline = time.monotonic() + 10
+    while chrome_parallel._running(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert sorted(p.name for p in temp.iterdir()) == left  # the kill removed nothing itself
+    assert chrome_parallel.sweep_left_behind(str(temp)) == len(left)
+    assert list(temp.iterdir()) == []
+
+
+def test_the_sweep_leaves_running_processes_and_other_names_alone(tmp_path):
+    mine = tmp_path / f"traceanalyzer-ranges-{os.getpid()}-abcd1234"
+    mine.mkdir()
+    other = tmp_path / "traceanalyzer-12-notours.json"  # not a name this package makes
+    other.write_text("{}")
+    assert chrome_parallel.sweep_left_behind(str(tmp_path)) == 0
+    assert mine.exists() and other.exists()

@@ -254,12 +254,46 @@ _SPOOL_DISK_MARGIN = 1024**3  # free disk kept beside the spooled content
 _MEMORY_FILESYSTEMS = ("tmpfs", "ramfs")
 
 
-def spool_gzip(stream: EventStream, min_compressed: int | None = None) -> Path | None:
+@dataclass
+class Spooled:
+    """A gzip file's content in a temporary plain file, opened by `path` here and in the workers. Where the
+    system lets a process reopen its own descriptors (Linux: /proc/<pid>/fd/<n>), the file loses its name
+    as soon as it is made, so a process killed mid-read (out of memory, SIGKILL) leaves nothing on disk;
+    elsewhere it keeps its name until `close`. `close` gives the space back either way."""
+
+    path: Path
+    fd: int
+    name: Path | None  # the file's name while it has one
+    closed: bool = False
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        os.close(self.fd)
+        if self.name is not None:
+            self.name.unlink(missing_ok=True)
+
+
+def _unnamed(fd: int, name: Path) -> Spooled:
+    """The temporary file `name` (open as `fd`) reached through its descriptor and unlinked, where that
+    works; else kept by its name."""
+    by_fd = Path(f"/proc/{os.getpid()}/fd/{fd}")
+    try:
+        if os.path.samestat(os.stat(by_fd), os.fstat(fd)):
+            os.unlink(name)
+            return Spooled(by_fd, fd, None)
+    except OSError:
+        pass
+    return Spooled(name, fd, name)
+
+
+def spool_gzip(stream: EventStream, min_compressed: int | None = None) -> Spooled | None:
     """The content of `stream`'s gzip file in a temporary plain file, or None where streaming is the
     safer way: a small file, a temporary folder in memory (tmpfs) or short of disk, content holding the
     long whitespace runs the stream reader squeezes, or anything going wrong (a cut or corrupt stream,
     the input limit): the caller then streams the file as before, and meets the same errors. The
-    caller removes the file."""
+    caller closes it."""
     floor = SPOOL_MIN_COMPRESSED_BYTES if min_compressed is None else min_compressed
     try:
         if os.path.getsize(stream.path) < floor:
@@ -269,18 +303,72 @@ def spool_gzip(stream: EventStream, min_compressed: int | None = None) -> Path |
     folder = tempfile.gettempdir()
     if _in_memory(folder):
         return None
-    fd, name = tempfile.mkstemp(prefix="traceanalyzer-", suffix=".json", dir=folder)
-    spooled = Path(name)
+    sweep_left_behind(folder)
+    fd, name = tempfile.mkstemp(prefix=f"{_TEMP_PREFIX}{os.getpid()}-", suffix=".json", dir=folder)
+    spooled = _unnamed(fd, Path(name))
     try:
-        with os.fdopen(fd, "wb") as out:
+        with os.fdopen(fd, "wb", closefd=False) as out:
             for block in iter_input_blocks(stream.path, stream.max_bytes):
                 if holds_space_run(block) or shutil.disk_usage(folder).free < len(block) + _SPOOL_DISK_MARGIN:
                     raise _NotSpooled
                 out.write(block)
         return spooled
     except (_NotSpooled, InputError, OSError, ValueError):
-        spooled.unlink(missing_ok=True)
+        spooled.close()
         return None
+    except BaseException:
+        spooled.close()
+        raise
+
+
+# Temporary files and folders of a read start with this and the process id: what a killed process left
+# behind is removed by the next read (`sweep_left_behind`).
+_TEMP_PREFIX = "traceanalyzer-"
+
+
+def sweep_left_behind(folder: str | None = None) -> int:
+    """Remove the spooled files and range folders (`_TEMP_PREFIX`<pid>-...) that processes of this user no
+    longer running left in the temporary folder (killed mid-read); the number removed."""
+    folder = folder or tempfile.gettempdir()
+    removed = 0
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return 0
+    for entry in entries:
+        pid = _owner_pid(entry.name)
+        if pid is None or _running(pid):
+            continue
+        try:
+            if entry.stat(follow_symlinks=False).st_uid != os.getuid():
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path)
+            else:
+                os.unlink(entry.path)
+            removed += 1
+        except OSError:
+            continue
+    return removed
+
+
+_LEFT_BEHIND = re.compile(rf"{_TEMP_PREFIX}(?:ranges-)?(\d+)-[a-z0-9_]{{8}}(?:\.json)?")
+
+
+def _owner_pid(name: str) -> int | None:
+    m = _LEFT_BEHIND.fullmatch(name)
+    return int(m.group(1)) if m else None
+
+
+def _running(pid: int) -> bool:
+    """Whether a process `pid` exists (one of another user counts as running: never touched)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
 
 
 class _NotSpooled(Exception):
@@ -303,21 +391,21 @@ def _in_memory(folder: str) -> bool:
     return kind in _MEMORY_FILESYSTEMS
 
 
-def _collect_spooled(stream: EventStream, spooled: Path, factory: Callable[[], C],
+def _collect_spooled(stream: EventStream, spooled: Spooled, factory: Callable[[], C],
                      range_fn: Callable[[RangeTask], RangeResult], workers: int) -> C:
     """`collect_events` of the spooled content, its errors and state told of the gzip file itself; progress
     (of the gzip file's bytes) in proportion to the spooled content read."""
     progress = None
     if stream.progress is not None:
-        progress = _Scaled(stream.progress, os.path.getsize(stream.path), os.path.getsize(spooled))
-    inner = EventStream(spooled, max_bytes=stream.max_bytes, chunk_bytes=stream.chunk_bytes, progress=progress,
+        progress = _Scaled(stream.progress, os.path.getsize(stream.path), os.fstat(spooled.fd).st_size)
+    inner = EventStream(spooled.path, max_bytes=stream.max_bytes, chunk_bytes=stream.chunk_bytes, progress=progress,
                         decoder=stream.decoder)
     try:
         collected = collect_events(inner, factory, range_fn, workers)
     except InputError as exc:
         raise InputError(stream.path, exc.message) from None
     finally:
-        spooled.unlink(missing_ok=True)
+        spooled.close()
     stream.header, stream.streamed = inner.header, inner.streamed
     stream.truncated, stream.array_format = inner.truncated, inner.array_format
     return collected
@@ -352,7 +440,8 @@ def _run_ranges(tasks: list[RangeTask], range_fn: Callable[[RangeTask], RangeRes
     accepted ranges reach, with the newlines before it and the last one's offset."""
     # "spawn": safe although this process may run threads (the progress ticker), which fork is not.
     pool = ProcessPoolExecutor(max_workers=workers - 1, mp_context=multiprocessing.get_context("spawn"))
-    spill = tempfile.mkdtemp(prefix="traceanalyzer-ranges-")
+    sweep_left_behind()
+    spill = tempfile.mkdtemp(prefix=f"{_TEMP_PREFIX}ranges-{os.getpid()}-")
     try:
         return _accept_ranges(tasks, range_fn, workers, collector, progress, lines, last_newline, pool, spill)
     finally:
