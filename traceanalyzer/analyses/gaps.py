@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -30,6 +31,7 @@ from ..names import name_flags
 from ..timeline import Timeline
 from . import figures as F
 from . import host as H
+from ._beside import beside
 from .graphs import replay_spans
 from .operators import Critical
 from .thresholds import (
@@ -390,27 +392,36 @@ def startup_before(tl: Timeline, rank: int, host: H.HostActivity, before_ns: int
 
 
 def rank_causes(tl: Timeline, rank: int, window: F.Window, st: F.Steps,
-                devices: list[tuple[int, F.Window, int, iv.IntervalSet]]) -> RankCauses:
-    """The rank's gap attribution; `devices`: (device, window, exposed communication ns, idle set) each."""
-    host = H.host_activity(tl, rank)
+                devices: list[tuple[int, F.Window, int, iv.IntervalSet]],
+                host: H.HostActivity | None = None) -> RankCauses:
+    """The rank's gap attribution; `devices`: (device, window, exposed communication ns, idle set) each;
+    `host`: the rank's `host_activity` when already made."""
+    host = host if host is not None else H.host_activity(tl, rank)
     periodic = periodic_steps(st)
     attributed = [attribute_device(tl, rank, d, w, host, st, periodic, comm, idle) for d, w, comm, idle in devices]
-    exposed = per_step_exposed(tl, rank, attributed, st)
-    per_step = tuple(StepCauses(int(n), c, e) for n, c, e in zip(st.number, per_step_by_cause(attributed, st), exposed))
-    evidence = causes_evidence(host, attributed)
+
+    def the_rest() -> tuple[Any, ...]:
+        exposed = per_step_exposed(tl, rank, attributed, st)
+        per_step = tuple(StepCauses(int(n), c, e)
+                         for n, c, e in zip(st.number, per_step_by_cause(attributed, st), exposed))
+        shares = H.host_shares(F.dataloader_union(tl, rank), st.start_ns, st.end_ns, window.start_ns,
+                               window.end_ns, host, st.number, H.other_threads(tl, rank, host))
+        # one-off start-up before the window: before the first step, or without steps the first GPU work
+        before = (startup_before(tl, rank, host, min(w.start_ns for _, w, _, _ in devices))
+                  if devices and all(w.basis in ("steps", "gpu_activity") for _, w, _, _ in devices) else 0)
+        waits, records = event_calls(tl, rank)
+        kind = workload(tl, rank)
+        serving = serving_phases(tl, rank) if kind != "training" else None  # backward or optimizer: no serving loop
+        if serving is not None:  # a serving loop is inference however few its ops
+            kind = "inference"
+        return per_step, shares, before, waits, records, kind, serving, top_gaps(attributed, host, st)
+
+    # the evidence behind each cause (the longest part) beside the rest
+    evidence, (per_step, shares, before, waits, records, kind, serving, top) = beside(
+        lambda: causes_evidence(host, attributed), the_rest)
     n_copies, first_copy = H.sync_copy_calls(host)
-    shares = H.host_shares(F.dataloader_union(tl, rank), st.start_ns, st.end_ns, window.start_ns, window.end_ns,
-                           host, st.number, H.other_threads(tl, rank, host))
-    # one-off start-up before the window: before the first step, or without steps the first GPU work
-    before = (startup_before(tl, rank, host, min(w.start_ns for _, w, _, _ in devices))
-              if devices and all(w.basis in ("steps", "gpu_activity") for _, w, _, _ in devices) else 0)
-    waits, records = event_calls(tl, rank)
-    kind = workload(tl, rank)
-    serving = serving_phases(tl, rank) if kind != "training" else None  # backward or optimizer: no serving loop
-    if serving is not None:  # a serving loop is inference however few its ops
-        kind = "inference"
     return RankCauses(host.threads, host.basis, periodic, tuple(attributed), per_step,
-                      top_gaps(attributed, host, st), evidence, H.blocking_calls(host), n_copies, first_copy,
+                      top, evidence, H.blocking_calls(host), n_copies, first_copy,
                       shares, before, kind, waits, records, serving)
 
 

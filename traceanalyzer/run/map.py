@@ -110,6 +110,7 @@ class FileOutput:
 
 def analyze_file(task: RankTask, progress: Callable[[int], None] | None = None) -> FileOutput:
     """Read, figure and diagnose one rank file (runs in a worker): a compact FileOutput."""
+    from ..analyses import set_threads
     from ..formats import ReadOptions, read_file
     from ..heap import return_freed_memory
 
@@ -120,7 +121,12 @@ def analyze_file(task: RankTask, progress: Callable[[int], None] | None = None) 
     except InputError as exc:  # returned, not raised: combine decides (skip or stop), and says it
         return FileOutput(task.path, error_path=exc.path, error_message=exc.message)
     return_freed_memory()  # what reading freed, before the figures allocate theirs
-    return analyze_rank_timeline(tl, o, task.path)
+    # the cores the file was read with (a job of one file in this process) serve its figures too
+    set_threads(task.decode_workers)
+    try:
+        return analyze_rank_timeline(tl, o, task.path)
+    finally:
+        set_threads(1)
 
 
 def analyze_rank_timeline(tl: Timeline, options: AnalysisOptions, path: str = "") -> FileOutput:
