@@ -551,10 +551,12 @@ def _rank_names(ev: pd.DataFrame, lo: int, hi: int, sync: bool = False) -> tuple
 
 
 class _GapCover:
-    """One device's gaps as seen from each of the host's events: `at_start`/`at_end` the last gap starting
-    at or before the event's start/end (-1: none), the gap's cause code there, and how far into that gap
-    the start/end lies (`part_*`, clipped to the gap). Found once per device and shared by every cause:
-    a cause's time inside an event is then two look-ups of its running gap total (`inside`)."""
+    """One device's gaps as seen from each of the host's events: `at_start`/`at_end` one past the last gap
+    starting at or before the event's start/end (0: none; int32), the gap's cause code there (-1: none), and
+    how far into that gap the start/end lies (`part_*`, clipped to the gap). Found once per device and shared
+    by every cause: a cause's time inside an event is then two look-ups of its running gap total (`inside`).
+    Kept small (18 bytes per host event and side): it lives beside the host table while every cause is
+    looked at."""
 
     def __init__(self, host: H.HostActivity, g: GapSet) -> None:
         ts = host.events["ts_ns"].to_numpy()
@@ -569,36 +571,35 @@ class _GapCover:
         g = self.gaps
         at = np.searchsorted(g.start_ns, t, side="right") - 1
         if not len(lengths):
-            return at, np.full(len(t), -1, dtype=np.int16), np.zeros(len(t), dtype=np.int64)
+            return (np.zeros(len(t), dtype=np.int32), np.full(len(t), -1, dtype=np.int16),
+                    np.zeros(len(t), dtype=np.int64))
         safe = np.maximum(at, 0)
         part = g.start_ns[safe]
         np.subtract(t, part, out=part)
         np.clip(part, 0, lengths[safe], out=part)
         cause = self.codes[safe].astype(np.int16)
+        del safe
         outside = at < 0
         cause[outside] = -1
         part[outside] = 0
-        return at, cause, part
+        at += 1
+        return at.astype(np.int32), cause, part
 
     def inside(self, code: int, rows: np.ndarray | None) -> tuple[np.ndarray, int]:
         """Each event's time inside this device's gaps of cause `code` (events `rows`, all when None), and
         the cause's total idle time on the device."""
         g = self.gaps
         lengths = np.where(self.codes == code, g.end_ns - g.start_ns, 0)
-        before = np.r_[np.int64(0), np.cumsum(lengths)]  # the cause's time in the gaps before each gap
+        # at position k + 1: the cause's time in the gaps before gap k; at 0: none (no gap before the event)
+        before = np.r_[np.int64(0), np.int64(0), np.cumsum(lengths)]
 
         def pick(values: np.ndarray) -> np.ndarray:
             return values if rows is None else values[rows]
 
-        at_end, at_start = pick(self.at_end), pick(self.at_start)
-        out = before[np.maximum(at_end, 0)]
-        out[at_end < 0] = 0
-        covered_start = before[np.maximum(at_start, 0)]
-        covered_start[at_start < 0] = 0
-        out -= covered_start
-        del covered_start
-        out += np.where(pick(self.cause_end) == code, pick(self.part_end), 0)
-        out -= np.where(pick(self.cause_start) == code, pick(self.part_start), 0)
+        out = before[pick(self.at_end)]
+        out -= before[pick(self.at_start)]
+        np.add(out, pick(self.part_end), out=out, where=pick(self.cause_end) == code)
+        np.subtract(out, pick(self.part_start), out=out, where=pick(self.cause_start) == code)
         return out, int(lengths.sum())
 
 
