@@ -342,6 +342,10 @@ def main() -> None:
     sizes = QUICK_SIZES if args.quick else FULL_SIZES
     source = args.source or largest_kineto_trace(args.corpus)
     base = args.workdir or Path(tempfile.gettempdir())
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        sys.exit(f"--workdir {base}: cannot make it ({exc.strerror or exc})")
     need = max(int(sizes["json_mb"] * 1.5), sizes["ranks"] * sizes["rank_mb"]) * MB
     free = shutil.disk_usage(base).free
     if free < need + 2 * 1024**3:

@@ -27,14 +27,19 @@ def figure_threads_ran() -> bool:
     return any(t.name.startswith("traceanalyzer-figures") for t in threading.enumerate())
 
 
-@pytest.mark.parametrize("path", SAMPLE_TRACES, ids=lambda p: p.name)
-def test_samples_alike_in_one_and_two_threads(path):
+# the samples in the fast set; the real traces (the corpus) marked slow
+CASES = [pytest.param(p, id=p.name) for p in SAMPLE_TRACES] + [
+    pytest.param(p, id=p.parent.name + "/" + p.name, marks=pytest.mark.slow) for p in kineto_corpus_files()[:60]]
+
+
+@pytest.mark.parametrize("path", CASES)
+def test_alike_in_one_and_two_threads(path):
     try:
         one, two = both(path)
     except ta.InputError:
-        pytest.skip("not a trace the report reads (a sample of a bad input)")
+        pytest.skip("not a trace the report reads (a sample of a bad input, a look-alike the corpus keeps)")
     assert one == two
-    assert one["ranks"], "the sample has ranks"
+    assert one["ranks"]
 
 
 def test_the_second_thread_ran_and_the_jobs_1_run_used_none(monkeypatch):
@@ -51,16 +56,6 @@ def test_the_second_thread_ran_and_the_jobs_1_run_used_none(monkeypatch):
     ta.analyze(SAMPLES / "input_bound.json", ta.Options(jobs=2, cache=False))
     assert len(calls) == 2 and figure_threads_ran()  # the host activity and the causes' evidence
     assert _beside.threads() == 1  # the caller's thread is left as it was
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("path", kineto_corpus_files()[:60], ids=lambda p: p.parent.name + "/" + p.name)
-def test_real_traces_alike_in_one_and_two_threads(path):
-    try:
-        one, two = both(path)
-    except ta.InputError:
-        pytest.skip("not a trace (a look-alike the corpus keeps)")
-    assert one == two
 
 
 def test_an_error_on_either_side_is_raised():

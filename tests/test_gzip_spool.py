@@ -21,6 +21,7 @@ from test_parallel_decode import CHUNK, assert_same, big_tricky_doc
 
 from traceanalyzer.errors import InputError
 from traceanalyzer.formats import ReadOptions, chrome_parallel, kineto
+from traceanalyzer.processes import pid_alive
 
 
 @pytest.fixture
@@ -143,7 +144,7 @@ def test_a_killed_read_leaves_nothing_behind(tmp_path):
         proc.send_signal(signal.SIGKILL)
         proc.wait()
     deadline = time.monotonic() + 10
-    while chrome_parallel._running(proc.pid) and time.monotonic() < deadline:
+    while pid_alive(proc.pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert sorted(p.name for p in temp.iterdir()) == left  # the kill removed nothing itself
     assert chrome_parallel.sweep_left_behind(str(temp)) == len(left)

@@ -100,6 +100,49 @@ def test_an_unguarded_script_gets_its_answer_in_one_process(tmp_path):
     assert one["steps"] == two["steps"] == COPIES * steps_in_sample()
 
 
+def test_a_package_run_with_dash_m_keeps_its_processes(tmp_path):
+    """`python -m pkg` runs pkg/__main__.py, which a spawned worker never runs again (multiprocessing skips
+    `*.__main__`): its top-level call keeps the cores, as `python -m traceanalyzer report` does."""
+    path = big_trace(tmp_path)
+    package = tmp_path / "userpkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "__main__.py").write_text(PRELUDE + f"print(json.dumps(figures({str(path)!r})))\n")
+    env = dict(os.environ, PYTHONWARNINGS="default")
+    run = subprocess.run([sys.executable, "-m", "userpkg"], capture_output=True, text=True, cwd=tmp_path, env=env,
+                         timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert "RuntimeWarning" not in run.stderr
+    assert json.loads(run.stdout)["ranges"] > 10
+
+
+@pytest.mark.parametrize(("spec_name", "file_name", "source", "want_unguarded"), [
+    (None, "script.py", "found = check()\n", True),
+    (None, "script.py", "if __name__ == '__main__':\n    found = check()\n", False),
+    ("traceanalyzer.__main__", "__main__.py", "found = check()\n", False),  # `python -m traceanalyzer`
+    ("tool.cli", "cli.py", "found = check()\n", True),  # `python -m tool.cli`: a worker runs it again
+    (None, "ipython.py", "found = check()\n", False)])
+def test_which_main_modules_a_worker_runs_again(tmp_path, monkeypatch, spec_name, file_name, source, want_unguarded):
+    """The decision mirrors multiprocessing's spawn: the main module's top-level code runs in a worker unless
+    it is a package's `__main__` run with -m (or IPython's launcher)."""
+    import importlib.machinery
+    import types
+
+    from traceanalyzer.processes import unguarded_main_call
+
+    path = tmp_path / file_name
+    path.write_text(source)
+    main = types.ModuleType("__main__")
+    main.__file__ = str(path)
+    main.__spec__ = importlib.machinery.ModuleSpec(spec_name, None) if spec_name else None
+    main.check = unguarded_main_call
+    monkeypatch.setitem(sys.modules, "__main__", main)
+    exec(compile(source, str(path), "exec"), vars(main))
+    assert (vars(main).get("found") == (str(path), 1)) is want_unguarded
+    if not want_unguarded:
+        assert vars(main).get("found", None) is None
+
+
 def test_a_job_of_ranks_in_an_unguarded_script(tmp_path):
     """Two rank files (the rank pool's path): the same figures in one process, no 'ended abruptly' error."""
     ranks = tmp_path / "ranks"

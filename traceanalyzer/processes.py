@@ -13,6 +13,7 @@ guarded scripts are not affected (a spawned worker runs nothing of theirs).
 from __future__ import annotations
 
 import ast
+import os
 import sys
 import warnings
 from functools import cache
@@ -28,6 +29,13 @@ def unguarded_main_call() -> tuple[str, int] | None:
     path = getattr(main, "__file__", None)
     if main is None or not isinstance(path, str):
         return None  # an interactive session, `python -c`, a notebook: a worker imports no script
+    # What a spawned worker skips (multiprocessing.spawn): a package's `__main__` run with `python -m`
+    # (`python -m traceanalyzer`), and IPython's launcher.
+    name = getattr(getattr(main, "__spec__", None), "name", None)
+    if name is not None and (name == "__main__" or name.endswith(".__main__")):
+        return None
+    if os.path.splitext(os.path.basename(path))[0] == "ipython":
+        return None
     frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         if frame.f_code.co_name == "<module>" and frame.f_globals is vars(main):
@@ -86,4 +94,15 @@ def processes_allowed(wanted: int) -> int:
     return 1
 
 
-__all__ = ["processes_allowed", "unguarded_main_call"]
+def pid_alive(pid: int) -> bool:
+    """Whether a process `pid` exists on this machine (one of another user counts: it is not ours to judge)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+__all__ = ["pid_alive", "processes_allowed", "unguarded_main_call"]

@@ -38,7 +38,7 @@ from typing import Any, BinaryIO, Protocol, TypeVar
 import msgspec
 
 from ..errors import InputError
-from ..processes import processes_allowed
+from ..processes import pid_alive, processes_allowed
 from ._io import iter_input_blocks, plain_file_layout
 from .chrome_json import (
     DECODE_NOTES,
@@ -337,7 +337,7 @@ def sweep_left_behind(folder: str | None = None) -> int:
         return 0
     for entry in entries:
         pid = _owner_pid(entry.name)
-        if pid is None or _running(pid):
+        if pid is None or pid_alive(pid):
             continue
         try:
             if entry.stat(follow_symlinks=False).st_uid != os.getuid():
@@ -358,17 +358,6 @@ _LEFT_BEHIND = re.compile(rf"{_TEMP_PREFIX}(?:ranges-)?(\d+)-[a-z0-9_]{{8}}(?:\.
 def _owner_pid(name: str) -> int | None:
     m = _LEFT_BEHIND.fullmatch(name)
     return int(m.group(1)) if m else None
-
-
-def _running(pid: int) -> bool:
-    """Whether a process `pid` exists (one of another user counts as running: never touched)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True
-    return True
 
 
 class _NotSpooled(Exception):

@@ -41,6 +41,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ..processes import pid_alive
 from ..units import format_bytes
 from .settings import Settings
 from .store import Claim, Store
@@ -60,16 +61,6 @@ BOOTSTRAP = ("import ctypes,os,sys\n"
              "if os.getppid() != int(sys.argv[2]): os._exit(1)\n"
              "from traceanalyzer.serve.jobs import child_main\n"
              "sys.exit(child_main(sys.argv[1]))\n")
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def new_worker_id() -> str:
