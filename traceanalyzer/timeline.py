@@ -439,13 +439,16 @@ class Timeline:
     def gpu_work(self, rank: int) -> pd.DataFrame:
         """The rank's GPU work rows (GPU_WORK_KINDS), selected once per events table: figures ask for
         them per device and per kind, and each fresh selection would scan millions of host rows."""
+        derived = self._derived
         if self._derived_of is not self.events:
-            self._derived, self._derived_of = {}, self.events
+            derived = {}
+            self._derived, self._derived_of = derived, self.events
         key = ("gpu_work", rank)
-        if key not in self._derived:
+        got = derived.get(key)
+        if got is None:  # two analyses in two threads may both make it: the same rows either way
             ev = self.rank_events(rank)
-            self._derived[key] = ev[category_mask(ev["kind"], GPU_WORK_KINDS)]
-        return self._derived[key]
+            got = derived[key] = ev[category_mask(ev["kind"], GPU_WORK_KINDS)]
+        return got  # type: ignore[no-any-return]
 
     def device_indices(self, rank: int) -> list[int]:
         """Devices of a rank that have GPU work, sorted."""
