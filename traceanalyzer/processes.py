@@ -87,10 +87,11 @@ def processes_allowed(wanted: int) -> int:
         return wanted
     if where not in _warned:
         _warned.add(where)
-        warnings.warn(
+        # told at the script's own line (the line to move), not somewhere inside traceanalyzer
+        warnings.warn_explicit(
             f"traceanalyzer ran in one process instead of {wanted}: {where[0]}, line {where[1]}, calls it at the "
             f"script's top level, which every worker process would run again; put the call under "
-            f"`if __name__ == \"__main__\":` to use {wanted} processes", RuntimeWarning, stacklevel=3)
+            f"`if __name__ == \"__main__\":` to use {wanted} processes", RuntimeWarning, where[0], where[1])
     return 1
 
 
