@@ -331,6 +331,9 @@ def sweep_left_behind(folder: str | None = None) -> int:
     longer running left in the temporary folder (killed mid-read); the number removed."""
     folder = folder or tempfile.gettempdir()
     removed = 0
+    uid = getattr(os, "getuid", None)
+    if uid is None:  # no owners to compare (Windows): nothing is removed
+        return 0
     try:
         entries = list(os.scandir(folder))
     except OSError:
@@ -340,7 +343,7 @@ def sweep_left_behind(folder: str | None = None) -> int:
         if pid is None or pid_alive(pid):
             continue
         try:
-            if entry.stat(follow_symlinks=False).st_uid != os.getuid():
+            if entry.stat(follow_symlinks=False).st_uid != uid():
                 continue
             if entry.is_dir(follow_symlinks=False):
                 shutil.rmtree(entry.path)
