@@ -7,7 +7,8 @@ process before the current process has finished its bootstrapping phase"), and t
 traceback. So the calls that would start processes first look at where they were called from: from a
 top-level statement of the main script that is not under that test, the work is done in this one
 process, and a warning says how to get the cores back. Interactive sessions, `python -c`, notebooks and
-guarded scripts are not affected (a spawned worker runs nothing of theirs).
+guarded scripts are not affected (a spawned worker runs nothing of theirs). `pid_alive` is the one check of
+whether a process still runs (the service's claims, the temporary files a killed read left).
 """
 
 from __future__ import annotations
