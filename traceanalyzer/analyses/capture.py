@@ -37,6 +37,9 @@ from .figures import Steps, Window
 
 # CUDA / HIP runtime and driver calls (other accelerators' runtimes, e.g. MTIA's, launch no GPU work).
 _GPU_RUNTIME = re.compile(r"^(cuda|cu[A-Z]|hip)")
+# ... those that put work on a GPU (kernel and graph launches, copies, memsets); the rest (device queries,
+# stream and event set-up, allocation, synchronisation) run with or without any GPU work.
+GPU_WORK_CALL = re.compile(r"^(cuda|cu|hip)\w*(Launch|Memcpy|Memset)", re.IGNORECASE)
 # A stretch of a truncated file's CUDA record (runtime calls and GPU work) this share of the host's
 # capture long, with host operators running in it, was lost with the cut (a whole record's quiet
 # stretches, such as the host preparing a batch, are a few percent of it).
@@ -47,7 +50,7 @@ CUT_HOLE_MIN_SHARE = 0.05
 class CaptureFigures:
     gpus_listed: int  # GPUs the trace's header lists (visible ones, used or not)
     truncated: str  # how the file was cut off; "" when it was read to its end
-    launches: int  # host CUDA/HIP runtime calls with a correlation id (launches and copies whose GPU side has an id)
+    launches: int  # host CUDA/HIP calls that put work on a GPU (launches, copies, memsets) with a correlation id
     gpu_events: int  # GPU events (kernels, copies, memsets, GPU-side ranges) of the rank, anywhere in the trace
     gpu_end_ns: int | None  # end of the last GPU work event (None: none)
     host_end_ns: int | None  # end of the last host event (None: none)
@@ -55,6 +58,7 @@ class CaptureFigures:
     cut_ns: int | None = None  # truncated: the CUDA record is complete only before this time (None: whole)
     host_start_ns: int | None = None  # start of the first host event (None: none)
     kept_from_ns: int | None = None  # truncated: ... and only from this time (None: from the capture's start)
+    gpu_runtime_calls: int = 0  # host CUDA/HIP runtime calls with a correlation id, device queries included
 
     @property
     def lost_after_cut_ns(self) -> int:
@@ -104,10 +108,13 @@ def capture_figures(tl: Timeline, rank: int) -> CaptureFigures:
     # GPU-side annotations (a CUPTI range-profiler capture records GPU work only as ranges) are activity too
     on_gpu = work | (kind == T.GPU_ANNOTATION).to_numpy()
     names = ev["name"]
-    gpu_call = np.array([bool(_GPU_RUNTIME.match(str(n))) for n in names.cat.categories], dtype=bool)
+    categories = [str(n) for n in names.cat.categories]
+    gpu_call = np.array([bool(_GPU_RUNTIME.match(n)) for n in categories], dtype=bool)
+    work_call = np.array([bool(GPU_WORK_CALL.match(n)) for n in categories], dtype=bool)
     codes = names.cat.codes.to_numpy()
-    runtime = ((kind == T.RUNTIME).to_numpy() & (ev["correlation"].to_numpy() != -1)
-               & np.r_[gpu_call, False][codes])
+    traced = (kind == T.RUNTIME).to_numpy() & (ev["correlation"].to_numpy() != -1)
+    runtime = traced & np.r_[gpu_call, False][codes]
+    launched = traced & np.r_[work_call, False][codes]
     host = ~T.category_mask(kind, T.DEVICE_KINDS) & (kind != T.TRACE_SPAN).to_numpy()
     ts = ev["ts_ns"].to_numpy()
     ends = ts + ev["dur_ns"].to_numpy()
@@ -123,12 +130,11 @@ def capture_figures(tl: Timeline, rank: int) -> CaptureFigures:
         keys = (np.where(work[record], device, -1), stream)
         st = F.steps(tl, rank)
         longest_step = int((st.end_ns - st.start_ns).max()) if len(st) else None
-        launched = _launch_times(ev, work, record)
         span = kept_span(ts[record], ends[record], np.sort(ts[ops]), host_start, host_end, keys, longest_step,
-                         launched)
+                         _launch_times(ev, work, record))
     return CaptureFigures(
         gpus_listed=int(info.gpus_listed), truncated=truncated,
-        launches=int(runtime.sum()), gpu_events=int(on_gpu.sum()),
+        launches=int(launched.sum()), gpu_events=int(on_gpu.sum()), gpu_runtime_calls=int(runtime.sum()),
         gpu_end_ns=int(ends[work].max()) if work.any() else None,
         host_end_ns=host_end, gpu_api=info.gpu_api, cut_ns=span[1] if span else None, host_start_ns=host_start,
         kept_from_ns=span[0] if span and host_start is not None and span[0] > host_start else None)

@@ -243,6 +243,15 @@ ADVICE: dict[str, dict[str, tuple[str, ...]]] = {
     "cpu_no_gpu": {  # CPU-only captures (no GPU listed) only: never said when GPUs are listed but silent
         PYTORCH: ("If a GPU is available, move the model and batches to it.",),
     },
+    "model_on_cpu": {  # a GPU was listed and the runtime traced, and no GPU work was launched
+        PYTORCH: ("The GPU sat unused: move the model and every batch to it (model.to('cuda'), "
+                  "batch.to('cuda', non_blocking=True) with pin_memory=True in the DataLoader), create new tensors "
+                  "on it (device='cuda'), and check that the script picks it (torch.cuda.is_available(), "
+                  "CUDA_VISIBLE_DEVICES, a `device` argument left at 'cpu').",),
+        TENSORFLOW: ("The GPU sat unused: check tf.config.list_physical_devices('GPU') in the run and that no "
+                     "tf.device('/CPU:0') scope holds the model.",),
+        GENERIC: ("The GPU sat unused: place the model and its inputs on the GPU.",),
+    },
     "cpu_optimizer": {
         PYTORCH: ("The optimizer's step takes a share of every step: use a fused or foreach optimizer "
                   "(torch.optim.AdamW(foreach=True)) and zero_grad(set_to_none=True).",),

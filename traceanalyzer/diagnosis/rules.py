@@ -60,9 +60,11 @@ from .thresholds import (
     GPU_BOUND_MAX_SAVING_SHARE,
     HEALTHY_BUSY_SHARE,
     HOST_INPUT_BOUND_SHARE,
+    MATERIAL_MIN_SHARE,
     MIN_BUSY_SHARE,
     MIN_GPU_EVENTS,
     ROBUST_MIN_STEPS,
+    SATURATED_BUSY_SHARE,
     SEVERITY_HIGH_SHARE,
     SEVERITY_MEDIUM_SHARE,
     STARTUP_DOMINATED_MIN_SHARE,
@@ -249,6 +251,15 @@ def rank_savings(ra: RankAnalysis, lost: LostTime, include_warmup: bool = False)
 # Causes a busy GPU (BUSY_NEVER_HOST_SHARE) is never said to be bound by: host work between launches,
 # launching and synchronising stall only a GPU that has little else to do.
 HOST_SIDE_CAUSES = (C.LAUNCH, C.HOST_COMPUTE, C.SYNC)
+# Causes whose lost time is not idle time (copies and communication with no compute beside them): the only
+# ones a saturated GPU (SATURATED_BUSY_SHARE) can still be bound by.
+EXPOSED_CAUSES = (C.MEMCPY, C.COMMUNICATION)
+
+
+def material(cost_ns: int, span_ns: int) -> bool:
+    """Whether a cost is material against the span it is weighed against (MATERIAL_MIN_SHARE): the one
+    test every verdict that names a cause passes."""
+    return span_ns > 0 and cost_ns >= MATERIAL_MIN_SHARE * span_ns
 
 
 def within_headline_max(v: RankVerdict) -> RankVerdict:
@@ -278,11 +289,15 @@ def _causes(ra: RankAnalysis) -> RankCauses:
 
 
 def verdict(ra: RankAnalysis, lost: LostTime, findings: tuple[Finding, ...], include_warmup: bool,
-            saved: dict[str, S.Saving] | None = None) -> RankVerdict:
+            saved: dict[str, S.Saving] | None = None, after_startup: bool = False) -> RankVerdict:
     """The primary verdict: the steady-state cause whose removal would save the most (the median step's
     projected shortening), unless no cause saves much and the GPU is busy (gpu_bound), start-up
     dominates, or there is too little GPU work to judge (the host loop's verdict). A CPU-only capture (no
-    GPU listed, none active) gets the host loop's own verdict (cpu_*)."""
+    GPU listed, or no GPU work launched while the runtime was traced) gets the host loop's own verdict
+    (cpu_*). Every cause named, start-up included, is material (`material`); a GPU saturated after
+    start-up (SATURATED_BUSY_SHARE) is bound only by copies or communication with nothing beside them.
+    When start-up dominates, the verdict of the rest of the capture (`after_startup`: start-up never
+    dominates) leads the findings, with its own figures and advice."""
     c = _causes(ra)
     st = _steps(ra)
     framework = ra.framework
@@ -290,10 +305,15 @@ def verdict(ra: RankAnalysis, lost: LostTime, findings: tuple[Finding, ...], inc
     lost_by_cause = lost.lost_by_cause
     if not c.devices:
         q = Quoted()
-        cpu_only = ra.gpus_listed == 0 and not ra.range_profiler
+        cpu_only = (ra.gpus_listed == 0 or no_gpu_work_launched(ra)) and not ra.range_profiler
         host_primary, host_findings, host_line = _host_verdict(c.host_shares, framework, q, cpu_only)
         if cpu_only:  # a CPU-only capture: the host loop's verdict is the verdict
             why = "a CPU-only capture"
+            if ra.gpus_listed:  # a GPU was there and the runtime traced: the model ran on the CPU, say so first
+                why = cpu_run_words(ra)
+                host_findings = (Finding(MODEL_ON_CPU, None, "The model ran on the CPU; the GPU sat unused", "high",
+                                         0, 0.0, (why[0].upper() + why[1:] + ".",),
+                                         advice_for(MODEL_ON_CPU, framework)), *host_findings)
             return RankVerdict(host_primary or UNDETERMINED, host_primary, why,
                                f"{host_line} ({why})." if host_line else why + ".", host_findings, c.host_shares,
                                quoted=q)
@@ -315,12 +335,16 @@ def verdict(ra: RankAnalysis, lost: LostTime, findings: tuple[Finding, ...], inc
     steady_window = max(window_ns - warmup_ns, 1)
     # start-up outweighs the steady state's whole loss (not merely its largest cause: splitting a loss into
     # finer causes must not make start-up dominate)
-    startup_dominates = (startup_ns > steady_total
-                         and startup_ns >= STARTUP_DOMINATED_MIN_SHARE * (lost_ns + c.startup_before_ns))
+    # ... and is material against the capture from its first event (a 2 ms set-up before 600 ms of
+    # saturated GEMMs is real and beside the point)
+    startup_dominates = (not after_startup and startup_ns > steady_total
+                         and startup_ns >= STARTUP_DOMINATED_MIN_SHARE * (lost_ns + c.startup_before_ns)
+                         and material(startup_ns, window_ns + c.startup_before_ns))
     n_gpu = sum(d.gpu_events for d in ra.devices)
     q = Quoted()
     unseen = c.unseen_wait_ns
-    if unseen and unseen >= UNSEEN_WAIT_MIN_SHARE * (lost_ns + c.startup_before_ns) and not startup_dominates:
+    if (unseen and unseen >= UNSEEN_WAIT_MIN_SHARE * (lost_ns + c.startup_before_ns) and material(unseen, window_ns)
+            and not startup_dominates):
         return _unseen_verdict(c, unseen, lost_ns, window_ns, findings, q, f"{duration(lost_ns)} of GPU time lost")
     # Busy share of the window once one-off start-up is set apart: a capture of the first
     # iterations is judged on what follows them, and one that is mostly start-up says so.
@@ -344,18 +368,41 @@ def verdict(ra: RankAnalysis, lost: LostTime, findings: tuple[Finding, ...], inc
                           f"steady-state GPU time lost {percent(steady_total / steady_window)} of the window "
                           f"(< {percent(GPU_BOUND_MAX_LOST_SHARE)})", warmup_steps=warm, startup_ns=int(startup_ns))
     if startup_dominates:
+        rest = verdict(ra, lost, findings, include_warmup, saved, after_startup=True)
+        if rest.primary not in (UNDETERMINED, STARTUP_DOMINATED):
+            findings = (steady_state_finding(rest, startup_ns), *findings)
         return RankVerdict(
             STARTUP_DOMINATED, None,
             f"one-off start-up costs lose {duration(startup_ns)}, more than the steady state's "
             f"{duration(steady_total)}{before}",
-            _startup_headline(startup_ns, lost_ns + c.startup_before_ns, warmup, c.evidence.get(C.STARTUP, ()), q),
+            _startup_headline(startup_ns, lost_ns + c.startup_before_ns, window_ns + c.startup_before_ns, warmup,
+                              c.evidence.get(C.STARTUP, ()), q),
             findings, runner_up=ranked[0],
             runner_up_share=round(steady[ranked[0]] / lost_ns, 4) if lost_ns else None,
             confidence="clear" if startup_ns >= CLEAR_MARGIN * steady_total else "close",
             warmup_steps=warm, startup_ns=int(startup_ns), quoted=q)
-    # A busy GPU is never host-, launch- or sync-bound: those causes stall only a GPU with little to do.
+    # A busy GPU is never host-, launch- or sync-bound: those causes stall only a GPU with little to do; a
+    # saturated one is bound by no idle cause at all; and no cause is named that costs nothing material.
     barred = busy_share >= BUSY_NEVER_HOST_SHARE
-    eligible = [x for x in ranked if not (barred and x in HOST_SIDE_CAUSES)]
+    saturated = busy_share >= SATURATED_BUSY_SHARE
+
+    def why_not(x: str) -> str | None:
+        if saturated and x not in EXPOSED_CAUSES:
+            return f"the GPU is busy {percent(busy_share)} (>= {percent(SATURATED_BUSY_SHARE)})"
+        if barred and x in HOST_SIDE_CAUSES:
+            return f"the GPU is busy {percent(busy_share)} (>= {percent(BUSY_NEVER_HOST_SHARE)})"
+        if not (material(steady[x], steady_window) or saved[x].share >= MATERIAL_MIN_SHARE):
+            return f"it loses under {percent(MATERIAL_MIN_SHARE)}"
+        return None
+
+    eligible = [x for x in ranked if why_not(x) is None]
+    if not eligible:
+        held = [x for x in ranked if steady[x] > 0][:4] or ranked[:1]
+        return _gpu_bound(ra, window_ns, idle_ns, framework, findings,
+                          f"GPU busy {percent(busy_share)} of the window and no cause can be named: "
+                          + "; ".join(f"{x} not counted ({duration(steady[x])}): {why_not(x)}" for x in held),
+                          warmup_steps=warm, startup_ns=int(startup_ns)) \
+            if busy_share >= HEALTHY_BUSY_SHARE else _spread_verdict(c, lost, findings, q, warm, int(startup_ns))
     top = eligible[0]
     if top == C.UNKNOWN and steady_total > 0:
         explained = next((x for x in eligible[1:] if saved[x].saving_ns >= saved[top].saving_ns / CLEAR_MARGIN
@@ -369,9 +416,8 @@ def verdict(ra: RankAnalysis, lost: LostTime, findings: tuple[Finding, ...], inc
                  warmup_steps=warm, startup_ns=int(startup_ns))
     top_save = saved[top]
     if top_save.share < GPU_BOUND_MAX_SAVING_SHARE and busy_share >= HEALTHY_BUSY_SHARE:
-        blocked = (f"; {', '.join(x for x in ranked[:ranked.index(top)] if x in HOST_SIDE_CAUSES)} not counted: "
-                   f"the GPU is busy {percent(busy_share)} (>= {percent(BUSY_NEVER_HOST_SHARE)})"
-                   if ranked[0] != top and barred else "")
+        skipped = [f"; {x} not counted: {why_not(x)}" for x in ranked[:ranked.index(top)] if why_not(x) is not None]
+        blocked = "".join(skipped)
         return _gpu_bound(ra, window_ns, idle_ns, framework, findings,
                           f"GPU busy {percent(busy_share)} of the window and no cause would shorten "
                           f"{S.basis_words(top_save)} by {percent(GPU_BOUND_MAX_SAVING_SHARE)} or more (largest: "
@@ -561,13 +607,14 @@ def robust_lost_by_cause(per_step: tuple[StepCauses, ...], warmup: np.ndarray, l
     return steady
 
 
-def _startup_headline(startup_ns: int, lost_ns: int, warmup: np.ndarray, spent: tuple[Evidence, ...],
-                      q: Quoted) -> str:
+def _startup_headline(startup_ns: int, lost_ns: int, capture_ns: int, warmup: np.ndarray,
+                      spent: tuple[Evidence, ...], q: Quoted) -> str:
     """Start-up dominates: its one number (time lost to one-off start-up costs, start-up calls plus the
-    warm-up steps) and where it went, names cut to keep the headline short; all names in `q.detail`."""
+    warm-up steps) against the capture it lies in (`capture_ns`: the window and the start-up before it)
+    and the GPU time lost, names cut to keep the headline short; all names in `q.detail`."""
     steps = f" in the first {len(warmup)} warm-up step{'s' if len(warmup) != 1 else ''}" if len(warmup) else ""
-    share = q.ns(startup_ns, "startup_us", lost_ns, "lost_us")
-    head = f"One-off start-up costs lose {duration(startup_ns)} ({share} of the {duration(lost_ns)} of GPU time lost)"
+    of_capture = q.ns(startup_ns, "startup_us", capture_ns, "capture_us")
+    head = f"One-off start-up costs lose {duration(startup_ns)} of the {duration(capture_ns)} capture ({of_capture})"
     tail = ": profile steady-state steps."
     names = [e.name for e in spent[:3]]
     headline = f"{head}{steps}{tail}"
@@ -576,12 +623,67 @@ def _startup_headline(startup_ns: int, lost_ns: int, warmup: np.ndarray, spent: 
         if len(with_names) <= HEADLINE_MAX - 40:  # room for a job's "Rank N, ..." prefix
             headline = with_names
             break
-    q.detail = ("Start-up costs: idle time while the host ran start-up calls"
+    q.detail = (f"GPU time lost in all (start-up included): {duration(lost_ns)}. Start-up costs: idle time while the "
+                "host ran start-up calls"
                 + (f" ({', '.join(names)})" if names else "")
                 + (f", plus all time lost{steps}" if steps else "")
                 + f"; {duration(startup_ns)} in all, more than any steady-state cause loses. Steps after "
                   f"start-up show the training loop's own bottleneck.")
     return headline
+
+
+def _spread_verdict(c: RankCauses, lost: LostTime, findings: tuple[Finding, ...], q: Quoted,
+                    warm: tuple[int, ...], startup_ns: int) -> RankVerdict:
+    """Undetermined: a GPU not busy enough to be gpu_bound whose lost time is spread over causes none of
+    which is material (`material`): no one change would set the pace."""
+    share = q.ns(lost.lost_ns, "lost_us", lost.window_ns, "window_us", **AS_TABLES)
+    why = f"the GPU time lost is spread over causes none of which loses {percent(MATERIAL_MIN_SHARE)} of the window"
+    return RankVerdict(UNDETERMINED, None, why,
+                       f"Undetermined: the GPU loses {duration(lost.lost_ns)} ({share} of the "
+                       f"{duration(lost.window_ns)} window), spread over causes none of which loses "
+                       f"{percent(MATERIAL_MIN_SHARE)} of it.", findings, c.host_shares, warmup_steps=warm,
+                       startup_ns=startup_ns, quoted=q)
+
+
+STEADY_STATE = "steady_state"
+
+
+def steady_state_finding(rest: RankVerdict, startup_ns: int) -> Finding:
+    """The verdict of the capture after its one-off start-up (`rest`), as a finding with that verdict's own
+    figures and advice: what to change once start-up is out of the way."""
+    label = C.VERDICT_BY_ID[rest.primary].label if rest.primary in C.VERDICT_BY_ID else rest.primary
+    lead = next((f for f in rest.findings if f.id == rest.primary), None)
+    said = label[0].lower() + label[1:] if label[1:2].islower() else label
+    evidence = [f"After the one-off start-up ({duration(startup_ns)}), the rest of the capture is {said}: "
+                f"{rest.headline}"]
+    figures, shares = dict(rest.quoted.figures), list(rest.quoted.shares)
+    if lead is not None and lead.evidence and lead.evidence[0] == rest.headline:  # the lead's further lines
+        n = lead.evidence[0].count("%")
+        evidence += lead.evidence[1:]
+        figures.update(lead.figures)
+        shares += lead.shares[n:]
+    advice = lead.advice if lead is not None else advice_for(rest.primary, "", "")
+    return Finding(STEADY_STATE, None, f"After start-up: {label}", "medium", lead.explains_ns if lead else 0, 0.0,
+                   tuple(evidence), advice, figures=figures, shares=tuple(shares))
+
+
+MODEL_ON_CPU = "model_on_cpu"
+
+
+def no_gpu_work_launched(ra: RankAnalysis) -> bool:
+    """The runtime was traced (GPU runtime calls recorded) and launched no GPU work: the model ran on the
+    CPU though a GPU was there (device queries only)."""
+    c = ra.capture
+    return c is not None and c.gpu_events == 0 and c.launches == 0 and c.gpu_runtime_calls > 0 and not c.truncated
+
+
+def cpu_run_words(ra: RankAnalysis) -> str:
+    """Why a capture with a GPU listed is judged as a CPU run."""
+    c = ra.capture
+    calls = c.gpu_runtime_calls if c is not None else 0
+    listed = f"{ra.gpus_listed} GPU{'s' if ra.gpus_listed != 1 else ''} listed"
+    return (f"the model ran on the CPU: {listed}, no GPU work launched; the {calls} GPU runtime "
+            f"call{'s' if calls != 1 else ''} traced are device queries and set-up, no kernel launch or copy")
 
 
 # --- findings ------------------------------------------------------------------------------------------

@@ -12,6 +12,16 @@ from __future__ import annotations
 # first calls, evidence) are figures' and live in analyses/thresholds.py.
 
 # --- verdict --------------------------------------------------------------------------------------
+# Materiality: a cause (start-up included) is named as the verdict only when what it costs is at least
+# this share of the span it is weighed against (the capture from its first event for start-up, the
+# window for a steady cause, else the median step for its projected saving). Below it the cause is real
+# but not what sets the run's pace, and what the GPU does with the rest decides the verdict. XProf and
+# the TensorBoard plugin call 5% of the step "moderately" input-bound; less is noise beside run-to-run
+# variation (seed 004: two captures of one setting differ by several percent).
+MATERIAL_MIN_SHARE = 0.05
+# A GPU busy at least this share of its window after start-up is gpu_bound whatever the split of the idle
+# time left: at most 5% could be won back by any fix of the idle time.
+SATURATED_BUSY_SHARE = 0.95
 # Warm-up steps: leading steps at least this many times the median step (first iterations).
 WARMUP_STEP_FACTOR = 2.0
 # Too little GPU work to judge (tiny test traces, graph capture, GPU left unused): fewer GPU

@@ -1,0 +1,118 @@
+"""Verdicts that weigh what a cause costs (issue 43): materiality, start-up then the steady state, and a
+model run on the CPU beside a GPU. Synthetic traces with known answers; the same rules are checked on every
+real trace by the invariants (tests/test_invariants.py) and the verdict benchmark."""
+
+from __future__ import annotations
+
+import pytest
+from kineto_builder import KinetoTrace
+
+import traceanalyzer as ta
+from traceanalyzer.diagnosis.thresholds import MATERIAL_MIN_SHARE, SATURATED_BUSY_SHARE
+
+GEMM = "ampere_fp16_s16816gemm_fp16_128x128"
+
+
+def _gemms(t: KinetoTrace, start_us: float, n: int, dur_us: float, gap_us: float, name: str = GEMM) -> float:
+    ts = start_us
+    for _ in range(n):
+        t.launched(ts, 10, ts + 20, dur_us, name=name, op="aten::mm")
+        ts += dur_us + gap_us
+    return ts
+
+
+@pytest.mark.parametrize("with_step", [True, False])
+def test_a_short_setup_before_saturated_gemms_is_not_start_up(tmp_path, with_step):
+    """Five back-to-back 117 ms GEMMs after 2.3 ms of host set-up (a first cudaMalloc): the set-up is real
+    but 0.4% of the capture, under MATERIAL_MIN_SHARE: the GPU, busy > 99%, is the verdict."""
+    t = KinetoTrace()
+    if with_step:
+        t.step(1, 0, 2300 + 5 * 117025 + 50)
+    t.host("aten::mm", 10, 2300)
+    t.runtime("cudaMalloc", 20, 2200, correlation=900)
+    _gemms(t, 2300, 5, 117000, 25)
+    a = ta.analyze(t.write(tmp_path / "gemm.json"))
+    r = a.ranks[0].diagnosis
+    assert a.diagnosis.primary == "gpu_bound"
+    assert 1 - r.idle_us / r.window_us >= SATURATED_BUSY_SHARE
+    assert 2300 / (r.window_us + 2300) < MATERIAL_MIN_SHARE  # the rule's premise, measured
+    assert "start-up" not in a.diagnosis.headline.lower()
+
+
+def test_a_material_start_up_leads_and_the_steady_state_follows(tmp_path):
+    """A 320 ms first call (cudaFree inside the first aten::linear) before 40 fp32 GEMMs 81% busy: start-up
+    is the verdict (25% of the capture), and the rest's own verdict (gpu_bound, FP32 on the tensor cores'
+    side) leads the findings with its own advice."""
+    t = KinetoTrace()
+    t.host("aten::linear", 0, 321000)
+    t.runtime("cudaFree", 100, 320000, correlation=900)
+    _gemms(t, 320200, 40, 20000, 4700, name="sgemm_128x64_nn")
+    a = ta.analyze(t.write(tmp_path / "lazy.json"))
+    d = a.diagnosis
+    assert d.primary == "startup_dominated"
+    assert "320.0 ms of the" in d.headline and "capture" in d.headline  # said against the capture, not the loss
+    first = d.findings[0]
+    assert first.id == "steady_state"
+    assert "GPU busy 81.4% of the window" in first.evidence[0]
+    assert any("FP32 matrix kernels" in e for e in first.evidence)
+    assert any("TF32" in x or "bf16" in x for x in first.advice)
+    # every percentage of the finding has its figures
+    assert sum(e.count("%") for e in first.evidence) == len(first.shares)
+
+
+def test_a_model_run_on_the_cpu_beside_a_gpu_says_so(tmp_path):
+    """The runtime was traced (device queries with correlation ids), no kernel launch or copy: the model ran
+    on the CPU. Not "GPU events missing"."""
+    t = KinetoTrace()
+    for i, q in enumerate(["cudaGetDeviceCount", "cudaGetDevice", "cudaDeviceGetAttribute"] * 2):
+        t.runtime(q, i * 10, 2, correlation=100 + i)
+    ts = 100
+    for _ in range(300):
+        t.host("aten::addmm", ts, 500)
+        ts += 510
+    a = ta.analyze(t.write(tmp_path / "cpu.json"))
+    d = a.diagnosis
+    assert d.primary == "cpu_compute_bound"
+    ids = [f.id for f in d.findings]
+    assert ids[0] == "model_on_cpu" and "capture_incomplete" not in ids
+    assert "6 GPU runtime calls" in d.findings[0].evidence[0]
+    assert any("model.to('cuda')" in x for x in d.findings[0].advice)
+
+
+def test_launches_without_kernels_are_events_missing_not_a_cpu_run(tmp_path):
+    t = KinetoTrace()
+    ts = 100
+    for i in range(50):
+        t.host("aten::add", ts, 500)
+        t.runtime("cudaLaunchKernel", ts + 10, 5, correlation=200 + i)
+        ts += 510
+    a = ta.analyze(t.write(tmp_path / "lost.json"))
+    d = a.diagnosis
+    assert d.primary == "undetermined"
+    assert d.findings[0].id == "capture_incomplete"
+    assert "50 GPU launches" in d.findings[0].evidence[0]
+
+
+def test_a_cause_under_the_materiality_line_is_never_the_verdict(tmp_path):
+    """8 steps, the GPU 88% busy: 12% idle split between a DataLoader wait (3%), host work between launches
+    (4.5%) and a synchronisation (4%): the DataLoader, the one cause a GPU this busy could still be bound by, loses
+    under MATERIAL_MIN_SHARE of the window, so no cause is named and the reason says why."""
+    t = KinetoTrace()
+    s = 0.0
+    for i in range(8):
+        t.step(i, s, 10000)
+        t.dataloader(s, 300)
+        t.launched(s + 300, 5, s + 310, 4000, op="aten::mm")
+        t.host("aten::index", s + 4315, 440)
+        t.launched(s + 4755, 5, s + 4760, 2000, op="aten::mm")
+        t.host("aten::item", s + 4765, 2395)
+        t.runtime("cudaStreamSynchronize", s + 4770, 1990)
+        t.launched(s + 7160, 5, s + 7165, 2830, op="aten::mm")
+        s += 10000
+    a = ta.analyze(t.write(tmp_path / "spread.json"))
+    r = a.ranks[0].diagnosis
+    busy = 1 - r.idle_us / r.window_us
+    assert 0.85 < busy < 0.9, r.idle_by_cause_us
+    assert 0 < r.idle_by_cause_us["dataloader"] < MATERIAL_MIN_SHARE * r.window_us
+    assert a.diagnosis.primary == "gpu_bound"
+    assert "dataloader not counted (2.5 ms): it loses under" in r.reason
