@@ -116,3 +116,23 @@ def test_a_cause_under_the_materiality_line_is_never_the_verdict(tmp_path):
     assert 0 < r.idle_by_cause_us["dataloader"] < MATERIAL_MIN_SHARE * r.window_us
     assert a.diagnosis.primary == "gpu_bound"
     assert "dataloader not counted (2.5 ms): it loses under" in r.reason
+
+
+def test_a_stall_every_fifth_step_costs_its_mean_not_the_median_step(tmp_path):
+    """20 steps of 10 ms compute; every step copies its batch (a 400 us exposed HtoD copy); every 5th step
+    the DataLoader stalls 8 ms (4 of 20 steps). The median step holds no stall, but the stall costs 1.6 ms per
+    step on average, four times the copy: the run is input-bound, not memcpy-bound."""
+    t = KinetoTrace()
+    s = 0.0
+    for i in range(20):
+        wait = 8000.0 if i % 5 == 4 else 20.0
+        t.step(i, s, wait + 10_450)
+        t.dataloader(s, wait)
+        c = s + wait
+        t.launched(c, 5, c + 10, 400, name="Memcpy HtoD (Pinned -> Device)", cat="gpu_memcpy", op="aten::copy_")
+        t.launched(c + 15, 5, c + 420, 10_000, op="aten::mm")
+        s += wait + 10_450
+    a = ta.analyze(t.write(tmp_path / "periodic.json"))
+    r = a.ranks[0].diagnosis
+    assert a.diagnosis.primary == "input_bound", (r.reason, r.idle_by_cause_us)
+    assert "mean step" in r.reason

@@ -585,7 +585,7 @@ def robust_lost_by_cause(per_step: tuple[StepCauses, ...], warmup: np.ndarray, l
                          in_warmup: dict[str, int]) -> dict[str, int]:
     """Lost time by cause for the verdict: warm-up steps left out; with ROBUST_MIN_STEPS steady steps,
     each cause's idle is its median per-step idle x the steady steps (one long gap cannot decide),
-    except periodic stalls, which are rare by nature and counted in full. The medians of several causes
+    except stalls that recur in some steps (periodic stalls, `savings.recurring`), counted in full. The medians of several causes
     can add up to more than was lost (each cause's median step is another step): the causes are then
     scaled down together, so the steady-state time lost never exceeds the time measured (nor the window)."""
     steady = {c: lost[c] - in_warmup[c] for c in C.CAUSES}
@@ -595,9 +595,10 @@ def robust_lost_by_cause(per_step: tuple[StepCauses, ...], warmup: np.ndarray, l
     measured = max(sum(steady.values()), 0)
     idle_total = {c: sum(per_step[i].idle_by_cause[c] for i in keep) for c in C.CAUSES}
     for c in C.CAUSES:
-        if c == C.CHECKPOINT:
+        values = np.array([per_step[i].idle_by_cause[c] for i in keep], dtype=np.float64)
+        if c == C.CHECKPOINT or S.recurring(values):
             continue
-        median = float(np.median([per_step[i].idle_by_cause[c] for i in keep]))
+        median = float(np.median(values))
         # idle outside any step stays as measured; inside steps the median per step stands for each
         steady[c] = int(steady[c] - idle_total[c] + median * len(keep))
     steady = {c: max(v, 0) for c, v in steady.items()}

@@ -10,8 +10,10 @@ already queued (`device_dependency`) is no host cause's, so removing a host caus
 Per steady step (warm-up steps left out) and cause: its lost time x in the step (idle of that cause,
 plus exposed copies for memcpy and exposed communication for communication), averaged over the rank's
 devices. The saving is median(step) - median(step - x): a step with a DataLoader wait of W in every
-step saves exactly W, and no cause saves more than its largest per-step time. Periodic stalls, rare by
-nature, are counted on the mean step (their total / the steps), and so is every cause with fewer than
+step saves exactly W, and no cause saves more than its largest per-step time. Stalls that recur in some
+steps only (`recurring`: a DataLoader that stalls every Nth step, a checkpoint every 100) cost their mean,
+not the median step's nothing, and are counted on the mean step (their total / the steps); a single long
+stall in one step stays on the median, so it cannot decide alone. So is every cause with fewer than
 ROBUST_MIN_STEPS steady steps (a median of two or three steps would ignore a step that holds most of the
 capture, as the rest of the diagnosis does not). Without steps, the capture window stands for one step.
 """
@@ -25,7 +27,7 @@ import numpy as np
 from .. import causes as C
 from ..analyses.figures import Steps
 from ..analyses.gaps import StepCauses
-from .thresholds import ROBUST_MIN_STEPS
+from .thresholds import RECURRING_MIN_STEPS, RECURRING_SKEW, ROBUST_MIN_STEPS
 
 MEDIAN_STEP = "median_step"
 MEAN_STEP = "mean_step"
@@ -54,8 +56,21 @@ def savings(per_step: tuple[StepCauses, ...], st: Steps, warmup: np.ndarray, los
     for c in C.CAUSES:
         x = np.array([per_step[i].idle_by_cause.get(c, 0) + per_step[i].exposed_by_cause.get(c, 0)
                       for i in range(n)], dtype=np.float64)
-        out[c] = saving_of(c, x, st, warmup, lost_by_cause.get(c, 0), window_ns, n_devices, mean=c == C.CHECKPOINT)
+        keep = np.setdiff1d(np.arange(n), warmup)
+        out[c] = saving_of(c, x, st, warmup, lost_by_cause.get(c, 0), window_ns, n_devices,
+                           mean=c == C.CHECKPOINT or recurring(x[keep]))
     return out
+
+
+def recurring(per_step: np.ndarray) -> bool:
+    """Whether a cause's per-step time is a stall that recurs in some steps only: its mean is at least
+    RECURRING_SKEW x its median (the median step does not show it) and at least RECURRING_MIN_STEPS steps
+    hold half its largest value or more (not one long stall). Such a cause costs its mean per step."""
+    x = np.asarray(per_step, dtype=np.float64)
+    if len(x) < ROBUST_MIN_STEPS or not x.any():
+        return False
+    large = int((x >= 0.5 * x.max()).sum())
+    return float(x.mean()) >= RECURRING_SKEW * float(np.median(x)) and large >= RECURRING_MIN_STEPS
 
 
 def saving_of(what: str, per_step: np.ndarray, st: Steps, warmup: np.ndarray, total_ns: int, window_ns: int,

@@ -35,6 +35,12 @@ MIN_BUSY_SHARE = 0.01
 # at least this share of all GPU time lost, or for this share of the device-side waits when they would name
 # the verdict: the verdict is undetermined, since what held it up was not measured.
 UNSEEN_WAIT_MIN_SHARE = 0.5
+# A cause's stall recurs in some steps only (diagnosis/savings.py `recurring`: a DataLoader stalling every
+# Nth step, periodic evaluation) when its mean per step is at least this multiple of its median ...
+RECURRING_SKEW = 2.0
+# ... and at least this many steady steps hold half its largest stall or more (one long stall is no pattern).
+# Such a cause costs its mean per step in the verdict and its saving, not the median step's.
+RECURRING_MIN_STEPS = 2
 # A cause wins the verdict clearly when its lost time is at least this multiple of the runner-up's.
 CLEAR_MARGIN = 1.5
 # With at least this many steady steps, a cause's lost time for the verdict is its median per-step
