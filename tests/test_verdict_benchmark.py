@@ -24,8 +24,9 @@ from traceanalyzer.diagnosis import VERDICTS
 BENCH = ROOT / "benchmarks" / "verdicts"
 TABLE = BENCH / "TABLE.tsv"
 FETCHED = Path(os.environ.get("TRACEANALYZER_FETCHED", CORPUS.parent / "corpus_fetched"))
-COLUMNS = ["id", "origin", "file", "source_repo", "commit", "source_path", "source_says", "gpu_framework", "truth",
+COLUMNS = ["id", "category", "origin", "file", "source_repo", "commit", "source_path", "source_says", "gpu_framework", "truth",
            "expected", "acceptable", "must_not", "known_miss"]
+CATEGORIES = ("training", "inference", "serving", "micro-benchmark", "cpu", "multi-rank", "logs")
 SLOW_BYTES = 200_000  # rows with a larger file run with the full suite only
 
 
@@ -84,10 +85,11 @@ def test_verdict(row):
 def test_table_is_well_formed():
     with TABLE.open(newline="") as f:
         assert next(csv.reader(f, delimiter="\t")) == COLUMNS
-    assert len(ROWS) >= 30
+    assert len(ROWS) >= 100
     assert len({r["id"] for r in ROWS}) == len(ROWS)
     for r in ROWS:
         assert r["origin"] in ("corpus", "fetched"), r["id"]
+        assert r["category"] in CATEGORIES, r["id"]
         assert r["truth"] and r["source_says"] and r["source_repo"] and r["file"], r["id"]
         named = {r["expected"]} | _split(r["acceptable"]) | _split(r["must_not"])
         assert named <= set(VERDICTS), (r["id"], named - set(VERDICTS))

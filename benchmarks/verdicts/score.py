@@ -4,8 +4,10 @@
     python benchmarks/verdicts/score.py --docs       # also rewrite the section in docs/diagnosis.md
 
 A row is right when the analyzer's primary verdict is the expected one or an acceptable alternative,
-and wrong otherwise (a must-not verdict is always wrong). Rows whose files are absent are listed as
-"absent" and left out of the accuracy. The section of `docs/diagnosis.md` between the
+and wrong otherwise (a must-not verdict is always wrong; an input refused with an error is wrong too, and
+shown as `refused`). Rows whose files are absent are listed as "absent" and left out of the accuracy,
+which is given in all and per category (the table's `category` column: training, inference, serving,
+micro-benchmark, cpu, multi-rank, logs). The section of `docs/diagnosis.md` between the
 `<!-- verdict-accuracy: begin -->` and `<!-- verdict-accuracy: end -->` lines is this script's output.
 """
 
@@ -37,11 +39,18 @@ def must_not(row: dict[str, str]) -> set[str]:
     return {v for v in row["must_not"].split(",") if v}
 
 
+REFUSED = "refused"
+
+
 def verdict_of(files: list[Path]) -> str:
+    """The primary verdict, or REFUSED when the analyzer refuses the input with its one-line error."""
     import traceanalyzer as ta
 
     inputs = files[0] if len(files) == 1 else files
-    return ta.analyze(inputs).diagnosis.primary
+    try:
+        return ta.analyze(inputs).diagnosis.primary
+    except ta.TraceAnalyzerError:
+        return REFUSED
 
 
 def _cell(text: str) -> str:
@@ -59,14 +68,22 @@ def score() -> tuple[list[tuple[dict[str, str], str | None, bool | None]], str]:
         results.append((row, got, got in accepted(row) and got not in must_not(row)))
     judged = [r for r in results if r[2] is not None]
     right = sum(1 for r in judged if r[2])
-    lines = [f"Today: **{right} of {len(judged)} right** ({right / max(len(judged), 1):.0%}).", "",
-             "| id | source | truth (from the raw events and the source) | expected (or) | today | |",
-             "|---|---|---|---|---|---|"]
+    lines = [f"Today: **{right} of {len(judged)} right** ({right / max(len(judged), 1):.0%}) of "
+             f"{len(results)} real traces and logs ({len(results) - len(judged)} absent here).", "",
+             "| category | rows | judged | right | accuracy |", "|---|---|---|---|---|"]
+    for cat in sorted({r[0]["category"] for r in results}):
+        of = [r for r in results if r[0]["category"] == cat]
+        j = [r for r in of if r[2] is not None]
+        ok = sum(1 for r in j if r[2])
+        lines.append(f"| {cat} | {len(of)} | {len(j)} | {ok} | {ok / len(j):.0%} |" if j
+                     else f"| {cat} | {len(of)} | 0 | 0 | – |")
+    lines += ["", "| id | category | source | truth (from the raw events and the source) | expected (or) | today | |",
+              "|---|---|---|---|---|---|---|"]
     for row, got, ok in results:
         alt = ", ".join(v for v in row["acceptable"].split(",") if v)
         exp = f"`{row['expected']}`" + (f" ({_cell(alt)})" if alt else "")
         mark = "absent" if ok is None else ("right" if ok else "**wrong**")
-        lines.append(f"| {row['id']} | {row['source_repo']} | {_cell(row['truth'])} | {exp} | "
+        lines.append(f"| {row['id']} | {row['category']} | {row['source_repo']} | {_cell(row['truth'])} | {exp} | "
                      f"`{got or '-'}` | {mark} |")
     misses = [(row, got) for row, got, ok in results if ok is False]
     if misses:

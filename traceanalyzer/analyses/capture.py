@@ -40,6 +40,10 @@ _GPU_RUNTIME = re.compile(r"^(cuda|cu[A-Z]|hip)")
 # ... those that put work on a GPU (kernel and graph launches, copies, memsets); the rest (device queries,
 # stream and event set-up, allocation, synchronisation) run with or without any GPU work.
 GPU_WORK_CALL = re.compile(r"^(cuda|cu|hip)\w*(Launch|Memcpy|Memset)", re.IGNORECASE)
+# Host operators that run only with a GPU (cuDNN / MIOpen kernels' ATen ops, cuBLAS calls, NCCL
+# collectives' ranges): a capture holding them ran on a GPU, recorded or not. `cudnn_is_acceptable` is
+# asked on the CPU too.
+GPU_ONLY_OP = re.compile(r"^aten::_?(cudnn|miopen)_(?!is_acceptable)|cublas|^nccl:", re.IGNORECASE)
 # A stretch of a truncated file's CUDA record (runtime calls and GPU work) this share of the host's
 # capture long, with host operators running in it, was lost with the cut (a whole record's quiet
 # stretches, such as the host preparing a batch, are a few percent of it).
@@ -59,6 +63,7 @@ class CaptureFigures:
     host_start_ns: int | None = None  # start of the first host event (None: none)
     kept_from_ns: int | None = None  # truncated: ... and only from this time (None: from the capture's start)
     gpu_runtime_calls: int = 0  # host CUDA/HIP runtime calls with a correlation id, device queries included
+    gpu_only_ops: int = 0  # host operators that run only with a GPU (GPU_ONLY_OP): cuDNN convolutions, NCCL ranges
 
     @property
     def lost_after_cut_ns(self) -> int:
@@ -115,6 +120,9 @@ def capture_figures(tl: Timeline, rank: int) -> CaptureFigures:
     traced = (kind == T.RUNTIME).to_numpy() & (ev["correlation"].to_numpy() != -1)
     runtime = traced & np.r_[gpu_call, False][codes]
     launched = traced & np.r_[work_call, False][codes]
+    gpu_op = np.array([bool(GPU_ONLY_OP.search(n)) for n in categories], dtype=bool)
+    host_op = T.category_mask(kind, (T.CPU_OP, T.ANNOTATION))
+    gpu_only_ops = int((host_op & np.r_[gpu_op, False][codes]).sum())
     host = ~T.category_mask(kind, T.DEVICE_KINDS) & (kind != T.TRACE_SPAN).to_numpy()
     ts = ev["ts_ns"].to_numpy()
     ends = ts + ev["dur_ns"].to_numpy()
@@ -135,6 +143,7 @@ def capture_figures(tl: Timeline, rank: int) -> CaptureFigures:
     return CaptureFigures(
         gpus_listed=int(info.gpus_listed), truncated=truncated,
         launches=int(launched.sum()), gpu_events=int(on_gpu.sum()), gpu_runtime_calls=int(runtime.sum()),
+        gpu_only_ops=gpu_only_ops,
         gpu_end_ns=int(ends[work].max()) if work.any() else None,
         host_end_ns=host_end, gpu_api=info.gpu_api, cut_ns=span[1] if span else None, host_start_ns=host_start,
         kept_from_ns=span[0] if span and host_start is not None and span[0] > host_start else None)

@@ -60,6 +60,7 @@ from .thresholds import (
     GPU_BOUND_MAX_SAVING_SHARE,
     HEALTHY_BUSY_SHARE,
     HOST_INPUT_BOUND_SHARE,
+    HOST_UNTRACED_MAX_SHARE,
     MATERIAL_MIN_SHARE,
     MIN_BUSY_SHARE,
     MIN_GPU_EVENTS,
@@ -305,7 +306,8 @@ def verdict(ra: RankAnalysis, lost: LostTime, findings: tuple[Finding, ...], inc
     lost_by_cause = lost.lost_by_cause
     if not c.devices:
         q = Quoted()
-        cpu_only = (ra.gpus_listed == 0 or no_gpu_work_launched(ra)) and not ra.range_profiler
+        gpu_ops = ra.capture.gpu_only_ops if ra.capture is not None else 0
+        cpu_only = (ra.gpus_listed == 0 or no_gpu_work_launched(ra)) and not ra.range_profiler and not gpu_ops
         host_primary, host_findings, host_line = _host_verdict(c.host_shares, framework, q, cpu_only)
         if cpu_only:  # a CPU-only capture: the host loop's verdict is the verdict
             why = "a CPU-only capture"
@@ -911,6 +913,7 @@ def _host_verdict(s: HostShares | None, framework: str, q: Quoted | None = None,
         return None, (), ""
     q = q if q is not None else Quoted()
     total = s.total_ns
+    untraced = s.other_ns >= HOST_UNTRACED_MAX_SHARE * total and s.data_wait_ns < HOST_INPUT_BOUND_SHARE * total
     primary = CPU_INPUT_BOUND if s.data_wait_ns / total >= HOST_INPUT_BOUND_SHARE else CPU_COMPUTE_BOUND
     n_steps = len(s.steps)
     per = f" over {n_steps} step{'s' if n_steps != 1 else ''}" if n_steps else ""
@@ -956,6 +959,13 @@ def _host_verdict(s: HostShares | None, framework: str, q: Quoted | None = None,
     said = "waits for data" if primary == CPU_INPUT_BOUND else "busy in its own work,"
     headline = (f"Host loop {said} {share} of its step time{'' if primary == CPU_INPUT_BOUND else ' ' + words}: "
                 f"{duration(ns)} of {duration(total)}{per}")
+    if untraced:  # most of the loop is outside any traced op: what holds it was not traced
+        q.figures.clear()
+        q.shares.clear()
+        share = q.ns(s.other_ns, "other_us", total, "step_time_us", **AS_TABLES)
+        headline = (f"Host loop outside any traced op {share} of its step time ({duration(s.other_ns)} of "
+                    f"{duration(total)}{per}): too little traced to say what holds it")
+        return None, tuple(findings), headline
     q.detail = (f"The host loop's {duration(total)} of step time{per}: "
                 + _join([f"{duration(n)} {w}" for n, a, w in parts if n > 0 or a == "data_wait_ns"])
                 + f". A loop that waits for data {percent(HOST_INPUT_BOUND_SHARE)} or more of its step time is "
@@ -974,6 +984,11 @@ def _no_gpu_reason(ra: RankAnalysis) -> str:
     if ra.range_profiler:
         return ("no kernels in the trace: a CUPTI range-profiler capture records GPU work as ranges, "
                 "so GPU idle time cannot be measured")
+    n = ra.capture.gpu_only_ops if ra.capture is not None else 0
+    if n:
+        return (f"no GPU activity in the trace, though the host ran {n} operator{'s' if n != 1 else ''} that run only "
+                f"on a GPU (cuDNN, cuBLAS, NCCL): the GPU side was not recorded, and host time inside them may be "
+                f"waiting for it")
     return "no GPU activity in the trace"
 
 
