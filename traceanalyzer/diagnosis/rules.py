@@ -589,7 +589,8 @@ def robust_lost_by_cause(per_step: tuple[StepCauses, ...], warmup: np.ndarray, l
     each cause's idle is its median per-step idle x the steady steps (one long gap cannot decide),
     except stalls that recur in some steps (periodic stalls, `savings.recurring`), counted in full. The
     medians of several causes can add up to more than was lost (each cause's median step is another
-    step): the causes are then scaled down together, so the steady-state time lost never exceeds the time measured (nor the window)."""
+    step): the causes are then scaled down together, so the steady-state time lost never exceeds the time
+    measured (nor the window)."""
     steady = {c: lost[c] - in_warmup[c] for c in C.CAUSES}
     keep = np.setdiff1d(np.arange(len(per_step)), warmup)
     if len(keep) < ROBUST_MIN_STEPS:
