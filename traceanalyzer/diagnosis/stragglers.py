@@ -42,6 +42,15 @@ class Straggler:
     phase_excess_ns: int | None = None
 
 
+def others_wait_words(caused_wait_ns: int, n_ranks: int) -> str:
+    """What the other ranks wait for a late one, per rank and per step (the sum over ranks is no time any
+    rank spent, and would read as longer than the step it sits beside)."""
+    others = max(n_ranks - 1, 1)
+    each = caused_wait_ns / others
+    return (f"each of the other {others} ranks waits {duration_text(each)} per step for it on average"
+            if others > 1 else f"the other rank waits {duration_text(each)} per step for it")
+
+
 def duration_text(ns: float) -> str:
     """31_000_000 -> '31.0 ms', 850_000 -> '850 us', 2.5e9 -> '2.50 s': `units.format_us`, as every other
     sentence of the report writes durations."""
@@ -137,7 +146,7 @@ def stragglers(job: JobFigures, diagnoses: Mapping[int, RankDiagnosis | None]) -
         if phase is not None:
             text += (f"; before its collectives it spends {duration_text(excess)} more per step than the other "
                      f"ranks {PHASES[phase]}")
-        text += f"; the other ranks wait {duration_text(r.caused_wait_ns)} per step for it"
+        text += f"; {others_wait_words(r.caused_wait_ns, len(job.ranks))}"
         out.append(Straggler(r.rank, r.caused_wait_ns, r.lateness_ns, r.last_arrivals, cause, cause_ns, text,
                              phase, excess if phase is not None else None))
     return tuple(out)
@@ -185,13 +194,15 @@ def straggler_lead(job: JobFigures, speaker: int | None, primary: str, late: tup
               + (f"; it is late {PHASES[s.phase]}:" if s.phase else
                  f"; its own largest loss is its {cause_label(s.top_cause)}:" if s.top_cause else "."),
               *cause_advice[:2], *advice_for("straggler", framework))
+    step = me.step_time_ns or 0
     finding = Finding("straggler", C.COMMUNICATION, f"Rank {s.rank} holds the other ranks up at collectives", "high",
-                      wait, 0.0, (s.text, split), advice, figures=q.figures, shares=tuple(q.shares))
+                      wait, 0.0, (s.text, split), advice, share_of_window=round(wait / step, 6) if step else None,
+                      figures=q.figures, shares=tuple(q.shares))
     # the headline: who, how late, and why (its late phase, else its own largest cause); the rest is in s.text
     why = (f", {duration_text(s.phase_excess_ns or 0)} more than the others {PHASES[s.phase]}" if s.phase else
            f"; its {cause_label(s.top_cause)} is {duration_text(s.top_cause_ns or 0)} per step" if s.top_cause else "")
     headline = (f"Waiting for a straggler: rank {s.rank} is late by {duration_text(s.lateness_ns)} per step{why}; "
-                f"the others wait {duration_text(s.caused_wait_ns)} per step for it.")
+                f"{others_wait_words(s.caused_wait_ns, len(job.ranks))}.")
     note = (f"The job is communication-bound, but its communication is mostly waiting ({split}): the late rank "
             f"{s.rank}, not the transfers, sets the pace.")
     return StragglerLead(headline, note, finding)

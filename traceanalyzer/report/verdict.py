@@ -36,8 +36,17 @@ def verdict_finding(d: DiagnosisResult | None) -> FindingResult | None:
     return found or d.findings[0]
 
 
+# Findings the diagnosis puts ahead of the verdict's own because they say what to change first: a straggler the
+# others wait for (fixing the transfers cannot help), the rest of a capture after its start-up, a model left on
+# the CPU. The first thing to try is theirs, so it never contradicts a finding below it.
+LEAD_FINDINGS = ("straggler", "steady_state", "model_on_cpu")
+
+
 def top_advice(d: DiagnosisResult | None) -> str | None:
-    """The first thing to try: the verdict's finding's first advice, else the first advice of any finding."""
+    """The first thing to try: a leading finding's first advice (LEAD_FINDINGS), else the verdict's finding's,
+    else the first advice of any finding."""
+    if d is not None and d.findings and d.findings[0].id in LEAD_FINDINGS and d.findings[0].advice:
+        return d.findings[0].advice[0]
     f = verdict_finding(d)
     if f is not None and f.advice:
         return f.advice[0]

@@ -4,6 +4,8 @@ real trace by the invariants (tests/test_invariants.py) and the verdict benchmar
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from kineto_builder import KinetoTrace
 
@@ -136,3 +138,22 @@ def test_a_stall_every_fifth_step_costs_its_mean_not_the_median_step(tmp_path):
     r = a.ranks[0].diagnosis
     assert a.diagnosis.primary == "input_bound", (r.reason, r.idle_by_cause_us)
     assert "mean step" in r.reason
+
+
+def test_the_first_thing_to_try_follows_the_straggler_that_leads(tmp_path):
+    """8 ranks waiting for rank 5: the first thing to try is to make rank 5 faster (the finding that leads),
+    never to overlap or compress communication, which that finding says cannot help; the wait the others
+    spend is said per rank and per step, never summed over the 7 ranks beside a step time."""
+    from test_stragglers import write_job
+
+    from traceanalyzer.report.verdict import top_advice
+
+    a = ta.analyze(write_job(tmp_path))
+    d = a.diagnosis
+    advice = top_advice(d)
+    assert advice is not None and advice.startswith("Make rank 5 faster first")
+    assert "each of the other 7 ranks waits" in d.headline
+    waits_ms = float(re.search(r"waits ([\d.]+) ms per step", d.headline).group(1))
+    assert waits_ms * 1000 <= a.ranks[0].diagnosis.window_us / max(a.ranks[0].steps, 1)
+    top = d.findings[0]
+    assert top.share_of_window is not None and 0 < top.share_of_window <= 1
