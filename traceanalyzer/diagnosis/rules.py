@@ -334,7 +334,9 @@ def verdict(ra: RankAnalysis, lost: LostTime, findings: tuple[Finding, ...], inc
                     key=lambda x: (-saved[x].saving_ns, -steady[x], C.CAUSES.index(x)))
     steady_total = sum(steady[x] for x in ranked)
     warmup_ns = int((st.end_ns[warmup] - st.start_ns[warmup]).sum()) * len(c.devices) if len(warmup) else 0
-    steady_window = max(window_ns - warmup_ns, 1)
+    # the window after the one-off costs: warm-up steps and start-up idle outside them set apart, as they are
+    # from the steady state's lost time
+    steady_window = max(window_ns - warmup_ns - (lost_by_cause[C.STARTUP] - in_warmup[C.STARTUP]), 1)
     # start-up outweighs the steady state's whole loss (not merely its largest cause: splitting a loss into
     # finer causes must not make start-up dominate)
     # ... and is material against the capture from its first event (a 2 ms set-up before 600 ms of
@@ -365,13 +367,19 @@ def verdict(ra: RankAnalysis, lost: LostTime, findings: tuple[Finding, ...], inc
     warm = tuple(int(n) for n in st.number[warmup])
     before = (f"; {duration(c.startup_before_ns)} of it before the window, which starts at the first "
               f"{'step' if len(st) else 'GPU work'}" if c.startup_before_ns else "")
+    if after_startup:  # the rest of the capture speaks of its own window and its steady losses
+        window_ns, idle_ns = steady_window, max(steady_window - (lost.window_ns - lost.idle_ns), 0)
+        lost = replace(lost, window_ns=window_ns, idle_ns=idle_ns, lost_ns=steady_total,
+                       lost_by_cause={**steady, C.STARTUP: 0})
     if steady_total < GPU_BOUND_MAX_LOST_SHARE * steady_window and not startup_dominates:
         return _gpu_bound(ra, window_ns, idle_ns, framework, findings,
                           f"steady-state GPU time lost {percent(steady_total / steady_window)} of the window "
                           f"(< {percent(GPU_BOUND_MAX_LOST_SHARE)})", warmup_steps=warm, startup_ns=int(startup_ns))
     if startup_dominates:
         rest = verdict(ra, lost, findings, include_warmup, saved, after_startup=True)
-        if rest.primary not in (UNDETERMINED, STARTUP_DOMINATED):
+        # said when the rest is itself material and judgeable
+        if rest.primary not in (UNDETERMINED, STARTUP_DOMINATED) and material(steady_window,
+                                                                               window_ns + c.startup_before_ns):
             findings = (steady_state_finding(rest, startup_ns), *findings)
         return RankVerdict(
             STARTUP_DOMINATED, None,
