@@ -222,12 +222,9 @@ def _power_line(d: CounterFigures, p: PowerFigures, q: Quoted) -> str:
     """How hard one GPU worked: its utilisation and power while busy, against its limit or hardest phase."""
     k = f"gpu{d.device}"
     level = q.pct(BUSY_UTIL_PCT, "busy_util_level_pct")
-    if p.busy_power_w is None or p.busy_util_mean is None:
-        return f"GPU {d.device}: no sample at {level} utilisation or more; power {p.power_mean_w or 0.0:.0f} W on " \
-               f"average over {p.samples} samples"
     text = f"GPU {d.device}: {p.busy_samples} of {p.samples} samples at {level} utilisation or more"
-    util = q.pct(p.busy_util_mean, f"{k}_busy_util_mean_pct")
-    busy = round(p.busy_power_w, 1)
+    util = q.pct(p.busy_util_mean or 0.0, f"{k}_busy_util_mean_pct")
+    busy = round(p.busy_power_w or 0.0, 1)
     if p.limit_w:
         share = q.of(busy, f"{k}_busy_power_w", p.limit_w, f"{k}_power_limit_w")
         text += f", at {util} on average and a median {busy:g} W: {share} of its {p.limit_w:g} W limit"
@@ -246,9 +243,10 @@ def _power_line(d: CounterFigures, p: PowerFigures, q: Quoted) -> str:
 
 
 def _power_finding(judged: list[CounterFigures]) -> Finding | None:
-    """How hard the GPUs worked, from power beside utilisation (one line per GPU that logs both); GPUs busy at
-    low power are named in the title as busy in time but not saturated."""
-    powered = [d for d in judged if _power(d) is not None]
+    """How hard the GPUs worked, from power beside utilisation (one line per GPU with busy samples that logs
+    both; None when none has any); GPUs busy at low power are named in the title as busy in time but not
+    saturated."""
+    powered = [d for d in judged if (p := _power(d)) is not None and p.busy_samples]
     if not powered:
         return None
     q = Quoted()
