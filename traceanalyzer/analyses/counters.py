@@ -252,6 +252,8 @@ def power_figures(rows: pd.DataFrame) -> PowerFigures | None:
     if not {UTIL_METRIC, "power_w"} <= metrics:
         return None
     wide = rows.pivot_table(index="ts_ns", columns="metric", values="value", aggfunc="mean", observed=True)
+    if not {UTIL_METRIC, "power_w"} <= set(wide.columns):  # a metric without a single value
+        return None
     both = wide[[UTIL_METRIC, "power_w"]].dropna()
     if not len(both):
         return None
