@@ -107,15 +107,16 @@ def test_one_sample_of_four_gpus_takes_the_index(tmp_path):
 
 def test_times_under_another_name_give_the_real_span_of_a_10s_log(tmp_path):
     """A script's header: `time` for the timestamp, `gpu` for the GPU, short names with units. 105 samples
-    taken every 10 s span 1040 s, not 104 s."""
+    taken every 10 s span 1040 s, not 104 s; `util [%]` and `mem [MiB]` are read by their meaning."""
     text = "time, gpu, util [%], mem [MiB]\n" + "".join(
         f"{_stamp(10 * k, g)}, {g}, {_util(k, g)} %, {500 + k} MiB\n" for k in range(105) for g in range(2))
     tl = _read(tmp_path, text)
     assert tl.sources[0].clock == T.CLOCK_WALL
     assert sorted(tl.counters["device"].unique().tolist()) == [0, 1]
-    ts, util = _series(tl, "smi_util", 1)
+    ts, util = _series(tl, "sm_util_pct", 1)
     assert (ts[-1] - ts[0]) == 1040 * S
     assert util.tolist() == [_util(k, 1) for k in range(105)]
+    assert _series(tl, "fb_used_mib", 1)[1].tolist() == [500 + k for k in range(105)]
     assert not any("assumed" in w for w in tl.sources[0].warnings)
 
 

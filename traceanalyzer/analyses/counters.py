@@ -34,6 +34,15 @@ TIMESERIES_POINTS = 120
 # GPU lie outside the job (before it started, after it ended) and are set apart from the job's figures. nvidia-smi
 # prints whole percents and an idle GPU reads 0, at times 1 (a monitoring query); a job reads more.
 IDLE_EDGE_UTIL_PCT = 1.0
+# Power beside utilisation: samples at this utilisation or more are the GPU's busy samples, whose power says how
+# hard it worked; without a logged power limit, its power is compared with the power of its hardest-working
+# phase, this percentile of its power samples (a high one, not the maximum: one spike does not set it).
+BUSY_UTIL_PCT = 90.0
+HARD_POWER_PERCENTILE = 95.0
+# A busy sample drawing less than this share of the GPU's power reference (limit, else hardest phase) works
+# lightly: kernels keep the GPU occupied in time, not its SMs. A GPU running compute-bound kernels draws close to
+# its limit; the margin leaves room for sampling noise and clock boost steps.
+LIGHT_POWER_SHARE = 0.7
 
 
 @dataclass(frozen=True)
@@ -81,6 +90,29 @@ class JobSpan:
 
 
 @dataclass(frozen=True)
+class PowerFigures:
+    """A GPU's power (and clock) beside its utilisation, over the samples that log both: how hard it worked
+    while nvidia-smi called it busy (utilisation at least BUSY_UTIL_PCT). nvidia-smi's utilisation is the
+    share of time a kernel runs, not how busy the SMs are: power says the rest."""
+
+    samples: int  # samples with utilisation and power
+    busy_samples: int  # of those, at utilisation >= BUSY_UTIL_PCT
+    busy_util_mean: float | None  # mean utilisation over the busy samples
+    busy_power_w: float | None  # median power over the busy samples
+    light_samples: int  # busy samples at under LIGHT_POWER_SHARE of `reference_w`
+    power_mean_w: float | None  # mean power over every sample with utilisation and power
+    limit_w: float | None  # median logged power limit (power.limit / enforced.power.limit)
+    hard_power_w: float | None  # HARD_POWER_PERCENTILE of its power samples: its hardest-working phase's power
+    busy_clock_mhz: float | None  # median SM (else graphics) clock over the busy samples
+    top_clock_mhz: float | None  # the highest SM (else graphics) clock logged
+
+    @property
+    def reference_w(self) -> float | None:
+        """What the busy power is compared with: the power limit when logged, else the hardest phase's power."""
+        return self.limit_w if self.limit_w else self.hard_power_w
+
+
+@dataclass(frozen=True)
 class CrossCheckFigures:
     """Trace GPU busy vs log SM utilisation over the same sample periods inside the window."""
 
@@ -107,6 +139,8 @@ class CounterFigures:
     # the job's span without a trace (the log less its idle head and tail); None with a trace window, without
     # SM utilisation, or when no GPU of the logs is ever above IDLE_EDGE_UTIL_PCT
     job: JobSpan | None = None
+    # power beside utilisation over the job's span (the log's when none), None without power or utilisation
+    power: PowerFigures | None = None
 
 
 # --- what a rank gives the job's counter logs -------------------------------------------------------
@@ -178,9 +212,11 @@ def job_span(counters: pd.DataFrame, devices: tuple[CounterFigures, ...]) -> tup
         v, t = values[inside], ts[inside]
         ok = ~np.isnan(v)
         k = np.flatnonzero(inside)
+        rows = counters[counters["device"].to_numpy() == d.device]
+        span = rows[(rows["ts_ns"].to_numpy() >= t[0]) & (rows["ts_ns"].to_numpy() <= t[-1])]
         out.append(replace(d, job=JobSpan(
             int(t[0]), int(t[-1]), int(ok.sum()), int(k[0]), int(len(ts) - 1 - k[-1]), _mean(v[ok]),
-            zero_runs(v, t, d.period_ns))))
+            zero_runs(v, t, d.period_ns)), power=power_figures(span)))
     return tuple(out)
 
 
@@ -205,7 +241,39 @@ def _device(device: int, rows: pd.DataFrame, window: tuple[int, int] | None,
         cross_check=None if util is None or window is None or busy is None
         else cross_check(*util, period, window, busy),
         utilisation=() if util is None else _timeseries(*util, period),
+        power=power_figures(rows),
     )
+
+
+def power_figures(rows: pd.DataFrame) -> PowerFigures | None:
+    """One GPU's counters rows -> its PowerFigures, joining the metrics by sample time; None without
+    utilisation and power logged at the same times."""
+    metrics = set(rows["metric"].astype(str).unique())
+    if not {UTIL_METRIC, "power_w"} <= metrics:
+        return None
+    wide = rows.pivot_table(index="ts_ns", columns="metric", values="value", aggfunc="mean", observed=True)
+    if not {UTIL_METRIC, "power_w"} <= set(wide.columns):  # a metric without a single value
+        return None
+    both = wide[[UTIL_METRIC, "power_w"]].dropna()
+    if not len(both):
+        return None
+    util, power = both[UTIL_METRIC].to_numpy(), both["power_w"].to_numpy()
+    busy = util >= BUSY_UTIL_PCT
+    limit = wide["power_limit_w"].dropna().to_numpy() if "power_limit_w" in wide else np.zeros(0)
+    clock_name = next((m for m in ("sm_clock_mhz", "graphics_clock_mhz") if m in wide), None)
+    clock = wide.loc[both.index, clock_name].to_numpy() if clock_name else np.zeros(len(both))
+    busy_clock = clock[busy][~np.isnan(clock[busy])] if clock_name else np.zeros(0)
+    all_clock = wide[clock_name].dropna().to_numpy() if clock_name else np.zeros(0)
+    limit_w = float(np.median(limit)) if len(limit) and np.median(limit) > 0 else None
+    hard_w = float(np.percentile(power, HARD_POWER_PERCENTILE))
+    reference = limit_w or hard_w
+    return PowerFigures(
+        samples=len(both), busy_samples=int(busy.sum()), busy_util_mean=_mean(util[busy]),
+        busy_power_w=float(np.median(power[busy])) if busy.any() else None,
+        light_samples=int((power[busy] < LIGHT_POWER_SHARE * reference).sum()), power_mean_w=_mean(power),
+        limit_w=limit_w, hard_power_w=hard_w,
+        busy_clock_mhz=float(np.median(busy_clock)) if len(busy_clock) else None,
+        top_clock_mhz=float(all_clock.max()) if len(all_clock) else None)
 
 
 def _metric_order(names: list[str]) -> list[str]:

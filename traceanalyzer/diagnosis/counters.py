@@ -1,13 +1,28 @@
-"""Verdict for nvidia-smi / DCGM logs given without a trace: are the GPUs used?
+"""Verdict for nvidia-smi / DCGM logs given without a trace: are the GPUs used, and how hard?
 
 A log alone cannot say *why* a GPU waits (that needs a trace), but it can say that it does: a GPU
 with at least UNDERUSED_ZERO_SHARE of its samples at 0% SM utilisation is underused (the seed's
 "too many consecutive ticks at zero utilisation"); a GPU at 0% for every sample is not used at all.
+
+nvidia-smi's utilisation is the share of time any kernel runs, not how busy the SMs are. When power is
+logged, it says how hard a GPU worked while called busy (`PowerFigures`): its median power over its samples
+at BUSY_UTIL_PCT or more, against its power limit (logged) or else its hardest-working phase's power. Below
+LIGHT_POWER_SHARE of that, high utilisation is not saturation (small or memory-bound kernels, or kernels
+waiting on another GPU): such a GPU is never called busy in the verdict; SM occupancy is said unmeasured.
 """
 
 from __future__ import annotations
 
-from ..analyses.counters import IDLE_EDGE_UTIL_PCT, CounterFigures, MetricFigures, ZeroRuns
+from ..analyses.counters import (
+    BUSY_UTIL_PCT,
+    HARD_POWER_PERCENTILE,
+    IDLE_EDGE_UTIL_PCT,
+    LIGHT_POWER_SHARE,
+    CounterFigures,
+    MetricFigures,
+    PowerFigures,
+    ZeroRuns,
+)
 from ..causes import GPU_BOUND, GPU_UNDERUSED, UNDETERMINED, VERDICT_BY_ID
 from .advice import advice_for
 from .rules import Diagnosis, Finding
@@ -19,6 +34,14 @@ from .thresholds import (
     UNDERUSED_ZERO_SHARE,
 )
 from .wording import Quoted, duration
+
+POWER_FINDING = "gpu_power"  # the finding that says how hard the GPUs worked (no cause: a fact beside the verdict)
+NOT_MEASURED = ("nvidia-smi's utilisation is the share of time any kernel runs, not how busy the SMs are; "
+                "SM occupancy was not measured (DCGM's sm_active / sm_occupancy fields, or a profile, measure it)")
+LIGHT_ADVICE = ("Profile a few steps with torch.profiler to see which kernels run while the GPU draws little power "
+                "(small or memory-bound kernels, or communication kernels waiting on another GPU).",
+                "Log SM activity beside utilisation (dcgmi dmon -e 1002,1003: sm_active, sm_occupancy) to measure "
+                "how busy the SMs are.")
 
 
 def _sm_mean(d: CounterFigures) -> float | None:
@@ -170,6 +193,87 @@ def _with(headline: str, q: Quoted, judged: list[CounterFigures],
     return headline, q.figures, tuple(q.shares), " ".join(x for x in (then, trim) if x)
 
 
+def _power(d: CounterFigures) -> PowerFigures | None:
+    """A GPU's power figures as the diagnosis judges them: over the job's span when one was set apart."""
+    return d.power
+
+
+def _power_share(p: PowerFigures) -> float | None:
+    """Median busy power over its reference (limit, else the hardest phase's power); None without busy samples."""
+    ref = p.reference_w
+    return p.busy_power_w / ref if p.busy_power_w is not None and ref else None
+
+
+def _light(d: CounterFigures) -> bool:
+    """Busy (samples at BUSY_UTIL_PCT or more) at under LIGHT_POWER_SHARE of its power reference."""
+    p = _power(d)
+    share = None if p is None else _power_share(p)
+    return share is not None and share < LIGHT_POWER_SHARE
+
+
+def _reference(devices: list[CounterFigures]) -> str:
+    """What the GPUs' busy power is compared with, in words."""
+    limits = [p.limit_w is not None for d in devices if (p := _power(d)) is not None]
+    return "their power limit" if all(limits) else "the power of their hardest-working phase" if not any(limits) \
+        else "their power limit (else of their hardest-working phase)"
+
+
+def _power_line(d: CounterFigures, p: PowerFigures, q: Quoted) -> str:
+    """How hard one GPU worked: its utilisation and power while busy, against its limit or hardest phase."""
+    k = f"gpu{d.device}"
+    level = q.pct(BUSY_UTIL_PCT, "busy_util_level_pct")
+    text = f"GPU {d.device}: {p.busy_samples} of {p.samples} samples at {level} utilisation or more"
+    util = q.pct(p.busy_util_mean or 0.0, f"{k}_busy_util_mean_pct")
+    busy = round(p.busy_power_w or 0.0, 1)
+    if p.limit_w:
+        share = q.of(busy, f"{k}_busy_power_w", p.limit_w, f"{k}_power_limit_w")
+        text += f", at {util} on average and a median {busy:g} W: {share} of its {p.limit_w:g} W limit"
+    else:
+        hard = round(p.hard_power_w or 0.0, 1)
+        share = q.of(busy, f"{k}_busy_power_w", hard, f"{k}_hard_power_w")
+        text += (f", at {util} on average and a median {busy:g} W: {share} of the {hard:g} W it draws in its "
+                 f"hardest-working phase (the {HARD_POWER_PERCENTILE:.0f}th percentile of its power; no power limit "
+                 f"logged)")
+    if p.light_samples:
+        text += (f"; {p.light_samples} of them at under {q.fraction(LIGHT_POWER_SHARE, 'light_power_share')} of "
+                 f"that")
+    if p.busy_clock_mhz is not None and p.top_clock_mhz:
+        text += f"; SM clock {p.busy_clock_mhz:.0f} MHz while busy (highest logged {p.top_clock_mhz:.0f} MHz)"
+    return text
+
+
+def _power_finding(judged: list[CounterFigures]) -> Finding | None:
+    """How hard the GPUs worked, from power beside utilisation (one line per GPU with busy samples that logs
+    both; None when none has any); GPUs busy at low power are named in the title as busy in time but not
+    saturated."""
+    powered = [d for d in judged if (p := _power(d)) is not None and p.busy_samples]
+    if not powered:
+        return None
+    q = Quoted()
+    light = [d for d in powered if _light(d)]
+    if light:
+        worst = min(light, key=lambda d: _power_share(_power(d)) or 0.0)  # type: ignore[arg-type]
+        p = _power(worst)
+        assert p is not None
+        who = f"GPU {worst.device}" if len(light) == 1 else \
+            f"{len(light)} of {len(powered)} GPUs (the lightest, GPU {worst.device})"
+        title = (f"{who} busy in time but not saturated: utilisation "
+                 f"{q.pct(p.busy_util_mean or 0.0, f'gpu{worst.device}_busy_util_mean_pct')} drawing "
+                 f"{q.fraction(round(_power_share(p) or 0.0, 6), f'gpu{worst.device}_power_share')} of "
+                 f"{'its power limit' if p.limit_w else 'the power of its hardest-working phase'}")
+    else:
+        title = f"How hard the GPU{'s' if len(powered) > 1 else ''} worked: power beside utilisation"
+    lines = [_power_line(d, p, q) for d in powered if (p := _power(d)) is not None]
+    lines.append(NOT_MEASURED)
+    if light:
+        lines.append(f"Utilisation at {q.pct(BUSY_UTIL_PCT, 'busy_util_level_pct')} or more at under "
+                     f"{q.fraction(LIGHT_POWER_SHARE, 'light_power_share')} of the power reference is not saturation: "
+                     f"kernels occupy the GPU in time but do not work its SMs hard")
+    advice = LIGHT_ADVICE if light else advice_for(GPU_BOUND, "")
+    return Finding(POWER_FINDING, None, title, "medium" if light else "low", 0, 0.0, tuple(lines), advice,
+                   figures=q.figures, shares=tuple(q.shares))
+
+
 def diagnose_counters(devices: tuple[CounterFigures, ...]) -> Diagnosis:
     judged = [d for d in devices if d.zero_runs is not None and d.samples > 0]
     if not judged:
@@ -179,6 +283,7 @@ def diagnose_counters(devices: tuple[CounterFigures, ...]) -> Diagnosis:
     # a GPU idle for long runs that also holds memory gets both findings: two facts, each with its figures
     findings += [f for f in (_low_util_with_memory(d, over) for d in judged) if f is not None]
     findings.sort(key=lambda f: -f.share_of_idle)
+    power = _power_finding(judged)
     means = [m for m in (_util(d)[1] for d in judged) if m is not None]
     overall = sum(means) / len(means) if means else 0.0
     if findings:
@@ -191,16 +296,26 @@ def diagnose_counters(devices: tuple[CounterFigures, ...]) -> Diagnosis:
         text, figures, shares, detail = _with(
             f"{gpus} of {len(judged)} GPU(s) underused: {worst.evidence[0]}.", q, judged,
             "The logs cannot say why; profile a few steps with torch.profiler to find out.")
-        return Diagnosis(GPU_UNDERUSED, None, text, None, tuple(findings), (), figures, shares,
-                         headline_detail=detail)
+        return Diagnosis(GPU_UNDERUSED, None, text, None, (*findings, *([power] if power else [])), (), figures,
+                         shares, headline_detail=detail)
     q = Quoted()
     mean = q.pct(overall, "sm_util_mean_pct")
+    extra = (power,) if power else ()
+    light = [d for d in judged if _light(d)]
+    if overall >= 100 * HEALTHY_BUSY_SHARE and light:
+        text, figures, shares, detail = _with(
+            f"{len(judged)} GPU(s) busy in time but not saturated: utilisation {mean} on average {over}, with "
+            f"{len(light)} of them drawing under {q.fraction(LIGHT_POWER_SHARE, 'light_power_share')} of "
+            f"{_reference(light)} while busy; {_idle_runs(judged, q)}.", q, judged,
+            "High utilisation at low power: kernels run all the time but do not work the SMs hard; the log cannot "
+            "say why (SM occupancy was not measured). Profile a few steps to see which kernels run.")
+        return Diagnosis(UNDETERMINED, None, text, None, extra, (), figures, shares, headline_detail=detail)
     if overall >= 100 * HEALTHY_BUSY_SHARE:
         text, figures, shares, detail = _with(f"{len(judged)} GPU(s) busy: SM utilisation {mean} on average {over}; "
                                               f"{_idle_runs(judged, q)}.", q, judged)
-        return Diagnosis(GPU_BOUND, None, text, None, (), (), figures, shares, headline_detail=detail)
+        return Diagnosis(GPU_BOUND, None, text, None, extra, (), figures, shares, headline_detail=detail)
     text, figures, shares, detail = _with(f"{len(judged)} GPU(s) at {mean} SM utilisation on average {over}, "
                                           f"{_idle_runs(judged, q)}; {VERDICT_BY_ID[GPU_UNDERUSED].label.lower()} "
                                           f"only in part.", q, judged,
                                           "Profile a few steps to see what holds them up.")
-    return Diagnosis(UNDETERMINED, None, text, None, (), (), figures, shares, headline_detail=detail)
+    return Diagnosis(UNDETERMINED, None, text, None, extra, (), figures, shares, headline_detail=detail)

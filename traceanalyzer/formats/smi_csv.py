@@ -1,21 +1,25 @@
-"""Reader for `nvidia-smi --query-gpu=... --format=csv[,nounits] [-l N | -lms N]` logs.
+"""Reader for `nvidia-smi --query-gpu=... --format=csv[,nounits] [-l N | -lms N]` logs, and the CSV logs
+scripts write with the same readings under their own header.
 
-The header row names the queried fields, with units in brackets (`utilization.gpu [%]`); values
-carry units (`92 %`, `25073 MiB`) unless `nounits` was given; `[N/A]` / `[Not Supported]` mean
-no value. Fields are found by their meaning in nvidia-smi's field list (`--help-query-gpu`), in any
-order; a header may repeat or change mid-file (logs appended to). Names nvidia-smi does not know
-(a header written by a script) are kept as `smi_<name>` when their values are numbers.
+The header row names the queried fields, with units in brackets (`utilization.gpu [%]`) or in the name
+(`utilization_gpu_percent`, `power_draw_w`); values carry units (`92 %`, `25073 MiB`) unless `nounits` was
+given; `[N/A]` / `[Not Supported]` mean no value. Each column is read by what its header MEANS
+(`_log_columns.meaning`: quantity, part and unit words, whoever wrote the header), in any order; values are
+scaled to the metric's unit (`2.5 GiB` -> 2560 MiB); a header may repeat or change mid-file (logs appended
+to). Columns the rule does not map are kept as `smi_<name>` when their values are numbers.
 
-* Time: `timestamp` (`YYYY/MM/DD HH:MM:SS.mmm`, local time of the logging machine) gives
-  CLOCK_WALL; a column of such dates under another name (`time`, `date`) is read as it. Without
-  one, rows are numbered into samples like dmon's, `--dmon-interval` apart (1 s assumed, warned).
+* Time: the column named for it (`timestamp`, `time`, `date`, ...) or else one of dates: nvidia-smi's
+  `YYYY/MM/DD HH:MM:SS.mmm` or ISO-8601, every fraction kept (no sample is merged with another). Without
+  a zone it is the local time of the logging machine (CLOCK_WALL); with one (`Z`, `+02:00`) it is made UTC
+  once (CLOCK_EPOCH); epoch numbers (seconds, ms, us, ns) are UTC. Without a time column, rows are
+  numbered into samples like dmon's, `--dmon-interval` apart (1 s assumed, warned).
 * GPU: multi-GPU logs hold one row per GPU per sample, so the GPU id column is the one whose values
   come back round-robin: each sample lists every GPU once (no value twice in a row, and the same
-  value again one sample later). Candidates are nvidia-smi's id fields (`index`, `pci.bus_id`,
-  `uuid`, `serial`, `minor_number`, `module_id`) and names scripts give them (`gpu`, `gpu_id`,
-  `device`, ...); of those that repeat round-robin the one with most distinct values wins (ties:
-  that order). A column that never repeats (a row number) or repeats row after row (a sample number)
-  is no GPU id, whatever its name; an `index` numbered that way is said in a warning. A log of one
+  value again one sample later). Candidates are the columns whose header only names a GPU (`index`,
+  `pci.bus_id`, `uuid`, `gpu`, `gpu_id`, `gpu_index`, `device`, ...); of those that repeat round-robin
+  the one with most distinct values wins (ties: nvidia-smi's own id fields, in NVIDIA_GPU_IDS order,
+  then the header's order). A column that never repeats (a row number) or repeats row after row (a sample
+  number) is no GPU id, whatever its name; an `index` numbered that way is said in a warning. A log of one
   sample (every value once) takes nvidia-smi's own id fields as ids; no id column: one GPU.
 
 `noheader` logs cannot be read by name: the error says the rows look like `--format=csv,noheader`
@@ -31,15 +35,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .. import timeline as T
 from ..errors import InputError
 from ..timeline import Source, Timeline
 from ._base import MAX_DEVICES, ReadOptions
 from ._counters import (
     check_columns,
     check_device_count,
+    check_log_times,
     counters_timeline,
-    datetimes_to_ns,
     device_indices,
     drop_cut_last_row,
     drop_wrong_rows,
@@ -48,45 +51,29 @@ from ._counters import (
     parse_numbers,
     read_segments,
 )
+from ._log_columns import DATE_VALUE, Meaning, common_value_unit, meaning, parse_times, scale
 
 FORMAT = "nvidia-smi-csv"
 
-# --query-gpu field -> metric (see _counters.METRICS); several spellings are accepted by nvidia-smi.
-FIELDS: dict[str, str] = {
-    "utilization.gpu": "sm_util_pct", "utilization.memory": "mem_util_pct",
-    "utilization.encoder": "enc_util_pct", "utilization.decoder": "dec_util_pct",
-    "utilization.jpeg": "jpg_util_pct", "utilization.ofa": "ofa_util_pct",
-    "power.draw": "power_w", "power.draw.average": "power_w",
-    "power.draw.instant": "power_instant_w",
-    "power.limit": "power_limit_w", "enforced.power.limit": "power_limit_w",
-    "temperature.gpu": "gpu_temp_c", "temperature.memory": "mem_temp_c",
-    "clocks.sm": "sm_clock_mhz", "clocks.current.sm": "sm_clock_mhz",
-    "clocks.gr": "graphics_clock_mhz", "clocks.current.graphics": "graphics_clock_mhz",
-    "clocks.mem": "mem_clock_mhz", "clocks.current.memory": "mem_clock_mhz",
-    "memory.used": "fb_used_mib", "memory.free": "fb_free_mib", "memory.total": "fb_total_mib",
-    "pstate": "pstate", "fan.speed": "fan_pct",
-}
 TIMESTAMP = "timestamp"
 INDEX = "index"
-# Text fields that identify the GPU or the host; never counters.
+# nvidia-smi's text fields that identify the GPU or the host: never counters (some hold numbers).
 TEXT_FIELDS = {"timestamp", "index", "name", "gpu_name", "uuid", "gpu_uuid", "pci.bus_id",
                "gpu_bus_id", "serial", "gpu_serial", "driver_version", "vbios_version", "compute_mode",
                "persistence_mode", "display_mode", "display_active", "pci.domain", "pci.bus",
                "pci.device", "pci.device_id", "pci.sub_device_id", "mig.mode.current", "count",
                "minor_number", "module_id"}
-# Columns that may name the GPU of a row, in order of preference on a tie: nvidia-smi's id fields,
-# then names logging scripts give them. Which one does is decided by its values (`_gpu_column`).
+# nvidia-smi's own GPU id fields, preferred in this order on a tie (`_gpu_column`); other columns whose header
+# only names a GPU (`gpu`, `gpu_id`, `device`) come after them, in the header's order.
 NVIDIA_GPU_IDS = ("index", "pci.bus_id", "gpu_bus_id", "uuid", "gpu_uuid", "serial", "gpu_serial",
                   "minor_number", "module_id")
-GPU_IDS = (*NVIDIA_GPU_IDS, "gpu", "gpu_index", "gpu_idx", "gpu_id", "gpu_num", "device", "device_id",
-           "device_index", "dev", "id", "idx")
 # nvidia-smi's units in values (`2 %`, `588 MiB`, `70.50 W`, `1410 MHz`): what a noheader row shows.
 _UNIT_VALUE = re.compile(r"^[-+]?\d+(?:\.\d+)?\s?(%|MiB|W|MHz|KiB/s|MB/s)$")
-_DATE_VALUE = re.compile(r"^\d{4}[/-]\d{2}[/-]\d{2}[ T]\d{2}:\d{2}:\d{2}")
+_DATE_VALUE = DATE_VALUE
 
-_FIELD_NAME = re.compile(r"^([a-z][a-z0-9_.]*(?:[ -][a-z0-9_.]+)*)(?:\s*\[([^\]]*)\])?$")
+# A header's field: a name starting with a letter, then an optional unit in brackets or a trailing `%`.
+_FIELD_NAME = re.compile(r"^([a-z][a-z0-9_.]*(?:[ /-]+[a-z0-9_.]+)*)\s*(?:[\[(]([^\])]*)[\])]|%)?$")
 _SMI_UNITS = {"%", "MiB", "W", "MHz"}
-_HEADER_ALIASES = {"time", "date", "datetime", *GPU_IDS}
 _PSTATE = re.compile(r"^\s*P(\d+)\s*$")
 _SHAPE = re.compile(r"[0-9]")
 _STAMP_ROW = re.compile(r"^\d{4}/\d{2}/\d{2} \d{2}:\d{2}:\d{2}(\.\d+)?\s*,")
@@ -116,8 +103,9 @@ def sniff(head: bytes) -> bool:
 
 def _header_names(line: str) -> list[str] | None:
     """Field names of a header row (units dropped, lower case, inner spaces as `_`), or None when the row
-    is not a header: every part a name, and one of them nvidia-smi's (`timestamp`, a counter field) or
-    carrying an nvidia-smi unit (`util [%]`, a header written by a script)."""
+    is not a header: every part a name, and either one of them read as a GPU reading (`_log_columns.meaning`)
+    beside a time column or another reading, or `timestamp` among them, or a unit nvidia-smi writes in
+    brackets (`util [%]`). A lone reading among other names (`epoch, loss, gpu_mem_mb`) is no GPU log."""
     names = []
     unit = False
     for part in line.split(","):
@@ -126,7 +114,10 @@ def _header_names(line: str) -> list[str] | None:
             return None
         names.append(re.sub(r"[ -]+", "_", m.group(1)))
         unit = unit or (m.group(2) is not None and part.strip()[m.start(2):m.end(2)] in _SMI_UNITS)
-    if not (unit or any(n in FIELDS or n == TIMESTAMP for n in names)):  # "name, index" alone is any CSV
+    meanings = [meaning(p) for p in line.split(",")]
+    readings = sum(m.metric is not None for m in meanings)
+    timed = any(m.is_time for m in meanings)
+    if not (unit or TIMESTAMP in names or readings >= 2 or (readings and timed)):
         return None
     return names
 
@@ -164,6 +155,7 @@ def _noheader_hint(line: str) -> str:
 @dataclass
 class _Segment:
     names: list[str]
+    headers: list[str] = field(default_factory=list)  # the header's fields as written (case kept)
     rows: list[list[str]] = field(default_factory=list)
     line_nos: list[int] = field(default_factory=list)
 
@@ -184,21 +176,24 @@ def read(path: Path, data: bytes, options: ReadOptions) -> Timeline:
     offset = 0
     for table in tables:
         used: set[str] = set()
-        for name in table.seg.names:
-            if name in TEXT_FIELDS or name in GPU_IDS or name == table.time:  # ids and times: no counters
+        for name, header in zip(table.seg.names, table.seg.headers):
+            if name in TEXT_FIELDS or name in table.ids or name == table.time:  # ids and times: no counters
                 continue
             values = table.col[name]
             if name == "pstate":
                 values = pd.Series(values, dtype=object).str.extract(_PSTATE)[0].fillna("-").to_numpy()
             parsed, bad = parse_numbers(values)
-            metric = FIELDS.get(name)
+            found = meaning(header, common_value_unit(values))
+            metric = found.metric
             if metric is None or metric in used:
                 if bad.all():  # a text field we do not know: not a counter
                     text_skipped.add(name)
                     continue
                 metric = "smi_" + name.replace(".", "_")
-                if name not in unknown and name not in FIELDS:
+                if name not in unknown and found.metric is None:
                     unknown.append(name)
+            else:
+                parsed = scale(parsed, values, metric, found.unit)
             used.add(metric)
             bad_values += int(bad.sum())
             metric_parts.setdefault(metric, []).append((offset, parsed))
@@ -230,17 +225,28 @@ class _Table:
         self.seg = seg
         table = np.array(seg.rows, dtype=object)
         self.col = {name: table[:, i] for i, name in enumerate(seg.names)}
+        meanings = {name: meaning(h) for name, h in zip(seg.names, seg.headers)}
         self.notes: list[str] = []
-        self.time = TIMESTAMP if TIMESTAMP in self.col else next(
-            (name for name in seg.names if name not in FIELDS and name not in GPU_IDS
-             and pd.Series(self.col[name], dtype=object).astype(str).str.strip().str.match(_DATE_VALUE).all()),
-            None)
-        self.gpu = _gpu_column(self.col, self.col[self.time] if self.time else None, self.notes)
+        self.time = _time_column(self.col, meanings)
+        self.ids = [name for name in seg.names if meanings[name].is_gpu_id or name in NVIDIA_GPU_IDS]
+        self.gpu = _gpu_column(self.col, self.ids, self.col[self.time] if self.time else None, self.notes)
 
     def gpu_ids(self) -> np.ndarray:
         if self.gpu is None:
             return np.full(len(self.seg.rows), "0", dtype=object)
         return np.asarray(self.col[self.gpu], dtype=object)
+
+
+def _time_column(col: dict[str, np.ndarray], meanings: dict[str, Meaning]) -> str | None:
+    """The column of sample times: `timestamp`, else the first named for the time (`time`, `date`, `ts`)
+    whose values are dates or epoch numbers, else the first column of dates."""
+    if TIMESTAMP in col:
+        return TIMESTAMP
+    for name, m in meanings.items():
+        if m.is_time and not isinstance(parse_times(pd.Series(col[name], dtype=object).astype(str).str.strip()), str):
+            return name
+    return next((name for name, m in meanings.items() if m.metric is None and not m.is_gpu_id
+                 and pd.Series(col[name], dtype=object).astype(str).str.strip().str.match(_DATE_VALUE).all()), None)
 
 
 def _segments(path: Path, lines: list[str], cut: bool, source: Source) -> list[_Segment]:
@@ -257,7 +263,7 @@ def _segments(path: Path, lines: list[str], cut: bool, source: Source) -> list[_
         names = _header_names(line.strip())
         if names is not None:
             check_columns(path, len(names), i + 1)
-            segments.append(_Segment(names=names))
+            segments.append(_Segment(names=names, headers=[p.strip() for p in line.split(",")]))
             continue
         if not segments:
             if _noheader_row(line):
@@ -302,15 +308,16 @@ def _complete_last_row(fields: list[str], seg: _Segment) -> bool:
     return shape == previous and all(fields)
 
 
-def _gpu_column(col: dict[str, np.ndarray], stamps: np.ndarray | None, notes: list[str]) -> str | None:
-    """The column naming each row's GPU: of the candidates (GPU_IDS) whose values repeat round-robin,
-    the one with most distinct values (ties: GPU_IDS order). Without any, a log of one sample (every
-    value once, within one second when timed) takes nvidia-smi's own id field; else one GPU."""
+def _gpu_column(col: dict[str, np.ndarray], ids: list[str], stamps: np.ndarray | None, notes: list[str]) -> str | None:
+    """The column naming each row's GPU: of the candidates (`ids`) whose values repeat round-robin, the one with
+    most distinct values (ties: nvidia-smi's id fields in NVIDIA_GPU_IDS order, then the header's order).
+    Without any, a log of one sample (every value once, within one second when timed) takes nvidia-smi's own
+    id field; else one GPU."""
+    order = sorted(ids, key=lambda n: (NVIDIA_GPU_IDS.index(n) if n in NVIDIA_GPU_IDS else len(NVIDIA_GPU_IDS),
+                                       ids.index(n)))
     found: list[tuple[int, int, str]] = []
     single: list[str] = []
-    for rank, name in enumerate(GPU_IDS):
-        if name not in col:
-            continue
+    for rank, name in enumerate(order):
         codes, uniques = pd.factorize(pd.Series(col[name], dtype=object).astype(str).str.strip())
         k, n = len(uniques), len(codes)
         if _round_robin(codes, k):
@@ -342,8 +349,8 @@ def _one_sample(stamps: np.ndarray | None) -> bool:
     """Rows that could all be one sample: no times, or times within one second."""
     if stamps is None:
         return True
-    parsed = pd.to_datetime(pd.Series(stamps, dtype=object).astype(str).str.strip(), format="mixed", errors="coerce")
-    return bool(parsed.notna().all() and (parsed.max() - parsed.min()) <= pd.Timedelta(seconds=1))
+    parsed = parse_times(pd.Series(stamps, dtype=object).astype(str).str.strip())
+    return not isinstance(parsed, str) and int(parsed[0].max() - parsed[0].min()) <= 10**9
 
 
 def _device_numbers(path: Path, ids: np.ndarray, line_nos: list[int]) -> np.ndarray:
@@ -357,18 +364,17 @@ def _device_numbers(path: Path, ids: np.ndarray, line_nos: list[int]) -> np.ndar
 
 
 def _parse_stamps(path: Path, stamps: pd.Series, line_nos: list[int]) -> tuple[np.ndarray, str]:
+    """Sample times to the nanosecond (`_log_columns.parse_times`), on the clock they name."""
     text = stamps.astype(str).str.strip()
-    parsed = pd.to_datetime(text, format="%Y/%m/%d %H:%M:%S.%f", errors="coerce")
-    if parsed.isna().any():  # other nvidia-smi builds / locales: accept any unambiguous form
-        retry = pd.to_datetime(text[parsed.isna()], format="ISO8601", errors="coerce")
-        if getattr(retry.dt, "tz", None) is not None:  # a zone suffix: keep the wall time like the rest
-            retry = retry.dt.tz_localize(None)
-        if retry.dtype != parsed.dtype:
-            retry = retry.astype(parsed.dtype)
-        parsed = parsed.fillna(retry) if not retry.isna().all() else parsed
-    if parsed.isna().any():
-        k = int(np.flatnonzero(parsed.isna().to_numpy())[0])
+    parsed = parse_times(text)
+    if parsed == "zone":
+        raise InputError(path, "some timestamps give a time zone and some do not; their times cannot be put "
+                               "on one clock: log them all with their zone (or all without)")
+    if isinstance(parsed, str):
+        k = int(parsed.split()[1])
         raise InputError(path, f"line {line_nos[k]}: timestamp {text.iloc[k]!r} is not a date and time; "
-                               "expected YYYY/MM/DD HH:MM:SS.mmm")
-    ns = datetimes_to_ns(path, parsed, line_nos, text.to_numpy())
-    return ns, T.CLOCK_WALL
+                               "expected YYYY/MM/DD HH:MM:SS.mmm, ISO-8601 (2025-03-01T12:00:00.123Z) "
+                               "or epoch seconds")
+    ns, clock = parsed
+    check_log_times(path, ns, line_nos, text.to_numpy())
+    return ns, clock
