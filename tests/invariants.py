@@ -22,7 +22,7 @@ import math
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 import pandas as pd
@@ -187,7 +187,7 @@ _SIGNED_PCT = ("difference_pct", "margin_pct")
 _SIGNED_US = re.compile(r"(^|_)(offset|shift|lateness|residual)(_|$)|^start_us$|lateness")
 
 
-def _number(v: Any) -> bool:
+def _number(v: Any) -> TypeGuard[int | float]:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
