@@ -5,7 +5,8 @@ returns the violations it finds, each with the figures that break it; an empty l
 rules a verdict must follow on traces nobody tuned for, so `tests/test_invariants.py` runs them on every
 trace the tests have (samples, corpus, fetched):
 
-- `material_cost`: a verdict naming a cause has that cause's lost time >= MATERIAL_MIN_SHARE of the window;
+- `material_cost`: a verdict naming a cause has that cause's lost time >= MATERIAL_MIN_SHARE of the window (or
+  its saving of the median step; start-up: of the capture);
 - `saturated_gpu_bound`: a GPU busy >= SATURATED_BUSY_SHARE of its window is gpu_bound;
 - `within_window`: no duration beyond its window, no share outside [0, 1] (percent outside [0, 100]);
 - `steps_top_level`: steps detected from repeating work are not nested inside one host call;
@@ -32,10 +33,9 @@ from traceanalyzer import timeline as T
 from traceanalyzer.diagnosis import thresholds as TH
 
 # The share of the window a cause must lose before a verdict may name it (issue 43 item 1, "materiality").
-# TODO: drop the fallback once the lead's thresholds.MATERIAL_MIN_SHARE is merged.
-MATERIAL_MIN_SHARE: float = getattr(TH, "MATERIAL_MIN_SHARE", 0.05)
+MATERIAL_MIN_SHARE: float = TH.MATERIAL_MIN_SHARE
 # A GPU doing useful work (its window less the time lost) this share of its window or more is gpu_bound.
-SATURATED_BUSY_SHARE = 0.95
+SATURATED_BUSY_SHARE: float = TH.SATURATED_BUSY_SHARE
 # A leak needs growth across at least this many real steps (issue 43 item 2).
 LEAK_MIN_STEPS = 5
 # Durations are written rounded to 0.001 us; two rounded figures compared may differ by this much.
@@ -44,6 +44,8 @@ TOL_US = 0.002
 SUM_REL = 1e-4
 # Findings of a memory leak (diagnosis/memory.py `LEAK`).
 LEAK_FINDINGS = ("memory_leak",)
+# The finding giving the verdict of the capture after its start-up (diagnosis/rules.py `STEADY_STATE`).
+STEADY_STATE = "steady_state"
 # Verdicts of the host loop (no GPU work to judge): their cost is the host step time, not GPU time.
 HOST_VERDICT_PART = {C.CPU_INPUT_BOUND: "data_wait_us"}
 # Host events that are calls (a framework op, a user range, a DataLoader wait, a runtime call, a module's
@@ -108,36 +110,88 @@ def _pct(x: float) -> str:
 
 
 # --- 1. no verdict without a material cost -----------------------------------------------------------------
+def _capture_us(diag: dict[str, Any]) -> float:
+    """What start-up is weighed against: the capture from its first event (the headline's `capture_us` when the
+    result carries it), else the window."""
+    return float((diag.get("headline_figures") or {}).get("capture_us") or diag.get("window_us") or 0.0)
+
+
+def _step_share(diag: dict[str, Any], cause: str) -> float | None:
+    """The cause's projected saving as a share of the median step (its finding's saving_us / step_us), if given."""
+    for f in diag.get("findings") or []:
+        fig = f.get("figures") or {}
+        if f.get("cause") == cause and _number(fig.get("saving_us")) and _number(fig.get("step_us")) and fig["step_us"]:
+            return float(fig["saving_us"]) / float(fig["step_us"])
+    return None
+
+
+def _claims(diag: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    """(verdict, what says it) for a diagnosis: its primary, and the verdict of the capture after start-up that a
+    `steady_state` finding gives ("After start-up: <label>")."""
+    yield str(diag.get("primary")), "primary"
+    labels = {v.label: v.id for v in C.VERDICT_LIST}
+    for i, f in enumerate(diag.get("findings") or []):
+        title = str(f.get("title") or "")
+        if f.get("id") == STEADY_STATE and title.startswith("After start-up: ") and title[16:] in labels:
+            yield labels[title[16:]], f"findings[{i}] (steady_state)"
+
+
+def _gpu_bound_busy(figures: dict[str, Any]) -> float | None:
+    """A rank's GPU busy share of its window once start-up idle is set apart (None with warm-up steps, whose
+    time the result does not split)."""
+    if figures.get("warmup_steps"):
+        return None
+    window, idle = float(figures.get("window_us") or 0.0), float(figures.get("idle_us") or 0.0)
+    after = window - float((figures.get("idle_by_cause_us") or {}).get(C.STARTUP, 0.0))
+    return (window - idle) / after if after > 0 else None
+
+
 def material_cost(data: dict[str, Any]) -> list[Violation]:
-    """A verdict naming a cause: that cause lost at least MATERIAL_MIN_SHARE of the window (the GPU verdicts:
-    of the rank's window, summed over its GPUs; the host loop's input-bound: of its step time)."""
+    """A verdict naming a cause (the primary, or the steady-state verdict after start-up): that cause lost at
+    least MATERIAL_MIN_SHARE of the window, or its removal would shorten the median step by that share (its
+    finding's saving); start-up: of the capture (the window and the start-up before it); the host loop's
+    input-bound verdict: of its step time. gpu_bound names the GPU's own work: the GPU is busy at least
+    HEALTHY_BUSY_SHARE of the window once start-up idle is set apart."""
     out = []
     for where, diag, rank in _diagnoses(data):
-        primary = diag.get("primary")
         figures = rank["diagnosis"] if rank and rank.get("diagnosis") else diag
-        if primary in HOST_VERDICT_PART:
-            shares = figures.get("host_shares") or {}
-            part, total = float(shares.get(HOST_VERDICT_PART[primary]) or 0.0), float(shares.get("total_us") or 0.0)
-            if total <= 0 or part < MATERIAL_MIN_SHARE * total:
-                out.append(Violation("material_cost", where, f"{primary}: {part:.1f} us of {total:.1f} us of step time "
-                                     f"({_pct(part / total) if total else 'n/a'} < {_pct(MATERIAL_MIN_SHARE)})"))
-            continue
-        cause = _cause_of(str(primary))
-        if cause is None:
-            continue
-        window = float(figures.get("window_us") or 0.0)
-        lost = lost_by_cause_us(figures, cause)
-        if window <= 0 or lost < MATERIAL_MIN_SHARE * window:
-            out.append(Violation("material_cost", where, f"{primary}: {cause} lost {lost:.1f} us of a {window:.1f} us "
-                                 f"window ({_pct(lost / window) if window else 'n/a'} < {_pct(MATERIAL_MIN_SHARE)}); "
-                                 f"GPU time lost in all {float(figures.get('lost_us') or 0):.1f} us"))
+        for verdict, said in _claims(diag):
+            at = f"{where} {said}"
+            if verdict in HOST_VERDICT_PART:
+                shares = figures.get("host_shares") or {}
+                part = float(shares.get(HOST_VERDICT_PART[verdict]) or 0.0)
+                total = float(shares.get("total_us") or 0.0)
+                if total <= 0 or part < MATERIAL_MIN_SHARE * total:
+                    out.append(Violation("material_cost", at, f"{verdict}: {part:.1f} us of {total:.1f} us of step "
+                                         f"time ({_pct(part / total) if total else 'n/a'} < {_pct(MATERIAL_MIN_SHARE)})"))
+                continue
+            if verdict == C.GPU_BOUND:
+                busy = _gpu_bound_busy(figures) if rank and rank.get("devices") else None
+                if busy is not None and busy < TH.HEALTHY_BUSY_SHARE:
+                    out.append(Violation("material_cost", at, f"gpu_bound with the GPU busy {_pct(busy)} of the window "
+                                         f"after start-up idle (< {_pct(TH.HEALTHY_BUSY_SHARE)}): window "
+                                         f"{figures.get('window_us')} us, idle {figures.get('idle_us')} us, start-up "
+                                         f"idle {(figures.get('idle_by_cause_us') or {}).get(C.STARTUP, 0.0)} us"))
+                continue
+            cause = _cause_of(verdict)
+            if cause is None:
+                continue
+            lost = lost_by_cause_us(figures, cause)
+            span, of = ((_capture_us(figures), "capture") if cause == C.STARTUP
+                        else (float(figures.get("window_us") or 0.0), "window"))
+            step = None if cause == C.STARTUP else _step_share(figures, cause)
+            if (span <= 0 or lost < MATERIAL_MIN_SHARE * span) and not (step is not None and step >= MATERIAL_MIN_SHARE):
+                out.append(Violation("material_cost", at, f"{verdict}: {cause} lost {lost:.1f} us of a {span:.1f} us "
+                                     f"{of} ({_pct(lost / span) if span else 'n/a'} < {_pct(MATERIAL_MIN_SHARE)})"
+                                     + (f", saving {_pct(step)} of the median step" if step is not None else "")
+                                     + f"; GPU time lost in all {float(figures.get('lost_us') or 0):.1f} us"))
     return out
 
 
 def saturated_gpu_bound(data: dict[str, Any]) -> list[Violation]:
     """A rank whose GPUs do useful work (window less idle, exposed copies and exposed communication) at least
     SATURATED_BUSY_SHARE of their window is gpu_bound, whatever the split of the rest; start-up may lead only
-    when it is itself material."""
+    when it is itself material (of the capture)."""
     out = []
     for where, diag, rank in _diagnoses(data):
         figures = rank["diagnosis"] if rank and rank.get("diagnosis") else diag
@@ -148,13 +202,13 @@ def saturated_gpu_bound(data: dict[str, Any]) -> list[Violation]:
             continue
         busy = (window - lost) / window
         primary = diag.get("primary")
-        startup_material = lost_by_cause_us(figures, C.STARTUP) >= MATERIAL_MIN_SHARE * window
+        startup = lost_by_cause_us(figures, C.STARTUP)
+        startup_material = startup >= MATERIAL_MIN_SHARE * _capture_us(figures)
         if busy >= SATURATED_BUSY_SHARE and primary != C.GPU_BOUND and not (
                 primary == C.STARTUP_DOMINATED and startup_material):
             out.append(Violation("saturated_gpu_bound", where,
                                  f"{primary} with the GPU busy {_pct(busy)} of its window ({window - lost:.1f} us of "
-                                 f"{window:.1f} us; lost {lost:.1f} us, start-up {lost_by_cause_us(figures, C.STARTUP):.1f}"
-                                 f" us)"))
+                                 f"{window:.1f} us; lost {lost:.1f} us, start-up {startup:.1f} us)"))
     return out
 
 
@@ -226,13 +280,28 @@ def _not_above(out: list[Violation], where: str, what: str, x: Any, limit: Any, 
         out.append(Violation("within_window", where, f"{what} {x} us > {of} {limit} us"))
 
 
+def _written_shares(data: dict[str, Any]) -> list[Violation]:
+    """Every share a verdict writes (a headline's or a finding's (numerator, denominator) figures) in [0, 1]."""
+    out = []
+    for where, diag, _ in _diagnoses(data):
+        said = [(f"{where}.headline_shares", diag.get("headline_figures") or {}, diag.get("headline_shares") or [])]
+        said += [(f"{where}.findings[{i}].shares ({f.get('id')})", f.get("figures") or {}, f.get("shares") or [])
+                 for i, f in enumerate(diag.get("findings") or [])]
+        for at, figures, pairs in said:
+            for (num, den), x in zip(pairs, _shares(figures, pairs)):
+                if not -1e-9 <= x <= 1 + 1e-6:
+                    out.append(Violation("within_window", at, f"{num}={figures.get(num)} of {den or '1'}="
+                                         f"{figures.get(den, '')}: share {_pct(x)} outside [0, 100%]"))
+    return out
+
+
 def within_window(data: dict[str, Any]) -> list[Violation]:
     """No duration beyond its window: a step's figures within the step, the steps within the rank's window, a
     device's busy time, copies, communication and gaps within its window, idle and lost time (all and per cause)
     within the window, causes adding up to the idle time, the host loop's parts within its step time, operators'
-    time within the steps; and every share, percent and duration in range (`_ranges`), percentages written in
-    the verdicts' prose included (a share of something is at most 100%)."""
-    out = _ranges(data)
+    time within the steps; and every share, percent and duration in range (`_ranges`), the shares the verdicts
+    write (`_written_shares`) and the percentages in their prose included (a share of something is at most 100%)."""
+    out = _ranges(data) + _written_shares(data)
     for path, text in _texts(data):
         for m in PERCENT.finditer(text):
             if not 0 <= float(m.group(1)) <= 100:
@@ -300,9 +369,7 @@ def _diagnosis_within(dg: dict[str, Any], at: str, rank: dict[str, Any]) -> list
     limit, of = (window, "window_us") if rank.get("devices") else (rank.get("window_us"), "the rank's window_us")
     for j, f in enumerate(dg.get("findings") or []):
         _not_above(out, f"{at}.findings[{j}] ({f.get('id')})", "explains_us", f.get("explains_us"), limit, of)
-    for key, v in (dg.get("headline_figures") or {}).items():
-        if key.endswith("_us"):
-            _not_above(out, f"{at}.headline_figures", key, v, limit, of)
+
     for j, d in enumerate(dg.get("devices") or []):
         w = f"{at}.devices[{j}]"
         _not_above(out, w, "idle_us", d.get("idle_us"), d.get("window_us"), "window_us")
