@@ -1,8 +1,8 @@
 """Metamorphic tests (issue 43 item 9b): a real Kineto trace changed in a way whose effect is known in advance
 (`tests/variants.py`), analysed again; each verdict must move (or not) exactly as the change says.
 
-(i) a warm-up step added at the front (the first step copied, 4x longer): it is set apart as a warm-up step and
-the steady verdict is unchanged; (ii) a step repeated: one more step, verdict unchanged; (iii) every time x2:
+(i) a warm-up step added at the front (the first step copied, 4x longer): it is set apart as a warm-up step
+exactly when it is WARMUP_STEP_FACTOR x the median step or more, and the steady verdict is unchanged; (ii) a step repeated: one more step, verdict unchanged; (iii) every time x2:
 verdict unchanged, every duration figure x2 (within 1 us; idle by cause for the causes whose rules use no
 absolute duration, `SCALE_FREE_CAUSES`), every share unchanged; (iv) a start-up stall (a host
 module load as long as the window) before the first GPU work: the start-up figure grows by the stall, the
@@ -22,12 +22,14 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import variants as V
 from conftest import CORPUS, SAMPLES, corpus_path
 
 import traceanalyzer as ta
 from traceanalyzer import causes as C
+from traceanalyzer.diagnosis.thresholds import WARMUP_STEP_FACTOR
 
 SLOW_BYTES = 30_000
 # Kineto traces with step markers (all five changes) and without (scale, stall, stream only).
@@ -57,6 +59,24 @@ KNOWN: dict[tuple[str, str], str] = {
     ("samples/launch_bound.json.gz", "stall"): _STALL.format(g="75,992", s="60,000", x="15,992"),
     ("samples/comm_rank0.json", "stall"): _STALL.format(g="40,300", s="40,000", x="300"),
     (_MI250, "stall"): _STALL.format(g="9,641.1", s="9,374.4", x="266.8"),
+    ("corpus/hta_nccl/nccl_data.json.gz", "stall"): _STALL.format(g="840,229", s="667,226", x="173,003"),
+    ("corpus/hta_ns_resolution/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz", "stall"):
+        _STALL.format(g="400,114", s="394,280", x="5,834"),
+    ("corpus/hta_trace_diff/test.json.gz", "stall"): _STALL.format(g="747,636", s="744,645", x="2,991"),
+    ("corpus/tl_mi300_resnet_ckpt/resnet_act_checkpoint.json.gz", "stall"):
+        _STALL.format(g="50,956.5", s="48,674.7", x="2,281.8"),
+    ("corpus/tl_h100/gaunernst_bert-small-uncased__1016001.json.gz", "stall"):
+        _STALL.format(g="4,884.7", s="4,426.1", x="458.5"),
+    ("corpus/hta_nccl/nccl_data.json.gz", "scale"):
+        "time x2: idle by memcpy 61,523 us -> 683 us (expected 123,046): the copy attribution is not scale-free",
+    ("corpus/hta_ns_resolution/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz", "scale"):
+        "time x2: idle by memcpy 1,483 us -> 2,073 us (expected 2,966): the copy attribution is not scale-free",
+    ("corpus/tl_h100/gaunernst_bert-small-uncased__1016001.json.gz", "scale"):
+        "time x2: launch_bound -> host_bound (kernels twice as long are no longer 'short' by the absolute "
+        "launch threshold; may be intended: a launch costs microseconds whatever the kernel)",
+    ("corpus/hta_trace_diff/test.json.gz", "repeat"):
+        "one of 6 steps said twice: gpu_bound -> communication_bound ('The GPU loses 66.8 ms (8.1% of the 826.6 ms "
+        "window) waiting on communication'): a verdict that flips on one more identical step",
     (_MI250, "repeat"):
         "host_bound on 2 steps; with step 1 said twice (3 steps) step 0 becomes a warm-up step and the verdict "
         "startup_dominated ('lose 9.1 ms of the 9.4 ms capture (97%) in the first 1 warm-up step') with no "
@@ -183,7 +203,12 @@ def test_verdict_moves_as_the_change_says(path: Path, change: str, tmp_path: Pat
         after = _analyze(V.add_warmup_step(doc, 4.0), tmp_path / "t.json")
         rb = _rank(after)
         assert rb["steps"] == ra["steps"] + 1
-        assert first[0] in rb["diagnosis"]["warmup_steps"], (rb["diagnosis"]["warmup_steps"], first)
+        # a warm-up step is a leading step at least WARMUP_STEP_FACTOR x the median step (thresholds.py)
+        copy_us = 4.0 * (first[2] - first[1])
+        median = float(np.median([s["duration_us"] for s in rb["per_step"]]))
+        expected = copy_us >= WARMUP_STEP_FACTOR * median
+        assert (first[0] in rb["diagnosis"]["warmup_steps"]) == expected, (
+            rb["diagnosis"]["warmup_steps"], first[0], copy_us, median)
         assert steady_verdict(after) == steady_verdict(before)
     elif change == "repeat":
         after = _analyze(V.repeat_step(doc), tmp_path / "t.json")
