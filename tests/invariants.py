@@ -125,15 +125,16 @@ def _step_share(diag: dict[str, Any], cause: str) -> float | None:
     return None
 
 
-def _claims(diag: dict[str, Any]) -> Iterator[tuple[str, str]]:
-    """(verdict, what says it) for a diagnosis: its primary, and the verdict of the capture after start-up that a
-    `steady_state` finding gives ("After start-up: <label>")."""
-    yield str(diag.get("primary")), "primary"
+def _claims(diag: dict[str, Any]) -> Iterator[tuple[str, str, dict[str, Any] | None]]:
+    """(verdict, what says it, the figures it speaks of) for a diagnosis: its primary (None: the rank's), and the
+    verdict of the capture after start-up that a `steady_state` finding gives ("After start-up: <label>"), with
+    that finding's figures: the rest of the capture is judged on its own window."""
+    yield str(diag.get("primary")), "primary", None
     labels = {v.label: v.id for v in C.VERDICT_LIST}
     for i, f in enumerate(diag.get("findings") or []):
         title = str(f.get("title") or "")
         if f.get("id") == STEADY_STATE and title.startswith("After start-up: ") and title[16:] in labels:
-            yield labels[title[16:]], f"findings[{i}] (steady_state)"
+            yield labels[title[16:]], f"findings[{i}] (steady_state)", f.get("figures") or {}
 
 
 def _gpu_bound_busy(figures: dict[str, Any]) -> float | None:
@@ -155,8 +156,22 @@ def material_cost(data: dict[str, Any]) -> list[Violation]:
     out = []
     for where, diag, rank in _diagnoses(data):
         figures = rank["diagnosis"] if rank and rank.get("diagnosis") else diag
-        for verdict, said in _claims(diag):
+        for verdict, said, own in _claims(diag):
             at = f"{where} {said}"
+            if own is not None:  # the rest after start-up: its own window and losses
+                window = float(own.get("window_us") or 0.0)
+                if verdict == C.GPU_BOUND:
+                    busy = float(own.get("gpu_busy_us") or 0.0) / window if window else 0.0
+                    if busy < TH.HEALTHY_BUSY_SHARE:
+                        out.append(Violation("material_cost", at, f"gpu_bound after start-up with the GPU busy "
+                                             f"{_pct(busy)} of the rest's {window:.1f} us window"))
+                    continue
+                cause = _cause_of(verdict)
+                lost = float(own.get(f"{cause}_lost_us") or 0.0) if cause else 0.0
+                if cause is not None and (window <= 0 or lost < MATERIAL_MIN_SHARE * window):
+                    out.append(Violation("material_cost", at, f"{verdict} after start-up: {cause} lost {lost:.1f} us "
+                                         f"of the rest's {window:.1f} us window"))
+                continue
             if verdict in HOST_VERDICT_PART:
                 shares = figures.get("host_shares") or {}
                 part = float(shares.get(HOST_VERDICT_PART[verdict]) or 0.0)

@@ -381,13 +381,15 @@ def verdict(ra: RankAnalysis, lost: LostTime, findings: tuple[Finding, ...], inc
         if rest.primary not in (UNDETERMINED, STARTUP_DOMINATED) and material(steady_window,
                                                                                window_ns + c.startup_before_ns):
             findings = (steady_state_finding(rest, startup_ns), *findings)
+        capture_ns = window_ns + c.startup_before_ns
+        headline = _startup_headline(startup_ns, lost_ns + c.startup_before_ns, capture_ns, warmup,
+                                     c.evidence.get(C.STARTUP, ()), q)
         return RankVerdict(
             STARTUP_DOMINATED, None,
             f"one-off start-up costs lose {duration(startup_ns)}, more than the steady state's "
             f"{duration(steady_total)}{before}",
-            _startup_headline(startup_ns, lost_ns + c.startup_before_ns, window_ns + c.startup_before_ns, warmup,
-                              c.evidence.get(C.STARTUP, ()), q),
-            findings, runner_up=ranked[0],
+            headline, _with_startup_total(findings, startup_ns, capture_ns, startup_in_window, c.startup_before_ns,
+                                          warmup), runner_up=ranked[0],
             runner_up_share=round(steady[ranked[0]] / lost_ns, 4) if lost_ns else None,
             confidence="clear" if startup_ns >= CLEAR_MARGIN * steady_total else "close",
             warmup_steps=warm, startup_ns=int(startup_ns), quoted=q)
@@ -642,6 +644,30 @@ def _startup_headline(startup_ns: int, lost_ns: int, capture_ns: int, warmup: np
                 + f"; {duration(startup_ns)} in all, more than any steady-state cause loses. Steps after "
                   f"start-up show the training loop's own bottleneck.")
     return headline
+
+
+def _with_startup_total(findings: tuple[Finding, ...], startup_ns: int, capture_ns: int, in_window_ns: int,
+                        before_ns: int, warmup: np.ndarray) -> tuple[Finding, ...]:
+    """The findings with the start-up finding leading its evidence with the headline's number (every one-off
+    start-up cost against the capture, split into inside the window and before it); made when the start-up
+    idle inside the window was too small for a finding of its own."""
+    q = Quoted()
+    share = q.ns(startup_ns, "startup_us", capture_ns, "capture_us")
+    steps = f", the first {len(warmup)} warm-up step{'s' if len(warmup) != 1 else ''} included" if len(warmup) else ""
+    line = (f"One-off start-up costs lose {duration(startup_ns)} of the {duration(capture_ns)} capture ({share}): "
+            f"{duration(in_window_ns)} inside the window{steps}, {duration(before_ns)} before it")
+    at = next((i for i, f in enumerate(findings) if f.cause == C.STARTUP), None)
+    if at is None:
+        first = Finding(STARTUP_DOMINATED, C.STARTUP, _title(STARTUP_DOMINATED, "high"), "high", startup_ns, 0.0,
+                        (line,), advice_for(STARTUP_DOMINATED, ""), share_of_window=round(startup_ns / capture_ns, 6)
+                        if capture_ns else None, figures=q.figures, shares=tuple(q.shares))
+    else:
+        f = findings[at]
+        first = replace(f, evidence=(line, *f.evidence), figures={**f.figures, **q.figures},
+                        shares=(*q.shares, *f.shares))
+    rest = [f for i, f in enumerate(findings) if i != at]
+    lead = 1 if rest and rest[0].id == STEADY_STATE else 0  # the verdict's own finding next, after the rest's
+    return (*rest[:lead], first, *rest[lead:])
 
 
 def _spread_verdict(c: RankCauses, lost: LostTime, findings: tuple[Finding, ...], q: Quoted,
