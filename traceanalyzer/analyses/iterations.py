@@ -85,10 +85,10 @@ COVER_TIE = 0.01
 # Iterations are one call's blocks when one host call holds the starts of at least this share of them.
 NESTED_MIN_SHARE = 0.5
 # Host calls that hold one call's work: framework ops and annotations, and the Python frames of a module
-# call (torch.profiler with_stack: `nn.Module: Name_0`, a `forward` method) ...
+# call (torch.profiler with_stack: `nn.Module: Name_0`, a `forward` method). (Iterations that each wait
+# for the DataLoader or call the optimizer, causes.OPTIMIZER_CALLS, are a loop wherever they run.)
 CALL_KINDS = (T.CPU_OP, T.ANNOTATION)
 MODULE_FRAME = re.compile(r"^nn\.Module: |\): forward$")
-# Iterations that each wait for the DataLoader or call the optimizer (causes.OPTIMIZER_CALLS) are a loop.
 
 # A rank without GPU work: the host events whose top-level sequence is searched instead.
 HOST_SEQUENCE_KINDS = (T.CPU_OP, T.ANNOTATION, T.DATALOADER)
