@@ -76,9 +76,6 @@ KNOWN: dict[tuple[str, str], str] = {
         _STEADY_GPU_BOUND.format(b="62.9%", win="713.9 ms", st="597.9 ms"),
     (_PIECEWISE, "material_cost"): _STEADY_GPU_BOUND.format(b="15.7%", win="55.2 ms", st="49.8 ms"),
     (_PIECEWISE, "headline_in_findings"): _STARTUP_HEADLINE.format(s="52.4 ms", c="57.7 ms", p="91%", w="49.8 ms"),
-    (_PIECEWISE, "steps_top_level"):
-        "23 steps detected from a recurring '## Call CompiledFxGraph ... ##' annotation all lie inside one "
-        "'capture_8192_PIECEWISE' annotation (173.8 ms; graph capture, no loop); 3 host calls hold 2 or more",
 }
 
 
