@@ -4,17 +4,22 @@ steps, and what the detector finds on the corpus's traces without markers."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
 import pytest
-from iterations_builder import PATTERN, loop_trace, random_work, single_pass
+from conftest import CORPUS
+from iterations_builder import PATTERN, blocks_trace, loop_trace, random_work, single_pass
 
 import traceanalyzer as ta
 from traceanalyzer.analyses import figures as F
 from traceanalyzer.analyses.iterations import detect_iterations, find_steps
 from traceanalyzer.compare import compare
 from traceanalyzer.formats import ReadOptions, read_file
+from traceanalyzer.report.diff import render_diff_markdown, render_diff_text
+
+MIB = 1 << 20
 
 
 def source(path):
@@ -216,3 +221,101 @@ def test_diff_of_two_real_captures_with_one_step_marker_each(corpus):
     assert (c.change_verdict, c.reason) == ("inconclusive", "too_few_steps")
     b, h = h100.ranks[0].per_step[0].duration_us, mi300.ranks[0].per_step[0].duration_us
     assert c.step_time.change == pytest.approx(h / b - 1, abs=1e-4)
+
+
+# --- what a step is: a loop at the top level, never the blocks of one call ---------------------------------
+def _leak(r) -> bool:
+    return any(f.id == "memory_leak" for f in r.diagnosis.findings)
+
+
+@pytest.mark.parametrize("wrap", ["module", "annotation"])
+def test_the_blocks_of_one_forward_pass_are_no_steps(tmp_path, wrap):
+    # eight identical MoE blocks, each with a small host-to-device copy and a `.item()` synchronisation (the
+    # boundary evidence a loop shows), and memory growing 2 MiB a block, inside one `nn.Module: Model_0`
+    # frame or one `forward` annotation: one call, no steps, no leak
+    r, src = source(blocks_trace(tmp_path / "fwd.json", blocks=8, wrap=wrap, grow_bytes=2 * MIB))
+    assert (src.kind, r.steps, r.per_step) == ("window", 0, ())
+    assert r.devices[0].memory.per_step == () and not _leak(r)
+    assert r.devices[0].memory.peak_allocated_bytes == 100 * MIB + 8 * 2 * MIB  # the growth is there
+
+
+def test_a_recurring_annotation_inside_one_module_call_is_no_loop(tmp_path):
+    # a compiled piece per block (vLLM's piecewise graphs), all inside one model call: the pieces of one pass
+    path = blocks_trace(tmp_path / "pieces.json", blocks=8, wrap="module", block_annotation="## Call CompiledFxGraph ##")
+    r, src = source(path)
+    assert (src.kind, r.steps) == ("window", 0)
+    # the same pieces at the top level (no enclosing call) are a loop: each occurrence is an iteration
+    r, src = source(blocks_trace(tmp_path / "loop.json", blocks=8, wrap=None,
+                                 block_annotation="## Call CompiledFxGraph ##"))
+    assert (src.kind, src.basis, r.steps) == ("detected", "annotation ## Call CompiledFxGraph ##", 8)
+
+
+@pytest.mark.parametrize("wrap, loop", [(None, "dataloader"), (None, "optimizer"), ("module", "optimizer"),
+                                        ("annotation", "dataloader")])
+def test_the_same_blocks_as_a_real_loop_are_its_steps(tmp_path, wrap, loop):
+    # each block waits for the DataLoader or steps the optimizer: a loop, even inside one wrapping call
+    r, src = source(blocks_trace(tmp_path / "loop.json", blocks=8, wrap=wrap, loop=loop))
+    assert (src.kind, src.iterations, r.steps) == ("detected", 8, 8)
+    assert [s.step for s in r.per_step] == list(range(8))
+
+
+@pytest.mark.parametrize("blocks, leak", [(4, False), (5, True), (6, True)])
+def test_a_leak_needs_five_real_steps_of_a_loop(tmp_path, blocks, leak):
+    # memory kept by every iteration of a real loop (a DataLoader wait each): a leak from five steps on
+    r, src = source(blocks_trace(tmp_path / "leak.json", blocks=blocks, wrap=None, loop="dataloader",
+                                 grow_bytes=2 * MIB))
+    assert (src.kind, r.steps) == ("detected", blocks)
+    assert [s.growth_bytes for s in r.devices[0].memory.per_step] == [0] + [2 * MIB] * (blocks - 1)
+    assert _leak(r) is leak
+
+
+def test_diff_of_two_single_forward_captures_compares_whole_captures(tmp_path):
+    base = ta.analyze(blocks_trace(tmp_path / "base.json", blocks=8))
+    again = ta.analyze(blocks_trace(tmp_path / "again.json", blocks=9))  # a capture holding a ninth block
+    slow = ta.analyze(blocks_trace(tmp_path / "slow.json", blocks=8, kernel_us=120))
+    c = compare(base, again)
+    assert c.compared == "whole_captures" and c.reason == "whole_captures"
+    assert (c.step_time.base_steps, c.step_time.head_steps) == (1, 1)  # one capture a side, never "8 vs 9 steps"
+    assert (c.base.steps, c.head.steps) == (0, 0) and c.base.step_basis == c.head.step_basis == "window"
+    b, h = base.ranks[0].window_us, again.ranks[0].window_us
+    assert c.step_time.change == pytest.approx(h / b - 1, abs=1e-4)
+    assert c.change_verdict == "inconclusive"  # +12% of one capture: within run-to-run variation
+    assert "whole captures compared" in c.title and "whole captures compared" in c.warnings[0]
+    s = compare(base, slow)
+    assert s.step_time.change == pytest.approx(slow.ranks[0].window_us / b - 1, abs=1e-4)
+    assert (s.change_verdict, s.compared) == ("regressed", "whole_captures")
+    assert s.title.startswith("Regressed: HEAD's whole capture is") and "whole captures compared" in s.title
+    parts = {p.cause: p for p in s.attribution}
+    assert parts["gpu_compute"].delta_per_step_us == pytest.approx(8 * 4 * 80, abs=1)  # 32 kernels, 80 us longer
+    assert "| captures measured | 1 (whole capture, no steps) | 1 (whole capture, no steps) | |" in \
+        render_diff_markdown(s)
+    text = render_diff_text(s)
+    assert "whole capture 1.6 ms -> 4.1 ms (1 vs 1 captures, no steps)" in text and "per step" not in text
+    assert "per step" not in render_diff_markdown(s).split("<sub>share")[0]
+
+
+def test_diff_of_a_loop_against_one_forward_pass_compares_whole_captures(tmp_path):
+    loop = ta.analyze(loop_trace(tmp_path / "loop.json", iterations=8))
+    one = ta.analyze(blocks_trace(tmp_path / "fwd.json", blocks=8))
+    c = compare(loop, one)
+    assert c.compared == "whole_captures" and c.base.steps == 8 and c.head.steps == 0
+    assert c.warnings[0].startswith("no steps on the head")
+    assert c.step_time.change == pytest.approx(one.ranks[0].window_us / loop.ranks[0].window_us - 1, abs=1e-4)
+
+
+FETCHED = Path(os.environ.get("TRACEANALYZER_FETCHED", CORPUS.parent / "corpus_fetched"))
+
+
+@pytest.mark.parametrize("row, kind, steps", [
+    # vLLM compiling its model piecewise: 23 compiled pieces (one `## Call CompiledFxGraph ##` annotation each)
+    # inside one `nn.Module: GptOssForCausalLM_0` call of a CUDA-graph capture: one forward, no steps
+    ("tl_vllm_piecewise_capture/graph_capture_rank_0.1773709679453551615.pt.trace.json.gz", "window", 0),
+    # a ResNet-18 training loop without markers (backward on its own thread): 4 iterations, still found
+    ("tl_ddp_resnet18_no_pool/train_resnet18.json.gz", "detected", 4),
+])
+def test_fetched_traces_steps(row, kind, steps):
+    path = FETCHED / row
+    if not path.is_file():
+        pytest.skip(f"fetched trace absent (run benchmarks/verdicts/fetch_traces.py): {row}")
+    r = ta.analyze(path).ranks[0]
+    assert (r.step_source.kind, r.steps) == (kind, steps)

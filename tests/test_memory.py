@@ -268,24 +268,29 @@ def _leaky(growth: list[int]) -> list[tuple[float, int, int]]:
 
 
 def test_leak_finding_when_memory_grows_every_step(tmp_path):
-    steps = MEMORY_LEAK_MIN_STEPS + 1
-    a = analyze(gpu_trace(_leaky([2 * MiB] * MEMORY_LEAK_MIN_STEPS), steps=steps), tmp_path / "t.json")
+    # six real steps (ProfilerStep markers), 2 MiB more left allocated at the end of each: five changes
+    a = analyze(gpu_trace(_leaky([2 * MiB] * 5), steps=6), tmp_path / "t.json")
     m = gpu_memory(a)
     assert m.growth_per_step_bytes == 2 * MiB
     f = memory_findings(a)[LEAK]
-    assert f.figures["growth_per_step_bytes"] == 2 * MiB
-    assert f.figures["grown_bytes"] == 2 * MiB * MEMORY_LEAK_MIN_STEPS
-    assert f.figures["steps_to_full"] == round((TOTAL - (100 + 2 * MEMORY_LEAK_MIN_STEPS) * MiB) / (2 * MiB))
+    assert f.figures["growth_per_step_bytes"] == 2 * MiB and f.figures["steps"] == 6
+    assert f.figures["grown_bytes"] == 2 * MiB * 5
+    assert f.figures["steps_to_full"] == round((TOTAL - (100 + 2 * 5) * MiB) / (2 * MiB))
     assert f.severity == "high" and ".item()" in " ".join(f.advice)
 
 
-def test_no_leak_when_one_step_does_not_grow_or_too_few_steps(tmp_path):
-    flat_once = [2 * MiB] * (MEMORY_LEAK_MIN_STEPS - 1) + [0, 2 * MiB]
+@pytest.mark.parametrize("steps, found", [(4, False), (MEMORY_LEAK_MIN_STEPS, True), (6, True)])
+def test_a_leak_needs_five_real_steps(tmp_path, steps, found):
+    # the same growth every step: found over at least MEMORY_LEAK_MIN_STEPS (5) steps, not over 4
+    a = analyze(gpu_trace(_leaky([2 * MiB] * (steps - 1)), steps=steps), tmp_path / "t.json")
+    assert a.ranks[0].steps == steps
+    assert (LEAK in memory_findings(a)) is found
+
+
+def test_no_leak_when_one_step_does_not_grow(tmp_path):
+    flat_once = [2 * MiB] * 4 + [0, 2 * MiB]  # seven steps, one of them back to where it was
     a = analyze(gpu_trace(_leaky(flat_once), steps=len(flat_once) + 1), tmp_path / "t.json")
     assert LEAK not in memory_findings(a)
-    short = [2 * MiB] * (MEMORY_LEAK_MIN_STEPS - 1)
-    b = analyze(gpu_trace(_leaky(short), steps=len(short) + 1), tmp_path / "u.json")
-    assert LEAK not in memory_findings(b)
 
 
 def test_no_memory_events_no_memory(tmp_path):

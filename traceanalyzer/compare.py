@@ -23,6 +23,11 @@ Did the change make training slower, by how much, and why (docs/ci.md says each 
 * **headline**: two lines, the verdict with the size of the change (`title`) and the part that moved most
   (`lead`); the statistic, its interval and the run counts follow (`detail`).
 * **kernels**: time per step by normalised name, the biggest movers, new and vanished kernels.
+* **whole captures**: when a side has no real steps (no step markers and no loop the trace shows: one
+  forward pass), per-step figures mean nothing; both sides are compared over their whole captures instead
+  (`compared` = "whole_captures": each run one value, its window; the parts and kernels per capture), and
+  the comparison says so. Such a change is called only beyond the tolerance and the run-to-run allowance
+  (one capture a side has no spread), or from the runs' interval with `MIN_STEPS` runs a side.
 
 Pure: Analysis x Analysis (or runs x runs) -> Comparison. Rendering lives in `report/diff*.py`.
 """
@@ -77,7 +82,13 @@ LIKELY_FASTER = "likely_faster"
 UNCHANGED = "unchanged"
 INCONCLUSIVE = "inconclusive"
 # What a side's steps are (StepSourceResult.kind), in words; a side whose ranks differ is "mixed".
-STEP_BASES = {"markers": "by step markers", "detected": "detected from repeating work"}
+# A side compared over its whole captures has the basis "window" (StepSourceResult.kind of a rank without steps).
+WHOLE_BASIS = "window"
+STEP_BASES = {"markers": "by step markers", "detected": "detected from repeating work",
+              WHOLE_BASIS: "whole capture, no steps"}
+# What was compared (Comparison.compared): each side's steps, or each run's whole capture (a side without steps).
+STEPS = "steps"
+WHOLE_CAPTURES = "whole_captures"
 MIXED_BASIS = "mixed"
 CHANGE_VERDICTS = (REGRESSED, IMPROVED, LIKELY_SLOWER, LIKELY_FASTER, UNCHANGED, INCONCLUSIVE)
 VERDICT_WORDS = {REGRESSED: "regressed", IMPROVED: "improved", LIKELY_SLOWER: "likely slower, unconfirmed",
@@ -218,6 +229,7 @@ class Comparison:
     title: str = ""  # the headline's first line: the verdict and the size of the change
     lead: str = ""  # its second line: the part that moved most
     detail: tuple[str, ...] = ()  # the sentences below the headline
+    compared: str = STEPS  # STEPS | WHOLE_CAPTURES (a side without steps: each run's whole capture)
 
     def to_data(self) -> dict[str, Any]:
         return to_data(self)  # type: ignore[no-any-return]
@@ -571,11 +583,12 @@ def _run_medians(runs: Sequence[np.ndarray]) -> list[float]:
 
 
 # --- kernels --------------------------------------------------------------------------------------
-def _kernel_per_step(a: AnalysisData) -> dict[str, float]:
+def _kernel_per_step(a: AnalysisData, whole: bool = False) -> dict[str, float]:
+    """Kernel time per step (`whole`: per capture) by normalised name, averaged over ranks."""
     out: dict[str, float] = {}
     n_ranks = max(len(a.ranks), 1)
     for r in a.ranks:
-        steps = max(r.steps, 1)
+        steps = 1 if whole else max(r.steps, 1)
         for d in r.devices:
             for k in d.kernel_table or d.top_kernels:
                 key = normalise_kernel(k.name)
@@ -584,13 +597,14 @@ def _kernel_per_step(a: AnalysisData) -> dict[str, float]:
 
 
 def kernel_moves(base: AnalysisData | Sequence[AnalysisData], head: AnalysisData | Sequence[AnalysisData],
-                 top: int = TOP_MOVERS) -> tuple[KernelMove, ...]:
-    """Kernel time per step on each side (averaged over a side's runs): the biggest movers first."""
+                 top: int = TOP_MOVERS, whole: bool = False) -> tuple[KernelMove, ...]:
+    """Kernel time per step (`whole`: per capture) on each side (averaged over a side's runs): the biggest
+    movers first."""
     def per_step(side: AnalysisData | Sequence[AnalysisData]) -> dict[str, float]:
         runs = [side] if isinstance(side, AnalysisData) else list(side)
         out: dict[str, float] = {}
         for a in runs:
-            for k, v in _kernel_per_step(a).items():
+            for k, v in _kernel_per_step(a, whole).items():
                 out[k] = out.get(k, 0.0) + v / len(runs)
         return out
 
@@ -630,10 +644,20 @@ def compare_runs(bases: Sequence[AnalysisData], heads: Sequence[AnalysisData],
     b_reports, h_reports = reports or ([None] * len(bases), [None] * len(heads))
     b_sides = [_side(a, root, r) for a, r in zip(bases, b_reports, strict=True)]
     h_sides = [_side(a, root, r) for a, r in zip(heads, h_reports, strict=True)]
+    no_steps = [not any(s.steps for s, _, _ in sides) for sides in (b_sides, h_sides)]
+    whole = any(no_steps)
+    if whole:  # a side without steps: each run's whole capture on both sides, like with like
+        b_sides = [_whole_capture(a, s) for a, (s, _, _) in zip(bases, b_sides, strict=True)]
+        h_sides = [_whole_capture(a, s) for a, (s, _, _) in zip(heads, h_sides, strict=True)]
     st = step_time([d for _, d, _ in b_sides], [d for _, d, _ in h_sides])
     b_side, h_side = _merge([s for s, _, _ in b_sides]), _merge([s for s, _, _ in h_sides])
     warnings: list[str] = []
-    if st.base_steps < MIN_STEPS or st.head_steps < MIN_STEPS:
+    if whole:
+        which = "either side" if all(no_steps) else "the base" if no_steps[0] else "the head"
+        warnings.append(f"no steps on {which} (no step markers and no loop in the capture, e.g. one forward "
+                        f"pass): whole captures compared, not steps; the change includes any change in what "
+                        f"each capture holds")
+    elif st.base_steps < MIN_STEPS or st.head_steps < MIN_STEPS:
         warnings.append(f"fewer than {MIN_STEPS} steps on a side (base {st.base_steps}, head {st.head_steps}): "
                         f"the change cannot be judged; profile more steps")
     models = [sorted({d.name for a in side for r in a.ranks for d in r.devices if d.name}) for side in (bases, heads)]
@@ -650,18 +674,96 @@ def compare_runs(bases: Sequence[AnalysisData], heads: Sequence[AnalysisData],
     history_medians = [m for a in history for m in _run_medians([M.job_steps(a)[1]])]
     noise = run_noise(_run_medians([d for _, d, _ in b_sides]), _run_medians([d for _, d, _ in h_sides]),
                       history_medians, default_noise)
-    verdict, reason = change_verdict(st, tolerance, parts, noise)
-    mismatch = basis_mismatch(b_side.step_basis, h_side.step_basis)
-    if mismatch:  # one side by step markers, the other by detected iterations: never judged
-        warnings.insert(0, mismatch)
-        verdict, reason = INCONCLUSIVE, "step_basis_differs"
+    if whole:
+        verdict, reason = whole_capture_verdict(st, tolerance, noise, default_noise)
+    else:
+        verdict, reason = change_verdict(st, tolerance, parts, noise)
+        mismatch = basis_mismatch(b_side.step_basis, h_side.step_basis)
+        if mismatch:  # one side by step markers, the other by detected iterations: never judged
+            warnings.insert(0, mismatch)
+            verdict, reason = INCONCLUSIVE, "step_basis_differs"
     comparison = Comparison(
         schema=SCHEMA, tool={"name": "traceanalyzer", "version": __version__}, change_verdict=verdict,
         headline="", tolerance=tolerance, step_time=st, mean_step_change_us=mean_change,
-        attribution=parts, kernels=kernel_moves(bases, heads), base=b_side, head=h_side,
+        attribution=parts, kernels=kernel_moves(bases, heads, whole=whole), base=b_side, head=h_side,
         verdict_changed=(b_side.primary or "") != (h_side.primary or ""), warnings=tuple(warnings),
-        reason=reason, run_to_run_measured=len(bases) > 1 and len(heads) > 1, run_noise=noise)
+        reason=reason, run_to_run_measured=len(bases) > 1 and len(heads) > 1, run_noise=noise,
+        compared=WHOLE_CAPTURES if whole else STEPS)
     return _with_headline(comparison)
+
+
+def _whole_capture(a: AnalysisData, side: Side) -> tuple[Side, np.ndarray, dict[str, np.ndarray]]:
+    """A run compared over its whole capture: one value, the window of its slowest rank, split into the
+    same parts as a step (averaged over ranks); the side's per-step figures become per-capture ones."""
+    windows = [r.window_us for r in a.ranks if r.window_us]
+    if not windows:
+        return replace(side, step_basis=WHOLE_BASIS, step_durations_us=(), step_parts_us={}), np.zeros(0), {}
+    dur = np.array([max(windows)], dtype=np.float64)
+    parts = _window_parts(a)
+    n = max(len(a.ranks), 1)
+    devices = [d for r in a.ranks for d in r.devices]
+    mean = lambda xs: float(np.mean(xs)) if len(xs) else None  # noqa: E731
+    busy = [d.gpu_busy_us for d in devices if d.gpu_busy_us is not None]
+    idle = [d.window_us - d.gpu_busy_us for d in devices if d.window_us is not None and d.gpu_busy_us is not None]
+    bytes_by_dir: dict[str, float] = {}
+    for d in devices:
+        for c in d.memcpy.by_direction:
+            bytes_by_dir[c.direction] = bytes_by_dir.get(c.direction, 0.0) + c.bytes / n
+    return replace(
+        side, step_basis=WHOLE_BASIS, mean_step_us=_r(float(dur[0])),
+        gpu_busy_per_step_us=_r(mean(busy)), gpu_idle_per_step_us=_r(mean(idle)),
+        dataloader_wait_per_step_us=_r(mean([r.dataloader_wait_us for r in a.ranks
+                                             if r.dataloader_wait_us is not None])),
+        memcpy_bytes_per_step={k: round(v, 1) for k, v in sorted(bytes_by_dir.items())},
+        step_durations_us=(round(float(dur[0]), 3),),
+        step_parts_us={k: (round(float(v[0]), 3),) for k, v in parts.items() if v[0] > 0},
+    ), dur, parts
+
+
+def _window_parts(a: AnalysisData) -> dict[str, np.ndarray]:
+    """The whole window split as `_step_parts` splits a step (one value each), averaged over ranks: the mean
+    GPU's compute, exposed communication, copies and idle, the idle split in the rank's proportions by
+    cause; a rank without GPU work: waiting for data and the rest."""
+    parts: dict[str, np.ndarray] = {}
+    ranks = [r for r in a.ranks if r.window_us]
+    for r in ranks:
+        window = float(r.window_us or 0.0)
+        vals: dict[str, float]
+        devices = [d for d in r.devices if d.gpu_busy_us is not None]
+        if not devices:
+            wait = min(r.dataloader_wait_us or 0.0, window)
+            vals = {HOST_WAIT: wait, HOST_OTHER: window - wait}
+        else:
+            busy = float(np.mean([d.gpu_busy_us or 0.0 for d in devices]))
+            memcpy = float(np.mean([d.memcpy_us or 0.0 for d in devices]))
+            comm = min(float(np.mean([d.exposed_communication_us or 0.0 for d in devices])), max(busy - memcpy, 0.0))
+            idle = max(float(np.mean([(d.window_us or 0.0) - (d.gpu_busy_us or 0.0) for d in devices])), 0.0)
+            vals = {COMPUTE: max(busy - memcpy - comm, 0.0), EXPOSED_COMM: comm, MEMCPY_PART: memcpy}
+            causes = r.diagnosis.idle_by_cause_us if r.diagnosis else {}
+            total = sum(causes.values())
+            scale = min(idle / total, 1.0) if total > 0 else 0.0
+            for c in CAUSES:
+                vals[IDLE_PREFIX + c] = float(causes.get(c, 0.0)) * scale
+            vals[UNATTRIBUTED] = max(idle - total * scale, 0.0)
+        for key, v in vals.items():
+            parts.setdefault(key, np.zeros(1))[0] += v / len(ranks)
+    return parts
+
+
+def whole_capture_verdict(st: StepTime, tolerance: float, noise: RunNoise | None,
+                          default_noise: float = RUN_NOISE) -> tuple[str, str]:
+    """(verdict, reason) of a comparison of whole captures (each run one value): with at least MIN_STEPS
+    runs a side, the runs' interval judges as it does steps; with fewer, the change is called only beyond
+    both the tolerance and the run-to-run allowance (nothing shows the captures' spread), else it is
+    inconclusive. The reason is always WHOLE_CAPTURES."""
+    if st.change is None:
+        return INCONCLUSIVE, WHOLE_CAPTURES
+    if st.base_steps >= MIN_STEPS and st.head_steps >= MIN_STEPS:
+        return change_verdict(st, tolerance, (), noise)[0], WHOLE_CAPTURES
+    allowance = noise.allowance if noise is not None else default_noise
+    if abs(st.change) > max(tolerance, allowance):
+        return (REGRESSED if st.change > 0 else IMPROVED), WHOLE_CAPTURES
+    return INCONCLUSIVE, WHOLE_CAPTURES
 
 
 def judge(base_steps: Sequence[np.ndarray], head_steps: Sequence[np.ndarray],
@@ -815,12 +917,15 @@ def _top_part(c: Comparison) -> str:
         return ""
     p = adds[0]
     share = f", {p.share_of_change * 100:.0f}% of the change" if p.share_of_change is not None else ""
+    unit = "capture" if c.compared == WHOLE_CAPTURES else "step"
     return (f"Largest part: {p.label} {'+' if p.delta_per_step_us > 0 else '−'}{format_us(abs(p.delta_per_step_us))} "
-            f"per step (change of the mean{share}), not decisive")
+            f"per {unit} (change of the mean{share}), not decisive")
 
 
 def _title(c: Comparison) -> str:
     st, v = c.step_time, c.change_verdict
+    if c.compared == WHOLE_CAPTURES:
+        return _whole_title(c)
     if st.change is None:
         return "Step time cannot be compared: a side has no steps"
     size = f"{abs(st.change) * 100:.1f}%"
@@ -841,12 +946,36 @@ def _title(c: Comparison) -> str:
     return f"Inconclusive: step time {_pct(st.change)}, its interval too wide to tell"
 
 
+def _whole_title(c: Comparison) -> str:
+    """The headline of a comparison of whole captures: it says what was compared."""
+    st, v = c.step_time, c.change_verdict
+    what = "no steps: whole captures compared, not steps"
+    if st.change is None:
+        return "Whole captures cannot be compared: a side has no window"
+    size = f"{abs(st.change) * 100:.1f}%"
+    if v in (REGRESSED, IMPROVED):
+        return (f"{VERDICT_WORDS[v].capitalize()}: HEAD's whole capture is {size} "
+                f"{'longer' if v == REGRESSED else 'shorter'} ({what})")
+    if v == UNCHANGED:
+        return f"Unchanged: whole capture {_pct(st.change)}, within ±{c.tolerance * 100:.0f}% ({what})"
+    if st.base_steps < MIN_STEPS or st.head_steps < MIN_STEPS:
+        bound = max(c.run_noise.allowance if c.run_noise is not None else 0.0, c.tolerance)
+        return (f"Inconclusive: whole capture {_pct(st.change)}, within ±{bound * 100:.1f}% "
+                f"(run-to-run variation, {runs_text(st)}; {what})")
+    return f"Inconclusive: whole capture {_pct(st.change)}, its interval too wide to tell ({what})"
+
+
 def _with_headline(c: Comparison) -> Comparison:
     """Two lines (the verdict with the size of the change; the part that moved most), then the detail."""
     st = c.step_time
     title, lead = _title(c), _top_part(c)
     detail: list[str] = []
-    if st.change is not None:
+    if st.change is not None and c.compared == WHOLE_CAPTURES:
+        detail.append(f"Whole capture: base {format_us(st.base_median_us)}, head {format_us(st.head_median_us)} "
+                      f"(median over {runs_text(st)}; the slowest rank's window)")
+        if (ci := _interval_text(st)):
+            detail.append(f"Across runs: {ci}")
+    elif st.change is not None:
         ci = _interval_text(st)
         spans = f"Hodges–Lehmann shift of the step time {_pct(st.change)}" + (f"; {ci}" if ci else "")
         if c.reason == "parts" and st.ci_low is not None and st.ci_low <= 0 <= (st.ci_high or 0):
@@ -871,5 +1000,6 @@ def with_gates(c: Comparison, gates: tuple[GateResult, ...]) -> Comparison:
 
 
 __all__ = ["CHANGE_VERDICTS", "Comparison", "GateResult", "KernelMove", "LIKELY_FASTER", "LIKELY_SLOWER", "Part",
-           "RUN_NOISE", "RunNoise", "SCHEMA", "Side", "StepTime", "VERDICT_WORDS", "compare", "compare_runs",
-           "hl_shift", "judge", "normalise_kernel", "rank_interval", "rank_test", "run_noise", "with_gates"]
+           "RUN_NOISE", "RunNoise", "SCHEMA", "STEPS", "Side", "StepTime", "VERDICT_WORDS", "WHOLE_CAPTURES", "compare",
+           "compare_runs", "hl_shift", "judge", "normalise_kernel", "rank_interval", "rank_test", "run_noise",
+           "whole_capture_verdict", "with_gates"]

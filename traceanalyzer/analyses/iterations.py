@@ -26,10 +26,21 @@ of the step, never replacing it). They are found in this order:
 Either way an iteration also holds the DataLoader wait that ends just before it, as a step marker
 wrapping `next(loader)` would.
 
-Either kind is used only with at least MIN_ITERATIONS iterations and a boundary with the outside world:
-in at least half the iterations a host<->device copy, a host synchronisation or a DataLoader wait, or
-the GPU idle before each iteration's first operation for clearly longer than between its operations.
-The layers of one forward pass repeat too, but show none of these: a single pass gets no steps.
+Either kind is a loop, and its iterations the steps, only when it is one:
+
+* **at the top level**: a loop's iterations start at the top level of the thread that runs them. Blocks
+  that start inside one host call that holds several of them (a framework op, an annotation, the Python
+  frame of a module call: `nn.Module: Model`, a `forward`) are that call's parts, the layers of one
+  forward pass, never steps, whatever they show: one call holding the starts of at least NESTED_MIN_SHARE
+  of the iterations makes them its blocks. Iterations that each wait for the DataLoader or step the
+  optimizer are a loop wherever they run (a forward's layers do neither).
+* **with a boundary**: at least MIN_ITERATIONS iterations and a boundary with the outside world: in at
+  least half the iterations a host<->device copy, a host synchronisation or a DataLoader wait, or (GPU
+  work) the GPU idle before each iteration's first operation for clearly longer than between its
+  operations. On a rank without GPU work the host's own pauses count only between the occurrences of a
+  recurring annotation: between bare host operations Python pauses inside a forward pass too.
+
+Without either, the capture has no steps: its figures are over the whole window.
 """
 
 from __future__ import annotations
@@ -40,6 +51,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .. import causes as C
 from .. import timeline as T
 from ..timeline import Timeline
 from .figures import Steps, launch_times
@@ -69,6 +81,14 @@ MIN_PERIOD = 2
 MIN_COVER = 0.5
 # Two candidate periods whose iterations cover operation counts within this share are equal: the smaller wins.
 COVER_TIE = 0.01
+
+# Iterations are one call's blocks when one host call holds the starts of at least this share of them.
+NESTED_MIN_SHARE = 0.5
+# Host calls that hold one call's work: framework ops and annotations, and the Python frames of a module
+# call (torch.profiler with_stack: `nn.Module: Name_0`, a `forward` method). (Iterations that each wait
+# for the DataLoader or call the optimizer, causes.OPTIMIZER_CALLS, are a loop wherever they run.)
+CALL_KINDS = (T.CPU_OP, T.ANNOTATION)
+MODULE_FRAME = re.compile(r"^nn\.Module: |\): forward$")
 
 # A rank without GPU work: the host events whose top-level sequence is searched instead.
 HOST_SEQUENCE_KINDS = (T.CPU_OP, T.ANNOTATION, T.DATALOADER)
@@ -135,9 +155,17 @@ class _Ops:
     idle_before_ns: np.ndarray  # GPU idle just before the operation (0 when work still runs)
     on_gpu: bool = True  # False: host operations of a rank without GPU work
     wait: np.ndarray | None = None  # host operations: bool, a DataLoader wait
+    tid: np.ndarray | None = None  # the host thread that launched (ran) each operation, -1 unknown
 
     def __len__(self) -> int:
         return len(self.code)
+
+    def thread_at(self, host_ns: np.ndarray) -> np.ndarray:
+        """The thread of the operation launched at each of these host times (-1: unknown)."""
+        if self.tid is None or not len(self.tid):
+            return np.full(len(host_ns), -1, dtype=np.int64)
+        at = np.clip(np.searchsorted(self.host_ns, host_ns, side="left"), 0, len(self.tid) - 1)
+        return np.where(self.host_ns[at] == host_ns, self.tid[at], -1)
 
     def copies_before(self) -> np.ndarray:
         """copies_before()[i]: host<->device copies among the first i operations."""
@@ -155,12 +183,13 @@ class _Ops:
         launch = launch_times(ev, w["correlation"].to_numpy(), start)
         order = np.lexsort((start, launch))
         start, end, launch = start[order], end[order], launch[order]
+        tid = _launch_threads(ev, w["correlation"].to_numpy()[order])
         copy = w["copy_kind"].isin(("HtoD", "DtoH")).to_numpy()[order]
         done = np.maximum.accumulate(end)
         idle = np.zeros(len(start), dtype=np.int64)
         idle[1:] = np.clip(start[1:] - done[:-1], 0, None)
         code = w["name"].cat.codes.to_numpy().astype(np.int64)[order]
-        return _Ops(code, launch, start, end, copy, idle)
+        return _Ops(code, launch, start, end, copy, idle, tid=tid)
 
     @staticmethod
     def of_host(ev: pd.DataFrame) -> _Ops:
@@ -172,7 +201,8 @@ class _Ops:
             empty = np.zeros(0, dtype=np.int64)
             return _Ops(empty, empty, empty, empty, np.zeros(0, dtype=bool), empty)
         tids, counts = np.unique(h["tid"].to_numpy(), return_counts=True)
-        h = h[h["tid"].to_numpy() == tids[int(np.argmax(counts))]]
+        busiest = int(tids[int(np.argmax(counts))])
+        h = h[h["tid"].to_numpy() == busiest]
         start = h["ts_ns"].to_numpy().astype(np.int64)
         dur = h["dur_ns"].to_numpy().astype(np.int64)
         order = np.lexsort((-dur, start))  # an enclosing op before the ops it holds
@@ -185,17 +215,50 @@ class _Ops:
         start, end, code, done, wait = start[top], end[top], code[top], done[top], wait[top]
         idle = np.zeros(len(start), dtype=np.int64)
         idle[1:] = np.clip(start[1:] - done[:-1], 0, None)
-        return _Ops(code, start, start, end, np.zeros(len(start), dtype=bool), idle, False, wait)
+        return _Ops(code, start, start, end, np.zeros(len(start), dtype=bool), idle, False, wait,
+                    np.full(len(start), busiest, dtype=np.int64))
+
+
+@dataclass(frozen=True)
+class _Calls:
+    """Host calls by thread and start (an enclosing call before its parts)."""
+
+    tid: np.ndarray
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+
+    @staticmethod
+    def of(ev: pd.DataFrame, mask: np.ndarray) -> _Calls:
+        tid, start = ev["tid"].to_numpy()[mask], ev["ts_ns"].to_numpy()[mask].astype(np.int64)
+        end = start + ev["dur_ns"].to_numpy()[mask]
+        by = np.lexsort((-end, start, tid))
+        return _Calls(tid[by], start[by], end[by])
+
+    def top(self, tid: int) -> tuple[np.ndarray, np.ndarray]:
+        """The outermost calls of one thread: (starts, ends), sorted; a call that overlaps the one before it
+        belongs to it."""
+        lo, hi = np.searchsorted(self.tid, tid, side="left"), np.searchsorted(self.tid, tid, side="right")
+        start, end = self.start_ns[lo:hi], self.end_ns[lo:hi]
+        if not len(start):
+            return start, end
+        done = np.maximum.accumulate(end)
+        first = np.flatnonzero(np.r_[True, start[1:] >= done[:-1]])
+        return start[first], np.maximum.reduceat(end, first)
 
 
 @dataclass(frozen=True)
 class _HostMarks:
     """Start times (sorted) of the host's synchronising calls and DataLoader waits; the waits' spans
-    (sorted by end)."""
+    (sorted by end); the start times (sorted) of what only a loop does (DataLoader waits, optimizer
+    calls); the host calls that can hold a call's blocks (CALL_KINDS and module frames), and the module
+    frames alone."""
 
     ts_ns: np.ndarray
     wait_start_ns: np.ndarray
     wait_end_ns: np.ndarray
+    loop_ns: np.ndarray
+    calls: _Calls
+    modules: _Calls
 
     @staticmethod
     def of(ev: pd.DataFrame) -> _HostMarks:
@@ -206,7 +269,31 @@ class _HostMarks:
         wait = ev["ts_ns"].to_numpy()[is_wait].astype(np.int64)
         wait_end = wait + ev["dur_ns"].to_numpy()[is_wait]
         order = np.argsort(wait_end, kind="stable")
-        return _HostMarks(np.sort(np.concatenate([sync, wait]).astype(np.int64)), wait[order], wait_end[order])
+        on_host = ev["device"].to_numpy() < 0
+        call = T.category_mask(kind, CALL_KINDS) & on_host
+        optimizer = call & _name_flags(ev["name"], C.OPTIMIZER_CALLS) if call.any() else call
+        module = (kind == T.PYTHON).to_numpy() & on_host
+        if module.any():
+            module &= _name_flags(ev["name"], MODULE_FRAME)
+        loop = np.sort(np.concatenate([wait, ev["ts_ns"].to_numpy()[optimizer].astype(np.int64)]))
+        return _HostMarks(np.sort(np.concatenate([sync, wait]).astype(np.int64)), wait[order], wait_end[order],
+                          loop, _Calls.of(ev, call | module), _Calls.of(ev, module))
+
+
+def _launch_threads(ev: pd.DataFrame, corr: np.ndarray) -> np.ndarray:
+    """The host thread of each GPU operation's launch call (the runtime call with the same correlation id),
+    -1 when the launch is not in the trace."""
+    rt = ev[(ev["kind"] == T.RUNTIME).to_numpy() & (ev["correlation"].to_numpy() != -1)]
+    out = np.full(len(corr), -1, dtype=np.int64)
+    if not len(rt):
+        return out
+    rt_corr, rt_tid = rt["correlation"].to_numpy(), rt["tid"].to_numpy()
+    order = np.argsort(rt_corr, kind="stable")
+    rt_corr, rt_tid = rt_corr[order], rt_tid[order]
+    pos = np.clip(np.searchsorted(rt_corr, corr), 0, len(rt_corr) - 1)
+    found = (corr != -1) & (rt_corr[pos] == corr)
+    out[found] = rt_tid[pos[found]]
+    return out
 
 
 def _with_waits(start: np.ndarray, end: np.ndarray, ops: _Ops,
@@ -237,8 +324,51 @@ def _name_flags(names: pd.Series, pattern: re.Pattern[str]) -> np.ndarray:
     return hits[codes]
 
 
-def _has_boundary(start: np.ndarray, end: np.ndarray, ops: _Ops, host: _HostMarks) -> bool:
-    """Do the iterations [start, end) (host clock) show a boundary with the outside world?"""
+def _is_loop(start: np.ndarray, end: np.ndarray, tid: np.ndarray, ops: _Ops, host: _HostMarks,
+             annotated: bool = False) -> bool:
+    """Are the iterations [start, end) (host clock; `tid`: the thread each starts on) a loop: each waiting for
+    the DataLoader or calling the optimizer, or else not one call's blocks and with a boundary? `annotated`:
+    they are a recurring annotation's occurrences."""
+    held = np.searchsorted(host.loop_ns, end, side="left") - np.searchsorted(host.loop_ns, start, side="left")
+    if len(start) and float(np.mean(held > 0)) >= EVIDENCE_MIN_SHARE:
+        return True
+    return not _one_call(start, end, tid, host) and _has_boundary(start, end, ops, host, annotated)
+
+
+def _one_call(start: np.ndarray, end: np.ndarray, tid: np.ndarray, host: _HostMarks) -> bool:
+    """Are the iterations [start, end) one call's blocks: does one outermost call of a thread (an op, an
+    annotation, a module call) hold the starts of several of them, NESTED_MIN_SHARE of them in all? A loop's
+    iterations each start at the top level, or in a call of their own. Inside an annotation that wraps a
+    whole loop (`model_inference`), iterations that each make an outermost module call of their own (one
+    model call per denoising step) are still a loop."""
+    shared = own_model_call = 0
+    for t in np.unique(tid[tid != -1]).tolist():
+        mine = tid == t
+        shared += _sharing(start[mine], *host.calls.top(int(t)))
+        m_start, _ = host.modules.top(int(t))
+        held = np.searchsorted(m_start, end[mine], side="left") - np.searchsorted(m_start, start[mine], side="left")
+        own_model_call += int((held > 0).sum())
+    if not len(start) or shared < NESTED_MIN_SHARE * len(start):
+        return False
+    return own_model_call < EVIDENCE_MIN_SHARE * len(start)
+
+
+def _sharing(start: np.ndarray, c_start: np.ndarray, c_end: np.ndarray) -> int:
+    """How many of these starts lie in a call (of the sorted, disjoint calls [c_start, c_end)) that holds
+    another of them."""
+    if not len(c_start) or not len(start):
+        return 0
+    k = np.searchsorted(c_start, start, side="right") - 1
+    k = k[(k >= 0) & (c_end[np.maximum(k, 0)] > start)]
+    _, counts = np.unique(k, return_counts=True)
+    return int(counts[counts >= 2].sum())
+
+
+def _has_boundary(start: np.ndarray, end: np.ndarray, ops: _Ops, host: _HostMarks, annotated: bool = False) -> bool:
+    """Do the iterations [start, end) (host clock) show a boundary with the outside world? On a rank without
+    GPU work the host's own pauses between its top-level operations are one only between the occurrences
+    of a recurring annotation (`annotated`: the caller's loop runs there); between bare operations Python
+    pauses inside a forward pass as it does between iterations."""
     lo = np.searchsorted(ops.host_ns, start, side="left")
     hi = np.searchsorted(ops.host_ns, end, side="left")
     copies = ops.copies_before()
@@ -248,7 +378,7 @@ def _has_boundary(start: np.ndarray, end: np.ndarray, ops: _Ops, host: _HostMark
         return True
     # the GPU idle before each iteration's first operation against the idle between its operations
     with_ops = (hi > lo) & (lo > 0)
-    if with_ops.sum() < MIN_ITERATIONS - 1 or not len(ops):
+    if (not ops.on_gpu and not annotated) or with_ops.sum() < MIN_ITERATIONS - 1 or not len(ops):
         return False
     boundary = float(np.median(ops.idle_before_ns[lo[with_ops]]))
     inside = np.zeros(len(ops) + 1, dtype=np.int64)
@@ -290,7 +420,7 @@ def _annotation_iterations(ev: pd.DataFrame, ops: _Ops,
         if len(host.wait_start_ns) >= MIN_ITERATIONS and not _holds_waits(s, e, host):
             continue  # a part of the loop (its post-processing, say), not the loop: the waits are outside
         start, stop = s, np.concatenate([s[1:], e[-1:]])
-        if _has_boundary(start, stop, ops, host):
+        if _is_loop(start, stop, tid[i:j], ops, host, annotated=True):
             name = str(ann["name"].cat.categories[int(code[i])])
             return start.astype(np.int64), stop.astype(np.int64), f"annotation {name}"
     return None
@@ -315,7 +445,8 @@ def _sequence_iterations(ev: pd.DataFrame, ops: _Ops,
         if found is None:
             continue
         covered, start, end = found
-        if covered < MIN_COVER * n or len(start) < MIN_ITERATIONS or not _has_boundary(start, end, ops, host):
+        if covered < MIN_COVER * n or len(start) < MIN_ITERATIONS or not _is_loop(start, end, ops.thread_at(start),
+                                                                                    ops, host):
             continue
         better = best is None or covered > best[0] * (1 + COVER_TIE) or (
             covered >= best[0] * (1 - COVER_TIE) and p < best[1])

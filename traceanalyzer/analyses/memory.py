@@ -2,8 +2,10 @@
 
 Timeline.memory -> per device: the peak of the bytes allocated to tensors and of the bytes the
 caching allocator reserved, the device's total memory (deviceProperties `totalGlobalMem`), and per
-step (ProfilerStep spans) the peak and the bytes still allocated at the step's end, whose growth
-from step to step shows a leak. GPU and host (CPU) memory are kept apart. A sample is the state
+real step (step markers, or the iterations of a loop the trace shows: analyses/iterations.py) the
+peak and the bytes still allocated at the step's end, whose growth from step to step shows a leak. A
+capture without steps (one forward pass) has no per-step rows: growth through its layers is no leak.
+GPU and host (CPU) memory are kept apart. A sample is the state
 after one allocation or release; between samples the state holds, so a step with no sample of
 its own holds the state carried in from before it.
 """

@@ -3,7 +3,8 @@
 Three findings, none a cause of idle time (they never change the verdict): memory nearly full
 (activation checkpointing, mixed precision, a smaller batch), much memory left unused (a larger
 batch may raise throughput; not said when the verdict is already allocator-bound), and memory
-allocated at the end of every step growing from step to step (a leak: tensors kept across steps).
+allocated at the end of every step growing from step to step over at least MEMORY_LEAK_MIN_STEPS real
+steps (a leak: tensors kept across steps; a capture without steps has no leak finding).
 """
 
 from __future__ import annotations
@@ -118,8 +119,11 @@ def _headroom(m: MemoryFigures, label: str) -> list[Finding]:
 
 
 def _leak(m: MemoryFigures, label: str) -> list[Finding]:
+    """A leak: the memory allocated at the end of a step grows in every step-to-step change, over at least
+    MEMORY_LEAK_MIN_STEPS real steps (markers or a detected loop; `per_step` is empty without steps), so it
+    never returns to a baseline. Growth through one forward pass (no steps) is never a leak."""
     growth = np.array([s.growth_bytes for s in m.per_step[1:]], dtype=np.int64)
-    if len(growth) < MEMORY_LEAK_MIN_STEPS or not (growth >= MEMORY_LEAK_MIN_GROWTH_BYTES).all():
+    if len(m.per_step) < MEMORY_LEAK_MIN_STEPS or not (growth >= MEMORY_LEAK_MIN_GROWTH_BYTES).all():
         return []
     per_step = float(np.median(growth))
     first, last = m.per_step[0], m.per_step[-1]

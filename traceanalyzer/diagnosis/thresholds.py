@@ -114,8 +114,9 @@ MEMORY_PRESSURE_HIGH_FRACTION = 0.95
 # already allocator-bound.
 MEMORY_HEADROOM_MAX_USED_FRACTION = 0.40
 # A leak: the memory allocated at the end of a step grows from every step to the next, over at least
-# this many consecutive step-to-step changes ...
-MEMORY_LEAK_MIN_STEPS = 3
+# this many real steps (from step markers or a loop the trace shows; a capture without steps has none: the
+# layers of one forward pass are no steps) ...
+MEMORY_LEAK_MIN_STEPS = 5
 # ... by at least this many bytes each (any retained tensor: steady training ends every step with
 # exactly the same bytes allocated).
 MEMORY_LEAK_MIN_GROWTH_BYTES = 1

@@ -65,12 +65,15 @@ def table(header: list[str], rows: Iterable[list[str]], limit: int, total: int, 
 
 def step_source_text(source: object) -> str | None:
     """"steps detected from <basis>, period X" for a rank whose steps were detected, "one step marker
-    holding N iterations detected from <basis>, ..." for a single marker with sub-iterations (a
-    `StepSourceResult`, or its plain-data form), else None. Plain text: each renderer escapes it."""
+    holding N iterations detected from <basis>, ..." for a single marker with sub-iterations, "no loop in
+    this capture: ..." for a rank without steps (a `StepSourceResult`, or its plain-data form), else None.
+    Plain text: each renderer escapes it."""
     def get(key: str) -> object:
         return source.get(key) if isinstance(source, dict) else getattr(source, key, None)
 
     kind, n = get("kind"), get("iterations")
+    if kind == "window":  # no markers and no loop: one window, said plainly
+        return "no loop in this capture: figures over the whole window"
     if kind != "detected" and not (kind == "markers" and n):
         return None
     basis = str(get("basis") or "repeating work")

@@ -11,7 +11,7 @@ import orjson
 
 from .. import inert
 from ..causes import VERDICT_BY_ID
-from ..compare import STEP_BASES, Comparison, Part, Side, StepTime, runs_text
+from ..compare import STEP_BASES, WHOLE_CAPTURES, Comparison, Part, Side, StepTime, runs_text
 from ..units import format_bytes
 from ._format import WIDTH, clean, fmt_pct, fmt_pct_change, fmt_us, md, wrap
 from .base import Renderer, encoded, registry
@@ -53,7 +53,8 @@ def attribution_sentence(c: Comparison) -> str:
     mean per step), labelled."""
     adds = [p for p in c.attribution if p.role == "adds"]
     offsets = [p for p in c.attribution if p.role == "offsets"]
-    text = (f"Mean step {_signed_us(c.mean_step_change_us)} (change of the mean per step); "
+    unit = _unit(c)
+    text = (f"Mean {unit} {_signed_us(c.mean_step_change_us)} (change of the mean per {unit}); "
             "the parts' means add up to it.")
     if adds and offsets:
         gross = sum(p.delta_per_step_us for p in adds)
@@ -96,8 +97,14 @@ def render_diff_markdown(c: Comparison, max_chars: int = MAX_CHARS) -> str:
     return cut + note
 
 
+def _unit(c: Comparison) -> str:
+    """What one value of the comparison is: a step, or a whole capture (a side without steps)."""
+    return "capture" if c.compared == WHOLE_CAPTURES else "step"
+
+
 def _markdown(c: Comparison, rows: dict[str, int]) -> str:
     st = c.step_time
+    unit = _unit(c)
     title = md(c.title or c.change_verdict, 200)
     out = [STICKY_MARKER, f"## {ICONS.get(c.change_verdict, '')} traceanalyzer diff · {title}"]
     if c.lead:
@@ -105,13 +112,20 @@ def _markdown(c: Comparison, rows: dict[str, int]) -> str:
     out.append("")
     if c.detail:
         out += [md(". ".join(c.detail) + ".", 1200), ""]
-    out += ["| | base | head | change |", "|---|---|---|---|",
-            f"| median step | {fmt_us(st.base_median_us)} | {fmt_us(st.head_median_us)} | "
-            f"{fmt_pct_change(st.median_change)} |",
-            f"| step time shift (Hodges–Lehmann) | | | {fmt_pct_change(st.change)} {md(interval_text(st))} |",
-            f"| p10 – p90 step | {fmt_us(st.base_p10_us)} – {fmt_us(st.base_p90_us)} | "
-            f"{fmt_us(st.head_p10_us)} – {fmt_us(st.head_p90_us)} | |",
-            f"| steps measured | {st.base_steps}{_basis(c.base)} | {st.head_steps}{_basis(c.head)} | |",
+    if c.compared == WHOLE_CAPTURES:  # one value per run: no per-step spread to show
+        out += ["| | base | head | change |", "|---|---|---|---|",
+                f"| whole capture (median over runs) | {fmt_us(st.base_median_us)} | {fmt_us(st.head_median_us)} | "
+                f"{fmt_pct_change(st.median_change)} {md(interval_text(st))} |",
+                f"| captures measured | {st.base_steps}{_basis(c.base)} | {st.head_steps}{_basis(c.head)} | |"]
+    else:
+        out += ["| | base | head | change |", "|---|---|---|---|",
+                f"| median step | {fmt_us(st.base_median_us)} | {fmt_us(st.head_median_us)} | "
+                f"{fmt_pct_change(st.median_change)} |",
+                f"| step time shift (Hodges–Lehmann) | | | {fmt_pct_change(st.change)} {md(interval_text(st))} |",
+                f"| p10 – p90 step | {fmt_us(st.base_p10_us)} – {fmt_us(st.base_p90_us)} | "
+                f"{fmt_us(st.head_p10_us)} – {fmt_us(st.head_p90_us)} | |",
+                f"| steps measured | {st.base_steps}{_basis(c.base)} | {st.head_steps}{_basis(c.head)} | |"]
+    out += [
             f"| runs | {st.base_runs} | {st.head_runs} | {md(_runs_note(c))} |",
             f"| verdict | {md(_verdict_label(c.base.primary))} | {md(_verdict_label(c.head.primary))} | "
             f"{'changed' if c.verdict_changed else 'same'} |",
@@ -128,16 +142,16 @@ def _markdown(c: Comparison, rows: dict[str, int]) -> str:
         out += [f"- {'✅' if g.passed else '❌'} {inert.markdown_code(g.rule)}: {md(g.detail, 300)}" for g in c.gates]
         out.append("")
     if c.attribution:
-        out += ["### Where the per-step change comes from", "", md(attribution_sentence(c), 1000), "",
-                "| part | base mean / step | head mean / step | change of the mean | share | "
-                "Hodges–Lehmann shift / step | evidence |", "|---|---|---|---|---|---|---|"]
+        out += [f"### Where the per-{unit} change comes from", "", md(attribution_sentence(c), 1000), "",
+                f"| part | base mean / {unit} | head mean / {unit} | change of the mean | share | "
+                f"Hodges–Lehmann shift / {unit} | evidence |", "|---|---|---|---|---|---|---|"]
         for p in c.attribution[:rows["parts"]]:
             out.append(f"| {md(p.label)} | {fmt_us(p.base_per_step_us)} | {fmt_us(p.head_per_step_us)} | "
                        f"{_signed_us(p.delta_per_step_us)} | {share_text(p)} | {_signed_us(p.shift_per_step_us)} | "
                        f"{evidence_text(p)} |")
         out += ["", SHARE_NOTE, ""]
     if c.kernels:
-        out += ["<details><summary>Kernel movers (time per step)</summary>", "",
+        out += [f"<details><summary>Kernel movers (time per {unit})</summary>", "",
                 "| kernel | base | head | change | |", "|---|---|---|---|---|"]
         for k in c.kernels[:rows["kernels"]]:
             out.append(f"| {md(k.name, 120)} | {fmt_us(k.base_per_step_us)} | {fmt_us(k.head_per_step_us)} | "
@@ -215,9 +229,14 @@ def render_diff_text(c: Comparison) -> str:
         lines += wrap(c.lead, "  ", "  ")
     for sentence in c.detail:
         lines += wrap(sentence, "  ", "    ")
-    lines.append(f"median step {fmt_us(st.base_median_us)} -> {fmt_us(st.head_median_us)} "
-                 f"({st.base_steps} vs {st.head_steps} steps{_bases(c)}"
-                 + (f", {st.base_runs} vs {st.head_runs} runs" if st.base_runs > 1 or st.head_runs > 1 else "") + ")")
+    if c.compared == WHOLE_CAPTURES:
+        lines.append(f"whole capture {fmt_us(st.base_median_us)} -> {fmt_us(st.head_median_us)} "
+                     f"({st.base_steps} vs {st.head_steps} captures, no steps)")
+    else:
+        lines.append(f"median step {fmt_us(st.base_median_us)} -> {fmt_us(st.head_median_us)} "
+                     f"({st.base_steps} vs {st.head_steps} steps{_bases(c)}"
+                     + (f", {st.base_runs} vs {st.head_runs} runs" if st.base_runs > 1 or st.head_runs > 1 else "")
+                     + ")")
     b_rate, h_rate = c.base.samples_per_s, c.head.samples_per_s
     if b_rate is not None and h_rate is not None:
         change = fmt_pct_change(h_rate / b_rate - 1 if b_rate else None)
@@ -228,7 +247,7 @@ def render_diff_text(c: Comparison) -> str:
     if c.base.stragglers or c.head.stragglers:
         lines.append(f"stragglers {_ranks_text(c.base)} -> {_ranks_text(c.head)}")
     if c.attribution:
-        lines.append("change of the mean per step, by part:")
+        lines.append(f"change of the mean per {_unit(c)}, by part:")
     for p in c.attribution[:5]:
         tag = " (decisive)" if p.decisive else " (offsets)" if p.role == "offsets" else ""
         lines.append(f"  {_signed_us(p.delta_per_step_us):>10}  {clean(p.label)}{tag}")
