@@ -157,3 +157,26 @@ def test_the_first_thing_to_try_follows_the_straggler_that_leads(tmp_path):
     assert waits_ms * 1000 <= a.ranks[0].diagnosis.window_us / max(a.ranks[0].steps, 1)
     top = d.findings[0]
     assert top.share_of_window is not None and 0 < top.share_of_window <= 1
+
+
+def test_host_time_before_a_detected_steps_first_launch_is_the_steps(tmp_path):
+    """A loop annotated by the user (`record_function("train_step")`, no ProfilerStep): each 10 ms step spends
+    4 ms in host work before its first launch, then 6 ms of kernels. The window is the steps' span, so the
+    first step's 4 ms of host work is in every figure: 40% of the window is lost to host work, and the
+    verdict is host-bound."""
+    t = KinetoTrace()
+    s = 0.0
+    for _ in range(6):
+        t.host("train_step", s, 10_000, cat="user_annotation")
+        t.host("preprocess", s + 10, 3_980)
+        t.host("aten::copy_", s + 3_995, 4)  # a blocking copy of the batch: the loop's boundary with the host
+        t.runtime("cudaMemcpy", s + 3_995, 3, correlation=-1)
+        t.launched(s + 4_000, 5, s + 4_005, 5_990, op="aten::mm")
+        s += 10_000
+    a = ta.analyze(t.write(tmp_path / "annotated.json"))
+    r = a.ranks[0]
+    assert r.step_source.kind == "detected" and r.steps == 6
+    d = r.diagnosis
+    assert d.window_us == pytest.approx(60_000, abs=10)
+    assert d.idle_us == pytest.approx(6 * 4_005, abs=50)
+    assert a.diagnosis.primary == "host_bound"

@@ -95,14 +95,15 @@ def rank_figures(tl: Timeline, rank: int, min_gap_ns: int = F.DEFAULT_MIN_GAP_NS
     markers = survived_steps(F.steps(tl, rank), cut, kept_from)
     st, source = find_steps(tl, rank, markers)  # the markers; without them, iterations of repeating work
     st = survived_steps(st, cut, kept_from)
-    # detected iterations leave the window as it was
-    rank_window = window or survived_window(F.rank_window(tl, rank, markers), cut, kept_from)
+    # the window is the steps' span, detected iterations' too: host time before a step's first launch is the
+    # step's, counted in every figure
+    rank_window = window or survived_window(F.rank_window(tl, rank, st), cut, kept_from)
     names = {d.index: d.name for d in tl.devices if d.rank == rank}
 
     def device_figures() -> list[DeviceAnalysis]:
         devices = []
         for device in tl.device_indices(rank):
-            w = window or survived_window(F.device_window(tl, rank, device, markers), cut, kept_from)
+            w = window or survived_window(F.device_window(tl, rank, device, st), cut, kept_from)
             busy = F.device_busy(tl, rank, device, w)
             idle = F.idle_intervals(tl, rank, device, w, min_gap_ns=0)
             devices.append(DeviceAnalysis(

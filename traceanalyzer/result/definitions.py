@@ -9,10 +9,10 @@ from __future__ import annotations
 FIGURES: dict[str, str] = {
     "window": (
         "The stretch of time a rank's figures are computed over. With steps: from the start of the "
-        "first host step span (PyTorch `ProfilerStep#N`, Keras `Profiled batch`) to the end of the "
-        "last. Without steps (steps detected from repeating work, see step_source, leave the window as "
-        "it is): per device, from the start of its first GPU activity to the end of its last (the rank's window "
-        "then spans all its devices). On a CPU-only trace: from the first to the last host event; GPU "
+        "first step to the end of the last, whether the steps are host step spans (PyTorch `ProfilerStep#N`, "
+        "Keras `Profiled batch`) or iterations detected from repeating work (see step_source): host time before "
+        "a step's first launch is the step's. Without steps: per device, from the start of its first GPU "
+        "activity to the end of its last (the rank's window then spans all its devices). On a CPU-only trace: from the first to the last host event; GPU "
         "figures then say \"no GPU activity\"."
     ),
     "gpu_busy": (
