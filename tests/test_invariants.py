@@ -41,18 +41,7 @@ TRACES = ([("samples", p) for p in _inputs(SAMPLES, skip=("bad",))]
           + [("corpus", p) for p in _inputs(CORPUS)] + [("fetched", p) for p in _inputs(FETCHED)])
 
 # Breaks found on 2026-12-07 (issue 43 item 9a), by (trace, invariant): why, with the figures.
-_STEP_BEFORE = "detected step 0 starts {d} us before the rank's window (the window from the first GPU activity, the step " \
-               "from its first launch)"
-_BUSY_REASON = ("the headline's '(GPU busy only {p} of the window...)' share gpu_busy_us {b} us / window_after_startup_us "
-                "is in no finding")
-_PIECEWISE = "fetched/tl_vllm_piecewise_capture/graph_capture_rank_0.1773709679453551615.pt.trace.json.gz"
 KNOWN: dict[tuple[str, str], str] = {
-    ("corpus/hta_cp_event_sync_ms/event_sync_trace.json.gz", "within_window"): _STEP_BEFORE.format(d="24.0"),
-    ("corpus/tl_jax_mi300_xplane/tw003.xplane.pb", "within_window"): _STEP_BEFORE.format(d="98.1"),
-    ("corpus/tl_jax_te_xplane/934987a2fc2f.xplane.pb", "within_window"): _STEP_BEFORE.format(d="66.0"),
-    ("corpus/hta_trace_compare/base.json.gz", "headline_in_findings"): _BUSY_REASON.format(p="0.8%", b="1682"),
-    ("corpus/hta_trace_compare/test.json.gz", "headline_in_findings"): _BUSY_REASON.format(p="0.8%", b="1682"),
-    ("corpus/kineto_tbtest/gpu_metrics_input.json", "headline_in_findings"): _BUSY_REASON.format(p="0.4%", b="50"),
     ("corpus/dmon_su_jpgofa/nvidia_dmon.log", "headline_in_findings"):
         "logs-only headline '1 GPU(s) at 37% SM utilisation on average ...; gpu underused only in part.' has figures "
         "and no finding",

@@ -360,9 +360,11 @@ def verdict(ra: RankAnalysis, lost: LostTime, findings: tuple[Finding, ...], inc
         why = (f"only {n_gpu} GPU activities in the window" if n_gpu < MIN_GPU_EVENTS
                else f"GPU busy only {busy_pct} of the window"
                + (" after start-up" if startup_in_window else "")) + ": too little GPU work to judge"
+        little = _too_little_gpu_finding(n_gpu, window_ns - idle_ns, max(window_ns - startup_in_window, 1),
+                                         bool(startup_in_window))
         return RankVerdict(UNDETERMINED, host_primary, why,
                            f"{host_line} ({why})." if host_line else f"Undetermined: {why}.",
-                           host_findings or findings, c.host_shares, quoted=q)
+                           (*(host_findings or findings), little), c.host_shares, quoted=q)
     # --- the verdict
     warm = tuple(int(n) for n in st.number[warmup])
     before = (f"; {duration(c.startup_before_ns)} of it before the window, which starts at the first "
@@ -658,9 +660,10 @@ def _with_startup_total(findings: tuple[Finding, ...], startup_ns: int, capture_
             f"{duration(in_window_ns)} inside the window{steps}, {duration(before_ns)} before it")
     at = next((i for i, f in enumerate(findings) if f.cause == C.STARTUP), None)
     if at is None:
-        first = Finding(STARTUP_DOMINATED, C.STARTUP, _title(STARTUP_DOMINATED, "high"), "high", startup_ns, 0.0,
-                        (line,), advice_for(STARTUP_DOMINATED, ""), share_of_window=round(startup_ns / capture_ns, 6)
-                        if capture_ns else None, figures=q.figures, shares=tuple(q.shares))
+        window_ns = capture_ns - before_ns  # the finding's time is the window's, the capture's is in its line
+        first = Finding(STARTUP_DOMINATED, C.STARTUP, _title(STARTUP_DOMINATED, "high"), "high", in_window_ns, 0.0,
+                        (line,), advice_for(STARTUP_DOMINATED, ""), share_of_window=round(in_window_ns / window_ns, 6)
+                        if window_ns > 0 else None, figures=q.figures, shares=tuple(q.shares))
     else:
         f = findings[at]
         first = replace(f, evidence=(line, *f.evidence), figures={**f.figures, **q.figures},
@@ -668,6 +671,27 @@ def _with_startup_total(findings: tuple[Finding, ...], startup_ns: int, capture_
     rest = [f for i, f in enumerate(findings) if i != at]
     lead = 1 if rest and rest[0].id == STEADY_STATE else 0  # the verdict's own finding next, after the rest's
     return (*rest[:lead], first, *rest[lead:])
+
+
+TOO_LITTLE_GPU_WORK = "too_little_gpu_work"
+
+
+def _too_little_gpu_finding(n_gpu: int, busy_ns: int, span_ns: int, after_startup: bool) -> Finding:
+    """Why a rank with a GPU gets no GPU verdict: the GPU work found, against the window after start-up (the
+    figures the headline quotes)."""
+    q = Quoted()
+    if n_gpu < MIN_GPU_EVENTS:
+        line = (f"only {n_gpu} GPU activit{'y' if n_gpu == 1 else 'ies'} in the window (fewer than "
+                f"{MIN_GPU_EVENTS}): too little GPU work to judge")
+    else:
+        busy = q.ns(busy_ns, "gpu_busy_us", span_ns, "window_after_startup_us")
+        line = (f"GPU busy only {busy} of the window{' after start-up' if after_startup else ''} "
+                f"({duration(busy_ns)} of {duration(span_ns)}): too little GPU work to judge")
+    return Finding(TOO_LITTLE_GPU_WORK, None, "Too little GPU work to judge", "low", 0, 0.0,
+                   (line[0].upper() + line[1:],),
+                   ("Capture steady-state steps with the GPU doing the run's real work (torch.profiler schedule "
+                    "wait/warmup/active), or read the host loop's findings below.",), figures=q.figures,
+                   shares=tuple(q.shares))
 
 
 def _spread_verdict(c: RankCauses, lost: LostTime, findings: tuple[Finding, ...], q: Quoted,

@@ -12,8 +12,8 @@ FIGURES: dict[str, str] = {
         "first step to the end of the last, whether the steps are host step spans (PyTorch `ProfilerStep#N`, "
         "Keras `Profiled batch`) or iterations detected from repeating work (see step_source): host time before "
         "a step's first launch is the step's. Without steps: per device, from the start of its first GPU "
-        "activity to the end of its last (the rank's window then spans all its devices). On a CPU-only trace: from the first to the last host event; GPU "
-        "figures then say \"no GPU activity\"."
+        "activity to the end of its last (the rank's window then spans all its devices). On a CPU-only trace: "
+        "from the first to the last host event; GPU figures then say \"no GPU activity\"."
     ),
     "gpu_busy": (
         "Length of the union of the device's kernel, memcpy and memset intervals, clipped to the "
