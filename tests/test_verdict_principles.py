@@ -180,3 +180,30 @@ def test_host_time_before_a_detected_steps_first_launch_is_the_steps(tmp_path):
     assert d.window_us == pytest.approx(60_000, abs=10)
     assert d.idle_us == pytest.approx(6 * 4_005, abs=50)
     assert a.diagnosis.primary == "host_bound"
+
+
+def test_start_up_names_the_call_that_stalled_and_the_operator_that_made_it(tmp_path):
+    """The first step's aten::linear spends 998 ms in two cudaFree calls (the caching allocator set up on first
+    use); the start-up verdict names both the call that stalled and the operator that made it."""
+    t = KinetoTrace()
+    s = 0.0
+    for i in range(6):
+        first = i == 0
+        dur = 1_010_000 if first else 10_000
+        t.step(i, s, dur)
+        c = s + 10
+        t.host("aten::linear", c, (1_000_000 if first else 0) + 2000)
+        if first:
+            t.runtime("cudaFree", c + 5, 499_000)
+            t.runtime("cudaFree", c + 500_000, 499_000)
+            c += 1_000_000
+        t.launched(c + 100, 5, c + 110, 1500)
+        t.host("aten::nll_loss", c + 2100, 300)
+        t.launched(c + 2150, 5, c + 2160, 7000, name="nll_loss_kernel")
+        s += dur
+    d = ta.analyze(t.write(tmp_path / "first_call.json")).diagnosis
+    assert d.primary == "startup_dominated"
+    assert "aten::linear" in d.headline and "cudaFree" in d.headline and "nll_loss" not in d.headline
+    startup = next(f for f in d.findings if f.cause == "startup")
+    names = {e.name: e.time_us for e in startup.host_ops}
+    assert names["cudaFree"] == pytest.approx(998_000, abs=1_000)

@@ -512,8 +512,17 @@ def top_gaps(devices: list[DeviceAttribution], host: H.HostActivity, st: F.Steps
     return tuple(out)
 
 
+# Start-up's evidence: the first calls (start-up class) and the runtime calls that stalled inside them (a first
+# cudaFree / cudaMalloc that sets up the caching allocator, a first kernel launch that loads its module), so the
+# call that stalled is named beside the operator that made it.
+STARTUP_EVIDENCE_CLASSES = (C.STARTUP, C.ALLOCATOR, C.LAUNCH)
+
+
 def _evidence_classes(host: H.HostActivity, cause: str) -> tuple[str, ...] | None:
-    """Host classes whose events are evidence for a cause: a host-class cause's own; others: every class."""
+    """Host classes whose events are evidence for a cause: a host-class cause's own (start-up's with the calls
+    that stall inside it); others: every class."""
+    if cause == C.STARTUP and cause in host.classes:
+        return tuple(k for k in STARTUP_EVIDENCE_CLASSES if k in host.classes)
     return (cause,) if cause in host.classes and cause != H.OTHER_HOST else None
 
 
