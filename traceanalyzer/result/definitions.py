@@ -275,7 +275,7 @@ FIGURES: dict[str, str] = {
         "GPU idle time (a rank with GPU work and idle time of at least 2% of the window) or of the step "
         "time (a CPU-only rank) is at least 25% and below 95%, unless a host-class cause recognises its name "
         "(communication, copies, ...); at most three, the largest first. Its own code when its self time "
-        "is at least half its total and its name is not a phase's (forward, backward), else a phase "
+        "is at least half its total and its name is not a phase's (forward, backward, a serving engine's iteration), else a phase "
         "around the operators it calls (the advice differs). On a "
         "CPU-only rank a user Python frame whose host time is at least 25% of the step time is named the "
         "same way. A pattern of the advice catalogue (docs/diagnosis.md) seen in an operator or a Python "
