@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 from kineto_builder import KinetoTrace
+from test_reconcile import reconcile
 
 import traceanalyzer as ta
 from traceanalyzer.analyses.serving import PHASES, _parse, innermost
@@ -100,8 +101,8 @@ def test_vllm_decode_with_flashinfer_prefill_named_kernel_is_decode(tmp_path):
     assert a.diagnosis.primary == "gpu_bound"
     f = _serving(a)
     assert f is not None and f.title == "Serving loop: decode dominates"
-    assert f.figures == {"decode_us": 4500.0, "annotated_us": 4500.0, "low_precision_gemm_us": 3500.0,
-                         "gemm_us": 3500.0, "kernel_us": 4750.0, "attention_us": 10.0,
+    assert f.figures == {"decode_us": 4500.0, "annotated_us": 4500.0, "gemm_us": 3500.0, "kernel_us": 4750.0,
+                         "low_precision_gemm_us": 3500.0, "attention_us": 10.0,
                          # figures.MEMORY_BOUND_KERNEL's definition, as every memory-bound share: `fill` in Prefill
                          "memory_bound_kernel_us": 1250.0}
     assert f.evidence[0].startswith("decode 5 iterations, 4.5 ms (20 requests, 20 query tokens), by the engine's "
@@ -115,6 +116,7 @@ def test_vllm_decode_with_flashinfer_prefill_named_kernel_is_decode(tmp_path):
     assert "prefill" not in f.title.lower() and "FP8" not in advice and "FlashAttention" not in advice
     assert COMPILE_ADVICE not in advice and "your own code" not in advice  # an engine's range is not the user's
     assert _gpu_bound(a).advice == ("The GPU is the bottleneck: add GPUs (tensor parallelism) or use a faster GPU.",)
+    assert reconcile(a.to_data()) >= 12  # every share quoted, of the figures beside it
 
 
 def test_bf16_gemms_and_unfused_attention_get_their_levers(tmp_path):
@@ -148,9 +150,11 @@ def test_a_mixed_batch_is_mixed(tmp_path):
     t = KinetoTrace()
     names = ["execute_context_2(600_180000)_generation_6(6)"] * 3 + ["execute_context_0(0)_generation_8(8)"] * 2
     _iterations(t, names, ((BF16_GEMM, 950),))
-    f = _serving(ta.analyze(t.write(tmp_path / "mixed.json")))
-    assert f.title == "Serving loop: mixed batches dominate"
+    a = ta.analyze(t.write(tmp_path / "mixed.json"))
+    f = _serving(a)
+    assert f.title == "Serving loop: mixed batches dominate" and reconcile(a.to_data()) > 0
     assert (f.figures["mixed_us"], f.figures["annotated_us"]) == (2700.0, 4500.0)
+    assert f.shares[:3] == (("mixed_us", "annotated_us"), ("gemm_us", "kernel_us"), ("low_precision_gemm_us", "gemm_us"))
     assert f.evidence[0].startswith("decode 2 iterations, 1.8 ms (16 requests, 16 query tokens); mixed 3 iterations, "
                                     "2.7 ms (24 requests, 1818 query tokens), by the engine's annotations")
     assert f.evidence[0].endswith("mixed is 60% of the annotated time")

@@ -80,10 +80,11 @@ def _kernel_levers(k: KernelMix, framework: str) -> tuple[str, ...]:
 def mix_line(k: KernelMix, q: Quoted, where: str) -> str:
     """The kernel mix as one evidence line (its shares into `q`)."""
     formats = f"; {', '.join(k.formats)} GEMMs by name" if k.formats else ""
+    gemm = q.ns(k.gemm_ns, 'gemm_us', k.kernel_ns, 'kernel_us')  # the shares in the order the text says them
     low = (f", {q.ns(k.low_precision_gemm_ns, 'low_precision_gemm_us', k.gemm_ns, 'gemm_us')} of it in 8-bit or "
            f"narrower formats{formats}" if k.gemm_ns else "")
     fused = "fused" if k.fused_attention_ns else "no fused kernel"
-    return (f"kernels{where}: {duration(k.kernel_ns)}; GEMMs {q.ns(k.gemm_ns, 'gemm_us', k.kernel_ns, 'kernel_us')}"
+    return (f"kernels{where}: {duration(k.kernel_ns)}; GEMMs {gemm}"
             f"{low}; attention {q.ns(k.attention_ns, 'attention_us', k.kernel_ns, 'kernel_us')} ({fused}); "
             f"memory-bound kernels {q.ns(k.memory_bound_ns, 'memory_bound_kernel_us', k.kernel_ns, 'kernel_us')}"
             f"{'; torch.compile code runs' if k.compiled else ''} (by kernel name)")
