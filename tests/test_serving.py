@@ -13,6 +13,7 @@ from traceanalyzer.analyses.serving import PHASES, _parse, innermost
 from traceanalyzer.diagnosis.serving import (
     ATTENTION_ADVICE,
     COMPILE_ADVICE,
+    FP32_ADVICE,
     FP8_KV_ADVICE,
     NO_PHASE_ADVICE,
     PRECISION_ADVICE,
@@ -107,7 +108,7 @@ def test_vllm_decode_with_flashinfer_prefill_named_kernel_is_decode(tmp_path):
                          "memory_bound_kernel_us": 1250.0}
     assert f.evidence[0].startswith("decode 5 iterations, 4.5 ms (20 requests, 20 query tokens), by the engine's "
                                     "annotations (vLLM execute_context_C(...)_generation_G(...);")
-    assert f.evidence[1] == ("kernels launched in decode iterations: 4.8 ms; GEMMs 74%, 100% of it in 8-bit or "
+    assert f.evidence[1] == ("kernels launched in decode iterations: 4.8 ms; GEMMs and convolutions 74%, 100% of it in 8-bit or "
                              "narrower formats; fp8, fp4 GEMMs by name; attention 0.2% (fused); memory-bound kernels "
                              "26%; torch.compile code runs (by kernel name)")
     assert f.advice == ("Decode dominates a busy GPU: larger decode batches or speculative decoding raise the tokens "
@@ -132,6 +133,16 @@ def test_bf16_gemms_and_unfused_attention_get_their_levers(tmp_path):
     f = _serving(a)
     assert f.advice[1:] == (FP8_KV_ADVICE,)
     assert (f.figures["gemm_us"], f.figures["attention_us"], f.figures["kernel_us"]) == (3000.0, 1250.0, 4750.0)
+
+
+def test_fp32_gemms_get_tf32_not_fp8(tmp_path):
+    """FP32 sgemm (700 us of 950): the lever is TF32 / bf16, not FP8 (the tensor cores first)."""
+    t = KinetoTrace()
+    t.host(COMPILED, 9_000, 10, cat="user_annotation")
+    _iterations(t, ["step[DECODE bs=8]"] * 5, (("volta_sgemm_128x64_nn", 700), (ELEMENTWISE, 250)))
+    g = _gpu_bound(ta.analyze(t.write(tmp_path / "fp32.json")))
+    assert g.advice[0] == FP32_ADVICE and PRECISION_ADVICE not in g.advice
+    assert (g.figures["fp32_gemm_us"], g.figures["gemm_us"]) == (3500.0, 3500.0)
 
 
 @pytest.mark.parametrize(("elementwise_us", "compile_lever"), [(350, True), (150, False)])

@@ -26,7 +26,7 @@ import pandas as pd
 from .. import intervals as iv
 from .. import timeline as T
 from ..timeline import Timeline
-from .figures import MEMORY_BOUND_KERNEL, launch_times
+from .figures import FP32_MATMUL_KERNEL, MEMORY_BOUND_KERNEL, launch_times
 
 PREFILL, DECODE, MIXED = "prefill", "decode", "mixed"
 PHASES = (PREFILL, DECODE, MIXED)
@@ -62,9 +62,10 @@ FUSED_ATTENTION = re.compile(r"flash|fmha|attention|attn|mha|xqa|BatchPrefillWit
                              r"|sdpa", re.IGNORECASE)
 # The unfused path's own kernel: softmax over the scores.
 SOFTMAX = re.compile(r"softmax", re.IGNORECASE)
-# Matrix multiplications (cuBLAS / cuBLASLt / hipBLASLt / CUTLASS / Triton / MoE grouped GEMMs); attention first.
+# Matrix multiplications and convolutions (cuBLAS / cuBLASLt / hipBLASLt / CUTLASS / Triton / MoE grouped GEMMs,
+# cuDNN / MIOpen convolutions); attention first.
 GEMM = re.compile(r"gemm|matmul|^Cijk_|nvjet|xmma|wgmma|cutlass|cublas|hipblaslt|bmm|scaled_mm|wvSplitK|_mm_|^mm_"
-                  r"|marlin|machete|fused_moe|grouped_mm", re.IGNORECASE)
+                  r"|marlin|machete|fused_moe|grouped_mm|conv|scudnn|winograd|fprop|miopen", re.IGNORECASE)
 # 8-bit and narrower number formats in a GEMM's name.
 LOW_PRECISION = {
     "fp8": re.compile(r"fp8|float8|e4m3|e5m2|f8f8|_f8_|w8a8", re.IGNORECASE),
@@ -83,6 +84,7 @@ class KernelMix:
     kernel_ns: int = 0
     gemm_ns: int = 0  # matrix multiplications (GEMM), attention kernels left out
     low_precision_gemm_ns: int = 0  # of them, in 8-bit or narrower formats by name
+    fp32_gemm_ns: int = 0  # of them, in FP32 by name (figures.FP32_MATMUL_KERNEL: no tensor cores)
     attention_ns: int = 0  # fused attention kernels and softmax
     fused_attention_ns: int = 0  # fused attention kernels alone
     memory_bound_ns: int = 0  # elementwise, reductions, normalisation, copies: figures.MEMORY_BOUND_KERNEL, as
@@ -113,7 +115,8 @@ def kernel_mix(names: pd.Series, dur_ns: np.ndarray, compiled: bool = False) -> 
     low = np.logical_or.reduce(list(formats.values()))
     seen = tuple(f for f, m in formats.items() if m.any())
     in_attention = tuple(f for f, p in LOW_PRECISION.items() if (flags(p) & fused).any())
-    return KernelMix(int(dur_ns.sum()), int(dur_ns[gemm].sum()), int(dur_ns[low].sum()), int(dur_ns[attention].sum()),
+    return KernelMix(int(dur_ns.sum()), int(dur_ns[gemm].sum()), int(dur_ns[low].sum()),
+                     int(dur_ns[gemm & flags(FP32_MATMUL_KERNEL)].sum()), int(dur_ns[attention].sum()),
                      int(dur_ns[fused].sum()), int(dur_ns[flags(MEMORY_BOUND_KERNEL)].sum()),
                      seen, in_attention, compiled or bool(flags(COMPILED).any()))
 

@@ -18,6 +18,7 @@ from dataclasses import replace
 from ..analyses import RankAnalysis
 from ..analyses.serving import DECODE, MIXED, PREFILL, SOURCE_WORDS, FrontendFacts, KernelMix, ServingPhases
 from ..causes import GPU_BOUND, HOST_BOUND, LAUNCH_BOUND, SYNC_BOUND, UNDETERMINED
+from .advice import advice_for
 from .rules import Finding, RankDiagnosis
 from .thresholds import MATERIAL_GPU_SHARE
 from .wording import Quoted, duration
@@ -43,6 +44,9 @@ SERVING_ADVICE = {
 FP8_KV_ADVICE = ("Attention, which reads the whole KV cache for every decoded token, takes a material share of "
                  "decode's GPU time: an FP8 KV cache (vLLM kv_cache_dtype='fp8', SGLang --kv-cache-dtype fp8_e4m3) "
                  "halves what it reads.")
+FP32_ADVICE = ("Matrix multiplications and convolutions take a material share of the GPU time in FP32 (see the "
+               "evidence), without tensor cores: allow TF32 (torch.backends.cuda.matmul.allow_tf32 = True, "
+               "torch.backends.cudnn.allow_tf32 = True) or run them in bf16/fp16 (torch.autocast).")
 PRECISION_ADVICE = ("Matrix multiplications take a material share of the GPU time in 16-bit or wider formats (see "
                     "the evidence): FP8, or int8/int4 weight-only quantisation, cuts their time where the model's "
                     "accuracy allows.")
@@ -68,7 +72,9 @@ def material(ns: int, of_ns: int) -> bool:
 def _kernel_levers(k: KernelMix, framework: str) -> tuple[str, ...]:
     """The levers on kinds of kernels that the mix shows to be material and not already pulled."""
     out = []
-    if material(k.gemm_ns, k.kernel_ns) and not material(k.low_precision_gemm_ns, k.gemm_ns):
+    if material(k.gemm_ns, k.kernel_ns) and material(k.fp32_gemm_ns, k.gemm_ns):
+        out.append(FP32_ADVICE)
+    elif material(k.gemm_ns, k.kernel_ns) and not material(k.low_precision_gemm_ns, k.gemm_ns):
         out.append(PRECISION_ADVICE)
     if material(k.attention_ns, k.kernel_ns) and k.fused_attention_ns == 0:
         out.append(ATTENTION_ADVICE)
@@ -83,8 +89,10 @@ def mix_line(k: KernelMix, q: Quoted, where: str) -> str:
     gemm = q.ns(k.gemm_ns, 'gemm_us', k.kernel_ns, 'kernel_us')  # the shares in the order the text says them
     low = (f", {q.ns(k.low_precision_gemm_ns, 'low_precision_gemm_us', k.gemm_ns, 'gemm_us')} of it in 8-bit or "
            f"narrower formats{formats}" if k.gemm_ns else "")
+    if k.fp32_gemm_ns:
+        low += f", {q.ns(k.fp32_gemm_ns, 'fp32_gemm_us', k.gemm_ns, 'gemm_us')} in FP32"
     fused = "fused" if k.fused_attention_ns else "no fused kernel"
-    return (f"kernels{where}: {duration(k.kernel_ns)}; GEMMs {gemm}"
+    return (f"kernels{where}: {duration(k.kernel_ns)}; GEMMs and convolutions {gemm}"
             f"{low}; attention {q.ns(k.attention_ns, 'attention_us', k.kernel_ns, 'kernel_us')} ({fused}); "
             f"memory-bound kernels {q.ns(k.memory_bound_ns, 'memory_bound_kernel_us', k.kernel_ns, 'kernel_us')}"
             f"{'; torch.compile code runs' if k.compiled else ''} (by kernel name)")
@@ -94,7 +102,7 @@ def _count(n: int | None, what: str) -> str:
     return "" if n is None else f"{n} {what}{'s' if n != 1 else ''}"
 
 
-def serving_finding(p: ServingPhases, primary: str, framework: str) -> Finding:
+def serving_finding(p: ServingPhases, primary: str) -> Finding:
     """The serving loop's phase mix from its engine's annotations, with advice only where the dominant phase and the
     verdict together point at a fix and the kernels show the lever is material and not already pulled."""
     q = Quoted()
@@ -159,9 +167,11 @@ def add_serving_findings(rd: RankDiagnosis, ra: RankAnalysis) -> RankDiagnosis:
     mix = top.kernels if top is not None and top.kernels.kernel_ns else c.kernels
     if mix is not None and c.workload == "inference":
         where = f" launched in {top.phase} iterations" if top is not None and mix is top.kernels else ""
-        findings = [_with_levers(f, mix, ra.framework, where) if f.id == GPU_BOUND else f for f in findings]
+        # wherever the GPU-bound advice is given (the verdict's finding, the steady state after start-up)
+        gpu_bound = set(advice_for(GPU_BOUND, ra.framework, "inference"))
+        findings = [_with_levers(f, mix, ra.framework, where) if gpu_bound & set(f.advice) else f for f in findings]
     if c.serving is not None and ra.devices:
-        findings.append(serving_finding(c.serving, rd.primary, ra.framework))
+        findings.append(serving_finding(c.serving, rd.primary))
     return replace(rd, findings=tuple(findings))
 
 
