@@ -84,8 +84,11 @@ NAMED_RANGE_ADVICE = (
     "the time.",
 )
 # Ranges named after a phase of the model's step: their own time is the framework's (a backward range
-# on the main thread waits for the autograd thread's operators), so they get the phase advice below.
-PHASE_NAMES = re.compile(r"forward|backward|\bfwd\b|\bbwd\b", re.IGNORECASE)
+# on the main thread waits for the autograd thread's operators), so they get the phase advice below; so are a
+# serving engine's annotations of its iterations (vLLM `execute_context_...`, SGLang `step[DECODE ...]`:
+# analyses/serving.py), never the user's own code.
+PHASE_NAMES = re.compile(r"forward|backward|\bfwd\b|\bbwd\b|^execute_(\d+_)?context_\d+\(|^step\[[A-Z_]+[\] ]",
+                         re.IGNORECASE)
 # ... and of one whose time is mostly in the framework operators it calls (a phase such as a forward pass).
 NAMED_PHASE_ADVICE = (
     "Most of {name}'s time is in the framework operators it calls (see the operator table): the host issues "

@@ -133,25 +133,6 @@ TRAINING_CALLS = re.compile(
     r"backward|^autograd::engine|^Optimizer\.(step|zero_grad)\b|^optimizer[._/]|/optimizer/|apply_gradients"
     r"|(^|/)gradients?/|GradientTape", re.IGNORECASE)
 
-# Serving loops (vLLM, SGLang, TensorRT-LLM): the two phases of generation, by the names their traces carry.
-# Host ranges: SGLang's `step[DECODE bs=32]` / `step[EXTEND bs=15 toks=15360]` (EXTEND is its prefill),
-# ranges named prefill / decode, and the `execute_N_context_C(...)_generation_G(...)` ranges of serving
-# harnesses (TensorRT-LLM's words: the context phase is prefill, the generation phase decode). Graph captures
-# (`capture_32_DECODE`) are start-up, not a phase.
-PREFILL_RANGES = re.compile(r"^step\[(EXTEND|PREFILL)\b|^(?!capture_).*(?<![a-z])prefill(?![a-z])", re.IGNORECASE)
-DECODE_RANGES = re.compile(r"^step\[DECODE\b|^(?!capture_).*(?<![a-z])decode(?![a-z])", re.IGNORECASE)
-# `execute_N_context_C(sqQ...)_generation_G(sqQ...)`: C prefill and G decode requests in the batch, with their
-# query tokens (sq) when written.
-SERVING_BATCH_RANGE = re.compile(r"^execute_\d+_context_(?P<context>\d+)\((?:sq(?P<context_tokens>\d+))?.*\)"
-                                 r"_generation_(?P<generation>\d+)\((?:sq(?P<generation_tokens>\d+))?")
-# Attention kernels of one phase: prefill (FlashInfer / CK `BatchPrefillWith...`, `context_attention_fwd`,
-# TensorRT-LLM context FMHA) and decode (vLLM's paged attention v1/v2 and ROCm `paged_attention_ll4mi`,
-# FlashInfer `BatchDecodeWith...`, flash-decoding's split-KV kernels, TensorRT-LLM's masked multi-head and
-# XQA generation kernels). Kernels serving both phases (vLLM's unified attention) tell neither.
-PREFILL_KERNELS = re.compile(r"prefill|context_attention_fwd|context_fmha|fmha_v2_.*context", re.IGNORECASE)
-DECODE_KERNELS = re.compile(r"paged_attention|BatchDecodeWith|decode_attention|splitkv|split_kv"
-                            r"|masked_multihead_attention|mmha|xqa", re.IGNORECASE)
-
 CAUSE_LIST: tuple[Cause, ...] = (
     Cause(DATALOADER, "DataLoader wait", "#e4572e", INPUT_BOUND, "waiting for the DataLoader",
           host_kind=DATALOADER_KIND, priority=20, direct=True),

@@ -34,6 +34,7 @@ from . import host as H
 from ._beside import beside
 from .graphs import replay_spans
 from .operators import Critical
+from .serving import FrontendFacts, KernelMix, ServingPhases, frontend_facts, rank_kernel_mix, serving_phases
 from .thresholds import (
     EVIDENCE_NAMES,
     LAUNCH_GAP_MAX_NS,
@@ -116,62 +117,6 @@ class StepCauses:
 
 
 @dataclass(frozen=True)
-class ServingPhases:
-    """A serving loop's prefill and decode, by the names its trace carries (causes.PREFILL_RANGES, ...)."""
-
-    basis: str  # "ranges" (host ranges named for a phase), "batches" (requests per batch), "kernels"
-    prefill_ns: int  # ranges: their union on the host; kernels: the phase's attention kernels' GPU time
-    decode_ns: int
-    prefill_count: int  # ranges or kernels of the phase; batches: requests of the phase over the batches
-    decode_count: int
-    prefill_tokens: int = 0  # batches: the phase's query tokens over the batches, when written
-    decode_tokens: int = 0
-
-    @property
-    def dominant(self) -> str:
-        """"prefill" or "decode": the phase with more time (ranges, kernels), or more query tokens (batches;
-        requests when no tokens are written)."""
-        if self.basis == "batches":
-            tokens = self.prefill_tokens + self.decode_tokens > 0
-            pre, dec = ((self.prefill_tokens, self.decode_tokens) if tokens
-                        else (self.prefill_count, self.decode_count))
-            return "decode" if dec >= pre else "prefill"
-        return "decode" if self.decode_ns >= self.prefill_ns else "prefill"
-
-
-def serving_phases(tl: Timeline, rank: int) -> ServingPhases | None:
-    """The rank's prefill and decode, from host ranges named for a phase, else from serving batches' request
-    counts, else from phase-specific attention kernels; None when the trace names neither phase."""
-    ev = tl.rank_events(rank)
-    ranges = ev[(ev["kind"] == T.ANNOTATION).to_numpy() & (ev["device"].to_numpy() < 0)]
-    if len(ranges):
-        pre, dec = name_flags(ranges, C.PREFILL_RANGES), name_flags(ranges, C.DECODE_RANGES)
-        if pre.any() or dec.any():
-            ts, end = ranges["ts_ns"].to_numpy(), ranges["ts_ns"].to_numpy() + ranges["dur_ns"].to_numpy()
-            only_pre, only_dec = pre & ~dec, dec & ~pre
-            return ServingPhases("ranges", iv.total(iv.union(ts[only_pre], end[only_pre])),
-                                 iv.total(iv.union(ts[only_dec], end[only_dec])), int(only_pre.sum()),
-                                 int(only_dec.sum()))
-        batches = name_flags(ranges, C.SERVING_BATCH_RANGE)
-        if batches.any():
-            found = [C.SERVING_BATCH_RANGE.match(str(n)) for n in ranges["name"].to_numpy()[batches]]
-            def total(group: str) -> int:
-                return sum(int(m.group(group) or 0) for m in found if m)
-
-            if total("context") or total("generation"):
-                return ServingPhases("batches", 0, 0, total("context"), total("generation"), total("context_tokens"),
-                                     total("generation_tokens"))
-    kernels = ev[(ev["kind"] == T.KERNEL).to_numpy()]
-    if len(kernels):
-        pre, dec = name_flags(kernels, C.PREFILL_KERNELS), name_flags(kernels, C.DECODE_KERNELS)
-        dur = kernels["dur_ns"].to_numpy()
-        if pre.any() or dec.any():
-            return ServingPhases("kernels", int(dur[pre & ~dec].sum()), int(dur[dec & ~pre].sum()),
-                                 int((pre & ~dec).sum()), int((dec & ~pre).sum()))
-    return None
-
-
-@dataclass(frozen=True)
 class RankCauses:
     """A rank's gap attribution: what its launching threads did and which cause each idle stretch got."""
 
@@ -198,8 +143,13 @@ class RankCauses:
     # waits on work outside it
     event_waits: int = 0
     event_records: int = 0
-    # a serving loop's prefill and decode (None: the trace names neither phase); chooses advice, never a figure
+    # a serving loop's phases from its engine's annotations (analyses/serving.py; None: no annotation names a phase
+    # and no serving engine's kernel ran); chooses advice, never a figure
     serving: ServingPhases | None = None
+    # inference ranks: where the kernels' time goes, by name (GEMMs, their formats, attention): chooses advice
+    kernels: KernelMix | None = None
+    # a process that only ran Python (no GPU work, no operators, no runtime calls): a frontend or driver
+    frontend: FrontendFacts | None = None
 
     @property
     def unseen_wait_ns(self) -> int:
@@ -414,15 +364,17 @@ def rank_causes(tl: Timeline, rank: int, window: F.Window, st: F.Steps,
         serving = serving_phases(tl, rank) if kind != "training" else None  # backward or optimizer: no serving loop
         if serving is not None:  # a serving loop is inference however few its ops
             kind = "inference"
-        return per_step, shares, before, waits, records, kind, serving, top_gaps(attributed, host, st)
+        mix = rank_kernel_mix(tl, rank) if kind == "inference" and devices else None
+        front = frontend_facts(tl, rank) if not devices else None
+        return per_step, shares, before, waits, records, kind, serving, mix, front, top_gaps(attributed, host, st)
 
     # the evidence behind each cause (the longest part) beside the rest
-    evidence, (per_step, shares, before, waits, records, kind, serving, top) = beside(
+    evidence, (per_step, shares, before, waits, records, kind, serving, mix, front, top) = beside(
         lambda: causes_evidence(host, attributed), the_rest)
     n_copies, first_copy = H.sync_copy_calls(host)
     return RankCauses(host.threads, host.basis, periodic, tuple(attributed), per_step,
                       top, evidence, H.blocking_calls(host), n_copies, first_copy,
-                      shares, before, kind, waits, records, serving)
+                      shares, before, kind, waits, records, serving, mix, front)
 
 
 def event_calls(tl: Timeline, rank: int) -> tuple[int, int]:

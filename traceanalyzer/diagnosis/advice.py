@@ -299,14 +299,11 @@ INFERENCE_ADVICE: dict[str, dict[str, tuple[str, ...]]] = {
         ),
         GENERIC: ("Batch more requests per step and capture the step as a graph (CUDA graphs, XLA).",),
     },
+    # A lower precision, a fused attention kernel or compilation is proposed by diagnosis/serving.py only where the
+    # kernels show it material and not already in use; what holds whatever the kernels are:
     "gpu_bound": {
-        PYTORCH: (
-            "The GPU is the bottleneck: use lower precision (bf16/fp16, FP8 or int8/int4 weight quantisation) "
-            "and fused attention kernels (scaled_dot_product_attention, FlashAttention).",
-            "Compile the model (torch.compile) to fuse memory-bound elementwise kernels; add GPUs (tensor "
-            "parallelism) or use a faster GPU.",
-        ),
-        GENERIC: ("The GPU is the bottleneck: lower precision, fuse kernels, or use a faster GPU / more GPUs.",),
+        PYTORCH: ("The GPU is the bottleneck: add GPUs (tensor parallelism) or use a faster GPU.",),
+        GENERIC: ("The GPU is the bottleneck: add GPUs or use a faster GPU.",),
     },
 }
 
@@ -347,3 +344,35 @@ def graph_advice(has_graphs: bool, framework: str) -> tuple[str, ...]:
     if not has_graphs or framework.lower() not in ("pytorch", "torch"):
         return ()
     return (GRAPH_ADVICE_PARTIAL,)
+
+
+# --- what the capture already has ---------------------------------------------------------------------------
+# Profiler options a line of advice may ask for (torch.profiler's words). A line asking for an option the trace
+# shows on (diagnosis/capture_options.py reads that from the trace's own content) is replaced by its line in
+# ALREADY_CAPTURED, or left out.
+CAPTURE_OPTIONS: dict[str, re.Pattern[str]] = {
+    "with_stack": re.compile(r"with_stack\s*=\s*True"),
+    "record_shapes": re.compile(r"record_shapes\s*=\s*True"),
+    "profile_memory": re.compile(r"profile_memory\s*=\s*True"),
+}
+ALREADY_CAPTURED: dict[str, str] = {
+    ADVICE["unexplained_idle"][PYTORCH][0]: (
+        "The launching thread runs no traced operation during these gaps: the trace's Python frames name the code "
+        "running there where it is Python (see the evidence and the frames table); a Python sampler (py-spy "
+        "record --native) sees what the profiler does not trace."),
+    ADVICE["cpu_elsewhere"][PYTORCH][0]: (
+        "Step time outside every traced op is Python between ops or the loop itself: the trace's Python frames "
+        "(the frames table) name that code; a Python sampler (py-spy) sees what they do not."),
+}
+
+
+def without_captured(advice: tuple[str, ...], has: frozenset[str]) -> tuple[str, ...]:
+    """`advice` with every line that asks for a profiler option in `has` (CAPTURE_OPTIONS) replaced by its
+    ALREADY_CAPTURED line, or left out."""
+    out: list[str] = []
+    for line in advice:
+        if any(CAPTURE_OPTIONS[o].search(line) for o in has if o in CAPTURE_OPTIONS):
+            line = ALREADY_CAPTURED.get(line, "")
+        if line and line not in out:
+            out.append(line)
+    return tuple(out)

@@ -27,7 +27,6 @@ from ..analyses.gaps import (
     Evidence,
     PeriodicSteps,
     RankCauses,
-    ServingPhases,
     StepCauses,
 )
 from ..analyses.host import HostShares
@@ -223,8 +222,6 @@ def diagnose_rank(ra: RankAnalysis, include_warmup: bool = False) -> RankDiagnos
     lost = lost_time(c.devices)
     saved = rank_savings(ra, lost, include_warmup)
     v = within_headline_max(verdict(ra, lost, cause_findings(ra, lost, saved), include_warmup, saved))
-    if c.serving is not None and c.devices:
-        v = replace(v, findings=(*v.findings, serving_finding(c.serving, v.primary)))
     return RankDiagnosis(
         index=ra.index, rank=ra.rank, framework=ra.framework, primary=v.primary, host_primary=v.host_primary,
         reason=v.reason, headline=v.headline, window_ns=lost.window_ns, idle_ns=lost.idle_ns, lost_ns=lost.lost_ns,
@@ -784,49 +781,6 @@ def cause_findings(ra: RankAnalysis, lost: LostTime, saved: dict[str, S.Saving] 
     order = {f.cause: (saved[f.cause].saving_ns if f.cause in saved and f.cause != C.STARTUP else 0) for f in out}
     out.sort(key=lambda f: (-order[f.cause or ""], -f.explains_ns))
     return tuple(out)
-
-
-SERVING_PHASES = "serving_phases"
-_PHASE_WORDS = {"ranges": "host ranges named for the phase", "batches": "requests in the serving batches' ranges",
-                "kernels": "GPU time of the phase's own attention kernels"}
-# Advice by the dominant phase and the verdict: only where the two together point at a fix.
-SERVING_ADVICE = {
-    ("decode", "small_steps"): (
-        "Decode dominates and its steps are too small to keep the GPU busy: keep CUDA graphs on for decode "
-        "(no --disable-cuda-graph in SGLang, no enforce_eager=True in vLLM) and let more requests run per "
-        "decode step (SGLang --max-running-requests, vLLM max_num_seqs), so each step does more work."),
-    ("decode", GPU_BOUND): (
-        "Decode dominates a busy GPU: decode reads the whole KV cache for every token, so an FP8 KV cache, "
-        "larger decode batches or speculative decoding raise the tokens per step."),
-    ("prefill", GPU_BOUND): (
-        "Prefill dominates a busy GPU: prefix caching skips prompts already seen, and chunked prefill spreads "
-        "long prompts over steps shared with decode."),
-}
-
-
-def serving_finding(p: ServingPhases, primary: str) -> Finding:
-    """A serving loop's phases: which one dominates, from what, with advice only where the dominant phase and
-    the verdict together point at a fix (never a verdict of its own)."""
-    q = Quoted()
-    phase = p.dominant
-    if p.basis == "batches":
-        what = "query tokens" if p.prefill_tokens + p.decode_tokens else "requests"
-        pre, dec = (p.prefill_tokens, p.decode_tokens) if what == "query tokens" else (p.prefill_count, p.decode_count)
-        share = q.of(dec if phase == "decode" else pre, f"{phase}_{what.replace(' ', '_')}", pre + dec,
-                     what.replace(" ", "_"))
-        line = (f"{p.decode_count} decode requests ({p.decode_tokens} query tokens) and {p.prefill_count} prefill "
-                f"requests ({p.prefill_tokens} query tokens) in the serving batches' ranges (context = prefill, "
-                f"generation = decode): {phase} is {share} of the {what}")
-    else:
-        total = p.prefill_ns + p.decode_ns
-        mine = p.decode_ns if phase == "decode" else p.prefill_ns
-        share = q.ns(mine, f"{phase}_us", total, "phases_us")
-        line = (f"decode {duration(p.decode_ns)} ({p.decode_count}), prefill {duration(p.prefill_ns)} "
-                f"({p.prefill_count}) by {_PHASE_WORDS[p.basis]}: {phase} is {share} of it")
-    key = (phase, "small_steps" if primary in (LAUNCH_BOUND, HOST_BOUND, SYNC_BOUND) else primary)
-    advice = (SERVING_ADVICE[key],) if key in SERVING_ADVICE else ()
-    return Finding(SERVING_PHASES, None, f"Serving loop: {phase} dominates", "low", 0, 0.0, (line,), advice,
-                   figures=q.figures, shares=tuple(q.shares))
 
 
 def _saving_line(cause: str, s: S.Saving, q: Quoted) -> str:

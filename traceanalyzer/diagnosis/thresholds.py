@@ -155,3 +155,11 @@ NAMED_MAX_FINDINGS = 3
 PATTERN_MIN_SHARE = 0.05
 # User Python frames quoted in a host-compute or unexplained-idle finding.
 FRAMES_NAMED = 3
+
+# --- serving and inference advice (diagnosis/serving.py) ----------------------------------------------
+# A kind of kernel (GEMMs, attention, memory-bound kernels; by name, analyses/serving.py) is a material share
+# of the GPU's work when its summed time is at least this share of the summed kernel time of the phase (the
+# dominant serving phase's iterations, else the whole rank): only then does advice change it (a precision, a
+# fused attention kernel, compilation); and a run whose GEMMs already spend this share of their time in
+# 8-bit or narrower formats is never told to lower their precision.
+MATERIAL_GPU_SHARE = 0.2

@@ -1,0 +1,318 @@
+"""Serving and inference processes: Timeline -> frozen figures that choose advice, never a verdict.
+
+* Phases of generation (prefill, decode, mixed) come ONLY from the engines' own annotations of their
+  iterations: vLLM `execute_context_C(T...)_generation_G(T...)` and `execute_N_context_C(sqT...)_generation_G(sqT...)`
+  (context = prefill requests, generation = decode requests), SGLang `step[DECODE bs=B]` / `step[EXTEND bs=B toks=T]`
+  / `step[PREFILL ...]` / `step[MIXED ...]`, TensorRT-LLM `_forward_step N: C ctx reqs, G gen reqs`, and host
+  ranges named prefill / decode. A batch with both prefill and decode requests is mixed. Kernel names never
+  tell the phase: FlashInfer's decode kernel is `BatchPrefillWithPagedKVCache`; without annotations the phase
+  is unknown.
+* What the GPU time of a set of kernels is spent in, by kernel name (`KernelMix`): GEMMs and the share of
+  them already in 8-bit or narrower formats, attention (fused kernels, softmax), memory-bound kernels, and
+  whether torch.compile's code runs: the evidence advice needs before it proposes a precision, an attention
+  kernel or compilation, and what says the run already uses one.
+* A process with no GPU work, no framework operators and no runtime calls, only Python frames (a server's
+  frontend, an API process waiting on its engine): `FrontendFacts`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .. import intervals as iv
+from .. import timeline as T
+from ..timeline import Timeline
+from .figures import FP32_MATMUL_KERNEL, MEMORY_BOUND_KERNEL, launch_times
+
+PREFILL, DECODE, MIXED = "prefill", "decode", "mixed"
+PHASES = (PREFILL, DECODE, MIXED)
+
+# --- the engines' annotations of one iteration ----------------------------------------------------------
+# vLLM (and serving harnesses in its words): C context (prefill) requests with their query tokens first in the
+# parentheses (`888_788544`: 888 tokens; `sq8155sk...`: 8155), G generation (decode) requests likewise.
+VLLM_BATCH = re.compile(r"^execute_(?:\d+_)?context_(?P<pre_req>\d+)\((?:sq)?(?P<pre_tok>\d+)?[^)]*\)"
+                        r"_generation_(?P<dec_req>\d+)\((?:sq)?(?P<dec_tok>\d+)?")
+# SGLang's scheduler: the forward mode, the batch size and (extend) the tokens.
+SGLANG_STEP = re.compile(r"^step\[(?P<mode>[A-Z_]+)(?:\s+bs=(?P<bs>\d+))?(?:\s+toks=(?P<toks>\d+))?")
+SGLANG_MODES = {"DECODE": DECODE, "TARGET_VERIFY": DECODE, "EXTEND": PREFILL, "PREFILL": PREFILL,
+                "DRAFT_EXTEND": PREFILL, "MIXED": MIXED}
+# TensorRT-LLM's PyExecutor: `[Executor] _forward_step 12: 3 ctx reqs, 29 gen reqs`.
+TRTLLM_STEP = re.compile(r"_forward_step(?:\s+\d+)?:\s*(?P<pre_req>\d+)\s+ctx reqs?,\s*(?P<dec_req>\d+)\s+gen reqs?")
+# Host ranges named for a phase (`prefill`, `decode_step_3`); graph captures (`capture_32_DECODE`) are start-up.
+NAMED_PREFILL = re.compile(r"^(?!capture_).*(?<![a-z])prefill(?![a-z])", re.IGNORECASE)
+NAMED_DECODE = re.compile(r"^(?!capture_).*(?<![a-z])decode(?![a-z])", re.IGNORECASE)
+SOURCE_WORDS = {"vllm": "vLLM execute_context_C(...)_generation_G(...)", "sglang": "SGLang step[MODE bs=...]",
+                "tensorrt_llm": "TensorRT-LLM _forward_step: C ctx reqs, G gen reqs",
+                "named": "host ranges named prefill / decode"}
+_SOURCES = tuple(SOURCE_WORDS)
+
+# Attention kernels of serving engines (paged / FlashInfer / TensorRT-LLM / unified): they show a serving engine
+# ran, never which phase.
+ENGINE_ATTENTION = re.compile(r"paged_attention|BatchPrefillWith|BatchDecodeWith|unified_attention|decode_attention"
+                              r"|context_attention_fwd|context_fmha|masked_multihead_attention|mmha|xqa",
+                              re.IGNORECASE)
+
+# --- what kernels spend their time in, by name -----------------------------------------------------------
+# Fused attention kernels (FlashAttention, FlashInfer, cuDNN / CK fmha, paged and unified attention, MLA).
+FUSED_ATTENTION = re.compile(r"flash|fmha|attention|attn|mha|xqa|BatchPrefillWith|BatchDecodeWith|(?<![a-z])mla"
+                             r"|sdpa", re.IGNORECASE)
+# The unfused path's own kernel: softmax over the scores.
+SOFTMAX = re.compile(r"softmax", re.IGNORECASE)
+# Matrix multiplications and convolutions (cuBLAS / cuBLASLt / hipBLASLt / CUTLASS / Triton / MoE grouped GEMMs,
+# cuDNN / MIOpen convolutions); attention first.
+GEMM = re.compile(r"gemm|matmul|^Cijk_|nvjet|xmma|wgmma|cutlass|cublas|hipblaslt|bmm|scaled_mm|wvSplitK|_mm_|^mm_"
+                  r"|marlin|machete|fused_moe|grouped_mm|conv|scudnn|winograd|fprop|miopen", re.IGNORECASE)
+# 8-bit and narrower number formats in a GEMM's name.
+LOW_PRECISION = {
+    "fp8": re.compile(r"fp8|float8|e4m3|e5m2|f8f8|_f8_|w8a8", re.IGNORECASE),
+    "fp4": re.compile(r"fp4|e2m1|float4", re.IGNORECASE),
+    "int8": re.compile(r"int8|i8i8|s8s8|imma", re.IGNORECASE),
+    "int4": re.compile(r"int4|w4a(?:8|16)|awq|gptq|marlin|machete", re.IGNORECASE),
+}
+# torch.compile's code: its generated Triton kernels and its compiled-graph annotations.
+COMPILED = re.compile(r"^triton_(?:poi|red|per|tem)_fused|CompiledFxGraph|Torch-Compiled Region|CompiledFunction")
+
+
+@dataclass(frozen=True)
+class KernelMix:
+    """Where a set of kernels spends its GPU time, by kernel name (summed durations, not a union)."""
+
+    kernel_ns: int = 0
+    gemm_ns: int = 0  # matrix multiplications (GEMM), attention kernels left out
+    low_precision_gemm_ns: int = 0  # of them, in 8-bit or narrower formats by name
+    fp32_gemm_ns: int = 0  # of them, in FP32 by name (figures.FP32_MATMUL_KERNEL: no tensor cores)
+    attention_ns: int = 0  # fused attention kernels and softmax
+    fused_attention_ns: int = 0  # fused attention kernels alone
+    memory_bound_ns: int = 0  # elementwise, reductions, normalisation, copies: figures.MEMORY_BOUND_KERNEL, as
+    # KernelTotals.memory_bound_ns counts them
+    formats: tuple[str, ...] = ()  # the low-precision formats the GEMM names show ("fp8", "fp4", ...)
+    attention_formats: tuple[str, ...] = ()  # those the fused attention kernels' names show (an FP8 KV cache)
+    compiled: bool = False  # torch.compile's kernels or graphs in the trace
+
+
+def kernel_mix(names: pd.Series, dur_ns: np.ndarray, compiled: bool = False) -> KernelMix:
+    """The mix of kernels named `names` (a category) lasting `dur_ns`; `compiled`: torch.compile seen on the host."""
+    if not len(dur_ns):
+        return KernelMix(compiled=compiled)
+    codes = np.asarray(names.cat.codes.to_numpy(), dtype=np.int64)
+    cats = names.cat.categories
+    used = np.unique(codes[codes >= 0])
+    text = [str(cats[c]) for c in used]
+
+    def flags(pattern: re.Pattern[str]) -> np.ndarray:
+        hit = np.zeros(len(cats) + 1, dtype=bool)
+        hit[used] = [bool(pattern.search(n)) for n in text]
+        return hit[codes]
+
+    fused = flags(FUSED_ATTENTION)
+    attention = fused | flags(SOFTMAX)
+    gemm = flags(GEMM) & ~attention
+    formats = {f: flags(p) & gemm for f, p in LOW_PRECISION.items()}
+    low = np.logical_or.reduce(list(formats.values()))
+    seen = tuple(f for f, m in formats.items() if m.any())
+    in_attention = tuple(f for f, p in LOW_PRECISION.items() if (flags(p) & fused).any())
+    return KernelMix(int(dur_ns.sum()), int(dur_ns[gemm].sum()), int(dur_ns[low].sum()),
+                     int(dur_ns[gemm & flags(FP32_MATMUL_KERNEL)].sum()), int(dur_ns[attention].sum()),
+                     int(dur_ns[fused].sum()), int(dur_ns[flags(MEMORY_BOUND_KERNEL)].sum()),
+                     seen, in_attention, compiled or bool(flags(COMPILED).any()))
+
+
+@dataclass(frozen=True)
+class PhaseFigures:
+    """The engine's annotated iterations of one phase."""
+
+    phase: str  # PREFILL, DECODE or MIXED
+    iterations: int
+    time_ns: int  # the union of their host ranges
+    requests: int | None  # requests in them, where every annotation writes it (None: not written)
+    tokens: int | None  # query tokens in them, likewise
+    kernels: KernelMix  # the GPU kernels launched inside them
+
+
+@dataclass(frozen=True)
+class ServingPhases:
+    """A serving loop's phases, from its engine's annotations (innermost ranges, so an engine's own step inside a
+    harness's range counts once)."""
+
+    sources: tuple[str, ...]  # the annotation families read (keys of SOURCE_WORDS)
+    phases: tuple[PhaseFigures, ...]  # those seen, in PHASES order; (): no annotation names a phase
+    engine_kernels: bool = False  # a serving engine's attention kernels ran (they never tell the phase)
+
+    @property
+    def dominant(self) -> PhaseFigures | None:
+        """The phase with the most annotated time (ties: PHASES order); None when no phase is annotated."""
+        return max(self.phases, key=lambda p: (p.time_ns, -PHASES.index(p.phase)), default=None)
+
+    @property
+    def time_ns(self) -> int:
+        return sum(p.time_ns for p in self.phases)
+
+
+Parsed = tuple[int, int, int, int, int, int]
+
+
+def _parse(name: str) -> Parsed | None:
+    """(source, phase, prefill requests, decode requests, prefill tokens, decode tokens) of an iteration's
+    annotation (-1: not written); None for any other name. A batch with no request of either kind is none."""
+    m = VLLM_BATCH.match(name)
+    if m:
+        pre, dec = int(m["pre_req"]), int(m["dec_req"])
+        counts = (pre, dec, int(m["pre_tok"]) if m["pre_tok"] else -1, int(m["dec_tok"]) if m["dec_tok"] else -1)
+        return _with_phase(0, *counts)
+    m = SGLANG_STEP.match(name)
+    if m and m["mode"] in SGLANG_MODES:
+        phase = SGLANG_MODES[m["mode"]]
+        bs = int(m["bs"]) if m["bs"] else -1
+        toks = int(m["toks"]) if m["toks"] else -1
+        if phase == MIXED:  # SGLang's mixed chunked prefill: the split of its batch is not written
+            return 1, PHASES.index(MIXED), -1, -1, -1, -1
+        return (1, PHASES.index(phase), bs, 0, toks, 0) if phase == PREFILL else (1, PHASES.index(phase), 0, bs, 0, -1)
+    m = TRTLLM_STEP.search(name)
+    if m:
+        return _with_phase(2, int(m["pre_req"]), int(m["dec_req"]), -1, -1)
+    pre, dec = bool(NAMED_PREFILL.search(name)), bool(NAMED_DECODE.search(name))
+    if pre or dec:
+        return 3, PHASES.index(MIXED if pre and dec else PREFILL if pre else DECODE), -1, -1, -1, -1
+    return None
+
+
+def _with_phase(source: int, pre: int, dec: int, pre_tok: int, dec_tok: int) -> Parsed | None:
+    if pre <= 0 and dec <= 0:
+        return None
+    phase = MIXED if pre > 0 and dec > 0 else PREFILL if pre > 0 else DECODE
+    return source, PHASES.index(phase), pre, dec, pre_tok, dec_tok
+
+
+def innermost(ts: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Flags of the ranges that contain no other range (an outer harness range around the engine's own step)."""
+    order = np.lexsort((-end, ts))  # by start, the longer first among equal starts
+    e = end[order]
+    # the smallest end among the ranges that start at or after each one (and come later in that order)
+    later_min = np.minimum.accumulate(e[::-1])[::-1]
+    nxt = np.append(later_min[1:], np.iinfo(np.int64).max)
+    keep = np.empty(len(ts), dtype=bool)
+    keep[order] = nxt > e
+    return keep
+
+
+def serving_phases(tl: Timeline, rank: int) -> ServingPhases | None:
+    """The rank's serving phases from its engine's annotations; None when no annotation names a phase and no serving
+    engine's attention kernel ran (then it is no serving loop as far as the trace tells)."""
+    ev = tl.rank_events(rank)
+    kind = ev["kind"].to_numpy()
+    dev = ev["device"].to_numpy()
+    kernels = ev[(kind == T.KERNEL) & (dev >= 0)]
+    k_names = kernels["name"].astype(str).unique() if len(kernels) else np.array([], dtype=object)
+    engine = any(ENGINE_ATTENTION.search(n) for n in k_names)
+    rows = np.flatnonzero(((kind == T.ANNOTATION) | (kind == T.STEP)) & (dev < 0))
+    parsed = _parse_rows(ev, rows)
+    if parsed is None:
+        return ServingPhases((), (), True) if engine else None
+    rows, table = parsed
+    ts = ev["ts_ns"].to_numpy()[rows]
+    end = ts + ev["dur_ns"].to_numpy()[rows]
+    keep = innermost(ts, end)
+    rows, table, ts, end = rows[keep], table[keep], ts[keep], end[keep]
+    launch = _launches(ev, kernels)
+    # each kernel in the (innermost) range its launch falls in; ranges of different threads may overlap: the
+    # latest-starting one holds it
+    order = np.argsort(ts, kind="stable")
+    pos = np.searchsorted(ts[order], launch, side="right") - 1
+    inside = (pos >= 0) & (launch < end[order][np.clip(pos, 0, None)])
+    owner = np.where(inside, order[np.clip(pos, 0, None)], -1)
+    compiled = _compiled_on_host(ev)
+    dur = kernels["dur_ns"].to_numpy()
+    phases = []
+    for code, phase in enumerate(PHASES):
+        mine = table[:, 1] == code
+        if not mine.any():
+            continue
+        pre_req, dec_req, pre_tok, dec_tok = (table[mine, i] for i in (2, 3, 4, 5))
+        requests = int(pre_req.sum() + dec_req.sum()) if (pre_req >= 0).all() and (dec_req >= 0).all() else None
+        tokens = int(pre_tok.sum() + dec_tok.sum()) if (pre_tok >= 0).all() and (dec_tok >= 0).all() else None
+        held = np.isin(owner, np.flatnonzero(mine))
+        phases.append(PhaseFigures(phase, int(mine.sum()), iv.total(iv.union(ts[mine], end[mine])), requests, tokens,
+                                   kernel_mix(kernels["name"][held], dur[held], compiled)))
+    sources = tuple(_SOURCES[s] for s in sorted(set(table[:, 0].tolist())))
+    return ServingPhases(sources, tuple(phases), engine)
+
+
+def _parse_rows(ev: pd.DataFrame, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """The rows among `rows` whose names are an engine's iteration annotations, and their parsed figures (one
+    row each: source, phase, prefill requests, decode requests, prefill tokens, decode tokens); None if none."""
+    if not len(rows):
+        return None
+    codes = np.asarray(ev["name"].cat.codes.to_numpy()[rows], dtype=np.int64)
+    cats = ev["name"].cat.categories
+    found = {int(c): _parse(str(cats[c])) for c in np.unique(codes[codes >= 0])}
+    found = {c: v for c, v in found.items() if v is not None}
+    if not found:
+        return None
+    hit = np.isin(codes, list(found))
+    table = np.array([found[int(c)] for c in codes[hit]], dtype=np.int64).reshape(-1, 6)
+    return rows[hit], table
+
+
+def _launches(ev: pd.DataFrame, kernels: pd.DataFrame) -> np.ndarray:
+    """When each kernel was launched on the host (its launch call, by correlation; else its own start)."""
+    if not len(kernels):
+        return np.zeros(0, dtype=np.int64)
+    return launch_times(ev, kernels["correlation"].to_numpy(), kernels["ts_ns"].to_numpy())
+
+
+def rank_kernel_mix(tl: Timeline, rank: int) -> KernelMix:
+    """The mix of every kernel of the rank (all devices, the whole trace)."""
+    ev = tl.rank_events(rank)
+    kind = ev["kind"].to_numpy()
+    k = ev[(kind == T.KERNEL) & (ev["device"].to_numpy() >= 0)]
+    return kernel_mix(k["name"], k["dur_ns"].to_numpy(), _compiled_on_host(ev))
+
+
+def _compiled_on_host(ev: pd.DataFrame) -> bool:
+    """torch.compile's compiled-graph annotations among the host ranges."""
+    host = ev[(ev["kind"] == T.ANNOTATION).to_numpy() & (ev["device"].to_numpy() < 0)]
+    return bool(len(host)) and any(COMPILED.search(str(n)) for n in host["name"].unique())
+
+
+@dataclass(frozen=True)
+class FrontendFacts:
+    """A process with no GPU work, no framework operators and no runtime calls: only Python frames."""
+
+    python_events: int
+    threads: int
+    span_ns: int  # first frame's start to last frame's end
+    # innermost frames (those holding no other frame of their thread) with the most time: (name, ns)
+    top_frames: tuple[tuple[str, int], ...] = ()
+
+
+FRONTEND_TOP_FRAMES = 3
+
+
+def frontend_facts(tl: Timeline, rank: int) -> FrontendFacts | None:
+    """The rank's facts when it only ran Python (a server's frontend, an API or driver process), else None."""
+    ev = tl.rank_events(rank)
+    kind = ev["kind"]
+    if T.category_mask(kind, (*T.GPU_WORK_KINDS, T.CPU_OP, T.RUNTIME, T.DATALOADER)).any():
+        return None
+    py = ev[(kind == T.PYTHON).to_numpy()]
+    if not len(py):
+        return None
+    pid, tid = py["pid"].to_numpy(), py["tid"].to_numpy()
+    ts = py["ts_ns"].to_numpy()
+    end = ts + py["dur_ns"].to_numpy()
+    order = np.lexsort((-end, ts, tid, pid))
+    p, t, s, e = pid[order], tid[order], ts[order], end[order]
+    # innermost: the next frame of the same thread (in start order) starts at or after its end
+    same_next = np.append((p[1:] == p[:-1]) & (t[1:] == t[:-1]), False)
+    nxt_start = np.append(s[1:], np.iinfo(np.int64).max)
+    leaf = ~same_next | (nxt_start >= e)
+    names = py["name"].to_numpy()[order][leaf]
+    dur = (e - s)[leaf]
+    by_name = pd.Series(dur).groupby(pd.Series(names).astype(str)).sum()
+    top = tuple((str(n), int(v)) for n, v in sorted(by_name.items(), key=lambda x: (-x[1], x[0]))[:FRONTEND_TOP_FRAMES])
+    threads = len(set(zip(pid.tolist(), tid.tolist())))
+    return FrontendFacts(len(py), threads, int(end.max() - ts.min()), top)
