@@ -207,3 +207,28 @@ def test_start_up_names_the_call_that_stalled_and_the_operator_that_made_it(tmp_
     startup = next(f for f in d.findings if f.cause == "startup")
     names = {e.name: e.time_us for e in startup.host_ops}
     assert names["cudaFree"] == pytest.approx(998_000, abs=1_000)
+
+
+def test_communication_kernels_of_every_library_are_never_compute(tmp_path):
+    """A busy GPU whose longest kernel is DeepEP's combine under a fork's namespace (`dpsk::ep::internode::`),
+    beside bf16 GEMMs: the combine kernel is communication (never named as the GPU's own work), and a run
+    already in bf16 is not told to use autocast or TF32."""
+    from traceanalyzer.names import is_comm_kernel
+
+    assert is_comm_kernel("void dpsk::ep::internode::combine<false, 8, __nv_bfloat16>(int4*, float*)")
+    assert is_comm_kernel("deep_ep::internode_ll::dispatch")
+    assert not is_comm_kernel("void cutlass::device_kernel<dpsk::grouped_gemm::cuda::fp8_ptp128c::GemmKernel>")
+    t = KinetoTrace()
+    s = 0.0
+    for i in range(6):
+        t.step(i, s, 10_000)
+        t.launched(s + 5, 5, s + 10, 4_990, name="ampere_bf16_s16816gemm_bf16_256x128_ldg8_f2f_tn", op="aten::mm")
+        t.launched(s + 12, 5, s + 20, 4_900, name="void dpsk::ep::internode::combine<false, 8>(int4*)",
+                   stream=8)  # beside the GEMMs, as expert-parallel dispatch/combine overlap compute
+        t.launched(s + 30, 5, s + 5_005, 4_990, name="ampere_bf16_s16816gemm_bf16_256x128_ldg8_f2f_tn", op="aten::mm")
+        s += 10_000
+    d = ta.analyze(t.write(tmp_path / "ep.json")).diagnosis
+    assert d.primary == "gpu_bound"
+    gpu = next(f for f in d.findings if f.id == "gpu_bound")
+    assert not any("internode" in e for e in gpu.evidence if e.startswith("top kernel"))
+    assert not any("autocast" in a or "TF32" in a for f in d.findings for a in f.advice)

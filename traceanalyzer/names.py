@@ -24,9 +24,12 @@ def name_flags(frame: pd.DataFrame, pattern: re.Pattern[str] | str) -> np.ndarra
 # dispatch/combine (`deep_ep::intranode::`, `deep_ep::internode::`, `deep_ep::internode_ll::`), PyTorch's
 # symmetric-memory collectives (`c10d::symmetric_memory::`), vLLM's custom all-reduce
 # (`vllm::cross_device_reduce_*`) and TensorRT-LLM's all-reduce kernels (`tensorrt_llm::kernels::...AllReduce`).
+# DeepEP's kernels keep their `intranode` / `internode` / `internode_ll` namespaces under whatever namespace a
+# fork puts them in (`dpsk::ep::internode::combine`).
 COMM_KERNEL_NAMES = re.compile(
     r"^(nccl|rccl|msccl|nvshmem)"
     r"|^(deep_ep|mscclpp|c10d::symmetric_memory)::"
+    r"|^\w+(::\w+)*::(intra|inter)node(_ll)?::"
     r"|^vllm::cross_device_reduce"
     r"|^tensorrt_llm::kernels::\w*all_?reduce",
     re.IGNORECASE)

@@ -364,7 +364,7 @@ def rank_causes(tl: Timeline, rank: int, window: F.Window, st: F.Steps,
         serving = serving_phases(tl, rank) if kind != "training" else None  # backward or optimizer: no serving loop
         if serving is not None:  # a serving loop is inference however few its ops
             kind = "inference"
-        mix = rank_kernel_mix(tl, rank) if kind == "inference" and devices else None
+        mix = rank_kernel_mix(tl, rank) if devices else None  # the kernels' kinds choose a busy GPU's levers
         front = frontend_facts(tl, rank) if not devices else None
         return per_step, shares, before, waits, records, kind, serving, mix, front, top_gaps(attributed, host, st)
 

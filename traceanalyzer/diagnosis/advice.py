@@ -143,11 +143,12 @@ ADVICE: dict[str, dict[str, tuple[str, ...]]] = {
         ),
     },
     "gpu_bound": {
+        # A lower precision, a fused attention kernel or compilation is proposed by diagnosis/serving.py only where
+        # the kernels show it material and not already in use (an fp8 or bf16 run is never told to use autocast).
         PYTORCH: (
-            "The GPU is the bottleneck: speed up its kernels. Use mixed precision (torch.autocast with bf16/fp16) "
-            "and allow TF32 (torch.backends.cuda.matmul.allow_tf32 = True).",
-            "Compile the model (torch.compile) to fuse memory-bound elementwise kernels.",
-            "Scale out with DistributedDataParallel, or use a faster GPU.",
+            "The GPU is the bottleneck: its own kernels set the pace. Speed them up where the kernel mix shows a "
+            "lever (a lower precision, fusion, compilation), scale out with DistributedDataParallel, or use a "
+            "faster GPU.",
         ),
         TENSORFLOW: (
             "The GPU is the bottleneck: use mixed precision (keras.mixed_precision.set_global_policy("

@@ -885,8 +885,8 @@ def _gpu_bound_finding(ra: RankAnalysis, window_ns: int, idle_ns: int, framework
     k = ra.kernel_totals
     ktotal = k.total_ns if k is not None else 0
     n = 0
-    for dev in ra.devices:
-        for row in dev.kernels[:TOP_KERNELS_NAMED]:
+    for dev in ra.devices:  # the GPU's own work: communication kernels are communication, never compute
+        for row in [r for r in dev.kernels if not r.comm][:TOP_KERNELS_NAMED]:
             n += 1
             share = q.ns(row.total_ns, f"top_kernel_{n}_us", ktotal, "kernel_us") if ktotal else "n/a"
             evidence.append(f"top kernel {row.name[:80]}: {duration(row.total_ns)} "

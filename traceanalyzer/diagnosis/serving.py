@@ -65,16 +65,18 @@ FRONTEND_HEADLINE = ("No GPU work in this process: it is a frontend/driver proce
 
 
 def material(ns: int, of_ns: int) -> bool:
-    """At least MATERIAL_GPU_SHARE of `of_ns` (the phase's kernel time)."""
+    """A kind of kernel worth a lever: at least MATERIAL_GPU_SHARE of `of_ns` (the phase's kernel time). Not
+    rules.material, which weighs a cause's lost time against the window."""
     return of_ns > 0 and ns >= MATERIAL_GPU_SHARE * of_ns
 
 
-def _kernel_levers(k: KernelMix, framework: str) -> tuple[str, ...]:
-    """The levers on kinds of kernels that the mix shows to be material and not already pulled."""
+def _kernel_levers(k: KernelMix, framework: str, inference: bool = True) -> tuple[str, ...]:
+    """The levers on kinds of kernels that the mix shows to be material and not already pulled (quantising
+    16-bit GEMMs is an inference lever; training is told of FP32 ones only)."""
     out = []
     if material(k.gemm_ns, k.kernel_ns) and material(k.fp32_gemm_ns, k.gemm_ns):
         out.append(FP32_ADVICE)
-    elif material(k.gemm_ns, k.kernel_ns) and not material(k.low_precision_gemm_ns, k.gemm_ns):
+    elif inference and material(k.gemm_ns, k.kernel_ns) and not material(k.low_precision_gemm_ns, k.gemm_ns):
         out.append(PRECISION_ADVICE)
     if material(k.attention_ns, k.kernel_ns) and k.fused_attention_ns == 0:
         out.append(ATTENTION_ADVICE)
@@ -165,19 +167,21 @@ def add_serving_findings(rd: RankDiagnosis, ra: RankAnalysis) -> RankDiagnosis:
     findings = list(rd.findings)
     top = c.serving.dominant if c.serving is not None else None
     mix = top.kernels if top is not None and top.kernels.kernel_ns else c.kernels
-    if mix is not None and c.workload == "inference":
+    if mix is not None:
         where = f" launched in {top.phase} iterations" if top is not None and mix is top.kernels else ""
         # wherever the GPU-bound advice is given (the verdict's finding, the steady state after start-up)
-        gpu_bound = set(advice_for(GPU_BOUND, ra.framework, "inference"))
-        findings = [_with_levers(f, mix, ra.framework, where) if gpu_bound & set(f.advice) else f for f in findings]
+        gpu_bound = set(advice_for(GPU_BOUND, ra.framework, c.workload))
+        inference = c.workload == "inference"
+        findings = [_with_levers(f, mix, ra.framework, where, inference) if gpu_bound & set(f.advice) else f
+                    for f in findings]
     if c.serving is not None and ra.devices:
         findings.append(serving_finding(c.serving, rd.primary))
     return replace(rd, findings=tuple(findings))
 
 
-def _with_levers(f: Finding, mix: KernelMix, framework: str, where: str) -> Finding:
+def _with_levers(f: Finding, mix: KernelMix, framework: str, where: str, inference: bool = True) -> Finding:
     """A GPU-bound finding with the kernel mix as evidence and the levers it shows first in its advice."""
     q = Quoted(dict(f.figures), list(f.shares))
     line = mix_line(mix, q, where)
-    return replace(f, evidence=(*f.evidence, line), advice=(*_kernel_levers(mix, framework), *f.advice),
+    return replace(f, evidence=(*f.evidence, line), advice=(*_kernel_levers(mix, framework, inference), *f.advice),
                    figures=q.figures, shares=tuple(q.shares))
