@@ -13,8 +13,8 @@ from traceanalyzer.analyses.serving import PHASES, _parse, innermost
 from traceanalyzer.diagnosis.serving import (
     ATTENTION_ADVICE,
     COMPILE_ADVICE,
-    FP32_ADVICE,
     FP8_KV_ADVICE,
+    FP32_ADVICE,
     NO_PHASE_ADVICE,
     PRECISION_ADVICE,
     SERVING_PHASES,
