@@ -232,3 +232,41 @@ def test_communication_kernels_of_every_library_are_never_compute(tmp_path):
     gpu = next(f for f in d.findings if f.id == "gpu_bound")
     assert not any("internode" in e for e in gpu.evidence if e.startswith("top kernel"))
     assert not any("autocast" in a or "TF32" in a for f in d.findings for a in f.advice)
+
+
+# Every bundled sample's verdict, pinned: a rule that moves one must say so here (issue 43: verdicts on the
+# samples and corpus unchanged except intended moves; the corpus's are the verdict benchmark's rows).
+SAMPLE_VERDICTS = {
+    "basic.json": "undetermined",
+    "basic_2021.json": "undetermined",
+    "basic_float_us.json": "undetermined",
+    "comm_rank0.json": "communication_bound",
+    "comm_rank1.json": "communication_bound",
+    "cpu_only.json": "cpu_input_bound",
+    "gpu_bound.json": "gpu_bound",
+    "host_bound.json": "host_bound",
+    "hostile_names.json": "undetermined",
+    "input_bound.json": "input_bound",
+    "launch_bound.json.gz": "launch_bound",
+    "memcpy_bound.json": "memcpy_bound",
+    "periodic_stall.json": "periodic_stall",
+    "sync_bound.json": "sync_bound",
+    "torch214_cpu_input_bound.json.gz": "cpu_input_bound",
+    "torch214_cpu_well_fed.json.gz": "cpu_compute_bound",
+    "torch_cpu_host_bound.json.gz": "cpu_compute_bound",
+    "torch_cpu_input_bound.json.gz": "cpu_input_bound",
+    "torch_cpu_multiworker.json.gz": "cpu_input_bound",
+    "torch_cpu_postprocess.json.gz": "cpu_compute_bound",
+    "torch_cpu_stack.json.gz": "cpu_compute_bound",
+    "torch_cpu_well_fed.json.gz": "cpu_compute_bound",
+    "torch_cpu_zero_grad_item.json.gz": "cpu_compute_bound",
+    "torch_memory_leak.json.gz": "cpu_compute_bound",
+    "torch_memory_steady.json.gz": "cpu_compute_bound",
+}
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLE_VERDICTS))
+def test_sample_verdicts_are_pinned(name):
+    from conftest import ROOT
+
+    assert ta.analyze(ROOT / "sample_traces" / name).diagnosis.primary == SAMPLE_VERDICTS[name]

@@ -305,7 +305,7 @@ def verdict(ra: RankAnalysis, lost: LostTime, findings: tuple[Finding, ...], inc
         q = Quoted()
         gpu_ops = ra.capture.gpu_only_ops if ra.capture is not None else 0
         cpu_only = (ra.gpus_listed == 0 or no_gpu_work_launched(ra)) and not ra.range_profiler and not gpu_ops
-        host_primary, host_findings, host_line = _host_verdict(c.host_shares, framework, q, cpu_only)
+        host_primary, host_findings, host_line = _host_verdict(c.host_shares, framework, q, cpu_only, _has_stacks(ra))
         if cpu_only:  # a CPU-only capture: the host loop's verdict is the verdict
             why = "a CPU-only capture"
             if ra.gpus_listed:  # a GPU was there and the runtime traced: the model ran on the CPU, say so first
@@ -351,7 +351,8 @@ def verdict(ra: RankAnalysis, lost: LostTime, findings: tuple[Finding, ...], inc
     # iterations is judged on what follows them, and one that is mostly start-up says so.
     busy_share = (window_ns - idle_ns) / max(window_ns - startup_in_window, 1) if window_ns else 0.0
     if n_gpu < MIN_GPU_EVENTS or (busy_share < MIN_BUSY_SHARE and not startup_dominates):
-        host_primary, host_findings, host_line = _host_verdict(c.host_shares, framework, q)
+        host_primary, host_findings, host_line = _host_verdict(c.host_shares, framework, q,
+                                                               stacks=_has_stacks(ra))
         busy_pct = q.ns(window_ns - idle_ns, "gpu_busy_us", max(window_ns - startup_in_window, 1),
                         "window_after_startup_us") if n_gpu >= MIN_GPU_EVENTS else ""
         why = (f"only {n_gpu} GPU activities in the window" if n_gpu < MIN_GPU_EVENTS
@@ -917,8 +918,13 @@ _HOST_PARTS = (
 )
 
 
+def _has_stacks(ra: RankAnalysis) -> bool:
+    """The rank's trace holds Python frames: time outside the framework's ops is still traced, by the frames."""
+    return ra.frames is not None and ra.frames.has_stacks
+
+
 def _host_verdict(s: HostShares | None, framework: str, q: Quoted | None = None,
-                  cpu_only: bool = False) -> tuple[str | None, tuple[Finding, ...], str]:
+                  cpu_only: bool = False, stacks: bool = False) -> tuple[str | None, tuple[Finding, ...], str]:
     """The host loop's verdict (cpu_input_bound when it waits for data at least HOST_INPUT_BOUND_SHARE of
     its step time, else cpu_compute_bound), one finding per part of its step time (each part's share of
     the step time, total and per step), and the headline sentence (its shares written into `q`)."""
@@ -926,7 +932,8 @@ def _host_verdict(s: HostShares | None, framework: str, q: Quoted | None = None,
         return None, (), ""
     q = q if q is not None else Quoted()
     total = s.total_ns
-    untraced = s.other_ns >= HOST_UNTRACED_MAX_SHARE * total and s.data_wait_ns < HOST_INPUT_BOUND_SHARE * total
+    untraced = (not stacks and s.other_ns >= HOST_UNTRACED_MAX_SHARE * total
+                and s.data_wait_ns < HOST_INPUT_BOUND_SHARE * total)
     primary = CPU_INPUT_BOUND if s.data_wait_ns / total >= HOST_INPUT_BOUND_SHARE else CPU_COMPUTE_BOUND
     n_steps = len(s.steps)
     per = f" over {n_steps} step{'s' if n_steps != 1 else ''}" if n_steps else ""

@@ -83,8 +83,9 @@ FINDING_MIN_SHARE = 0.02
 # CPU-only traces: the host loop is input-bound when at least this share of the step time waits
 # for data (XProf's "highly input-bound"), else host-bound.
 HOST_INPUT_BOUND_SHARE = 0.20
-# ... and gets no verdict of its own when at least this share of its step time is outside any traced op:
-# what holds the loop was not traced (a capture of profiler overhead only, a step with no op inside).
+# ... and gets no verdict of its own when at least this share of its step time is outside any traced op and
+# no Python frames were recorded: what holds the loop was not traced (a capture of profiler overhead only, a
+# step with no op inside). With frames (with_stack=True) the loop's own code is traced, by its frames.
 HOST_UNTRACED_MAX_SHARE = 0.50
 
 # --- report size ----------------------------------------------------------------------------------
