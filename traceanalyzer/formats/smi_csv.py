@@ -175,7 +175,7 @@ def read(path: Path, data: bytes, options: ReadOptions) -> Timeline:
     source, segments = read_segments(path, data, FORMAT, _segments,
                                      "no data rows under the CSV header: expected rows such as "
                                      "'2024/01/16 14:44:16.977, 0 %, 21 MiB'")
-    tables = [_Table(seg) for seg in segments]
+    tables = [_Table(_one_row_per_gpu(seg, source)) for seg in segments]
     if len({t.time is not None for t in tables}) > 1:
         raise InputError(path, "the timestamp field comes and goes between headers; "
                                "split the log where the header changes")
@@ -335,6 +335,42 @@ def _name_headerless(path: Path, seg: _Segment, source: Source) -> None:
     seg.headers = named.headers
     seg.names = [re.sub(r"\s*\[.*\]$", "", h) for h in named.headers]
     source.warnings.append(named.note)
+
+
+# a header naming one GPU by number (`gpu0_util`, `GPU 1 mem`, `util_gpu2`): a log of one column per GPU
+_GPU_NUMBER = re.compile(r"(?<![a-z0-9])gpu[ _.-]?(\d{1,3})(?![0-9])", re.IGNORECASE)
+
+
+def _one_row_per_gpu(seg: _Segment, source: Source) -> _Segment:
+    """A segment of one column per GPU and reading (`gpu0_util, gpu1_util, gpu0_mem_mb, ...`) as one row per GPU
+    per sample, like nvidia-smi's own logs: the columns of the other GPUs' readings under the reading's name
+    without the number (`gpu_util`), an `index` column of the GPU numbers, the other columns repeated. Unchanged
+    when no header names a GPU by number, or a column already names each row's GPU."""
+    found = [_GPU_NUMBER.search(h) for h in seg.headers]
+    if not any(found) or any(meaning(h).is_gpu_id or n in NVIDIA_GPU_IDS for n, h in zip(seg.names, seg.headers)):
+        return seg
+    shared = [j for j, m in enumerate(found) if m is None]
+    readings: dict[str, dict[int, int]] = {}  # reading's header without the number -> GPU -> column
+    for j, m in enumerate(found):
+        if m is not None:
+            readings.setdefault(_GPU_NUMBER.sub("gpu", seg.headers[j], count=1), {})[int(m.group(1))] = j
+    gpus = sorted({g for cols in readings.values() for g in cols})
+    headers = [seg.headers[j] for j in shared] + list(readings) + [INDEX]
+    out = _Segment(names=[_field_name(h) for h in headers], headers=headers)
+    for row, line_no in zip(seg.rows, seg.line_nos):
+        for g in gpus:
+            out.rows.append([row[j] for j in shared] + [row[c[g]] if g in c else "" for c in readings.values()]
+                            + [str(g)])
+            out.line_nos.append(line_no)
+    source.warnings.append(f"one column per GPU ({', '.join(seg.headers[j] for j, m in enumerate(found) if m)}): "
+                           f"read as {len(gpus)} GPUs ({', '.join(map(str, gpus))}), their number from the header")
+    return out
+
+
+def _field_name(header: str) -> str:
+    """A header's field name as `_header_names` gives it (lower case, unit dropped, inner spaces as `_`)."""
+    m = _FIELD_NAME.match(header.strip().lower())
+    return re.sub(r"[ -]+", "_", m.group(1)) if m else header.strip().lower()
 
 
 def _complete_last_row(fields: list[str], seg: _Segment) -> bool:
