@@ -53,9 +53,6 @@ KNOWN: dict[tuple[str, str], str] = {
     ("corpus/hta_trace_compare/base.json.gz", "headline_in_findings"): _BUSY_REASON.format(p="0.8%", b="1682"),
     ("corpus/hta_trace_compare/test.json.gz", "headline_in_findings"): _BUSY_REASON.format(p="0.8%", b="1682"),
     ("corpus/kineto_tbtest/gpu_metrics_input.json", "headline_in_findings"): _BUSY_REASON.format(p="0.4%", b="50"),
-    ("corpus/dmon_su_jpgofa/nvidia_dmon.log", "headline_in_findings"):
-        "logs-only headline '1 GPU(s) at 37% SM utilisation on average ...; gpu underused only in part.' has figures "
-        "and no finding",
     (_PIECEWISE, "steps_top_level"):
         "23 steps detected from a recurring '## Call CompiledFxGraph ... ##' annotation all lie inside one "
         "'capture_8192_PIECEWISE' annotation (173.8 ms; graph capture, no loop); 3 host calls hold 2 or more",

@@ -303,19 +303,23 @@ def day_month_order(text: pd.Series) -> tuple[pd.Series | None, str]:
         return None, f"row {int(np.flatnonzero(~(can_md | can_dm))[0])}"
     if can_md.all() != can_dm.all():
         k = int(np.flatnonzero(~can_dm if can_md.all() else ~can_md)[0])
-        why = f"row {k}: {str(text.iloc[k]).strip()[:10]!r} has a day above 12"
+        why = f"{str(text.iloc[k]).strip()[:10]!r} has a day above 12"
         return _dmy_as_iso(parts, bool(can_md.all())), (MONTH_FIRST if can_md.all() else DAY_FIRST) + f" ({why})"
     if not can_md.all():  # rows that can only be month-first beside rows that can only be day-first
         return None, f"row {int(np.flatnonzero(~can_md)[0])}"
-    jumps = []
-    for month_first in (True, False):
-        ns, ok, _ = stamps_to_ns(_dmy_as_iso(parts, month_first))
-        jumps.append(int(np.abs(np.diff(ns[ok])).max()) if ok.sum() > 1 and ok.all() else None)
-    if None in jumps or jumps[0] == jumps[1]:
+    read = [stamps_to_ns(_dmy_as_iso(parts, month_first)) for month_first in (True, False)]
+    valid = [bool(ok.all()) for _, ok, _ in read]
+    if valid[0] != valid[1]:  # one order names a day no month has (02-30)
+        why = f"read {'day' if valid[0] else 'month'} first, a date would name a day its month does not have"
+        return _dmy_as_iso(parts, valid[0]), (MONTH_FIRST if valid[0] else DAY_FIRST) + f" ({why})"
+    if len(text) < 2 or not valid[0]:
         return None, "ambiguous"
-    month_first = jumps[0] < jumps[1]  # type: ignore[operator]
+    jumps = [int(np.abs(np.diff(ns)).max()) for ns, _, _ in read]
+    if jumps[0] == jumps[1]:
+        return None, "ambiguous"
+    month_first = jumps[0] < jumps[1]
     why = (f"no day above 12; read {'day' if month_first else 'month'} first, two consecutive samples would lie "
-           f"{max(jumps) / 86_400e9:.0f} days apart")  # type: ignore[type-var]
+           f"{max(jumps) / 86_400e9:.0f} days apart")
     return _dmy_as_iso(parts, month_first), (MONTH_FIRST if month_first else DAY_FIRST) + f" ({why})"
 
 
