@@ -305,8 +305,8 @@ def day_month_order(text: pd.Series) -> tuple[pd.Series | None, str]:
         k = int(np.flatnonzero(~can_dm if can_md.all() else ~can_md)[0])
         why = f"{str(text.iloc[k]).strip()[:10]!r} has a day above 12"
         return _dmy_as_iso(parts, bool(can_md.all())), (MONTH_FIRST if can_md.all() else DAY_FIRST) + f" ({why})"
-    if not can_md.all():  # rows that can only be month-first beside rows that can only be day-first
-        return None, f"row {int(np.flatnonzero(~can_md)[0])}"
+    if not can_md.all():  # rows that can only be month-first beside rows that can only be day-first: the later
+        return None, f"row {max(int(np.flatnonzero(~can_md)[0]), int(np.flatnonzero(~can_dm)[0]))}"
     read = [stamps_to_ns(_dmy_as_iso(parts, month_first)) for month_first in (True, False)]
     valid = [bool(ok.all()) for _, ok, _ in read]
     if valid[0] != valid[1]:  # one order names a day no month has (02-30)
