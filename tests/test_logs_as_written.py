@@ -236,10 +236,10 @@ def test_a_lower_power_phase_without_a_limit_is_said_but_not_taken_for_light_wor
     assert power["title"] == ("2 of 4 GPUs (the lightest, GPU 0) at lower power in part of their busy time: "
                               "utilisation 99% drawing 55% of the power of its hardest-working phase")
     # over the job (the idle head and tail set apart): GPU 0's 120 samples, 40 at 400 W then 80 at 220 W, all at
-    # 99%: median 220 W; the 95th percentile of its power 400 W
+    # 99%: median 220 W; the 95th percentile of its busy power 400 W
     assert power["evidence"][0] == (
         "GPU 0: 120 of 120 samples at 90% utilisation or more, at 99% on average and a median 220 W: 55% of the 400 W "
-        "it draws in its hardest-working phase (the 95th percentile of its power; no power limit logged); 80 of them "
+        "it draws in its hardest-working phase (the 95th percentile of its busy power; no power limit logged); 80 of them "
         "at under 70% of that; SM clock 1980 MHz while busy (highest logged 1980 MHz)")
     assert power["evidence"][2].startswith("GPU 2: 120 of 120 samples at 90% utilisation or more, at 99% on average "
                                            "and a median 400 W: 100% of the 400 W")
@@ -292,3 +292,16 @@ def test_the_same_log_in_another_zone_vocabulary_and_order_gives_the_same_verdic
                (base["primary"], base["headline"], base["headline_figures"])
         assert [(f["title"], f["evidence"], f["figures"]) for f in other["findings"]] == \
                [(f["title"], f["evidence"], f["figures"]) for f in base["findings"]]
+
+
+def test_the_hardest_phase_of_a_mostly_idle_gpu_is_its_busy_power_not_its_idle_draw(tmp_path):
+    # 100 samples: 2 busy ones at 95% drawing 48 and 52 W, the rest idle at 11.5 W: the hardest phase is that of the
+    # busy samples (95th percentile of 48 and 52: 51.8 W), never the idle draw, so the share stays within 100%
+    path = tmp_path / "gpu.csv"
+    rows = [f"{stamp(sample_ns(k), 'Z')},0,{95 if k in (50, 51) else 0},{(48 if k == 50 else 52) if k in (50, 51) else 11.5}"
+            for k in range(100)]
+    path.write_text("timestamp,gpu_id,gpu_util,power_w\n" + "\n".join(rows) + "\n")
+    d = _diagnosis(path)
+    (f,) = [f for f in d["findings"] if f["id"] == "gpu_power"]
+    assert f["figures"]["gpu0_busy_power_w"] == 50 and f["figures"]["gpu0_hard_power_w"] == 51.8
+    assert "a median 50 W: 97% of the 51.8 W it draws in its hardest-working phase" in f["evidence"][0]

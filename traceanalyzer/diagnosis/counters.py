@@ -247,8 +247,8 @@ def _power_line(d: CounterFigures, p: PowerFigures, q: Quoted) -> str:
         hard = round(p.hard_power_w or 0.0, 1)
         share = q.of(busy, f"{k}_busy_power_w", hard, f"{k}_hard_power_w")
         text += (f", at {util} on average and a median {busy:g} W: {share} of the {hard:g} W it draws in its "
-                 f"hardest-working phase (the {HARD_POWER_PERCENTILE:.0f}th percentile of its power; no power limit "
-                 f"logged)")
+                 f"hardest-working phase (the {HARD_POWER_PERCENTILE:.0f}th percentile of its busy power; no power "
+                 f"limit logged)")
     if p.light_samples:
         text += (f"; {p.light_samples} of them at under {q.fraction(LIGHT_POWER_SHARE, 'light_power_share')} of "
                  f"that")
