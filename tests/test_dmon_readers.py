@@ -270,13 +270,17 @@ timestamp, index, utilization.gpu [%], power.draw [W], clocks.sm [MHz], temperat
 
 
 def test_smi_csv_without_header_says_what_to_add(tmp_path):
-    with pytest.raises(InputError, match=r"line 1: '2024/01/16 14:44:16.977, 0 %, 21 MiB' looks like nvidia-smi "
-                                         r"--format=csv,noheader output .* e\.g\. 'timestamp, utilization\.gpu "
-                                         r"\[%\], memory\.used \[MiB\]', or log with --format=csv"):
-        read_text(tmp_path, "2024/01/16 14:44:16.977, 0 %, 21 MiB\n", "smi.csv")
+    # headerless rows are read when their units say which column is utilization.gpu (tests/test_logs_as_written.py);
+    # when they cannot, the error names the line and the field list to add
+    with pytest.raises(InputError, match=r"line 1: '2024/01/16 14:44:16.977, 0, 21' looks like nvidia-smi "
+                                         r"--format=csv,noheader output .* no column of percentages .* add the field "
+                                         r"list given to --query-gpu as a first line, e\.g\. 'timestamp, index, \.\.\.', "
+                                         r"or log with --format=csv"):
+        read_text(tmp_path, "2024/01/16 14:44:16.977, 0, 21\n", "smi.csv")
     # without a timestamp too (recognised by the units in its values), whatever the file is called
-    with pytest.raises(InputError, match=r"line 1: '2 %, 588 MiB' looks like nvidia-smi --format=csv,noheader"):
-        read_text(tmp_path, "2 %, 588 MiB\n3 %, 590 MiB\n")
+    with pytest.raises(InputError, match=r"line 1: '2 %, 5 %' looks like nvidia-smi --format=csv,noheader .* columns "
+                                         r"1, 2 are all percentages and none is the largest"):
+        read_text(tmp_path, "2 %, 5 %\n7 %, 1 %\n")
 
 
 def test_sniffers_do_not_take_each_others_files():

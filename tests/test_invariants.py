@@ -42,9 +42,6 @@ TRACES = ([("samples", p) for p in _inputs(SAMPLES, skip=("bad",))]
 
 # Breaks found on 2026-12-07 (issue 43 item 9a), by (trace, invariant): why, with the figures.
 KNOWN: dict[tuple[str, str], str] = {
-    ("corpus/dmon_su_jpgofa/nvidia_dmon.log", "headline_in_findings"):
-        "logs-only headline '1 GPU(s) at 37% SM utilisation on average ...; gpu underused only in part.' has figures "
-        "and no finding",
 }
 
 

@@ -222,41 +222,49 @@ def _diagnosis(path: Path) -> dict:
     return data["diagnosis"]
 
 
-def test_high_utilisation_at_low_power_is_not_called_saturated(tmp_path):
+def test_a_lower_power_phase_without_a_limit_is_said_but_not_taken_for_light_work(tmp_path):
+    # no power limit logged: the 400 W phase is only another phase of the log (other kernels draw other power while
+    # each keeps the SMs busy), so the 220 W phase is said, and the GPUs busy in time are gpu_bound
     d = _diagnosis(script_log(tmp_path / "gpu.csv"))
-    assert d["primary"] == "undetermined"
-    assert d["headline"] == ("4 GPU(s) busy in time but not saturated: utilisation 99% on average over the job, with "
-                             "2 of them drawing under 70% of the power of their hardest-working phase while busy; "
-                             "no sample at 0%.")
-    (f,) = d["findings"]
-    assert f["id"] == "gpu_power" and f["severity"] == "medium"
-    assert f["title"] == ("2 of 4 GPUs (the lightest, GPU 0) busy in time but not saturated: utilisation 99% drawing "
-                          "55% of the power of its hardest-working phase")
+    assert d["primary"] == "gpu_bound"
+    assert d["headline"] == "4 GPU(s) busy: SM utilisation 99% on average over the job; no sample at 0%."
+    util, power = d["findings"]
+    assert util["id"] == "gpu_utilisation" and util["title"] == "SM utilisation of 4 GPUs over the job"
+    assert util["evidence"][0] == d["headline"]
+    assert util["evidence"][1] == "GPU 0: SM utilisation 99.0% on average over the job (120 samples), never at 0%"
+    assert power["id"] == "gpu_power" and power["severity"] == "low"
+    assert power["title"] == ("2 of 4 GPUs (the lightest, GPU 0) at lower power in part of their busy time: "
+                              "utilisation 99% drawing 55% of the power of its hardest-working phase")
     # over the job (the idle head and tail set apart): GPU 0's 120 samples, 40 at 400 W then 80 at 220 W, all at
-    # 99%: median 220 W; the 95th percentile of its power 400 W
-    assert f["evidence"][0] == (
+    # 99%: median 220 W; the 95th percentile of its busy power 400 W
+    assert power["evidence"][0] == (
         "GPU 0: 120 of 120 samples at 90% utilisation or more, at 99% on average and a median 220 W: 55% of the 400 W "
-        "it draws in its hardest-working phase (the 95th percentile of its power; no power limit logged); 80 of them "
+        "it draws in its hardest-working phase (the 95th percentile of its busy power; no power limit logged); 80 of them "
         "at under 70% of that; SM clock 1980 MHz while busy (highest logged 1980 MHz)")
-    assert f["evidence"][2].startswith("GPU 2: 120 of 120 samples at 90% utilisation or more, at 99% on average and "
-                                       "a median 400 W: 100% of the 400 W")
-    assert "SM occupancy was not measured" in f["evidence"][4]
-    assert f["figures"]["gpu0_busy_power_w"] == 220 and f["figures"]["gpu0_hard_power_w"] == 400
-    assert "saturated" not in f["evidence"][2]
+    assert power["evidence"][2].startswith("GPU 2: 120 of 120 samples at 90% utilisation or more, at 99% on average "
+                                           "and a median 400 W: 100% of the 400 W")
+    assert "SM occupancy was not measured" in power["evidence"][4]
+    assert "no power limit is logged to say how hard either worked" in power["evidence"][5]
+    assert power["figures"]["gpu0_busy_power_w"] == 220 and power["figures"]["gpu0_hard_power_w"] == 400
+    assert "saturated" not in " ".join([power["title"], *power["evidence"]])
     # the idle head and tail (40 and 35 samples at 0%) are set apart: the figures are of the job
-    assert "set apart" in d["headline_detail"] and "SM occupancy was not measured" in d["headline_detail"]
+    assert "set apart" in d["headline_detail"]
 
 
 def test_power_is_compared_with_the_logged_limit(tmp_path):
     limit = {"power_limit_w": lambda k, g: "700.00"}
     d = _diagnosis(script_log(tmp_path / "gpu.csv", extra=limit))
-    (f,) = d["findings"]
+    assert d["primary"] == "undetermined"
+    assert d["headline"] == ("4 GPU(s) busy in time but not saturated: utilisation 99% on average over the job, with "
+                             "4 of them drawing under 70% of their power limit while busy; no sample at 0%.")
+    f, util = d["findings"]
+    assert f["id"] == "gpu_power" and f["severity"] == "medium" and util["id"] == "gpu_utilisation"
     # every GPU busy at 400 W or less of 700 W (57%): all four busy in time, not saturated
     assert f["title"] == ("4 of 4 GPUs (the lightest, GPU 0) busy in time but not saturated: utilisation 99% drawing "
                           "31% of its power limit")
     assert "a median 220 W: 31% of its 700 W limit" in f["evidence"][0]
     assert "a median 400 W: 57% of its 700 W limit" in f["evidence"][3]
-    assert "under 70% of their power limit while busy" in d["headline"]
+    assert "SM occupancy was not measured" in d["headline_detail"]
 
 
 def test_a_gpu_that_works_hard_while_busy_is_gpu_bound_and_said_so(tmp_path):
@@ -265,7 +273,10 @@ def test_a_gpu_that_works_hard_while_busy_is_gpu_bound_and_said_so(tmp_path):
     path.write_text("timestamp,gpu_id,gpu_util,power_w,power_limit_w\n" + "\n".join(rows) + "\n")
     d = _diagnosis(path)
     assert d["primary"] == "gpu_bound"
-    (f,) = d["findings"]
+    # 60 samples at 95-99% (12 of each): 97% on average, never 0%
+    assert d["headline"] == "1 GPU(s) busy: SM utilisation 97% on average over the log; no sample at 0%."
+    util, f = d["findings"]
+    assert util["title"] == "SM utilisation of 1 GPU over the log" and util["evidence"] == [d["headline"]]
     assert f["title"] == "How hard the GPU worked: power beside utilisation" and f["severity"] == "low"
     assert "60 of 60 samples at 90% utilisation or more, at 97% on average and a median 651 W: 93% of its 700 W " \
            "limit" in f["evidence"][0]
@@ -281,3 +292,16 @@ def test_the_same_log_in_another_zone_vocabulary_and_order_gives_the_same_verdic
                (base["primary"], base["headline"], base["headline_figures"])
         assert [(f["title"], f["evidence"], f["figures"]) for f in other["findings"]] == \
                [(f["title"], f["evidence"], f["figures"]) for f in base["findings"]]
+
+
+def test_the_hardest_phase_of_a_mostly_idle_gpu_is_its_busy_power_not_its_idle_draw(tmp_path):
+    # 100 samples: 2 busy ones at 95% drawing 48 and 52 W, the rest idle at 11.5 W: the hardest phase is that of the
+    # busy samples (95th percentile of 48 and 52: 51.8 W), never the idle draw, so the share stays within 100%
+    path = tmp_path / "gpu.csv"
+    rows = [f"{stamp(sample_ns(k), 'Z')},0,{95 if k in (50, 51) else 0},{(48 if k == 50 else 52) if k in (50, 51) else 11.5}"
+            for k in range(100)]
+    path.write_text("timestamp,gpu_id,gpu_util,power_w\n" + "\n".join(rows) + "\n")
+    d = _diagnosis(path)
+    (f,) = [f for f in d["findings"] if f["id"] == "gpu_power"]
+    assert f["figures"]["gpu0_busy_power_w"] == 50 and f["figures"]["gpu0_hard_power_w"] == 51.8
+    assert "a median 50 W: 97% of the 51.8 W it draws in its hardest-working phase" in f["evidence"][0]

@@ -36,7 +36,8 @@ TIMESERIES_POINTS = 120
 IDLE_EDGE_UTIL_PCT = 1.0
 # Power beside utilisation: samples at this utilisation or more are the GPU's busy samples, whose power says how
 # hard it worked; without a logged power limit, its power is compared with the power of its hardest-working
-# phase, this percentile of its power samples (a high one, not the maximum: one spike does not set it).
+# phase, this percentile of its busy samples' power (a high one, not the maximum: one spike does not set it; of
+# the busy samples, so that a log mostly idle does not take its idle draw for the hardest phase).
 BUSY_UTIL_PCT = 90.0
 HARD_POWER_PERCENTILE = 95.0
 # A busy sample drawing less than this share of the GPU's power reference (limit, else hardest phase) works
@@ -102,7 +103,7 @@ class PowerFigures:
     light_samples: int  # busy samples at under LIGHT_POWER_SHARE of `reference_w`
     power_mean_w: float | None  # mean power over every sample with utilisation and power
     limit_w: float | None  # median logged power limit (power.limit / enforced.power.limit)
-    hard_power_w: float | None  # HARD_POWER_PERCENTILE of its power samples: its hardest-working phase's power
+    hard_power_w: float | None  # HARD_POWER_PERCENTILE of its busy samples' power (all when none is busy)
     busy_clock_mhz: float | None  # median SM (else graphics) clock over the busy samples
     top_clock_mhz: float | None  # the highest SM (else graphics) clock logged
 
@@ -265,7 +266,7 @@ def power_figures(rows: pd.DataFrame) -> PowerFigures | None:
     busy_clock = clock[busy][~np.isnan(clock[busy])] if clock_name else np.zeros(0)
     all_clock = wide[clock_name].dropna().to_numpy() if clock_name else np.zeros(0)
     limit_w = float(np.median(limit)) if len(limit) and np.median(limit) > 0 else None
-    hard_w = float(np.percentile(power, HARD_POWER_PERCENTILE))
+    hard_w = float(np.percentile(power[busy] if busy.any() else power, HARD_POWER_PERCENTILE))
     reference = limit_w or hard_w
     return PowerFigures(
         samples=len(both), busy_samples=int(busy.sum()), busy_util_mean=_mean(util[busy]),

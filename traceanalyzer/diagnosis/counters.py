@@ -7,8 +7,14 @@ with at least UNDERUSED_ZERO_SHARE of its samples at 0% SM utilisation is underu
 nvidia-smi's utilisation is the share of time any kernel runs, not how busy the SMs are. When power is
 logged, it says how hard a GPU worked while called busy (`PowerFigures`): its median power over its samples
 at BUSY_UTIL_PCT or more, against its power limit (logged) or else its hardest-working phase's power. Below
-LIGHT_POWER_SHARE of that, high utilisation is not saturation (small or memory-bound kernels, or kernels
-waiting on another GPU): such a GPU is never called busy in the verdict; SM occupancy is said unmeasured.
+LIGHT_POWER_SHARE of its logged limit, high utilisation is not saturation (small or memory-bound kernels, or
+kernels waiting on another GPU): such a GPU is never called busy in the verdict; SM occupancy is said
+unmeasured. Without a limit the hardest phase is only another phase of the log: kernels of another kind
+(tensor-core GEMMs beside FP32 ones, compute beside memory-bound work) draw different power while each keeps
+the SMs busy, so a lighter phase is said, never taken for the lack of saturation.
+
+Every figure a verdict's headline quotes is a finding's: the headline of the GPUs' utilisation is the first
+line of the `gpu_utilisation` finding, which gives each GPU's own figures below it.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from .thresholds import (
 from .wording import Quoted, duration
 
 POWER_FINDING = "gpu_power"  # the finding that says how hard the GPUs worked (no cause: a fact beside the verdict)
+UTIL_FINDING = "gpu_utilisation"  # the GPUs' utilisation a busy or partly used verdict's headline quotes
 NOT_MEASURED = ("nvidia-smi's utilisation is the share of time any kernel runs, not how busy the SMs are; "
                 "SM occupancy was not measured (DCGM's sm_active / sm_occupancy fields, or a profile, measure it)")
 LIGHT_ADVICE = ("Profile a few steps with torch.profiler to see which kernels run while the GPU draws little power "
@@ -204,11 +211,19 @@ def _power_share(p: PowerFigures) -> float | None:
     return p.busy_power_w / ref if p.busy_power_w is not None and ref else None
 
 
-def _light(d: CounterFigures) -> bool:
-    """Busy (samples at BUSY_UTIL_PCT or more) at under LIGHT_POWER_SHARE of its power reference."""
+def _lower(d: CounterFigures) -> bool:
+    """Busy (samples at BUSY_UTIL_PCT or more) at under LIGHT_POWER_SHARE of its power reference (its limit, else
+    its hardest-working phase)."""
     p = _power(d)
     share = None if p is None else _power_share(p)
     return share is not None and share < LIGHT_POWER_SHARE
+
+
+def _light(d: CounterFigures) -> bool:
+    """Busy at under LIGHT_POWER_SHARE of its logged power limit: not saturated. Against the hardest phase of the
+    log only (no limit logged) a lower phase may run other kernels, not lighter ones (`_lower` says it)."""
+    p = _power(d)
+    return p is not None and bool(p.limit_w) and _lower(d)
 
 
 def _reference(devices: list[CounterFigures]) -> str:
@@ -232,8 +247,8 @@ def _power_line(d: CounterFigures, p: PowerFigures, q: Quoted) -> str:
         hard = round(p.hard_power_w or 0.0, 1)
         share = q.of(busy, f"{k}_busy_power_w", hard, f"{k}_hard_power_w")
         text += (f", at {util} on average and a median {busy:g} W: {share} of the {hard:g} W it draws in its "
-                 f"hardest-working phase (the {HARD_POWER_PERCENTILE:.0f}th percentile of its power; no power limit "
-                 f"logged)")
+                 f"hardest-working phase (the {HARD_POWER_PERCENTILE:.0f}th percentile of its busy power; no power "
+                 f"limit logged)")
     if p.light_samples:
         text += (f"; {p.light_samples} of them at under {q.fraction(LIGHT_POWER_SHARE, 'light_power_share')} of "
                  f"that")
@@ -244,20 +259,26 @@ def _power_line(d: CounterFigures, p: PowerFigures, q: Quoted) -> str:
 
 def _power_finding(judged: list[CounterFigures]) -> Finding | None:
     """How hard the GPUs worked, from power beside utilisation (one line per GPU with busy samples that logs
-    both; None when none has any); GPUs busy at low power are named in the title as busy in time but not
-    saturated."""
+    both; None when none has any). GPUs busy at low power against their logged limit are named in the title as
+    busy in time but not saturated; against their hardest phase only (no limit logged), as working at lower
+    power in part of their busy time, which the log cannot tell from other work."""
     powered = [d for d in judged if (p := _power(d)) is not None and p.busy_samples]
     if not powered:
         return None
     q = Quoted()
     light = [d for d in powered if _light(d)]
-    if light:
-        worst = min(light, key=lambda d: _power_share(_power(d)) or 0.0)  # type: ignore[arg-type]
+    lower = [d for d in powered if _lower(d) and not _light(d)]
+    named = light or lower
+    if named:
+        worst = min(named, key=lambda d: _power_share(_power(d)) or 0.0)  # type: ignore[arg-type]
         p = _power(worst)
         assert p is not None
-        who = f"GPU {worst.device}" if len(light) == 1 else \
-            f"{len(light)} of {len(powered)} GPUs (the lightest, GPU {worst.device})"
-        title = (f"{who} busy in time but not saturated: utilisation "
+        who = f"GPU {worst.device}" if len(named) == 1 else \
+            f"{len(named)} of {len(powered)} GPUs (the lightest, GPU {worst.device})"
+        what = "busy in time but not saturated" if light else "at lower power in part of their busy time"
+        if not light and len(named) == 1:
+            what = "at lower power in part of its busy time"
+        title = (f"{who} {what}: utilisation "
                  f"{q.pct(p.busy_util_mean or 0.0, f'gpu{worst.device}_busy_util_mean_pct')} drawing "
                  f"{q.fraction(round(_power_share(p) or 0.0, 6), f'gpu{worst.device}_power_share')} of "
                  f"{'its power limit' if p.limit_w else 'the power of its hardest-working phase'}")
@@ -267,11 +288,40 @@ def _power_finding(judged: list[CounterFigures]) -> Finding | None:
     lines.append(NOT_MEASURED)
     if light:
         lines.append(f"Utilisation at {q.pct(BUSY_UTIL_PCT, 'busy_util_level_pct')} or more at under "
-                     f"{q.fraction(LIGHT_POWER_SHARE, 'light_power_share')} of the power reference is not saturation: "
+                     f"{q.fraction(LIGHT_POWER_SHARE, 'light_power_share')} of the power limit is not saturation: "
                      f"kernels occupy the GPU in time but do not work its SMs hard")
-    advice = LIGHT_ADVICE if light else advice_for(GPU_BOUND, "")
+    elif lower:
+        lines.append(f"Busy samples at under {q.fraction(LIGHT_POWER_SHARE, 'light_power_share')} of the power of "
+                     f"the GPU's hardest-working phase ran other kernels than that phase, or lighter ones: kernels of "
+                     f"another kind (tensor-core or FP32, compute- or memory-bound) draw different power while each "
+                     f"keeps the SMs busy, and no power limit is logged to say how hard either worked; log "
+                     f"power.limit beside power.draw to judge saturation")
+    advice = LIGHT_ADVICE if named else ()
     return Finding(POWER_FINDING, None, title, "medium" if light else "low", 0, 0.0, tuple(lines), advice,
                    figures=q.figures, shares=tuple(q.shares))
+
+
+def _utilisation_finding(headline: str, q: Quoted, judged: list[CounterFigures], over: str,
+                         advice: tuple[str, ...]) -> Finding:
+    """The GPUs' utilisation a headline quotes, as a finding: the headline first (its figures and shares the
+    same), then each GPU's own mean, zero samples and longest zero run when there are several."""
+    f = Quoted(dict(q.figures), list(q.shares))
+    lines = [headline]
+    if len(judged) > 1:
+        for d in judged:
+            samples, mean, z = _util(d)
+            k = f"gpu{d.device}"
+            line = f"GPU {d.device}: SM utilisation {f.pct(mean or 0.0, f'{k}_sm_util_mean_pct', 1)} on average " \
+                   f"{over} ({samples} samples)"
+            if z is not None and z.total_samples and samples:
+                line += (f", {f.of(z.total_samples, f'{k}_zero_util_samples', samples, f'{k}_samples')} of them at "
+                         f"{f.pct(0, 'zero_util_level_pct')}, the longest run {_seconds(z.longest_ns)}")
+            elif z is not None:
+                line += f", never at {f.pct(0, 'zero_util_level_pct')}"
+            lines.append(line)
+    title = f"SM utilisation of {len(judged)} GPU{'s' if len(judged) > 1 else ''} {over}"
+    return Finding(UTIL_FINDING, None, title, "low", 0, 0.0, tuple(lines), advice, figures=f.figures,
+                   shares=tuple(f.shares))
 
 
 def diagnose_counters(devices: tuple[CounterFigures, ...]) -> Diagnosis:
@@ -302,20 +352,24 @@ def diagnose_counters(devices: tuple[CounterFigures, ...]) -> Diagnosis:
     mean = q.pct(overall, "sm_util_mean_pct")
     extra = (power,) if power else ()
     light = [d for d in judged if _light(d)]
+    n = len(judged)
     if overall >= 100 * HEALTHY_BUSY_SHARE and light:
         text, figures, shares, detail = _with(
-            f"{len(judged)} GPU(s) busy in time but not saturated: utilisation {mean} on average {over}, with "
+            f"{n} GPU(s) busy in time but not saturated: utilisation {mean} on average {over}, with "
             f"{len(light)} of them drawing under {q.fraction(LIGHT_POWER_SHARE, 'light_power_share')} of "
             f"{_reference(light)} while busy; {_idle_runs(judged, q)}.", q, judged,
             "High utilisation at low power: kernels run all the time but do not work the SMs hard; the log cannot "
             "say why (SM occupancy was not measured). Profile a few steps to see which kernels run.")
-        return Diagnosis(UNDETERMINED, None, text, None, extra, (), figures, shares, headline_detail=detail)
+        util = _utilisation_finding(text, q, judged, over, LIGHT_ADVICE)
+        return Diagnosis(UNDETERMINED, None, text, None, (*extra, util), (), figures, shares, headline_detail=detail)
     if overall >= 100 * HEALTHY_BUSY_SHARE:
-        text, figures, shares, detail = _with(f"{len(judged)} GPU(s) busy: SM utilisation {mean} on average {over}; "
+        text, figures, shares, detail = _with(f"{n} GPU(s) busy: SM utilisation {mean} on average {over}; "
                                               f"{_idle_runs(judged, q)}.", q, judged)
-        return Diagnosis(GPU_BOUND, None, text, None, extra, (), figures, shares, headline_detail=detail)
-    text, figures, shares, detail = _with(f"{len(judged)} GPU(s) at {mean} SM utilisation on average {over}, "
+        util = _utilisation_finding(text, q, judged, over, advice_for(GPU_BOUND, ""))
+        return Diagnosis(GPU_BOUND, None, text, None, (util, *extra), (), figures, shares, headline_detail=detail)
+    then = "Profile a few steps to see what holds them up."
+    text, figures, shares, detail = _with(f"{n} GPU(s) at {mean} SM utilisation on average {over}, "
                                           f"{_idle_runs(judged, q)}; {VERDICT_BY_ID[GPU_UNDERUSED].label.lower()} "
-                                          f"only in part.", q, judged,
-                                          "Profile a few steps to see what holds them up.")
-    return Diagnosis(UNDETERMINED, None, text, None, extra, (), figures, shares, headline_detail=detail)
+                                          f"only in part.", q, judged, then)
+    util = _utilisation_finding(text, q, judged, over, (then,))
+    return Diagnosis(UNDETERMINED, None, text, None, (util, *extra), (), figures, shares, headline_detail=detail)

@@ -12,9 +12,11 @@ on two or more cores.
 
 from __future__ import annotations
 
+import codecs
 import errno
 import os
 import queue
+import re
 import threading
 import types
 import zlib
@@ -36,6 +38,10 @@ except ImportError:  # pragma: no cover - a platform without isal wheels
 
 GZIP_MAGIC = b"\x1f\x8b"
 UTF8_BOM = b"\xef\xbb\xbf"
+# Text saved as UTF-16 with a byte-order mark (Windows PowerShell's `>` redirect, Notepad's "Unicode"): read as
+# the UTF-8 it holds, whole (read_input) and for sniffing (read_head). Only by its mark, and only when it
+# decodes to text: binary formats that happen to start with these bytes are left as they are.
+UTF16_BOMS = ((b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be"))
 
 
 class TruncatedInput(InputError):
@@ -54,7 +60,8 @@ def too_large(max_bytes: int, size: int) -> str:
 
 def read_input(path: Path, max_bytes: int = DEFAULT_MAX_INPUT_BYTES,
                progress: Callable[[int], None] | None = None) -> bytes:
-    """Whole content of `path`, gunzipped when it starts with the gzip magic bytes.
+    """Whole content of `path`, gunzipped when it starts with the gzip magic bytes; UTF-16 text (by its
+    byte-order mark) as UTF-8.
 
     `progress`, when given, is called with the number of on-disk bytes read since its last call.
     """
@@ -68,10 +75,15 @@ def read_input(path: Path, max_bytes: int = DEFAULT_MAX_INPUT_BYTES,
                 data = fh.read(min(max_bytes, size) + 1)
                 if len(data) > max_bytes:
                     raise InputError(path, too_large(max_bytes, size))
-                return data.removeprefix(UTF8_BOM)
-            return _strip_bom(b"".join(_blocks(fh, path, max_bytes, head == GZIP_MAGIC, progress)))
+                data = data.removeprefix(UTF8_BOM)
+            else:
+                data = _strip_bom(b"".join(_blocks(fh, path, max_bytes, head == GZIP_MAGIC, progress)))
     except OSError as exc:
         raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
+    text = _as_utf8(data)
+    if len(text) > max_bytes:  # UTF-16 text is up to 1.5 times as long in UTF-8: the limit holds for both
+        raise InputError(path, too_large(max_bytes, len(text)))
+    return text
 
 
 def iter_input_blocks(path: Path, max_bytes: int = DEFAULT_MAX_INPUT_BYTES,
@@ -152,10 +164,10 @@ def read_head(path: Path, size: int = 65536) -> bytes:
     except OSError as exc:
         raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
     if raw[:2] != GZIP_MAGIC:
-        return _strip_bom(raw)
+        return _as_utf8(_strip_bom(raw), head=True)
     d = _inflate.decompressobj(wbits=31)
     try:
-        return _strip_bom(d.decompress(raw, size))
+        return _as_utf8(_strip_bom(d.decompress(raw, size)), head=True)
     except _INFLATE_ERRORS:
         return b""
 
@@ -176,6 +188,26 @@ def first_content(path: Path, max_bytes: int = DEFAULT_MAX_INPUT_BYTES, size: in
 def _strip_bom(data: bytes) -> bytes:
     """A UTF-8 byte-order mark some editors and Windows tools write: not part of the content."""
     return data[len(UTF8_BOM):] if data[:3] == UTF8_BOM else data
+
+
+def _as_utf8(data: bytes, head: bool = False) -> bytes:
+    """UTF-16 text with a byte-order mark (UTF16_BOMS) as UTF-8 without the mark; anything else as it is.
+    `head`: the first bytes only (a character cut at their end is left out). Not text (a code unit that is no
+    character, a control character other than tab and line ends, NUL padding aside): as it is, for the binary
+    readers."""
+    enc = next((e for bom, e in UTF16_BOMS if data[:2] == bom), None)
+    if enc is None:
+        return data
+    try:
+        text = codecs.getincrementaldecoder(enc)("strict").decode(data[2:], final=not head)
+    except UnicodeDecodeError:
+        return data
+    if _CONTROL.search(text[:4096]):
+        return data
+    return text.encode("utf-8")
+
+
+_CONTROL = re.compile(r"[\x01-\x08\x0b\x0c\x0e-\x1f]")
 
 
 def _blocks(fh: BinaryIO, path: Path, max_bytes: int, gzipped: bool,

@@ -61,7 +61,13 @@ NOT_CURRENT = {"max", "min", "default", "app", "apps", "applications", "target",
 OTHER_DEVICE = {"cpu", "host", "ram", "swap", "disk", "net", "network", "process", "proc", "pid", "system", "sys"}
 ID_WORDS = {"gpu", "device", "dev", "index", "idx", "id", "num", "no", "number", "minor", "bus", "pci", "uuid",
             "serial", "module", "card"}
-TIME_WORDS = {"timestamp", "time", "date", "datetime", "ts", "now", "utc", "unix", "when"}
+TIME_WORDS = {"timestamp", "time", "date", "datetime", "ts", "now", "utc", "unix", "when", "elapsed", "uptime",
+              "seconds", "secs", "sec"}
+# a time column's unit word (`elapsed_sec`, `time_ms`, `t [us]`): what its numbers count when they are no epoch
+TIME_UNITS_NS = {"s": 10**9, "sec": 10**9, "secs": 10**9, "second": 10**9, "seconds": 10**9,
+                 "ms": 10**6, "msec": 10**6, "msecs": 10**6, "millis": 10**6, "milliseconds": 10**6,
+                 "us": 10**3, "usec": 10**3, "usecs": 10**3, "micros": 10**3, "microseconds": 10**3,
+                 "ns": 1, "nanos": 1, "nanoseconds": 1}
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _BRACKET = re.compile(r"[\[(]\s*([^\])]*?)\s*[\])]\s*$")
@@ -224,6 +230,14 @@ EPOCH_UNITS = ((1e8, 1e10, 10**9), (1e11, 1e13, 10**6), (1e14, 1e16, 10**3), (1e
 _EPOCH = re.compile(r"^\s*(\d+)(?:\.(\d*))?\s*$")
 
 
+def _numbers_ns(parts: pd.DataFrame, unit: int) -> np.ndarray:
+    """Whole and fraction digits (`_EPOCH`'s groups) of numbers counting `unit` ns each -> ns, exactly."""
+    digits = len(str(unit)) - 1  # fraction digits that still name whole ns
+    frac = parts[1].fillna("").str.slice(0, digits).str.ljust(digits, "0")
+    frac_ns = frac.replace("", "0").astype(np.int64).to_numpy() if digits else np.zeros(len(parts), np.int64)
+    return parts[0].astype(np.int64).to_numpy() * np.int64(unit) + frac_ns
+
+
 def epoch_numbers_to_ns(text: pd.Series) -> np.ndarray | None:
     """Epoch numbers (`1740830400.123`, `1740830400123`) -> UTC ns, exactly; None when they are not all
     numbers of one epoch unit (seconds, ms, us or ns, told by magnitude)."""
@@ -232,23 +246,134 @@ def epoch_numbers_to_ns(text: pd.Series) -> np.ndarray | None:
         return None
     whole = pd.to_numeric(parts[0], errors="coerce").to_numpy(np.float64)
     unit = next((u for lo, hi, u in EPOCH_UNITS if (whole >= lo).all() and (whole < hi).all()), None)
-    if unit is None:
+    return None if unit is None else _numbers_ns(parts, unit)
+
+
+def relative_numbers_to_ns(text: pd.Series, unit: int) -> np.ndarray | None:
+    """Times counted from the logger's start (`0.08`, `12.5`; `unit` ns each) -> ns, exactly; None when they
+    are not all non-negative numbers below the epoch range of their unit (those are dates: epoch_numbers_to_ns)."""
+    parts = text.astype(str).str.extract(_EPOCH)
+    if not len(text) or parts[0].isna().any() or len(parts[0].max()) > 18:
         return None
-    digits = len(str(unit)) - 1  # fraction digits that still name whole ns
-    frac = parts[1].fillna("").str.slice(0, digits).str.ljust(digits, "0")
-    frac_ns = frac.replace("", "0").astype(np.int64).to_numpy() if digits else np.zeros(len(text), np.int64)
-    return parts[0].astype(np.int64).to_numpy() * np.int64(unit) + frac_ns
+    lowest = next(lo for lo, _, u in EPOCH_UNITS if u == unit) if unit in (10**9, 10**6, 10**3, 1) else None
+    whole = pd.to_numeric(parts[0], errors="coerce").to_numpy(np.float64)
+    if lowest is not None and (whole >= lowest).any():
+        return None
+    return _numbers_ns(parts, unit)
 
 
-def parse_times(text: pd.Series) -> tuple[np.ndarray, str] | str:
-    """A time column -> (ns, clock), or the reason it is not one: dates with a zone on every row (UTC:
-    CLOCK_EPOCH), without a zone on any (local: CLOCK_WALL), or epoch numbers (CLOCK_EPOCH)."""
+def time_unit_ns(header: str) -> int:
+    """What a time column's numbers count, from its header's unit word (`elapsed_sec`, `time [ms]`); seconds
+    when it names none."""
+    words = _SPLIT.split(_CAMEL.sub(" ", header).lower())
+    return next((TIME_UNITS_NS[w] for w in reversed(words) if w in TIME_UNITS_NS), 10**9)
+
+
+# Dates written day and month first (`03-11-2026 15:13:16`, `11/03/2026 3:13:16 PM`, `11.03.2026 15:13`): which
+# of the two is the month is told by the values (`day_month_order`).
+_DMY = re.compile(r"^(\d{1,2})[-/.](\d{1,2})[-/.](\d{4})[T ]\s*(\d{1,2}):(\d{2})(?::(\d{2}))?(?:[.,](\d{1,9}))?\s*"
+                  r"(AM|PM)?\s*(Z|UTC|GMT|[+-]\d{2}(?::?\d{2})?)?$", re.IGNORECASE)
+MONTH_FIRST, DAY_FIRST = "month-day-year", "day-month-year"
+
+
+def _dmy_as_iso(parts: pd.DataFrame, month_first: bool) -> pd.Series:
+    """`_DMY`'s groups -> `YYYY-MM-DD HH:MM:SS[.f][zone]` text (`_STAMP`'s form), 12-hour times made 24-hour."""
+    month, day = (parts[0], parts[1]) if month_first else (parts[1], parts[0])
+    hour = parts[3].astype(int)
+    ampm = parts[7].fillna("").str.upper()
+    hour = hour.where(ampm == "", hour % 12 + np.where(ampm == "PM", 12, 0))
+    frac = ("." + parts[6]).where(parts[6].notna(), "")
+    return (parts[2] + "-" + month.str.zfill(2) + "-" + day.str.zfill(2) + " " + hour.astype(str).str.zfill(2) + ":"
+            + parts[4] + ":" + parts[5].fillna("00") + frac + parts[8].fillna(""))
+
+
+def day_month_order(text: pd.Series) -> tuple[pd.Series | None, str]:
+    """Day-month dates as `_STAMP` text, by the order the values show: a field above 12 is the day (one row
+    that shows it decides for the file; rows that show both orders are no dates); when every row could be
+    either, the order under which consecutive samples lie closer in time (a log whose date changes: a wrong
+    order moves the next day a month away). (None, why) when the values do not tell: every row of one date that
+    reads both ways (`"ambiguous"`), or not such dates (`"row k"`)."""
+    parts = text.astype(str).str.strip().str.extract(_DMY)
+    bad = parts[0].isna().to_numpy()
+    if bad.any():
+        return None, f"row {int(np.flatnonzero(bad)[0])}"
+    first, second = parts[0].astype(int).to_numpy(), parts[1].astype(int).to_numpy()
+    can_md, can_dm = (first <= 12) & (second <= 31), (second <= 12) & (first <= 31)
+    if not (can_md | can_dm).all():
+        return None, f"row {int(np.flatnonzero(~(can_md | can_dm))[0])}"
+    if can_md.all() != can_dm.all():
+        k = int(np.flatnonzero(~can_dm if can_md.all() else ~can_md)[0])
+        why = f"{str(text.iloc[k]).strip()[:10]!r} has a day above 12"
+        return _dmy_as_iso(parts, bool(can_md.all())), (MONTH_FIRST if can_md.all() else DAY_FIRST) + f" ({why})"
+    if not can_md.all():  # rows that can only be month-first beside rows that can only be day-first: the later
+        return None, f"row {max(int(np.flatnonzero(~can_md)[0]), int(np.flatnonzero(~can_dm)[0]))}"
+    read = [stamps_to_ns(_dmy_as_iso(parts, month_first)) for month_first in (True, False)]
+    valid = [bool(ok.all()) for _, ok, _ in read]
+    if valid[0] != valid[1]:  # one order names a day no month has (02-30)
+        why = f"read {'day' if valid[0] else 'month'} first, a date would name a day its month does not have"
+        return _dmy_as_iso(parts, valid[0]), (MONTH_FIRST if valid[0] else DAY_FIRST) + f" ({why})"
+    if len(text) < 2 or not valid[0]:
+        return None, "ambiguous"
+    jumps = [int(np.abs(np.diff(ns)).max()) for ns, _, _ in read]
+    if jumps[0] == jumps[1]:
+        return None, "ambiguous"
+    month_first = jumps[0] < jumps[1]
+    why = (f"no day above 12; read {'day' if month_first else 'month'} first, two consecutive samples would lie "
+           f"{max(jumps) / 86_400e9:.0f} days apart")
+    return _dmy_as_iso(parts, month_first), (MONTH_FIRST if month_first else DAY_FIRST) + f" ({why})"
+
+
+@dataclass(frozen=True)
+class Times:
+    """A time column read: ns, the clock they are on, and what the reader must say about them ("" when nothing)."""
+
+    ns: np.ndarray
+    clock: str
+    note: str = ""
+
+
+def parse_times(text: pd.Series, relative_unit_ns: int | None = None) -> Times | str:
+    """A time column -> Times, or the reason it is not one: dates with a zone on every row (UTC: CLOCK_EPOCH),
+    without a zone on any (local: CLOCK_WALL), epoch numbers (CLOCK_EPOCH); dates written day and month first
+    in the order their values show (`day_month_order`), or relative to the first sample when they do not show
+    it; numbers below the epoch range, given `relative_unit_ns` (a column named for the time), counted from the
+    logger's start (CLOCK_SAMPLES: no wall time to place the log by)."""
     epoch = epoch_numbers_to_ns(text)
     if epoch is not None:
-        return epoch, T.CLOCK_EPOCH
+        return Times(epoch, T.CLOCK_EPOCH)
+    if relative_unit_ns is not None:
+        rel = relative_numbers_to_ns(text, relative_unit_ns)
+        if rel is not None:
+            unit = {10**9: "seconds", 10**6: "milliseconds", 10**3: "microseconds", 1: "nanoseconds"}[relative_unit_ns]
+            return Times(rel, T.CLOCK_SAMPLES, f"times are {unit} since the logger started (no date): the log is on "
+                                               f"its own clock, not placed on a trace's clock by wall time")
+    note = ""
     ns, ok, zoned = stamps_to_ns(text)
+    if not ok.any():
+        iso, order = day_month_order(text)
+        if iso is None and order == "ambiguous":
+            first = str(text.iloc[0]).split()[0]
+            iso = day_month_order_as(text, month_first=True)
+            ns, ok, zoned = stamps_to_ns(iso)
+            if not ok.all():
+                return f"row {int(np.flatnonzero(~ok)[0])}"
+            if zoned.any() and not zoned.all():
+                return "zone"
+            return Times(ns - ns.min(), T.CLOCK_SAMPLES,
+                         f"dates such as {first!r} read month first or day first give different days and the log "
+                         f"does not tell which: its times are kept relative to its first sample (not placed on a "
+                         f"trace's clock by wall time); log ISO dates (YYYY-MM-DD) to place it")
+        if iso is None:
+            return order
+        note = f"dates read as {order}"
+        ns, ok, zoned = stamps_to_ns(iso)
     if not ok.all():
         return f"row {int(np.flatnonzero(~ok)[0])}"
     if zoned.any() and not zoned.all():
         return "zone"
-    return ns, T.CLOCK_EPOCH if zoned.all() else T.CLOCK_WALL
+    return Times(ns, T.CLOCK_EPOCH if zoned.all() else T.CLOCK_WALL, note)
+
+
+def day_month_order_as(text: pd.Series, month_first: bool) -> pd.Series:
+    """Day-month dates as `_STAMP` text in a given order."""
+    return _dmy_as_iso(text.astype(str).str.strip().str.extract(_DMY), month_first)

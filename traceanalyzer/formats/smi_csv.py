@@ -51,7 +51,17 @@ from ._counters import (
     parse_numbers,
     read_segments,
 )
-from ._log_columns import DATE_VALUE, Meaning, common_value_unit, meaning, parse_times, scale
+from ._log_columns import (
+    DATE_VALUE,
+    Meaning,
+    Times,
+    common_value_unit,
+    meaning,
+    parse_times,
+    scale,
+    time_unit_ns,
+)
+from ._smi_noheader import name_columns, round_robin
 
 FORMAT = "nvidia-smi-csv"
 
@@ -158,13 +168,14 @@ class _Segment:
     headers: list[str] = field(default_factory=list)  # the header's fields as written (case kept)
     rows: list[list[str]] = field(default_factory=list)
     line_nos: list[int] = field(default_factory=list)
+    headerless: bool = False  # rows before any header: named by their values (`_smi_noheader`)
 
 
 def read(path: Path, data: bytes, options: ReadOptions) -> Timeline:
     source, segments = read_segments(path, data, FORMAT, _segments,
                                      "no data rows under the CSV header: expected rows such as "
                                      "'2024/01/16 14:44:16.977, 0 %, 21 MiB'")
-    tables = [_Table(seg) for seg in segments]
+    tables = [_Table(_one_row_per_gpu(seg, source)) for seg in segments]
     if len({t.time is not None for t in tables}) > 1:
         raise InputError(path, "the timestamp field comes and goes between headers; "
                                "split the log where the header changes")
@@ -204,7 +215,8 @@ def read(path: Path, data: bytes, options: ReadOptions) -> Timeline:
     device = _device_numbers(path, np.concatenate([t.gpu_ids() for t in tables]), line_nos)
     if tables[0].time is not None:
         stamps = pd.concat([pd.Series(t.col[t.time], dtype=object) for t in tables if t.time], ignore_index=True)
-        ts_ns, source.clock = _parse_stamps(path, stamps, line_nos)
+        header = tables[0].headers[tables[0].time]
+        ts_ns, source.clock = _parse_stamps(path, stamps, header, line_nos, source)
     else:
         ts_ns, source.clock = numbered_times(number_samples(device), options, source)
 
@@ -227,9 +239,11 @@ class _Table:
         self.col = {name: table[:, i] for i, name in enumerate(seg.names)}
         meanings = {name: meaning(h) for name, h in zip(seg.names, seg.headers)}
         self.notes: list[str] = []
-        self.time = _time_column(self.col, meanings)
+        self.headers = dict(zip(seg.names, seg.headers))
+        self.time = _time_column(self.col, meanings, self.headers)
         self.ids = [name for name in seg.names if meanings[name].is_gpu_id or name in NVIDIA_GPU_IDS]
-        self.gpu = _gpu_column(self.col, self.ids, self.col[self.time] if self.time else None, self.notes)
+        stamps = (self.col[self.time], self.headers[self.time]) if self.time else None
+        self.gpu = _gpu_column(self.col, self.ids, stamps, self.notes)
 
     def gpu_ids(self) -> np.ndarray:
         if self.gpu is None:
@@ -237,16 +251,24 @@ class _Table:
         return np.asarray(self.col[self.gpu], dtype=object)
 
 
-def _time_column(col: dict[str, np.ndarray], meanings: dict[str, Meaning]) -> str | None:
-    """The column of sample times: `timestamp`, else the first named for the time (`time`, `date`, `ts`)
-    whose values are dates or epoch numbers, else the first column of dates."""
+def _time_column(col: dict[str, np.ndarray], meanings: dict[str, Meaning], headers: dict[str, str]) -> str | None:
+    """The column of sample times: `timestamp`, else the first named for the time (`time`, `date`, `ts`,
+    `elapsed_sec`) whose values are dates, epoch numbers or counts from the logger's start, else the first column
+    of dates."""
     if TIMESTAMP in col:
         return TIMESTAMP
     for name, m in meanings.items():
-        if m.is_time and not isinstance(parse_times(pd.Series(col[name], dtype=object).astype(str).str.strip()), str):
+        if m.is_time and not isinstance(_times(col[name], headers[name]), str):
             return name
     return next((name for name, m in meanings.items() if m.metric is None and not m.is_gpu_id
                  and pd.Series(col[name], dtype=object).astype(str).str.strip().str.match(_DATE_VALUE).all()), None)
+
+
+def _times(values: np.ndarray | pd.Series, header: str) -> Times | str:
+    """A time column's values read (`_log_columns.parse_times`); numbers below the epoch range count the unit its
+    header names (`elapsed_sec`, `time_ms`; seconds when none) from the logger's start."""
+    text = pd.Series(values, dtype=object).astype(str).str.strip()
+    return parse_times(text, time_unit_ns(header))
 
 
 def _segments(path: Path, lines: list[str], cut: bool, source: Source) -> list[_Segment]:
@@ -267,13 +289,14 @@ def _segments(path: Path, lines: list[str], cut: bool, source: Source) -> list[_
             continue
         if not segments:
             if _noheader_row(line):
-                raise InputError(path, f"line {i + 1}: {line.strip()[:60]!r} looks like nvidia-smi "
-                                       "--format=csv,noheader output (values with units, no header naming the "
-                                       "fields); add the field list given to --query-gpu as a first line, e.g. "
-                                       f"'{_noheader_hint(line)[:200]}', or log with --format=csv")
-            raise InputError(path, f"line {i + 1}: no header row naming the fields; expected a first "
-                                   "line such as 'timestamp, index, utilization.gpu [%]' (logs written "
-                                   "with --format=csv,noheader need that line added)")
+                n = len(line.split(","))
+                check_columns(path, n, i + 1)
+                segments.append(_Segment(names=[f"field{j + 1}" for j in range(n)],
+                                         headers=[f"field{j + 1}" for j in range(n)], headerless=True))
+            else:
+                raise InputError(path, f"line {i + 1}: no header row naming the fields; expected a first "
+                                       "line such as 'timestamp, index, utilization.gpu [%]' (logs written "
+                                       "with --format=csv,noheader need that line added)")
         seg = segments[-1]
         fields = [f.strip() for f in line.split(",")]
         if i == last and cut and not _complete_last_row(fields, seg):
@@ -293,7 +316,61 @@ def _segments(path: Path, lines: list[str], cut: bool, source: Source) -> list[_
                                "'timestamp, index, utilization.gpu [%]' and rows under it "
                                "(nvidia-smi --query-gpu=... --format=csv -l 1)")
     drop_wrong_rows(source, wrong)
+    for seg in segments:
+        if seg.headerless and seg.rows:
+            _name_headerless(path, seg, source)
     return [s for s in segments if s.rows]
+
+
+def _name_headerless(path: Path, seg: _Segment, source: Source) -> None:
+    """A headerless segment's columns named by their values (`_smi_noheader.name_columns`), said in a warning;
+    refused, naming the first row and the field list to add, when the values cannot tell utilization.gpu."""
+    named = name_columns(seg.rows)
+    if isinstance(named, str):
+        row = ", ".join(seg.rows[0])
+        raise InputError(path, f"line {seg.line_nos[0]}: {row[:60]!r} looks like nvidia-smi --format=csv,noheader "
+                               f"output (no header naming the fields) and {named}; add the field list given to "
+                               f"--query-gpu as a first line, e.g. '{_noheader_hint(row)[:200]}', or log with "
+                               f"--format=csv")
+    seg.headers = named.headers
+    seg.names = [re.sub(r"\s*\[.*\]$", "", h) for h in named.headers]
+    source.warnings.append(named.note)
+
+
+# a header naming one GPU by number (`gpu0_util`, `GPU 1 mem`, `util_gpu2`): a log of one column per GPU
+_GPU_NUMBER = re.compile(r"(?<![a-z0-9])gpu[ _.-]?(\d{1,3})(?![0-9])", re.IGNORECASE)
+
+
+def _one_row_per_gpu(seg: _Segment, source: Source) -> _Segment:
+    """A segment of one column per GPU and reading (`gpu0_util, gpu1_util, gpu0_mem_mb, ...`) as one row per GPU
+    per sample, like nvidia-smi's own logs: the columns of the other GPUs' readings under the reading's name
+    without the number (`gpu_util`), an `index` column of the GPU numbers, the other columns repeated. Unchanged
+    when no header names a GPU by number, or a column already names each row's GPU."""
+    found = [_GPU_NUMBER.search(h) for h in seg.headers]
+    if not any(found) or any(meaning(h).is_gpu_id or n in NVIDIA_GPU_IDS for n, h in zip(seg.names, seg.headers)):
+        return seg
+    shared = [j for j, m in enumerate(found) if m is None]
+    readings: dict[str, dict[int, int]] = {}  # reading's header without the number -> GPU -> column
+    for j, m in enumerate(found):
+        if m is not None:
+            readings.setdefault(_GPU_NUMBER.sub("gpu", seg.headers[j], count=1), {})[int(m.group(1))] = j
+    gpus = sorted({g for cols in readings.values() for g in cols})
+    headers = [seg.headers[j] for j in shared] + list(readings) + [INDEX]
+    out = _Segment(names=[_field_name(h) for h in headers], headers=headers)
+    for row, line_no in zip(seg.rows, seg.line_nos):
+        for g in gpus:
+            out.rows.append([row[j] for j in shared] + [row[c[g]] if g in c else "" for c in readings.values()]
+                            + [str(g)])
+            out.line_nos.append(line_no)
+    source.warnings.append(f"one column per GPU ({', '.join(seg.headers[j] for j, m in enumerate(found) if m)}): "
+                           f"read as {len(gpus)} GPUs ({', '.join(map(str, gpus))}), their number from the header")
+    return out
+
+
+def _field_name(header: str) -> str:
+    """A header's field name as `_header_names` gives it (lower case, unit dropped, inner spaces as `_`)."""
+    m = _FIELD_NAME.match(header.strip().lower())
+    return re.sub(r"[ -]+", "_", m.group(1)) if m else header.strip().lower()
 
 
 def _complete_last_row(fields: list[str], seg: _Segment) -> bool:
@@ -308,7 +385,8 @@ def _complete_last_row(fields: list[str], seg: _Segment) -> bool:
     return shape == previous and all(fields)
 
 
-def _gpu_column(col: dict[str, np.ndarray], ids: list[str], stamps: np.ndarray | None, notes: list[str]) -> str | None:
+def _gpu_column(col: dict[str, np.ndarray], ids: list[str], stamps: tuple[np.ndarray, str] | None,
+                notes: list[str]) -> str | None:
     """The column naming each row's GPU: of the candidates (`ids`) whose values repeat round-robin, the one with
     most distinct values (ties: nvidia-smi's id fields in NVIDIA_GPU_IDS order, then the header's order).
     Without any, a log of one sample (every value once, within one second when timed) takes nvidia-smi's own
@@ -320,7 +398,7 @@ def _gpu_column(col: dict[str, np.ndarray], ids: list[str], stamps: np.ndarray |
     for rank, name in enumerate(order):
         codes, uniques = pd.factorize(pd.Series(col[name], dtype=object).astype(str).str.strip())
         k, n = len(uniques), len(codes)
-        if _round_robin(codes, k):
+        if round_robin(codes, k):
             found.append((-k, rank, name))
         elif k == n and name in NVIDIA_GPU_IDS and k <= MAX_DEVICES and _one_sample(stamps):
             single.append(name)
@@ -332,25 +410,12 @@ def _gpu_column(col: dict[str, np.ndarray], ids: list[str], stamps: np.ndarray |
     return chosen
 
 
-def _round_robin(codes: np.ndarray, k: int) -> bool:
-    """Whether value codes come round-robin, one row per GPU per sample: one value throughout (one GPU),
-    or several samples in which a value never follows itself and mostly comes back k rows later."""
-    n = len(codes)
-    if k == 1:
-        return True
-    if k >= n:
-        return False
-    repeats = float(np.mean(codes[1:] == codes[:-1]))
-    period = float(np.mean(codes[k:] == codes[:-k]))
-    return repeats < 0.1 and period >= 0.5
-
-
-def _one_sample(stamps: np.ndarray | None) -> bool:
+def _one_sample(stamps: tuple[np.ndarray, str] | None) -> bool:
     """Rows that could all be one sample: no times, or times within one second."""
     if stamps is None:
         return True
-    parsed = parse_times(pd.Series(stamps, dtype=object).astype(str).str.strip())
-    return not isinstance(parsed, str) and int(parsed[0].max() - parsed[0].min()) <= 10**9
+    parsed = _times(*stamps)
+    return not isinstance(parsed, str) and int(parsed.ns.max() - parsed.ns.min()) <= 10**9
 
 
 def _device_numbers(path: Path, ids: np.ndarray, line_nos: list[int]) -> np.ndarray:
@@ -363,18 +428,21 @@ def _device_numbers(path: Path, ids: np.ndarray, line_nos: list[int]) -> np.ndar
     return codes.astype(np.int32)
 
 
-def _parse_stamps(path: Path, stamps: pd.Series, line_nos: list[int]) -> tuple[np.ndarray, str]:
-    """Sample times to the nanosecond (`_log_columns.parse_times`), on the clock they name."""
+def _parse_stamps(path: Path, stamps: pd.Series, header: str, line_nos: list[int],
+                  source: Source) -> tuple[np.ndarray, str]:
+    """Sample times to the nanosecond (`_times`), on the clock they name; what must be said of them (a relative
+    clock, the order of day and month) in `source`'s warnings."""
     text = stamps.astype(str).str.strip()
-    parsed = parse_times(text)
+    parsed = _times(text, header)
     if parsed == "zone":
         raise InputError(path, "some timestamps give a time zone and some do not; their times cannot be put "
                                "on one clock: log them all with their zone (or all without)")
     if isinstance(parsed, str):
         k = int(parsed.split()[1])
         raise InputError(path, f"line {line_nos[k]}: timestamp {text.iloc[k]!r} is not a date and time; "
-                               "expected YYYY/MM/DD HH:MM:SS.mmm, ISO-8601 (2025-03-01T12:00:00.123Z) "
-                               "or epoch seconds")
-    ns, clock = parsed
-    check_log_times(path, ns, line_nos, text.to_numpy())
-    return ns, clock
+                               "expected YYYY/MM/DD HH:MM:SS.mmm, ISO-8601 (2025-03-01T12:00:00.123Z), "
+                               "MM-DD-YYYY / DD-MM-YYYY HH:MM:SS, epoch seconds or seconds since the start")
+    if parsed.note:
+        source.warnings.append(parsed.note)
+    check_log_times(path, parsed.ns, line_nos, text.to_numpy())
+    return parsed.ns, parsed.clock
