@@ -117,7 +117,8 @@ def fit(answer: dict[str, Any], limit: int = DEFAULT_LIMIT) -> str:
     """The answer as compact JSON of at most `limit` bytes. Past it, cut in this order: the rows of its
     tables (`TABLES`, one at a time from the end, down to one), its definitions (`define` gives them
     whole), its lines of prose (`PROSE`, down to one), long texts (to 160, then 80 characters), the last
-    rows; each cut is counted under `cut`."""
+    rows, then its last fields (an answer's fields come most telling first); each cut is counted under
+    `cut`, and `more` (where the rest is) is never cut."""
     out = dict(answer)
     text = dumps(out)
     if len(text.encode()) <= limit:
@@ -125,8 +126,7 @@ def fit(answer: dict[str, Any], limit: int = DEFAULT_LIMIT) -> str:
     cut: dict[str, int] = {}
 
     def note() -> None:
-        out["cut"] = {**cut, "why": f"the answer's budget of {limit} bytes: ask again with a larger `limit`"
-                                    f"{' or see `more`' if 'more' in out else ''}"}
+        out["cut"] = {**cut, "why": f"budget {limit} B: pass a larger limit{', or see more' if 'more' in out else ''}"}
 
     def size() -> int:
         note()
@@ -155,6 +155,12 @@ def fit(answer: dict[str, Any], limit: int = DEFAULT_LIMIT) -> str:
             out = {k: v if k in ("cut", "more") else _shorten_texts(v, chars) for k, v in out.items()}
     while size() > limit and trim(TABLES + PROSE, 0):
         pass
+    while size() > limit:  # the last fields go (an answer's fields come most telling first)
+        rest = [k for k in out if k not in ("cut", "more")]
+        if len(rest) <= 1:
+            break
+        del out[rest[-1]]
+        cut["fields"] = cut.get("fields", 0) + 1
     text = dumps(out)
     if len(text.encode()) > limit:  # scalars alone over the budget: the pointer is what fits
         text = dumps({"cut": "everything: the answer's budget is too small", "more": out.get("more")})
@@ -249,7 +255,8 @@ def _pick_finding(a: AnalysisData, finding: str | None, rank: str | None) -> tup
     if not pool:
         raise AnswerError("no finding: the analysis was not diagnosed or found nothing")
     if not finding:
-        return _verdict_finding(a) if not rank and _verdict_finding(a) else pool[0], where
+        quoted = None if rank else _verdict_finding(a)
+        return quoted or pool[0], where
     for f in pool:
         if finding in (f.id, f.cause):
             return f, where

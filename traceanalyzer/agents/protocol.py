@@ -65,9 +65,10 @@ class Param:
                                               "boolean": (bool,)}
         if isinstance(value, bool) and self.type != "boolean" or not isinstance(value, kinds[self.type]):
             raise ToolInputError(f"{tool}: {self.name} must be {'an' if self.type == 'integer' else 'a'} {self.type}")
-        if self.type == "string" and (len(value) > 4096 or "\x00" in value):
+        if isinstance(value, str) and (len(value) > 4096 or "\x00" in value):
             raise ToolInputError(f"{tool}: {self.name} is too long or holds a NUL character")
-        if self.minimum is not None and value < self.minimum or self.maximum is not None and value > self.maximum:
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and (
+                self.minimum is not None and value < self.minimum or self.maximum is not None and value > self.maximum):
             raise ToolInputError(f"{tool}: {self.name} must be {self.minimum:g} to {self.maximum:g}")
         if self.enum and value not in self.enum:
             raise ToolInputError(f"{tool}: {self.name} must be one of {', '.join(self.enum)}")

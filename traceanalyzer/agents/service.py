@@ -30,9 +30,10 @@ class ServiceTools:
         return [*analysis_tools(run, base, head), *service_tools(project_param=False)]
 
     def function(self, name: str) -> Callable[..., str]:
-        return {"analyze": self.analyze, "explain": self.explain, "steps": self.steps, "gaps": self.gaps,
-                "kernels": self.kernels, "operators": self.operators, "compare": self.compare,
-                "define": self.define, "runs": self.runs, "history": self.history}[name]
+        """The method of a tool of the table (each tool is the method of its name)."""
+        if name not in {s.name for s in self.specs()}:
+            raise KeyError(name)
+        return getattr(self, name)  # type: ignore[no-any-return]
 
     # --- stored runs -------------------------------------------------------------------------------
     def row(self, run_id: str) -> dict[str, Any]:

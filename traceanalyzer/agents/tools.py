@@ -70,6 +70,7 @@ class LocalTools:
                 raise UsageError(f"--root {r}: not a folder")
         self.options = dataclasses.replace(options or Options(jobs=1), cache=False)
         self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="traceanalyzer-mcp-"))
+        self.workdir.mkdir(parents=True, exist_ok=True)
         self.server, self.token, self.project = server, token, project
         self._kept: OrderedDict[tuple[Any, ...], tuple[Analysis, dict[str, str]]] = OrderedDict()
         self._lock = threading.Lock()
@@ -88,9 +89,10 @@ class LocalTools:
         return tools
 
     def function(self, name: str) -> Callable[..., str]:
-        return {"analyze": self.analyze, "explain": self.explain, "steps": self.steps, "gaps": self.gaps,
-                "kernels": self.kernels, "operators": self.operators, "compare": self.compare,
-                "define": self.define, "runs": self.runs, "history": self.history}[name]
+        """The method of a tool of the table (each tool is the method of its name)."""
+        if name not in {s.name for s in self.specs()}:
+            raise KeyError(name)
+        return getattr(self, name)  # type: ignore[no-any-return]
 
     # --- paths -----------------------------------------------------------------------------------
     def confine(self, text: str) -> Path:
@@ -145,7 +147,7 @@ class LocalTools:
             report = self.workdir / f"{stem}-{key[2][:10]}.report.json"
             a.save(report, drawing=False)
             more = {"report": str(report)}
-        more["tools"] = "explain, steps, gaps, kernels, operators with the same path"
+        more["tools"] = "explain steps gaps kernels operators"
         with self._lock:
             self._kept[key] = (a, more)
             while len(self._kept) > KEEP:
