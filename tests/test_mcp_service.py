@@ -64,9 +64,11 @@ def test_an_agent_reads_a_stored_run_over_mcp_with_a_read_only_token(served):
     reader = server.token("demo", read_only=True)
     tools, answers = asyncio.run(sdk_session(f"{server.url}/mcp", reader, [
         ("runs", {}), ("analyze", {"run": run["id"]}), ("delete_run", {"run": run["id"]}),
-        ("analyze", {"run": "0123456789ab"})]))
+        ("analyze", {"run": "0123456789ab"}), ("compare", {"base": run["id"], "head": run["id"]}),
+        ("gaps", {"run": run["id"], "top": 1})]))
     assert {"analyze", "runs", "history", "compare", "explain"} <= set(tools)
-    (runs, runs_failed), (analysed, failed), (unknown, kind), (missing, missing_failed) = answers
+    (runs, runs_failed), (analysed, failed), (unknown, kind), (missing, missing_failed), (compared, _), \
+        (gaps, _) = answers
     got = json.loads(runs)
     assert not runs_failed and got["runs"] == 1 and got["project"] == "demo"
     row = dict(zip(got["columns"], got["rows"][0]))
@@ -80,6 +82,32 @@ def test_an_agent_reads_a_stored_run_over_mcp_with_a_read_only_token(served):
     assert a["more"]["run"] == f"{server.url}/runs/{run['id']}" and len(analysed.encode()) < 2048
     assert kind is None and "no tool 'delete_run'" in unknown  # refused, not run
     assert missing_failed and missing == "error: no run '0123456789ab' in project demo"
+    assert json.loads(compared)["change"] == "unchanged"  # a run against itself, from the stored analyses
+    stored = ta.load(server.data / "reports" / run["id"] / "report.json").gaps()
+    assert json.loads(gaps)["rows"][0][4] == round(stored["duration_us"].max() / 1000, 3)
+
+
+def test_the_stdio_server_asks_the_service_for_runs_and_history(served, tmp_path):
+    from traceanalyzer.agents.protocol import call
+    from traceanalyzer.agents.tools import LocalTools
+
+    server, run = served
+    local = LocalTools([SAMPLES], server=server.url, token=server.token("demo", read_only=True), project="demo",
+                       workdir=tmp_path / "work")
+    assert {"runs", "history"} <= {s.name for s in local.specs()}
+    text, failed = call(local, "runs", {"branch": "main"})
+    got = json.loads(text)
+    assert not failed and got["rows"][0][0] == run["id"] and got["more"]["runs"].startswith(server.url)
+    text, failed = call(local, "history", {})
+    got = json.loads(text)
+    assert not failed and got["branch"] == "main" and got["runs"] == 1
+    assert got["latest"]["verdict"] == "input_bound" and got["latest"]["gpu_idle"] == f"{100 * run['gpu_idle']:.1f}%"
+    text, failed = call(local, "runs", {"project": "other"})  # the token's project only
+    assert not failed and json.loads(text)["runs"] == 0
+    away = LocalTools([SAMPLES], server="http://127.0.0.1:9", token="ta_x", project="demo", workdir=tmp_path / "w3")
+    text, failed = call(away, "runs", {})
+    assert failed and "\n" not in text and "cannot reach the service" in text
+    assert "runs" not in {s.name for s in LocalTools([SAMPLES], workdir=tmp_path / "w2").specs()}
 
 
 def test_mcp_refuses_a_request_without_a_valid_token_and_other_projects_runs(served):

@@ -145,7 +145,7 @@ def test_fit_cuts_rows_then_definitions_then_prose():
     assert A.fit({"rows": [1, 2]}, 512) == '{"rows":[1,2]}'  # within budget: as it is
 
 
-def test_a_path_outside_the_roots_a_missing_file_and_a_non_trace_are_one_line_errors(box, tmp_path):
+def test_a_path_outside_the_roots_a_missing_file_and_a_bad_argument_are_one_line_errors(box, tmp_path):
     outside = tmp_path / "trace.json"
     outside.write_bytes(INPUT_BOUND.read_bytes())
     link = SAMPLES / f".mcp-test-link-{os.getpid()}.json"
@@ -197,6 +197,7 @@ def test_a_folder_linking_outside_the_roots_is_refused(tmp_path):
     assert failed and "a link to outside the folders" in text
 
 
+@pytest.mark.slow
 def test_the_size_limit_is_the_command_lines(tmp_path):
     root = tmp_path / "root"
     root.mkdir()
