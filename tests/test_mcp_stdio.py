@@ -9,6 +9,7 @@ import asyncio
 import json
 import os
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import ROOT, SAMPLES
@@ -59,3 +60,5 @@ def test_an_agent_gets_the_verdict_and_the_lost_time_of_the_sample_in_under_2_kb
                                    (junk, "not a supported trace")):
         assert is_error and said in line and "\n" not in line and line.startswith("error: "), line
     assert not explain_failed and json.loads(explained)["id"] == "input_bound"  # still serving after them
+    report = Path(got["more"]["report"])  # the saved report went to the session's temporary folder, now removed
+    assert report.parent.name.startswith("traceanalyzer-mcp-") and not report.parent.exists()

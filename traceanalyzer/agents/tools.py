@@ -69,11 +69,19 @@ class LocalTools:
             if not r.is_dir():
                 raise UsageError(f"--root {r}: not a folder")
         self.options = dataclasses.replace(options or Options(jobs=1), cache=False)
+        self._made_workdir = workdir is None
         self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="traceanalyzer-mcp-"))
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.server, self.token, self.project = server, token, project
         self._kept: OrderedDict[tuple[Any, ...], tuple[Analysis, dict[str, str]]] = OrderedDict()
         self._lock = threading.Lock()
+
+    def close(self) -> None:
+        """Remove the temporary folder this made (one given to it is its owner's to remove)."""
+        if self._made_workdir:
+            import shutil
+
+            shutil.rmtree(self.workdir, ignore_errors=True)
 
     # --- the table -------------------------------------------------------------------------------
     def specs(self) -> list[ToolSpec]:
