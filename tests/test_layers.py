@@ -14,7 +14,7 @@ The layers, bottom up (docs/architecture.md draws the same picture):
     result     result/ (types, build, frames, definitions)
     run        run/ (map, combine, executors), pipeline
     faces      report/, compare, gates
-    commands   commands/, serve/ (the web service), __main__, the package's __init__
+    commands   commands/, serve/ (the web service), agents/ (the MCP tools), __main__, the package's __init__
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "result": ("result",),
     "run": ("run", "pipeline"),
     "faces": ("report", "compare", "gates"),
-    "commands": ("commands", "serve", "__main__", "__init__"),
+    "commands": ("commands", "serve", "agents", "__main__", "__init__"),
 }
 ORDER = list(LAYERS)
 # Imports that may run up a layer, each for a reason: the result's faces (to_html, ...) import the renderers

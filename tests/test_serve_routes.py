@@ -18,7 +18,7 @@ from starlette.testclient import TestClient  # noqa: E402
 
 from traceanalyzer.commands.serve import serve_command  # noqa: E402
 from traceanalyzer.serve.app import create_app  # noqa: E402
-from traceanalyzer.serve.routes import BEARER, FORM, OPEN_FORM, UNSAFE, bind, write_kind  # noqa: E402
+from traceanalyzer.serve.routes import BEARER, FORM, OPEN_FORM, TOKEN, UNSAFE, bind, write_kind  # noqa: E402
 from traceanalyzer.serve.settings import Settings  # noqa: E402
 
 PARAMS = {"run_id": "0123456789ab", "project": "guarded", "n": "0", "name": "serve.css"}
@@ -66,13 +66,15 @@ def test_every_write_of_every_route_is_checked_before_the_route_runs(service):
                 assert r.status_code == 405, (method, path, r.status_code)
                 continue
             seen += 1
-            if kind in (BEARER, FORM):
+            if kind in (BEARER, FORM, TOKEN):
                 assert r.status_code == 401, (method, path, r.text)
             # a read-only token may write nothing
             r = client.request(method, path, data=form, headers={"Authorization": f"Bearer {reader}",
                                                                  **cookie(ta_csrf=form["csrf"], ta_token=reader)})
             if kind in (BEARER, FORM):
                 assert r.status_code == 403 and "read-only" in r.json()["error"], (method, path, r.text)
+            if kind == TOKEN:  # any role passes the guard: the route decides what a read-only token may do
+                assert r.status_code != 401 and "read-only" not in r.text, (method, path, r.text)
             if kind in (FORM, OPEN_FORM):  # a form without its page's CSRF token, even logged in
                 r = client.request(method, path, data={"csrf": "x"},
                                    headers=cookie(ta_csrf=form["csrf"], ta_token=writer))
@@ -80,11 +82,11 @@ def test_every_write_of_every_route_is_checked_before_the_route_runs(service):
                 r = client.request(method, path, content=b"{}", headers={**cookie(ta_csrf=form["csrf"], ta_token=writer),
                                                                          "Content-Type": "application/json"})
                 assert r.status_code == 415, (method, path)
-            if kind == BEARER:  # the login cookie is no bearer token
+            if kind in (BEARER, TOKEN):  # the login cookie is no bearer token
                 r = client.request(method, path, content=b"{}", headers={**cookie(ta_token=writer),
                                                                          "Content-Type": "application/octet-stream"})
                 assert r.status_code == 401, (method, path)
-    assert seen == 5  # upload, DELETE of a run, the delete form, log in, log out
+    assert seen == 6  # upload, DELETE of a run, the delete form, log in, log out, /mcp
 
 
 def test_a_route_added_later_is_guarded_without_saying_so(service):

@@ -133,6 +133,7 @@ def main() -> None:
 
 def _register() -> None:
     from .diff import diff_command
+    from .mcp import mcp_command
     from .report import report_command
     from .serve import serve_command
     from .upload import upload_command
@@ -141,6 +142,7 @@ def _register() -> None:
     main.add_command(diff_command)
     main.add_command(serve_command)
     main.add_command(upload_command)
+    main.add_command(mcp_command)
 
 
 _register()

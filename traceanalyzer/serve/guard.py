@@ -22,7 +22,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Match, Route
 
 from .context import CSP, RETRY_AFTER_S, SECURITY_HEADERS, Access, Context, Refused, refuse
-from .routes import BEARER, FORM, OPEN_FORM, UNSAFE, write_kind
+from .routes import BEARER, FORM, OPEN_FORM, TOKEN, UNSAFE, write_kind
 
 MAX_FORM_BYTES = 10_000
 
@@ -138,8 +138,8 @@ class Guard:
             if endpoint is not None:
                 kind = write_kind(endpoint)
                 state = scope.setdefault("state", {})
-                if kind == BEARER:
-                    state["who"] = await self.bearer(request)
+                if kind in (BEARER, TOKEN):
+                    state["who"] = await self.bearer(request, read_only=kind == TOKEN)
                 else:
                     body = await self.read_form(request, receive)
                     state["form"] = self.checked_form(request, body)
@@ -151,14 +151,15 @@ class Guard:
             return
         await self.app(scope, receive, send)
 
-    async def bearer(self, request: Request) -> Access:
+    async def bearer(self, request: Request, read_only: bool = False) -> Access:
+        """The request's bearer token; refused when missing or unknown, or read-only unless `read_only`."""
         if "authorization" not in request.headers:
             raise refuse(401, "this needs a token: Authorization: Bearer TOKEN "
                               "(traceanalyzer serve token create --project P)")
         who = await run_in_threadpool(self.ctx.access, request)
         if who.project is None:
             raise refuse(401, "unknown token (or an expired or revoked one)")
-        if who.read_only:
+        if who.read_only and not read_only:
             raise refuse(403, "this token is read-only")
         return who
 

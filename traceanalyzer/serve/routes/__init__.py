@@ -8,7 +8,9 @@ route cannot forget it:
   (a browser never sends one on its own, so no CSRF token is needed);
 * `FORM`: a page's form (urlencoded, with the page's CSRF token) from a browser logged in with a token
   that is not read-only;
-* `OPEN_FORM`: a page's form that needs no login (log in, log out), still with its CSRF token.
+* `OPEN_FORM`: a page's form that needs no login (log in, log out), still with its CSRF token;
+* `TOKEN`: a bearer token of any role, read-only included (the MCP endpoint, whose calls mostly read:
+  the route decides what a read-only token may call).
 Whatever the kind, a request that its browser says is cross-site (Sec-Fetch-Site, Origin) is refused
 unless it carries a bearer token.
 """
@@ -25,8 +27,8 @@ from starlette.routing import Route
 
 from ..context import Context
 
-BEARER, FORM, OPEN_FORM = "bearer", "form", "open form"
-WRITE_KINDS = (BEARER, FORM, OPEN_FORM)
+BEARER, FORM, OPEN_FORM, TOKEN = "bearer", "form", "open form", "token"
+WRITE_KINDS = (BEARER, FORM, OPEN_FORM, TOKEN)
 UNSAFE = ("POST", "PUT", "PATCH", "DELETE")
 
 
@@ -58,9 +60,11 @@ def bind(ctx: Context, handler: Callable[..., Any]) -> Callable[[Request], Any]:
 
 
 def all_routes(ctx: Context) -> list[Route]:
+    from ...agents import http as agents
     from . import auth, compare, history, runs, site, uploads
 
     table: list[tuple[str, Callable[..., Any], list[str] | None]] = [
         *site.ROUTES, *runs.ROUTES, *uploads.ROUTES, *compare.ROUTES, *history.ROUTES, *auth.ROUTES,
+        *agents.ROUTES,
     ]
     return [Route(path, bind(ctx, handler), methods=methods) for path, handler, methods in table]
