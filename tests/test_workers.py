@@ -216,3 +216,13 @@ def test_hostile_events_with_step_args_are_no_internal_error(tmp_path: Path) -> 
     assert result.exit_code == 0, result.output
     a = ta.analyze(path, ta.Options(cache=False))
     assert [r.steps for r in a.job.workers] == [STEPS] * 4  # type: ignore[union-attr]
+
+
+def test_one_of_two_stages_doing_more_work_is_a_straggler(tmp_path: Path) -> None:
+    """Two workers (pipeline stages), one computing 1.6x the other: against the median of both (13 ms) it would
+    be 1.23x and missed; against the other worker's it is 1.6x, past WORKER_STRAGGLER_COMPUTE_FACTOR."""
+    a = _analyze(tmp_path, [1.0, 1.6])
+    assert a.diagnosis is not None
+    assert [s.rank for s in a.diagnosis.stragglers] == [1]
+    assert a.diagnosis.stragglers[0].lateness_per_step_us == pytest.approx(0.6 * COMPUTE_US)
+    assert "1.60x the other workers' median 10.0 ms" in a.diagnosis.headline

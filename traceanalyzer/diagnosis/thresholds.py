@@ -102,7 +102,7 @@ STRAGGLER_MIN_STEP_SHARE = 0.05
 # communication = transfer + waiting for peers; the waiting is the late rank's to fix).
 STRAGGLER_WAIT_DOMINATES_SHARE = 0.5
 # Workers without GPU kernels (one file, many workers): a worker is a straggler when its compute per step
-# is at least this multiple of the median worker's (the others wait for it at every collective).
+# is at least this multiple of the other workers' median (the others wait for it at every collective).
 WORKER_STRAGGLER_COMPUTE_FACTOR = 1.5
 # --- memory (profile_memory events; findings, not causes of idle time) ---------------------------------
 # High memory pressure: the peak reserved (else allocated) memory is at least this share of the

@@ -21,7 +21,7 @@ def straggler_sentence(a: AnalysisData) -> str | None:
     if job.workers:  # workers without GPU kernels: judged on compute per step
         if found:
             return "Straggler" + ("s" if len(found) > 1 else "") + ": " + "; ".join(s.text for s in found) + "."
-        return (f"No straggler: no worker computes {job.worker_straggler_factor:g}x the median worker's compute "
+        return (f"No straggler: no worker computes {job.worker_straggler_factor:g}x the other workers' median compute "
                 f"per step or more.")
     if not job.collectives_matched:
         return "Stragglers: not assessed (no collective was found on every rank and ending together)."

@@ -12,7 +12,8 @@ Per worker (a rank with no GPU work), from its host-side events:
   else its optimizer events (one per training step), else 1.
 
 A worker is a straggler when its compute per step is at least WORKER_STRAGGLER_COMPUTE_FACTOR times the
-median worker's: the others wait for it at every collective. `job_workers` is one of the combine's job stages.
+median of the other workers' (not of all: with two pipeline stages, the median of both would hold the slow
+one's own work and hide it): the others wait for it at every collective. `job_workers` is one of the combine's job stages.
 """
 
 from __future__ import annotations
@@ -93,21 +94,28 @@ def worker_rows(facts: list[WorkerFacts], numbers: list[int]) -> tuple[R.WorkerR
         for f, n, c in zip(facts, numbers, per_step))
 
 
+def _others_median(rows: tuple[R.WorkerRow, ...], rank: int) -> float:
+    """The median compute per step of the workers other than `rank`."""
+    return float(np.median([o.compute_us for o in rows if o.rank != rank]))
+
+
 def worker_stragglers(rows: tuple[R.WorkerRow, ...]) -> tuple[R.StragglerResult, ...]:
-    """The workers whose compute per step is at least the factor times the median worker's, slowest first."""
+    """The workers whose compute per step is at least the factor times the other workers' median, slowest
+    first."""
     if len(rows) < 2:
         return ()
-    median = float(np.median([r.compute_us for r in rows]))
-    late = sorted((r for r in rows if median > 0 and r.compute_us >= WORKER_STRAGGLER_COMPUTE_FACTOR * median),
+    late = sorted((r for r in rows if (m := _others_median(rows, r.rank)) > 0
+                   and r.compute_us >= WORKER_STRAGGLER_COMPUTE_FACTOR * m),
                   key=lambda r: (-r.compute_us, r.rank))
     out = []
     for r in late:
+        median = _others_median(rows, r.rank)
         # what the others spend beyond it in communication and waits (waiting for it inside collectives)
         others = [o.comm_us + o.wait_us - r.comm_us - r.wait_us for o in rows if o.rank != r.rank]
         waited = max(0.0, float(np.median(others))) if others else 0.0
-        text = (f"worker rank {r.rank} computes {format_us(r.compute_us)} per step, {r.compute_vs_median:.2f}x the "
-                f"median worker's {format_us(median)}; the other workers spend {format_us(waited)} more per step "
-                f"than it in communication and waits (median)")
+        text = (f"worker rank {r.rank} computes {format_us(r.compute_us)} per step, {r.compute_us / median:.2f}x the "
+                f"other workers' median {format_us(median)}; the other workers spend {format_us(waited)} more per "
+                f"step than it in communication and waits (median)")
         out.append(R.StragglerResult(rank=r.rank, caused_wait_per_step_us=round(waited, 3),
                                      lateness_per_step_us=round(r.compute_us - median, 3), collectives=0,
                                      top_cause=None, top_cause_per_step_us=None, text=text))
