@@ -13,7 +13,8 @@ Per worker (a rank with no GPU work), from its host-side events:
 
 A worker is a straggler when its compute per step is at least WORKER_STRAGGLER_COMPUTE_FACTOR times the
 median of the other workers' (not of all: with two pipeline stages, the median of both would hold the slow
-one's own work and hide it): the others wait for it at every collective. `job_workers` is one of the combine's job stages.
+one's own work and hide it): the others wait for it at every collective. `job_workers` is one of the
+combine's job stages.
 """
 
 from __future__ import annotations
