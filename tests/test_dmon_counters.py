@@ -62,8 +62,8 @@ def test_dmon_only_report_names_the_longest_zero_run():
 def test_dmon_only_text_summary_and_markdown():
     res = CliRunner().invoke(main, ["report", str(CRAFTED), "--format", "md", "-o", "-"])
     assert res.exit_code == 0
-    assert "longest 12 samples = 12 s, from 12 s into the log" in " ".join(res.stderr.split())
-    assert "| 0 | 34.8% | n/a | 4 | 12 s from +12 s | n/a |" in res.stdout
+    assert "longest 12 samples = 12.00 s, from 12.00 s into the log" in " ".join(res.stderr.split())
+    assert "| 0 | 34.8% | n/a | 4 | 12.00 s from +12.00 s | n/a |" in res.stdout
 
 
 def test_zero_runs_break_on_missing_values_and_time_gaps():

@@ -35,7 +35,7 @@ from traceanalyzer.report.html import page_data, render_html
 from traceanalyzer.report.markdown import render_markdown
 from traceanalyzer.report.text import render_text
 
-# (name, as the rendered Markdown shows it once the zero-width breaks are taken out)
+# (name, as the rendered Markdown shows it: the name itself, less what no output shows (controls, escapes))
 SHOWN = {
     "@org/team": "@org/team", "@user": "@user", "fix #123": "fix #123", "owner/repo#1": "owner/repo#1",
     "GH-42": "GH-42", "JIRA-77": "JIRA-77", "https://evil.example/x": "https://evil.example/x",
@@ -86,7 +86,7 @@ def gfm(md: str) -> str:
 
 def assert_markdown_inert(md: str) -> str:
     """The Markdown holds no invisible character and renders to no link, foreign tag, mention or
-    reference; returns the rendered text with the zero-width breaks taken out."""
+    reference outside code spans; returns the rendered text."""
     raw = sorted({f"U+{ord(c):04X}" for c in md if c != "\n" and not c.isprintable()})
     assert raw == [], f"control/format characters in the Markdown: {raw}"
     page = gfm(md)
@@ -94,11 +94,16 @@ def assert_markdown_inert(md: str) -> str:
     foreign = {m.group(0) for m in re.finditer(r"</?[A-Za-z][^\s>/]*", page)
                if not OUR_TAGS.match(m.group(0) + " ")}
     assert foreign == set(), f"tags from the input: {foreign}"
-    text = htmllib.unescape(re.sub(r"<[^>]+>", " ", page))
-    for what, pattern in GITHUB_ACTS_ON.items():
-        m = pattern.search(text)
-        assert m is None, f"live {what}: {text[max(m.start() - 30, 0):m.end() + 30]!r}"
-    return text.replace("\u200b", "")
+    outside_code = htmllib.unescape(re.sub(r"<[^>]+>", " ", re.sub(r"<code>.*?</code>", " ", page, flags=re.S)))
+    for what, pattern in GITHUB_ACTS_ON.items():  # GitHub links and mentions nothing inside code spans
+        m = pattern.search(outside_code)
+        assert m is None, f"live {what}: {outside_code[max(m.start() - 30, 0):m.end() + 30]!r}"
+    return rendered_text(page)
+
+
+def rendered_text(page: str) -> str:
+    """The text a reader sees (and copies) of rendered HTML: tags dropped, entities read."""
+    return htmllib.unescape(re.sub(r"<[^>]+>", "", page))
 
 
 def assert_terminal_inert(out: str) -> None:
@@ -120,22 +125,29 @@ def analysis(hostile):
 # ---- the functions themselves -------------------------------------------------------------------
 
 @pytest.mark.parametrize(("text", "expected"), [
-    ("@user", "@&#8203;user"),
-    ("@org/team", "@&#8203;org/team"),
-    ("owner/repo#1", "owner/repo#&#8203;1"),
-    ("GH-12", "GH-&#8203;12"),
-    ("JIRA-7 sm_80-1", "JIRA-&#8203;7 sm\\_80-1"),
-    ("https://x.example", "https:&#8203;//x.example"),
-    ("WWW.x.example", "WWW&#8203;.x.example"),
-    ("a@b.example", "a@&#8203;b.example"),
-    ("deadbeef1234", "deadbe&#8203;ef1234"),
+    ("@user", "`@user`"),
+    ("@org/team", "`@org/team`"),
+    ("owner/repo#1", "`owner/repo#1`"),
+    ("GH-12", "`GH-12`"),
+    ("JIRA-7 sm_80-1", "`JIRA-7` sm\\_80-1"),
+    ("https://x.example", "`https://x.example`"),
+    ("WWW.x.example", "`WWW.x.example`"),
+    ("a@b.example", "`a@b.example`"),
+    ("deadbeef1234", "`deadbeef1234`"),
+    ("x|@y|z", "x\\|`@y`\\|z"),
+    ("`#1`", "`` `#1` ``"),
     ("<b>*x*</b> | `y` ~z~ $m$ [l](u) &amp;", r"\<b\>\*x\*\</b\> \| \`y\` \~z\~ \$m\$ \[l\](u) \&amp;"),
     ("a\x00b\u202ec\u2066d\u200be\u061cf\x1b[2Jg", "abcdefg"),
     ("one\ntwo\t three", "one two three"),
     ("x" * 10, "xxxxxxxx…"),
 ])
 def test_markdown_breaks_what_github_acts_on(text, expected):
-    assert inert.markdown(text, limit=9 if text == "x" * 10 else 160) == expected
+    md = inert.markdown(text, limit=9 if text == "x" * 10 else 160)
+    assert md == expected
+    if text != "x" * 10 and text.isprintable():  # rendered, alone and in a table cell: the input's characters
+        assert rendered_text(gfm(md)).strip() == text
+        cell = re.search(r"<td>(.*?)</td>", gfm(f"| h |\n|---|\n| {md} |\n"), re.S)
+        assert cell is not None and rendered_text(cell.group(1)) == text
 
 
 def test_markdown_code_span_holds_backticks_literally():
@@ -361,12 +373,12 @@ def test_cli_log_dir_messages_are_inert(tmp_path):
 
 
 def test_markdown_breaks_compatibility_forms_of_mentions_references_and_links():
-    """Full-width and small forms (NFKC-equal to @ # : / .) are written as ASCII and broken like it."""
-    md = inert.markdown("\uff20everyone \ufe6bteam \uff03123 \ufe5f7 https\uff1a\uff0f\uff0fevil\uff0eio www\uff0eexample")
-    assert "@&#8203;everyone" in md and "@&#8203;team" in md
-    assert "#&#8203;123" in md and "#&#8203;7" in md
-    assert "https:&#8203;//evil.io" in md and "www&#8203;.example" in md
-    assert not any(c in md for c in "\uff20\ufe6b\uff03\ufe5f\uff1a\uff0f\uff0e")
+    """Full-width and small forms (NFKC-equal to @ # : / .) make their word a code span, kept as written."""
     import unicodedata
 
-    assert "@everyone" not in unicodedata.normalize("NFKC", md.replace("&#8203;", "\u200b"))
+    text = "\uff20everyone \ufe6bteam \uff03123 \ufe5f7 https\uff1a\uff0f\uff0fevil\uff0eio www\uff0eexample"
+    md = inert.markdown(text)
+    assert md == " ".join(f"`{w}`" for w in text.split())
+    page = gfm(md)
+    assert rendered_text(page).strip() == text
+    assert "@everyone" not in unicodedata.normalize("NFKC", re.sub(r"<code>.*?</code>", "", page))

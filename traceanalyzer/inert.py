@@ -6,11 +6,12 @@ window title of a terminal, forge a second output line, or reorder what is displ
 overrides). One function per destination:
 
 - `markdown`: GitHub-flavoured Markdown. One line; control, format (bidi, zero-width) and other
-  invisible characters removed; Markdown and HTML punctuation backslash-escaped; @mentions,
-  `#123` / `owner/repo#1` / `GH-1` / `JIRA-1` references, commit-like hex words, bare URLs, `www.` links
-  and e-mail addresses broken with a zero-width space (`&#8203;`, written as an entity so the
-  file itself holds no invisible character), their full-width and small compatibility forms
-  (e.g. `＠`) written as the ASCII character first; cut to a length with an ellipsis.
+  invisible characters removed; cut to a length with an ellipsis. A word holding what GitHub acts
+  on (@mentions, `#123` / `owner/repo#1` / `GH-1` / `JIRA-1` references, commit-like hex words, bare
+  URLs, `www.` links, e-mail addresses, or the full-width and small compatibility forms of their
+  characters, e.g. `＠`) is written as a code span, where GitHub links and mentions nothing; every
+  other word has its Markdown and HTML punctuation backslash-escaped. Either way the rendered text
+  is the input's, character for character, so a name copied from the comment is the trace's.
 - `markdown_code`: the same inside a code span (GitHub links nothing there).
 - `visible`: for HTML and as the last step for terminals. Every non-printable character
   (controls, bidi, zero-width, line separators) replaced by a visible escape such as `\\u202e`.
@@ -27,20 +28,19 @@ import re
 from typing import Any
 
 ELLIPSIS = "…"
-ZWSP = "&#8203;"  # zero-width space as an entity: breaks GitHub's patterns, invisible when rendered
 
 # Backslash-escaped in Markdown: everything that can start emphasis, code, links, HTML, tables,
 # strikethrough or math. `#`, `@` and `:` are handled by the reference patterns below.
 _MD_ESCAPE = {c: "\\" + c for c in "\\`*_[]<>|~&$"}
 
-# What GitHub turns into links or notifications, matched on already escaped text.
+# What GitHub turns into links or notifications: a word holding one of these is written as a code span.
 _MD_LINKY = re.compile(
-    r"(?P<at>@)"                            # @user, @org/team, user@host, owner/repo@sha
-    r"|(?P<hash>#)"                         # #123, owner/repo#1, GH-style refs
-    r"|(?P<ref>(?<=[A-Za-z])-(?=\d))"       # GH-123 and a repository's own autolink prefixes (JIRA-12)
-    r"|(?P<scheme>:(?=//))"                 # https://, ftp://, any scheme
-    r"|(?P<www>(?i:www)(?=\.))"             # www.example
-    r"|(?P<sha>\b[0-9A-Fa-f]{7,40}\b)"      # commit SHAs (linked when they exist in the repository)
+    r"@"                                    # @user, @org/team, user@host, owner/repo@sha
+    r"|#"                                   # #123, owner/repo#1, GH-style refs
+    r"|(?<=[A-Za-z])-(?=\d)"                # GH-123 and a repository's own autolink prefixes (JIRA-12)
+    r"|:(?=//)"                             # https://, ftp://, any scheme
+    r"|(?i:www)(?=\.)"                      # www.example
+    r"|\b[0-9A-Fa-f]{7,40}\b"               # commit SHAs (linked when they exist in the repository)
 )
 
 # Terminal escape sequences, 7-bit and 8-bit forms. OSC/DCS/PM/APC/SOS run to their terminator
@@ -96,36 +96,45 @@ def _plain_line(text: object, limit: int) -> str:
     return shorten(s, limit)
 
 
-def _unlink(m: re.Match[str]) -> str:
-    s = m.group(0)
-    if m.lastgroup != "sha":
-        return s + ZWSP
-    return ZWSP.join(s[i:i + 6] for i in range(0, len(s), 6))  # no piece long enough to be a SHA
-
-
 # Compatibility forms of the characters mentions, references and URLs are made of (every character
-# whose NFKC form is one of `@ # : / .`): written as that character, then broken like it, so that no
-# renderer that normalises text (NFKC) makes a mention or a link of `＠team` or `https：／／`.
+# whose NFKC form is one of `@ # : / .`): read as that character when deciding whether a word is linky,
+# so that no renderer that normalises text (NFKC) makes a mention or a link of `＠team` or `https：／／`.
 _LOOKALIKES = str.maketrans({"\uff20": "@", "\ufe6b": "@", "\uff03": "#", "\ufe5f": "#", "\uff1a": ":",
                              "\ufe55": ":", "\ufe13": ":", "\uff0f": "/", "\uff0e": ".", "\ufe52": ".",
                              "\u2024": "."})
 
 
+def _code_span(s: str) -> str:
+    """`s` as a code span, its fence longer than any run of backticks inside it."""
+    run = max((len(r) for r in re.findall(r"`+", s)), default=0)
+    fence = "`" * (run + 1)
+    pad = " " if s.startswith("`") or s.endswith("`") or run else ""
+    return f"{fence}{pad}{s}{pad}{fence}"
+
+
+def _md_piece(s: str) -> str:
+    if _MD_LINKY.search(s.translate(_LOOKALIKES)):
+        return _code_span(s)
+    return "".join(_MD_ESCAPE.get(c, c) for c in s)
+
+
+def _md_word(word: str) -> str:
+    """One word: a code span where GitHub would act on it, else backslash escapes. A pipe stays outside
+    code spans (escaped), so the word is safe in a table cell, where a pipe would end the cell."""
+    return "\\|".join(_md_piece(p) if p else "" for p in word.split("|"))
+
+
 def markdown(text: object, limit: int = 160) -> str:
-    """Inline-safe GitHub Markdown: one line, nothing that formats, links, mentions or hides."""
-    s = _plain_line(text, limit).translate(_LOOKALIKES)
-    s = "".join(_MD_ESCAPE.get(c, c) for c in s)
-    return _MD_LINKY.sub(_unlink, s)
+    """Inline-safe GitHub Markdown: one line, nothing that formats, links, mentions or hides, and
+    rendered as the same characters as `text` (escapes and code spans, nothing inserted)."""
+    return " ".join(_md_word(w) for w in _plain_line(text, limit).split(" "))
 
 
 def markdown_code(text: object, limit: int = 160) -> str:
     """A code span holding `text` literally (GitHub links and mentions nothing inside code); not
     for table cells, where a pipe would end the cell."""
     s = _plain_line(text, limit)
-    run = max((len(r) for r in re.findall(r"`+", s)), default=0)
-    fence = "`" * (run + 1)
-    pad = " " if s.startswith("`") or s.endswith("`") or run else ""
-    return f"{fence}{pad}{s}{pad}{fence}" if s else "` `"
+    return _code_span(s) if s else "` `"
 
 
 def visible_data(data: Any) -> Any:

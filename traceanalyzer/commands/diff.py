@@ -8,11 +8,15 @@ from typing import Any
 
 import click
 
-from ..compare import RUN_NOISE
 from ..inert import terminal
 from ._options import analysis_options, build_options, execution_options, output_format, output_options, stem
 from ._output import check_target, option_inputs, say, write
 from .report import verdicts_help
+
+# The option defaults as `diff --help` shows them, written here so that the help loads no analysis code
+# (pandas, numpy); tests/test_cli_imports.py checks they are compare.DEFAULT_TOLERANCE and compare.RUN_NOISE.
+TOLERANCE_DEFAULT = "2%"
+RUN_NOISE_DEFAULT = "25%"
 
 
 def _tolerance(text: str) -> float:
@@ -77,10 +81,10 @@ More: docs/ci.md (gates, pull-request comments, a GitHub Actions workflow).
               help="Exit 1 when RULE holds (repeatable): step_time:+5% (slower by more than 5%, "
                    "beyond noise), gpu_idle>0.30, dataloader_wait>10%, memcpy_share>0.2, step_time_ms>120, "
                    "verdict=input_bound (HEAD's figures).")
-@click.option("--tolerance", default="2%", show_default=True, metavar="PCT",
+@click.option("--tolerance", default=TOLERANCE_DEFAULT, show_default=True, metavar="PCT",
               help="A change whose 95% interval lies within +-PCT is 'unchanged'; a change must exceed it "
                    "to be regressed or improved.")
-@click.option("--run-noise", "run_noise", default=f"{RUN_NOISE:.0%}", show_default=True, metavar="PCT",
+@click.option("--run-noise", "run_noise", default=RUN_NOISE_DEFAULT, show_default=True, metavar="PCT",
               help="With one capture on a side and no history (fewer than 3 runs): how far two captures of "
                    "one setting differ in step time; a change within it is only likely_slower/likely_faster.")
 @click.option("--fail-on-unconfirmed", is_flag=True,

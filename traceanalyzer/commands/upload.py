@@ -10,17 +10,14 @@ client needs no extra package.
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import secrets
 import sys
-import tarfile
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode, urlsplit
 
 import click
@@ -28,6 +25,9 @@ import orjson
 
 from ..errors import EXIT_INTERNAL, GateFailed, TraceAnalyzerError, UsageError
 from ..inert import terminal
+
+if TYPE_CHECKING:  # the HTTP client, tar and temporary files load when a command uses them, not for --help
+    import http.client
 
 TOKEN_ENV = "TRACEANALYZER_TOKEN"
 CHUNK = 1 << 20
@@ -81,11 +81,15 @@ class Client:
         self.server = server.rstrip("/")
 
     def _connection(self, timeout: float) -> http.client.HTTPConnection:
+        import http.client
+
         cls = http.client.HTTPSConnection if self.scheme == "https" else http.client.HTTPConnection
         return cls(self.host, self.port, timeout=timeout)
 
     def request(self, method: str, path: str, body: Iterator[bytes] | None = None,
                 headers: dict[str, str] | None = None, timeout: float = 120.0) -> tuple[int, bytes]:
+        import http.client
+
         conn = self._connection(timeout)
         try:
             conn.putrequest(method, self.prefix + path)
@@ -128,6 +132,8 @@ class Client:
 
 def _parts(paths: list[Path], tmp: Path) -> list[Path]:
     """The files to send: a directory becomes a tar.gz of it (made in `tmp`)."""
+    import tarfile
+
     out = []
     for i, p in enumerate(paths):
         if p.is_dir():
@@ -185,6 +191,8 @@ def _stream(pieces: list[bytes | Path], total: int, quiet: bool) -> Iterator[byt
 
 def upload_files(client: Client, project: str, paths: list[Path], fields: dict[str, str],
                  quiet: bool) -> dict[str, Any]:
+    import tempfile
+
     query = urlencode({k: v for k, v in fields.items() if v})
     path = f"/api/v1/projects/{quote(project, safe='')}/runs" + (f"?{query}" if query else "")
     with tempfile.TemporaryDirectory(prefix="ta-upload-") as tmp:

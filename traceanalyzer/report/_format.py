@@ -13,9 +13,12 @@ from ..units import format_us as fmt_us
 
 WIDTH = 80  # terminal lines
 MAX_CELL_CHARS = 160  # a Markdown cell
+# The span of the log figures (definitions `counter_metrics`, `zero_util_runs`): every sample of the log. A
+# finding may speak of the job inside it (the idle head and tail set apart) and says so ("over the job").
+WHOLE_LOG = "over the whole log"
 
-__all__ = ["MAX_CELL_CHARS", "WIDTH", "clean", "fmt_ns", "fmt_pct", "fmt_pct_change", "fmt_us", "md",
-           "step_source_text", "table", "wrap"]
+__all__ = ["MAX_CELL_CHARS", "WHOLE_LOG", "WIDTH", "clean", "fmt_ns", "fmt_pct", "fmt_pct_change", "fmt_pct_points",
+           "fmt_s", "fmt_us", "md", "rank_label", "rank_name", "step_source_text", "table", "wrap"]
 
 
 def fmt_ns(ns: float | None) -> str:
@@ -28,9 +31,34 @@ def fmt_pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.{PERCENT_DECIMALS}f}%"
 
 
+def fmt_pct_points(x: float | None) -> str:
+    """A value already in percent (an nvidia-smi utilisation, 0-100) as `fmt_pct` writes a fraction: 34.8%."""
+    return "n/a" if x is None else f"{x:.{PERCENT_DECIMALS}f}%"
+
+
+def fmt_s(seconds: float | None) -> str:
+    """A duration the result holds in seconds (logs' sample times), as `fmt_us` writes every duration."""
+    return fmt_us(None if seconds is None else seconds * 1e6)
+
+
 def fmt_pct_change(x: float | None) -> str:
     """A relative change (head / base - 1) as a signed percentage: +12.5%, -3.0% ("n/a" for None)."""
     return "n/a" if x is None else f"{x * 100:+.{PERCENT_DECIMALS}f}%"
+
+
+def rank_name(rank: object) -> str:
+    """What names a rank in every face: its number, or its input's file name when the trace records no rank
+    (a single-process capture). Plain text: each renderer escapes it."""
+    number = getattr(rank, "rank", None)
+    if number is not None:
+        return str(number)
+    return str(getattr(rank, "input", None) or "trace").replace("\\", "/").rsplit("/", 1)[-1]
+
+
+def rank_label(rank: object) -> str:
+    """`rank N`, or the input's file name when the trace records no rank (prose and headings)."""
+    name = rank_name(rank)
+    return f"rank {name}" if getattr(rank, "rank", None) is not None else name
 
 
 def clean(text: object) -> str:

@@ -26,9 +26,19 @@ import markupsafe
 
 from .. import inert
 from ..causes import PALETTE, page_registry
-from ..result.types import AnalysisData, GapBin, PlainData, RankResult, to_data
+from ..result.types import AnalysisData, GapBin, PlainData, to_data
 from ..units import format_bytes, format_rules
-from ._format import fmt_ns, fmt_pct, fmt_pct_change, fmt_us, step_source_text
+from ._format import (
+    WHOLE_LOG,
+    fmt_ns,
+    fmt_pct,
+    fmt_pct_change,
+    fmt_pct_points,
+    fmt_s,
+    fmt_us,
+    rank_label,
+    step_source_text,
+)
 from .capture import no_gpu_text
 from .ranks import straggler_sentence
 from .verdict import finding_parts, share_basis, top_advice
@@ -62,6 +72,8 @@ def template_env() -> jinja2.Environment:
     env.filters["ns_dur"] = fmt_ns
     env.filters["pct"] = fmt_pct
     env.filters["pct_change"] = fmt_pct_change
+    env.filters["pct_points"] = fmt_pct_points
+    env.filters["seconds"] = fmt_s
     env.filters["rank_label"] = rank_label
     env.filters["no_gpu"] = no_gpu_text
     env.filters["nbytes"] = fmt_bytes
@@ -130,13 +142,6 @@ def by_key(mapping: Mapping[str, V]) -> Iterable[tuple[str, V]]:
     """A mapping's items in the order of its keys: the order a saved report holds them in (`to_data`),
     so a result renders alike fresh and loaded back."""
     return sorted(mapping.items(), key=lambda kv: str(kv[0]))
-
-
-def rank_label(rank: RankResult) -> str:
-    """`rank N`, or the input's file name when the trace records no rank (a single-process capture)."""
-    if rank.rank is not None:
-        return f"rank {rank.rank}"
-    return str(rank.input or "trace").replace("\\", "/").rsplit("/", 1)[-1]
 
 
 def fmt_bytes(n: int | None) -> str:
@@ -221,6 +226,6 @@ def render_html(analysis: AnalysisData) -> str:
     return template_env().get_template("report.html.j2").render(
         report=analysis, diagnosis=analysis.diagnosis, page=page_data(analysis),
         definitions=shown_definitions(analysis),
-        causes=CAUSES, verdicts=VERDICTS, palette=PALETTE, top_findings=TOP_FINDINGS,
+        causes=CAUSES, verdicts=VERDICTS, palette=PALETTE, top_findings=TOP_FINDINGS, whole_log=WHOLE_LOG,
         css=asset("report.css"), js=asset("report.js"),
     )

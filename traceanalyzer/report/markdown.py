@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from .. import inert
 from ..causes import CAUSE_LIST, VERDICT_LIST
 from ..result.types import AnalysisData, DiagnosisResult, RankResult
-from ._format import fmt_ns, fmt_pct, fmt_us, md, step_source_text, table
+from ._format import WHOLE_LOG, fmt_ns, fmt_pct, fmt_pct_points, fmt_s, fmt_us, md, rank_name, step_source_text, table
 from .capture import no_gpu_text
 from .host import host_markdown, throughput_figures
 from .memory import markdown_lines as memory_markdown
@@ -26,14 +26,14 @@ MAX_CHARS = 65_536
 # Row limits of the first attempt; each retry halves them until the text fits.
 ROWS = {"findings": 6, "ranks": 40, "gaps": 15, "steps": 40, "kernels": 15, "inputs": 30, "warnings": 20}
 VERDICT_LABELS = {v.id: v.label for v in VERDICT_LIST}
+COUNTER_GPUS_SHOWN = 8  # GPUs whose log utilisation the summary line names
+
 CAUSE_LABELS = {c.id: c.label for c in CAUSE_LIST}
 
 
 def who(r: RankResult) -> str:
-    """The rank number, or the input's file name when the trace records none (Markdown-safe)."""
-    if r.rank is not None:
-        return str(r.rank)
-    return md(str(r.input or "trace").replace("\\", "/").rsplit("/", 1)[-1], 60)
+    """The rank number, or the input's file name when the trace records none (`rank_name`, Markdown-safe)."""
+    return md(rank_name(r), 60)
 
 
 def render_markdown(analysis: AnalysisData) -> str:
@@ -98,10 +98,11 @@ def _verdict(a: AnalysisData, diag: DiagnosisResult | None) -> list[str]:
         out = ["## traceanalyzer report", ""]
     out += [f"> [!WARNING]\n> {md(w, 400)}\n" for w in a.warnings if "TRUNCATED" in w]
     if not a.ranks and a.counters:
-        means = [m.mean for d in a.counters
+        means = [f"GPU {md(d.device)} **{fmt_pct_points(m.mean)}**" for d in a.counters[:COUNTER_GPUS_SHOWN]
                  if (m := d.metrics.get("sm_util_pct")) is not None and m.mean is not None]
-        mean = f"{sum(means) / len(means):.1f}%" if means else "n/a"
-        return out + [f"**{s.devices}** GPU(s) in nvidia-smi logs · SM utilisation mean **{mean}**", ""]
+        more = " …" if len(a.counters) > COUNTER_GPUS_SHOWN else ""
+        util = f" · SM utilisation mean {WHOLE_LOG}: {', '.join(means)}{more}" if means else ""
+        return out + [f"**{s.devices}** GPU(s) in nvidia-smi logs{util}", ""]
     figures = [f"GPU idle **{fmt_pct(s.gpu_idle_fraction)}**",
                f"memcpy **{fmt_pct(s.memcpy_share_of_busy)}** of GPU busy",
                f"host DataLoader wait **{fmt_pct(s.dataloader_wait_fraction)}**",
@@ -165,7 +166,7 @@ def _findings(diag: DiagnosisResult | None, limit: int, share_of: str = "idle") 
 
 def _headline_table(a: AnalysisData, diag: DiagnosisResult | None, limit: int) -> list[str]:
     header = ["rank", "device", "window", "steps", "GPU busy", "GPU idle", "memcpy / busy", "DataLoader wait",
-              "gaps", "largest gap"]
+              f"idle gaps ≥ {fmt_us(a.options.min_gap_us)}", "largest gap"]
     if diag:
         header += ["verdict", "GPU time lost"]
 
@@ -193,7 +194,7 @@ def _gaps(a: AnalysisData, limit: int) -> list[str]:
     found: list[tuple[float, list[str]]] = []
     if diagnosed:
         for r, dr in diagnosed:
-            rank = "?" if r.rank is None else str(r.rank)
+            rank = who(r)
             for g in dr.gaps:
                 ev = "; ".join(f"{md(e.name, 80)} {fmt_pct(e.share)}" for e in g.evidence[:2])
                 found.append((float(g.duration_us or 0.0), [
@@ -314,17 +315,17 @@ def _counters(a: AnalysisData) -> list[str]:
         ambiguous = log.fit.ambiguous if log.fit else "n/a"
         out.append(f"| {md(log.path)} | {md(log.clock)} | {offset} | {md(log.offset_method or 'n/a')} | "
                    f"{'n/a' if r is None else f'{r:.2f}'} | {ambiguous} |")
-    out += ["", "| GPU | SM util mean | in trace window | zero-util runs | longest zero run | trace busy vs log |",
+    out += ["", f"_Utilisation and zero-utilisation runs {WHOLE_LOG}._", "",
+            "| GPU | SM util mean | in trace window | zero-util runs | longest zero run | trace busy vs log |",
             "|---|---|---|---|---|---|"]
     for d in a.counters:
         sm = d.metrics.get("sm_util_pct")
         z = d.zero_util_runs
         cc = d.cross_check
-        check = "n/a" if not cc else (f"{cc.trace_busy_pct:.1f}% vs {cc.log_util_pct:.1f}%"
+        check = "n/a" if not cc else (f"{fmt_pct_points(cc.trace_busy_pct)} vs {fmt_pct_points(cc.log_util_pct)}"
                                       + (" (disagree)" if cc.disagrees else ""))
-        longest = "n/a" if not (z and z.runs) else f"{z.longest_s:g} s from +{z.longest_start_s:g} s"
+        longest = "n/a" if not (z and z.runs) else f"{fmt_s(z.longest_s)} from +{fmt_s(z.longest_start_s)}"
         mean, inside = (sm.mean, sm.window_mean) if sm else (None, None)
-        out.append(f"| {md(d.device)} | {'n/a' if mean is None else f'{mean:.1f}%'} | "
-                   f"{'n/a' if inside is None else f'{inside:.1f}%'} | {z.runs if z else 'n/a'} | {longest} | "
-                   f"{check} |")
+        out.append(f"| {md(d.device)} | {fmt_pct_points(mean)} | {fmt_pct_points(inside)} | "
+                   f"{z.runs if z else 'n/a'} | {longest} | {check} |")
     return out + [""]

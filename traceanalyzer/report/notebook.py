@@ -13,7 +13,7 @@ import html
 from .. import inert
 from ..causes import CAUSE_BY_ID, VERDICT_BY_ID
 from ..result.types import AnalysisData, RankResult
-from ._format import fmt_pct, fmt_us
+from ._format import fmt_pct, fmt_us, rank_label, rank_name
 from .capture import no_gpu_text
 from .verdict import top_advice
 
@@ -53,7 +53,7 @@ def _headline_figures(a: AnalysisData) -> list[tuple[str, str]]:
 
 
 def _rank_cells(r: RankResult) -> tuple[str, str, str, str]:
-    name = str(r.rank) if r.rank is not None else r.input.rsplit("/", 1)[-1]
+    name = rank_name(r)
     idle = ", ".join(f"{d.device} idle {fmt_pct(d.gpu_idle_fraction)}" for d in r.devices[:2])
     if len(r.devices) > 2:
         idle += f", +{len(r.devices) - 2} GPU(s)"
@@ -75,8 +75,8 @@ def render_repr(a: AnalysisData) -> str:
             lines.append(f"Try first: {_short(advice, ADVICE_CHARS)}")
     lines.append("Headline: " + ", ".join(f"{name} {value}" for name, value in _headline_figures(a)))
     for r in a.ranks[:MAX_RANKS]:
-        name, idle, rank_verdict, _ = _rank_cells(r)
-        lines.append(f"  rank {_short(name)}: {idle}" + (f"; {rank_verdict}" if rank_verdict else ""))
+        _, idle, rank_verdict, _ = _rank_cells(r)
+        lines.append(f"  {_short(rank_label(r))}: {idle}" + (f"; {rank_verdict}" if rank_verdict else ""))
     if len(a.ranks) > MAX_RANKS:
         lines.append(f"  ... and {len(a.ranks) - MAX_RANKS} more rank(s): a.devices()")
     warnings = sum(len(i.warnings) for i in a.inputs) + len(a.warnings)

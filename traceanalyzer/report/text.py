@@ -12,7 +12,7 @@ from pathlib import Path
 from .. import inert
 from ..causes import VERDICT_BY_ID
 from ..result.types import AnalysisData, DeviceResult, DiagnosisResult, RankResult
-from ._format import WIDTH, clean, fmt_pct, fmt_us, step_source_text, wrap
+from ._format import WHOLE_LOG, WIDTH, clean, fmt_pct, fmt_pct_points, fmt_s, fmt_us, rank_label, step_source_text, wrap
 from .capture import no_gpu_line
 from .host import host_text
 from .memory import text_lines as memory_text_lines
@@ -116,7 +116,7 @@ def _diagnosis_lines(d: DiagnosisResult, share_of: str = "GPU time lost") -> lis
 
 
 def _rank_line(r: RankResult) -> str:
-    who = f"rank {r.rank}" if r.rank is not None else str(r.input or "trace").rsplit("/", 1)[-1]
+    who = rank_label(r)
     steps = f"{r.steps} steps" if r.steps else f"no steps, window from {r.window_basis.replace('_', ' ')}"
     detected = step_source_text(r.step_source)
     steps = f"{steps}; {clean(detected)}" if detected else steps
@@ -175,17 +175,18 @@ def counter_lines(a: AnalysisData) -> list[str]:
         if sm is None:
             lines.append(f"  GPU {d.device} (log): {d.samples} samples, no SM utilisation column")
             continue
-        inside = "" if not sm.window_samples else f", in trace window {sm.window_mean:.1f}%"
-        mean = "n/a" if sm.mean is None else f"{sm.mean:.1f}%"
-        lines.append(f"  GPU {d.device} (log): SM util mean {mean}{inside} over {d.samples} samples")
+        inside = "" if not sm.window_samples else f", in trace window {fmt_pct_points(sm.window_mean)}"
+        lines.append(f"  GPU {d.device} (log): SM util mean {fmt_pct_points(sm.mean)}{inside} {WHOLE_LOG} "
+                     f"({d.samples} samples)")
         z = d.zero_util_runs
         if z and z.runs:
-            lines.append(f"    runs of samples at 0% SM utilisation: {z.runs} ({z.total_s:g} s in all); longest "
-                         f"{z.longest_samples} samples = {z.longest_s:g} s, from {z.longest_start_s:g} s into the log")
+            lines.append(f"    runs of samples at 0% SM utilisation {WHOLE_LOG}: {z.runs} ({fmt_s(z.total_s)} in all); "
+                         f"longest {z.longest_samples} samples = {fmt_s(z.longest_s)}, from {fmt_s(z.longest_start_s)} "
+                         f"into the log")
         cc = d.cross_check
         if cc:
-            lines.append(f"    GPU busy in the trace {cc.trace_busy_pct:.1f}% vs SM utilisation in the log "
-                         f"{cc.log_util_pct:.1f}% over the same samples"
+            lines.append(f"    GPU busy in the trace {fmt_pct_points(cc.trace_busy_pct)} vs SM utilisation in the log "
+                         f"{fmt_pct_points(cc.log_util_pct)} over the same samples"
                          + (" - DISAGREE: another process used the GPU, or the alignment is wrong" if cc.disagrees
                             else ""))
     return lines

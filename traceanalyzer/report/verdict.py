@@ -62,11 +62,12 @@ def share_basis(a: AnalysisData) -> str:
 def finding_parts(f: FindingResult, share_of: str) -> list[str]:
     """A finding's figures as every face writes them beside its title: the time the cause lost and that as a
     share of the window (the headline's number); without a GPU, the part's time and its share of step time;
-    empty for a finding that is no time (memory)."""
+    no time when the finding lost none (its share only), nothing for a finding that is neither (memory)."""
     if not f.share_of_idle and not f.explains_us:
         return []
+    # no time for a finding that lost none (a log's GPU holding memory and computing little): never "0 us"
+    time = [fmt_us(f.explains_us)] if f.explains_us else []
     if f.share_of_window is not None and share_of == "GPU time lost":
-        return [f"{fmt_us(f.explains_us)} {'busy' if f.id == GPU_BOUND else 'lost'}",
-                f"{fmt_pct(f.share_of_window)} of the window"]
-    return ([fmt_us(f.explains_us)] if f.explains_us is not None else []) + (
-        [f"{fmt_pct(f.share_of_idle)} of {share_of}"] if f.share_of_idle is not None else [])
+        return [f"{t} {'busy' if f.id == GPU_BOUND else 'lost'}" for t in time] + [
+            f"{fmt_pct(f.share_of_window)} of the window"]
+    return time + ([f"{fmt_pct(f.share_of_idle)} of {share_of}"] if f.share_of_idle is not None else [])
