@@ -529,11 +529,16 @@ def _gpu_headline(ra: RankAnalysis, c: RankCauses, lost: LostTime, top: str, ste
                          + " set apart")
         elif len(warmup):
             parts.append(f"{steps} set apart")
-        if len(c.per_step) - len(warmup) >= ROBUST_MIN_STEPS:
+        n_steady = len(c.per_step) - len(warmup)
+        if n_steady >= ROBUST_MIN_STEPS:
             parts.append("each cause counted at its median per step, so one long gap cannot decide")
         how = f" ({'; '.join(parts)})" if parts else ""
-        detail.append(f"The verdict weighs steady state{how}: there {duration(steady[top])} of the "
-                      f"{duration(steady_total)} lost is spent {phrase}.")
+        if n_steady >= ROBUST_MIN_STEPS:  # per step: a median times the steps is no time the capture measured
+            detail.append(f"The verdict weighs steady state{how}: per steady step, {duration(steady[top] / n_steady)} "
+                          f"of the {duration(steady_total / n_steady)} of GPU time lost each step is spent {phrase}.")
+        else:
+            detail.append(f"The verdict weighs steady state{how}: there {duration(steady[top])} of the "
+                          f"{duration(steady_total)} lost in steady state is spent {phrase}.")
     q.detail = " ".join(detail)
     return headline
 
