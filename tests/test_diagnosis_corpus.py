@@ -10,7 +10,7 @@ from timelines import load_paths
 from traceanalyzer import timeline as T
 from traceanalyzer.analyses import figures_of
 from traceanalyzer.diagnosis import CAUSES, VERDICTS
-from traceanalyzer.diagnosis.thresholds import STARTUP_DOMINATED_MIN_SHARE
+from traceanalyzer.diagnosis.thresholds import HOST_UNTRACED_MAX_SHARE, STARTUP_DOMINATED_MIN_SHARE
 from traceanalyzer.pipeline import analyze
 
 pytestmark = pytest.mark.slow  # every corpus trace: runs with the full suite
@@ -41,7 +41,11 @@ def test_corpus_diagnosis(path):
     kernels = int((ev["kind"] == T.KERNEL).sum())
     if kernels == 0:  # CPU-only, CUPTI range profiler, MTIA: nothing to call GPU-bound
         assert d["primary"] in ("undetermined", d["host_primary"])
-        assert d["host_primary"] in ("cpu_input_bound", "cpu_compute_bound")
+        shares = rank["host_shares"]
+        if shares["other_us"] >= HOST_UNTRACED_MAX_SHARE * shares["total_us"]:  # its loop was not traced
+            assert d["host_primary"] is None and "outside any traced op" in d["headline"]
+        else:
+            assert d["host_primary"] in ("cpu_input_bound", "cpu_compute_bound")
     if d["primary"] == "input_bound":
         # only from the DataLoader wait op, never from python frames mentioning torch/utils/data
         assert rank["idle_by_cause_us"]["dataloader"] > 0

@@ -171,8 +171,13 @@ def test_jax_gpu_figures_match_reference(corpus, tmp_path, folder):
         # Times are rounded to whole ns per event edge in the reader.
         tol = 0.001 * (len(r["kernels"]) + 60)
         assert d["gpu_busy_us"] == pytest.approx(r["busy_us"], abs=tol)
-        assert d["window_us"] == pytest.approx(r["window_us"], abs=0.002)
-        assert d["gpu_idle_fraction"] == pytest.approx(1 - r["busy_us"] / r["window_us"], abs=1e-5)
+        if (rank.get("step_source") or {}).get("kind") == "detected":  # the detected steps' span, every device's:
+            # from the first step's first launch on the host, holding each device's own GPU work
+            assert d["window_us"] >= r["window_us"] - 0.002
+            assert d["window_us"] == pytest.approx(max(x["window_us"] for x in got.values()), abs=0.002)
+        else:
+            assert d["window_us"] == pytest.approx(r["window_us"], abs=0.002)
+        assert d["gpu_idle_fraction"] == pytest.approx(1 - d["gpu_busy_us"] / d["window_us"], abs=1e-5)
         for row in d["top_kernels"]:
             count, total = r["kernels"][row["name"]]
             assert row["count"] == count
