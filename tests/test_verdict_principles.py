@@ -270,3 +270,12 @@ def test_sample_verdicts_are_pinned(name):
     from conftest import ROOT
 
     assert ta.analyze(ROOT / "sample_traces" / name).diagnosis.primary == SAMPLE_VERDICTS[name]
+
+
+def test_memory_bound_kernels_by_name_leave_prefill_attention_out():
+    """FlashInfer's attention kernels are named `...Prefill...`: attention, not a memory-bound fill."""
+    from traceanalyzer.analyses.figures import MEMORY_BOUND_KERNEL
+
+    assert not MEMORY_BOUND_KERNEL.search("flashinfer::BatchPrefillWithPagedKVCacheKernel<128>")
+    assert MEMORY_BOUND_KERNEL.search("at::native::vectorized_elementwise_kernel<4, FillFunctor<float>>")
+    assert MEMORY_BOUND_KERNEL.search("fill_kernel_cuda")

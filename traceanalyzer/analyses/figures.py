@@ -348,7 +348,7 @@ def top_kernels(tl: Timeline, rank: int, device: int, window: Window,
 
 # Kernel-name families (informative only): memory-bound kernels and FP32 matrix kernels.
 MEMORY_BOUND_KERNEL = re.compile(
-    r"elementwise|reduce|norm|softmax|copy|fill|cat_|index|gather|scatter|transpose|pool|embedding|dropout"
+    r"elementwise|reduce|norm|softmax|copy|(?<!pre)fill|cat_|index|gather|scatter|transpose|pool|embedding|dropout"
     r"|adam|sgd|memset|unrolled|vectorized", re.IGNORECASE)
 FP32_MATMUL_KERNEL = re.compile(r"sgemm|f32f32|fp32.*(?:gemm|conv)|(?:gemm|conv).*fp32|scudnn", re.IGNORECASE)
 
@@ -371,7 +371,8 @@ def kernel_totals(tl: Timeline, rank: int) -> KernelTotals:
     if not len(durs):
         return KernelTotals(0, 0, None, None, 0, 0)
     return KernelTotals(len(durs), int(durs.sum()), float(np.median(durs)), float((durs < SHORT_KERNEL_NS).mean()),
-                        int(durs[_used_name_flags(k, MEMORY_BOUND_KERNEL)].sum()),
+                        # communication kernels (an all-reduce, an all-gather) are communication, not memory-bound work
+                        int(durs[_used_name_flags(k, MEMORY_BOUND_KERNEL) & ~k["comm"].to_numpy(dtype=bool)].sum()),
                         int(durs[_used_name_flags(k, FP32_MATMUL_KERNEL)].sum()))
 
 
