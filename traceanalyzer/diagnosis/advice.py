@@ -275,6 +275,18 @@ ADVICE: dict[str, dict[str, tuple[str, ...]]] = {
 # replaces the training-loop advice above (no image writing, checkpoints, fused optimizers or
 # DistributedDataParallel for a decode loop).
 INFERENCE_ADVICE: dict[str, dict[str, tuple[str, ...]]] = {
+    # Inference communicates activations (tensor-parallel all-reduces, expert-parallel dispatch/combine) on every
+    # layer's critical path; there are no gradients to bucket or compress.
+    "communication_bound": {
+        PYTORCH: (
+            "Tensor- or expert-parallel communication sits on every layer's critical path: use fewer GPUs per "
+            "replica where the model fits (more replicas, data parallel, instead of a wider tensor-parallel group), "
+            "and the engine's own fused all-reduce (vLLM's custom all-reduce, NCCL symmetric memory) on NVLink.",
+            "Overlap communication with compute where the engine supports it (async tensor parallelism, "
+            "two-batch overlap for expert parallelism), and check that no rank is slower than the others.",
+        ),
+        GENERIC: ("Use fewer GPUs per replica where the model fits, and a faster interconnect or fused all-reduce.",),
+    },
     "host_bound": {
         PYTORCH: (
             "Move request pre- and post-processing (tokenisation, detokenisation, sampling on the host, image "
