@@ -22,6 +22,7 @@ import traceanalyzer as ta
 from traceanalyzer import timeline as T
 from traceanalyzer.analyses import figures_of
 from traceanalyzer.analyses.memory import MAX_SERIES_POINTS
+from traceanalyzer.analyses.thresholds import WORKLOAD_MIN_OPS
 from traceanalyzer.causes import ALLOCATOR_BOUND
 from traceanalyzer.diagnosis import diagnose
 from traceanalyzer.diagnosis.memory import HEADROOM, LEAK, PRESSURE, add_memory_findings
@@ -456,3 +457,15 @@ def test_memory_sizes_freeing_what_was_allocated_before_the_capture_stay_at_or_a
     tl = kineto.read_path(t.write(tmp_path / "t.json"), ReadOptions())
     # -6, -4, -5 MiB raised by the 6 MiB freed before the capture: 0, 2, 1
     assert tl.memory["allocated_bytes"].tolist() == [0, 2 * MiB, 1 * MiB]
+
+
+def test_inference_pressure_is_the_engine_s_reservation_not_training_advice(tmp_path):
+    """An inference rank (no backward, no optimizer, WORKLOAD_MIN_OPS framework ops) at 96% of its memory: the
+    engine's KV-cache reservation is by design, said at low severity, and no activation checkpointing is advised."""
+    t = gpu_trace([(1100, 900 * MiB, 960 * MiB)])
+    for i in range(WORKLOAD_MIN_OPS):
+        t.host("aten::linear", 1000 + i, 0.5)
+    f = memory_findings(analyze(t, tmp_path / "serve.json"))[PRESSURE]
+    assert f.severity == "low"
+    advice = " ".join(f.advice)
+    assert "KV cache" in advice and "checkpoint" not in advice

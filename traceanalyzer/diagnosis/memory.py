@@ -45,6 +45,18 @@ ADVICE_HEADROOM = (
     "memory, and compare samples per second.",
     "Or spend the memory on speed: turn off activation checkpointing, or use larger fused kernels.",
 )
+# Inference holds no activations across steps and no gradients: a serving engine reserves most of the GPU on
+# purpose (its KV cache), and a larger batch means more concurrent requests, not a learning rate.
+ADVICE_PRESSURE_INFERENCE = (
+    "An inference engine reserves most of the GPU's memory on purpose, for its KV cache (vLLM "
+    "gpu_memory_utilization, SGLang --mem-fraction-static): high reserved memory alone is by design. Lower "
+    "that fraction only if other processes need the GPU or allocations fail; an eager model outside an engine "
+    "frees memory with a smaller batch or torch.inference_mode().",
+)
+ADVICE_HEADROOM_INFERENCE = (
+    "Batch more requests or tokens per step (more concurrent requests, a larger max_num_batched_tokens / "
+    "max_num_seqs) until the peak nears 80-90% of the device's memory, and compare tokens per second.",
+)
 ADVICE_LEAK = (
     "Something keeps tensors from one step to the next: e.g. losses or outputs appended to a list "
     "without .item() / .detach() (total_loss += loss keeps every step's graph alive).",
@@ -59,11 +71,12 @@ def add_memory_findings(rd: RankDiagnosis, ra: RankAnalysis) -> RankDiagnosis:
     if mem is None:
         return rd
     found: list[Finding] = []
+    inference = ra.causes is not None and ra.causes.workload == "inference"
     for device, m in sorted(mem.devices.items()):
         label = rank_device_label(ra.capture, device)
-        found += _pressure(m, label)
+        found += _pressure(m, label, inference)
         if rd.primary != ALLOCATOR_BOUND:
-            found += _headroom(m, label)
+            found += _headroom(m, label, inference)
         found += _leak(m, label)
     if mem.host is not None:
         found += _leak(mem.host, "host")
@@ -90,7 +103,7 @@ def _used_text(m: MemoryFigures) -> str:
     return f"{format_bytes(m.peak_used_bytes)} {what}"
 
 
-def _pressure(m: MemoryFigures, label: str) -> list[Finding]:
+def _pressure(m: MemoryFigures, label: str, inference: bool = False) -> list[Finding]:
     used = m.peak_used_fraction
     if used is None or used < MEMORY_PRESSURE_FRACTION:
         return []
@@ -98,12 +111,12 @@ def _pressure(m: MemoryFigures, label: str) -> list[Finding]:
     evidence = (f"{label} peaked at {_used_text(m)}, {pct} of its {format_bytes(m.total_bytes)} "
                 f"({format_bytes(m.peak_allocated_bytes)} allocated to tensors).",)
     return [Finding(PRESSURE, None, f"Peak {pct} of device memory on {label}",
-                    "high" if used >= MEMORY_PRESSURE_HIGH_FRACTION else "medium", 0, 0.0, evidence,
-                    ADVICE_PRESSURE, figures={**_device_figures(m), "peak_fraction": round(used, 6)},
+                    "low" if inference else "high" if used >= MEMORY_PRESSURE_HIGH_FRACTION else "medium", 0, 0.0,
+                    evidence, ADVICE_PRESSURE_INFERENCE if inference else ADVICE_PRESSURE, figures={**_device_figures(m), "peak_fraction": round(used, 6)},
                     shares=(("peak_fraction", FRACTION),) * 2)]
 
 
-def _headroom(m: MemoryFigures, label: str) -> list[Finding]:
+def _headroom(m: MemoryFigures, label: str, inference: bool = False) -> list[Finding]:
     used, free = m.peak_used_fraction, m.headroom_fraction
     if used is None or free is None or used > MEMORY_HEADROOM_MAX_USED_FRACTION:
         return []
@@ -111,7 +124,7 @@ def _headroom(m: MemoryFigures, label: str) -> list[Finding]:
     evidence = (f"{label} peaked at {_used_text(m)}, {_pct(used)} of its {format_bytes(m.total_bytes)}: "
                 f"{pct} of the device's memory was never used.",)
     return [Finding(HEADROOM, None, f"Headroom {pct} on {label}: a larger batch may raise throughput", "low",
-                    0, 0.0, evidence, ADVICE_HEADROOM,
+                    0, 0.0, evidence, ADVICE_HEADROOM_INFERENCE if inference else ADVICE_HEADROOM,
                     figures={**_device_figures(m), "headroom_fraction": round(free, 6),
                              "peak_fraction": round(used, 6)},
                     shares=(("headroom_fraction", FRACTION), ("peak_fraction", FRACTION),
