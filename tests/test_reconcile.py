@@ -128,7 +128,9 @@ def test_headline_share_is_of_the_figures_it_shows(tmp_path):
     assert d.findings[0].id == "host_bound" and d.findings[0].explains_us == 32_000.0 and d.verdict_note is None
     # the derivation: idle and lost time, then what the verdict weighed (warm-up set apart), durations only
     assert d.headline_detail.startswith("GPU idle 47.0 ms of the 100.0 ms window: 47.0 ms of GPU time lost in all")
-    assert "first 1 warm-up step set apart" in d.headline_detail and "32.0 ms of the 32.0 ms lost" in d.headline_detail
+    # the steady state per steady step (medians): 7 steady steps, each losing 4.0 ms to host work
+    assert "first 1 warm-up step set apart" in d.headline_detail
+    assert "per steady step, 4.0 ms of the 4.0 ms of GPU time lost each step" in d.headline_detail
     assert "%" not in d.headline_detail
 
 
