@@ -112,7 +112,8 @@ def _pressure(m: MemoryFigures, label: str, inference: bool = False) -> list[Fin
                 f"({format_bytes(m.peak_allocated_bytes)} allocated to tensors).",)
     return [Finding(PRESSURE, None, f"Peak {pct} of device memory on {label}",
                     "low" if inference else "high" if used >= MEMORY_PRESSURE_HIGH_FRACTION else "medium", 0, 0.0,
-                    evidence, ADVICE_PRESSURE_INFERENCE if inference else ADVICE_PRESSURE, figures={**_device_figures(m), "peak_fraction": round(used, 6)},
+                    evidence, ADVICE_PRESSURE_INFERENCE if inference else ADVICE_PRESSURE,
+                    figures={**_device_figures(m), "peak_fraction": round(used, 6)},
                     shares=(("peak_fraction", FRACTION),) * 2)]
 
 
