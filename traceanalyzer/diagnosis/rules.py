@@ -728,8 +728,9 @@ def steady_state_finding(rest: RankVerdict, startup_ns: int) -> Finding:
         figures.update(lead.figures)
         shares += lead.shares[n:]
     advice = lead.advice if lead is not None else advice_for(rest.primary, "", "")
-    return Finding(STEADY_STATE, None, f"After start-up: {label}", "medium", lead.explains_ns if lead else 0, 0.0,
-                   tuple(evidence), advice, figures=figures, shares=tuple(shares))
+    # no time of its own beside its title: its figures speak of the rest's window, in its evidence
+    return Finding(STEADY_STATE, None, f"After start-up: {label}", "medium", 0, 0.0, tuple(evidence), advice,
+                   figures=figures, shares=tuple(shares))
 
 
 MODEL_ON_CPU = "model_on_cpu"
