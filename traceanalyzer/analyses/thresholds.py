@@ -61,6 +61,11 @@ SHORT_KERNEL_NS = 10_000
 TOP_GAPS = 10  # longest gaps listed per rank, with evidence
 EVIDENCE_NAMES = 3  # host event names listed per gap or finding
 
+# Serving iterations kept in the result, one row each, in start order (analyses/serving.py); the phases'
+# figures (counts, medians, sums) count them all. A bound on the result's size: a capture of minutes holds
+# thousands of decode iterations, and the first this many show the loop's pattern.
+MAX_ITERATION_ROWS = 2000
+
 # --- operator view and Python frames (analyses/operators.py, analyses/frames.py) -------------------
 # Host operators and annotations kept in the result, by total time (the rest counted as omitted).
 OPS_KEPT = 50

@@ -90,7 +90,26 @@ def rank_result(r: RankAnalysis, dr: RankDiagnosis | None, number: int | None, t
         capture=_capture(r),
         operators=operator_view(r),
         drawing=R.RankDrawing(timeline, {"per_step": _per_step_chart(per_step, dr)}, memory_series),
+        serving=serving_result(r),
     )
+
+
+def serving_result(r: RankAnalysis) -> R.ServingResult | None:
+    """The rank's serving iterations and phases (analyses/serving.py) in the report's units; None when no
+    annotation of an engine names an iteration."""
+    sp = r.causes.serving if r.causes is not None else None
+    if sp is None or not sp.phases:
+        return None
+    w0 = r.window.start_ns
+    rows = tuple(R.IterationRow(i.phase, i.batch_size, i.tokens, _us0(i.start_ns - w0), _us0(i.duration_ns),
+                                _us0(i.gpu_busy_ns), _us0(i.gpu_bubble_ns), _us(i.host_gap_before_ns), i.graph_replays)
+                 for i in sp.iterations)
+    phases = tuple(R.ServingPhaseRow(p.phase, p.iterations, _us0(p.median_iteration_ns), _us0(p.span_ns),
+                                     _us0(p.gpu_busy_ns), _frac(p.gpu_busy_share), _us0(p.gpu_bubble_ns),
+                                     _us(p.median_host_gap_ns), _us0(p.host_gap_ns), p.graph_replays,
+                                     p.median_batch_size, _us(p.median_ns_per_token))
+                   for p in sp.phases)
+    return R.ServingResult(sp.sources, phases, rows, sp.iterations_omitted)
 
 
 def operator_view(r: RankAnalysis) -> R.OperatorView | None:

@@ -91,6 +91,24 @@ FIGURES: dict[str, str] = {
         "of communication kernels inside the span; exposed communication = the part of it with no "
         "other GPU work running."
     ),
+    "serving_iterations": (
+        "A serving engine's iterations, from its own annotations only (vLLM `execute_context_C(...)_generation_G"
+        "(...)`, SGLang `step[MODE bs=B ...]`, TensorRT-LLM `_forward_step N: C ctx reqs, G gen reqs`, host ranges "
+        "named prefill / decode; the innermost range where they nest), never from kernel names. Phase: decode "
+        "(decode requests only), prefill (prefill requests only) or mixed (both); batch size = the requests the "
+        "annotation writes, tokens = its query tokens. The GPU work (kernels, copies, memsets) of an iteration is "
+        "the work whose launch call starts inside its range; a CUDA-graph replay's nodes share the correlation of "
+        "the graph launch, so a replay belongs to the iteration that launched it. Duration = from the range's start "
+        "to the later of its end and the end of its GPU work; GPU busy = the union of its GPU work from the range's "
+        "start (at most its duration); bubbles = idle between its first GPU work's start and its last's end; host "
+        "gap before = time with no GPU work of the rank at all from the previous iteration's last GPU work end "
+        "(its range end when it had none) to this one's first GPU work start (its range start when none): the "
+        "engine scheduling the next batch. Per phase: iterations, median duration, GPU busy share = summed busy / "
+        "summed duration, median host gap before (iterations after the first), graph replays, and for decode with "
+        "batch sizes the median of duration / batch size (the GPU timeline's time per output token of the batch; "
+        "each request gets one token per decode iteration, so the decode iteration's duration is its time per "
+        "output token). The first 2000 iterations are listed; the phases count them all."
+    ),
     "top_kernels": (
         "Kernels that start inside the window, grouped by name: count, summed duration, mean "
         "duration; sorted by summed duration."

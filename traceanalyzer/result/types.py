@@ -383,6 +383,50 @@ class DeviceResult:
     trace_counters: tuple[TraceCounterSummary, ...] = ()  # counters the trace recorded for this device
 
 
+# --- serving engines' iterations (analyses/serving.py) ----------------------------------------------------
+@dataclass(frozen=True)
+class IterationRow:
+    """One iteration of a serving engine, from its own annotation (definitions: serving_iterations)."""
+
+    phase: str  # prefill, decode or mixed
+    batch_size: int | None  # requests in the batch, where the annotation writes them
+    tokens: int | None  # query tokens, likewise
+    start_us: float  # its host range's start, from the rank's window start
+    duration_us: float  # range start to the later of its end and its GPU work's end
+    gpu_busy_us: float  # union of the GPU work launched inside it (graph replays included), within its span
+    gpu_bubble_us: float  # idle between its first GPU work's start and its last's end
+    host_gap_before_us: float | None  # no GPU work from the previous iteration's work end to this one's start
+    graph_replays: int
+
+
+@dataclass(frozen=True)
+class ServingPhaseRow:
+    """One phase's iterations: counts, sums and medians over all of them (definitions: serving_iterations)."""
+
+    phase: str
+    iterations: int
+    median_iteration_us: float
+    iteration_us: float  # summed durations
+    gpu_busy_us: float  # summed GPU busy (each within its iteration)
+    gpu_busy_share: float | None  # gpu_busy_us / iteration_us
+    gpu_bubble_us: float
+    median_host_gap_us: float | None  # over its iterations that follow another
+    host_gap_us: float
+    graph_replays: int
+    median_batch_size: float | None  # where every iteration writes it
+    median_us_per_token: float | None  # decode: median of duration / batch size
+
+
+@dataclass(frozen=True)
+class ServingResult:
+    """A serving engine's iterations (`serving.iterations`, the first MAX_ITERATION_ROWS) and its phases."""
+
+    sources: tuple[str, ...]  # annotation families read (analyses/serving.py SOURCE_WORDS)
+    phases: tuple[ServingPhaseRow, ...]
+    iterations: tuple[IterationRow, ...]
+    iterations_omitted: int = 0
+
+
 @dataclass(frozen=True)
 class RankDrawing:
     """What the page draws for one rank (presentation, bounded): times in us from the rank's window start."""
@@ -414,6 +458,7 @@ class RankResult:
     operators: OperatorView | None = None  # top host operators, kernels with their launchers, Python frames
     capture: CaptureResult | None = None  # completeness of the capture (truncation)
     drawing: RankDrawing | None = None  # presentation only; None when saved without drawing
+    serving: ServingResult | None = None  # a serving engine's annotated iterations (None: none annotated)
 
 
 @dataclass(frozen=True)

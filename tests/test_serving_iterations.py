@@ -1,0 +1,145 @@
+"""A serving engine's iterations (`serving.iterations` of a rank's result) and its phases' medians: built traces
+with known answers (vLLM decode with CUDA-graph replays, an SGLang decode step, a mixed capture with scheduling
+gaps), and real engine captures whose truth a small script over the raw JSON gave (see the figures below)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from kineto_builder import HOST_PID, HOST_TID, KinetoTrace
+
+import traceanalyzer as ta
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS = Path(os.environ.get("TRACEANALYZER_CORPUS", ROOT.parent / "shared" / "corpus"))
+FETCHED = Path(os.environ.get("TRACEANALYZER_FETCHED", CORPUS.parent / "corpus_fetched"))
+
+GEMM = "nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NTT_bf16"
+ATTENTION = "flash_fwd_splitkv_kernel"
+NORM = "void at::native::vectorized_elementwise_kernel<4>"
+
+
+def graph_replay(t: KinetoTrace, launch_ts: float, gpu_ts: float, kernels: tuple[tuple[str, float], ...],
+                 graph: int = 7) -> float:
+    """One CUDA-graph replay: a cudaGraphLaunch call and its nodes, back to back, all with the launch's correlation
+    (as CUPTI writes them); returns the replay's GPU end."""
+    t._corr += 1
+    corr = t._corr
+    for name, dur in kernels:
+        t.events.append({"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": gpu_ts, "dur": dur,
+                         "args": {"device": 0, "stream": 7, "correlation": corr, "graph id": graph}})
+        gpu_ts += dur
+    t.events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaGraphLaunch", "pid": HOST_PID, "tid": HOST_TID,
+                     "ts": launch_ts, "dur": 20, "args": {"correlation": corr}})
+    return gpu_ts
+
+
+# 10 decode iterations of 77 ms: a graph replay of 8 GEMMs of 8 ms, attention 6 ms, norms 5.46 ms (75.46 ms of
+# GPU work: 98% of the iteration), from 1.5 ms into each range; the next range starts as the previous ends.
+DECODE_KERNELS = ((GEMM, 8_000),) * 8 + ((ATTENTION, 6_000), (NORM, 5_460))
+
+
+def vllm_decode(n: int = 10, iteration_us: float = 77_000, batch: int = 32) -> KinetoTrace:
+    t = KinetoTrace()
+    for i in range(n):
+        s = 10_000 + i * iteration_us
+        t.host(f"execute_context_0(0)_generation_{batch}({batch})", s, iteration_us, cat="user_annotation")
+        graph_replay(t, s + 10, s + 1_500, DECODE_KERNELS)
+    return t
+
+
+def test_vllm_decode_iterations_with_graph_replays(tmp_path):
+    """10 iterations, each 77 ms with 75.46 ms of GPU work from one graph replay: decode (never prefill, whatever
+    the kernels), batch 32, median 77 ms, GPU busy 98%, 1.54 ms with no GPU work before each (1.5 ms into the
+    range + 40 us between the GPU work's end and the range's end), one replay each; 77 / 32 = 2.406 ms per token."""
+    a = ta.analyze(vllm_decode().write(tmp_path / "vllm.json"))
+    s = a.ranks[0].serving
+    assert s is not None and s.sources == ("vllm",)
+    (p,) = s.phases
+    assert (p.phase, p.iterations, p.median_iteration_us, p.gpu_busy_share) == ("decode", 10, 77_000.0, 0.98)
+    assert (p.median_host_gap_us, p.host_gap_us, p.graph_replays) == (1_540.0, 9 * 1_540.0, 10)
+    assert (p.median_batch_size, p.median_us_per_token, p.gpu_bubble_us) == (32.0, 2_406.25, 0.0)
+    assert len(s.iterations) == 10
+    first, second = s.iterations[:2]
+    assert (first.phase, first.batch_size, first.tokens, first.duration_us, first.gpu_busy_us) == (
+        "decode", 32, 32, 77_000.0, 75_460.0)
+    assert (first.host_gap_before_us, second.host_gap_before_us, first.graph_replays) == (None, 1_540.0, 1)
+    assert second.start_us - first.start_us == 77_000.0
+    # the JSON edge: the same figures under serving.iterations, in microseconds
+    data = a.to_data()["ranks"][0]["serving"]
+    assert data["iterations"][1]["host_gap_before_us"] == 1_540.0 and data["phases"][0]["gpu_busy_share"] == 0.98
+    assert ta.load(a.save(tmp_path / "r.json")).ranks[0].serving == s
+
+
+def test_sglang_decode_step_is_one_decode_iteration_with_its_batch(tmp_path):
+    """One `step[DECODE bs=32]` of 20 ms whose kernels, launched one by one, run 12 ms with a 1 ms bubble between
+    them; the step inside a harness's vLLM-style range counts once (innermost): decode, batch 32, no tokens
+    written, busy 12 ms of 20, bubble 1 ms."""
+    t = KinetoTrace()
+    t.host("execute_32_context_0(sq0sk0sqsq0sqsk0)_generation_32(sq32sk100sqsq32sqsk100)", 9_000, 22_000,
+           cat="user_annotation")
+    t.host("step[DECODE bs=32]", 10_000, 20_000, cat="user_annotation")
+    t.launched(10_100, 10, 11_000, 6_000, GEMM)
+    t.launched(10_200, 10, 18_000, 6_000, GEMM)
+    a = ta.analyze(t.write(tmp_path / "sglang.json"))
+    s = a.ranks[0].serving
+    assert s.sources == ("sglang",)
+    (it,) = s.iterations
+    assert (it.phase, it.batch_size, it.tokens, it.duration_us, it.gpu_busy_us, it.gpu_bubble_us) == (
+        "decode", 32, None, 20_000.0, 12_000.0, 1_000.0)
+    assert (it.host_gap_before_us, it.graph_replays) == (None, 0)
+    assert s.phases[0].median_us_per_token == 625.0  # 20 ms / 32
+
+
+def test_mixed_capture_splits_its_phases_and_scheduling_gaps(tmp_path):
+    """A prefill (2 requests, 600 tokens, 10 ms of GPU work), then 3 decode iterations of 4 ms (3 ms of GPU work
+    each) with 1 ms, 1 ms and 2 ms of no GPU work before them, one of them partly filled by a kernel launched
+    outside any iteration (500 us: counted as work, not as scheduling), then a mixed batch: each phase its own
+    iterations and medians."""
+    t = KinetoTrace()
+    t.host("execute_context_2(600_1000)_generation_0(0)", 0, 10_200, cat="user_annotation")
+    t.launched(10, 5, 100, 10_000, GEMM)  # GPU work 100 .. 10_100
+    starts = (11_000, 15_000, 20_000)  # gaps: 10_100 -> 11_100, 14_100 -> 15_100, 18_100 -> 20_100
+    for s in starts:
+        t.host("execute_context_0(0)_generation_8(8)", s, 4_000, cat="user_annotation")
+        t.launched(s + 10, 5, s + 100, 3_000, GEMM)
+    t.launched(19_200, 5, 19_300, 500, NORM)  # outside every range: work in the last gap
+    t.host("execute_context_1(100_100)_generation_7(7)", 24_000, 5_000, cat="user_annotation")
+    t.launched(24_010, 5, 24_100, 4_000, GEMM)
+    a = ta.analyze(t.write(tmp_path / "mixed.json"))
+    s = a.ranks[0].serving
+    by = {p.phase: p for p in s.phases}
+    assert [p.phase for p in s.phases] == ["prefill", "decode", "mixed"]
+    assert [i.phase for i in s.iterations] == ["prefill", "decode", "decode", "decode", "mixed"]
+    assert [i.host_gap_before_us for i in s.iterations] == [None, 1_000.0, 1_000.0, 1_500.0, 1_000.0]
+    assert (by["prefill"].iterations, by["prefill"].median_iteration_us, by["prefill"].median_batch_size) == (
+        1, 10_200.0, 2.0)
+    assert s.iterations[0].tokens == 600 and s.iterations[4].batch_size == 8
+    d = by["decode"]
+    assert (d.iterations, d.median_iteration_us, d.gpu_busy_share, d.median_host_gap_us) == (3, 4_000.0, 0.75, 1_000.0)
+    assert d.median_us_per_token == 500.0 and by["mixed"].median_us_per_token is None
+
+
+def _fetched(name: str) -> Path:
+    files = sorted((FETCHED / name).glob("*.json*")) if (FETCHED / name).is_dir() else []
+    if not files:
+        pytest.skip(f"fetched trace absent (run benchmarks/verdicts/fetch_traces.py): {name}")
+    return files[0]
+
+
+@pytest.mark.parametrize(("row", "phase", "batch", "duration_us", "busy_us", "replays"), [
+    # truth: /work/serving_truth/truth_iters.py over the raw JSON (innermost annotation, work launched inside)
+    ("tl_vllm_decode_graph_exec", "decode", 32, 19_114.059, 10_717.708, 1),
+    ("tl_sglang_decode", "decode", 32, 473_555.52, 9_694.013, 1),
+])
+def test_real_engine_captures(row, phase, batch, duration_us, busy_us, replays):
+    """One iteration each: vLLM's full-graph decode step (execute_32_context_0(...)_generation_32(...)) and SGLang's
+    step[DECODE bs=32] inside a harness's vLLM-style range: phase, batch, span, busy and graph replays as the raw
+    events give them."""
+    a = ta.analyze(_fetched(row))
+    (it,) = a.ranks[0].serving.iterations
+    assert (it.phase, it.batch_size, it.graph_replays) == (phase, batch, replays)
+    assert it.duration_us == pytest.approx(duration_us, abs=0.002)
+    assert it.gpu_busy_us == pytest.approx(busy_us, abs=0.002)
