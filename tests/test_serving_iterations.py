@@ -93,11 +93,7 @@ def test_sglang_decode_step_is_one_decode_iteration_with_its_batch(tmp_path):
     assert s.phases[0].median_us_per_token == 625.0  # 20 ms / 32
 
 
-def test_mixed_capture_splits_its_phases_and_scheduling_gaps(tmp_path):
-    """A prefill (2 requests, 600 tokens, 10 ms of GPU work), then 3 decode iterations of 4 ms (3 ms of GPU work
-    each) with 1 ms, 1 ms and 2 ms of no GPU work before them, one of them partly filled by a kernel launched
-    outside any iteration (500 us: counted as work, not as scheduling), then a mixed batch: each phase its own
-    iterations and medians."""
+def mixed_capture() -> KinetoTrace:
     t = KinetoTrace()
     t.host("execute_context_2(600_1000)_generation_0(0)", 0, 10_200, cat="user_annotation")
     t.launched(10, 5, 100, 10_000, GEMM)  # GPU work 100 .. 10_100
@@ -108,6 +104,15 @@ def test_mixed_capture_splits_its_phases_and_scheduling_gaps(tmp_path):
     t.launched(19_200, 5, 19_300, 500, NORM)  # outside every range: work in the last gap
     t.host("execute_context_1(100_100)_generation_7(7)", 24_000, 5_000, cat="user_annotation")
     t.launched(24_010, 5, 24_100, 4_000, GEMM)
+    return t
+
+
+def test_mixed_capture_splits_its_phases_and_scheduling_gaps(tmp_path):
+    """A prefill (2 requests, 600 tokens, 10 ms of GPU work), then 3 decode iterations of 4 ms (3 ms of GPU work
+    each) with 1 ms, 1 ms and 2 ms of no GPU work before them, one of them partly filled by a kernel launched
+    outside any iteration (500 us: counted as work, not as scheduling), then a mixed batch: each phase its own
+    iterations and medians."""
+    t = mixed_capture()
     a = ta.analyze(t.write(tmp_path / "mixed.json"))
     s = a.ranks[0].serving
     by = {p.phase: p for p in s.phases}
@@ -143,3 +148,14 @@ def test_real_engine_captures(row, phase, batch, duration_us, busy_us, replays):
     assert (it.phase, it.batch_size, it.graph_replays) == (phase, batch, replays)
     assert it.duration_us == pytest.approx(duration_us, abs=0.002)
     assert it.gpu_busy_us == pytest.approx(busy_us, abs=0.002)
+
+
+def test_faces_say_one_line_per_phase(tmp_path):
+    """Markdown and the terminal say each phase in the one line `serving_line` makes; the Markdown lists the
+    iterations."""
+    a = ta.analyze(vllm_decode().write(tmp_path / "vllm.json"))
+    line = ("decode: 10 iterations, median 77.0 ms, GPU busy 98.0%, 1.5 ms scheduling between iterations (median), "
+            "median batch 32, 2.4 ms per output token, 10 graph replays")
+    md = a.to_markdown()
+    assert f"- {line}\n" in md and "| 1 | decode | 32 | 32 | 77.0 ms | 77.0 ms | 75.5 ms | 1.5 ms | 1 |" in md
+    assert "serving decode: 10 iterations, median 77.0 ms" in a.to_text()

@@ -18,7 +18,7 @@ MAX_CELL_CHARS = 160  # a Markdown cell
 WHOLE_LOG = "over the whole log"
 
 __all__ = ["MAX_CELL_CHARS", "WHOLE_LOG", "WIDTH", "clean", "fmt_ns", "fmt_pct", "fmt_pct_change", "fmt_pct_points",
-           "fmt_s", "fmt_us", "md", "rank_label", "rank_name", "step_source_text", "table", "wrap"]
+           "fmt_s", "fmt_us", "md", "rank_label", "rank_name", "serving_line", "step_source_text", "table", "wrap"]
 
 
 def fmt_ns(ns: float | None) -> str:
@@ -111,3 +111,25 @@ def step_source_text(source: object) -> str | None:
     if kind == "markers":
         return f"one step marker, the step: it holds {n} iterations detected from {basis}, {every}"
     return f"steps detected from {basis}, {every}{f' ({n} iterations)' if n else ''}"
+
+
+def serving_line(p: object) -> str:
+    """One serving phase (result.types.ServingPhaseRow) in one line: "decode: 10 iterations, median 76.6 ms, GPU busy
+    98.0%, 400 us scheduling between iterations (median), median batch 32, 2.4 ms per output token, 10 graph
+    replays" (definitions: serving_iterations). Every face says a phase with this line."""
+    n = getattr(p, "iterations", 0)
+    out = (f"{clean(getattr(p, 'phase', ''))}: {n} iteration{'s' if n != 1 else ''}, median "
+           f"{fmt_us(getattr(p, 'median_iteration_us', None))}, GPU busy {fmt_pct(getattr(p, 'gpu_busy_share', None))}")
+    gap = getattr(p, "median_host_gap_us", None)
+    if gap is not None:
+        out += f", {fmt_us(gap)} scheduling between iterations (median)"
+    batch = getattr(p, "median_batch_size", None)
+    if batch is not None:
+        out += f", median batch {batch:g}"
+    per_token = getattr(p, "median_us_per_token", None)
+    if per_token is not None:
+        out += f", {fmt_us(per_token)} per output token"
+    replays = getattr(p, "graph_replays", 0)
+    if replays:
+        out += f", {replays} graph replay{'s' if replays != 1 else ''}"
+    return out

@@ -37,6 +37,7 @@ from ._format import (
     fmt_s,
     fmt_us,
     rank_label,
+    serving_line,
     step_source_text,
 )
 from .capture import no_gpu_text
@@ -81,6 +82,7 @@ def template_env() -> jinja2.Environment:
     env.filters["rate"] = fmt_rate
     env.filters["code_spans"] = code_spans
     env.filters["step_source"] = step_source_text
+    env.filters["serving_line"] = serving_line
     env.globals["straggler_sentence"] = straggler_sentence
     env.filters["visible"] = inert.visible
     env.filters["by_key"] = by_key

@@ -15,7 +15,19 @@ from collections.abc import Iterable
 from .. import inert
 from ..causes import CAUSE_LIST, VERDICT_LIST
 from ..result.types import AnalysisData, DiagnosisResult, RankResult
-from ._format import WHOLE_LOG, fmt_ns, fmt_pct, fmt_pct_points, fmt_s, fmt_us, md, rank_name, step_source_text, table
+from ._format import (
+    WHOLE_LOG,
+    fmt_ns,
+    fmt_pct,
+    fmt_pct_points,
+    fmt_s,
+    fmt_us,
+    md,
+    rank_name,
+    serving_line,
+    step_source_text,
+    table,
+)
 from .capture import no_gpu_text
 from .host import host_markdown, throughput_figures
 from .memory import markdown_lines as memory_markdown
@@ -235,6 +247,7 @@ def _details(a: AnalysisData, rows: dict[str, int]) -> list[str]:
                          ([str(s.step), fmt_us(s.duration_us), fmt_us(s.gpu_busy_us),
                            fmt_us(s.memcpy_us), fmt_us(s.dataloader_wait_us), fmt_us(s.idle_us)]
                           for s in r.per_step), rows["steps"], len(r.per_step), "steps")
+        out += _serving(r, rows["steps"])
         out += _operators(r, rows["kernels"])
         for d in r.devices:
             if d.top_kernels:
@@ -276,6 +289,21 @@ def _details(a: AnalysisData, rows: dict[str, int]) -> list[str]:
                  rows["inputs"], len(inputs), "inputs")
     if a.warnings:
         out += [f"- {md(w, 300)}" for w in a.warnings[: rows["warnings"]]] + [""]
+    return out
+
+
+def _serving(r: RankResult, limit: int) -> list[str]:
+    """A serving engine's iterations: one line per phase, then the iterations (definitions: serving_iterations)."""
+    sv = r.serving
+    if sv is None:
+        return []
+    out = [f"#### Serving iterations, rank {who(r)}", ""] + [f"- {md(serving_line(p), 400)}" for p in sv.phases] + [""]
+    out += table(["#", "phase", "batch", "tokens", "start", "duration", "GPU busy", "host gap before", "graph replays"],
+                 ([str(i), md(x.phase), "–" if x.batch_size is None else str(x.batch_size),
+                   "–" if x.tokens is None else str(x.tokens), fmt_us(x.start_us), fmt_us(x.duration_us),
+                   fmt_us(x.gpu_busy_us), "–" if x.host_gap_before_us is None else fmt_us(x.host_gap_before_us),
+                   str(x.graph_replays)] for i, x in enumerate(sv.iterations)),
+                 limit, len(sv.iterations) + sv.iterations_omitted, "iterations")
     return out
 
 
