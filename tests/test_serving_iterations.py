@@ -159,3 +159,95 @@ def test_faces_say_one_line_per_phase(tmp_path):
     md = a.to_markdown()
     assert f"- {line}\n" in md and "| 1 | decode | 32 | 32 | 77.0 ms | 77.0 ms | 75.5 ms | 1.5 ms | 1 |" in md
     assert "serving decode: 10 iterations, median 77.0 ms" in a.to_text()
+
+
+def _finding(a: ta.Analysis, fid: str):
+    return next((f for f in a.diagnosis.findings if f.id == fid), None)
+
+
+def test_gpu_bound_decode_by_kernel_class(tmp_path):
+    """The 10 decode iterations of 77 ms, 98% busy: decode is GPU-bound (75.46 ms busy of 77 ms + 1.54 ms before
+    each but the first: 96%), dense GEMMs 64 of 75.46 ms = 85% of its kernel time, in bf16: the batch lever and
+    quantisation; no scheduling finding (1.54 ms is 2% of an iteration), no bubbles; TPOT 77 ms per iteration,
+    2.4 ms per output token of a batch of 32."""
+    a = ta.analyze(vllm_decode().write(tmp_path / "vllm.json"))
+    f = _finding(a, "serving_decode_gpu_bound")
+    assert f.title == "Decode is GPU-bound: dense GEMMs take 85% of its kernel time"
+    assert f.evidence[1] == "kernels launched in them (754.6 ms): dense GEMMs 85%, attention 8.0% (by kernel name)"
+    assert f.figures["decode_gpu_busy_us"] == 754_600.0 and f.figures["decode_loop_us"] == 770_000.0 + 9 * 1_540.0
+    assert f.advice[0].startswith("Dense GEMMs set decode's pace") and f.advice[1].startswith("Weight quantisation")
+    assert all(_finding(a, x) is None for x in ("serving_scheduling", "serving_graph_bubbles", "serving_sampling"))
+    assert a.diagnosis.primary == "gpu_bound" and "prefill" not in " ".join(x.title for x in a.diagnosis.findings)
+    phases = _finding(a, "serving_phases")
+    assert phases.evidence[-1] == ("time per output token as the GPU timeline sees it: 77.0 ms per decode iteration "
+                                   "(the median; each request in the batch gets one token per iteration); median "
+                                   "batch 32: 2.4 ms of iteration time per output token of the batch")
+    from test_reconcile import reconcile
+    assert reconcile(a.to_data()) > 0  # every share quoted, of the figures beside it
+
+
+def scheduling_bound() -> KinetoTrace:
+    """10 SGLang decode steps 10 ms apart, each 6.2 ms with 6 ms of GPU work: fused MoE 3 ms, an all-reduce 1 ms,
+    FlashInfer sampling 1 ms, the KV-cache write 1 ms; 4 ms with no GPU work before each."""
+    t = KinetoTrace()
+    for i in range(10):
+        s = 10_000 + i * 10_000
+        t.host("step[DECODE bs=16]", s, 6_200, cat="user_annotation")
+        t.launched(s + 10, 5, s + 100, 3_000, "fused_moe_kernel")
+        t.launched(s + 20, 5, s + 3_100, 1_000, "ncclDevKernel_AllReduce_Sum_bf16_RING_LL")
+        t.launched(s + 30, 5, s + 4_100, 1_000, "flashinfer::sampling::TopKTopPSamplingFromProbKernel")
+        t.launched(s + 40, 5, s + 5_100, 1_000, "reshape_and_cache_flash_kernel")
+    return t
+
+
+def test_scheduling_sampling_and_kv_cache_findings(tmp_path):
+    """4 ms with no GPU work before each 6.2 ms decode step: scheduling, 65% of a median iteration; the GPU busy
+    60 of 62 + 36 ms (61%) of the decode loop: no GPU-bound decode; sampling and the KV-cache write 1 of 6 ms
+    each (17%): their findings (the sampler and `reshape_and_cache_flash` are not attention)."""
+    a = ta.analyze(scheduling_bound().write(tmp_path / "sched.json"))
+    assert _finding(a, "serving_decode_gpu_bound") is None
+    f = _finding(a, "serving_scheduling")
+    assert f.title == ("Scheduling between decode iterations: 4.0 ms with no GPU work before each (65% of a median "
+                       "iteration)")
+    assert f.evidence == ("36.0 ms with no GPU work at all before decode iterations that follow another, median "
+                          "4.0 ms; median decode iteration 6.2 ms",)
+    assert _finding(a, "serving_sampling").title == "Sampling and logits processing take 17% of decode's kernel time"
+    assert _finding(a, "serving_kv_cache_copies").title == "KV-cache writes and copies take 17% of decode's kernel time"
+    assert _finding(a, "serving_phases").evidence[1].startswith(
+        "kernels launched in decode iterations: 60.0 ms; GEMMs and convolutions 50%, 0% of it in 8-bit or narrower "
+        "formats; attention 0% (no fused kernel)")
+
+
+def test_moe_and_communication_classes(tmp_path):
+    """The same steps back to back (no scheduling gap): GPU-bound decode whose largest class is the MoE kernels
+    (3 of 6 ms), then communication (1 ms)."""
+    t = KinetoTrace()
+    for i in range(10):
+        s = 10_000 + i * 6_200
+        t.host("step[DECODE bs=16]", s, 6_200, cat="user_annotation")
+        t.launched(s + 10, 5, s + 100, 3_000, "fused_moe_kernel")
+        t.launched(s + 20, 5, s + 3_100, 2_000, "ncclDevKernel_AllReduce_Sum_bf16_RING_LL")
+        t.launched(s + 30, 5, s + 5_100, 1_000, GEMM)
+    f = _finding(ta.analyze(t.write(tmp_path / "moe.json")), "serving_decode_gpu_bound")
+    assert f.title == "Decode is GPU-bound: mixture-of-experts kernels take 50% of its kernel time"
+    assert f.evidence[1] == ("kernels launched in them (60.0 ms): mixture-of-experts kernels 50%, communication 33%, "
+                             "dense GEMMs 17% (by kernel name)")
+    assert f.advice[0].startswith("Expert (MoE) kernels set decode's pace")
+
+
+def test_graph_bubbles(tmp_path):
+    """Decode iterations of 10 ms replaying a graph of 8 kernels of 800 us with 400 us between them (2.8 ms of
+    bubbles in 10 ms: 28%): the graph-bubble finding."""
+    t = KinetoTrace()
+    for i in range(5):
+        s = 10_000 + i * 10_000
+        t.host("execute_context_0(0)_generation_4(4)", s, 10_000, cat="user_annotation")
+        t._corr += 1
+        for j in range(8):
+            t.events.append({"ph": "X", "cat": "kernel", "name": GEMM, "pid": 0, "tid": 7, "ts": s + 100 + j * 1_200,
+                             "dur": 800, "args": {"device": 0, "stream": 7, "correlation": t._corr, "graph id": 3}})
+        t.runtime("cudaGraphLaunch", s + 10, 20, t._corr)
+    a = ta.analyze(t.write(tmp_path / "bubbles.json"))
+    assert a.ranks[0].serving.iterations[0].gpu_bubble_us == 2_800.0
+    f = _finding(a, "serving_graph_bubbles")
+    assert f.title == "GPU bubbles inside decode iterations, which replay CUDA graphs: 28% of their time"

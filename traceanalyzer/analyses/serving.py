@@ -75,12 +75,15 @@ GEMM = re.compile(r"gemm|matmul|^Cijk_|nvjet|xmma|wgmma|cutlass|cublas|hipblaslt
 # Mixture-of-experts kernels: fused / grouped expert GEMMs, routing (top-k gating, token permutation), by name.
 MOE = re.compile(r"moe|expert|grouped_(?:gemm|mm)|topk_softmax|topkGating|permute_|align_block_size", re.IGNORECASE)
 # Token sampling and logits processing: samplers, top-k / top-p filtering, penalties, argmax, multinomial draws.
-SAMPLING = re.compile(r"sampl|top_?p|top_?k_?(?:renorm|mask|sampling|top_?p)|multinomial|argmax|gumbel"
-                      r"|penalt|logits|logprob|exponential_", re.IGNORECASE)
+SAMPLING = re.compile(r"sampl|top_?p_|top_?k_?(?:renorm|mask|top_?p)|multinomial|argmax|gumbel|penalt"
+                      r"|logits_?process|logprob|token_bitmask", re.IGNORECASE)
 # Writes and copies of the KV cache: vLLM reshape_and_cache / copy_blocks / swap_blocks, SGLang's KV buffer
-# writes, TensorRT-LLM's KV-cache transfers.
-KV_CACHE = re.compile(r"reshape_and_cache|concat_and_cache|copy_blocks|swap_blocks|kv_?cache|set_kv_buffer"
-                      r"|store_kv|kvcache", re.IGNORECASE)
+# writes, TensorRT-LLM's KV-cache transfers. Neither these nor the samplers are attention, whatever their names
+# share with it (`reshape_and_cache_flash`, `flashinfer::sampling`).
+# An attention kernel that reads the cache (`BatchPrefillWithPagedKVCache`) is none of them.
+KV_CACHE = re.compile(r"reshape_and_cache|concat_and_cache|copy_blocks|swap_blocks|set_kv_buffer|store_kv"
+                      r"|kv_?cache_?(?:copy|write|store|transfer|swap)|write_?(?:to_)?kv_?cache|copy_?kv",
+                      re.IGNORECASE)
 # 8-bit and narrower number formats in a GEMM's name.
 LOW_PRECISION = {
     "fp8": re.compile(r"fp8|float8|e4m3|e5m2|f8f8|_f8_|w8a8", re.IGNORECASE),
@@ -135,8 +138,9 @@ def kernel_mix(names: pd.Series, dur_ns: np.ndarray, compiled: bool = False,
         hit[used] = [bool(pattern.search(n)) for n in text]
         return hit[codes]
 
-    fused = flags(FUSED_ATTENTION)
-    attention = fused | flags(SOFTMAX)
+    sampling_named, kv_named = flags(SAMPLING), flags(KV_CACHE)
+    fused = flags(FUSED_ATTENTION) & ~sampling_named & ~kv_named
+    attention = fused | (flags(SOFTMAX) & ~sampling_named)
     gemm = flags(GEMM) & ~attention
     formats = {f: flags(p) & gemm for f, p in LOW_PRECISION.items()}
     low = np.logical_or.reduce(list(formats.values()))
@@ -144,8 +148,8 @@ def kernel_mix(names: pd.Series, dur_ns: np.ndarray, compiled: bool = False,
     in_attention = tuple(f for f, p in LOW_PRECISION.items() if (flags(p) & fused).any())
     moe = flags(MOE) & ~attention
     comm_k = np.zeros(len(dur_ns), dtype=bool) if comm is None else np.asarray(comm, dtype=bool)
-    sampling = flags(SAMPLING) & ~attention & ~moe & ~comm_k
-    kv = flags(KV_CACHE) & ~attention & ~comm_k
+    sampling = sampling_named & ~moe & ~comm_k
+    kv = kv_named & ~sampling & ~comm_k
     return KernelMix(int(dur_ns.sum()), int(dur_ns[gemm].sum()), int(dur_ns[low].sum()),
                      int(dur_ns[gemm & flags(FP32_MATMUL_KERNEL)].sum()), int(dur_ns[attention].sum()),
                      int(dur_ns[fused].sum()), int(dur_ns[flags(MEMORY_BOUND_KERNEL)].sum()),
@@ -176,7 +180,7 @@ class PhaseFigures:
 
     phase: str  # PREFILL, DECODE or MIXED
     iterations: int
-    time_ns: int  # the union of their host ranges
+    time_ns: int  # the union of their spans (IterationFigures.duration_ns: to the end of their GPU work)
     requests: int | None  # requests in them, where every annotation writes it (None: not written)
     tokens: int | None  # query tokens in them, likewise
     kernels: KernelMix  # the GPU kernels launched inside them
@@ -316,7 +320,7 @@ def serving_phases(tl: Timeline, rank: int) -> ServingPhases | None:
         known = bool((batch[mine] > 0).all())
         per_token = (int(np.median(span[mine] / batch[mine])) if known and phase == DECODE else None)
         phases.append(PhaseFigures(
-            phase, int(mine.sum()), iv.total(iv.union(ts[mine], end[mine])), requests, tokens,
+            phase, int(mine.sum()), iv.total(iv.union(ts[mine], ts[mine] + span[mine])), requests, tokens,
             kernel_mix(k_names[held], k_dur[held], compiled, k_comm[held]), int(np.median(span[mine])),
             int(span[mine].sum()), int(busy[mine].sum()), int(bubble[mine].sum()),
             int(np.median(gaps)) if len(gaps) else None, int(gaps.sum()), int(replays[mine].sum()),
