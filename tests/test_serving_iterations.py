@@ -41,12 +41,13 @@ def graph_replay(t: KinetoTrace, launch_ts: float, gpu_ts: float, kernels: tuple
 DECODE_KERNELS = ((GEMM, 8_000),) * 8 + ((ATTENTION, 6_000), (NORM, 5_460))
 
 
-def vllm_decode(n: int = 10, iteration_us: float = 77_000, batch: int = 32) -> KinetoTrace:
+def vllm_decode(n: int = 10, iteration_us: float = 77_000, batch: int = 32,
+                kernels: tuple[tuple[str, float], ...] = DECODE_KERNELS) -> KinetoTrace:
     t = KinetoTrace()
     for i in range(n):
         s = 10_000 + i * iteration_us
         t.host(f"execute_context_0(0)_generation_{batch}({batch})", s, iteration_us, cat="user_annotation")
-        graph_replay(t, s + 10, s + 1_500, DECODE_KERNELS)
+        graph_replay(t, s + 10, s + 1_500, kernels)
     return t
 
 
@@ -251,3 +252,27 @@ def test_graph_bubbles(tmp_path):
     assert a.ranks[0].serving.iterations[0].gpu_bubble_us == 2_800.0
     f = _finding(a, "serving_graph_bubbles")
     assert f.title == "GPU bubbles inside decode iterations, which replay CUDA graphs: 28% of their time"
+
+
+def test_diff_compares_median_iteration_per_phase(tmp_path):
+    """Base: 10 decode iterations of 77 ms; head: 10 of 70 ms (GEMMs of 7 ms, not 8): decode's median
+    iteration 77.0 ms -> 70.0 ms (-9.1%), in the comparison and its faces; a phase on one side only has no change."""
+    from traceanalyzer.compare import compare
+    from traceanalyzer.report.diff import render_diff_html, render_diff_markdown, render_diff_text
+
+    base = ta.analyze(vllm_decode().write(tmp_path / "base.json"))
+    head_trace = vllm_decode(iteration_us=70_000, kernels=((GEMM, 7_000),) * 8 + DECODE_KERNELS[8:])
+    head_trace.host("execute_context_1(500_500)_generation_0(0)", 2_000_000, 30_000, cat="user_annotation")
+    head = ta.analyze(head_trace.write(tmp_path / "head.json"))
+    c = compare(base, head)
+    prefill, decode = c.serving  # the engines' phase order
+    assert (decode.phase, decode.base_iterations, decode.head_iterations) == ("decode", 10, 10)
+    assert (decode.base_median_iteration_us, decode.head_median_iteration_us, decode.change) == (
+        77_000.0, 70_000.0, -0.090909)
+    assert (prefill.phase, prefill.base_median_iteration_us, prefill.head_median_iteration_us, prefill.change) == (
+        "prefill", None, 30_000.0, None)
+    line = "decode: median iteration 77.0 ms -> 70.0 ms (-9.1%), 10 vs 10 iterations"
+    assert "- " + line.replace(">", "\\>") in render_diff_markdown(c)  # Markdown's escape: it shows "->"
+    assert line.replace(">", "&gt;") in render_diff_html(c)
+    assert "serving decode: median iteration 77.0 ms -> 70.0 ms (-9.1%)" in render_diff_text(c)
+    assert c.to_data()["serving"][1]["head_median_iteration_us"] == 70_000.0

@@ -23,6 +23,8 @@ Did the change make training slower, by how much, and why (docs/ci.md says each 
 * **headline**: two lines, the verdict with the size of the change (`title`) and the part that moved most
   (`lead`); the statistic, its interval and the run counts follow (`detail`).
 * **kernels**: time per step by normalised name, the biggest movers, new and vanished kernels.
+* **serving iterations**: per phase of a serving engine (prefill, decode, mixed), the median iteration time on
+  each side over the listed iterations of every rank and run (result `serving.iterations`) and its change.
 * **whole captures**: when a side has no real steps (no step markers and no loop the trace shows: one
   forward pass), per-step figures mean nothing; both sides are compared over their whole captures instead
   (`compared` = "whole_captures": each run one value, its window; the parts and kernels per capture), and
@@ -160,6 +162,18 @@ class KernelMove:
 
 
 @dataclass(frozen=True)
+class PhaseChange:
+    """A serving phase's median iteration on each side (the listed `serving.iterations` of every rank and run)."""
+
+    phase: str
+    base_iterations: int
+    head_iterations: int
+    base_median_iteration_us: float | None  # None: the side has no iteration of this phase
+    head_median_iteration_us: float | None
+    change: float | None  # head / base - 1
+
+
+@dataclass(frozen=True)
 class Side:
     inputs: tuple[str, ...]  # relative paths or file names, never a machine's absolute path
     primary: str | None
@@ -230,6 +244,7 @@ class Comparison:
     lead: str = ""  # its second line: the part that moved most
     detail: tuple[str, ...] = ()  # the sentences below the headline
     compared: str = STEPS  # STEPS | WHOLE_CAPTURES (a side without steps: each run's whole capture)
+    serving: tuple[PhaseChange, ...] = ()  # serving phases on either side, in the engines' phase order
 
     def to_data(self) -> dict[str, Any]:
         return to_data(self)  # type: ignore[no-any-return]
@@ -688,8 +703,37 @@ def compare_runs(bases: Sequence[AnalysisData], heads: Sequence[AnalysisData],
         attribution=parts, kernels=kernel_moves(bases, heads, whole=whole), base=b_side, head=h_side,
         verdict_changed=(b_side.primary or "") != (h_side.primary or ""), warnings=tuple(warnings),
         reason=reason, run_to_run_measured=len(bases) > 1 and len(heads) > 1, run_noise=noise,
-        compared=WHOLE_CAPTURES if whole else STEPS)
+        compared=WHOLE_CAPTURES if whole else STEPS, serving=serving_changes(bases, heads))
     return _with_headline(comparison)
+
+
+SERVING_PHASES = ("prefill", "decode", "mixed")  # analyses/serving.py PHASES (compare reads results, not analyses)
+
+
+def serving_changes(bases: Sequence[AnalysisData], heads: Sequence[AnalysisData]) -> tuple[PhaseChange, ...]:
+    """Each serving phase on either side: its iterations and its median iteration time, pooled over ranks and
+    runs, and the change of the median."""
+    def side(runs: Sequence[AnalysisData]) -> tuple[dict[str, list[float]], Counter[str]]:
+        durations: dict[str, list[float]] = {}
+        counts: Counter[str] = Counter()
+        for a in runs:
+            for r in a.ranks:
+                if r.serving is None:
+                    continue
+                for x in r.serving.iterations:
+                    durations.setdefault(x.phase, []).append(x.duration_us)
+                for p in r.serving.phases:
+                    counts[p.phase] += p.iterations
+        return durations, counts
+
+    (b, bn), (h, hn) = side(bases), side(heads)
+    out = []
+    for phase in sorted(set(b) | set(h), key=lambda x: (SERVING_PHASES.index(x) if x in SERVING_PHASES else 9, x)):
+        bm = _r(float(np.median(b[phase]))) if phase in b else None
+        hm = _r(float(np.median(h[phase]))) if phase in h else None
+        out.append(PhaseChange(phase, bn[phase], hn[phase], bm, hm,
+                               _r(hm / bm - 1, 6) if bm and hm is not None else None))
+    return tuple(out)
 
 
 def _whole_capture(a: AnalysisData, side: Side) -> tuple[Side, np.ndarray, dict[str, np.ndarray]]:
