@@ -36,6 +36,9 @@ from .thresholds import MAX_ITERATION_ROWS
 
 PREFILL, DECODE, MIXED = "prefill", "decode", "mixed"
 PHASES = (PREFILL, DECODE, MIXED)
+# An iteration whose range names no phase (an engine's model-runner range): its phase is unknown, never guessed.
+UNKNOWN = "unknown"
+ITERATION_PHASES = (*PHASES, UNKNOWN)
 
 # --- the engines' annotations of one iteration ----------------------------------------------------------
 # vLLM (and serving harnesses in its words): C context (prefill) requests with their query tokens first in the
@@ -51,9 +54,13 @@ TRTLLM_STEP = re.compile(r"_forward_step(?:\s+\d+)?:\s*(?P<pre_req>\d+)\s+ctx re
 # Host ranges named for a phase (`prefill`, `decode_step_3`); graph captures (`capture_32_DECODE`) are start-up.
 NAMED_PREFILL = re.compile(r"^(?!capture_).*(?<![a-z])prefill(?![a-z])", re.IGNORECASE)
 NAMED_DECODE = re.compile(r"^(?!capture_).*(?<![a-z])decode(?![a-z])", re.IGNORECASE)
+# vLLM's model runner, one call per engine iteration (a with_stack capture's Python frames): the iterations where no
+# annotation names them (vLLM V1 before its execute_context annotations), of unknown phase.
+MODEL_RUNNER = re.compile(r"(?:^|/)(?:gpu_)?model_runner\.py\(\d+\): execute_model$")
 SOURCE_WORDS = {"vllm": "vLLM execute_context_C(...)_generation_G(...)", "sglang": "SGLang step[MODE bs=...]",
                 "tensorrt_llm": "TensorRT-LLM _forward_step: C ctx reqs, G gen reqs",
-                "named": "host ranges named prefill / decode"}
+                "named": "host ranges named prefill / decode",
+                "vllm_model_runner": "vLLM model runner execute_model frames (no phase)"}
 _SOURCES = tuple(SOURCE_WORDS)
 
 # Attention kernels of serving engines (paged / FlashInfer / TensorRT-LLM / unified): they show a serving engine
@@ -213,6 +220,13 @@ class ServingPhases:
     # the iterations in start order, the first MAX_ITERATION_ROWS (the phases' figures count them all)
     iterations: tuple[IterationFigures, ...] = ()
     iterations_omitted: int = 0
+    # iterations of unknown phase (model-runner ranges where no annotation names the phase), apart from `phases`
+    unphased: PhaseFigures | None = None
+
+    @property
+    def all_phases(self) -> tuple[PhaseFigures, ...]:
+        """The phases, then the iterations of unknown phase: what the iteration table summarises."""
+        return self.phases + ((self.unphased,) if self.unphased is not None else ())
 
     @property
     def dominant(self) -> PhaseFigures | None:
@@ -281,7 +295,7 @@ def serving_phases(tl: Timeline, rank: int) -> ServingPhases | None:
     seen = kernels["name"].astype(str).unique() if len(kernels) else np.array([], dtype=object)
     engine = any(ENGINE_ATTENTION.search(n) for n in seen)
     rows = np.flatnonzero(((kind == T.ANNOTATION) | (kind == T.STEP)) & (dev < 0))
-    parsed = _parse_rows(ev, rows)
+    parsed = _parse_rows(ev, rows) or _runner_rows(ev, kind)
     if parsed is None:
         return ServingPhases((), (), True) if engine else None
     rows, table = parsed
@@ -308,7 +322,7 @@ def serving_phases(tl: Timeline, rank: int) -> ServingPhases | None:
     batch = np.where((table[:, 2] >= 0) & (table[:, 3] >= 0), table[:, 2] + table[:, 3], -1)
     toks = np.where((table[:, 4] >= 0) & (table[:, 5] >= 0), table[:, 4] + table[:, 5], -1)
     phases = []
-    for code, phase in enumerate(PHASES):
+    for code, phase in enumerate(ITERATION_PHASES):
         mine = table[:, 1] == code
         if not mine.any():
             continue
@@ -325,12 +339,13 @@ def serving_phases(tl: Timeline, rank: int) -> ServingPhases | None:
             int(span[mine].sum()), int(busy[mine].sum()), int(bubble[mine].sum()),
             int(np.median(gaps)) if len(gaps) else None, int(gaps.sum()), int(replays[mine].sum()),
             float(np.median(batch[mine])) if known else None, per_token))
-    rows_out = tuple(IterationFigures(PHASES[int(table[i, 1])], int(batch[i]) if batch[i] >= 0 else None,
+    unphased = phases.pop() if phases and phases[-1].phase == UNKNOWN else None
+    rows_out = tuple(IterationFigures(ITERATION_PHASES[int(table[i, 1])], int(batch[i]) if batch[i] >= 0 else None,
                                       int(toks[i]) if toks[i] >= 0 else None, int(ts[i]), int(span[i]), int(busy[i]),
                                       int(bubble[i]), int(gap[i]) if gap[i] >= 0 else None, int(replays[i]))
                      for i in range(min(len(ts), MAX_ITERATION_ROWS)))
     sources = tuple(_SOURCES[s] for s in sorted(set(table[:, 0].tolist())))
-    return ServingPhases(sources, tuple(phases), engine, rows_out, max(len(ts) - MAX_ITERATION_ROWS, 0))
+    return ServingPhases(sources, tuple(phases), engine, rows_out, max(len(ts) - MAX_ITERATION_ROWS, 0), unphased)
 
 
 def _iteration_arrays(ts: np.ndarray, end: np.ndarray, w_ts: np.ndarray, w_end: np.ndarray, owner: np.ndarray,
@@ -392,6 +407,23 @@ def _parse_rows(ev: pd.DataFrame, rows: np.ndarray) -> tuple[np.ndarray, np.ndar
     hit = np.isin(codes, list(found))
     table = np.array([found[int(c)] for c in codes[hit]], dtype=np.int64).reshape(-1, 6)
     return rows[hit], table
+
+
+def _runner_rows(ev: pd.DataFrame, kind: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """The model runner's execute_model frames (MODEL_RUNNER) as iterations of unknown phase, parsed as
+    `_parse_rows` gives them; None when the capture has none."""
+    rows = np.flatnonzero(kind == T.PYTHON)
+    if not len(rows):
+        return None
+    codes = np.asarray(ev["name"].cat.codes.to_numpy()[rows], dtype=np.int64)
+    cats = ev["name"].cat.categories
+    hits = [int(c) for c in np.unique(codes[codes >= 0]) if MODEL_RUNNER.search(str(cats[c]))]
+    if not hits:
+        return None
+    rows = rows[np.isin(codes, hits)]
+    table = np.full((len(rows), 6), -1, dtype=np.int64)
+    table[:, 0], table[:, 1] = _SOURCES.index("vllm_model_runner"), ITERATION_PHASES.index(UNKNOWN)
+    return rows, table
 
 
 def rank_kernel_mix(tl: Timeline, rank: int) -> KernelMix:

@@ -113,8 +113,12 @@ def serving_finding(p: ServingPhases, primary: str) -> Finding:
     q = Quoted()
     top = p.dominant
     if top is None:
+        u = p.unphased
+        ran = (f"{u.iterations} iteration{'s' if u.iterations != 1 else ''} of vLLM's model runner (its execute_model "
+               f"frames, median {duration(u.median_iteration_ns)}) ran" if u is not None
+               else "a serving engine's attention kernels ran")
         return Finding(SERVING_PHASES, None, "Serving loop: phase unknown", "low", 0, 0.0, (
-            "a serving engine's attention kernels ran, but no annotation of its iterations (vLLM execute_context_C"
+            f"{ran}, but no annotation of its iterations (vLLM execute_context_C"
             "(...)_generation_G(...), SGLang step[...], TensorRT-LLM _forward_step) is in the trace: the phase of "
             "its work is unknown; kernel names do not tell it (FlashInfer's decode kernel is named "
             "BatchPrefillWithPagedKVCache)",), (NO_PHASE_ADVICE,))

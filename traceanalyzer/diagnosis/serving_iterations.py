@@ -16,7 +16,7 @@ The phase of an iteration comes only from its engine's annotation, never from a 
 
 from __future__ import annotations
 
-from ..analyses.serving import DECODE, KernelMix, PhaseFigures, ServingPhases
+from ..analyses.serving import DECODE, UNKNOWN, KernelMix, PhaseFigures, ServingPhases
 from .rules import Finding, material
 from .thresholds import MATERIAL_GPU_SHARE, SERVING_AUX_KERNEL_SHARE, SERVING_GPU_BOUND_SHARE
 from .wording import Quoted, duration
@@ -69,6 +69,11 @@ KV_CACHE_ADVICE = (
     "--mem-fraction-static), admit fewer concurrent requests, or use an FP8 KV cache.")
 
 
+def iterations_of(phase: str) -> str:
+    """How a text names a phase's iterations ("decode iterations", "iterations of unknown phase")."""
+    return "iterations of unknown phase" if phase == UNKNOWN else f"{phase} iterations"
+
+
 def kernel_classes(k: KernelMix) -> dict[str, int]:
     """The GPU time of the classes that can set a decode step's pace (by kernel name), largest first."""
     got = {"dense GEMMs": k.dense_gemm_ns, "mixture-of-experts kernels": k.moe_ns, "attention": k.attention_ns,
@@ -89,7 +94,7 @@ def tpot_line(p: PhaseFigures) -> str:
 def iteration_findings(sp: ServingPhases) -> tuple[Finding, ...]:
     """The findings of the engine's iterations, phase by phase (PHASES order)."""
     out: list[Finding] = []
-    for p in sp.phases:
+    for p in sp.all_phases:
         if p.phase == DECODE:
             out += _decode_gpu_bound(p)
         out += _scheduling(p) + _aux_kernels(p) + _graph_bubbles(p)
@@ -130,10 +135,10 @@ def _scheduling(p: PhaseFigures) -> list[Finding]:
         return []
     q = Quoted()
     share = q.ns(gap, f"{p.phase}_median_host_gap_us", p.median_iteration_ns, f"{p.phase}_median_iteration_us")
-    title = (f"Scheduling between {p.phase} iterations: {duration(gap)} with no GPU work before each ({share} of a "
-             "median iteration)")
-    lines = [f"{duration(p.host_gap_ns)} with no GPU work at all before {p.phase} iterations that follow another, "
-             f"median {duration(gap)}; median {p.phase} iteration {duration(p.median_iteration_ns)}"]
+    its = iterations_of(p.phase)
+    title = f"Scheduling between {its}: {duration(gap)} with no GPU work before each ({share} of a median iteration)"
+    lines = [f"{duration(p.host_gap_ns)} with no GPU work at all before {its} that follow another, median "
+             f"{duration(gap)}; median iteration {duration(p.median_iteration_ns)}"]
     return [Finding(SCHEDULING, None, title, "medium", 0, 0.0, tuple(lines), (SCHEDULING_ADVICE,),
                     figures=q.figures, shares=tuple(q.shares))]
 
@@ -147,9 +152,9 @@ def _aux_kernels(p: PhaseFigures) -> list[Finding]:
             continue
         q = Quoted()
         share = q.ns(ns, f"{fid.removeprefix('serving_')}_us", k.kernel_ns, "kernel_us")
-        title = f"{what} take {share} of {p.phase}'s kernel time"
-        lines = (f"{duration(ns)} of {duration(k.kernel_ns)} of kernels launched in {p.phase} iterations, by kernel "
-                 "name",)
+        title = f"{what} take {share} of the kernel time of {iterations_of(p.phase)}"
+        lines = (f"{duration(ns)} of {duration(k.kernel_ns)} of kernels launched in {iterations_of(p.phase)}, by "
+                 "kernel name",)
         out.append(Finding(fid, None, title, "low", 0, 0.0, lines, (advice,), figures=q.figures,
                            shares=tuple(q.shares)))
     return out
@@ -160,8 +165,8 @@ def _graph_bubbles(p: PhaseFigures) -> list[Finding]:
         return []
     q = Quoted()
     share = q.ns(p.gpu_bubble_ns, f"{p.phase}_bubble_us", p.span_ns, f"{p.phase}_iterations_us")
-    title = f"GPU bubbles inside {p.phase} iterations, which replay CUDA graphs: {share} of their time"
-    lines = (f"{duration(p.gpu_bubble_ns)} idle between the first and last GPU work of {p.phase} iterations "
+    title = f"GPU bubbles inside {iterations_of(p.phase)}, which replay CUDA graphs: {share} of their time"
+    lines = (f"{duration(p.gpu_bubble_ns)} idle between the first and last GPU work of {iterations_of(p.phase)} "
              f"({p.graph_replays} graph replay{'s' if p.graph_replays != 1 else ''} in them)",)
     return [Finding(GRAPH_BUBBLES, None, title, "low", 0, 0.0, lines, (GRAPH_BUBBLE_ADVICE,), figures=q.figures,
                     shares=tuple(q.shares))]

@@ -98,7 +98,7 @@ def serving_result(r: RankAnalysis) -> R.ServingResult | None:
     """The rank's serving iterations and phases (analyses/serving.py) in the report's units; None when no
     annotation of an engine names an iteration."""
     sp = r.causes.serving if r.causes is not None else None
-    if sp is None or not sp.phases:
+    if sp is None or not sp.all_phases:
         return None
     w0 = r.window.start_ns
     rows = tuple(R.IterationRow(i.phase, i.batch_size, i.tokens, _us0(i.start_ns - w0), _us0(i.duration_ns),
@@ -108,7 +108,7 @@ def serving_result(r: RankAnalysis) -> R.ServingResult | None:
                                      _us0(p.gpu_busy_ns), _frac(p.gpu_busy_share), _us0(p.gpu_bubble_ns),
                                      _us(p.median_host_gap_ns), _us0(p.host_gap_ns), p.graph_replays,
                                      p.median_batch_size, _us(p.median_ns_per_token))
-                   for p in sp.phases)
+                   for p in sp.all_phases)
     return R.ServingResult(sp.sources, phases, rows, sp.iterations_omitted)
 
 

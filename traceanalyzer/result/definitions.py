@@ -94,9 +94,10 @@ FIGURES: dict[str, str] = {
     "serving_iterations": (
         "A serving engine's iterations, from its own annotations only (vLLM `execute_context_C(...)_generation_G"
         "(...)`, SGLang `step[MODE bs=B ...]`, TensorRT-LLM `_forward_step N: C ctx reqs, G gen reqs`, host ranges "
-        "named prefill / decode; the innermost range where they nest), never from kernel names. Phase: decode "
-        "(decode requests only), prefill (prefill requests only) or mixed (both); batch size = the requests the "
-        "annotation writes, tokens = its query tokens. The GPU work (kernels, copies, memsets) of an iteration is "
+        "named prefill / decode; the innermost range where they nest), never from kernel names; without them, vLLM's "
+        "model-runner `execute_model` Python frames, of unknown phase. Phase: decode (decode requests only), "
+        "prefill (prefill requests only), mixed (both) or unknown; batch size = the requests the annotation writes, "
+        "tokens = its query tokens. The GPU work (kernels, copies, memsets) of an iteration is "
         "the work whose launch call starts inside its range; a CUDA-graph replay's nodes share the correlation of "
         "the graph launch, so a replay belongs to the iteration that launched it. Duration = from the range's start "
         "to the later of its end and the end of its GPU work; GPU busy = the union of its GPU work from the range's "

@@ -388,7 +388,7 @@ class DeviceResult:
 class IterationRow:
     """One iteration of a serving engine, from its own annotation (definitions: serving_iterations)."""
 
-    phase: str  # prefill, decode or mixed
+    phase: str  # prefill, decode, mixed, or unknown (a model-runner range: no annotation names the phase)
     batch_size: int | None  # requests in the batch, where the annotation writes them
     tokens: int | None  # query tokens, likewise
     start_us: float  # its host range's start, from the rank's window start
