@@ -258,8 +258,8 @@ def render_diff_text(c: Comparison) -> str:
                      f"{format_bytes(c.head.peak_memory_bytes)}")
     if c.base.stragglers or c.head.stragglers:
         lines.append(f"stragglers {_ranks_text(c.base)} -> {_ranks_text(c.head)}")
-    for p in c.serving:
-        lines += wrap(phase_change_line(p), "serving ", "  ")
+    for phase in c.serving:
+        lines += wrap(phase_change_line(phase), "serving ", "  ")
     if c.attribution:
         lines.append(f"change of the mean per {_unit(c)}, by part:")
     for p in c.attribution[:5]:
