@@ -72,6 +72,8 @@ def test_vllm_decode_iterations_with_graph_replays(tmp_path):
     data = a.to_data()["ranks"][0]["serving"]
     assert data["iterations"][1]["host_gap_before_us"] == 1_540.0 and data["phases"][0]["gpu_busy_share"] == 0.98
     assert ta.load(a.save(tmp_path / "r.json")).ranks[0].serving == s
+    df = a.iterations()  # the notebook's view: the same rows
+    assert len(df) == 10 and df["host_gap_before_us"].iloc[1] == 1_540.0 and (df["phase"] == "decode").all()
 
 
 def test_sglang_decode_step_is_one_decode_iteration_with_its_batch(tmp_path):

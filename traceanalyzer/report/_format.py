@@ -118,7 +118,8 @@ def serving_line(p: object) -> str:
     98.0%, 400 us scheduling between iterations (median), median batch 32, 2.4 ms per output token, 10 graph
     replays" (definitions: serving_iterations). Every face says a phase with this line."""
     n = getattr(p, "iterations", 0)
-    out = (f"{clean(getattr(p, 'phase', ''))}: {n} iteration{'s' if n != 1 else ''}, median "
+    phase = clean(getattr(p, "phase", ""))
+    out = (f"{'unknown phase' if phase == 'unknown' else phase}: {n} iteration{'s' if n != 1 else ''}, median "
            f"{fmt_us(getattr(p, 'median_iteration_us', None))}, GPU busy {fmt_pct(getattr(p, 'gpu_busy_share', None))}")
     gap = getattr(p, "median_host_gap_us", None)
     if gap is not None:

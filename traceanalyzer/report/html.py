@@ -51,6 +51,7 @@ HOST_LANES: dict[str, str] = {
     "ops": "host ops", "dataloader": "DataLoader wait", "sync": "sync calls", "copy": "copy calls",
 }
 TOP_FINDINGS = 3  # shown in full on the first screen; the rest are folded
+SERVING_BARS = 500  # serving iterations drawn in the chart (the first; the table lists every one the result keeps)
 V = TypeVar("V")
 
 
@@ -229,5 +230,6 @@ def render_html(analysis: AnalysisData) -> str:
         report=analysis, diagnosis=analysis.diagnosis, page=page_data(analysis),
         definitions=shown_definitions(analysis),
         causes=CAUSES, verdicts=VERDICTS, palette=PALETTE, top_findings=TOP_FINDINGS, whole_log=WHOLE_LOG,
+        serving_bars=SERVING_BARS,
         css=asset("report.css"), js=asset("report.js"),
     )
