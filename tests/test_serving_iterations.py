@@ -298,3 +298,23 @@ def test_vllm_model_runner_iterations_of_unknown_phase():
     assert (second.host_gap_before_us, second.graph_replays) == (557.687, 81)
     f = next(f for f in a.diagnosis.findings if f.id == "serving_phases")
     assert f.title == "Serving loop: phase unknown" and f.evidence[0].startswith("11 iterations of vLLM's model runner")
+
+
+def test_iteration_arrays_edges():
+    """Without GPU work an iteration spans its range and its gaps run from/to its range; work that starts before its
+    range (clock skew) counts from the range's start; overlapping work counts once; a replay's nodes one replay."""
+    import numpy as np
+
+    from traceanalyzer.analyses.serving import _iteration_arrays
+
+    ts, end = np.array([0, 1_000, 3_000]), np.array([500, 1_500, 3_200])
+    # iteration 0: two overlapping kernels 100..400 and 200..600 of graph 5 (one launch); iteration 1: none;
+    # iteration 2: a kernel from 2_900 (before its range) to 3_400; a stray kernel 2_000..2_100 outside all
+    w_ts, w_end = np.array([100, 200, 2_900, 2_000]), np.array([400, 600, 3_400, 2_100])
+    owner, graph, corr = np.array([0, 0, 2, -1]), np.array([5, 5, -1, -1]), np.array([9, 9, 10, 11])
+    span, busy, bubble, gap, replays = _iteration_arrays(ts, end, w_ts, w_end, owner, graph, corr)
+    assert span.tolist() == [600, 500, 400] and busy.tolist() == [500, 0, 400]
+    assert bubble.tolist() == [0, 0, 0] and replays.tolist() == [1, 0, 0]
+    # before 1: 600 (work end of 0) .. 1_000 (its range start); before 2: 1_500 (range end of 1) .. 3_000 (its
+    # first work, clipped to its start) less the GPU work in it: the stray kernel's 100 and 2_900 .. 3_000
+    assert gap.tolist() == [-1, 400, 1_300]
