@@ -4,7 +4,8 @@
   iterations: vLLM `execute_context_C(T...)_generation_G(T...)` and `execute_N_context_C(sqT...)_generation_G(sqT...)`
   (context = prefill requests, generation = decode requests), SGLang `step[DECODE bs=B]` / `step[EXTEND bs=B toks=T]`
   / `step[PREFILL ...]` / `step[MIXED ...]`, TensorRT-LLM `_forward_step N: C ctx reqs, G gen reqs`, and host
-  ranges named prefill / decode. A batch with both prefill and decode requests is mixed. Kernel names never
+  ranges named prefill / decode (without any of them, vLLM's model-runner `execute_model` Python frames mark the
+  iterations, of unknown phase). A batch with both prefill and decode requests is mixed. Kernel names never
   tell the phase: FlashInfer's decode kernel is `BatchPrefillWithPagedKVCache`; without annotations the phase
   is unknown.
 * The engine's iterations, one row each (`IterationFigures`): its span (the annotated host range, stretched to the
@@ -286,8 +287,9 @@ def innermost(ts: np.ndarray, end: np.ndarray) -> np.ndarray:
 
 
 def serving_phases(tl: Timeline, rank: int) -> ServingPhases | None:
-    """The rank's serving phases from its engine's annotations; None when no annotation names a phase and no serving
-    engine's attention kernel ran (then it is no serving loop as far as the trace tells)."""
+    """The rank's serving phases and iterations from its engine's annotations (else vLLM's model-runner frames, of
+    unknown phase); None when neither is in the trace and no serving engine's attention kernel ran (then it is no
+    serving loop as far as the trace tells)."""
     ev = tl.rank_events(rank)
     kind = ev["kind"].to_numpy()
     dev = ev["device"].to_numpy()
