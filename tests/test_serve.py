@@ -618,12 +618,25 @@ def test_perfetto_is_offered_only_for_traces_it_reads(server):
     data = (SAMPLES / "basic.json").read_bytes()
     zipped = io.BytesIO()
     with zipfile.ZipFile(zipped, "w") as z:
-        z.writestr("logdir/basic.json", data)
+        z.writestr("basic.json", data)  # a folder of one trace, once unpacked
     runs = {kind: server.upload(token, project="perf", data=body, name=name).json()["id"]
             for kind, body, name in (("json", data, "basic.json"), ("gzip", gzip.compress(data + b" "), "b.json.gz"),
                                      ("zip", zipped.getvalue(), "logdir.zip"),
                                      ("pftrace", (SAMPLES / "basic.pftrace").read_bytes(), "basic.pftrace"),
                                      ("dmon", DMON.read_bytes(), DMON.name))}
+    from traceanalyzer.serve.settings import Settings
+    from traceanalyzer.serve.store import Store
+
+    for kind, run in runs.items():  # what the page offers is found by the analysis (the web server reads no trace)
+        done = server.wait(run)
+        assert done["status"] == "done", (kind, done["error"])
+    store = Store(Settings(server.data, server.db).database_url)
+    try:
+        formats = {kind: [(f.format, f.perfetto) for f in store.files(run)] for kind, run in runs.items()}
+    finally:
+        store.close()
+    assert formats == {"json": [("kineto", True)], "gzip": [("kineto", True)], "zip": [(None, False)],
+                       "pftrace": [("pftrace", True)], "dmon": [("nvidia-smi-dmon", False)]}
     for kind, run in runs.items():
         page = server.get(f"/runs/{run}")
         offered = kind in ("json", "gzip", "pftrace")  # what the Perfetto UI opens: not archives, not counter logs
