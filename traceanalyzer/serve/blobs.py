@@ -17,7 +17,8 @@ still there (a delete of another run with the same content may have removed it s
 if not. A delete removes the object under the same lock (`Store.drop_blob`).
 
 A store that cannot be reached raises `BlobUnavailable`: an upload gets 503 + Retry-After and nothing is
-recorded; a job that cannot read its traces or write its report is queued again later, its try not counted.
+recorded; a job that cannot read its traces or write its report is queued again `--blob-retry` later (30 s),
+its try not counted.
 """
 
 from __future__ import annotations
@@ -35,13 +36,16 @@ if TYPE_CHECKING:
     from .uploads import Received
 
 REPORT_NAMES = ("report.json", "report.html", "report.md", "headline.json")  # what an analysis saves
-RETRY_S = 30.0  # a job that could not reach the store is queued again this much later (its try not counted)
 PART_BYTES = 64 * 1024**2  # S3 multipart: files past this go up in parts of this size (S3 allows 10,000 parts)
 READ_CHUNK = 1 << 20
 
 
 class BlobUnavailable(Exception):
     """The object store cannot be reached (or refuses for a while): try again later; nothing was recorded."""
+
+
+class BlobRefused(BlobUnavailable):
+    """The object store answers but refuses (no such bucket, access denied): its settings are wrong."""
 
 
 class Blobs(Protocol):
@@ -162,7 +166,9 @@ class S3Blobs:
             code = str(exc.response.get("Error", {}).get("Code", ""))
             if code in ("404", "NoSuchKey", "NotFound"):
                 raise KeyError(what) from None
-            raise BlobUnavailable(f"the object store {self.where} refused {what}: {code or exc}") from None
+            status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+            kind = BlobUnavailable if status >= 500 or code in ("SlowDown", "RequestTimeout") else BlobRefused
+            raise kind(f"the object store {self.where} refused {what}: {code or exc}") from None
         except (BotoCoreError, S3UploadFailedError, OSError) as exc:
             if isinstance(exc, OSError) and not _network_error(exc):
                 raise
@@ -170,8 +176,12 @@ class S3Blobs:
                                   f"{type(exc).__name__}") from None
 
     def check(self) -> None:
-        """Raises BlobUnavailable unless the bucket can be read (at start: a bad URL or credentials)."""
-        self._call("a look at the bucket", self.client.head_bucket, Bucket=self.bucket)
+        """Raises BlobRefused when the bucket cannot be read (at start: a bad bucket or credentials),
+        BlobUnavailable when the store cannot be reached."""
+        try:
+            self._call("a look at the bucket", self.client.head_bucket, Bucket=self.bucket)
+        except KeyError:
+            raise BlobRefused(f"the object store {self.where}: no bucket {self.bucket!r}") from None
 
     def _trace_key(self, sha256: str) -> str:
         return f"{self.prefix}traces/{sha256[:2]}/{sha256[2:]}"

@@ -43,7 +43,7 @@ from typing import Any, TypeVar
 
 from ..processes import pid_alive
 from ..units import format_bytes
-from .blobs import RETRY_S, BlobUnavailable, blobs_of
+from .blobs import BlobUnavailable, blobs_of
 from .settings import Settings
 from .store import Claim, Store
 
@@ -201,8 +201,8 @@ class JobRunner:
             (work / "spec.json").write_text(json.dumps(spec))
         except BlobUnavailable as exc:  # the object store is away: the job waits for it, its try not counted
             shutil.rmtree(work, ignore_errors=True)
-            print(f"traceanalyzer serve: job {job.id}: {exc}; queued again in {RETRY_S:g} s", file=sys.stderr)
-            self._persist(lambda: self.store.requeue(job, count_try=False, delay_s=RETRY_S))
+            print(f"traceanalyzer serve: job {job.id}: {exc}; queued again in {s.blob_retry_s:g} s", file=sys.stderr)
+            self._persist(lambda: self.store.requeue(job, count_try=False, delay_s=s.blob_retry_s))
             return
         except KeyError:  # removed from the store (--keep-traces) before it was analysed
             shutil.rmtree(work, ignore_errors=True)
@@ -275,8 +275,9 @@ class JobRunner:
             try:
                 blobs_of(s).put_report(run_id, s.reports / run_id)
             except BlobUnavailable as exc:  # analysed again once the store is back, the try not counted
-                print(f"traceanalyzer serve: job {job.id}: {exc}; queued again in {RETRY_S:g} s", file=sys.stderr)
-                self._persist(lambda: self.store.requeue(job, count_try=False, delay_s=RETRY_S))
+                print(f"traceanalyzer serve: job {job.id}: {exc}; queued again in {s.blob_retry_s:g} s",
+                      file=sys.stderr)
+                self._persist(lambda: self.store.requeue(job, count_try=False, delay_s=s.blob_retry_s))
                 return
             metrics = headline.get("metrics")  # (an older version's process also wrote two of them apart)
             self._persist(lambda: self.store.finish(job, run_id, None, {"verdict": headline.get("verdict")}, metrics,
