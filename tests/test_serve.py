@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import io
 import tarfile
+import time
 import zipfile
 
 import httpx
@@ -408,6 +409,10 @@ def test_a_private_service_needs_a_token_to_read(tmp_path):
         one_line_error(server.get("/api/v1/projects/secret/history"), 401)
         got = server.get(f"/runs/{run}/files/0", cookies={"ta_token": reader})
         assert got.status_code == 200 and got.content == (SAMPLES / "basic.json").read_bytes()
+        for _ in range(600):  # the button comes with the analysis (it says what the file is)
+            if server.get(f"/api/v1/runs/{run}", cookies={"ta_token": reader}).json()["status"] == "done":
+                break
+            time.sleep(0.1)
         page = server.get(f"/runs/{run}", cookies={"ta_token": reader})
         assert f'data-trace="/runs/{run}/files/0"' in page.text and "sends the trace to no third party" in page.text
         assert page.headers["cross-origin-opener-policy"] == "same-origin-allow-popups"  # the opener link stays
