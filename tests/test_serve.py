@@ -645,6 +645,8 @@ def test_perfetto_is_offered_only_for_traces_it_reads(server):
     for kind, run in runs.items():
         page = server.get(f"/runs/{run}")
         offered = kind in ("json", "gzip", "pftrace")  # what the Perfetto UI opens: not archives, not counter logs
+        fmt = formats[kind][0][0]
+        assert (f"({fmt}, " in page.text) == (fmt is not None), kind  # the file's format, beside its size
         assert ('class="open-perfetto"' in page.text) == offered, kind
         opener = page.headers["cross-origin-opener-policy"]
         assert opener == ("same-origin-allow-popups" if offered else "same-origin"), kind

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from serve_helpers import SAMPLES, Server, Worker, free_port, kineto_trace, postgres
+from serve_helpers import SAMPLES, Server, Worker, cli, free_port, kineto_trace, postgres
 
 pytest.importorskip("boto3")
 moto_server = pytest.importorskip("moto.server")
@@ -93,10 +93,12 @@ def test_traces_live_in_the_bucket_and_a_worker_on_another_data_folder_analyses_
         needle = body[len(body) // 2: len(body) // 2 + 256]  # the trace's own bytes, in no report
         assert holding(web.data, needle) == [] and holding(worker.data, needle) == []
         assert not (web.data / "reports" / run_id).exists()  # the web server analysed nothing
+        assert not (worker.data / "reports" / run_id).exists()  # the worker keeps nothing of it
         # the web server's pages come from the bucket: the report the worker saved, the trace as uploaded
         report = web.get(f"/api/v1/runs/{run_id}/report.json")
         assert report.status_code == 200 and report.json()["inputs"][0]["format"] == "kineto"
         assert web.get(f"/runs/{run_id}/report.html").status_code == 200
+        assert (web.data / "cache" / "reports" / run_id / "report.html").is_file()  # shown from its cache since
         assert web.get(f"/runs/{run_id}/files/0").content == body
         assert 'class="open-perfetto"' in web.get(f"/runs/{run_id}").text  # stored by the worker's analysis
         # a delete removes the trace and the report from the bucket
@@ -158,3 +160,9 @@ def test_a_large_file_goes_up_in_parts(tmp_path, s3, monkeypatch):
     assert b"".join(store.trace_chunks(sha)) == payload
     store.drop_trace(sha)
     assert not store.has_trace(sha) and s3.keys("p/") == []
+
+
+def test_a_bad_blob_store_is_one_line_at_start(tmp_path, s3):
+    for url, said in (("s3://no-such-bucket/ta", "no bucket 'no-such-bucket'"), ("gs://traces", "s3://BUCKET")):
+        res = cli("serve", "worker", "--data", str(tmp_path / "d"), "--blob-store", url, check=False)
+        assert res.returncode == 2 and res.stderr.count("\n") == 1 and said in res.stderr, res.stderr

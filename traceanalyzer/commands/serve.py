@@ -166,8 +166,8 @@ def serve_command(ctx: click.Context, data: Path, db: str | None, host: str, por
                         scheduler=scheduler, lease_s=lease_ns / 1e9, header_timeout_s=header_timeout_ns / 1e9,
                         max_connections=max_connections, blob_store=blob_store,
                         blob_retry_s=blob_retry_ns / 1e9)
-    _store(data, db).close()  # a bad database URL is one line here, not a traceback from the server
     _check_blobs(settings)
+    _store(data, db).close()  # a bad database URL is one line here, not a traceback from the server
     click.echo(f"traceanalyzer: serving {data} on http://{host}:{port} (Ctrl-C to stop)", err=True)
     run_web(settings, host, port)
 
@@ -192,8 +192,8 @@ def worker_command(data: Path, db: str | None, jobs: int, scheduler: str | None,
                         job_timeout_s=job_timeout_ns / 1e9, job_memory_bytes=job_memory, scheduler=scheduler,
                         lease_s=lease_ns / 1e9, keep_traces_s=keep_traces_s, blob_store=blob_store,
                         blob_retry_s=blob_retry_ns / 1e9)
-    _store(data, db).close()
     _check_blobs(settings)
+    _store(data, db).close()
     run_worker(settings)
 
 

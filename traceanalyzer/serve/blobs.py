@@ -7,8 +7,9 @@ run's saved report (report.json, .html, .md, headline.json). Two stores behind o
   standard AWS environment variables and files (AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL, AWS_REGION,
   AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, ~/.aws/credentials and config), as every AWS tool reads them.
   Servers and workers on several machines then share nothing but the database and the bucket: a worker
-  copies a run's traces into its private work folder, analyses them and puts the report in the bucket;
-  a web server keeps the reports it shows in DATA/cache (a report never changes once written).
+  copies a run's traces into its private work folder, analyses them and puts the report in the bucket
+  (keeping nothing); a web server keeps the reports it shows in DATA/cache (a report never changes once
+  written).
 
 An upload is received into DATA/tmp (hashed and checked as it arrives: its address is its hash), then
 `stage`d (S3: uploaded, in parts when large, before any database lock is held) and `place`d while the
@@ -248,14 +249,12 @@ class S3Blobs:
     # -- reports
     def put_report(self, run_id: str, folder: Path) -> None:
         """The report the analysis wrote in `folder` goes to the store (headline.json last: a report whose
-        headline is there is whole); the local folder is kept as this server's cached copy."""
+        headline is there is whole), and the folder goes (a worker keeps nothing; a web server fetches
+        what it shows into its cache)."""
         names = [n for n in REPORT_NAMES if (folder / n).is_file()]
         for name in sorted(names, key=lambda n: n == "headline.json"):
             self._upload(folder / name, self._report_key(run_id, name))
-        target = self.cache / "reports" / run_id
-        shutil.rmtree(target, ignore_errors=True)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(folder, target)
+        shutil.rmtree(folder, ignore_errors=True)
 
     def report(self, run_id: str, name: str) -> Path | None:
         """The report's file, from this server's cache, or fetched from the store into it."""
