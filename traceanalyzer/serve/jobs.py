@@ -329,15 +329,20 @@ def remove_run_files(settings: Settings, store: Store, run_id: str, shas: list[s
 
 def backfill_metrics(settings: Settings, store: Store, limit: int = 1000) -> int:
     """The history's figures of runs analysed before they were extracted (migration 0002), from their
-    saved JSON; a run whose report is missing or unreadable gets an empty set (it is not tried again)."""
+    saved JSON; a run whose report is missing or unreadable gets an empty set (it is not tried again).
+    Also their files' facts (migration blob_0006: facts.py)."""
     from ..pipeline import load
+    from .facts import backfill_file_facts
     from .history import metrics_of
 
+    backfill_file_facts(store, functools.partial(blobs_of(settings).report, name="report.json"), limit)
     done = 0
     for run_id in store.runs_without_metrics(limit):
         try:
             path = blobs_of(settings).report(run_id, "report.json")
             metrics = metrics_of(load(path)) if path is not None else {}
+        except BlobUnavailable:  # the object store is away: the rest at the next start
+            break
         except Exception:
             metrics = {}
         store.set_metrics(run_id, metrics or {"step_time_ms": None})

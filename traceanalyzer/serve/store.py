@@ -617,10 +617,26 @@ class Store:
                 c.execute(runs.update().where(runs.c.id == run_id).values(**headline))
             if metrics is not None:
                 self._write_metrics(c, run_id, metrics)
-            for position, facts in enumerate(file_facts or ()):
-                c.execute(run_files.update().where(run_files.c.run_id == run_id, run_files.c.position == position)
-                          .values(format=facts.get("format"), perfetto=facts.get("perfetto")))
+            self._write_file_facts(c, run_id, file_facts or ())
         return True
+
+    @staticmethod
+    def _write_file_facts(c: sa.Connection, run_id: str, file_facts: Sequence[dict[str, Any]]) -> None:
+        for position, facts in enumerate(file_facts):
+            c.execute(run_files.update().where(run_files.c.run_id == run_id, run_files.c.position == position)
+                      .values(format=facts.get("format"), perfetto=bool(facts.get("perfetto"))))
+
+    def set_file_facts(self, run_id: str, file_facts: Sequence[dict[str, Any]]) -> None:
+        with self.engine.begin() as c:
+            self._write_file_facts(c, run_id, file_facts)
+
+    def runs_without_file_facts(self, limit: int = 1000) -> list[str]:
+        """Done runs whose files' facts were never stored (analysed before migration blob_0006)."""
+        unknown = sa.select(run_files.c.id).where(run_files.c.run_id == runs.c.id, run_files.c.perfetto.is_(None))
+        q = (sa.select(runs.c.id).join(jobs, jobs.c.run_id == runs.c.id)
+             .where(jobs.c.status == "done", unknown.exists()).order_by(runs.c.created_at).limit(limit))
+        with self.engine.connect() as c:
+            return [r[0] for r in c.execute(q)]
 
     def requeue(self, job: Claim | int, count_try: bool = True, delay_s: float = 0.0) -> bool:
         """Back to the queue (held back `delay_s`), if `job` still holds it; `count_try=False`: the try
