@@ -275,6 +275,7 @@ class JobRunner:
             try:
                 blobs_of(s).put_report(run_id, s.reports / run_id)
             except BlobUnavailable as exc:  # analysed again once the store is back, the try not counted
+                shutil.rmtree(s.reports / run_id, ignore_errors=True)
                 print(f"traceanalyzer serve: job {job.id}: {exc}; queued again in {s.blob_retry_s:g} s",
                       file=sys.stderr)
                 self._persist(lambda: self.store.requeue(job, count_try=False, delay_s=s.blob_retry_s))
