@@ -5,9 +5,9 @@ package of the index ships its binary. Skipped when moto or boto3 is not install
 
 What is checked: an upload is analysed by a worker on another machine's DATA (same database, same bucket),
 its bytes are in the bucket and nowhere under either DATA; the web server shows the report from the bucket
-and hands out the trace; a delete removes the objects; an outage of the store refuses uploads with 503 and
-loses nothing (a queued job waits for the store, its try not counted, and is analysed once it is back);
-a large file goes up in parts."""
+and hands out the trace; a delete removes the objects; an outage of the store during an analysis refuses
+uploads with 503 and loses nothing (the job whose report could not go up waits for the store, its tries
+given back, and is analysed once it is back); a large file goes up in parts."""
 
 from __future__ import annotations
 
@@ -114,33 +114,39 @@ def test_an_outage_of_the_store_refuses_uploads_with_503_and_loses_nothing(tmp_p
     data = tmp_path / "data"
     blob = ("--blob-store", f"s3://{BUCKET}/ta", "--blob-retry", "1s")
     web = Server(data, None, "--jobs", "0", *blob).start()
-    worker = Worker(data, None, "--jobs", "1", *blob)
+    worker = Worker(data, None, "--jobs", "1", *blob).start()
     try:
         token = web.token("out")
-        before = web.upload(token, SAMPLES / "basic.json", project="out")
-        assert before.status_code == 201  # stored, queued: no worker runs yet
-        queued = before.json()["id"]
-        s3.stop()
+        before = web.upload(token, data=kineto_trace(12_000_000), name="big.json", project="out")
+        assert before.status_code == 201
+        run_id = before.json()["id"]
+        deadline = time.monotonic() + 60
+        while web.get(f"/api/v1/runs/{run_id}").json()["status"] != "running":
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        s3.stop()  # while it is analysed: its report cannot go to the store, nor its trace come again
         outage = time.monotonic()
         refused = web.upload(token, SAMPLES / "input_bound.json", project="out")
         assert refused.status_code == 503 and refused.headers["retry-after"], refused.text
         assert "store" in refused.json()["error"]
         assert web.get("/api/v1/runs", params={"project": "out"}).json()["total"] == 1  # nothing recorded
         assert not [p for p in (data / "tmp").rglob("*") if p.is_file()]  # its bytes went with it
-        worker.start()  # takes the queued job, cannot read its trace: the job waits, its try given back
-        time.sleep(max(0.0, 8 - (time.monotonic() - outage)))
-        waiting = web.get(f"/api/v1/runs/{queued}").json()
+        time.sleep(max(0.0, 10 - (time.monotonic() - outage)))
+        waiting = web.get(f"/api/v1/runs/{run_id}").json()
         assert waiting["status"] in ("queued", "running") and waiting["tries"] <= 1, waiting
         s3.start()
-        assert web.wait(queued, timeout=60)["status"] == "done"
+        assert web.wait(run_id, timeout=120)["status"] == "done"
         again = web.upload(token, SAMPLES / "input_bound.json", project="out")
         assert again.status_code == 201
         assert web.wait(again.json()["id"], timeout=60)["status"] == "done"
-        assert web.get(f"/api/v1/runs/{queued}/report.json").status_code == 200
+        assert web.get(f"/api/v1/runs/{run_id}/report.json").status_code == 200
     finally:
         web.stop()
         worker.stop()
-    assert "queued again in 1 s" in worker.log.read_text()
+    log = worker.log.read_text()
+    # its report could not go up, then its trace could not come down: queued again each time, tries given back
+    assert f"(the upload of ta/reports/{run_id}/" in log and "(the download of trace" in log
+    assert "queued again in 1 s" in log
 
 
 def test_a_large_file_goes_up_in_parts(tmp_path, s3, monkeypatch):
