@@ -17,7 +17,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from serve_helpers import SAMPLES, Server, Worker, cli, free_port, kineto_trace, postgres
+from serve_helpers import SAMPLES, Server, Worker, analysis_processes, cli, free_port, kineto_trace, postgres
 
 pytest.importorskip("boto3")
 moto_server = pytest.importorskip("moto.server")
@@ -121,8 +121,8 @@ def test_an_outage_of_the_store_refuses_uploads_with_503_and_loses_nothing(tmp_p
         assert before.status_code == 201
         run_id = before.json()["id"]
         deadline = time.monotonic() + 60
-        while web.get(f"/api/v1/runs/{run_id}").json()["status"] != "running":
-            assert time.monotonic() < deadline
+        while not any(spec.startswith(str(data.resolve())) for _, spec in analysis_processes().values()):
+            assert time.monotonic() < deadline, "the analysis never started"
             time.sleep(0.02)
         s3.stop()  # while it is analysed: its report cannot go to the store, nor its trace come again
         outage = time.monotonic()
