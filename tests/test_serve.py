@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import io
 import tarfile
+import time
 import zipfile
 
 import httpx
@@ -408,6 +409,10 @@ def test_a_private_service_needs_a_token_to_read(tmp_path):
         one_line_error(server.get("/api/v1/projects/secret/history"), 401)
         got = server.get(f"/runs/{run}/files/0", cookies={"ta_token": reader})
         assert got.status_code == 200 and got.content == (SAMPLES / "basic.json").read_bytes()
+        for _ in range(600):  # the button comes with the analysis (it says what the file is)
+            if server.get(f"/api/v1/runs/{run}", cookies={"ta_token": reader}).json()["status"] == "done":
+                break
+            time.sleep(0.1)
         page = server.get(f"/runs/{run}", cookies={"ta_token": reader})
         assert f'data-trace="/runs/{run}/files/0"' in page.text and "sends the trace to no third party" in page.text
         assert page.headers["cross-origin-opener-policy"] == "same-origin-allow-popups"  # the opener link stays
@@ -618,15 +623,30 @@ def test_perfetto_is_offered_only_for_traces_it_reads(server):
     data = (SAMPLES / "basic.json").read_bytes()
     zipped = io.BytesIO()
     with zipfile.ZipFile(zipped, "w") as z:
-        z.writestr("logdir/basic.json", data)
+        z.writestr("basic.json", data)  # a folder of one trace, once unpacked
     runs = {kind: server.upload(token, project="perf", data=body, name=name).json()["id"]
             for kind, body, name in (("json", data, "basic.json"), ("gzip", gzip.compress(data + b" "), "b.json.gz"),
                                      ("zip", zipped.getvalue(), "logdir.zip"),
                                      ("pftrace", (SAMPLES / "basic.pftrace").read_bytes(), "basic.pftrace"),
                                      ("dmon", DMON.read_bytes(), DMON.name))}
+    from traceanalyzer.serve.settings import Settings
+    from traceanalyzer.serve.store import Store
+
+    for kind, run in runs.items():  # what the page offers is found by the analysis (the web server reads no trace)
+        done = server.wait(run)
+        assert done["status"] == "done", (kind, done["error"])
+    store = Store(Settings(server.data, server.db).database_url)
+    try:
+        formats = {kind: [(f.format, f.perfetto) for f in store.files(run)] for kind, run in runs.items()}
+    finally:
+        store.close()
+    assert formats == {"json": [("kineto", True)], "gzip": [("kineto", True)], "zip": [(None, False)],
+                       "pftrace": [("pftrace", True)], "dmon": [("nvidia-smi-dmon", False)]}
     for kind, run in runs.items():
         page = server.get(f"/runs/{run}")
         offered = kind in ("json", "gzip", "pftrace")  # what the Perfetto UI opens: not archives, not counter logs
+        fmt = formats[kind][0][0]
+        assert (f"({fmt}, " in page.text) == (fmt is not None), kind  # the file's format, beside its size
         assert ('class="open-perfetto"' in page.text) == offered, kind
         opener = page.headers["cross-origin-opener-policy"]
         assert opener == ("same-origin-allow-popups" if offered else "same-origin"), kind

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import functools
 import hashlib
 import json
 import math
@@ -29,6 +30,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 
 from . import history as hist
+from .blobs import blobs_of
 from .jobs import JobRunner
 from .settings import Settings, instance_name
 from .store import Actor, Store
@@ -146,7 +148,7 @@ class Context:
         self.db = Store(settings.database_url)
         self.runner = JobRunner(settings, self.db)
         self.env = _templates()
-        self.reports = hist.Reports(settings.reports)
+        self.reports = hist.Reports(functools.partial(blobs_of(settings).report, name="report.json"))
         self.histories = hist.HistoryCache()
         self.last_db_log = 0.0
 

@@ -30,10 +30,9 @@ def compare_sides(ctx: Context, request: Request) -> tuple[dict[str, Any], dict[
 def comparison(ctx: Context, base: dict[str, Any], head: dict[str, Any]) -> Any:
     """One run against one: run-to-run variation from the base branch's runs up to the base run (their
     medians), when there are enough, else the default allowance."""
-    import traceanalyzer as ta
     from traceanalyzer.compare import compare
 
-    a, b = (ta.load(ctx.settings.reports / r["id"] / "report.json") for r in (base, head))
+    a, b = (ctx.reports.load(r["id"]) for r in (base, head))
     earlier = ctx.db.history(base["project"], base["branch"], hist.LAST_BASES, exclude=base["id"],
                              before=base["created_at"]) if base.get("branch") else []
     history = []
