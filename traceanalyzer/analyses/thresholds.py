@@ -68,3 +68,11 @@ OPS_KEPT = 50
 KERNEL_LAUNCH_ROWS = 500
 # User Python frames kept, by idle time then host time.
 FRAMES_KEPT = 50
+
+# --- critical path and what-if (analyses/critical_path.py) -----------------------------------------
+# Segments kept per step's path (the longest; the rest folded into one "(other)" segment per kind): the
+# result stays small however many kernels a step runs, and the kinds' totals stay exact.
+CRITICAL_PATH_SEGMENTS = 24
+# Replay passes before giving up: each pass settles one more host -> GPU -> host hop of the longest path
+# (a step with k blocking calls on its path takes about 2k + 2); more means a cycle in the inferred edges.
+CRITICAL_PATH_MAX_PASSES = 10_000
