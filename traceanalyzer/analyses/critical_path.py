@@ -69,7 +69,8 @@ A_STREAM_SYNC = "a stream synchronize with no stream recorded waits for every st
 A_EVENT_STREAM = "an event is recorded on the stream of the thread's previous launch"
 A_EVENT_OF_WAIT = "a wait or event synchronize is on the thread's previous event record"
 A_WAIT_STREAM = "a stream wait with no stream recorded applies to the stream of the thread's next launch"
-A_NO_LAUNCH = "GPU work without its launch call in the trace keeps its observed start"
+A_NO_LAUNCH = ("GPU work without its launch call in the trace follows its stream predecessor after the observed gap "
+               "(the stream's first keeps its observed start)")
 A_OUTSIDE = "a wait on work of an earlier step keeps its observed end"
 A_THREAD = "a launching thread other than the step's wakes when the step's thread reached the same time"
 A_COLLECTIVE_ORDER = "collectives without a sequence number are matched across ranks by their order"
@@ -402,12 +403,11 @@ def _rank_nodes(tl: Timeline, rank: int, spans: list[tuple[int | None, int, int]
     piece_of_start: dict[int, int] = {}
     piece_of_end: dict[int, int] = {}
     if nh:
+        # a call's first and last pieces inside a step (a call cut by the step's edge keeps its part inside)
         with_rt = np.flatnonzero(hrt >= 0)
         rows_rt = hrt[with_rt]
-        starts_here = hs[with_rt] == ts[rows_rt]
-        ends_here = he[with_rt] == end[rows_rt]
-        piece_of_start = dict(zip(rows_rt[starts_here].tolist(), with_rt[starts_here].tolist()))
-        piece_of_end = dict(zip(rows_rt[ends_here].tolist(), with_rt[ends_here].tolist()))
+        piece_of_start = dict(zip(rows_rt[::-1].tolist(), with_rt[::-1].tolist()))
+        piece_of_end = dict(zip(rows_rt.tolist(), with_rt.tolist()))
     rt_first = pd.Series(piece_of_start, dtype=np.int64)
 
     def lookup(series: pd.Series, rows: np.ndarray) -> np.ndarray:
@@ -443,7 +443,8 @@ def _rank_nodes(tl: Timeline, rank: int, spans: list[tuple[int | None, int, int]
     gfs = g_start[ggrp].copy()
     gfs[carried] = np.maximum(gfs[carried], prev_e[carried])
     no_launch = launch_piece < 0
-    gfs[no_launch] = gs[no_launch]
+    # without its launch, work follows its stream predecessor after the observed gap; a stream's first held
+    gfs[no_launch & gfirst] = gs[no_launch & gfirst]
     _note(assumptions, A_NO_LAUNCH, int(no_launch.sum()))
 
     # --- event record -> stream wait; blocking calls -> the work they wait for ---
@@ -572,7 +573,7 @@ def _rank_nodes(tl: Timeline, rank: int, spans: list[tuple[int | None, int, int]
         ws, wd = np.array(wait_src, np.int64), np.array(wait_dst, np.int64)
         np.maximum.at(waited, wd, ge[ws])
     launch_at = np.where(no_launch, np.iinfo(np.int64).min // 4, launch_t)
-    queue_bound = ~gfirst & (prev_e >= launch_at) & (prev_e >= waited)
+    queue_bound = ~gfirst & (((prev_e >= launch_at) & (prev_e >= waited)) | (no_launch & (prev_e >= waited)))
     wait_bound = ~queue_bound & (waited >= launch_at)
     launch_bound = ~no_launch & ~queue_bound & ~wait_bound
     gclag = np.where(queue_bound, gs - prev_e, 0)
