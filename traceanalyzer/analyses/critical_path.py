@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -974,7 +974,12 @@ def what_if(tl: Timeline, rules: list[Rule], rank: int = 0, st: F.Steps | None =
     # a host piece partly inside the matched rows: only that part scales
     d = np.clip(np.rint(g.d * (1.0 - best_hit * (1.0 - best_f))), 0, None).astype(np.int64)
     s0, e0, _ = _replay(g, g.d)
-    s1, e1, settled = _replay(g, d)
+    # a blocking call removed whole waits for nothing any more: its waits go with it
+    removed = (best_f == 0) & (best_hit >= 1.0)
+    keep = ~((g.dp == _END) & removed[g.dst]) if len(g.dst) else np.zeros(0, bool)
+    changed = replace(g, src=g.src[keep], dst=g.dst[keep], sp=g.sp[keep], dp=g.dp[keep], lag=g.lag[keep],
+                      floor_e=np.where(removed, g.floor_e.min(initial=0), g.floor_e))
+    s1, e1, settled = _replay(changed, d)
     if not settled:
         _note(g.assumptions, A_NOT_CONVERGED, 1)
     base, proj = _sinks(g, e0), _sinks(g, e1)
