@@ -199,3 +199,43 @@ def test_bad_rules_are_refused_by_name(text: str, message: str | None) -> None:
         CP.Rule.parse_scale(text)
     with pytest.raises(CP.RuleError, match="empty glob"):
         CP.Rule.remove("  ")
+
+
+def test_the_median_step_alone_is_the_same_path_as_among_all_steps() -> None:
+    """The report builds only the median step's graph (from that step's rows): the same path as the full build."""
+    from conftest import ROOT
+
+    tl = read_file(ROOT / "sample_traces" / "sync_bound.json", ReadOptions())
+    full = CP.critical_path(tl, 0)
+    alone = CP.critical_path(tl, 0, median_only=True)
+    assert len(full.steps) == 4 and len(alone.steps) == 1
+    assert alone.steps[0] == full.median_step()
+    adds_up(alone)
+
+
+def test_hta_event_sync_trace_the_event_synchronize_waits_for_the_spin_kernel(corpus: Path) -> None:
+    """HTA's own critical-path test trace (cuda_event_sync): the host launches a spin kernel, records an event
+    and waits on it with cudaEventSynchronize. HTA links the two by the cuda_sync row's
+    `wait_on_cuda_event_record_corr_id`; this Timeline does not keep that argument, so the event is taken as
+    the thread's previous record on its previous launch's stream (said in the assumptions): the same edge."""
+    tl = read_file(corpus / "hta_cp_event_sync" / "event_sync_trace.json.gz", ReadOptions())
+    cp = CP.critical_path(tl, 0)
+    adds_up(cp)
+    segs = [(s.kind, s.name) for s in cp.steps[0].segments]
+    spin = segs.index((CP.KERNEL, "at::cuda::(anonymous namespace)::spin_kernel(long)"))
+    assert segs[spin + 1] == (CP.SYNC_WAIT, "cudaEventSynchronize")
+    assert dict(cp.steps[0].by_kind_ns)[CP.KERNEL] == 36 * US
+    assert CP.A_EVENT_OF_WAIT in dict(cp.assumptions)
+    # removing the spin kernel saves its time on the path less the host's own calls between its launch and
+    # the synchronize, which the kernel overlapped (10 us): 26 us
+    assert saving(tl, CP.Rule.remove("*spin_kernel*")) == 26 * US
+
+
+def test_hta_simple_add_trace_is_host_bound(corpus: Path) -> None:
+    """HTA's simple_add benchmark: a CUDA context's start-up (allocations, a 4 s first launch) on one thread.
+    HTA's analysis of it is CPU-bound too; here the path is host work and launch calls, the GPU work beside."""
+    tl = read_file(corpus / "hta_cp_simple_add" / "benchmark_result_493459_1694039959_trace.json.gz", ReadOptions())
+    cp = CP.critical_path(tl, 0)
+    adds_up(cp)
+    kinds = dict(cp.steps[0].by_kind_ns)
+    assert (kinds[CP.HOST_OP] + kinds[CP.LAUNCH]) / cp.steps[0].dur_ns > 0.99

@@ -246,15 +246,29 @@ def _steps_of(tl: Timeline, rank: int, st: F.Steps | None) -> tuple[list[tuple[i
     return ([(None, w.start_ns, w.end_ns)] if w.dur_ns > 0 else []), False
 
 
-def _flags(names: pd.Categorical, pattern: re.Pattern[str]) -> np.ndarray:
-    cats = np.array([bool(pattern.search(str(c))) for c in names.categories] + [False])
-    return cats[names.codes]
+def _flags(names: pd.Categorical, pattern: re.Pattern[str], rows: np.ndarray | None = None) -> np.ndarray:
+    """Rows whose name matches `pattern`; only the names of `rows` are tried (a trace has many thousand names,
+    its runtime calls a few dozen)."""
+    codes = names.codes.to_numpy() if hasattr(names.codes, "to_numpy") else np.asarray(names.codes)
+    used = np.unique(codes[rows]) if rows is not None else np.arange(len(names.categories))
+    used = used[used >= 0]
+    table = np.zeros(len(names.categories) + 1, bool)
+    cats = names.categories
+    table[used] = [bool(pattern.search(str(cats[c]))) for c in used]
+    return table[codes]
 
 
 def _rank_nodes(tl: Timeline, rank: int, spans: list[tuple[int | None, int, int]], group0: int,
-                origin: int, assumptions: dict[str, int], chain0: int) -> dict[str, np.ndarray]:
-    """One rank's nodes and cross edges (indices local to the rank's node list)."""
+                origin: int, assumptions: dict[str, int], chain0: int, narrow: bool) -> dict[str, np.ndarray]:
+    """One rank's nodes and cross edges (indices local to the rank's node list); `narrow`: only the rows that
+    overlap the spans are read (a few steps of a long trace)."""
     ev = tl.rank_events(rank)
+    base_rows = None
+    if narrow and spans:
+        w_lo, w_hi = min(a for _, a, _ in spans), max(b for _, _, b in spans)
+        start = ev["ts_ns"].to_numpy()
+        base_rows = np.flatnonzero((start < w_hi) & (start + ev["dur_ns"].to_numpy() > w_lo))
+        ev = ev.iloc[base_rows]
     ts = ev["ts_ns"].to_numpy() - origin
     end = ts + ev["dur_ns"].to_numpy()
     kind = ev["kind"]
@@ -282,8 +296,10 @@ def _rank_nodes(tl: Timeline, rank: int, spans: list[tuple[int | None, int, int]
     gpu = T.category_mask(kind, T.GPU_WORK_KINDS) & (dev >= 0)
     gpu_corr = np.unique(corr[gpu & (corr >= 0)])
     is_launch = runtime & np.isin(corr, gpu_corr) & (corr >= 0)
-    is_sync = runtime & (_flags(names, SYNC_DEVICE) | _flags(names, SYNC_STREAM) | _flags(names, SYNC_EVENT)
-                         | _flags(names, BLOCKING_COPY))
+    rt_at = np.flatnonzero(runtime)
+    f_dev, f_stream, f_event = (_flags(names, x, rt_at) for x in (SYNC_DEVICE, SYNC_STREAM, SYNC_EVENT))
+    f_copy, f_record, f_wait = (_flags(names, x, rt_at) for x in (BLOCKING_COPY, EVENT_RECORD, STREAM_WAIT))
+    is_sync = runtime & (f_dev | f_stream | f_event | f_copy)
     piece: dict[str, list[np.ndarray]] = {k: [] for k in ("s", "e", "kind", "name", "thread", "first", "clag",
                                                          "fs", "group", "rt")}
     anchors: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (piece local idx, main-thread time, -)
@@ -474,15 +490,14 @@ def _rank_nodes(tl: Timeline, rank: int, spans: list[tuple[int | None, int, int]
 
     # Kineto's cuda_sync rows name the stream a stream synchronize / stream wait was on
     stream_col = ev["stream"].to_numpy()
-    ann = T.category_mask(kind, (T.GPU_ANNOTATION,)) & _flags(names, SYNC_ROW) & (corr >= 0) & (stream_col >= 0)
+    ann = T.category_mask(kind, (T.GPU_ANNOTATION,))
+    ann &= _flags(names, SYNC_ROW, np.flatnonzero(ann)) & (corr >= 0) & (stream_col >= 0)
     ann_key = pd.Series(dev[ann].astype(np.int64) * (1 << 40) + stream_col[ann], index=corr[ann])
     ann_key = ann_key[~ann_key.index.duplicated()]
     key_chain = dict(zip(skeys.tolist(), (chain0 + len(threads) + np.arange(len(skeys))).tolist()))
     gpu_of_corr = pd.Series(np.arange(ng), index=corr[grows]) if ng else pd.Series(dtype=np.int64)
     gpu_of_corr = gpu_of_corr[~gpu_of_corr.index.duplicated(keep="last")]
     all_chains = np.unique(gchain) if ng else np.zeros(0, np.int64)
-    f_dev, f_stream, f_event = _flags(names, SYNC_DEVICE), _flags(names, SYNC_STREAM), _flags(names, SYNC_EVENT)
-    f_copy, f_record, f_wait = _flags(names, BLOCKING_COPY), _flags(names, EVENT_RECORD), _flags(names, STREAM_WAIT)
     sync_src: list[int] = []
     sync_dst: list[int] = []
     sync_fixed: list[tuple[int, int]] = []  # (piece, observed end) for waits on work outside the step
@@ -601,7 +616,7 @@ def _rank_nodes(tl: Timeline, rank: int, spans: list[tuple[int | None, int, int]
         "launch_key": np.concatenate([np.full(nh, -1, np.int64),
                                       np.where(launch_piece >= 0, hkey[np.clip(launch_piece, 0, None)]
                                                if nh else -1, -1)]),
-        "gpu_row": np.concatenate([np.full(nh, -1, np.int64), grows]),
+        "gpu_row": np.concatenate([np.full(nh, -1, np.int64), grows if base_rows is None else base_rows[grows]]),
         "comm": np.concatenate([np.zeros(nh, bool), ev["comm"].to_numpy()[grows]]),
         "comm_seq": np.concatenate([np.full(nh, -1, np.int64), ev["comm_seq"].to_numpy()[grows]]),
         "comm_group": np.concatenate([np.full(nh, "", object),
@@ -617,16 +632,23 @@ def _rank_nodes(tl: Timeline, rank: int, spans: list[tuple[int | None, int, int]
     return out
 
 
-def _build(tl: Timeline, ranks: list[int], steps: dict[int, F.Steps | None]) -> _Graph:
+def _build(tl: Timeline, ranks: list[int], steps: dict[int, F.Steps | None], median_only: bool = False) -> _Graph:
+    """The graph of every step of `ranks` (the first rank's median step alone with `median_only`: what the
+    report shows, built from that step's rows only, so a long trace costs one step's graph)."""
     assumptions: dict[str, int] = {}
     per_rank = {r: _steps_of(tl, r, steps.get(r)) for r in ranks}
+    if median_only and len(per_rank[ranks[0]][0]) > 1:
+        own = per_rank[ranks[0]][0]
+        by_len = sorted(range(len(own)), key=lambda i: (own[i][2] - own[i][1], i))
+        number = own[by_len[(len(by_len) - 1) // 2]][0]
+        per_rank = {r: ([s for s in spans if s[0] == number], found) for r, (spans, found) in per_rank.items()}
     origin = min((a for spans, _ in per_rank.values() for _, a, _ in spans), default=0)
     groups: list[tuple[int, int | None, int, int]] = []
     parts: list[dict[str, np.ndarray]] = []
     offset, chain0 = 0, 0
     for r in ranks:
         spans, _ = per_rank[r]
-        part = _rank_nodes(tl, r, spans, len(groups), origin, assumptions, chain0)
+        part = _rank_nodes(tl, r, spans, len(groups), origin, assumptions, chain0, median_only)
         groups.extend((r, n, a - origin, b - origin) for n, a, b in spans)
         for k in ("src", "dst"):
             part[k] = part[k] + offset
@@ -933,13 +955,14 @@ def _fold(kinds: np.ndarray, names: np.ndarray, durs: np.ndarray
 
 
 # --- the faces of this module ---------------------------------------------------------------------
-def critical_path(tl: Timeline, rank: int, st: F.Steps | None = None, peers: tuple[int, ...] = ()) -> CriticalPath:
-    """Each step's critical path on `rank` (the window's when it has no steps); `peers`: other ranks of the
-    same Timeline whose collectives this rank's are matched with."""
+def critical_path(tl: Timeline, rank: int, st: F.Steps | None = None, peers: tuple[int, ...] = (),
+                  median_only: bool = False) -> CriticalPath:
+    """Each step's critical path on `rank` (the window's when it has no steps; the median step's alone with
+    `median_only`); `peers`: other ranks of the same Timeline whose collectives this rank's are matched with."""
     ranks = [rank] + [p for p in peers if p != rank]
-    g = _build(tl, ranks, {rank: st})
+    g = _build(tl, ranks, {rank: st}, median_only)
     if not len(g.s0):
-        spans, _ = _steps_of(tl, rank, st)
+        spans = [(n, a + g.origin, b + g.origin) for r, n, a, b in g.groups if r == rank]
         return CriticalPath(rank, tuple(StepPath(n, a, b, (Segment(IDLE, "", b - a),), ((IDLE, b - a),))
                                         for n, a, b in spans), tuple(g.assumptions.items()))
     s, e, settled = _replay(g, g.d)

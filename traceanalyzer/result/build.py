@@ -121,7 +121,7 @@ def _critical_path(r: RankAnalysis) -> R.CriticalPathResult | None:
     if cp is None or step is None or step.dur_ns <= 0:
         return None
     return R.CriticalPathResult(step.step, _us0(step.dur_ns), step.segments,
-                                {k: _us0(ns) for k, ns in step.by_kind_ns}, len(cp.steps), dict(cp.assumptions))
+                                {k: _us0(ns) for k, ns in step.by_kind_ns}, dict(cp.assumptions))
 
 
 def _step_source(r: RankAnalysis) -> R.StepSourceResult | None:

@@ -337,7 +337,6 @@ class CriticalPathResult:
     step_us: float
     segments: tuple[Segment, ...]  # kind, name, duration_us (the longest kept, the rest one "(other)" per kind)
     by_kind_us: dict[str, float]  # kind -> time on the path, the kinds present only
-    steps: int = 1  # steps the rank has a path for
     assumptions: dict[str, int] = field(default_factory=dict)
 
 
