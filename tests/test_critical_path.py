@@ -239,3 +239,18 @@ def test_hta_simple_add_trace_is_host_bound(corpus: Path) -> None:
     adds_up(cp)
     kinds = dict(cp.steps[0].by_kind_ns)
     assert (kinds[CP.HOST_OP] + kinds[CP.LAUNCH]) / cp.steps[0].dur_ns > 0.99
+
+
+def test_a_step_s_last_stretch_without_host_events_waits_for_its_gpu_work(tmp_path: Path) -> None:
+    """The host launches a 5 ms kernel and records nothing more until the step ends (6 ms): an untraced wait.
+    The path runs through the kernel; the stretch after it (0.97 ms) stays as idle."""
+    tr = KinetoTrace()
+    tr.step(1, 0, 6_000, gpu_copy=False)
+    tr.launched(10, 10, 30, 5_000, "k")
+    tl = timeline(tmp_path, tr)
+    cp = CP.critical_path(tl, 0)
+    adds_up(cp)
+    assert [(s.kind, s.dur_ns) for s in cp.steps[0].segments] == [
+        (CP.IDLE, 10 * US), (CP.LAUNCH, 20 * US), (CP.KERNEL, 5_000 * US), (CP.IDLE, 970 * US)]
+    assert dict(cp.assumptions) == {CP.A_TAIL: 1}
+    assert saving(tl, CP.Rule.remove("k")) == 5_000 * US

@@ -75,6 +75,8 @@ A_OUTSIDE = "a wait on work of an earlier step keeps its observed end"
 A_THREAD = "a launching thread other than the step's wakes when the step's thread reached the same time"
 A_COLLECTIVE_ORDER = "collectives without a sequence number are matched across ranks by their order"
 A_RANK_START = "each rank's step starts at its observed time"
+A_TAIL = ("the step's thread's last stretch with no event is an untraced wait for the step's other work "
+          "(it ends as long after that work as it did)")
 A_CONTRADICTED = "an inferred edge the observed times contradict was left out"
 A_NOT_CONVERGED = "the replay stopped before every time settled (a cycle in the inferred edges)"
 
@@ -214,6 +216,8 @@ class _Graph:
     span_lo: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     span_hi: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     gpu_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # event row per GPU node (-1)
+    # the step's thread's last stretch without an event, to the step's end: not a sink (see `_sinks`)
+    trailing: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
 
 
 def _threads(tl: Timeline, rank: int) -> tuple[tuple[tuple[int, int], ...], tuple[int, int] | None]:
@@ -301,7 +305,7 @@ def _rank_nodes(tl: Timeline, rank: int, spans: list[tuple[int | None, int, int]
     f_copy, f_record, f_wait = (_flags(names, x, rt_at) for x in (BLOCKING_COPY, EVENT_RECORD, STREAM_WAIT))
     is_sync = runtime & (f_dev | f_stream | f_event | f_copy)
     piece: dict[str, list[np.ndarray]] = {k: [] for k in ("s", "e", "kind", "name", "thread", "first", "clag",
-                                                         "fs", "group", "rt")}
+                                                         "fs", "group", "rt", "trail")}
     anchors: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (piece local idx, main-thread time, -)
     thread_keys = []
     main_pieces: tuple[np.ndarray, np.ndarray] | None = None
@@ -338,14 +342,20 @@ def _rank_nodes(tl: Timeline, rank: int, spans: list[tuple[int | None, int, int]
         gap_before = np.zeros(len(lo), bool)
         gap_before[1:] = lo[1:] > hi[:-1]
         is_main = (p, t) == main
+        trail = np.zeros(len(lo), bool)
         if is_main:
-            # the step's thread: its untraced time is a piece of its own (already among the pieces, as idle)
+            # the step's thread: its untraced time is a piece of its own (already among the pieces, as idle);
+            # but its last stretch without an event, up to the step's end, is an untraced wait (`_sinks`)
             fs = np.where(first, lo, g_start[grp])
             main_pieces = (lo, hi)
+            last = np.ones(len(lo), bool)
+            last[:-1] = grp[1:] != grp[:-1]
+            trail = last & (pk == SEGMENT_KINDS.index(IDLE)) & (hi == g_end[grp])
         else:
             # another thread: outside its events it waits for the step's thread (an anchor edge below)
             idle = pk == SEGMENT_KINDS.index(IDLE)
             lo, hi, grp, pk, pname, rt_of = lo[~idle], hi[~idle], grp[~idle], pk[~idle], pname[~idle], rt_of[~idle]
+            trail = np.zeros(len(lo), bool)
             first = np.ones(len(lo), bool)
             first[1:] = grp[1:] != grp[:-1]
             gap_before = np.zeros(len(lo), bool)
@@ -363,6 +373,7 @@ def _rank_nodes(tl: Timeline, rank: int, spans: list[tuple[int | None, int, int]
         piece["fs"].append(fs)
         piece["group"].append(grp)
         piece["rt"].append(rt_of)
+        piece["trail"].append(trail)
         thread_keys.append(np.full(len(lo), k, np.int64))
         n_before += len(lo)
 
@@ -610,6 +621,7 @@ def _rank_nodes(tl: Timeline, rank: int, spans: list[tuple[int | None, int, int]
         "clag": np.concatenate([hclag, gclag]), "fs": np.concatenate([hfs, gfs]),
         "fe": np.concatenate([hfe, np.full(ng, np.iinfo(np.int64).min // 4, np.int64)]),
         "glob_kind": np.concatenate([np.zeros(nh, np.int64), np.ones(ng, np.int64)]),
+        "trail": np.concatenate([cat("trail", bool), np.zeros(ng, bool)]),
         "thread_key": np.concatenate([hkey, np.full(ng, -1, np.int64)]),
         "span_lo": np.concatenate([hs, np.where(launch_piece >= 0, launch_t, -1)]),
         "span_hi": np.concatenate([he, np.where(launch_piece >= 0, launch_t, -1)]),
@@ -688,6 +700,10 @@ def _build(tl: Timeline, ranks: list[int], steps: dict[int, F.Steps | None], med
     graph.thread_key = np.where(g["glob_kind"] == 1, launch_key, graph.thread_key)
     graph.span_lo, graph.span_hi = g["span_lo"], g["span_hi"]
     graph.gpu_rows = np.where(g["gpu_row"] >= 0, g["gpu_row"], -1)
+    graph.trailing = g["trail"].astype(bool)
+    if graph.trailing.any() and graph.groups:  # said where the stretch overlapped the step's other work
+        others_end = np.array([b for _, _, _, b in graph.groups], np.int64) - _tails(graph)
+        _note(assumptions, A_TAIL, int((graph.trailing & (graph.s0 < others_end[graph.group])).sum()))
     if len(ranks) > 1:
         _note(assumptions, A_RANK_START, len(ranks))
     return graph
@@ -771,13 +787,31 @@ def _replay(g: _Graph, d: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
     return s, e, False
 
 
+def _ends(g: _Graph) -> np.ndarray:
+    """The nodes a step ends with: those that ended inside the observed step, but the step's thread's last
+    stretch without an event (an untraced wait: it lasts until the step's other work is done, then its tail)."""
+    if not len(g.groups):
+        return np.zeros(len(g.e0), bool)
+    return (g.e0 <= np.array([b for _, _, _, b in g.groups], np.int64)[g.group]) & ~g.trailing
+
+
+def _tails(g: _Graph) -> np.ndarray:
+    """Per group, the observed time from its last ending node's end to the step's end."""
+    starts = np.array([a for _, _, a, _ in g.groups], np.int64)
+    last = starts.copy()
+    ends = _ends(g)
+    if ends.any():
+        np.maximum.at(last, g.group[ends], g.e0[ends])
+    return np.clip(np.array([b for _, _, _, b in g.groups], np.int64) - last, 0, None)
+
+
 def _sinks(g: _Graph, e: np.ndarray) -> np.ndarray:
-    """Each group's end: the latest end among the nodes that ended inside the observed group."""
-    inside = g.e0 <= np.array([b for _, _, _, b in g.groups], np.int64)[g.group] if len(g.groups) else g.e0 < 0
+    """Each group's end: the latest end among the nodes it ends with (`_ends`), plus its observed tail."""
     out = np.array([a for _, _, a, _ in g.groups], np.int64)
-    if inside.any():
-        np.maximum.at(out, g.group[inside], e[inside])
-    return out
+    ends = _ends(g)
+    if ends.any():
+        np.maximum.at(out, g.group[ends], e[ends])
+    return out + _tails(g)
 
 
 # --- the path -------------------------------------------------------------------------------------
@@ -812,12 +846,15 @@ def _path(g: _Graph, s: np.ndarray, e: np.ndarray, d: np.ndarray, group: int, ow
     (a launch, a stream wait), or its step's start. Every nanosecond from the step's start to its end is on
     exactly one segment. A run of chain nodes each set by its predecessor is taken in one step (`run_from`)."""
     _, _, g_start, g_end = g.groups[group]
-    members = np.flatnonzero((g.group == group) & (g.e0 <= g_end))
+    members = np.flatnonzero((g.group == group) & _ends(g))
     walk = _Walk()
     if not len(members):
         if g_end > g_start:
             walk.one(IDLE, "", g_end - g_start)
         return _walked(walk)
+    tail = int(_tails(g)[group])
+    if tail > 0:
+        walk.one(IDLE, "", tail)
     order, first = incoming
     sp, src, lag, dp = g.sp, g.src, g.lag, g.dp
     i = int(members[np.argmax(e[members])])
