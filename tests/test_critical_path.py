@@ -254,3 +254,20 @@ def test_a_step_s_last_stretch_without_host_events_waits_for_its_gpu_work(tmp_pa
         (CP.IDLE, 10 * US), (CP.LAUNCH, 20 * US), (CP.KERNEL, 5_000 * US), (CP.IDLE, 970 * US)]
     assert dict(cp.assumptions) == {CP.A_TAIL: 1}
     assert saving(tl, CP.Rule.remove("k")) == 5_000 * US
+
+
+def test_work_that_starts_as_another_stream_s_work_ends_waited_for_it(tmp_path: Path) -> None:
+    """Kernel B is launched at once but starts only when kernel A on another stream ends (an event the trace does
+    not record): the inferred wait puts A on the path, and removing A lets B start after its launch."""
+    tr = KinetoTrace()
+    tr.step(1, 0, 6_100, gpu_copy=False)
+    tr.launched(10, 10, 30, 5_000, "allreduce", stream=20)
+    tr.launched(20, 5, 5_030, 1_000, "compute", stream=7)
+    tr.runtime("cudaDeviceSynchronize", 30, 6_030 - 30 + 5)
+    tl = timeline(tmp_path, tr)
+    cp = CP.critical_path(tl, 0)
+    adds_up(cp)
+    assert [s.name for s in cp.steps[0].segments if s.kind == CP.KERNEL] == ["allreduce", "compute"]
+    assert dict(cp.assumptions) == {CP.A_IMPLICIT_WAIT: 1}
+    # B then starts at its launch (20 us) + the rank's launch latency (20 us): ends at 1.04 ms, not 6.03 ms
+    assert saving(tl, CP.Rule.remove("allreduce")) == 6_030 * US - 1_040 * US

@@ -135,7 +135,8 @@ def rank_figures(tl: Timeline, rank: int, min_gap_ns: int = F.DEFAULT_MIN_GAP_NS
                         rank_memory(tl, rank, [d.device for d in devices], st), info.framework, st,
                         F.kernel_totals(tl, rank), F.pageable_htod_copies(tl, rank), F.range_profiler_capture(tl, rank),
                         attributed, tl.sources[info.source].path, info.clock, info.host, source,
-                        info.gpus_listed, capture, ops, frames, CPA.critical_path(tl, rank, st, median_only=True), waits)
+                        info.gpus_listed, capture, ops, frames, CPA.critical_path(tl, rank, st, median_only=True),
+                        waits)
 
 
 def _operator_view(tl: Timeline, rank: int, basis: iv.IntervalSet, n_steps: int, devices: list[DeviceAnalysis],

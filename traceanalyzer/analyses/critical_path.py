@@ -36,7 +36,12 @@ from ..timeline import Timeline
 from . import figures as F
 from .host import launching_threads
 from .iterations import find_steps
-from .thresholds import CRITICAL_PATH_MAX_PASSES, CRITICAL_PATH_SEGMENTS
+from .thresholds import (
+    CRITICAL_PATH_MAX_PASSES,
+    CRITICAL_PATH_SEGMENTS,
+    CRITICAL_PATH_UNEXPLAINED_WAIT_NS,
+    SYNC_TOLERANCE_NS,
+)
 
 # --- segment kinds --------------------------------------------------------------------------------
 HOST_OP = "host op"  # host time inside an operator, annotation or runtime call other than a launch or sync
@@ -77,6 +82,8 @@ A_COLLECTIVE_ORDER = "collectives without a sequence number are matched across r
 A_RANK_START = "each rank's step starts at its observed time"
 A_TAIL = ("the step's thread's last stretch with no event is an untraced wait for the step's other work "
           "(it ends as long after that work as it did)")
+A_IMPLICIT_WAIT = ("GPU work that starts, after a wait its launch and stream do not explain, as work on another "
+                   "stream ends waited for that work (an event the trace does not show)")
 A_CONTRADICTED = "an inferred edge the observed times contradict was left out"
 A_NOT_CONVERGED = "the replay stopped before every time settled (a cycle in the inferred edges)"
 
@@ -216,6 +223,7 @@ class _Graph:
     span_lo: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     span_hi: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     gpu_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # event row per GPU node (-1)
+    launch_cap: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # the rank's usual launch latency
     # the step's thread's last stretch without an event, to the step's end: not a sink (see `_sinks`)
     trailing: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
 
@@ -591,6 +599,14 @@ def _rank_nodes(tl: Timeline, rank: int, spans: list[tuple[int | None, int, int]
         edge(nh + ss, sd, _END, _END, tail_of.reindex(sd).to_numpy(np.int64))
     for piece_i, e_obs in sync_fixed:
         hfe[piece_i] = max(hfe[piece_i], min(e_obs, he[piece_i]))
+    # work that starts, after a wait neither its launch nor its stream explains, as work on another stream ends
+    # waited for it (an event the trace does not show: a compute stream after an all-reduce)
+    implicit_src, implicit_dst = _implicit_waits(gs, ge, gdev, gchain, ggrp, np.where(gfirst, np.iinfo(np.int64).min
+                                                                                       // 4, prev_e),
+                                                 np.where(no_launch, gs, launch_t), set(zip(wait_src, wait_dst)))
+    _note(assumptions, A_IMPLICIT_WAIT, len(implicit_src))
+    wait_src += implicit_src
+    wait_dst += implicit_dst
     # Each GPU node's start: the latest of its launch, its stream predecessor's end and the work its stream
     # was made to wait for sets it (that constraint's lag is what was observed); the others keep their
     # minimal lag (no wait after the predecessor; the rank's median launch latency).
@@ -622,6 +638,7 @@ def _rank_nodes(tl: Timeline, rank: int, spans: list[tuple[int | None, int, int]
         "fe": np.concatenate([hfe, np.full(ng, np.iinfo(np.int64).min // 4, np.int64)]),
         "glob_kind": np.concatenate([np.zeros(nh, np.int64), np.ones(ng, np.int64)]),
         "trail": np.concatenate([cat("trail", bool), np.zeros(ng, bool)]),
+        "launch_cap": np.full(n, typical, np.int64),
         "thread_key": np.concatenate([hkey, np.full(ng, -1, np.int64)]),
         "span_lo": np.concatenate([hs, np.where(launch_piece >= 0, launch_t, -1)]),
         "span_hi": np.concatenate([he, np.where(launch_piece >= 0, launch_t, -1)]),
@@ -701,6 +718,7 @@ def _build(tl: Timeline, ranks: list[int], steps: dict[int, F.Steps | None], med
     graph.span_lo, graph.span_hi = g["span_lo"], g["span_hi"]
     graph.gpu_rows = np.where(g["gpu_row"] >= 0, g["gpu_row"], -1)
     graph.trailing = g["trail"].astype(bool)
+    graph.launch_cap = g["launch_cap"]
     if graph.trailing.any() and graph.groups:  # said where the stretch overlapped the step's other work
         others_end = np.array([b for _, _, _, b in graph.groups], np.int64) - _tails(graph)
         _note(assumptions, A_TAIL, int((graph.trailing & (graph.s0 < others_end[graph.group])).sum()))
@@ -909,9 +927,14 @@ def _path(g: _Graph, s: np.ndarray, e: np.ndarray, d: np.ndarray, group: int, ow
         if k >= 0:
             j = int(src[k])
             reached = int(s[j] if sp[k] == _START else e[j])
-            if t > reached:  # the edge's lag: a launch's latency, or how long a thread waited to wake
+            if t > reached:  # the edge's lag: a launch's latency (beyond the usual one: a wait the trace does not
+                # explain), or how long a thread waited to wake
                 launch = g.kind[j] == SEGMENT_KINDS.index(LAUNCH) and sp[k] == _START
-                one(i, LAUNCH if launch else IDLE, str(g.name[j]) if launch else "", t - reached)
+                usual = min(t - reached, int(g.launch_cap[i])) if launch else 0
+                if t - reached > usual:
+                    one(i, IDLE, "", t - reached - usual)
+                if usual > 0:
+                    one(i, LAUNCH, str(g.name[j]), usual)
             i, t, at_end = j, reached, bool(sp[k] == _END)
             continue
         break
@@ -1088,6 +1111,34 @@ def _rule_hits(tl: Timeline, ranks: list[int], g: _Graph, rule: Rule) -> tuple[n
                             cov / np.maximum(hi - lo, 1))
             hit[nodes] = np.maximum(hit[nodes], frac)
     return np.clip(hit, 0.0, 1.0), count
+
+
+def _implicit_waits(gs: np.ndarray, ge: np.ndarray, dev: np.ndarray, chain: np.ndarray, grp: np.ndarray,
+                    prev_e: np.ndarray, launch_t: np.ndarray, known: set[tuple[int, int]]
+                    ) -> tuple[list[int], list[int]]:
+    """(producer, consumer) GPU nodes: a consumer starting at least CRITICAL_PATH_UNEXPLAINED_WAIT_NS after both its
+    launch and its stream predecessor's end, within SYNC_TOLERANCE_NS of the end of work on another stream of its
+    device in its step (the latest such end)."""
+    wait = gs - np.maximum(prev_e, launch_t)
+    cand = np.flatnonzero(wait >= CRITICAL_PATH_UNEXPLAINED_WAIT_NS)
+    if not len(cand) or len(gs) < 2:
+        return [], []
+    by_end = np.argsort(ge, kind="stable")
+    ends = ge[by_end]
+    src: list[int] = []
+    dst: list[int] = []
+    k = np.searchsorted(ends, gs[cand], side="right") - 1
+    for back in range(3):  # the latest end before the start, skipping the consumer's own stream's work
+        at = k - back
+        ok = at >= 0
+        j = by_end[np.clip(at, 0, None)]
+        ok &= (gs[cand] - ge[j] <= SYNC_TOLERANCE_NS) & (chain[j] != chain[cand]) & (dev[j] == dev[cand])
+        ok &= grp[j] == grp[cand]
+        for c, p in zip(cand[ok].tolist(), j[ok].tolist()):
+            if (p, c) not in known and c not in dst:
+                src.append(p)
+                dst.append(c)
+    return src, dst
 
 
 def _innermost(starts: np.ndarray, ends: np.ndarray, points: np.ndarray) -> np.ndarray:
