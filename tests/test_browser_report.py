@@ -134,6 +134,17 @@ def check_page(page, analysis) -> None:
         assert box(page.locator(f"#{section}"))["height"] > 20
     if cpu_only:  # no empty GPU section
         assert all(page.locator(f"#{section}").count() == 0 for section in gpu_sections)
+    else:  # a critical-path strip under each rank's steps, one block per segment of its path
+        paths = [r["critical_path"] for r in report["ranks"] if r.get("critical_path")]
+        strips = page.locator("#steps .cp-strip")
+        assert strips.count() == len(paths)
+        for i, cp in enumerate(paths):
+            strip = strips.nth(i)
+            strip.scroll_into_view_if_needed()
+            assert box(strip)["width"] > 300 and box(strip)["height"] >= 8
+            assert strip.locator(".cp-seg").count() == len(cp["segments"])
+            widths = sum(box(s)["width"] for s in strip.locator(".cp-seg").all() if s.bounding_box())
+            assert widths == pytest.approx(box(strip)["width"], rel=0.02)  # the segments fill the step
     check_memory_charts(page, report)
 
 

@@ -32,6 +32,7 @@ print("LOADED", loaded)
     (["diff", "--help"], "Compare BASE (before a change) with HEAD"),
     (["serve", "--help"], "Usage: main serve"),
     (["upload", "--help"], "Usage: main upload"),
+    (["whatif", "--help"], "Project what a change would save"),
 ])
 def test_version_and_help_load_neither_pandas_nor_numpy(args, expect):
     code = PROBE.format(args=args, expect=expect, heavy=HEAVY)

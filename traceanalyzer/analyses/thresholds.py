@@ -73,3 +73,16 @@ OPS_KEPT = 50
 KERNEL_LAUNCH_ROWS = 500
 # User Python frames kept, by idle time then host time.
 FRAMES_KEPT = 50
+
+# --- critical path and what-if (analyses/critical_path.py) -----------------------------------------
+# Segments kept per step's path (the longest; the rest folded into one "(other)" segment per kind): the
+# result stays small however many kernels a step runs, and the kinds' totals stay exact.
+CRITICAL_PATH_SEGMENTS = 24
+# Replay passes before giving up: each pass settles one more host -> GPU -> host hop of the longest path
+# (a step with k blocking calls on its path takes about 2k + 2); more means a cycle in the inferred edges.
+CRITICAL_PATH_MAX_PASSES = 10_000
+# GPU work that starts at least this long after both its launch and its stream's previous work, within
+# SYNC_TOLERANCE_NS of the end of work on another stream, waited for that work (an event wait the trace does
+# not record: a compute stream resuming after an all-reduce). A launch's own latency is microseconds to tens of
+# microseconds; beyond this a coincident end on another stream is the likelier cause.
+CRITICAL_PATH_UNEXPLAINED_WAIT_NS = 50_000

@@ -134,3 +134,73 @@ def serving_line(p: object) -> str:
     if replays:
         out += f", {replays} graph replay{'s' if replays != 1 else ''}"
     return out
+
+
+# What each kind of critical-path segment (analyses/critical_path.py SEGMENT_KINDS) is called in prose.
+CRITICAL_PATH_WORDS = {
+    "kernel": "GPU kernels", "copy": "GPU copies", "host op": "host work", "launch": "launch calls",
+    "sync wait": "blocking calls", "peer wait": "waiting for", "idle": "untraced or idle time",
+}
+CRITICAL_PATH_PARTS = 4  # kinds named in the one line; the rest summed as "other"
+
+
+def critical_path_parts(cp: object) -> list[tuple[str, float, str]]:
+    """The median step's critical path by kind, largest first: (kind, share of the step, the longest segment's
+    name of that kind, "" when none is named), from a `CriticalPathResult` or its plain-data form."""
+    def get(obj: object, key: str) -> object:
+        return obj.get(key) if isinstance(obj, dict) else getattr(obj, key, None)
+
+    by_kind = get(cp, "by_kind_us")
+    step_us = get(cp, "step_us")
+    if not isinstance(by_kind, dict) or not isinstance(step_us, (int, float)) or step_us <= 0:
+        return []
+    longest: dict[str, tuple[float, str]] = {}
+    for seg in get(cp, "segments") or ():  # type: ignore[attr-defined]
+        kind, name = str(get(seg, "kind")), str(get(seg, "name") or "")
+        dur = get(seg, "duration_us") if isinstance(seg, dict) else us(getattr(seg, "dur_ns", 0))
+        if name and name != "(other)" and isinstance(dur, (int, float)) and dur > longest.get(kind, (0.0, ""))[0]:
+            longest[kind] = (float(dur), name)
+    parts = sorted(((str(k), min(float(v) / step_us, 1.0)) for k, v in by_kind.items()), key=lambda x: -x[1])
+    return [(k, share, longest.get(k, (0.0, ""))[1]) for k, share in parts]
+
+
+def critical_path_text(cp: object) -> str | None:
+    """One line: "the median step (step 3, 8.1 ms) is 62% GPU kernels (gemm), 30% host work (preprocess), 8%
+    waiting for rank 1". Plain text: each renderer escapes it. None without a path."""
+    parts = critical_path_parts(cp)
+    if not parts:
+        return None
+    named = [p for p in parts[:CRITICAL_PATH_PARTS] if p[1] >= 0.005]
+    words = []
+    for kind, share, name in named:
+        label = CRITICAL_PATH_WORDS.get(kind, kind)
+        if kind == "peer wait":
+            words.append(f"{share:.0%} {label} {name or 'other ranks'}")
+        else:
+            words.append(f"{share:.0%} {label}" + (f" ({inert.shorten(name, 80)})" if name else ""))
+    rest = sum(share for _, share, _ in parts) - sum(share for _, share, _ in named)
+    if rest >= 0.005:
+        words.append(f"{rest:.0%} other")
+    step = cp.get("step") if isinstance(cp, dict) else getattr(cp, "step", None)
+    step_us = cp.get("step_us") if isinstance(cp, dict) else getattr(cp, "step_us", None)
+    which = f"step {step}, " if step is not None else ""
+    what = "the median step" if step is not None else "the window"
+    return f"{what} ({which}{fmt_us(step_us)}) is " + ", ".join(words)
+
+
+def critical_path_strip(cp: object) -> list[tuple[str, float, str]]:
+    """The strip drawn under a rank's steps: (CSS class of the kind, width in % of the step, tooltip) per
+    segment of the median step's path, in path order (a `CriticalPathResult`). Plain text: escaped by jinja."""
+    segments = getattr(cp, "segments", None) or ()
+    step_us = getattr(cp, "step_us", None)
+    if not isinstance(step_us, (int, float)) or step_us <= 0:
+        return []
+    out = []
+    for seg in segments:
+        dur_us = us(seg.dur_ns) or 0.0
+        kind = str(seg.kind)
+        label = CRITICAL_PATH_WORDS.get(kind, kind)
+        name = f" · {inert.shorten(str(seg.name), 120)}" if seg.name else ""
+        out.append(("cp-" + kind.replace(" ", "-"), round(min(100.0 * dur_us / step_us, 100.0), 3),
+                    f"{label}{name} · {fmt_us(dur_us)}"))
+    return out

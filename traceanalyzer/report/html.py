@@ -30,6 +30,8 @@ from ..result.types import AnalysisData, GapBin, PlainData, to_data
 from ..units import format_bytes, format_rules
 from ._format import (
     WHOLE_LOG,
+    critical_path_strip,
+    critical_path_text,
     fmt_ns,
     fmt_pct,
     fmt_pct_change,
@@ -84,6 +86,8 @@ def template_env() -> jinja2.Environment:
     env.filters["code_spans"] = code_spans
     env.filters["step_source"] = step_source_text
     env.filters["serving_line"] = serving_line
+    env.filters["critical_path"] = critical_path_text
+    env.filters["critical_path_strip"] = critical_path_strip
     env.globals["straggler_sentence"] = straggler_sentence
     env.filters["visible"] = inert.visible
     env.filters["by_key"] = by_key
@@ -215,6 +219,7 @@ _DEFINITION_SHOWN_WHEN: dict[str, Callable[[AnalysisData], bool]] = {
                     lambda a: any(r.host_memory or any(d.memory for d in r.devices) for r in a.ranks)),
     **dict.fromkeys(("host_metrics", "host_alignment", "during_dataloader_wait"), lambda a: bool(a.host_logs)),
     "input_split": lambda a: any(r.diagnosis and r.diagnosis.input_split for r in a.ranks),
+    "critical_path": lambda a: any(r.critical_path is not None for r in a.ranks),
     "host_loop": lambda a: bool(a.ranks) and not any(r.devices for r in a.ranks),  # the host-loop section
 }
 

@@ -17,6 +17,7 @@ from ..causes import CAUSE_LIST, VERDICT_LIST
 from ..result.types import AnalysisData, DiagnosisResult, RankResult
 from ._format import (
     WHOLE_LOG,
+    critical_path_text,
     fmt_ns,
     fmt_pct,
     fmt_pct_points,
@@ -72,6 +73,7 @@ def _render(a: AnalysisData, rows: dict[str, int]) -> str:
     elif a.ranks:  # nvidia-smi logs alone have no trace figures: their own section says it all
         out += _headline_table(a, diag, rows["ranks"])
         out += _gaps(a, rows["gaps"])
+        out += _critical_path(a, rows["ranks"])
         out += memory_markdown(a, who)
     out += _counters(a)
     out += host_markdown(a)
@@ -227,6 +229,16 @@ def _gaps(a: AnalysisData, limit: int) -> list[str]:
     found.sort(key=lambda x: -x[0])  # presentation order: longest first
     return (["### Longest idle gaps", "", "_Start is measured from the rank's window start._", ""]
             + table(header, (row for _, row in found), limit, len(found), "gaps"))
+
+
+def _critical_path(a: AnalysisData, limit: int) -> list[str]:
+    """One line per rank: what its median step's critical path is made of (definitions `critical_path`)."""
+    lines = []
+    for r in a.ranks[:limit]:
+        text = critical_path_text(r.critical_path) if r.critical_path is not None else None
+        if text:
+            lines.append(f"- rank {who(r)}: {md(text, 400)}")
+    return ["#### Critical path", ""] + lines + [""] if lines else []
 
 
 def _details(a: AnalysisData, rows: dict[str, int]) -> list[str]:

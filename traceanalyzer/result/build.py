@@ -89,6 +89,7 @@ def rank_result(r: RankAnalysis, dr: RankDiagnosis | None, number: int | None, t
         step_source=_step_source(r),
         capture=_capture(r),
         operators=operator_view(r),
+        critical_path=_critical_path(r),
         drawing=R.RankDrawing(timeline, {"per_step": _per_step_chart(per_step, dr)}, memory_series),
         serving=serving_result(r),
     )
@@ -130,6 +131,16 @@ def operator_view(r: RankAnalysis) -> R.OperatorView | None:
     return R.OperatorView(ops, kernels, frames, bool(fr and fr.has_stacks), o.ops_omitted, o.kernels_omitted,
                           fr.omitted if fr else 0, _us(o.steps_ns), _us(o.idle_ns) if r.devices else None,
                           _us(fr.idle_ns) if fr and r.devices else None)
+
+
+def _critical_path(r: RankAnalysis) -> R.CriticalPathResult | None:
+    """The rank's median step's critical path (definitions `critical_path`), in the report's units."""
+    cp = r.critical_path
+    step = cp.median_step() if cp is not None else None
+    if cp is None or step is None or step.dur_ns <= 0:
+        return None
+    return R.CriticalPathResult(step.step, _us0(step.dur_ns), step.segments,
+                                {k: _us0(ns) for k, ns in step.by_kind_ns}, dict(cp.assumptions))
 
 
 def _step_source(r: RankAnalysis) -> R.StepSourceResult | None:

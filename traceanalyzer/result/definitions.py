@@ -50,6 +50,19 @@ FIGURES: dict[str, str] = {
         "multi-process); not python stack frames and not anything that merely mentions "
         "\"DataLoader\". TensorFlow: the training thread blocked in `IteratorGetNext`."
     ),
+    "critical_path": (
+        "The chain of dependent work that sets the median step's length, found from what the trace holds: each "
+        "launching thread's time in order, each launch call to the GPU work it enqueued (CUDA-graph launches to "
+        "their replayed kernels), each stream's order, an event record to the stream made to wait on it, and "
+        "each blocking call (synchronize, a blocking copy, `.item()`) to the GPU work it waited for. Walking "
+        "back from the step's end along whatever set each start and end gives segments that add up to the "
+        "step: host op (time in an operator, annotation or runtime call), launch (a launch call and the "
+        "latency to its work's start), kernel, copy, sync wait (a blocking call's own time), peer wait (another "
+        "rank's work a collective waited for, when the ranks are figured together) and idle (a launching thread "
+        "outside every recorded event, or a stream's unexplained gap). Work that runs beside the path (another "
+        "stream, work nothing waits for within the step) is not on it: shortening it does not shorten the step. "
+        "Where the trace lacks an edge an assumption stands in, named with how often it did."
+    ),
     "step_source": (
         "Where a rank's steps come from. `markers`: step spans the trace records, one step per marker "
         "(even a single one); with a single marker, the iterations found inside it as below are reported "

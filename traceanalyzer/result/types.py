@@ -38,6 +38,7 @@ from typing import Any, Union
 
 # the figures held as computed (`EDGE`), part of this interface: faces import them from here
 from ..analyses.collectives_job import RankComm as RankComm
+from ..analyses.critical_path import Segment as Segment
 from ..analyses.figures import CopyDirection as CopyDirection
 from ..analyses.figures import GapBin as GapBin
 from ..analyses.figures import KernelRow as KernelRow
@@ -325,6 +326,20 @@ class CaptureResult:
     note: str | None = None
 
 
+# --- critical path (issue #44) ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CriticalPathResult:
+    """The critical path of the rank's median step (definitions `critical_path`): its segments in path order,
+    whose durations add up to the step; the time on it per kind; the assumptions that stood in for edges the
+    trace does not hold, with how many times each did."""
+
+    step: int | None  # the step's number; None: the window (no steps)
+    step_us: float
+    segments: tuple[Segment, ...]  # kind, name, duration_us (the longest kept, the rest one "(other)" per kind)
+    by_kind_us: dict[str, float]  # kind -> time on the path, the kinds present only
+    assumptions: dict[str, int] = field(default_factory=dict)
+
+
 # --- CUDA graphs (issue: traces of 2026) ----------------------------------------------------------------
 @dataclass(frozen=True)
 class GraphRow:
@@ -457,6 +472,7 @@ class RankResult:
     step_source: StepSourceResult | None = None  # where the steps came from (None: read before this was recorded)
     operators: OperatorView | None = None  # top host operators, kernels with their launchers, Python frames
     capture: CaptureResult | None = None  # completeness of the capture (truncation)
+    critical_path: CriticalPathResult | None = None  # the median step's critical path (None: no window)
     drawing: RankDrawing | None = None  # presentation only; None when saved without drawing
     serving: ServingResult | None = None  # a serving engine's annotated iterations (None: none annotated)
 
@@ -789,6 +805,7 @@ class Key:
 # The figure types the result holds as they are (no twin in this file): their JSON keys, in the order written.
 # Each field of such a type has one key that is not derived (tests/test_schema.py checks it).
 EDGE: dict[type, tuple[Key, ...]] = {
+    Segment: (Key("kind", "kind"), Key("name", "name"), Key("duration_us", "dur_ns", ns=True)),
     KernelRow: (Key("name", "name"), Key("count", "count"), Key("total_us", "total_ns", ns=True),
                 Key("mean_us", "mean_ns", ns=True, derived=True), Key("communication", "comm")),
     GapBin: (Key("from_us", "lo_ns", ns=True), Key("to_us", "hi_ns", ns=True), Key("count", "count"),
