@@ -47,8 +47,8 @@ TRACES are torch.profiler / Kineto Chrome-trace files (.json or .json.gz), Tenso
 profiles (.xplane.pb, .trace.json.gz; detected by content), or directories. A TensorBoard
 log dir is searched for PyTorch <worker>.<span>.pt.trace.json files and TF/JAX
 plugins/profile/<run>/ folders; the newest run is analysed unless --run or --all-runs says
-otherwise. Any other directory = every trace file directly in it. Several files = several
-ranks of one job.
+otherwise. Any other directory = every trace or log directly in it, found by content whatever
+its name. Several files = several ranks of one job.
 
 \b
 The report gives, per rank and GPU: GPU busy and idle time over the window (the host's
