@@ -43,8 +43,8 @@ def input_sets(paths: list[Path], options: ReadOptions | None = None,
     A file is itself. A directory is searched for a TensorBoard log-dir layout (`logdir`): the
     newest run by default, `options.run` to choose one, `all_runs` for one job per run; what was
     found and picked goes to `options.notify`. Without that layout a directory stands for every
-    trace or counter log directly in it, found by content (`folder_files`), in name order. Several inputs form one job (all_runs then
-    needs a single directory).
+    trace or counter log directly in it, found by content (`folder_files`), in name order. Several inputs
+    form one job (all_runs then needs a single directory).
     """
     from . import logdir as L
 
