@@ -5,6 +5,7 @@ on its line naming what it contains (issue 45, part 5). Anything else names the 
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "traceanalyzer"
@@ -30,6 +31,7 @@ def _reraises(handler: ast.ExceptHandler) -> bool:
     return any(isinstance(s, ast.Raise) and s.exc is None for s in handler.body)
 
 
+@functools.lru_cache(maxsize=1)
 def _handlers() -> list[tuple[str, str, int, bool, str]]:
     """(module, enclosing function, line, re-raises, the except line) of every broad handler outside serve/."""
     out = []
