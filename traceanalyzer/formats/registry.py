@@ -1,7 +1,8 @@
 """The readers' registry: one module per input format, each with `KIND` (what its files are in a job:
 a trace of ranks, a GPU counter log, a host monitor log), `sniff(head) -> bool` and
 `read(path, data, options) -> Timeline` (or `read_path(path, options)` for a reader that streams).
-A file's reader is picked by content, never by name.
+A file's reader is picked by content, never by name; a folder given as input is searched the same way
+(`sniffed_kind`, used by `inputs.folder_files`).
 
 To add a format: write a module with those three names and put it in `reader_modules()`'s order, before
 any reader whose sniff would also accept its files.

@@ -8,7 +8,9 @@ stored figures and history (serve/) all read them here, so a run has one step ti
 `step_time_median_us`, made by `result/build.summary` from `analyses/throughput.py`.
 
 The figures not in the summary (exposed communication over the GPUs' windows, the largest GPU memory
-peak) are computed here, once, from the ranks' devices, so saved reports of every schema have them.
+peak) are computed here, once, from the ranks' devices, so saved reports of every schema have them. The
+steady steps (`job_steps`) are also where `diff`'s per-step means and parts come from (`steady_step_mean`).
+docs/architecture.md says, for every metric, where it is made and where it is defined in words.
 docs/ci.md and docs/figures.md list the registry (`python docs/_generate.py`).
 """
 
