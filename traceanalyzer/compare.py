@@ -46,6 +46,7 @@ import numpy as np
 
 from ._version import __version__
 from .causes import CAUSES, cause_label
+from .gates import GateResult
 from .ranktest import EXACT_MAX, rank_test, u_distribution
 from .result import metrics as M
 from .result.metrics import step_time_stats
@@ -198,14 +199,6 @@ class RunNoise:
     basis: str  # "history": from the runs' own medians | "default": the documented allowance (--run-noise)
     runs: int = 0  # runs whose medians the history estimate was made of
     spread: float | None = None  # their relative standard deviation (history)
-
-
-@dataclass(frozen=True)
-class GateResult:
-    rule: str
-    value: float | str | None
-    passed: bool
-    detail: str
 
 
 @dataclass(frozen=True)
