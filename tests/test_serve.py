@@ -45,6 +45,7 @@ def one_line_error(r: httpx.Response, status: int) -> str:
     return message
 
 
+@pytest.mark.slow
 def test_upload_is_analysed_and_served(server):
     token = server.token("demo")
     r = server.upload(token, TRACE, branch="main", commit="0123456789abcdef")
@@ -118,6 +119,7 @@ def test_zipped_log_dir_is_unpacked_and_analysed(server):
     assert run["status"] == "done", run
 
 
+@pytest.mark.slow
 def test_same_trace_twice_is_stored_once(server):
     token = server.token("twice")
     data = (SAMPLES / "gpu_bound.json").read_bytes()
@@ -186,6 +188,7 @@ def _tar(members: dict[str, bytes], link: str | None = None) -> bytes:
     return buf.getvalue()
 
 
+@pytest.mark.slow
 def test_bad_requests_get_a_4xx_with_one_line(server):
     token = server.token("bad")
     before = files_on_disk(server)
@@ -292,6 +295,7 @@ def test_forms_need_their_csrf_token(server):
     assert r.status_code == 303 and r.cookies.get("ta_token") == token
 
 
+@pytest.mark.slow
 def test_token_create_prints_the_token_alone_and_stores_its_hash(tmp_path):
     from serve_helpers import cli
 
@@ -318,6 +322,7 @@ def test_the_migrations_make_the_tables_the_code_uses(tmp_path):
     assert diff == []
 
 
+@pytest.mark.slow
 def test_a_gzip_bomb_is_refused_while_it_arrives():
     from traceanalyzer.serve.uploads import BOMB_MIN_BYTES, Inflater, UploadError
 
@@ -362,6 +367,7 @@ def test_archive_members_are_checked():
             member_parts(bad)
 
 
+@pytest.mark.slow
 def test_deleting_a_run_removes_its_trace_unless_another_run_has_it(server):
     token, reader, other = server.token("del"), server.token("del", read_only=True), server.token("del2")
     data = (SAMPLES / "basic.json").read_bytes() + b"\n" * 3  # content no other test uploads
@@ -388,6 +394,7 @@ def test_deleting_a_run_removes_its_trace_unless_another_run_has_it(server):
     assert not blob.exists()
 
 
+@pytest.mark.slow
 def test_a_private_service_needs_a_token_to_read(tmp_path):
     server = Server(tmp_path / "data", None, "--private").start()
     try:
@@ -505,6 +512,7 @@ def test_a_stalled_upload_is_cut_off(tmp_path, monkeypatch):
     assert refused.status == 408 and list(settings.tmp.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_the_command_line_says_what_is_wrong_in_one_line(tmp_path):
     from serve_helpers import cli
 
@@ -519,6 +527,7 @@ def test_the_command_line_says_what_is_wrong_in_one_line(tmp_path):
     assert "token create" in cli("serve", "--help").stdout
 
 
+@pytest.mark.slow
 def test_tokens_are_named_listed_revoked_and_expire_and_runs_show_their_uploader(server):
     import time
 
@@ -560,6 +569,7 @@ def test_tokens_are_named_listed_revoked_and_expire_and_runs_show_their_uploader
     assert server.upload(late, SAMPLES / "basic.json", project="people").status_code == 401
 
 
+@pytest.mark.slow
 def test_runs_are_searched_by_commit_verdict_and_date(server):
     import time
     from datetime import datetime, timezone
@@ -652,6 +662,7 @@ def test_perfetto_is_offered_only_for_traces_it_reads(server):
         assert opener == ("same-origin-allow-popups" if offered else "same-origin"), kind
 
 
+@pytest.mark.slow
 def test_the_history_in_public_mode_needs_no_token_and_shows_none(server):
     token, other = server.token("pubhist"), server.token("pubhist-other")
     ids = [server.upload(token, SAMPLES / name, project="pubhist", branch="main").json()["id"]

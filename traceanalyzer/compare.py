@@ -8,7 +8,9 @@ Did the change make training slower, by how much, and why (docs/ci.md says each 
   the Mann–Whitney rank test (run-to-run variation not measured); with several runs a side, a two-level
   bootstrap (runs, then steps within runs; fixed seed) so the interval spans run-to-run variation.
 * **parts**: every step splits exactly into GPU compute, exposed communication, memcpy and GPU idle by
-  cause (host loop parts for CPU-only ranks). Each part gets its own evidence from its per-step values:
+  cause (host loop parts for CPU-only ranks), each read from the result's step rows (`StepRow`) and per-step
+  causes over the steady steps the step time uses (`metrics.job_steps`); nothing here recomputes a figure.
+  Each part gets its own evidence from its per-step values:
   its Hodges–Lehmann shift, a rank test, and whether the two sides' values overlap. A part whose values
   differ beyond chance and beyond their spread is **decisive**. The table's mean per step of each part
   adds up to the change of the mean step; parts moving against the net change are shown as offsetting it.
@@ -46,6 +48,7 @@ import numpy as np
 
 from ._version import __version__
 from .causes import CAUSES, cause_label
+from .gates import GateResult
 from .ranktest import EXACT_MAX, rank_test, u_distribution
 from .result import metrics as M
 from .result.metrics import step_time_stats
@@ -213,14 +216,6 @@ class RunNoise:
 
 
 @dataclass(frozen=True)
-class GateResult:
-    rule: str
-    value: float | str | None
-    passed: bool
-    detail: str
-
-
-@dataclass(frozen=True)
 class Comparison:
     schema: str
     tool: dict[str, str]
@@ -285,10 +280,12 @@ def _display(path: str, root: str | None) -> str:
 
 
 def _step_parts(a: AnalysisData, steps: list[int]) -> dict[str, np.ndarray]:
-    """Per job step: compute, exposed communication, memcpy and idle by cause, averaged over ranks.
+    """Per steady job step (`steps`, those of the step time): compute, exposed communication, memcpy and idle
+    by cause, each read from the rank's step row (`StepRow`) and its diagnosis' per-step causes, averaged
+    over ranks.
 
-    For each rank, step = busy + idle; busy = memcpy + compute, and compute includes communication
-    running alone (its rank-level exposed share per step is split off); idle splits by cause.
+    For each rank, step = busy + idle; busy = memcpy + exposed communication (the step row's own, measured in
+    that step) + compute (the rest of busy); idle splits by cause, what no cause holds is unattributed.
     """
     parts: dict[str, np.ndarray] = {}
     n_ranks = sum(1 for r in a.ranks if r.per_step)
@@ -297,7 +294,6 @@ def _step_parts(a: AnalysisData, steps: list[int]) -> dict[str, np.ndarray]:
             continue
         rows = {s.step: s for s in r.per_step}
         by_step = {p.step: p.idle_by_cause_us for p in r.diagnosis.per_step} if r.diagnosis else {}
-        exposed = sum(d.exposed_communication_us or 0.0 for d in r.devices) / max(len(r.per_step), 1)
         for k, n in enumerate(steps):
             s = rows[n]
             if not r.devices:  # CPU-only: the host loop's step = waiting for data + the rest
@@ -306,7 +302,7 @@ def _step_parts(a: AnalysisData, steps: list[int]) -> dict[str, np.ndarray]:
                     parts.setdefault(key, np.zeros(len(steps)))[k] += v / n_ranks
                 continue
             memcpy = s.memcpy_us
-            comm = min(exposed, max(s.gpu_busy_us - memcpy, 0.0))
+            comm = min(s.exposed_comm_us, max(s.gpu_busy_us - memcpy, 0.0))  # bounded: parts add up to the step
             vals = {COMPUTE: max(s.gpu_busy_us - memcpy - comm, 0.0), EXPOSED_COMM: comm, MEMCPY_PART: memcpy}
             causes = by_step.get(n, {})
             for c in CAUSES:
@@ -350,9 +346,10 @@ def _side(a: AnalysisData, root: str | None,
         ranks=len(a.ranks),
         steps=len(steps),
         mean_step_us=_r(mean(dur)),
-        gpu_busy_per_step_us=_r(mean([s.gpu_busy_us for r in ranks_with for s in r.per_step])),
-        gpu_idle_per_step_us=_r(mean([s.idle_us for r in ranks_with for s in r.per_step])),
-        dataloader_wait_per_step_us=_r(mean([s.dataloader_wait_us for r in ranks_with for s in r.per_step])),
+        # over the steady steps of the step time, as the parts are (never the warm-up beside them)
+        gpu_busy_per_step_us=_r(M.steady_step_mean(a, "gpu_busy_us", steps)),
+        gpu_idle_per_step_us=_r(M.steady_step_mean(a, "idle_us", steps)),
+        dataloader_wait_per_step_us=_r(M.steady_step_mean(a, "dataloader_wait_us", steps)),
         memcpy_bytes_per_step={k: round(v, 1) for k, v in sorted(bytes_by_dir.items())},
         gpu_idle_fraction=M.value(M.BY_KEY["gpu_idle"], a),
         dataloader_wait_fraction=M.value(M.BY_KEY["dataloader_wait"], a),

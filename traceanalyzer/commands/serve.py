@@ -57,7 +57,7 @@ def _store(data: Path, db: str | None) -> Any:
     store = Store(settings.database_url)
     try:
         store.migrate()
-    except Exception as exc:
+    except Exception as exc:  # what the database driver raises (sqlite3, psycopg: no common base), one line
         raise UsageError(f"cannot open the database {settings.database_url.split('@')[-1]}: "
                          f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
     return store

@@ -13,8 +13,9 @@ from .. import inert
 from ..causes import VERDICT_BY_ID
 from ..compare import STEP_BASES, WHOLE_CAPTURES, Comparison, Part, PhaseChange, Side, StepTime, runs_text
 from ..units import format_bytes
+from . import DIFF_RENDERERS
 from ._format import WIDTH, clean, fmt_pct, fmt_pct_change, fmt_us, md, wrap
-from .base import Renderer, encoded, registry
+from .base import Renderer
 from .html import asset, template_env
 from .markdown import MAX_CHARS
 
@@ -301,9 +302,4 @@ def _side_rows(c: Comparison) -> dict[str, list[tuple[str, str]]]:
     return rows
 
 
-RENDERERS: dict[str, Renderer[Comparison]] = registry(
-    Renderer("md", "md", encoded(render_diff_markdown)),
-    Renderer("json", "json", render_diff_json),
-    Renderer("html", "html", encoded(render_diff_html)),
-    Renderer("text", "txt", encoded(render_diff_text)),  # the terminal summary
-)
+RENDERERS: dict[str, Renderer[Comparison]] = DIFF_RENDERERS  # the registry lives in report/__init__.py
