@@ -12,6 +12,7 @@ Times: `ts`/`dur` are always microseconds whatever `displayTimeUnit` says; with
 from __future__ import annotations
 
 import gc
+import logging
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -41,11 +42,13 @@ from ._columns import (
     to_int_id,
     us_to_ns,
 )
+from . import scanner
 from ._counters import check_device_count
 from .chrome_json import (
     CHUNK_BYTES,
     DECODE_NOTES,
     Envelope,
+    _decode_values,
     invalid_utf8,
     iter_event_chunks,
     looks_like_json_object,
@@ -61,6 +64,7 @@ MAX_DEVICE_ID = 2**31 - 1  # device ids are int32 in the Timeline; larger ones w
 MAX_STEP_NUMBER = 2**31 - 1  # ProfilerStep#N beyond int32: kept as an annotation, counted
 
 FORMAT = "kineto"
+_LOG = logging.getLogger("traceanalyzer")
 
 # Kineto category -> Timeline kind. Anything else is kept as "other" and reported.
 CATEGORY_KINDS: dict[str, str] = {
@@ -226,7 +230,15 @@ def read(path: Path, data: bytes, options: ReadOptions) -> Timeline:
 def read_path(path: Path, options: ReadOptions, chunk_bytes: int = CHUNK_BYTES, typed: bool = True) -> Timeline:
     """From the file, decoded while it is read: the content is never held whole.
 
-    `chunk_bytes` and `typed=False` (loose structs only) exist for tests of the decoding itself."""
+    `chunk_bytes` and `typed=False` (loose structs only) exist for tests of the decoding itself. With the
+    compiled scanner built (`scanner`), the file is read by it unless it leaves the file to this reader."""
+    if typed and chunk_bytes == CHUNK_BYTES:
+        scanner.say_status_once()
+        if scanner.available():
+            scanned = scanner.scan_path(path, options.max_input_bytes, options.progress)
+            if isinstance(scanned, scanner.Scanned):
+                return _timeline_scanned(scanned, path)
+            _LOG.debug("%s: read by the pure-Python reader: %s", path, scanned)
     stream = stream_events(path, max_bytes=options.max_input_bytes, chunk_bytes=chunk_bytes,
                            progress=options.progress, decoder=TYPED_DECODER if typed else None)
     DECODE_NOTES.clear()
@@ -247,6 +259,16 @@ def read_path(path: Path, options: ReadOptions, chunk_bytes: int = CHUNK_BYTES, 
         source.warnings.insert(0, msg)
         source.truncated = stream.truncated
         tl.warnings.insert(0, f"{path}: {msg}")
+    return tl
+
+
+def _timeline_scanned(scanned: scanner.Scanned, path: Path) -> Timeline:
+    """The Timeline from the scanner's columns: what `read_path` makes of the same file."""
+    DECODE_NOTES.clear()
+    cols = _paused_gc(lambda: _Collector.from_scan(scanned))
+    header = _decode_values({k: msgspec.Raw(v) for k, v in scanned.header})
+    tl = _timeline(cols, header, path, FORMAT)
+    add_decode_notes(tl.sources[0])
     return tl
 
 
@@ -565,6 +587,69 @@ class _Collector:
                        correlation=correlation,
                        copy_kind=self.copy_kinds.codes([a.kind if a is not None else None for a in args]),
                        collective=collective, group=group, graph=graph, seq=seq)
+
+    @classmethod
+    def from_scan(cls, s: scanner.Scanned) -> _Collector:
+        """The columns of a scanned file (`scanner.scan_path`): what `add` makes of its events, chunk after
+        chunk, computed from the scanner's arrays; only the args the scanner leaves untyped ("complex"
+        events: collectives, string ids) and the instant and counter events are decoded here."""
+        self = cls()
+        self.events_read = s.events
+        for ph, count in s.phase_counts:
+            self.not_kept[_phase_reason(ph)] += count
+        if len(s.special):
+            data = s.data
+            special = TYPED_DECODER.decode(b"[" + b",".join(bytes(data[a:b]) for a, b in s.special.tolist()) + b"]")
+            phs = list(map(_PH, special))
+            self._add_memory(special, phs)
+            self._add_counters(special, phs)
+            del special
+        c = s.columns
+        n = len(c["ts"])
+        if not n:
+            return self
+        for interner, values in ((self.names, s.names), (self.cats, s.cats)):
+            interner.values = list(values)
+            interner._index = {v: i for i, v in enumerate(values)}
+        self.facts.update(self.names.values, self.cats.values, self.copy_kinds.values)
+        cats = c["cat"]
+        kinds = self.facts.kind[cats]
+        read = _ARGS_READ[kinds]
+        on_device = _DEVICE_KIND[kinds]
+        correlation = np.where(read, c["correlation"], -1)
+        device = np.where(on_device, c["device"], -1)
+        stream = np.where(on_device, _real_stream(c["stream"], c["original_stream"]), -1)
+        nbytes = np.where(on_device, c["bytes"], -1)
+        graph = np.where(on_device & (c["graph"] != ID_OUT_OF_RANGE), c["graph"], -1)
+        seq = np.where(on_device & (c["seq"] != ID_OUT_OF_RANGE), c["seq"], -1)
+        copy_kind = np.zeros(n, dtype=np.int32)
+        collective = np.zeros(n, dtype=bool)
+        group = np.zeros(n, dtype=np.int32)
+        rows = np.flatnonzero(c["complex"] & read)
+        if len(rows):  # decoded here, as `_add_typed` decodes every event's
+            data = s.data
+            args, _ = _decode_args([msgspec.Raw(bytes(data[a:b]))
+                                    for a, b in zip(c["args_at"][rows].tolist(), c["args_end"][rows].tolist())])
+            correlation[rows] = _ids(args, _A_CORRELATION, unsigned64=True)
+            dev_rows = np.flatnonzero(on_device[rows])
+            if len(dev_rows):
+                sub = list(map(args.__getitem__, dev_rows.tolist()))
+                at = rows[dev_rows]
+                device[at] = _ids(sub, _A_DEVICE)
+                stream[at] = _real_stream(_ids(sub, _A_STREAM), _ids(sub, _A_ORIGINAL_STREAM))
+                sub_bytes = _ids(sub, _A_BYTES)
+                copy_kind[at] = self.copy_kinds.codes(list(map(_A_KIND, sub)))
+                sub_collective = np.array([c is not None or d is not None
+                                           for c, d in zip(map(_A_COLLECTIVE, sub), map(_A_PG_DESC, sub))], dtype=bool)
+                _message_bytes(sub_bytes, sub, sub_collective)
+                nbytes[at] = sub_bytes
+                collective[at] = sub_collective
+                group[at] = _group_codes(self.groups, sub)
+                graph[at], seq[at] = _graph_and_seq(sub)
+        self._add_rows(c["ts"], c["dur"], c["name"], cats, pid=c["pid"], tid=c["tid"], device=device, stream=stream,
+                       nbytes=nbytes, correlation=correlation, copy_kind=copy_kind, collective=collective,
+                       group=group, graph=graph, seq=seq)
+        return self
 
     def _add_typed(self, xs: list[KinetoEvent]) -> None:
         """`add` for typed structs: the same columns, one C-level pass per field; args decoded only
