@@ -3,29 +3,35 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pytest
 
-from traceanalyzer.errors import InputError
 from traceanalyzer.formats import kineto, scanner
 from traceanalyzer.formats._base import ReadOptions
 
 needs_scanner = pytest.mark.skipif(scanner._scan is None, reason="the compiled scanner is not built here")
 
 
-def read_both(path: Path, monkeypatch: pytest.MonkeyPatch, options: ReadOptions | None = None) -> tuple[Any, Any]:
-    """(scanner's, pure-Python reader's) result: a Timeline, or the InputError's message."""
-    out = []
-    for pure in ("0", "1"):
-        monkeypatch.setenv(scanner.PURE_PYTHON_ENV, pure)
-        try:
-            out.append(kineto.read_path(path, options or ReadOptions()))
-        except InputError as exc:
-            out.append(f"InputError: {exc}")
-    monkeypatch.delenv(scanner.PURE_PYTHON_ENV)
+def read_both(path: Path, options: ReadOptions | None = None) -> tuple[Any, Any]:
+    """(scanner's, pure-Python reader's) result: a Timeline, or the error raised (its type and message)."""
+    out: list[Any] = []
+    saved = os.environ.get(scanner.PURE_PYTHON_ENV)
+    try:
+        for pure in ("0", "1"):
+            os.environ[scanner.PURE_PYTHON_ENV] = pure
+            try:
+                out.append(kineto.read_path(path, options or ReadOptions()))
+            except Exception as exc:  # noqa: BLE001 - any error must be the same both ways
+                out.append(f"{type(exc).__name__}: {exc}")
+    finally:
+        if saved is None:
+            os.environ.pop(scanner.PURE_PYTHON_ENV, None)
+        else:
+            os.environ[scanner.PURE_PYTHON_ENV] = saved
     return out[0], out[1]
 
 

@@ -345,15 +345,35 @@ static int64_t int_token_id(const uint8_t *s, size_t n, int unsigned64, int *ok)
     return id_from(neg, mag, overflow, unsigned64, 1, ok);
 }
 
+/* Whether int() reads s as a number with '_' separators ("1_000"), where the trailing-number rule reads
+ * something else: spaces, a sign, then digits with single underscores between them. */
+static int int_with_underscores(const Str *s) {
+    size_t i = 0, e = s->len;
+    int under = 0;
+    while (i < e && s->s[i] == ' ') i++;
+    while (e > i && s->s[e - 1] == ' ') e--;
+    if (i < e && (s->s[i] == '+' || s->s[i] == '-')) i++;
+    if (i >= e || s->s[i] < '0' || s->s[i] > '9') return 0;
+    for (; i < e; i++) {
+        uint8_t ch = s->s[i];
+        if (ch == '_') {
+            if (i + 1 >= e || s->s[i + 1] < '0' || s->s[i + 1] > '9') return 0;
+            under = 1;
+        } else if (ch < '0' || ch > '9') return 0;
+    }
+    return under;
+}
+
 /* A string id: its trailing number ("stream 7" -> 7), as _columns._parse_id. Only plain ASCII strings
- * without '_' (which int() reads differently) are read here: ok=0 otherwise. */
+ * that int() does not read otherwise ("1_0") are read here: ok=0 for the others. */
 static int64_t string_id(const Str *s, int unsigned64, int *ok) {
     *ok = 1;
     if (s->escaped) { *ok = 0; return 0; }
     for (size_t i = 0; i < s->len; i++) {
         uint8_t ch = s->s[i];
-        if (ch >= 0x80 || ch < 0x20 || ch == '_') { *ok = 0; return 0; }
+        if (ch >= 0x80 || ch < 0x20) { *ok = 0; return 0; }
     }
+    if (int_with_underscores(s)) { *ok = 0; return 0; }
     size_t e = s->len;
     while (e > 0 && s->s[e - 1] == ' ') e--;
     size_t b = e;

@@ -30,6 +30,7 @@ from ..errors import InputError
 from ..heap import return_freed_memory
 from ..names import is_comm_kernel, name_flags
 from ..timeline import DeviceInfo, RankInfo, Source, Timeline
+from . import scanner
 from ._base import ReadOptions
 from ._columns import (
     ID_OUT_OF_RANGE,
@@ -42,7 +43,6 @@ from ._columns import (
     to_int_id,
     us_to_ns,
 )
-from . import scanner
 from ._counters import check_device_count
 from .chrome_json import (
     CHUNK_BYTES,
@@ -233,7 +233,6 @@ def read_path(path: Path, options: ReadOptions, chunk_bytes: int = CHUNK_BYTES, 
     `chunk_bytes` and `typed=False` (loose structs only) exist for tests of the decoding itself. With the
     compiled scanner built (`scanner`), the file is read by it unless it leaves the file to this reader."""
     if typed and chunk_bytes == CHUNK_BYTES:
-        scanner.say_status_once()
         if scanner.available():
             scanned = scanner.scan_path(path, options.max_input_bytes, options.progress)
             if isinstance(scanned, scanner.Scanned):

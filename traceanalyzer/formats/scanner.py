@@ -8,7 +8,6 @@ pure-Python reader (to compare the two, or to rule the scanner out)."""
 
 from __future__ import annotations
 
-import logging
 import mmap
 import os
 from dataclasses import dataclass
@@ -29,8 +28,6 @@ except ImportError:  # no compiler at install time, or an unusual platform
 PURE_PYTHON_ENV = "TRACEANALYZER_PURE_PYTHON"
 # An event larger than this is left to the pure-Python reader (its own bound on one event is larger).
 MAX_EVENT_BYTES = 256 * 1024 * 1024
-_LOG = logging.getLogger("traceanalyzer")
-_said = False
 
 _COLUMN_TYPES = {"ts": np.float64, "dur": np.float64, "name": np.int32, "cat": np.int32, "pid": np.int64,
                  "tid": np.int64, "device": np.int64, "stream": np.int64, "original_stream": np.int64,
@@ -50,14 +47,6 @@ def status() -> str:
     if not available():
         return f"JSON traces are read by the pure-Python reader ({PURE_PYTHON_ENV} is set)"
     return "JSON traces are read by the compiled scanner"
-
-
-def say_status_once() -> None:
-    """`status()` as one info line on the package's logger (shown under --verbose), once per process."""
-    global _said
-    if not _said:
-        _said = True
-        _LOG.info("%s", status())
 
 
 @dataclass
