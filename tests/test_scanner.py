@@ -186,9 +186,11 @@ def test_every_cut_of_a_trace_gives_the_same_result(tmp_path):
         assert not _same(tmp_path, data[:at])  # a cut document is always left to the Python reader
 
 
-def test_gzip_is_scanned_and_a_cut_gzip_left_to_python(tmp_path):
+def test_gzip_is_scanned_and_a_cut_gzip_left_to_python(tmp_path, monkeypatch):
     packed = gzip.compress(_doc_text().encode())
     assert _same(tmp_path, packed, "t.json.gz")
+    monkeypatch.setattr(scanner, "_SPOOL_MIN_COMPRESSED", 0)  # spooled to a temporary file and mapped
+    assert _same(tmp_path, packed, "spooled.json.gz")
     assert not _same(tmp_path, packed[: len(packed) * 2 // 3], "cut.json.gz")
 
 

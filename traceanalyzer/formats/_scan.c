@@ -16,6 +16,10 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#if !defined(_WIN32)
+#include <sys/mman.h>
+#include <unistd.h>
+#endif
 
 #define MAX_DEPTH 256             /* nesting inside a value; deeper: left to the Python reader */
 #define MAX_NUMBER_CHARS 64       /* a longer number token: left to the Python reader */
@@ -29,6 +33,20 @@ typedef struct {
 
 /* ---- growable arrays ------------------------------------------------------------------------ */
 typedef struct { char *data; size_t n, cap, item; } Vec;
+
+static int vec_extend(Vec *v, const void *x, size_t n) { /* items of one byte */
+    if (v->n + n > v->cap) {
+        size_t cap = v->cap ? v->cap : 4096;
+        while (cap < v->n + n) cap *= 2;
+        char *d = realloc(v->data, cap);
+        if (!d) return -1;
+        v->data = d;
+        v->cap = cap;
+    }
+    memcpy(v->data + v->n, x, n);
+    v->n += n;
+    return 0;
+}
 
 static int vec_push(Vec *v, const void *x) {
     if (v->n == v->cap) {
@@ -48,9 +66,19 @@ typedef struct { uint8_t *s; size_t len; uint64_t hash; } Entry;
 typedef struct { Entry *items; size_t n, cap; int32_t *slots; size_t nslots; } Interner;
 
 static uint64_t hash_bytes(const uint8_t *s, size_t n) {
-    uint64_t h = 1469598103934665603ULL;
-    for (size_t i = 0; i < n; i++) { h ^= s[i]; h *= 1099511628211ULL; }
-    return h;
+    /* eight bytes at a time: kernel names run to hundreds of bytes, and every "X" event's name is hashed */
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ (uint64_t)n;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, s + i, 8);
+        h = (h ^ w) * 0xFF51AFD7ED558CCDULL;
+        h ^= h >> 32;
+    }
+    uint64_t w = 0;
+    memcpy(&w, s + i, n - i);
+    h = (h ^ w) * 0xC4CEB9FE1A85EC53ULL;
+    return h ^ (h >> 29);
 }
 
 static int intern_grow(Interner *t) {
@@ -124,13 +152,17 @@ static int hex4(const uint8_t *p, uint32_t *out) {
 
 typedef struct { const uint8_t *s; size_t len; int escaped; } Str;
 
+/* PLAIN[b]: a byte that can stand for itself in a string and needs no check (printable ASCII but '"', '\\') */
+static uint8_t PLAIN[256];
+
+
 /* A string from c->p (at its opening quote): strict JSON, valid UTF-8. Sets out to the raw bytes
  * between the quotes. 0 on success, -1 (c->fail set) otherwise. */
 static int scan_string(Cur *c, Str *out) {
     const uint8_t *p = c->p + 1, *end = c->end;
     int escaped = 0;
     while (1) {
-        while (p < end && *p >= 0x20 && *p < 0x80 && *p != '"' && *p != '\\') p++;
+        while (p < end && PLAIN[*p]) p++;
         if (p >= end) { c->fail = "truncated string"; return -1; }
         uint8_t ch = *p;
         if (ch == '"') break;
@@ -394,16 +426,19 @@ static int64_t string_id(const Str *s, int unsigned64, int *ok) {
 }
 
 /* ---- the scan ------------------------------------------------------------------------------ */
-enum { C_TS, C_DUR, C_NAME, C_CAT, C_PID, C_TID, C_DEVICE, C_STREAM, C_ORIG, C_CORR, C_BYTES, C_GRAPH, C_SEQ,
-       C_ARGS_AT, C_ARGS_END, C_COMPLEX, N_COLS };
+/* The columns of "X" events. stream: args.original_stream where it is a stream (>= 0), else args.stream
+ * (kineto._real_stream). */
+enum { C_TS, C_DUR, C_NAME, C_CAT, C_PID, C_TID, C_DEVICE, C_STREAM, C_CORR, C_BYTES, C_GRAPH, C_SEQ, N_COLS };
 static const char *COL_NAMES[N_COLS] = {"ts", "dur", "name", "cat", "pid", "tid", "device", "stream",
-                                        "original_stream", "correlation", "bytes", "graph", "seq", "args_at",
-                                        "args_end", "complex"};
-static const size_t COL_SIZE[N_COLS] = {8, 8, 4, 4, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 1};
+                                        "correlation", "bytes", "graph", "seq"};
+static const size_t COL_SIZE[N_COLS] = {8, 8, 4, 4, 8, 8, 8, 8, 8, 8, 8, 8};
 
 typedef struct {
     Vec cols[N_COLS];
-    Vec special;         /* int64 pairs: byte spans of instant and counter events */
+    Vec special;         /* int64 pairs: spans in special_text of the instant and counter events */
+    Vec special_text;    /* those events' text, one after the other */
+    Vec complex;         /* int64 triples: row, span in complex_text of the args of "X" events Python reads */
+    Vec complex_text;    /* those args' text: copied, so that the mapped file is not read again */
     Interner names, cats, phases;
     Vec phase_counts;    /* int64 per phase code; index phases.n: null ph */
     int64_t null_phase;
@@ -414,6 +449,8 @@ typedef struct {
     size_t scratch_cap;
     size_t max_name;
     size_t max_event;
+    int drop_behind;     /* the buffer maps a file: give its pages back once scanned (see drop_scanned) */
+    const uint8_t *dropped;
 } Scan;
 
 static int want_scratch(Scan *S, size_t n) {
@@ -437,13 +474,22 @@ static int key_is(const Str *k, const char *name) {
     return k->len == n && memcmp(k->s, name, n) == 0;
 }
 
+/* The index of k in names (lens: their lengths), or -1. */
+static inline int key_index(const Str *k, const char *const *names, const size_t *lens, int n) {
+    for (int i = 0; i < n; i++)
+        if (lens[i] == k->len && memcmp(k->s, names[i], k->len) == 0) return i;
+    return -1;
+}
+
 /* Args keys the scanner types (integers), and those whose presence makes the event "complex". */
 enum { A_DEVICE, A_STREAM, A_ORIG, A_CORR, A_BYTES, A_GRAPH, A_GRAPH_CAMEL, A_SEQ, A_SEQ_LOWER, N_INT_ARGS };
 static const char *INT_ARGS[N_INT_ARGS] = {"device", "stream", "original_stream", "correlation", "bytes",
                                            "graph id", "graphId", "Seq", "seq"};
-static const char *COMPLEX_ARGS[] = {"kind", "Collective name", "In msg nelems", "Out msg nelems", "dtype",
-                                     "Process Group Name", "Process Group Description", "Process Group Ranks",
-                                     NULL};
+#define N_COMPLEX_ARGS 8
+static const char *COMPLEX_ARGS[N_COMPLEX_ARGS] = {"kind", "Collective name", "In msg nelems", "Out msg nelems",
+                                                   "dtype", "Process Group Name", "Process Group Description",
+                                                   "Process Group Ranks"};
+static size_t INT_ARG_LENS[N_INT_ARGS], COMPLEX_ARG_LENS[N_COMPLEX_ARGS];
 
 typedef struct { int64_t v[N_INT_ARGS]; uint8_t seen[N_INT_ARGS], isnull[N_INT_ARGS]; int complex; } Args;
 
@@ -465,8 +511,7 @@ static int scan_args(Scan *S, Cur *c, Args *a) {
         skip_ws(c);
         if (c->p >= c->end) { c->fail = "truncated"; return -1; }
         if (k.escaped) { c->fail = "escaped key in args"; return -1; }
-        int which = -1;
-        for (int i = 0; i < N_INT_ARGS; i++) if (key_is(&k, INT_ARGS[i])) { which = i; break; }
+        int which = key_index(&k, INT_ARGS, INT_ARG_LENS, N_INT_ARGS);
         if (which >= 0) {
             if (a->seen[which]) a->complex = 1; /* a duplicate key: Python decides which value counts */
             a->seen[which] = 1;
@@ -488,7 +533,7 @@ static int scan_args(Scan *S, Cur *c, Args *a) {
                 if (scan_value(c, 2) < 0) return -1;
             }
         } else {
-            for (int i = 0; COMPLEX_ARGS[i]; i++) if (key_is(&k, COMPLEX_ARGS[i])) { a->complex = 1; break; }
+            if (key_index(&k, COMPLEX_ARGS, COMPLEX_ARG_LENS, N_COMPLEX_ARGS) >= 0) a->complex = 1;
             if (scan_value(c, 2) < 0) return -1;
         }
         skip_ws(c);
@@ -500,11 +545,41 @@ static int scan_args(Scan *S, Cur *c, Args *a) {
     }
 }
 
+static const double POW10[23] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14,
+                                 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+/* A number token as a double, correctly rounded (as msgspec reads it). Tokens of at most 15 significant
+ * digits and a small exponent are exact in one multiplication or division of two exact doubles (Clinger's
+ * fast path); the rest go through strtod. ok=0: a value this scanner leaves to Python. */
 static double number_value(const uint8_t *s, size_t n, int *ok) {
+    *ok = 1;
+    size_t i = 0;
+    int neg = 0, digits = 0, frac = 0, is_int = 1;
+    uint64_t mant = 0;
+    if (s[0] == '-') { neg = 1; i = 1; }
+    for (; i < n && s[i] >= '0' && s[i] <= '9'; i++) {
+        if (mant || s[i] != '0') digits++;
+        mant = mant * 10 + (uint64_t)(s[i] - '0');
+        if (digits > 15) break;
+    }
+    if (digits <= 15 && i < n && s[i] == '.') {
+        is_int = 0;
+        for (i++; i < n && s[i] >= '0' && s[i] <= '9'; i++) {
+            if (mant || s[i] != '0') digits++;
+            mant = mant * 10 + (uint64_t)(s[i] - '0');
+            frac++;
+            if (digits > 15) break;
+        }
+    }
+    if (i == n && digits <= 15 && frac <= 22) {
+        double v = (double)mant;
+        if (frac) v /= POW10[frac];
+        return neg ? -v : v;
+    }
+    (void)is_int;
     char buf[MAX_NUMBER_CHARS + 1];
     memcpy(buf, s, n);
     buf[n] = 0;
-    *ok = 1;
     if (n > 18 && memchr(buf, '.', n) == NULL && memchr(buf, 'e', n) == NULL && memchr(buf, 'E', n) == NULL) {
         *ok = 0; /* an integer beyond 64 bits into a float field: left to Python */
         return 0;
@@ -513,16 +588,25 @@ static double number_value(const uint8_t *s, size_t n, int *ok) {
     double v = strtod(buf, &stop);
     if (stop != buf + n || !(v == v) || v > 1.7976931348623157e308 || v < -1.7976931348623157e308) *ok = 0;
     if (v == 0.0) { /* underflow to zero of a nonzero literal: left to Python */
-        for (size_t i = 0; i < n && buf[i] != 'e' && buf[i] != 'E'; i++)
-            if (buf[i] >= '1' && buf[i] <= '9') { *ok = 0; break; }
+        for (size_t j = 0; j < n && buf[j] != 'e' && buf[j] != 'E'; j++)
+            if (buf[j] >= '1' && buf[j] <= '9') { *ok = 0; break; }
     }
     return v;
 }
 
 enum { F_PH, F_NAME, F_CAT, F_PID, F_TID, F_TS, F_DUR, F_ARGS, N_FIELDS };
 static const char *FIELDS[N_FIELDS] = {"ph", "name", "cat", "pid", "tid", "ts", "dur", "args"};
+static size_t FIELD_LENS[N_FIELDS];
 
-static int push_col(Scan *S, int col, const void *x) { return vec_push(&S->cols[col], x); }
+/* Append the value x of `size` bytes (the column's item size, a constant at each call) to column col. */
+static inline int push_sized(Scan *S, int col, const void *x, size_t size) {
+    Vec *v = &S->cols[col];
+    if (v->n == v->cap) return vec_push(v, x);
+    memcpy(v->data + v->n * size, x, size);
+    v->n++;
+    return 0;
+}
+#define push_col(S, col, x) push_sized((S), (col), (x), sizeof *(x))
 
 static int scan_event(Scan *S, Cur *c) {
     const uint8_t *start = c->p;
@@ -553,8 +637,7 @@ static int scan_event(Scan *S, Cur *c) {
             c->p++;
             skip_ws(c);
             if (c->p >= c->end) { c->fail = "truncated"; return -1; }
-            int f = -1;
-            for (int i = 0; i < N_FIELDS; i++) if (key_is(&k, FIELDS[i])) { f = i; break; }
+            int f = key_index(&k, FIELDS, FIELD_LENS, N_FIELDS);
             if (f >= 0) {
                 if (seen[f]) { c->fail = "duplicate field in an event"; return -1; }
                 seen[f] = 1;
@@ -626,8 +709,11 @@ static int scan_event(Scan *S, Cur *c) {
             const uint8_t *u = S->phases.items[code].s;
             size_t un = S->phases.items[code].len;
             if (un == 1 && (u[0] == 'i' || u[0] == 'I' || u[0] == 'C')) {
-                int64_t span[2] = {(int64_t)(start - c->base), (int64_t)(c->p - c->base)};
-                if (vec_push(&S->special, span)) { c->fail = "out of memory"; return -1; }
+                int64_t span[2] = {(int64_t)S->special_text.n, (int64_t)S->special_text.n + (int64_t)(c->p - start)};
+                if (vec_push(&S->special, span) || vec_extend(&S->special_text, start, (size_t)(c->p - start))) {
+                    c->fail = "out of memory";
+                    return -1;
+                }
             }
         }
         return 0;
@@ -644,18 +730,42 @@ static int scan_event(Scan *S, Cur *c) {
     /* kineto._graph_and_seq: the first key's value unless absent or null, else the second's */
     int64_t graph = a.seen[A_GRAPH] && !a.isnull[A_GRAPH] ? a.v[A_GRAPH] : a.v[A_GRAPH_CAMEL];
     int64_t seq = a.seen[A_SEQ] && !a.isnull[A_SEQ] ? a.v[A_SEQ] : a.v[A_SEQ_LOWER];
-    int64_t at = args_at ? (int64_t)(args_at - c->base) : -1, aend = args_end ? (int64_t)(args_end - c->base) : -1;
-    uint8_t cx = (uint8_t)complex;
+    int64_t stream = a.v[A_ORIG] >= 0 ? a.v[A_ORIG] : a.v[A_STREAM];
+    if (complex) {
+        int64_t rec[3] = {(int64_t)S->cols[C_TS].n, (int64_t)S->complex_text.n,
+                          (int64_t)S->complex_text.n + (int64_t)(args_end - args_at)};
+        if (vec_push(&S->complex, rec) || vec_extend(&S->complex_text, args_at, (size_t)(args_end - args_at))) {
+            c->fail = "out of memory";
+            return -1;
+        }
+    }
     if (push_col(S, C_TS, &ts) || push_col(S, C_DUR, &dur) || push_col(S, C_NAME, &nc) || push_col(S, C_CAT, &cc) ||
         push_col(S, C_PID, &pid) || push_col(S, C_TID, &tid) || push_col(S, C_DEVICE, &a.v[A_DEVICE]) ||
-        push_col(S, C_STREAM, &a.v[A_STREAM]) || push_col(S, C_ORIG, &a.v[A_ORIG]) ||
-        push_col(S, C_CORR, &a.v[A_CORR]) || push_col(S, C_BYTES, &a.v[A_BYTES]) || push_col(S, C_GRAPH, &graph) ||
-        push_col(S, C_SEQ, &seq) || push_col(S, C_ARGS_AT, &at) || push_col(S, C_ARGS_END, &aend) ||
-        push_col(S, C_COMPLEX, &cx)) {
+        push_col(S, C_STREAM, &stream) || push_col(S, C_CORR, &a.v[A_CORR]) || push_col(S, C_BYTES, &a.v[A_BYTES]) ||
+        push_col(S, C_GRAPH, &graph) || push_col(S, C_SEQ, &seq)) {
         c->fail = "out of memory";
         return -1;
     }
     return 0;
+}
+
+#define DROP_STRIDE ((size_t)16 << 20)
+
+/* A mapped file's pages before the scan position given back (they would count in the process's resident
+ * memory until the end of the read); the few bytes read again later (args, instants) fault back in from
+ * the page cache. Whole pages only, a stride at a time. */
+static void drop_scanned(Scan *S, Cur *c, int all) {
+#if defined(MADV_DONTNEED) && !defined(_WIN32)
+    if (!S->drop_behind || (!all && (size_t)(c->p - S->dropped) < 2 * DROP_STRIDE)) return;
+    long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0) return;
+    uintptr_t lo = ((uintptr_t)S->dropped + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);
+    uintptr_t hi = ((uintptr_t)c->p - (all ? 0 : DROP_STRIDE)) & ~((uintptr_t)page - 1);
+    if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+    S->dropped = (const uint8_t *)hi;
+#else
+    (void)S; (void)c; (void)all;
+#endif
 }
 
 static int scan_events(Scan *S, Cur *c) {
@@ -665,6 +775,7 @@ static int scan_events(Scan *S, Cur *c) {
     if (c->p < c->end && *c->p == ']') { c->p++; return 0; }
     while (1) {
         skip_ws(c);
+        drop_scanned(S, c, 0);
         if (scan_event(S, c) < 0) return -1;
         skip_ws(c);
         if (c->p >= c->end) { c->fail = "truncated"; return -1; }
@@ -709,6 +820,7 @@ static int scan_document(Scan *S, Cur *c) {
             S->events_at = (int64_t)(c->p - c->base);
             if (scan_events(S, c) < 0) return -1;
             S->events_end = (int64_t)(c->p - c->base);
+            drop_scanned(S, c, 1);
         } else {
             if (scan_value(c, 1) < 0) return -1;
         }
@@ -731,6 +843,9 @@ static int scan_document(Scan *S, Cur *c) {
 static void scan_free(Scan *S) {
     for (int i = 0; i < N_COLS; i++) free(S->cols[i].data);
     free(S->special.data);
+    free(S->complex.data);
+    free(S->special_text.data);
+    free(S->complex_text.data);
     free(S->phase_counts.data);
     free(S->header.data);
     free(S->scratch);
@@ -759,22 +874,27 @@ static PyObject *as_bytearray(Vec *v) {
 }
 
 PyDoc_STRVAR(scan_doc,
-"scan(buffer, max_name_bytes, max_event_bytes) -> dict | str\n\n"
+"scan(buffer, max_name_bytes, max_event_bytes, drop_behind=False) -> dict | str\n\n"
 "Scan a Chrome-trace JSON document. A dict of columns (bytearrays) and interned strings, or a str\n"
 "saying why the document is left to the pure-Python reader.");
 
 static PyObject *py_scan(PyObject *self, PyObject *args) {
     Py_buffer view;
     Py_ssize_t max_name, max_event;
-    if (!PyArg_ParseTuple(args, "y*nn", &view, &max_name, &max_event)) return NULL;
+    int drop_behind = 0;
+    if (!PyArg_ParseTuple(args, "y*nn|p", &view, &max_name, &max_event, &drop_behind)) return NULL;
     Scan S;
     memset(&S, 0, sizeof S);
     for (int i = 0; i < N_COLS; i++) S.cols[i].item = COL_SIZE[i];
     S.special.item = 16;
+    S.complex.item = 24;
+    S.special_text.item = S.complex_text.item = 1;
     S.phase_counts.item = 8;
     S.header.item = 32;
     S.max_name = (size_t)(max_name < 0 ? 0 : max_name);
     S.max_event = (size_t)(max_event < 0 ? 0 : max_event);
+    S.drop_behind = drop_behind;
+    S.dropped = (const uint8_t *)view.buf;
     Cur c = {(const uint8_t *)view.buf, (const uint8_t *)view.buf + view.len, (const uint8_t *)view.buf, NULL};
     int rc;
     Py_BEGIN_ALLOW_THREADS
@@ -792,6 +912,9 @@ static PyObject *py_scan(PyObject *self, PyObject *args) {
                             Py_DECREF(x); } while (0)
     for (int i = 0; i < N_COLS; i++) PUT(COL_NAMES[i], as_bytearray(&S.cols[i]));
     PUT("special", as_bytearray(&S.special));
+    PUT("complex", as_bytearray(&S.complex));
+    PUT("special_text", as_bytearray(&S.special_text));
+    PUT("complex_text", as_bytearray(&S.complex_text));
     PUT("header", as_bytearray(&S.header));
     PUT("names", strings_of(&S.names));
     PUT("cats", strings_of(&S.cats));
@@ -816,4 +939,14 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_scan", "Compiled field scanner for Chrome-trace JSON.",
                                     -1, methods};
 
-PyMODINIT_FUNC PyInit__scan(void) { return PyModule_Create(&module); }
+static void init_tables(void) {
+    for (int b = 0; b < 256; b++) PLAIN[b] = b >= 0x20 && b < 0x80 && b != '"' && b != '\\';
+    for (int i = 0; i < N_INT_ARGS; i++) INT_ARG_LENS[i] = strlen(INT_ARGS[i]);
+    for (int i = 0; i < N_COMPLEX_ARGS; i++) COMPLEX_ARG_LENS[i] = strlen(COMPLEX_ARGS[i]);
+    for (int i = 0; i < N_FIELDS; i++) FIELD_LENS[i] = strlen(FIELDS[i]);
+}
+
+PyMODINIT_FUNC PyInit__scan(void) {
+    init_tables();
+    return PyModule_Create(&module);
+}

@@ -596,14 +596,13 @@ class _Collector:
         self.events_read = s.events
         for ph, count in s.phase_counts:
             self.not_kept[_phase_reason(ph)] += count
-        if len(s.special):
-            data = s.data
-            special = TYPED_DECODER.decode(b"[" + b",".join(bytes(data[a:b]) for a, b in s.special.tolist()) + b"]")
+        if s.special:
+            special = TYPED_DECODER.decode(b"[" + b",".join(s.special) + b"]")
             phs = list(map(_PH, special))
             self._add_memory(special, phs)
             self._add_counters(special, phs)
             del special
-        c = s.columns
+        c = s.columns  # each column let go of as soon as it is used: the file's rows are not held twice
         n = len(c["ts"])
         if not n:
             return self
@@ -611,24 +610,25 @@ class _Collector:
             interner.values = list(values)
             interner._index = {v: i for i, v in enumerate(values)}
         self.facts.update(self.names.values, self.cats.values, self.copy_kinds.values)
-        cats = c["cat"]
+        cats = c.pop("cat")
         kinds = self.facts.kind[cats]
         read = _ARGS_READ[kinds]
         on_device = _DEVICE_KIND[kinds]
-        correlation = np.where(read, c["correlation"], -1)
-        device = np.where(on_device, c["device"], -1)
-        stream = np.where(on_device, _real_stream(c["stream"], c["original_stream"]), -1)
-        nbytes = np.where(on_device, c["bytes"], -1)
-        graph = np.where(on_device & (c["graph"] != ID_OUT_OF_RANGE), c["graph"], -1)
-        seq = np.where(on_device & (c["seq"] != ID_OUT_OF_RANGE), c["seq"], -1)
+        del kinds
+        correlation = np.where(read, c.pop("correlation"), -1)
+        device = np.where(on_device, c.pop("device"), -1)
+        stream = np.where(on_device, c.pop("stream"), -1)  # the scanner applied `_real_stream`
+        nbytes = np.where(on_device, c.pop("bytes"), -1)
+        graph, seq = c.pop("graph"), c.pop("seq")
+        graph = np.where(on_device & (graph != ID_OUT_OF_RANGE), graph, -1)
+        seq = np.where(on_device & (seq != ID_OUT_OF_RANGE), seq, -1)
         copy_kind = np.zeros(n, dtype=np.int32)
         collective = np.zeros(n, dtype=bool)
         group = np.zeros(n, dtype=np.int32)
-        rows = np.flatnonzero(c["complex"] & read)
+        wanted = read[s.complex_rows]
+        rows = s.complex_rows[wanted]
         if len(rows):  # decoded here, as `_add_typed` decodes every event's
-            data = s.data
-            args, _ = _decode_args([msgspec.Raw(bytes(data[a:b]))
-                                    for a, b in zip(c["args_at"][rows].tolist(), c["args_end"][rows].tolist())])
+            args, _ = _decode_args([msgspec.Raw(t) for t in compress(s.complex_args, wanted.tolist())])
             correlation[rows] = _ids(args, _A_CORRELATION, unsigned64=True)
             dev_rows = np.flatnonzero(on_device[rows])
             if len(dev_rows):
@@ -645,9 +645,9 @@ class _Collector:
                 collective[at] = sub_collective
                 group[at] = _group_codes(self.groups, sub)
                 graph[at], seq[at] = _graph_and_seq(sub)
-        self._add_rows(c["ts"], c["dur"], c["name"], cats, pid=c["pid"], tid=c["tid"], device=device, stream=stream,
-                       nbytes=nbytes, correlation=correlation, copy_kind=copy_kind, collective=collective,
-                       group=group, graph=graph, seq=seq)
+        self._add_rows(c.pop("ts"), c.pop("dur"), c.pop("name"), cats, pid=c.pop("pid"), tid=c.pop("tid"),
+                       device=device, stream=stream, nbytes=nbytes, correlation=correlation, copy_kind=copy_kind,
+                       collective=collective, group=group, graph=graph, seq=seq)
         return self
 
     def _add_typed(self, xs: list[KinetoEvent]) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import mmap
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,8 @@ import numpy as np
 from ..errors import InputError
 from ._columns import MAX_NAME_CHARS
 from ._io import GZIP_MAGIC, UTF8_BOM, UTF16_BOMS, read_input
+from .chrome_json import EventStream
+from .chrome_parallel import spool_gzip
 
 try:
     from . import _scan  # type: ignore[attr-defined]
@@ -28,11 +31,14 @@ except ImportError:  # no compiler at install time, or an unusual platform
 PURE_PYTHON_ENV = "TRACEANALYZER_PURE_PYTHON"
 # An event larger than this is left to the pure-Python reader (its own bound on one event is larger).
 MAX_EVENT_BYTES = 256 * 1024 * 1024
+# A gzip file from this size on is spooled to a temporary plain file and mapped (where that is safe):
+# its content is then never held in memory whole. Smaller ones are inflated in memory.
+_SPOOL_MIN_COMPRESSED = 8 * 1024 * 1024
 
+# stream: args.original_stream where it is a stream (>= 0), else args.stream (kineto._real_stream)
 _COLUMN_TYPES = {"ts": np.float64, "dur": np.float64, "name": np.int32, "cat": np.int32, "pid": np.int64,
-                 "tid": np.int64, "device": np.int64, "stream": np.int64, "original_stream": np.int64,
-                 "correlation": np.int64, "bytes": np.int64, "graph": np.int64, "seq": np.int64,
-                 "args_at": np.int64, "args_end": np.int64, "complex": np.bool_}
+                 "tid": np.int64, "device": np.int64, "stream": np.int64, "correlation": np.int64,
+                 "bytes": np.int64, "graph": np.int64, "seq": np.int64}
 
 
 def available() -> bool:
@@ -52,50 +58,78 @@ def status() -> str:
 @dataclass
 class Scanned:
     """What the scanner read: typed columns of the "X" events (in file order), their names and categories
-    (codes index `names` / `cats`), the other events' phases counted, the byte spans of the instant and
-    counter events and of the args of every "X" event (into `data`), the top-level keys other than
-    traceEvents (decoded), and the number of events."""
+    (codes index `names` / `cats`), the other events' phases counted, the text of the instant and counter
+    events and of the args the scanner leaves to Python (copied out of the file, which is let go of at
+    once), the top-level keys other than traceEvents (undecoded), and the number of events."""
 
-    data: Any
     columns: dict[str, np.ndarray]
     names: list[str]
     cats: list[str]
     phase_counts: list[tuple[str | None, int]]
-    special: np.ndarray  # (n, 2) int64: [start, end) of each instant / counter event
+    special: list[bytes]  # each instant / counter event's text
+    complex_rows: np.ndarray  # the rows of the "X" events whose args Python reads (the scanner types them not)
+    complex_args: list[bytes]  # their args' text
     header: list[tuple[str, bytes]]
     events: int
 
 
 def scan_path(path: Path, max_bytes: int, progress: Any = None) -> Scanned | str:
-    """The scan of `path`, or why it is left to the pure-Python reader."""
+    """The scan of `path`, or why it is left to the pure-Python reader. A plain file is mapped, not read;
+    a gzip file's content spooled to a temporary plain file as the parallel reader spools it (where that is
+    safe, else inflated in memory)."""
     try:
         with open(path, "rb") as fh:
             head = fh.read(3)
             size = os.fstat(fh.fileno()).st_size
             if head[:2] == GZIP_MAGIC:
+                spooled = spool_gzip(EventStream(path, max_bytes=max_bytes), min_compressed=_SPOOL_MIN_COMPRESSED)
+                if spooled is None:
+                    try:
+                        data = read_input(path, max_bytes, progress)
+                    except InputError as exc:  # cut off, over the limit: the pure-Python reader says so
+                        return f"gzip not read whole ({exc.message[:80]})"
+                    return scan_bytes(data)
                 try:
-                    data: Any = read_input(path, max_bytes, progress)
-                except InputError as exc:  # cut off, over the limit: the pure-Python reader says so
-                    return f"gzip not read whole ({exc.message[:80]})"
-            else:
-                if size == 0 or size > max_bytes or not path.is_file():
-                    return "empty, over the input limit or no regular file"
-                if any(head.startswith(bom) for bom, _ in UTF16_BOMS):
-                    return "UTF-16 text"
-                mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-                data = memoryview(mm)[len(UTF8_BOM):] if head == UTF8_BOM else memoryview(mm)
-                if progress is not None:
-                    progress(size)
+                    if progress is not None:
+                        progress(size)
+                    return _scan_mapped(spooled.fd, spooled.close)
+                except BaseException:
+                    spooled.close()
+                    raise
+            if size == 0 or size > max_bytes or not path.is_file():
+                return "empty, over the input limit or no regular file"
+            if any(head.startswith(bom) for bom, _ in UTF16_BOMS):
+                return "UTF-16 text"
+            out = _scan_mapped(fh.fileno())
+            if progress is not None:
+                progress(size)
+            return out
     except (OSError, ValueError) as exc:
         return f"not mapped ({exc})"
-    return scan_bytes(data)
 
 
-def scan_bytes(data: Any) -> Scanned | str:
-    """The scan of a whole (decompressed) document, or why it is left to the pure-Python reader."""
+def _scan_mapped(fd: int, close: Callable[[], None] | None = None) -> Scanned | str:
+    """The scan of a plain file by its descriptor, mapped (a UTF-8 byte-order mark skipped); the mapping (and
+    the spooled file, `close`) given back before it returns."""
+    mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+    whole = memoryview(mm)
+    view = whole[len(UTF8_BOM):] if whole[:len(UTF8_BOM)] == UTF8_BOM else whole[:]
+    try:
+        return scan_bytes(view, mapped=True)
+    finally:
+        view.release()
+        whole.release()
+        mm.close()
+        if close is not None:
+            close()
+
+
+def scan_bytes(data: Any, mapped: bool = False) -> Scanned | str:
+    """The scan of a whole (decompressed) document, or why it is left to the pure-Python reader. `mapped`:
+    `data` maps a file, whose pages the scan gives back behind it."""
     if _scan is None:
         return "not built"
-    out = _scan.scan(data, MAX_NAME_CHARS, MAX_EVENT_BYTES)
+    out = _scan.scan(data, MAX_NAME_CHARS, MAX_EVENT_BYTES, mapped)
     if isinstance(out, str):
         return out
     columns = {k: np.frombuffer(out[k], dtype=t) for k, t in _COLUMN_TYPES.items()}
@@ -103,9 +137,17 @@ def scan_bytes(data: Any) -> Scanned | str:
     phase_counts: list[tuple[str | None, int]] = list(zip(out["phases"], counts))
     if out["null_phase"]:
         phase_counts.append((None, out["null_phase"]))
+    complex = np.frombuffer(out["complex"], dtype=np.int64).reshape(-1, 3)
     spans = np.frombuffer(out["header"], dtype=np.int64).reshape(-1, 4).tolist()
     header = [(bytes(data[k0:k1]).decode("utf-8"), bytes(data[v0:v1])) for k0, k1, v0, v1 in spans
               if bytes(data[k0:k1]) != b"traceEvents"]
-    return Scanned(data=data, columns=columns, names=out["names"], cats=out["cats"], phase_counts=phase_counts,
-                   special=np.frombuffer(out["special"], dtype=np.int64).reshape(-1, 2), header=header,
-                   events=out["events"])
+    return Scanned(columns=columns, names=out["names"], cats=out["cats"], phase_counts=phase_counts,
+                   special=_pieces(out["special_text"], np.frombuffer(out["special"], dtype=np.int64)),
+                   complex_rows=complex[:, 0].copy(), complex_args=_pieces(out["complex_text"], complex[:, 1:]),
+                   header=header, events=out["events"])
+
+
+def _pieces(text: bytearray, spans: np.ndarray) -> list[bytes]:
+    """The pieces of `text` at `spans` ([start, end) pairs)."""
+    with memoryview(text) as view:
+        return [bytes(view[a:b]) for a, b in np.asarray(spans).reshape(-1, 2).tolist()]
