@@ -21,7 +21,8 @@ Cases (inputs are replicas of the corpus' largest Kineto trace, bench_large.buil
   scanner_<size>     the Kineto reader alone (no analyses) on the plain replica, with the compiled scanner and
                      with the pure-Python reader (TRACEANALYZER_PURE_PYTHON=1, decoding in as many processes as
                      the report uses for one big file): the scanner's wall time, CPU time and peak RSS / the
-                     pure-Python reader's; each reader's time / `orjson.loads` of the same file.
+                     pure-Python reader's; each reader's time / `orjson.loads` of the same file; and the whole
+                     report, with the scanner / with the pure-Python reader (time, CPU, peak RSS).
 
 A replica is never smaller than one copy of its source, so a small size may come out larger (the table's
 baselines show the file sizes; the recorded file keeps them). The sizes are part of a case's name, so a --quick
@@ -324,15 +325,21 @@ def scanner_case(source: Path, mb: int, work: Path, env: dict[str, str], runs: i
     trace = work / "replica.json"
     _, nbytes = build_replica(source, trace, mb * MB)
     pure_env = dict(env, TRACEANALYZER_PURE_PYTHON="1")
-    turns: dict[str, list[tuple[float, int, int, float]]] = {"orjson": [], "pure": [], "scan": [], "prev": []}
+    turns: dict[str, list[tuple[float, int, int, float]]] = {
+        "orjson": [], "pure": [], "scan": [], "prev": [], "report_pure": [], "report_scan": []}
     read = [sys.executable, "-c", READ_ONLY, str(trace)]
+    out = work / "report.json"
     for _ in range(max(1, runs)):  # interleaved
         turns["orjson"].append(measure_cpu([sys.executable, "-c", ORJSON_LOAD, str(trace)]))
         turns["pure"].append(measure_cpu(read, env=pure_env, cwd=work))
         if base_env is not None:
             turns["prev"].append(measure_cpu(read, env=base_env, cwd=work))
         turns["scan"].append(measure_cpu(read, env=env, cwd=work))
+        turns["report_pure"].append(measure_cpu(report_command(trace, out), env=pure_env, cwd=work))
+        turns["report_scan"].append(measure_cpu(report_command(trace, out), env=env, cwd=work))
     trace.unlink()
+    rp_t, rp_cpu, rp_rss, rp_failed = _times(turns["report_pure"])
+    rs_t, rs_cpu, rs_rss, rs_failed = _times(turns["report_scan"])
     orjson_t, _, _, _ = _times(turns["orjson"])
     pure_t, pure_cpu, pure_rss, pure_failed = _times(turns["pure"])
     scan_t, scan_cpu, scan_rss, scan_failed = _times(turns["scan"])
@@ -342,6 +349,12 @@ def scanner_case(source: Path, mb: int, work: Path, env: dict[str, str], runs: i
             Figure(case, "scanner peak RSS / Python reader", scan_rss, pure_rss, "GB", size, failed),
             Figure(case, "scanner time / orjson.loads", scan_t, orjson_t, "s", size, scan_failed),
             Figure(case, "Python reader time / orjson.loads", pure_t, orjson_t, "s", size, pure_failed),
+            Figure(case, "report time / report by the Python reader", rs_t, rp_t, "s", size, rs_failed or rp_failed),
+            Figure(case, "report CPU / report by the Python reader", rs_cpu, rp_cpu, "CPU s", size,
+                   rs_failed or rp_failed),
+            Figure(case, "report peak RSS / report by the Python reader", rs_rss, rp_rss, "GB", size,
+                   rs_failed or rp_failed),
+            Figure(case, "report time / orjson.loads", rs_t, orjson_t, "s", size, rs_failed),
             *paired(case, size, turns["scan"], turns["prev"])]
 
 

@@ -25,6 +25,7 @@ from scan_compare import assert_same, needs_scanner, read_both, was_scanned
 from traceanalyzer.commands import main
 from traceanalyzer.formats import kineto, scanner
 from traceanalyzer.formats._base import ReadOptions
+from traceanalyzer.formats._columns import MAX_NAME_CHARS
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = sorted(p for p in (ROOT / "sample_traces").iterdir()
@@ -55,10 +56,22 @@ def _doc_text() -> str:
     return json.dumps(_base().document())
 
 
+def _same_split(data: bytes) -> None:
+    """The scan in two threads (cut at the middle, however small) gives what one gives."""
+    one = scanner._scan.scan(data, MAX_NAME_CHARS, 1 << 28)
+    two = scanner._scan.scan(data, MAX_NAME_CHARS, 1 << 28, False, 2, 0)
+    assert type(one) is type(two)
+    if isinstance(one, dict):
+        one.pop("split"), two.pop("split")
+        assert one == two
+
+
 def _same(tmp_path: Path, content: bytes | str, name: str = "t.json") -> bool:
-    """Both readers on `content` agree; whether the scanner read it itself."""
+    """Both readers on `content` agree, and the scan in one or two threads; whether the scanner read it."""
     path = tmp_path / name
     path.write_bytes(content.encode() if isinstance(content, str) else content)
+    if not name.endswith(".gz"):
+        _same_split(path.read_bytes())
     a, b = read_both(path)
     assert_same(a, b)
     return was_scanned(path)
@@ -180,6 +193,25 @@ def test_odd_documents_give_the_same_timeline_or_error(tmp_path, content):
     _same(tmp_path, content)
 
 
+def test_two_threads_take_the_second_half_only_at_an_event_boundary():
+    events = [{"ph": "X", "name": f"op{i % 7}", "cat": "cpu_op", "pid": 1, "tid": 2, "ts": i, "dur": 1}
+              for i in range(200)]
+    doc = json.dumps({"traceEvents": events}).encode()
+    one = scanner._scan.scan(doc, MAX_NAME_CHARS, 1 << 28)
+    two = scanner._scan.scan(doc, MAX_NAME_CHARS, 1 << 28, False, 2, 0)
+    assert two.pop("split") and not one.pop("split")
+    assert one == two and len(two["names"]) == 7 and two["events"] == 200
+    # the middle falls inside a list in an event's args that holds event-like objects: the second thread
+    # parses them as events, and its work is dropped
+    trap = {"ph": "X", "name": "trap", "cat": "cpu_op", "ts": 0, "dur": 1,
+            "args": {"x": [{"ph": "X", "name": f"fake{i}"} for i in range(300)]}}
+    doc = json.dumps({"traceEvents": [events[0], trap, events[1]]}).encode()
+    one = scanner._scan.scan(doc, MAX_NAME_CHARS, 1 << 28)
+    two = scanner._scan.scan(doc, MAX_NAME_CHARS, 1 << 28, False, 2, 0)
+    assert not two.pop("split") and not one.pop("split")
+    assert one == two and two["names"] == ["op0", "trap", "op1"]
+
+
 def test_every_cut_of_a_trace_gives_the_same_result(tmp_path):
     data = _doc_text().encode()
     for at in range(0, len(data), max(1, len(data) // 60)):
@@ -195,8 +227,6 @@ def test_gzip_is_scanned_and_a_cut_gzip_left_to_python(tmp_path, monkeypatch):
 
 
 def test_names_beyond_the_bound_are_left_to_python(tmp_path):
-    from traceanalyzer.formats._columns import MAX_NAME_CHARS
-
     assert not _same(tmp_path, _replace(_doc_text(), '"gemm_kernel"', '"' + "K" * (MAX_NAME_CHARS + 1) + '"'))
     assert _same(tmp_path, _replace(_doc_text(), '"gemm_kernel"', '"' + "K" * MAX_NAME_CHARS + '"'))
 
@@ -305,6 +335,7 @@ for path in sorted(pathlib.Path(sys.argv[2]).iterdir()):
     data = path.read_bytes()
     for at in range(0, len(data) + 1, max(1, len(data) // 400)):  # every cut too
         mod.scan(data[:at], 65536, 1 << 28)
+        mod.scan(data[:at], 65536, 1 << 28, False, 2, 0)  # and in two threads
         n += 1
     mod.scan(memoryview(data)[1:], 8, 64)
 print("scanned", n)

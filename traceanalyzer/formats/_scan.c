@@ -13,6 +13,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <pythread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +46,20 @@ static int vec_extend(Vec *v, const void *x, size_t n) { /* items of one byte */
     }
     memcpy(v->data + v->n, x, n);
     v->n += n;
+    return 0;
+}
+
+static int vec_extend_items(Vec *a, const Vec *b) { /* b's items after a's (same item size) */
+    if (a->n + b->n > a->cap) {
+        size_t cap = a->cap ? a->cap : 4096;
+        while (cap < a->n + b->n) cap *= 2;
+        char *d = realloc(a->data, cap * a->item);
+        if (!d) return -1;
+        a->data = d;
+        a->cap = cap;
+    }
+    memcpy(a->data + a->n * a->item, b->data, b->n * b->item);
+    a->n += b->n;
     return 0;
 }
 
@@ -450,6 +465,9 @@ typedef struct {
     size_t max_name;
     size_t max_event;
     int drop_behind;     /* the buffer maps a file: give its pages back once scanned (see drop_scanned) */
+    int threads;         /* 2: the second half of the events scanned by a second thread (see Part) */
+    size_t min_split;    /* ... when each half is at least this many bytes */
+    int split;           /* the second thread's events were taken */
     const uint8_t *dropped;
 } Scan;
 
@@ -768,13 +786,114 @@ static void drop_scanned(Scan *S, Cur *c, int all) {
 #endif
 }
 
-static int scan_events(Scan *S, Cur *c) {
-    /* at '[' */
-    c->p++;
-    skip_ws(c);
-    if (c->p < c->end && *c->p == ']') { c->p++; return 0; }
+/* ---- a second thread over the second half of the events ------------------------------------- */
+/* The events list is cut at a "}, {" after its middle; a second thread scans the events from that '{' to the
+ * list's ']' into a Scan of its own, while the first scans from the start. The cut is used only when the first
+ * thread lands exactly on it as the start of an event (a cut inside a string or a nested value never is one);
+ * the second thread's columns are then appended to the first's, its names and categories coded in order of
+ * first appearance after the first's, as one pass would have coded them. Otherwise, or when the second
+ * thread failed, its work is dropped and the first thread reads on by itself. */
+typedef struct {
+    Scan S;
+    Cur c;
+    const uint8_t *start;
+    int rc;
+    PyThread_type_lock done;
+} Part;
+
+static void scan_init(Scan *S, size_t max_name, size_t max_event, int drop_behind, const uint8_t *from);
+static void scan_free(Scan *S);
+
+static int event_loop(Scan *S, Cur *c, Part *part);
+
+static void part_run(void *arg) {
+    Part *P = (Part *)arg;
+    P->rc = event_loop(&P->S, &P->c, NULL);
+    PyThread_release_lock(P->done);
+}
+
+/* The '{' after the first "}, {" at or after `from` (and before `end`), or NULL. */
+static const uint8_t *find_cut(const uint8_t *from, const uint8_t *end) {
+    const uint8_t *p = from;
+    while (p < end) {
+        p = memchr(p, '}', (size_t)(end - p));
+        if (!p) return NULL;
+        const uint8_t *q = p + 1;
+        while (q < end && (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r')) q++;
+        if (q < end && *q == ',') {
+            q++;
+            while (q < end && (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r')) q++;
+            if (q < end && *q == '{') return q;
+        }
+        p++;
+    }
+    return NULL;
+}
+
+/* Append the second part's results to the first's. */
+static int merge(Scan *A, Scan *B) {
+    int32_t *map_names = malloc((B->names.n ? B->names.n : 1) * sizeof(int32_t));
+    int32_t *map_cats = malloc((B->cats.n ? B->cats.n : 1) * sizeof(int32_t));
+    int rc = -1;
+    if (!map_names || !map_cats) goto out;
+    for (size_t i = 0; i < B->names.n; i++)
+        if ((map_names[i] = intern(&A->names, B->names.items[i].s, B->names.items[i].len)) < 0) goto out;
+    for (size_t i = 0; i < B->cats.n; i++)
+        if ((map_cats[i] = intern(&A->cats, B->cats.items[i].s, B->cats.items[i].len)) < 0) goto out;
+    int64_t rows = (int64_t)A->cols[C_TS].n;
+    int32_t *bn = (int32_t *)B->cols[C_NAME].data, *bc = (int32_t *)B->cols[C_CAT].data;
+    for (size_t i = 0; i < B->cols[C_NAME].n; i++) bn[i] = map_names[bn[i]];
+    for (size_t i = 0; i < B->cols[C_CAT].n; i++) bc[i] = map_cats[bc[i]];
+    for (int k = 0; k < N_COLS; k++) {
+        Vec *va = &A->cols[k], *vb = &B->cols[k];
+        if (vb->n && vec_extend_items(va, vb)) goto out;
+    }
+    int64_t *sp = (int64_t *)B->special.data;
+    for (size_t i = 0; i < 2 * B->special.n; i++) sp[i] += (int64_t)A->special_text.n;
+    int64_t *cx = (int64_t *)B->complex.data;
+    for (size_t i = 0; i < B->complex.n; i++) {
+        cx[3 * i] += rows;
+        cx[3 * i + 1] += (int64_t)A->complex_text.n;
+        cx[3 * i + 2] += (int64_t)A->complex_text.n;
+    }
+    if ((B->special.n && vec_extend_items(&A->special, &B->special)) ||
+        (B->special_text.n && vec_extend_items(&A->special_text, &B->special_text)) ||
+        (B->complex.n && vec_extend_items(&A->complex, &B->complex)) ||
+        (B->complex_text.n && vec_extend_items(&A->complex_text, &B->complex_text))) goto out;
+    for (size_t i = 0; i < B->phases.n; i++) {
+        int32_t code = intern(&A->phases, B->phases.items[i].s, B->phases.items[i].len);
+        if (code < 0) goto out;
+        while (A->phase_counts.n <= (size_t)code) { int64_t z = 0; if (vec_push(&A->phase_counts, &z)) goto out; }
+        ((int64_t *)A->phase_counts.data)[code] += ((int64_t *)B->phase_counts.data)[i];
+    }
+    if (A->phases.n > MAX_PHASES) goto out;
+    A->null_phase += B->null_phase;
+    A->events += B->events;
+    rc = 0;
+out:
+    free(map_names);
+    free(map_cats);
+    return rc;
+}
+
+/* Events from an event's start to the list's ']' (consumed). With `part`: the first thread, which hands over
+ * to the second when it lands on the second's start (then 1 is returned, c->p after the list's ']'). */
+static int event_loop(Scan *S, Cur *c, Part *part) {
     while (1) {
         skip_ws(c);
+        if (part && c->p >= part->start) {
+            if (c->p == part->start) {
+                PyThread_acquire_lock(part->done, WAIT_LOCK);
+                PyThread_release_lock(part->done);
+                if (part->rc == 0) {
+                    if (merge(S, &part->S) < 0) { c->fail = "out of memory"; return -1; }
+                    c->p = part->c.p;
+                    S->split = 1;
+                    return 0;
+                }
+            }
+            part = NULL; /* the cut was no event boundary, or the second thread failed: read on alone */
+        }
         drop_scanned(S, c, 0);
         if (scan_event(S, c) < 0) return -1;
         skip_ws(c);
@@ -784,6 +903,44 @@ static int scan_events(Scan *S, Cur *c) {
         c->fail = "malformed event list";
         return -1;
     }
+}
+
+static int scan_events(Scan *S, Cur *c) {
+    /* at '[' */
+    c->p++;
+    skip_ws(c);
+    if (c->p < c->end && *c->p == ']') { c->p++; return 0; }
+    Part *part = NULL;
+    if (S->threads > 1 && (size_t)(c->end - c->p) >= 2 * S->min_split) {
+        const uint8_t *cut = find_cut(c->p + (c->end - c->p) / 2, c->end);
+        part = cut ? calloc(1, sizeof(Part)) : NULL;
+        if (part) {
+            part->start = cut;
+            scan_init(&part->S, S->max_name, S->max_event, S->drop_behind, cut);
+            part->c = (Cur){cut, c->end, c->base, NULL};
+            part->done = PyThread_allocate_lock();
+            if (!part->done) { free(part); part = NULL; }
+            else {
+                PyThread_acquire_lock(part->done, WAIT_LOCK);
+                if (PyThread_start_new_thread(part_run, part) == PYTHREAD_INVALID_THREAD_ID) {
+                    PyThread_release_lock(part->done);
+                    PyThread_free_lock(part->done);
+                    scan_free(&part->S);
+                    free(part);
+                    part = NULL;
+                }
+            }
+        }
+    }
+    int rc = event_loop(S, c, part);
+    if (part) { /* never leave the second thread running over a buffer about to be let go of */
+        PyThread_acquire_lock(part->done, WAIT_LOCK);
+        PyThread_release_lock(part->done);
+        PyThread_free_lock(part->done);
+        scan_free(&part->S);
+        free(part);
+    }
+    return rc;
 }
 
 static int scan_document(Scan *S, Cur *c) {
@@ -874,27 +1031,35 @@ static PyObject *as_bytearray(Vec *v) {
 }
 
 PyDoc_STRVAR(scan_doc,
-"scan(buffer, max_name_bytes, max_event_bytes, drop_behind=False) -> dict | str\n\n"
+"scan(buffer, max_name_bytes, max_event_bytes, drop_behind=False, threads=1, min_split=0) -> dict | str\n\n"
 "Scan a Chrome-trace JSON document. A dict of columns (bytearrays) and interned strings, or a str\n"
 "saying why the document is left to the pure-Python reader.");
 
+static void scan_init(Scan *S, size_t max_name, size_t max_event, int drop_behind, const uint8_t *from) {
+    memset(S, 0, sizeof *S);
+    for (int i = 0; i < N_COLS; i++) S->cols[i].item = COL_SIZE[i];
+    S->special.item = 16;
+    S->complex.item = 24;
+    S->special_text.item = S->complex_text.item = 1;
+    S->phase_counts.item = 8;
+    S->header.item = 32;
+    S->max_name = max_name;
+    S->max_event = max_event;
+    S->drop_behind = drop_behind;
+    S->dropped = from;
+}
+
 static PyObject *py_scan(PyObject *self, PyObject *args) {
     Py_buffer view;
-    Py_ssize_t max_name, max_event;
-    int drop_behind = 0;
-    if (!PyArg_ParseTuple(args, "y*nn|p", &view, &max_name, &max_event, &drop_behind)) return NULL;
+    Py_ssize_t max_name, max_event, min_split = 0;
+    int drop_behind = 0, threads = 1;
+    if (!PyArg_ParseTuple(args, "y*nn|pin", &view, &max_name, &max_event, &drop_behind, &threads, &min_split))
+        return NULL;
     Scan S;
-    memset(&S, 0, sizeof S);
-    for (int i = 0; i < N_COLS; i++) S.cols[i].item = COL_SIZE[i];
-    S.special.item = 16;
-    S.complex.item = 24;
-    S.special_text.item = S.complex_text.item = 1;
-    S.phase_counts.item = 8;
-    S.header.item = 32;
-    S.max_name = (size_t)(max_name < 0 ? 0 : max_name);
-    S.max_event = (size_t)(max_event < 0 ? 0 : max_event);
-    S.drop_behind = drop_behind;
-    S.dropped = (const uint8_t *)view.buf;
+    scan_init(&S, (size_t)(max_name < 0 ? 0 : max_name), (size_t)(max_event < 0 ? 0 : max_event), drop_behind,
+              (const uint8_t *)view.buf);
+    S.threads = threads;
+    S.min_split = (size_t)(min_split < 0 ? 0 : min_split);
     Cur c = {(const uint8_t *)view.buf, (const uint8_t *)view.buf + view.len, (const uint8_t *)view.buf, NULL};
     int rc;
     Py_BEGIN_ALLOW_THREADS
@@ -922,6 +1087,7 @@ static PyObject *py_scan(PyObject *self, PyObject *args) {
     PUT("phase_counts", as_bytearray(&S.phase_counts));
     PUT("null_phase", PyLong_FromLongLong(S.null_phase));
     PUT("events", PyLong_FromLongLong(S.events));
+    PUT("split", PyBool_FromLong(S.split));
 #undef PUT
     scan_free(&S);
     return out;

@@ -234,7 +234,9 @@ def read_path(path: Path, options: ReadOptions, chunk_bytes: int = CHUNK_BYTES, 
     compiled scanner built (`scanner`), the file is read by it unless it leaves the file to this reader."""
     if typed and chunk_bytes == CHUNK_BYTES:
         if scanner.available():
-            scanned = scanner.scan_path(path, options.max_input_bytes, options.progress)
+            # the cores the job gives this file (decode_workers) decide whether a second thread scans
+            scanned = scanner.scan_path(path, options.max_input_bytes, options.progress,
+                                        threads=min(2, options.decode_workers))
             if isinstance(scanned, scanner.Scanned):
                 return _timeline_scanned(scanned, path)
             _LOG.debug("%s: read by the pure-Python reader: %s", path, scanned)

@@ -34,6 +34,9 @@ MAX_EVENT_BYTES = 256 * 1024 * 1024
 # A gzip file from this size on is spooled to a temporary plain file and mapped (where that is safe):
 # its content is then never held in memory whole. Smaller ones are inflated in memory.
 _SPOOL_MIN_COMPRESSED = 8 * 1024 * 1024
+# With two threads, a document's events are cut in two halves scanned at once when each is at least this
+# big (below, the second thread's start costs more than it saves).
+MIN_SPLIT_BYTES = 32 * 1024 * 1024
 
 # stream: args.original_stream where it is a stream (>= 0), else args.stream (kineto._real_stream)
 _COLUMN_TYPES = {"ts": np.float64, "dur": np.float64, "name": np.int32, "cat": np.int32, "pid": np.int64,
@@ -73,10 +76,11 @@ class Scanned:
     events: int
 
 
-def scan_path(path: Path, max_bytes: int, progress: Any = None) -> Scanned | str:
+def scan_path(path: Path, max_bytes: int, progress: Any = None, threads: int = 1) -> Scanned | str:
     """The scan of `path`, or why it is left to the pure-Python reader. A plain file is mapped, not read;
     a gzip file's content spooled to a temporary plain file as the parallel reader spools it (where that is
-    safe, else inflated in memory)."""
+    safe, else inflated in memory). `threads`: 2 scans the second half of a big file's events in a second
+    thread (the interpreter lock is released while scanning)."""
     try:
         with open(path, "rb") as fh:
             head = fh.read(3)
@@ -88,11 +92,11 @@ def scan_path(path: Path, max_bytes: int, progress: Any = None) -> Scanned | str
                         data = read_input(path, max_bytes, progress)
                     except InputError as exc:  # cut off, over the limit: the pure-Python reader says so
                         return f"gzip not read whole ({exc.message[:80]})"
-                    return scan_bytes(data)
+                    return scan_bytes(data, threads=threads)
                 try:
                     if progress is not None:
                         progress(size)
-                    return _scan_mapped(spooled.fd, spooled.close)
+                    return _scan_mapped(spooled.fd, threads, spooled.close)
                 except BaseException:
                     spooled.close()
                     raise
@@ -100,7 +104,7 @@ def scan_path(path: Path, max_bytes: int, progress: Any = None) -> Scanned | str
                 return "empty, over the input limit or no regular file"
             if any(head.startswith(bom) for bom, _ in UTF16_BOMS):
                 return "UTF-16 text"
-            out = _scan_mapped(fh.fileno())
+            out = _scan_mapped(fh.fileno(), threads)
             if progress is not None:
                 progress(size)
             return out
@@ -108,14 +112,14 @@ def scan_path(path: Path, max_bytes: int, progress: Any = None) -> Scanned | str
         return f"not mapped ({exc})"
 
 
-def _scan_mapped(fd: int, close: Callable[[], None] | None = None) -> Scanned | str:
+def _scan_mapped(fd: int, threads: int, close: Callable[[], None] | None = None) -> Scanned | str:
     """The scan of a plain file by its descriptor, mapped (a UTF-8 byte-order mark skipped); the mapping (and
     the spooled file, `close`) given back before it returns."""
     mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
     whole = memoryview(mm)
     view = whole[len(UTF8_BOM):] if whole[:len(UTF8_BOM)] == UTF8_BOM else whole[:]
     try:
-        return scan_bytes(view, mapped=True)
+        return scan_bytes(view, mapped=True, threads=threads)
     finally:
         view.release()
         whole.release()
@@ -124,12 +128,12 @@ def _scan_mapped(fd: int, close: Callable[[], None] | None = None) -> Scanned | 
             close()
 
 
-def scan_bytes(data: Any, mapped: bool = False) -> Scanned | str:
+def scan_bytes(data: Any, mapped: bool = False, threads: int = 1, min_split: int = MIN_SPLIT_BYTES) -> Scanned | str:
     """The scan of a whole (decompressed) document, or why it is left to the pure-Python reader. `mapped`:
-    `data` maps a file, whose pages the scan gives back behind it."""
+    `data` maps a file, whose pages the scan gives back behind it; `threads`, `min_split`: see `scan_path`."""
     if _scan is None:
         return "not built"
-    out = _scan.scan(data, MAX_NAME_CHARS, MAX_EVENT_BYTES, mapped)
+    out = _scan.scan(data, MAX_NAME_CHARS, MAX_EVENT_BYTES, mapped, min(max(threads, 1), 2), min_split)
     if isinstance(out, str):
         return out
     columns = {k: np.frombuffer(out[k], dtype=t) for k, t in _COLUMN_TYPES.items()}
