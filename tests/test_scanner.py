@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kineto_builder import KinetoTrace
 from scan_compare import assert_same, needs_scanner, read_both, was_scanned
+from test_fuzz import FOUND, mutated
 
 from traceanalyzer.commands import main
 from traceanalyzer.formats import kineto, scanner
@@ -306,6 +307,19 @@ def test_fuzzed_bytes_read_identically(cuts):
         data[at:at + (at % 3)] = new
     with tempfile.TemporaryDirectory() as tmp:
         _same(Path(tmp), bytes(data))
+
+
+@_FUZZ
+@given(case=mutated(seeds=("kineto", "kineto_comm", "kineto_cpu", "hostile_names", "kineto_gz")))
+def test_the_pipeline_fuzzers_mutations_read_identically(case):
+    name, data = case
+    with tempfile.TemporaryDirectory() as tmp:
+        _same(Path(tmp), data, name)
+
+
+@pytest.mark.parametrize("case", [k for k, (name, _) in FOUND.items() if ".json" in name])
+def test_the_inputs_fuzzing_found_read_identically(tmp_path, case):
+    _same(tmp_path, FOUND[case][1], FOUND[case][0])
 
 
 # --- the same report both ways ----------------------------------------------------------------------
