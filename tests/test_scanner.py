@@ -194,6 +194,12 @@ def test_odd_documents_give_the_same_timeline_or_error(tmp_path, content):
     _same(tmp_path, content)
 
 
+def test_columns_in_small_pieces_give_the_same_timeline(tmp_path, monkeypatch):
+    monkeypatch.setattr(scanner, "PIECE_ROWS", 3)  # collectives, copies and launches fall in different pieces
+    assert _same(tmp_path, _doc_text())
+    assert _same(tmp_path, _replace(_doc_text(), '"correlation": 1,', '"correlation": "corr 1",'))
+
+
 def test_two_threads_take_the_second_half_only_at_an_event_boundary():
     events = [{"ph": "X", "name": f"op{i % 7}", "cat": "cpu_op", "pid": 1, "tid": 2, "ts": i, "dur": 1}
               for i in range(200)]
@@ -349,7 +355,7 @@ for path in sorted(pathlib.Path(sys.argv[2]).iterdir()):
     data = path.read_bytes()
     for at in range(0, len(data) + 1, max(1, len(data) // 400)):  # every cut too
         mod.scan(data[:at], 65536, 1 << 28)
-        mod.scan(data[:at], 65536, 1 << 28, False, 2, 0)  # and in two threads
+        mod.scan(data[:at], 65536, 1 << 28, False, 2, 0, 2)  # and in two threads, in pieces of 2 rows
         n += 1
     mod.scan(memoryview(data)[1:], 8, 64)
 print("scanned", n)

@@ -1022,6 +1022,24 @@ static PyObject *strings_of(Interner *t) {
     return list;
 }
 
+/* The column as a list of bytearrays of `rows` items each (the last one shorter): the reader builds the
+ * Timeline piece by piece, each piece let go of once used. The column itself is freed. */
+static PyObject *as_pieces(Vec *v, size_t rows) {
+    size_t n = v->n ? (v->n + rows - 1) / rows : 0;
+    PyObject *list = PyList_New((Py_ssize_t)n);
+    if (!list) return NULL;
+    for (size_t i = 0; i < n; i++) {
+        size_t lo = i * rows, hi = lo + rows < v->n ? lo + rows : v->n;
+        PyObject *b = PyByteArray_FromStringAndSize(v->data + lo * v->item, (Py_ssize_t)((hi - lo) * v->item));
+        if (!b) { Py_DECREF(list); return NULL; }
+        PyList_SET_ITEM(list, (Py_ssize_t)i, b);
+    }
+    free(v->data);
+    v->data = NULL;
+    v->n = v->cap = 0;
+    return list;
+}
+
 static PyObject *as_bytearray(Vec *v) {
     PyObject *b = PyByteArray_FromStringAndSize(v->data ? v->data : "", (Py_ssize_t)(v->n * v->item));
     free(v->data);
@@ -1031,7 +1049,8 @@ static PyObject *as_bytearray(Vec *v) {
 }
 
 PyDoc_STRVAR(scan_doc,
-"scan(buffer, max_name_bytes, max_event_bytes, drop_behind=False, threads=1, min_split=0) -> dict | str\n\n"
+"scan(buffer, max_name_bytes, max_event_bytes, drop_behind=False, threads=1, min_split=0, piece_rows=2**20)\n"
+"-> dict | str\n\n"
 "Scan a Chrome-trace JSON document. A dict of columns (bytearrays) and interned strings, or a str\n"
 "saying why the document is left to the pure-Python reader.");
 
@@ -1051,10 +1070,12 @@ static void scan_init(Scan *S, size_t max_name, size_t max_event, int drop_behin
 
 static PyObject *py_scan(PyObject *self, PyObject *args) {
     Py_buffer view;
-    Py_ssize_t max_name, max_event, min_split = 0;
+    Py_ssize_t max_name, max_event, min_split = 0, piece_rows = (Py_ssize_t)1 << 20;
     int drop_behind = 0, threads = 1;
-    if (!PyArg_ParseTuple(args, "y*nn|pin", &view, &max_name, &max_event, &drop_behind, &threads, &min_split))
+    if (!PyArg_ParseTuple(args, "y*nn|pinn", &view, &max_name, &max_event, &drop_behind, &threads, &min_split,
+                          &piece_rows))
         return NULL;
+    if (piece_rows < 1) piece_rows = 1;
     Scan S;
     scan_init(&S, (size_t)(max_name < 0 ? 0 : max_name), (size_t)(max_event < 0 ? 0 : max_event), drop_behind,
               (const uint8_t *)view.buf);
@@ -1075,7 +1096,7 @@ static PyObject *py_scan(PyObject *self, PyObject *args) {
     PyObject *x;
 #define PUT(key, expr) do { x = (expr); if (!x || PyDict_SetItemString(out, key, x) < 0) { Py_XDECREF(x); goto error; } \
                             Py_DECREF(x); } while (0)
-    for (int i = 0; i < N_COLS; i++) PUT(COL_NAMES[i], as_bytearray(&S.cols[i]));
+    for (int i = 0; i < N_COLS; i++) PUT(COL_NAMES[i], as_pieces(&S.cols[i], (size_t)piece_rows));
     PUT("special", as_bytearray(&S.special));
     PUT("complex", as_bytearray(&S.complex));
     PUT("special_text", as_bytearray(&S.special_text));

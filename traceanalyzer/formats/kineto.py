@@ -604,15 +604,27 @@ class _Collector:
             self._add_memory(special, phs)
             self._add_counters(special, phs)
             del special
-        c = s.columns  # each column let go of as soon as it is used: the file's rows are not held twice
-        n = len(c["ts"])
-        if not n:
+        if not s.columns["ts"]:
             return self
         for interner, values in ((self.names, s.names), (self.cats, s.cats)):
             interner.values = list(values)
             interner._index = {v: i for i, v in enumerate(values)}
         self.facts.update(self.names.values, self.cats.values, self.copy_kinds.values)
+        start = 0
+        while s.columns["ts"]:  # piece by piece, each let go of once used: the rows are never held twice
+            piece = {k: parts.pop(0) for k, parts in s.columns.items()}
+            end = start + len(piece["ts"])
+            lo, hi = np.searchsorted(s.complex_rows, [start, end])
+            self._add_scanned(piece, s.complex_rows[lo:hi] - start, s.complex_args[lo:hi])
+            del piece
+            start = end
+        return self
+
+    def _add_scanned(self, c: dict[str, np.ndarray], complex_rows: np.ndarray, complex_args: list[bytes]) -> None:
+        """One piece of the scanned columns (`from_scan`); `complex_rows` (in the piece) and `complex_args`: the
+        events whose args the scanner left to this reader, and their args' text."""
         cats = c.pop("cat")
+        n = len(cats)
         kinds = self.facts.kind[cats]
         read = _ARGS_READ[kinds]
         on_device = _DEVICE_KIND[kinds]
@@ -627,10 +639,10 @@ class _Collector:
         copy_kind = np.zeros(n, dtype=np.int32)
         collective = np.zeros(n, dtype=bool)
         group = np.zeros(n, dtype=np.int32)
-        wanted = read[s.complex_rows]
-        rows = s.complex_rows[wanted]
+        wanted = read[complex_rows]
+        rows = complex_rows[wanted]
         if len(rows):  # decoded here, as `_add_typed` decodes every event's
-            args, _ = _decode_args([msgspec.Raw(t) for t in compress(s.complex_args, wanted.tolist())])
+            args, _ = _decode_args([msgspec.Raw(t) for t in compress(complex_args, wanted.tolist())])
             correlation[rows] = _ids(args, _A_CORRELATION, unsigned64=True)
             dev_rows = np.flatnonzero(on_device[rows])
             if len(dev_rows):
@@ -650,7 +662,6 @@ class _Collector:
         self._add_rows(c.pop("ts"), c.pop("dur"), c.pop("name"), cats, pid=c.pop("pid"), tid=c.pop("tid"),
                        device=device, stream=stream, nbytes=nbytes, correlation=correlation, copy_kind=copy_kind,
                        collective=collective, group=group, graph=graph, seq=seq)
-        return self
 
     def _add_typed(self, xs: list[KinetoEvent]) -> None:
         """`add` for typed structs: the same columns, one C-level pass per field; args decoded only

@@ -37,6 +37,9 @@ _SPOOL_MIN_COMPRESSED = 8 * 1024 * 1024
 # With two threads, a document's events are cut in two halves scanned at once when each is at least this
 # big (below, the second thread's start costs more than it saves).
 MIN_SPLIT_BYTES = 32 * 1024 * 1024
+# The columns come in pieces of this many rows, each let go of once the Timeline's columns are made from it:
+# the file's rows are never held twice over (as raw values and as the table's columns).
+PIECE_ROWS = 1 << 20
 
 # stream: args.original_stream where it is a stream (>= 0), else args.stream (kineto._real_stream)
 _COLUMN_TYPES = {"ts": np.float64, "dur": np.float64, "name": np.int32, "cat": np.int32, "pid": np.int64,
@@ -60,12 +63,13 @@ def status() -> str:
 
 @dataclass
 class Scanned:
-    """What the scanner read: typed columns of the "X" events (in file order), their names and categories
+    """What the scanner read: typed columns of the "X" events (in file order, in pieces of PIECE_ROWS rows), their
+    names and categories
     (codes index `names` / `cats`), the other events' phases counted, the text of the instant and counter
     events and of the args the scanner leaves to Python (copied out of the file, which is let go of at
     once), the top-level keys other than traceEvents (undecoded), and the number of events."""
 
-    columns: dict[str, np.ndarray]
+    columns: dict[str, list[np.ndarray]]
     names: list[str]
     cats: list[str]
     phase_counts: list[tuple[str | None, int]]
@@ -128,15 +132,17 @@ def _scan_mapped(fd: int, threads: int, close: Callable[[], None] | None = None)
             close()
 
 
-def scan_bytes(data: Any, mapped: bool = False, threads: int = 1, min_split: int = MIN_SPLIT_BYTES) -> Scanned | str:
+def scan_bytes(data: Any, mapped: bool = False, threads: int = 1, min_split: int = MIN_SPLIT_BYTES,
+               piece_rows: int = 0) -> Scanned | str:
     """The scan of a whole (decompressed) document, or why it is left to the pure-Python reader. `mapped`:
     `data` maps a file, whose pages the scan gives back behind it; `threads`, `min_split`: see `scan_path`."""
     if _scan is None:
         return "not built"
-    out = _scan.scan(data, MAX_NAME_CHARS, MAX_EVENT_BYTES, mapped, min(max(threads, 1), 2), min_split)
+    out = _scan.scan(data, MAX_NAME_CHARS, MAX_EVENT_BYTES, mapped, min(max(threads, 1), 2), min_split,
+                     piece_rows or PIECE_ROWS)
     if isinstance(out, str):
         return out
-    columns = {k: np.frombuffer(out[k], dtype=t) for k, t in _COLUMN_TYPES.items()}
+    columns = {k: [np.frombuffer(piece, dtype=t) for piece in out[k]] for k, t in _COLUMN_TYPES.items()}
     counts = np.frombuffer(out["phase_counts"], dtype=np.int64).tolist()
     phase_counts: list[tuple[str | None, int]] = list(zip(out["phases"], counts))
     if out["null_phase"]:
