@@ -228,8 +228,14 @@ def test_every_cut_of_a_trace_gives_the_same_result(tmp_path):
 def test_gzip_is_scanned_and_a_cut_gzip_left_to_python(tmp_path, monkeypatch):
     packed = gzip.compress(_doc_text().encode())
     assert _same(tmp_path, packed, "t.json.gz")
+    bom = gzip.compress(b"\xef\xbb\xbf\xef\xbb\xbf" + _doc_text().encode())  # one mark removed, the second not
+    assert not _same(tmp_path, bom, "bom.json.gz")
+    spaces = gzip.compress(_replace(_doc_text(), '"dur": 900', '"dur": 900' + " " * 200_000).encode())
+    assert not _same(tmp_path, spaces, "spaces.json.gz")  # a whitespace run: left to the streaming reader
     monkeypatch.setattr(scanner, "_SPOOL_MIN_COMPRESSED", 0)  # spooled to a temporary file and mapped
     assert _same(tmp_path, packed, "spooled.json.gz")
+    assert not _same(tmp_path, bom, "spooled_bom.json.gz")
+    assert not _same(tmp_path, spaces, "spooled_spaces.json.gz")
     assert not _same(tmp_path, packed[: len(packed) * 2 // 3], "cut.json.gz")
 
 

@@ -19,8 +19,8 @@ import numpy as np
 
 from ..errors import InputError
 from ._columns import MAX_NAME_CHARS
-from ._io import GZIP_MAGIC, UTF8_BOM, UTF16_BOMS, read_input
-from .chrome_json import EventStream
+from ._io import GZIP_MAGIC, UTF8_BOM, UTF16_BOMS, iter_input_blocks
+from .chrome_json import EventStream, holds_space_run
 from .chrome_parallel import spool_gzip
 
 try:
@@ -34,6 +34,9 @@ MAX_EVENT_BYTES = 256 * 1024 * 1024
 # A gzip file from this size on is spooled to a temporary plain file and mapped (where that is safe):
 # its content is then never held in memory whole. Smaller ones are inflated in memory.
 _SPOOL_MIN_COMPRESSED = 8 * 1024 * 1024
+# A gzip file not spooled (small, or the temporary folder in memory or short of disk) is inflated in memory
+# up to this size; beyond it the file is left to the streaming pure-Python reader.
+MAX_INFLATED_IN_MEMORY = 512 * 1024 * 1024
 # With two threads, a document's events are cut in two halves scanned at once when each is at least this
 # big (below, the second thread's start costs more than it saves).
 MIN_SPLIT_BYTES = 32 * 1024 * 1024
@@ -92,11 +95,8 @@ def scan_path(path: Path, max_bytes: int, progress: Any = None, threads: int = 1
             if head[:2] == GZIP_MAGIC:
                 spooled = spool_gzip(EventStream(path, max_bytes=max_bytes), min_compressed=_SPOOL_MIN_COMPRESSED)
                 if spooled is None:
-                    try:
-                        data = read_input(path, max_bytes, progress)
-                    except InputError as exc:  # cut off, over the limit: the pure-Python reader says so
-                        return f"gzip not read whole ({exc.message[:80]})"
-                    return scan_bytes(data, threads=threads)
+                    data = _inflate_small(path, max_bytes, progress)
+                    return data if isinstance(data, str) else scan_bytes(data, threads=threads)
                 try:
                     if progress is not None:
                         progress(size)
@@ -116,12 +116,33 @@ def scan_path(path: Path, max_bytes: int, progress: Any = None, threads: int = 1
         return f"not mapped ({exc})"
 
 
+def _inflate_small(path: Path, max_bytes: int, progress: Any) -> bytes | str:
+    """A gzip file's content in memory, or why not: content beyond MAX_INFLATED_IN_MEMORY, holding the long
+    whitespace runs the streaming reader squeezes (a hostile gzip), cut off or over the input limit, UTF-16
+    text. Those are left to the pure-Python reader, which streams them and says what is wrong."""
+    blocks: list[bytes] = []
+    total = 0
+    try:
+        for block in iter_input_blocks(path, max_bytes, progress):
+            total += len(block)
+            if total > MAX_INFLATED_IN_MEMORY or holds_space_run(block):
+                return "gzip content too large to inflate in memory, or long runs of whitespace"
+            blocks.append(block)
+    except InputError as exc:
+        return f"gzip not read whole ({exc.message[:80]})"
+    data = b"".join(blocks)
+    if any(data.startswith(bom) for bom, _ in UTF16_BOMS):
+        return "UTF-16 text"
+    return data
+
+
 def _scan_mapped(fd: int, threads: int, close: Callable[[], None] | None = None) -> Scanned | str:
-    """The scan of a plain file by its descriptor, mapped (a UTF-8 byte-order mark skipped); the mapping (and
-    the spooled file, `close`) given back before it returns."""
+    """The scan of a plain file by its descriptor, mapped (a UTF-8 byte-order mark skipped, except in a spooled
+    gzip's content, which had it removed); the mapping (and the spooled file, `close`) given back before it
+    returns."""
     mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
     whole = memoryview(mm)
-    view = whole[len(UTF8_BOM):] if whole[:len(UTF8_BOM)] == UTF8_BOM else whole[:]
+    view = whole[len(UTF8_BOM):] if close is None and whole[:len(UTF8_BOM)] == UTF8_BOM else whole[:]
     try:
         return scan_bytes(view, mapped=True, threads=threads)
     finally:
