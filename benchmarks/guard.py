@@ -18,6 +18,11 @@ Cases (inputs are replicas of the corpus' largest Kineto trace, bench_large.buil
                      same trace's JSON report.
   many_ranks_<R>x<size>  R copies of one file reported as one job: the time per rank / `orjson.loads` of one
                      rank file; the peak RSS / one rank file.
+  scanner_<size>     the Kineto reader alone (no analyses) on the plain replica, with the compiled scanner and
+                     with the pure-Python reader (TRACEANALYZER_PURE_PYTHON=1, decoding in as many processes as
+                     the report uses for one big file): the scanner's wall time, CPU time and peak RSS / the
+                     pure-Python reader's; each reader's time / `orjson.loads` of the same file; and the whole
+                     report, with the scanner / with the pure-Python reader (time, CPU, peak RSS).
 
 A replica is never smaller than one copy of its source, so a small size may come out larger (the table's
 baselines show the file sizes; the recorded file keeps them). The sizes are part of a case's name, so a --quick
@@ -309,6 +314,50 @@ def many_ranks(source: Path, ranks: int, mb: int, work: Path, env: dict[str, str
             *paired(case, nbytes / 1e6, job_runs, prev_runs)]
 
 
+READ_ONLY = ("import os, sys\nfrom pathlib import Path\nfrom traceanalyzer.formats import kineto\n"
+             "from traceanalyzer.formats._base import ReadOptions\n"
+             "kineto.read_path(Path(sys.argv[1]), ReadOptions(decode_workers=os.cpu_count() or 1))\n")
+
+
+def scanner_case(source: Path, mb: int, work: Path, env: dict[str, str], runs: int,
+                 base_env: dict[str, str] | None = None) -> list[Figure]:
+    """scanner_<size>: the reader with the compiled scanner against the pure-Python reader and orjson.loads."""
+    trace = work / "replica.json"
+    _, nbytes = build_replica(source, trace, mb * MB)
+    pure_env = dict(env, TRACEANALYZER_PURE_PYTHON="1")
+    turns: dict[str, list[tuple[float, int, int, float]]] = {
+        "orjson": [], "pure": [], "scan": [], "prev": [], "report_pure": [], "report_scan": []}
+    read = [sys.executable, "-c", READ_ONLY, str(trace)]
+    out = work / "report.json"
+    for _ in range(max(1, runs)):  # interleaved
+        turns["orjson"].append(measure_cpu([sys.executable, "-c", ORJSON_LOAD, str(trace)]))
+        turns["pure"].append(measure_cpu(read, env=pure_env, cwd=work))
+        if base_env is not None:
+            turns["prev"].append(measure_cpu(read, env=base_env, cwd=work))
+        turns["scan"].append(measure_cpu(read, env=env, cwd=work))
+        turns["report_pure"].append(measure_cpu(report_command(trace, out), env=pure_env, cwd=work))
+        turns["report_scan"].append(measure_cpu(report_command(trace, out), env=env, cwd=work))
+    trace.unlink()
+    rp_t, rp_cpu, rp_rss, rp_failed = _times(turns["report_pure"])
+    rs_t, rs_cpu, rs_rss, rs_failed = _times(turns["report_scan"])
+    orjson_t, _, _, _ = _times(turns["orjson"])
+    pure_t, pure_cpu, pure_rss, pure_failed = _times(turns["pure"])
+    scan_t, scan_cpu, scan_rss, scan_failed = _times(turns["scan"])
+    case, size, failed = f"scanner_{size_name(mb)}", nbytes / 1e6, pure_failed or scan_failed
+    return [Figure(case, "scanner time / Python reader", scan_t, pure_t, "s", size, failed),
+            Figure(case, "scanner CPU / Python reader", scan_cpu, pure_cpu, "CPU s", size, failed),
+            Figure(case, "scanner peak RSS / Python reader", scan_rss, pure_rss, "GB", size, failed),
+            Figure(case, "scanner time / orjson.loads", scan_t, orjson_t, "s", size, scan_failed),
+            Figure(case, "Python reader time / orjson.loads", pure_t, orjson_t, "s", size, pure_failed),
+            Figure(case, "report time / report by the Python reader", rs_t, rp_t, "s", size, rs_failed or rp_failed),
+            Figure(case, "report CPU / report by the Python reader", rs_cpu, rp_cpu, "CPU s", size,
+                   rs_failed or rp_failed),
+            Figure(case, "report peak RSS / report by the Python reader", rs_rss, rp_rss, "GB", size,
+                   rs_failed or rp_failed),
+            Figure(case, "report time / orjson.loads", rs_t, orjson_t, "s", size, rs_failed),
+            *paired(case, size, turns["scan"], turns["prev"])]
+
+
 def release_name() -> tuple[str, str]:
     """(release, commit) of the package measured: its version, the branch, and the last commit that changed
     `traceanalyzer/` (what the figures depend on), marked `+changes` when the package has uncommitted ones."""
@@ -327,6 +376,9 @@ def main() -> None:
     ap.add_argument("--source", type=Path, help="trace to replicate (default: the corpus' largest Kineto trace)")
     ap.add_argument("--quick", action="store_true", help="small sizes (100 MiB, ranks of 10 MiB): a few minutes")
     ap.add_argument("--runs", type=int, default=1, help="runs of each measurement (medians are compared)")
+    ap.add_argument("--cases", default="json,pftrace,ranks,scanner",
+                    help="which cases to measure, comma separated (default: all)")
+    ap.add_argument("--json-mb", type=int, default=None, help="size of the json, gzip and scanner cases' replica")
     ap.add_argument("--tolerance", type=float, default=0.15,
                     help="how much worse than recorded a ratio may be before the exit status is 1 (0.15: 15%%)")
     ap.add_argument("--recorded", type=Path, default=RECORDED, help="the recorded figures (JSON)")
@@ -339,7 +391,10 @@ def main() -> None:
     if args.baseline is not None and not (args.baseline / "traceanalyzer" / "__init__.py").is_file():
         sys.exit(f"--baseline {args.baseline}: no traceanalyzer package folder in it")
 
-    sizes = QUICK_SIZES if args.quick else FULL_SIZES
+    sizes = dict(QUICK_SIZES if args.quick else FULL_SIZES)
+    if args.json_mb:
+        sizes["json_mb"] = args.json_mb
+    cases = set(args.cases.split(","))
     source = args.source or largest_kineto_trace(args.corpus)
     base = args.workdir or Path(tempfile.gettempdir())
     try:
@@ -361,11 +416,15 @@ def main() -> None:
     print(f"source: {source} ({source.stat().st_size / 1e6:.1f} MB on disk)", file=sys.stderr)
     figures: list[Figure] = []
     try:
-        for name, step in (("json and gzip", lambda: json_and_gzip(source, sizes["json_mb"], work, env, args.runs,
-                                                                    base_env)),
+        for name, step in (("json", lambda: json_and_gzip(source, sizes["json_mb"], work, env, args.runs,
+                                                           base_env)),
                            ("pftrace", lambda: pftrace(source, sizes["pftrace_mb"], work, env, args.runs, base_env)),
-                           ("many ranks", lambda: many_ranks(source, sizes["ranks"], sizes["rank_mb"], work, env,
-                                                             args.runs, base_env))):
+                           ("ranks", lambda: many_ranks(source, sizes["ranks"], sizes["rank_mb"], work, env,
+                                                        args.runs, base_env)),
+                           ("scanner", lambda: scanner_case(source, sizes["json_mb"], work, env, args.runs,
+                                                            base_env))):
+            if name not in cases:
+                continue
             print(f"measuring {name}...", file=sys.stderr)
             figures += step()
     finally:

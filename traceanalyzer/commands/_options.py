@@ -176,7 +176,7 @@ def execution_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
-def _notify(line: str) -> None:
+def notify(line: str) -> None:
     """Lines about the inputs (a log dir's runs, the one picked) on stderr; names from the file system
     are made inert."""
     sys.stderr.write(f"traceanalyzer: {terminal(line)}\n")
@@ -188,7 +188,7 @@ def build_options(params: dict[str, Any], **callbacks: Any) -> Any:
 
     callbacks.update(jobs=params.pop("jobs", None), scheduler=params.pop("scheduler", None),
                      cache=not params.pop("no_cache", False))
-    callbacks.setdefault("notify", _notify)  # what a log dir holds and what was picked: on stderr
+    callbacks.setdefault("notify", notify)  # what a log dir holds and what was picked: on stderr
     return Options(
         min_gap_ns=params.pop("min_gap_ns"), run=params.pop("run"), max_input_bytes=params.pop("max_input_bytes"),
         include_warmup=params.pop("include_warmup"), force_job=params.pop("force_job"),

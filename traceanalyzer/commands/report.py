@@ -84,9 +84,16 @@ More: docs/report.md, docs/diagnosis.md.
 @click.option("--fail-on", "fail_on", multiple=True, metavar="RULE",
               help="Exit 1 (after writing the report) when RULE holds, e.g. gpu_idle>0.30, "
                    "dataloader_wait>10%, memcpy_share>0.2, step_time_ms>120, verdict=input_bound (repeatable).")
+@click.option("-v", "--verbose", is_flag=True,
+              help="Say on stderr how the inputs are read (e.g. whether the compiled JSON scanner is built).")
 def report_command(traces: tuple[Path, ...], output: Path | None, fmt: str | None, force: bool, quiet: bool,
-                   all_runs: bool, fail_on: tuple[str, ...], **params: Any) -> None:
+                   all_runs: bool, fail_on: tuple[str, ...], verbose: bool = False, **params: Any) -> None:
     """Analyse TRACES and write a report (the help text is REPORT_HELP)."""
+    if verbose:
+        from ..formats import scanner
+        from ._options import notify
+
+        notify(scanner.status())
     from ..errors import GateFailed, UsageError
     from ..gates import evaluate_all, failed_message, parse_rules
     from ..pipeline import plan_runs

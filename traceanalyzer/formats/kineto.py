@@ -12,6 +12,7 @@ Times: `ts`/`dur` are always microseconds whatever `displayTimeUnit` says; with
 from __future__ import annotations
 
 import gc
+import logging
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -29,6 +30,7 @@ from ..errors import InputError
 from ..heap import return_freed_memory
 from ..names import is_comm_kernel, name_flags
 from ..timeline import DeviceInfo, RankInfo, Source, Timeline
+from . import scanner
 from ._base import ReadOptions
 from ._columns import (
     ID_OUT_OF_RANGE,
@@ -46,6 +48,7 @@ from .chrome_json import (
     CHUNK_BYTES,
     DECODE_NOTES,
     Envelope,
+    _decode_values,
     invalid_utf8,
     iter_event_chunks,
     looks_like_json_object,
@@ -61,6 +64,7 @@ MAX_DEVICE_ID = 2**31 - 1  # device ids are int32 in the Timeline; larger ones w
 MAX_STEP_NUMBER = 2**31 - 1  # ProfilerStep#N beyond int32: kept as an annotation, counted
 
 FORMAT = "kineto"
+_LOG = logging.getLogger("traceanalyzer")
 
 # Kineto category -> Timeline kind. Anything else is kept as "other" and reported.
 CATEGORY_KINDS: dict[str, str] = {
@@ -226,7 +230,16 @@ def read(path: Path, data: bytes, options: ReadOptions) -> Timeline:
 def read_path(path: Path, options: ReadOptions, chunk_bytes: int = CHUNK_BYTES, typed: bool = True) -> Timeline:
     """From the file, decoded while it is read: the content is never held whole.
 
-    `chunk_bytes` and `typed=False` (loose structs only) exist for tests of the decoding itself."""
+    `chunk_bytes` and `typed=False` (loose structs only) exist for tests of the decoding itself. With the
+    compiled scanner built (`scanner`), the file is read by it unless it leaves the file to this reader."""
+    if typed and chunk_bytes == CHUNK_BYTES:
+        if scanner.available():
+            # the cores the job gives this file (decode_workers) decide whether a second thread scans
+            scanned = scanner.scan_path(path, options.max_input_bytes, options.progress,
+                                        threads=min(2, options.decode_workers))
+            if isinstance(scanned, scanner.Scanned):
+                return _timeline_scanned(scanned, path)
+            _LOG.debug("%s: read by the pure-Python reader: %s", path, scanned)
     stream = stream_events(path, max_bytes=options.max_input_bytes, chunk_bytes=chunk_bytes,
                            progress=options.progress, decoder=TYPED_DECODER if typed else None)
     DECODE_NOTES.clear()
@@ -247,6 +260,16 @@ def read_path(path: Path, options: ReadOptions, chunk_bytes: int = CHUNK_BYTES, 
         source.warnings.insert(0, msg)
         source.truncated = stream.truncated
         tl.warnings.insert(0, f"{path}: {msg}")
+    return tl
+
+
+def _timeline_scanned(scanned: scanner.Scanned, path: Path) -> Timeline:
+    """The Timeline from the scanner's columns: what `read_path` makes of the same file."""
+    DECODE_NOTES.clear()
+    cols = _paused_gc(lambda: _Collector.from_scan(scanned))
+    header = _decode_values({k: msgspec.Raw(v) for k, v in scanned.header})
+    tl = _timeline(cols, header, path, FORMAT)
+    add_decode_notes(tl.sources[0])
     return tl
 
 
@@ -564,6 +587,80 @@ class _Collector:
                        nbytes=nbytes,
                        correlation=correlation,
                        copy_kind=self.copy_kinds.codes([a.kind if a is not None else None for a in args]),
+                       collective=collective, group=group, graph=graph, seq=seq)
+
+    @classmethod
+    def from_scan(cls, s: scanner.Scanned) -> _Collector:
+        """The columns of a scanned file (`scanner.scan_path`): what `add` makes of its events, chunk after
+        chunk, computed from the scanner's arrays; only the args the scanner leaves untyped ("complex"
+        events: collectives, string ids) and the instant and counter events are decoded here."""
+        self = cls()
+        self.events_read = s.events
+        for ph, count in s.phase_counts:
+            self.not_kept[_phase_reason(ph)] += count
+        if s.special:
+            special = TYPED_DECODER.decode(b"[" + b",".join(s.special) + b"]")
+            phs = list(map(_PH, special))
+            self._add_memory(special, phs)
+            self._add_counters(special, phs)
+            del special
+        if not s.columns["ts"]:
+            return self
+        for interner, values in ((self.names, s.names), (self.cats, s.cats)):
+            interner.values = list(values)
+            interner._index = {v: i for i, v in enumerate(values)}
+        self.facts.update(self.names.values, self.cats.values, self.copy_kinds.values)
+        start = 0
+        while s.columns["ts"]:  # piece by piece, each let go of once used: the rows are never held twice
+            piece = {k: parts.pop(0) for k, parts in s.columns.items()}
+            end = start + len(piece["ts"])
+            lo, hi = np.searchsorted(s.complex_rows, [start, end])
+            self._add_scanned(piece, s.complex_rows[lo:hi] - start, s.complex_args[lo:hi])
+            del piece
+            start = end
+        return self
+
+    def _add_scanned(self, c: dict[str, np.ndarray], complex_rows: np.ndarray, complex_args: list[bytes]) -> None:
+        """One piece of the scanned columns (`from_scan`); `complex_rows` (in the piece) and `complex_args`: the
+        events whose args the scanner left to this reader, and their args' text."""
+        cats = c.pop("cat")
+        n = len(cats)
+        kinds = self.facts.kind[cats]
+        read = _ARGS_READ[kinds]
+        on_device = _DEVICE_KIND[kinds]
+        del kinds
+        correlation = np.where(read, c.pop("correlation"), -1)
+        device = np.where(on_device, c.pop("device"), -1)
+        stream = np.where(on_device, c.pop("stream"), -1)  # the scanner applied `_real_stream`
+        nbytes = np.where(on_device, c.pop("bytes"), -1)
+        graph, seq = c.pop("graph"), c.pop("seq")
+        graph = np.where(on_device & (graph != ID_OUT_OF_RANGE), graph, -1)
+        seq = np.where(on_device & (seq != ID_OUT_OF_RANGE), seq, -1)
+        copy_kind = np.zeros(n, dtype=np.int32)
+        collective = np.zeros(n, dtype=bool)
+        group = np.zeros(n, dtype=np.int32)
+        wanted = read[complex_rows]
+        rows = complex_rows[wanted]
+        if len(rows):  # decoded here, as `_add_typed` decodes every event's
+            args, _ = _decode_args([msgspec.Raw(t) for t in compress(complex_args, wanted.tolist())])
+            correlation[rows] = _ids(args, _A_CORRELATION, unsigned64=True)
+            dev_rows = np.flatnonzero(on_device[rows])
+            if len(dev_rows):
+                sub = list(map(args.__getitem__, dev_rows.tolist()))
+                at = rows[dev_rows]
+                device[at] = _ids(sub, _A_DEVICE)
+                stream[at] = _real_stream(_ids(sub, _A_STREAM), _ids(sub, _A_ORIGINAL_STREAM))
+                sub_bytes = _ids(sub, _A_BYTES)
+                copy_kind[at] = self.copy_kinds.codes(list(map(_A_KIND, sub)))
+                sub_collective = np.array([c is not None or d is not None
+                                           for c, d in zip(map(_A_COLLECTIVE, sub), map(_A_PG_DESC, sub))], dtype=bool)
+                _message_bytes(sub_bytes, sub, sub_collective)
+                nbytes[at] = sub_bytes
+                collective[at] = sub_collective
+                group[at] = _group_codes(self.groups, sub)
+                graph[at], seq[at] = _graph_and_seq(sub)
+        self._add_rows(c.pop("ts"), c.pop("dur"), c.pop("name"), cats, pid=c.pop("pid"), tid=c.pop("tid"),
+                       device=device, stream=stream, nbytes=nbytes, correlation=correlation, copy_kind=copy_kind,
                        collective=collective, group=group, graph=graph, seq=seq)
 
     def _add_typed(self, xs: list[KinetoEvent]) -> None:
