@@ -142,9 +142,12 @@ def _gpu_traces() -> list[Path]:
 @pytest.mark.slow
 @pytest.mark.parametrize("fraction", [0.3, 0.9])  # 0.4/0.6/0.8: the cut-truth tests
 def test_corpus_traces_cut_never_say_no_gpu_or_advise_a_gpu(tmp_path, fraction):
+    """Every GPU trace of the corpus is cut once, early (0.3) or late (0.9), by turns."""
     corpus_path()
     checked = 0
-    for path in _gpu_traces():
+    for i, path in enumerate(_gpu_traces()):
+        if (i % 2 == 0) != (fraction < 0.5):
+            continue
         data = path.read_bytes()
         if data[:2] == b"\x1f\x8b":
             data = gzip.decompress(data)
@@ -163,7 +166,7 @@ def test_corpus_traces_cut_never_say_no_gpu_or_advise_a_gpu(tmp_path, fraction):
                 assert r.capture is not None and r.capture.gpu_events_lost, (path, fraction)
         checked += 1
         cut.unlink()
-    assert checked >= 20
+    assert checked >= 10
 
 
 @pytest.mark.parametrize("tail", [
