@@ -46,7 +46,8 @@ def figures(path):
 def run_script(tmp_path: Path, body: str) -> subprocess.CompletedProcess[str]:
     script = tmp_path / "user_script.py"
     script.write_text(PRELUDE + textwrap.dedent(body))
-    env = dict(os.environ, PYTHONWARNINGS="default")
+    # The pure-Python reader: its ranges go to worker processes (the compiled scanner reads in threads).
+    env = dict(os.environ, PYTHONWARNINGS="default", TRACEANALYZER_PURE_PYTHON="1")
     return subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, env=env,
                           timeout=300)
 
@@ -108,7 +109,8 @@ def test_a_package_run_with_dash_m_keeps_its_processes(tmp_path):
     package.mkdir()
     (package / "__init__.py").write_text("")
     (package / "__main__.py").write_text(PRELUDE + f"print(json.dumps(figures({str(path)!r})))\n")
-    env = dict(os.environ, PYTHONWARNINGS="default")
+    # The pure-Python reader: its ranges go to worker processes (the compiled scanner reads in threads).
+    env = dict(os.environ, PYTHONWARNINGS="default", TRACEANALYZER_PURE_PYTHON="1")
     run = subprocess.run([sys.executable, "-m", "userpkg"], capture_output=True, text=True, cwd=tmp_path, env=env,
                          timeout=300)
     assert run.returncode == 0, run.stderr
