@@ -46,6 +46,7 @@ PLACEHOLDERS = {
 SAVED_REPORTS = {"base.report.json": "gpu_bound.json"}  # made by `traceanalyzer report` in the fixture
 NOT_RUN = {
     "--scheduler": "needs a running Dask cluster (tests/test_executors.py runs one)",
+    "--blob-store": "a service on PostgreSQL and an S3-compatible store (tests/test_serve_blobs.py starts both)",
 }
 
 
