@@ -125,7 +125,7 @@ class Multipart:
                                    f"(--max-upload)")
         try:
             self._parser.write(chunk)
-        except UploadError:
+        except (UploadError, OSError):  # a refusal, or the disk (full: 507, not a malformed body)
             raise
         except Exception as exc:  # the parser's own errors: a malformed body
             raise UploadError(400, f"malformed multipart body: {type(exc).__name__}") from None

@@ -6,8 +6,10 @@ Who may do what (the routes only read `request.state.who` for a write; `guard.py
 * a write (any unsafe method) is checked once, before any route runs, by `guard.Guard`: not cross-site,
   a valid token that is not read-only (a bearer header for the API; the login cookie plus the page's CSRF
   token for a form), see `routes.writes`;
-* reading is open, or needs a token with `--private` (bearer header, or the cookie the login form sets);
-  a request that carries a token only sees that token's project (another project's run: 404).
+* reading is open, or needs a token with `--private` (bearer header, or the session the login form makes,
+  `sessions.py`); a request that carries a token only sees that token's project (another project's run: 404);
+* a client that keeps failing (unknown tokens, failed logins, refused writes) is throttled (`throttle.py`):
+  429 + Retry-After on whatever credential it sends next; each failure is in the audit and the log.
 """
 
 from __future__ import annotations
@@ -29,9 +31,11 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 
 from . import history as hist
+from . import sessions
 from .jobs import JobRunner
 from .settings import Settings, instance_name
-from .store import Actor, Store
+from .store import Actor, Store, TokenInfo
+from .throttle import Throttle
 
 PAGE_SIZE = 50
 RETRY_AFTER_S = 5  # a 503 while the database is away
@@ -47,8 +51,13 @@ class Refused(HTTPException):
     """A 4xx with one line for the client."""
 
 
-def refuse(status: int, message: str) -> Refused:
-    return Refused(status_code=status, detail=message)
+def refuse(status: int, message: str, headers: dict[str, str] | None = None) -> Refused:
+    return Refused(status_code=status, detail=message, headers=headers)
+
+
+def throttled(retry_after_s: int) -> Refused:
+    return refuse(429, f"too many failed tokens or logins from this address: try again in {retry_after_s} s",
+                  {"Retry-After": str(retry_after_s)})
 
 
 class Access:
@@ -149,31 +158,85 @@ class Context:
         self.reports = hist.Reports(settings.reports)
         self.histories = hist.HistoryCache()
         self.last_db_log = 0.0
+        self.throttle = Throttle(limit=settings.max_failures)
+        self.disk_full_at = -1e9  # when an upload last found the disk full (health reports it a while) ...
+        self.disk_full_free = 0  # ... unless more space is free now than then
 
     # -- who is asking
+    @staticmethod
+    def client(request: Request) -> str:
+        return ((request.client.host if request.client else None) or "unknown")[:200]
+
+    def check_throttle(self, request: Request) -> None:
+        """Refuses (429 + Retry-After) a client that failed too often lately (see throttle.py)."""
+        left = self.throttle.blocked(self.client(request))
+        if left:
+            raise throttled(left)
+
+    def failed(self, request: Request, action: str, detail: str, who: Access | None = None) -> None:
+        """A failed credential or a refused write: counted against the client (throttle), in the audit and
+        in the log. Throttling bounds how many of these one client can write."""
+        import sys
+
+        client = self.client(request)
+        blocked = self.throttle.failed(client)
+        actor = Actor("anonymous", None, client)
+        if who is not None and who.token_id is not None:
+            actor = self.actor(request, who)
+        project = who.project if who is not None else None
+        target = f"{request.method} {request.url.path}"[:200]
+        print(f"traceanalyzer serve: {action} from {client}: {detail} ({target})", file=sys.stderr)
+        try:
+            self.db.record(actor, action, project, target, detail)
+            if blocked:
+                self.db.record(actor, "client.throttle", project, target,
+                               f"{self.throttle.limit} failures in {self.throttle.window_s:g} s: refused for "
+                               f"{self.throttle.block_s:g} s")
+        except Exception as exc:  # the audit is away with the database: the refusal stands
+            print(f"traceanalyzer serve: audit not written: {type(exc).__name__}", file=sys.stderr)
+
+    def disk_full(self) -> None:
+        """An upload found the disk full: health says so for a while (routes/site.py)."""
+        import shutil
+        import time
+
+        self.disk_full_at = time.monotonic()
+        try:
+            self.disk_full_free = shutil.disk_usage(self.settings.data).free + 1
+        except OSError:
+            self.disk_full_free = 0
+
+    def session(self, request: Request) -> TokenInfo | None:
+        """The token of the browser's live session (looked up once per request)."""
+        if not hasattr(request.state, "session"):
+            request.state.session = sessions.lookup(self.db, request.cookies.get(sessions.COOKIE))
+        found: TokenInfo | None = request.state.session
+        return found
+
     def access(self, request: Request) -> Access:
-        """The token of the request (bearer header; on GET and HEAD also the login cookie, ignored when its
-        token was revoked or expired). A write's was checked by the guard already: it is taken from there."""
+        """The token of the request (bearer header; on GET and HEAD also the login session, ignored when it
+        ended or its token was revoked or expired). A write's was checked by the guard already: it is taken
+        from there. An unknown bearer token counts against the client (throttle.py)."""
         checked = getattr(request.state, "who", None)
         if isinstance(checked, Access):
             return checked
         header = request.headers.get("authorization")
-        token, bearer = None, False
         if header is not None:
+            self.check_throttle(request)
             scheme, _, value = header.partition(" ")
             if scheme.lower() != "bearer" or not value.strip():
+                self.failed(request, "token.fail", "an Authorization header that is not 'Bearer TOKEN'")
                 raise refuse(401, "the Authorization header must be 'Bearer TOKEN'")
-            token, bearer = value.strip(), True
-        elif request.method in ("GET", "HEAD"):
-            token = request.cookies.get("ta_token")
-        if token is None:
-            return Access()
-        found = self.db.token(token)
-        if found is None and not bearer:  # a login whose token was revoked or expired: logged out, not refused
-            return Access()
-        if found is None:
-            raise refuse(401, "unknown token (or an expired or revoked one)")
-        return Access(found.project, found.read_only, bearer, found.id)
+            found = self.db.token(value.strip())
+            if found is None:
+                self.failed(request, "token.fail", "unknown, expired or revoked token")
+                raise refuse(401, "unknown token (or an expired or revoked one)")
+            return Access(found.project, found.read_only, True, found.id)
+        if request.method in ("GET", "HEAD"):
+            found = self.session(request)  # a session that ended: logged out, not refused
+            if found is not None:
+                return Access(found.project, found.read_only, False, found.id)
+        return Access()
 
     def actor(self, request: Request, who: Access) -> Actor:
         """Who made a write, for the audit: the token's name and id, and the client's address."""
@@ -221,11 +284,10 @@ class Context:
     # -- pages
     def login_state(self, request: Request) -> str | None:
         """'project (token name)' of the browser's login, or None (logged out, or its token revoked)."""
-        cookie = request.cookies.get("ta_token")
-        if not cookie:
+        if not request.cookies.get(sessions.COOKIE):
             return None
         try:
-            found = self.db.token(cookie)
+            found = self.session(request)
         except Exception:
             return None
         if found is None:
@@ -242,7 +304,8 @@ class Context:
             resp.set_cookie("ta_csrf", token, httponly=True, samesite="strict", path="/")
         return resp
 
-    def error_response(self, request: Request, status: int, message: str) -> Response:
+    def error_response(self, request: Request, status: int, message: str,
+                       headers: dict[str, str] | None = None) -> Response:
         """One line: {"error": ...} for the API and scripts, the error page for a browser."""
         if request.url.path.startswith("/api/") or "text/html" not in request.headers.get("accept", ""):
             resp: Response = JSONResponse({"error": message}, status_code=status)
@@ -250,6 +313,8 @@ class Context:
             resp = self.page(request, "error.html.j2", status=status, status_code=status, message=message)
         if status == 413:
             resp.headers["Connection"] = "close"  # the rest of the body is not read
+        for k, v in (headers or {}).items():
+            resp.headers[k] = v
         return resp
 
 

@@ -19,7 +19,8 @@ lock, put the file in place, record the run, commit; delete: lock, check no run 
 file, commit), so a delete never removes a file a new upload of the same content uses.
 
 Every write a person or a CI job makes (an upload, a project made by its first upload, a delete or a
-cancel, a token made or revoked) is recorded in `audit`, in the same transaction as the write: who (the
+cancel, a token made or revoked) is recorded in `audit`, in the same transaction as the write (and so
+are the writes refused, failed logins and unknown tokens, each in a row of its own: `record`): who (the
 token's name and id, or the user of the command line), what, when, and from where (the client's address,
 or the command line's user@host).
 """
@@ -121,6 +122,16 @@ audit = sa.Table(  # one row per write (migration 0005)
     sa.Column("project", sa.String(64), nullable=True, index=True),
     sa.Column("target", sa.String(200), nullable=True),  # the run id, or "token #id"
     sa.Column("detail", sa.Text, nullable=True),
+)
+
+sessions = sa.Table(  # one row per browser login; the cookie holds the id, the row its SHA-256 (migration 0006)
+    "sessions", metadata,
+    sa.Column("id_hash", sa.String(64), primary_key=True),
+    sa.Column("token_id", sa.Integer, nullable=False, index=True),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("expires_at", sa.Float, nullable=False),
+    sa.Column("revoked_at", sa.Float, nullable=True),
+    sa.Column("source", sa.String(200), nullable=True),  # the client's address at login
 )
 
 STATUSES = ("queued", "running", "done", "failed", "canceled")
@@ -286,6 +297,12 @@ class Store:
         c.execute(audit.insert().values(at=time.time(), actor=actor.name[:200], token_id=actor.token_id,
                                         source=actor.source[:200], action=action, project=project,
                                         target=None if target is None else target[:200], detail=detail))
+
+    def record(self, actor: Actor, action: str, project: str | None, target: str | None,
+               detail: str | None) -> None:
+        """An audit row of its own: a failed login or token, a refused write, a throttled client."""
+        with self.engine.begin() as c:
+            self._audit(c, actor, action, project, target, detail)
 
     def audit_log(self, project: str | None = None, since: float | None = None, action: str | None = None,
                   limit: int = 100) -> list[dict[str, Any]]:

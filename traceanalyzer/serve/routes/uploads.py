@@ -35,6 +35,7 @@ async def upload(ctx: Context, request: Request) -> Response:
         raise refuse(exc.status, exc.message) from None
     except OSError as exc:
         if exc.errno == errno.ENOSPC:
+            ctx.disk_full()
             raise refuse(507, DISK_FULL) from None
         raise
     except ClientDisconnect:  # the client went away mid-upload: what it sent is removed
@@ -54,6 +55,7 @@ async def upload(ctx: Context, request: Request) -> Response:
                                          lambda: place(received, ctx.settings.traces), actor)
     except OSError as exc:
         if exc.errno == errno.ENOSPC:
+            ctx.disk_full()
             raise refuse(507, DISK_FULL) from None
         raise
     finally:
