@@ -47,6 +47,9 @@ SECURITY_HEADERS = {"X-Content-Type-Options": "nosniff", "Referrer-Policy": "sam
                     "Cross-Origin-Opener-Policy": "same-origin", "Cross-Origin-Resource-Policy": "same-origin"}
 
 
+PROXY_HEADERS = ("x-forwarded-host", "x-forwarded-for", "x-forwarded-proto", "forwarded", "x-real-ip")
+
+
 class Refused(HTTPException):
     """A 4xx with one line for the client."""
 
@@ -159,6 +162,7 @@ class Context:
         self.histories = hist.HistoryCache()
         self.last_db_log = 0.0
         self.throttle = Throttle(limit=settings.max_failures)
+        self.proxy_warned = False  # the one warning about a proxy without --public-url (base_url)
         self.disk_full_at = -1e9  # when an upload last found the disk full (health reports it a while) ...
         self.disk_full_free = 0  # ... unless more space is free now than then
 
@@ -264,6 +268,31 @@ class Context:
         return row, who
 
     def base_url(self, request: Request) -> str:
+        """The base of absolute links (API answers, PR comments): `--public-url`, else the address this
+        server answers on (its socket's), never the request's Host header, which the client (or a proxy)
+        sets. Behind a proxy without `--public-url`, one warning in the log says to set it."""
+        if self.settings.public_url:
+            return self.settings.public_url.rstrip("/")
+        if not self.proxy_warned and any(h in request.headers for h in PROXY_HEADERS):
+            import sys
+
+            self.proxy_warned = True
+            print("traceanalyzer serve: a request came through a proxy (a forwarding header) but --public-url is "
+                  "not set: absolute links use this server's own address; set --public-url to the address "
+                  "people use", file=sys.stderr)
+        server = request.scope.get("server")
+        if not server or server[1] is None:
+            return ""  # a socket without an address (a Unix socket): links stay relative
+        host, port = str(server[0]), int(server[1])
+        scheme = request.url.scheme
+        if ":" in host:
+            host = f"[{host}]"
+        default = (scheme == "http" and port == 80) or (scheme == "https" and port == 443)
+        return f"{scheme}://{host}" + ("" if default else f":{port}")
+
+    def page_origin(self, request: Request) -> str:
+        """The origin the browser showing this page uses (for postMessage between our own frames, never
+        for a link that leaves the browser): `--public-url`, else what the browser asked for."""
         return (self.settings.public_url or str(request.base_url)).rstrip("/")
 
     def same_origin(self, request: Request, origin: str) -> bool:
@@ -298,6 +327,7 @@ class Context:
     def page(self, request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
         token = request.cookies.get("ta_csrf") or secrets.token_urlsafe(24)
         html = self.env.get_template(template).render(csrf=token, private=self.settings.private,
+                                                      public_url=self.settings.public_url,
                                                       login=self.login_state(request), **context)
         resp = HTMLResponse(html, status_code=status)
         if request.cookies.get("ta_csrf") != token:
