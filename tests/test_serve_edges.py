@@ -72,3 +72,40 @@ def test_absolute_links_come_from_public_url_never_the_host_header(tmp_path, cap
         page = client.get(f"/runs/{run['id']}", headers={"X-Forwarded-Host": "x"})
         assert f'data-url="https://perf.example.com/runs/{run["id"]}"' in page.text
         assert "--public-url is not set" not in capfd.readouterr().err
+
+
+def test_runs_of_one_setting_are_the_same_commit_and_label_or_marked_repeats_never_other_commits(tmp_path):
+    settings = Settings(data=tmp_path / "data")
+    settings.make_dirs()
+    store = Store(settings.database_url)
+    try:
+        store.migrate()
+
+        def run(commit, setting=None, repeat_of=None, branch="main", project="p"):
+            f = StoredFile(f"{len(made):064x}", "t.json", 10, "file")
+            root = store.repeat_root(project, repeat_of) if repeat_of else None
+            run_id = store.create_run(project, branch, commit, [f], setting=setting, repeat_of=root)
+            job = store.claim("w:1:x")
+            assert job is not None and job.run_id == run_id and store.finish(job, run_id, None, {"verdict": "ok"})
+            made.append(run_id)
+            return run_id
+
+        made: list[str] = []
+        history = [run(f"c{i}") for i in range(4)]  # a branch's runs of four commits
+        assert store.repeats(store.run(history[3])) == []  # never other commits
+        same = run("c3")  # the same commit, no label on either: one setting
+        labelled = run("c3", setting="bs64")  # the same commit, another setting
+        other_project = run("c3", project="q")
+        assert set(store.repeats(store.run(history[3]))) == {same}
+        assert store.repeats(store.run(labelled)) == []
+        assert other_project not in store.repeats(store.run(same))
+        first = run("c9", branch="pr")
+        again = run(None, repeat_of=first)  # marked: no commit needed
+        third = run(None, repeat_of=again)  # a repeat of a repeat: recorded against the first
+        assert store.run(third)["repeat_of"] == first
+        assert set(store.repeats(store.run(first))) == {again, third}
+        assert set(store.repeats(store.run(third))) == {first, again}
+        assert store.repeats(store.run(first), exclude=[third]) == [again]
+        assert store.repeat_root("q", first) is None and store.repeat_root("p", "0" * 12) is None
+    finally:
+        store.close()

@@ -258,6 +258,12 @@ def _write_comment(text: str, target: Path | None) -> Path | None:
 @click.option("--order", type=float, metavar="N",
               help="The run's place in its branch's history (e.g. the commit's time, `git log -1 --format=%ct`); "
                    "the history is in this order when every run has one, else in upload order.")
+@click.option("--setting", metavar="TEXT",
+              help="A label of the run's setting (e.g. a config's hash): runs of one commit and one label are "
+                   "repeats, whose spread is the compare page's run-to-run allowance.")
+@click.option("--repeat-of", "repeat_of", metavar="RUN",
+              help="This capture repeats run RUN's setting (same code, same settings): counted with it for the "
+                   "run-to-run allowance.")
 @click.option("--base-branch", default="main", show_default=True, metavar="B",
               help="Compare with the last runs of this branch.")
 @click.option("--last", default=5, show_default=True, type=click.IntRange(1, 50), metavar="N",
@@ -276,7 +282,8 @@ def _write_comment(text: str, target: Path | None) -> Path | None:
                    "for scripts (implies --wait).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
 def upload_command(traces: tuple[Path, ...], server: str, project: str, branch: str | None, commit: str | None,
-                   order: float | None, base_branch: str, last: int, fail_on: tuple[str, ...],
+                   order: float | None, setting: str | None, repeat_of: str | None, base_branch: str, last: int,
+                   fail_on: tuple[str, ...],
                    fail_on_unconfirmed: bool, wait: bool,
                    comment: Path | None, timeout_s: float, json_out: Path | None, quiet: bool) -> None:
     """Upload traces, wait, compare, write the comment (the help text is UPLOAD_HELP)."""
@@ -287,7 +294,8 @@ def upload_command(traces: tuple[Path, ...], server: str, project: str, branch: 
         raise UsageError(f"no token: set {TOKEN_ENV} (traceanalyzer serve token create --project {project})")
     parse_rules(fail_on)  # a bad rule is a usage error before anything is sent
     client = Client(server, token)
-    fields = {"branch": branch or "", "commit": commit or "", "order": "" if order is None else repr(order)}
+    fields = {"branch": branch or "", "commit": commit or "", "order": "" if order is None else repr(order),
+              "setting": setting or "", "repeat_of": repeat_of or ""}
     created = upload_files(client, project, list(traces), fields, quiet)
     run_id = str(created.get("id", ""))
     click.echo(created.get("url", f"{client.server}/runs/{run_id}"))

@@ -308,7 +308,7 @@ class Context:
                 "finished_at": row["finished_at"], "url": f"{base}/runs/{row['id']}",
                 "report_json": f"{base}/api/v1/runs/{row['id']}/report.json" if row["status"] == "done" else None,
                 "sha256": shas if shas is not None else [f.sha256 for f in self.db.files(row["id"])],
-                "uploaded_by": uploader(row)}
+                "uploaded_by": uploader(row), "setting": row.get("setting"), "repeat_of": row.get("repeat_of")}
 
     # -- pages
     def login_state(self, request: Request) -> str | None:

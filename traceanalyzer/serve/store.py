@@ -73,6 +73,8 @@ runs = sa.Table(
     # step_time_ms and gpu_idle: in run_metrics only, with the run's other metrics (migration 0004)
     sa.Column("commit_order", sa.Float, nullable=True),  # optional: orders a branch's history (migration 0002)
     sa.Column("token_id", sa.Integer, nullable=True),  # the token that uploaded it (migration 0003)
+    sa.Column("setting", sa.String(100), nullable=True),  # the upload's setting label (migration 0007)
+    sa.Column("repeat_of", sa.String(16), nullable=True, index=True),  # the first run of the setting it repeats
 )
 run_files = sa.Table(
     "run_files", metadata,
@@ -342,10 +344,12 @@ class Store:
     # -- runs
     def create_run(self, project: str, branch: str | None, commit: str | None, files: Sequence[StoredFile],
                    commit_order: float | None = None, token_id: int | None = None,
-                   place: Callable[[], None] | None = None, actor: Actor | None = None) -> str:
+                   place: Callable[[], None] | None = None, actor: Actor | None = None,
+                   setting: str | None = None, repeat_of: str | None = None) -> str:
         """The run, its files and its queued job, in one transaction (the project made on first use).
         `place` puts the files at their content address; it runs inside the transaction, after the
-        files' `blobs` rows are locked, so no delete removes them between their check and the commit."""
+        files' `blobs` rows are locked, so no delete removes them between their check and the commit.
+        `setting`, `repeat_of`: see `repeats` (`repeat_of` is resolved by `repeat_root` first)."""
         now = time.time()
         run_id = secrets.token_hex(6)
         pid = self._project_id(project, now, actor)
@@ -355,7 +359,8 @@ class Store:
                 place()
             c.execute(runs.insert().values(id=run_id, project_id=pid, branch=branch, commit=commit, created_at=now,
                                            size_bytes=sum(f.size_bytes for f in files), files=len(files),
-                                           commit_order=commit_order, token_id=token_id))
+                                           commit_order=commit_order, token_id=token_id, setting=setting,
+                                           repeat_of=repeat_of))
             c.execute(run_files.insert(), [dict(run_id=run_id, position=i, sha256=f.sha256, name=f.name,
                                                 size_bytes=f.size_bytes, kind=f.kind) for i, f in enumerate(files)])
             c.execute(jobs.insert().values(run_id=run_id, status="queued", tries=0, queued_at=now))
@@ -673,6 +678,32 @@ class Store:
             r["metrics"] = values[r["id"]]
         rows.reverse()
         return rows
+
+    def repeat_root(self, project: str, run_id: str) -> str | None:
+        """The run a new repeat of `run_id` is recorded against: the first run of its setting (repeats of a
+        repeat point at the first one). None: no such run in this project."""
+        q = (sa.select(runs.c.id, runs.c.repeat_of).join(projects, projects.c.id == runs.c.project_id)
+             .where(runs.c.id == run_id, projects.c.name == project))
+        with self.engine.connect() as c:
+            row = c.execute(q).first()
+        return None if row is None else str(row.repeat_of or row.id)
+
+    def repeats(self, run: dict[str, Any], exclude: Sequence[str] = (), limit: int = 20) -> list[str]:
+        """The done runs of one setting with `run` (not itself): marked as repeats of the same first run
+        (`repeat_of`), or of the same project, commit and setting label (no label on both counts as the
+        same). Never runs of other commits: a branch's history mixes code changes with run-to-run noise."""
+        root = run.get("repeat_of") or run["id"]
+        same = [sa.func.coalesce(runs.c.repeat_of, runs.c.id) == root]
+        if run.get("commit"):
+            same.append(sa.and_(runs.c.commit == run["commit"],
+                                sa.func.coalesce(runs.c.setting, "") == (run.get("setting") or "")))
+        q = (sa.select(runs.c.id).join(projects, projects.c.id == runs.c.project_id)
+             .join(jobs, jobs.c.run_id == runs.c.id)
+             .where(projects.c.name == run["project"], jobs.c.status == "done", runs.c.id != run["id"],
+                    runs.c.id.not_in(list(exclude)) if exclude else sa.true(), sa.or_(*same))
+             .order_by(runs.c.created_at.desc(), runs.c.id).limit(limit))
+        with self.engine.connect() as c:
+            return [r[0] for r in c.execute(q)]
 
     def branches(self, project: str) -> list[str]:
         """The branches of a project's runs, by name."""

@@ -9,7 +9,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
 from ..body import receive
-from ..context import Context, Refused, order_param, refuse, text_param
+from ..context import RUN_ID_RE, Context, Refused, order_param, refuse, text_param
 from ..store import StoredFile
 from ..uploads import PROJECT_RE, UploadError, place
 from . import BEARER, writes
@@ -19,7 +19,9 @@ DISK_FULL = "the server's disk is full: nothing was stored; try again later"
 
 @writes(BEARER)
 async def upload(ctx: Context, request: Request) -> Response:
-    """A run: its files (the body, or a multipart form), its branch, commit and order (query or form)."""
+    """A run: its files (the body, or a multipart form), its branch, commit and order, its setting label
+    and the run it repeats (`setting`, `repeat_of`: runs of one setting, for run-to-run variation), from
+    the query or the form."""
     project = request.path_params["project"]
     if not PROJECT_RE.match(project):
         raise refuse(400, "bad project name: 1 to 64 of A-Z a-z 0-9 . _ - (starting with a letter or digit)")
@@ -29,6 +31,8 @@ async def upload(ctx: Context, request: Request) -> Response:
     branch = text_param(request.query_params.get("branch"), "branch", 200)
     commit = text_param(request.query_params.get("commit"), "commit", 100)
     order = order_param(request.query_params.get("order"))
+    setting = text_param(request.query_params.get("setting"), "setting", 100)
+    repeat_of = request.query_params.get("repeat_of") or None
     try:
         received, fields = await receive(request, ctx.settings)
     except UploadError as exc:
@@ -44,6 +48,14 @@ async def upload(ctx: Context, request: Request) -> Response:
         branch = branch or text_param(fields.get("branch"), "branch", 200)
         commit = commit or text_param(fields.get("commit"), "commit", 100)
         order = order if order is not None else order_param(fields.get("order"))
+        setting = setting or text_param(fields.get("setting"), "setting", 100)
+        repeat_of = repeat_of or fields.get("repeat_of") or None
+        if repeat_of is not None:  # the run it repeats: of this project; recorded as its setting's first run
+            found = await run_in_threadpool(ctx.db.repeat_root, project, repeat_of) \
+                if RUN_ID_RE.match(repeat_of) else None
+            if found is None:
+                raise refuse(400, f"bad repeat_of: no run {repeat_of[:40]!r} in project {project}")
+            repeat_of = found
     except Refused:
         for r in received:
             r.tmp.unlink(missing_ok=True)
@@ -52,7 +64,7 @@ async def upload(ctx: Context, request: Request) -> Response:
     try:
         actor = await run_in_threadpool(ctx.actor, request, who)
         run_id = await run_in_threadpool(ctx.db.create_run, project, branch, commit, stored, order, who.token_id,
-                                         lambda: place(received, ctx.settings.traces), actor)
+                                         lambda: place(received, ctx.settings.traces), actor, setting, repeat_of)
     except OSError as exc:
         if exc.errno == errno.ENOSPC:
             ctx.disk_full()
