@@ -109,3 +109,21 @@ def test_runs_of_one_setting_are_the_same_commit_and_label_or_marked_repeats_nev
         assert store.repeat_root("q", first) is None and store.repeat_root("p", "0" * 12) is None
     finally:
         store.close()
+
+
+def test_uploads_past_the_cap_get_503_with_retry_after_before_their_body_is_read(tmp_path):
+    app = create_app(Settings(data=tmp_path / "data", max_uploads=2), run_jobs=False)
+    with TestClient(app, base_url="http://testserver") as client:
+        ctx = app.state.ctx
+        token = ctx.db.create_token("busy", False)
+        headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/octet-stream"}
+        body = (SAMPLES / "basic.json").read_bytes()
+        ctx.uploads_active = 2  # two uploads under way
+        r = client.post("/api/v1/projects/busy/runs", content=body, headers=headers)
+        assert r.status_code == 503 and r.headers["retry-after"] == "2", r.text
+        assert r.headers["connection"] == "close" and "2 uploads are under way" in r.json()["error"]
+        assert client.get("/api/v1/runs").json()["total"] == 0 and ctx.uploads_active == 2
+        ctx.uploads_active = 1
+        r = client.post("/api/v1/projects/busy/runs", content=body, headers=headers)
+        assert r.status_code == 201 and ctx.uploads_active == 1  # its slot given back
+        assert client.get("/runs").status_code == 200

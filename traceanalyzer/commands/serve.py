@@ -110,6 +110,9 @@ def _worker_options(f: Any) -> Any:
               help="Close a connection that has not sent a request's headers within this time.")
 @click.option("--max-connections", type=click.IntRange(10, 1_000_000), default=2000, show_default=True,
               help="Connections served at once; past it, new requests get 503.")
+@click.option("--max-uploads", type=click.IntRange(1, 10_000), default=4, show_default=True,
+              help="Uploads handled at once; past it, an upload gets 503 with Retry-After before its body is read "
+                   "(the pages stay fast under an upload flood).")
 @click.option("--max-failures", type=click.IntRange(0, 1_000_000), default=10, show_default=True,
               help="Failed tokens, logins and refused writes a client may make in a minute before it gets 429 "
                    "for a minute (0: never throttled).")
@@ -119,7 +122,8 @@ def _worker_options(f: Any) -> Any:
 def serve_command(ctx: click.Context, data: Path, db: str | None, host: str, port: int, jobs: int,
                   scheduler: str | None, max_upload: int, max_unpacked: int, job_timeout_ns: int, job_memory: int,
                   lease_ns: int, keep_traces_s: float | None, private: bool, public_url: str | None,
-                  header_timeout_ns: int, max_connections: int, max_failures: int, session_ns: int) -> None:
+                  header_timeout_ns: int, max_connections: int, max_uploads: int, max_failures: int,
+                  session_ns: int) -> None:
     """Serve uploaded traces and their reports over HTTP (needs pip install 'traceanalyzer-ml[serve]').
 
     \b
@@ -144,7 +148,8 @@ def serve_command(ctx: click.Context, data: Path, db: str | None, host: str, por
                         jobs=jobs, job_timeout_s=job_timeout_ns / 1e9, job_memory_bytes=job_memory, private=private,
                         public_url=public_url.rstrip("/") if public_url else None, keep_traces_s=keep_traces_s,
                         scheduler=scheduler, lease_s=lease_ns / 1e9, header_timeout_s=header_timeout_ns / 1e9,
-                        max_connections=max_connections, max_failures=max_failures, session_s=session_ns / 1e9)
+                        max_connections=max_connections, max_uploads=max_uploads, max_failures=max_failures,
+                        session_s=session_ns / 1e9)
     _store(data, db).close()  # a bad database URL is one line here, not a traceback from the server
     click.echo(f"traceanalyzer: serving {data} on http://{host}:{port} (Ctrl-C to stop)", err=True)
     run_web(settings, host, port)

@@ -32,6 +32,15 @@ if TYPE_CHECKING:  # the HTTP client, tar and temporary files load when a comman
 TOKEN_ENV = "TRACEANALYZER_TOKEN"
 CHUNK = 1 << 20
 POLL_S = (0.5, 1.0, 2.0, 5.0)  # waits between polls of the run's status, the last repeated
+BUSY_WAIT_S = 600.0  # how long an upload answered 503 + Retry-After (the service busy) is tried again
+
+
+def _retry_after(status: int, header: str | None) -> float | None:
+    """The wait a service answering 503 asked for (its uploads at their cap, its database restarting), or
+    None: not a 503 with a Retry-After of seconds (at most a minute)."""
+    if status != 503 or header is None or not header.strip().isdigit():
+        return None
+    return float(min(int(header.strip()), 60))
 
 
 class ServerError(TraceAnalyzerError):
@@ -79,6 +88,7 @@ class Client:
         self.prefix = parts.path.rstrip("/")
         self.token = token
         self.server = server.rstrip("/")
+        self.retry_after: str | None = None  # the last answer's Retry-After header
 
     def _connection(self, timeout: float) -> http.client.HTTPConnection:
         import http.client
@@ -98,9 +108,13 @@ class Client:
                 conn.putheader(k, v)
             conn.endheaders()
             if body is not None:
-                for block in body:
-                    conn.send(block)
+                try:
+                    for block in body:
+                        conn.send(block)
+                except (BrokenPipeError, ConnectionResetError):  # answered before the body was read (413,
+                    pass  # 503 + Retry-After): its answer may be there to read; if not, it fails below
             resp = conn.getresponse()
+            self.retry_after = resp.getheader("Retry-After")
             return resp.status, resp.read(16 * 1024**2)
         except (OSError, http.client.HTTPException) as exc:
             raise ServerError(f"{self.server}: cannot reach the service ({type(exc).__name__}: {exc})") from None
@@ -111,6 +125,9 @@ class Client:
         """The JSON reply of a request answered with one of the `expect` statuses; any other status is an
         error (a redirect too: it is not followed, so the token never goes to another address)."""
         status, data = self.request(method, path, **kw)
+        return self.reply(status, data, method, path, expect)
+
+    def reply(self, status: int, data: bytes, method: str, path: str, expect: tuple[int, ...]) -> dict[str, Any]:
         try:
             reply = json.loads(data) if data else {}
         except ValueError:
@@ -201,13 +218,22 @@ def upload_files(client: Client, project: str, paths: list[Path], fields: dict[s
             size = files[0].stat().st_size
             headers = {"Content-Type": "application/octet-stream", "X-Filename": files[0].name,
                        "Content-Length": str(size)}
-            body = _stream([files[0]], size, quiet)
+            pieces: list[bytes | Path] = [files[0]]
         else:
             boundary = "ta" + secrets.token_hex(16)
             pieces, size = _multipart(files, boundary)
             headers = {"Content-Type": f"multipart/form-data; boundary={boundary}", "Content-Length": str(size)}
-            body = _stream(pieces, size, quiet)
-        reply = client.json("POST", path, expect=(201,), body=body, headers=headers, timeout=600)
+        deadline = time.monotonic() + BUSY_WAIT_S
+        while True:  # a busy service (503 + Retry-After: its uploads at their cap) is tried again a while
+            status, data = client.request("POST", path, body=_stream(pieces, size, quiet), headers=headers,
+                                          timeout=600)
+            wait = _retry_after(status, client.retry_after)
+            if wait is None or time.monotonic() + wait > deadline:
+                break
+            if not quiet:
+                click.echo(f"traceanalyzer: the service is busy; trying again in {wait:g} s", err=True)
+            time.sleep(wait)
+        reply = client.reply(status, data, "POST", path, expect=(201,))
     if not isinstance(reply.get("id"), str) or not reply["id"]:
         raise ServerError(f"{client.server}: the upload was answered without a run id")
     return reply

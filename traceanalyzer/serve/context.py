@@ -162,6 +162,7 @@ class Context:
         self.histories = hist.HistoryCache()
         self.last_db_log = 0.0
         self.throttle = Throttle(limit=settings.max_failures)
+        self.uploads_active = 0  # upload requests being handled (routes/uploads.py caps them: --max-uploads)
         self.proxy_warned = False  # the one warning about a proxy without --public-url (base_url)
         self.disk_full_at = -1e9  # when an upload last found the disk full (health reports it a while) ...
         self.disk_full_free = 0  # ... unless more space is free now than then

@@ -9,12 +9,13 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
 from ..body import receive
-from ..context import RUN_ID_RE, Context, Refused, order_param, refuse, text_param
+from ..context import RUN_ID_RE, Access, Context, Refused, order_param, refuse, text_param
 from ..store import StoredFile
 from ..uploads import PROJECT_RE, UploadError, place
 from . import BEARER, writes
 
 DISK_FULL = "the server's disk is full: nothing was stored; try again later"
+BUSY_RETRY_S = 2  # Retry-After of an upload refused because --max-uploads are under way
 
 
 @writes(BEARER)
@@ -28,6 +29,19 @@ async def upload(ctx: Context, request: Request) -> Response:
     who = ctx.access(request)  # checked by the guard: a bearer token that may upload
     if who.project != project:
         raise refuse(403, "this token is not for this project")
+    # at most --max-uploads handled at once (counted on the event loop): the pages stay fast under a flood;
+    # the rest are told when to come back before their body is read
+    if ctx.uploads_active >= ctx.settings.max_uploads:
+        raise refuse(503, f"{ctx.uploads_active} uploads are under way: try again in {BUSY_RETRY_S} s",
+                     {"Retry-After": str(BUSY_RETRY_S), "Connection": "close"})
+    ctx.uploads_active += 1
+    try:
+        return await _upload(ctx, request, project, who)
+    finally:
+        ctx.uploads_active -= 1
+
+
+async def _upload(ctx: Context, request: Request, project: str, who: Access) -> Response:
     branch = text_param(request.query_params.get("branch"), "branch", 200)
     commit = text_param(request.query_params.get("commit"), "commit", 100)
     order = order_param(request.query_params.get("order"))
