@@ -18,7 +18,7 @@ from starlette.testclient import TestClient  # noqa: E402
 
 from traceanalyzer.commands.serve import serve_command  # noqa: E402
 from traceanalyzer.serve.app import create_app  # noqa: E402
-from traceanalyzer.serve.routes import BEARER, FORM, OPEN_FORM, TOKEN, UNSAFE, bind, write_kind  # noqa: E402
+from traceanalyzer.serve.routes import BEARER, FORM, OIDC, OPEN_FORM, TOKEN, UNSAFE, bind, write_kind  # noqa: E402
 from traceanalyzer.serve.settings import Settings  # noqa: E402
 
 PARAMS = {"run_id": "0123456789ab", "project": "guarded", "n": "0", "name": "serve.css"}
@@ -67,8 +67,13 @@ def test_every_write_of_every_route_is_checked_before_the_route_runs(service):
                 assert r.status_code == 405, (method, path, r.status_code)
                 continue
             seen += 1
-            if kind in (BEARER, FORM, TOKEN):
+            if kind in (BEARER, FORM, TOKEN, OIDC):
                 assert r.status_code == 401, (method, path, r.text)
+            if kind == OIDC:  # any bearer is a JWT the route checks: a token of ours is none
+                for bearer in (writer, reader):
+                    r = client.request(method, path, headers={"Authorization": f"Bearer {bearer}"})
+                    assert r.status_code == 401 and "not a JWT" in r.json()["error"], (method, path, r.text)
+                continue
             # a read-only token may write nothing
             r = client.request(method, path, data=form, headers={"Authorization": f"Bearer {reader}",
                                                                  **cookie(ta_csrf=form["csrf"], ta_session=reader_s)})
@@ -87,7 +92,7 @@ def test_every_write_of_every_route_is_checked_before_the_route_runs(service):
                 r = client.request(method, path, content=b"{}", headers={**cookie(ta_session=writer_s, ta_token=writer),
                                                                          "Content-Type": "application/octet-stream"})
                 assert r.status_code == 401, (method, path)
-    assert seen == 6  # upload, DELETE of a run, the delete form, log in, log out, /mcp
+    assert seen == 7  # upload, DELETE of a run, the delete form, log in, log out, /mcp, the OIDC exchange
 
 
 def test_a_route_added_later_is_guarded_without_saying_so(service):

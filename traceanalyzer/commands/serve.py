@@ -291,3 +291,84 @@ def token_revoke(data: Path, db: str | None, token_id: int) -> None:
     if not done:
         raise UsageError(f"no active token with id {token_id} (see `traceanalyzer serve token list`)")
     click.echo(f"traceanalyzer: token {token_id} revoked", err=True)
+
+
+@serve_command.group("oidc")
+def oidc_group() -> None:
+    """CI without stored secrets: which CI jobs may exchange their OIDC token for a short-lived token of a
+    project (docs/ci-service.md)."""
+
+
+@oidc_group.command("add")
+@click.option("--data", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_DATA, show_default=True)
+@click.option("--db", "db", metavar="URL", help="Database URL (default: SQLite in DATA).")
+@click.option("--project", required=True, help="The project the tokens given are of.")
+@click.option("--issuer", required=True, metavar="URL",
+              help="The CI's OIDC issuer, e.g. https://token.actions.githubusercontent.com.")
+@click.option("--audience", required=True, metavar="TEXT", help="The audience the CI job asks its token for.")
+@click.option("--claim", "claims", multiple=True, metavar="NAME=VALUE", required=True,
+              help="A claim the token must carry, e.g. repository=owner/repo (repeatable; at least one).")
+@click.option("--jwks-url", metavar="URL",
+              help="Where the issuer's keys are fetched from. Default: the issuer's discovery document's "
+                   "jwks_uri (on the issuer's host), looked up now and stored.")
+@click.option("--read-only", is_flag=True, help="The tokens given may read, not upload.")
+@click.option("--ttl", "ttl_ns", type=DurationType(60_000_000_000, 86400 * 1_000_000_000), default="15min",
+              show_default=True, help="Life of each token given.")
+def oidc_add(data: Path, db: str | None, project: str, issuer: str, audience: str, claims: tuple[str, ...],
+             jwks_url: str | None, read_only: bool, ttl_ns: int) -> None:
+    """Let CI jobs of ISSUER with these claims exchange their OIDC token for a token of PROJECT."""
+    _need_extra()
+    from ..serve import oidc
+    from ..serve.store import cli_actor
+    from ..serve.uploads import PROJECT_RE
+
+    if not PROJECT_RE.match(project):
+        raise UsageError(f"--project {project!r}: 1 to 64 of A-Z a-z 0-9 . _ - (starting with a letter or digit)")
+    required: dict[str, str] = {}
+    for c in claims:
+        name, sep, value = c.partition("=")
+        if not sep or not name or not value:
+            raise UsageError(f"--claim {c!r}: NAME=VALUE, e.g. repository=owner/repo")
+        required[name] = value
+    try:
+        url = jwks_url or oidc.discover_jwks_url(issuer)
+        with _opened(data, db) as store:
+            policy_id = oidc.add_policy(store, project, issuer, audience, url, required, read_only, ttl_ns / 1e9,
+                                        created_by=cli_actor().name, actor=cli_actor())
+    except oidc.OidcError as exc:
+        raise UsageError(exc.message) from None
+    click.echo(f"traceanalyzer: OIDC policy #{policy_id} of project {project}: issuer {issuer}, keys from {url}",
+               err=True)
+
+
+@oidc_group.command("list")
+@click.option("--data", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_DATA, show_default=True)
+@click.option("--db", "db", metavar="URL", help="Database URL (default: SQLite in DATA).")
+@click.option("--project", help="Only this project's policies.")
+def oidc_list(data: Path, db: str | None, project: str | None) -> None:
+    """The OIDC policies: id, project, issuer, audience, required claims, role, token life, keys URL."""
+    import json
+
+    from ..serve import oidc
+
+    with _opened(data, db) as store:
+        rows = oidc.policies(store, project)
+    for p in rows:
+        click.echo(f"#{p.id}  {p.project}  issuer {p.issuer}  audience {p.audience}  claims {json.dumps(p.claims)}  "
+                   f"{'read' if p.read_only else 'upload'}  {p.ttl_s:g} s  keys {p.jwks_url}")
+
+
+@oidc_group.command("remove")
+@click.option("--data", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_DATA, show_default=True)
+@click.option("--db", "db", metavar="URL", help="Database URL (default: SQLite in DATA).")
+@click.argument("policy_id", type=click.IntRange(1))
+def oidc_remove(data: Path, db: str | None, policy_id: int) -> None:
+    """Remove the OIDC policy with this ID (tokens it gave live out their short life)."""
+    from ..serve import oidc
+    from ..serve.store import cli_actor
+
+    with _opened(data, db) as store:
+        done = oidc.remove_policy(store, policy_id, actor=cli_actor())
+    if not done:
+        raise UsageError(f"no OIDC policy with id {policy_id} (see `traceanalyzer serve oidc list`)")
+    click.echo(f"traceanalyzer: OIDC policy {policy_id} removed", err=True)

@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # the HTTP client, tar and temporary files load when a comman
 TOKEN_ENV = "TRACEANALYZER_TOKEN"
 CHUNK = 1 << 20
 POLL_S = (0.5, 1.0, 2.0, 5.0)  # waits between polls of the run's status, the last repeated
+OIDC_ENV = "TRACEANALYZER_OIDC_TOKEN"  # a CI job's OIDC token (GitLab: an `id_tokens` variable)
 BUSY_WAIT_S = 600.0  # how long an upload answered 503 + Retry-After (the service busy) is tried again
 
 
@@ -145,6 +146,41 @@ class Client:
             raise ServerError(f"{self.server}: answered a redirect ({status}), not followed (the token is sent "
                               f"to --server only): give the service's final address as --server")
         raise ServerError(f"{self.server}: unexpected answer ({status}) to {method} {path.split('?')[0]}")
+
+
+def ci_oidc_token(audience: str) -> str:
+    """This CI job's OIDC token: ${OIDC_ENV}, else asked of GitHub Actions for `audience`
+    ($ACTIONS_ID_TOKEN_REQUEST_URL / _TOKEN, there when the job has `permissions: id-token: write`)."""
+    import urllib.request
+    from urllib.parse import quote
+
+    given = os.environ.get(OIDC_ENV, "").strip()
+    if given:
+        return given
+    url, bearer = os.environ.get("ACTIONS_ID_TOKEN_REQUEST_URL"), os.environ.get("ACTIONS_ID_TOKEN_REQUEST_TOKEN")
+    if not url or not bearer:
+        raise UsageError(f"--oidc-audience: no OIDC token: set {OIDC_ENV}, or run in GitHub Actions with "
+                         f"`permissions: id-token: write`")
+    req = urllib.request.Request(f"{url}&audience={quote(audience, safe='')}",
+                                 headers={"Authorization": f"Bearer {bearer}", "Accept": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:  # noqa: S310 (the CI service's own address)
+            value = json.loads(resp.read(1 << 20)).get("value")
+    except (OSError, ValueError) as exc:
+        raise ServerError(f"cannot get this job's OIDC token: {type(exc).__name__}") from None
+    if not isinstance(value, str) or not value:
+        raise ServerError("the CI service gave no OIDC token")
+    return value
+
+
+def oidc_token_for(client: Client, project: str, jwt_text: str) -> str:
+    """A short-lived token of `project` in exchange for the job's OIDC token (POST .../oidc-token)."""
+    client.token = jwt_text
+    reply = client.json("POST", f"/api/v1/projects/{quote(project, safe='')}/oidc-token", expect=(201,))
+    token = reply.get("token")
+    if not isinstance(token, str) or not token:
+        raise ServerError(f"{client.server}: the OIDC exchange gave no token")
+    return token
 
 
 def _parts(paths: list[Path], tmp: Path) -> list[Path]:
@@ -306,20 +342,29 @@ def _write_comment(text: str, target: Path | None) -> Path | None:
 @click.option("--json", "json_out", type=click.Path(path_type=Path, dir_okay=False), metavar="FILE",
               help="Also write the comparison as JSON (change_verdict, headline, gates, run and compare URLs) "
                    "for scripts (implies --wait).")
+@click.option("--oidc-audience", "oidc_audience", metavar="AUD",
+              help="Without a token: exchange this CI job's OIDC token (audience AUD) for a short-lived token of "
+                   f"the project (the service's `serve oidc add` policy). The JWT is ${OIDC_ENV}, else GitHub "
+                   "Actions' (the job needs `permissions: id-token: write`).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
 def upload_command(traces: tuple[Path, ...], server: str, project: str, branch: str | None, commit: str | None,
                    order: float | None, setting: str | None, repeat_of: str | None, base_branch: str, last: int,
                    fail_on: tuple[str, ...],
                    fail_on_unconfirmed: bool, wait: bool,
-                   comment: Path | None, timeout_s: float, json_out: Path | None, quiet: bool) -> None:
+                   comment: Path | None, timeout_s: float, json_out: Path | None, oidc_audience: str | None,
+                   quiet: bool) -> None:
     """Upload traces, wait, compare, write the comment (the help text is UPLOAD_HELP)."""
     from ..gates import parse_rules
 
     token = os.environ.get(TOKEN_ENV, "").strip()
-    if not token:
-        raise UsageError(f"no token: set {TOKEN_ENV} (traceanalyzer serve token create --project {project})")
+    if not token and not oidc_audience:
+        raise UsageError(f"no token: set {TOKEN_ENV} (traceanalyzer serve token create --project {project}), "
+                         f"or use --oidc-audience in a CI job")
     parse_rules(fail_on)  # a bad rule is a usage error before anything is sent
     client = Client(server, token)
+    if not token:
+        assert oidc_audience is not None
+        client.token = oidc_token_for(client, project, ci_oidc_token(oidc_audience))
     fields = {"branch": branch or "", "commit": commit or "", "order": "" if order is None else repr(order),
               "setting": setting or "", "repeat_of": repeat_of or ""}
     created = upload_files(client, project, list(traces), fields, quiet)

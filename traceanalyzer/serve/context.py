@@ -162,6 +162,7 @@ class Context:
         self.histories = hist.HistoryCache()
         self.last_db_log = 0.0
         self.throttle = Throttle(limit=settings.max_failures)
+        self._oidc: Any = None  # the OIDC exchange (oidc.py), made on first use
         self.uploads_active = 0  # upload requests being handled (routes/uploads.py caps them: --max-uploads)
         self.proxy_warned = False  # the one warning about a proxy without --public-url (base_url)
         self.disk_full_at = -1e9  # when an upload last found the disk full (health reports it a while) ...
@@ -199,6 +200,15 @@ class Context:
                                f"{self.throttle.block_s:g} s")
         except Exception as exc:  # the audit is away with the database: the refusal stands
             print(f"traceanalyzer serve: audit not written: {type(exc).__name__}", file=sys.stderr)
+
+    @property
+    def oidc(self) -> Any:
+        """The exchange of CI jobs' OIDC tokens (oidc.py; PyJWT loads on first use)."""
+        if self._oidc is None:
+            from .oidc import Exchanger
+
+            self._oidc = Exchanger(self.db)
+        return self._oidc
 
     def disk_full(self) -> None:
         """An upload found the disk full: health says so for a while (routes/site.py)."""

@@ -136,6 +136,20 @@ sessions = sa.Table(  # one row per browser login; the cookie holds the id, the 
     sa.Column("source", sa.String(200), nullable=True),  # the client's address at login
 )
 
+oidc_policies = sa.Table(  # who may exchange a CI job's OIDC token for a short-lived one (migration 0008)
+    "oidc_policies", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("project", sa.String(64), nullable=False, index=True),
+    sa.Column("issuer", sa.String(500), nullable=False),
+    sa.Column("audience", sa.String(500), nullable=False),
+    sa.Column("jwks_url", sa.String(1000), nullable=False),  # the only address its keys are fetched from
+    sa.Column("claims", sa.Text, nullable=False),  # JSON: claim -> the value it must have (e.g. repository)
+    sa.Column("read_only", sa.Boolean, nullable=False),
+    sa.Column("ttl_s", sa.Float, nullable=False),  # life of the tokens it gives
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("created_by", sa.String(100), nullable=True),
+)
+
 STATUSES = ("queued", "running", "done", "failed", "canceled")
 SHOWN_METRICS = ("step_time_ms", "gpu_idle")  # the run's metrics (result/metrics.py) a run's row carries
 ROLES = ("upload", "read")

@@ -7,11 +7,12 @@ checked by the guard."""
 from __future__ import annotations
 
 from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response
+from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from .. import sessions
-from ..context import Context
-from . import OPEN_FORM, writes
+from ..context import Context, refuse
+from ..uploads import PROJECT_RE
+from . import OIDC, OPEN_FORM, writes
 
 OLD_COOKIE = "ta_token"  # what a login cookie was before sessions (it held the token): removed at login and logout
 
@@ -49,8 +50,30 @@ def logout(ctx: Context, request: Request) -> Response:
     return resp
 
 
+@writes(OIDC)
+def oidc_token(ctx: Context, request: Request) -> Response:
+    """A CI job's OIDC token (the bearer) for a short-lived token of the project, if the project's policy
+    takes it (oidc.py). A refusal counts against the client (throttle.py) and is audited."""
+    from ..oidc import OidcError
+
+    project = request.path_params["project"]
+    if not PROJECT_RE.match(project):
+        raise refuse(400, "bad project name")
+    scheme, _, value = request.headers.get("authorization", "").partition(" ")
+    try:
+        if scheme.lower() != "bearer":
+            raise OidcError(401, "send the CI job's OIDC token: Authorization: Bearer JWT")
+        given = ctx.oidc.exchange(project, value.strip(), ctx.client(request))
+    except OidcError as exc:
+        if exc.status in (401, 403):
+            ctx.failed(request, "oidc.fail", exc.message)
+        raise refuse(exc.status, exc.message) from None
+    return JSONResponse(given, status_code=201, headers={"Cache-Control": "no-store"})
+
+
 ROUTES = [
     ("/login", login_page, ["GET"]),
     ("/login", login, ["POST"]),
     ("/logout", logout, ["POST"]),
+    ("/api/v1/projects/{project}/oidc-token", oidc_token, ["POST"]),
 ]
