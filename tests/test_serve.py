@@ -659,3 +659,35 @@ def test_the_history_in_public_mode_needs_no_token_and_shows_none(server):
     assert server.get("/api/v1/projects/pubhist/history", cookies={"ta_session": "stale"}).status_code == 200
     # a token narrows what its holder sees to its project, in public mode too
     one_line_error(server.get("/api/v1/projects/pubhist/history", headers={"Authorization": f"Bearer {other}"}), 404)
+
+
+@pytest.mark.slow  # a server of its own (the shared one does not throttle)
+def test_failed_logins_are_throttled_and_audited_and_the_cookie_is_never_the_token(tmp_path):
+    from traceanalyzer.serve.store import Store
+
+    server = Server(tmp_path / "data", None, "--max-failures", "5").start()
+    try:
+        token = server.token("people")
+        csrf = server.get("/login").cookies["ta_csrf"]
+
+        def login(value: str) -> httpx.Response:
+            return httpx.post(f"{server.url}/login", data={"token": value, "csrf": csrf}, cookies={"ta_csrf": csrf},
+                              timeout=30)
+
+        ok = login(token)
+        assert ok.status_code == 303 and token not in str(ok.headers) and ok.cookies["ta_session"] != token
+        for i in range(5):
+            assert login(f"ta_guess{i}").status_code == 401
+        for r in (login(token), server.get("/api/v1/runs", headers={"Authorization": f"Bearer {token}"})):
+            assert r.status_code == 429 and 1 <= int(r.headers["retry-after"]) <= 60, r.text
+        assert server.get("/api/v1/runs").status_code == 200  # reading without a credential goes on
+        store = Store(f"sqlite:///{server.data / 'traceanalyzer.db'}")
+        try:
+            actions = [a["action"] for a in store.audit_log(limit=50)]
+        finally:
+            store.close()
+        assert actions[:6] == ["client.throttle"] + ["login.fail"] * 5, actions
+        log = server.log.read_text()
+        assert log.count("login.fail from 127.0.0.1") == 5 and token not in log and "ta_guess" not in log
+    finally:
+        server.stop()
