@@ -53,7 +53,10 @@ async def _in_thread(fn: Callable[..., T], *args: Any) -> T:
         if _POOL is None:
             _POOL = concurrent.futures.ThreadPoolExecutor(UPLOAD_THREADS, "traceanalyzer-upload",
                                                           initializer=_lower_priority)
-    return await asyncio.get_running_loop().run_in_executor(_POOL, functools.partial(fn, *args))
+    done = asyncio.get_running_loop().run_in_executor(_POOL, functools.partial(fn, *args))
+    with anyio.CancelScope(shield=True):  # a client gone mid-write: the write ends before its file is removed
+        result = await done
+    return result
 
 
 async def receive(request: Request, settings: Settings) -> tuple[list[Received], dict[str, str]]:
