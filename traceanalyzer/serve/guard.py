@@ -135,7 +135,7 @@ class Guard:
         request = Request(scope)
         who: Access | None = None
         try:
-            await run_in_threadpool(self.ctx.check_throttle, request)
+            self.ctx.check_throttle(request)  # memory only: no thread needed
             if self.cross_site(request):
                 raise refuse(403, "cross-site request refused")
             endpoint = self.endpoint(scope)
