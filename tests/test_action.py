@@ -105,6 +105,7 @@ def test_a_broken_trace_fails_loudly_and_names_no_gate(workdir: Path):
     assert comment.startswith("<!-- traceanalyzer-diff -->\n") and "could not analyse" in comment
 
 
+@pytest.mark.slow
 def test_a_bad_gate_and_inputs_that_look_like_code(workdir: Path):
     code, log, out, comment, _ = _action(workdir, trace="base.json", base="base.report.json",
                                          **{"fail-on": "step_time~5"})

@@ -45,3 +45,18 @@ def test_a_reader_names_its_kind_and_is_in_the_registry():
     listed = {r.__name__.rsplit(".", 1)[-1] for r in modules}
     with_kind = {p.stem for p in folder.glob("*.py") if "\nKIND = " in "\n" + p.read_text()}
     assert with_kind == listed
+
+
+def test_every_metric_says_where_it_is_made_and_defined():
+    from traceanalyzer.result import metrics as M
+    from traceanalyzer.result.definitions import FIGURES
+
+    section = _section("Where each figure is defined")
+    rows = dict(re.findall(r"^\| `(\w+)` \| (.+) \|$", section, re.M))
+    assert set(rows) == {m.key for m in M.METRICS} | {M.VERDICT.key}
+    for key, row in rows.items():
+        made, words = row.split(" | ")
+        files = re.findall(r"`((?:analyses|diagnosis|result|formats|run)/\w+\.py|causes\.py)`", made + " " + words)
+        assert files and all((ROOT / "traceanalyzer" / f).is_file() for f in files), (key, files)
+        names = re.findall(r"`definitions\.py` ((?:`\w+`(?:, )?)+)", words)
+        assert all(n in FIGURES for group in names for n in re.findall(r"`(\w+)`", group)), (key, names)

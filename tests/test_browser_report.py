@@ -134,6 +134,17 @@ def check_page(page, analysis) -> None:
         assert box(page.locator(f"#{section}"))["height"] > 20
     if cpu_only:  # no empty GPU section
         assert all(page.locator(f"#{section}").count() == 0 for section in gpu_sections)
+    else:  # a critical-path strip under each rank's steps, one block per segment of its path
+        paths = [r["critical_path"] for r in report["ranks"] if r.get("critical_path")]
+        strips = page.locator("#steps .cp-strip")
+        assert strips.count() == len(paths)
+        for i, cp in enumerate(paths):
+            strip = strips.nth(i)
+            strip.scroll_into_view_if_needed()
+            assert box(strip)["width"] > 300 and box(strip)["height"] >= 8
+            assert strip.locator(".cp-seg").count() == len(cp["segments"])
+            widths = sum(box(s)["width"] for s in strip.locator(".cp-seg").all() if s.bounding_box())
+            assert widths == pytest.approx(box(strip)["width"], rel=0.02)  # the segments fill the step
     check_memory_charts(page, report)
 
 
@@ -371,3 +382,39 @@ def test_page_writes_durations_as_python_does(browser, tmp_path):
     assert rows["duration"] == format_us(3000.0) == "3.0 ms"
     assert not errors and not refused
     page.close()
+
+
+
+def test_serving_iterations_chart_in_browser(browser, tmp_path):
+    """A mixed serving capture (prefill, decode, mixed): the serving section's chart draws one bar per iteration at
+    a real size, one line per phase; a phase name from a hostile saved report is text, never markup."""
+    from test_serving_iterations import mixed_capture
+
+    import traceanalyzer as ta
+    from traceanalyzer.result.types import AnalysisData, from_data
+
+    a = ta.analyze(mixed_capture().write(tmp_path / "mixed.json"))
+    data = a.to_data()
+    data["ranks"][0]["serving"]["phases"][0]["phase"] = HOSTILE[1]
+    data["ranks"][0]["serving"]["iterations"][0]["phase"] = HOSTILE[1]
+    for name, report in {"mixed": a, "hostile": from_data(AnalysisData, data)}.items():
+        html_path = tmp_path / f"{name}.html"
+        html_path.write_text(render_html(report), encoding="utf-8")
+        page, errors, refused, dialogs = open_report(browser, html_path)
+        try:
+            chart = page.locator("#serving .servingchart svg")
+            chart.scroll_into_view_if_needed()
+            b = box(chart)
+            assert b["width"] > 300 and b["height"] > 100
+            assert chart.locator("g.it").count() == 5 and chart.locator("rect.it-busy").count() == 5
+            assert box(chart.locator("rect.it-span").first)["height"] > 10
+            lines = page.locator("#serving .serving-phases li").all_text_contents()
+            assert len(lines) == 3 and lines[1].startswith("decode: 3 iterations, median 4.0 ms, GPU busy 75.0%")
+            assert page.locator("a[href='#serving']").count() == 1
+            if name == "hostile":
+                assert page.locator("img").count() == 0 and lines[0].startswith(HOSTILE[1])
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.locator("#serving").screenshot(path=str(ARTIFACTS / f"report-serving-{name}.png"))
+        finally:
+            page.close()
+        assert errors == [] and refused == [] and dialogs == []

@@ -26,6 +26,7 @@ def small_trace(path: Path) -> Path:
     return KinetoTrace().step(1, 0, 1000).kernel(100, 300).write(path)
 
 
+@pytest.mark.slow
 def test_default_output_name_and_no_overwrite(tmp_path):
     trace = small_trace(tmp_path / "mytrace.json.gz")
     first = run(["report", trace], cwd=tmp_path)

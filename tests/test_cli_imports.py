@@ -32,6 +32,7 @@ print("LOADED", loaded)
     (["diff", "--help"], "Compare BASE (before a change) with HEAD"),
     (["serve", "--help"], "Usage: main serve"),
     (["upload", "--help"], "Usage: main upload"),
+    (["whatif", "--help"], "Project what a change would save"),
 ])
 def test_version_and_help_load_neither_pandas_nor_numpy(args, expect):
     code = PROBE.format(args=args, expect=expect, heavy=HEAVY)
@@ -59,3 +60,25 @@ def test_constants_written_for_the_help_are_the_library_s():
     assert DATALOADER_KIND == timeline.DATALOADER
     assert RUN_NOISE_DEFAULT == f"{compare.RUN_NOISE:.0%}"
     assert TOLERANCE_DEFAULT == f"{compare.DEFAULT_TOLERANCE:.0%}"
+
+
+REPORT_PROBE = """
+import sys
+from click.testing import CliRunner
+from traceanalyzer.commands import main
+result = CliRunner().invoke(main, ["report", {trace!r}, "-o", {out!r}, "-q", "--no-cache"])
+assert result.exit_code == 0, (result.exit_code, result.output)
+print("LOADED", sorted(m for m in {unneeded!r} if m in sys.modules))
+"""
+
+
+@pytest.mark.slow
+def test_a_report_of_a_chrome_trace_loads_no_comparison_and_no_protobuf(tmp_path):
+    """What a report of a Kineto JSON does not need: the comparison (`report` gates read the run's metrics
+    only) and protobuf (the XSpace reader imports it when it reads, not when the registry sniffs)."""
+    unneeded = ("traceanalyzer.compare", "google.protobuf", "traceanalyzer.formats._xplane_pb")
+    code = REPORT_PROBE.format(trace=str(ROOT / "sample_traces" / "input_bound.json"),
+                               out=str(tmp_path / "r.html"), unneeded=unneeded)
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "LOADED []" in done.stdout, done.stdout

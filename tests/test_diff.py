@@ -249,6 +249,7 @@ def test_diff_html_memory_and_straggler_rows_in_a_browser(tmp_path, browser):
     assert rows.nth(1).inner_text().split("\t") == ["stragglers", "none"]
     assert rows.nth(0).bounding_box()["height"] > 5
 
+@pytest.mark.slow
 def test_memory_peak_and_stragglers_are_compared(tmp_path):
     """Both sides with memory events: the GPU memory peak in every format; a many-rank job whose
     straggler goes away: named on the base side, 'none' on the head."""

@@ -90,6 +90,7 @@ def test_compare_delegates_to_compare_runs(runs):
         compare_runs([], [b])
 
 
+@pytest.mark.slow
 def test_the_command_takes_runs_and_folders_of_saved_reports(runs, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     saved = tmp_path / "main-reports"

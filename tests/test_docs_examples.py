@@ -170,6 +170,7 @@ def _python_blocks(page: Path) -> str:
     return "\n".join(_blocks(page, "python"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", ["README.md", "python.md"])
 def test_the_python_examples_run(page: str, workdir: Path, monkeypatch: pytest.MonkeyPatch):
     import traceanalyzer as ta

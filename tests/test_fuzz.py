@@ -157,6 +157,7 @@ def test_mutated_inputs_never_crash_the_pipeline_more(tmp_path_factory, case):
     analyse_in_process(tmp_path_factory.mktemp("fuzz"), *case)
 
 
+@pytest.mark.slow
 @FUZZ
 @given(seed=st.sampled_from(TEXT_SEEDS), cut=st.floats(0, 1))
 def test_truncated_inputs_never_crash_the_pipeline(tmp_path_factory, seed, cut):
@@ -256,6 +257,7 @@ FUZZED_OPTIONS = ["--min-gap", "--max-input-size", "--dmon-offset", "--dmon-inte
                   "--dmon-tz", "--run", "--fail-on", "--tolerance", "--batch-size", "--jobs", "--host-log"]
 
 
+@pytest.mark.slow
 @settings(FUZZ, max_examples=80)
 @given(option=st.sampled_from(FUZZED_OPTIONS), value=OPTION_TEXT)
 def test_option_values_never_crash(tmp_path_factory, option, value):

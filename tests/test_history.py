@@ -173,6 +173,7 @@ def test_a_run_compared_with_the_last_runs_of_a_branch_with_gates(server, upload
 
 
 # --- the store: figures written with the job, read back per branch, filled in for older runs ------------
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", __import__("serve_helpers").BACKENDS)
 def test_the_store_keeps_each_runs_figures_and_fills_in_older_runs(backend, tmp_path):
     import sqlalchemy as sa

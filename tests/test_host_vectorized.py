@@ -4,6 +4,7 @@ import statistics
 
 import numpy as np
 import pandas as pd
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -36,6 +37,7 @@ events_strategy = st.integers(0, 40).flatmap(lambda n: st.tuples(
     st.lists(st.sampled_from(DURATIONS), min_size=n, max_size=n)))
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(events_strategy)
 def test_first_call_costs_equal_a_per_name_reference(table):

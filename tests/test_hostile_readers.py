@@ -154,6 +154,7 @@ def _whitespace_gzip(path: Path, mib: int, block: bytes) -> Path:
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("block", [b" ", b"\n \t"])
 def test_gigabytes_of_whitespace_in_the_event_list_do_not_accumulate(tmp_path, monkeypatch, block):
     path = _whitespace_gzip(tmp_path / "blank.json.gz", 200, block)

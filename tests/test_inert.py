@@ -140,6 +140,10 @@ def analysis(hostile):
     ("a\x00b\u202ec\u2066d\u200be\u061cf\x1b[2Jg", "abcdefg"),
     ("one\ntwo\t three", "one two three"),
     ("x" * 10, "xxxxxxxx…"),
+    # prose around a name stays prose: the brackets and the comma are not inside its code span
+    ("(enumerate(DataLoader)#_Iter.__next__), 60%", "(`enumerate(DataLoader)#_Iter.__next__`), 60%"),
+    ("[@user];", "\\[`@user`\\];"),
+    ("f(@x)", "`f(@x)`"),
 ])
 def test_markdown_breaks_what_github_acts_on(text, expected):
     md = inert.markdown(text, limit=9 if text == "x" * 10 else 160)

@@ -1,7 +1,8 @@
 """The package's layers, checked on its imports: each module imports only its own layer or those below,
 no module imports in a circle, and the few rules that keep facts where they are made hold (diagnosis
 reads figures, never the Timeline or the result types; analyses never the result types; a renderer
-never imports a reader; a comparison or a gate never imports the analyses).
+never imports a reader; a comparison or a gate never imports the analyses; the service never imports a
+reader or an analysis).
 
 The layers, bottom up (docs/architecture.md draws the same picture):
 
@@ -49,11 +50,14 @@ FORBIDDEN = {
 }
 # The same, for modules of one layer: a renderer shows a result and never reads an input (what it needs of
 # the inputs is in the result); a comparison and a gate read results (and the run's metrics,
-# result/metrics.py), never the analyses that made them.
+# result/metrics.py), never the analyses that made them. The service never reads a trace: its analysis
+# process runs the library's `analyze` (the package's public entry), and what a page says of a stored file
+# (its format, whether Perfetto opens it) was stored when its analysis finished (serve/facts.py).
 FORBIDDEN_FOR = {
     "report": ("formats",),
     "compare": ("analyses",),
     "gates": ("analyses",),
+    "serve": ("formats", "analyses"),
 }
 
 

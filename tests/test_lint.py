@@ -4,6 +4,7 @@ import shutil
 import subprocess
 import sys
 
+import pytest
 from conftest import ROOT
 
 
@@ -18,6 +19,7 @@ def test_ruff_clean():
     assert res.returncode == 0, res.stdout + res.stderr
 
 
+@pytest.mark.slow
 def test_mypy_clean():
     res = subprocess.run([sys.executable, "-m", "mypy", "traceanalyzer"], cwd=ROOT, capture_output=True,
                          text=True, check=False)

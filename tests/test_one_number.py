@@ -55,6 +55,7 @@ def test_the_verdicts_number_is_the_same_on_every_face(path):
     assert f'<span class="explains">{header.replace(", ", " · ")}</span>' in html
 
 
+@pytest.mark.slow
 def test_a_16_rank_jobs_headline_names_the_rank_in_200_characters(tmp_path):
     from test_stragglers import write_job
 

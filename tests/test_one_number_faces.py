@@ -4,7 +4,9 @@ at least --min-gap, under that thing's label, shows the JSON's figure for it; no
 them appears on the first screen without a label saying which it is. Names copied from the rendered
 Markdown are the trace's (escapes and code spans, no invisible characters inserted); gap tables name their
 rank (its number, or its file without one); no finding badge reads "0 us"; log tables say they cover the
-whole log (a finding speaking of the job inside it says "over the job")."""
+whole log (a finding speaking of the job inside it says "over the job"). Over every sample and every corpus
+report: under each label that names one figure with its definition (idle of the window, lost in all, lost in
+steady state, ...), the Markdown and the HTML text show one value; the Markdown holds no invisible character."""
 
 from __future__ import annotations
 
@@ -166,3 +168,83 @@ def test_a_finding_that_lost_no_time_has_no_time_badge():
     timed = FindingResult(id="input_bound", cause="dataloader", title="t", severity="high", explains_us=33500.0,
                           share_of_idle=0.96, evidence=(), advice=(), share_of_window=0.67)
     assert finding_parts(timed, "GPU time lost") == ["33.5 ms lost", "67.0% of the window"]
+
+
+# --- every sample and corpus report: one value under one label --------------------------------------------
+# Labels that name one figure of a report, each with its definition in its words: the GPU's idle time over
+# the window, the time lost over the window ("in all") and in steady state (warm-up and start-up set apart),
+# per steady step, the verdict's own, the window, the median step and the idle gaps of at least --min-gap.
+# Two figures that differ by definition are told apart by their labels; under one label, one value.
+ONE_VALUE = {
+    "GPU idle of the window": [rf"GPU idle (?P<v>{DUR}) of the"],
+    "GPU time lost in all": [rf"(?P<v>{DUR}) of GPU time lost in all", rf"of the (?P<v>{DUR}) lost\b(?! in steady)"],
+    "lost in steady state": [rf"of the (?P<v>{DUR}) lost in steady state"],
+    "lost each steady step": [rf"of the (?P<v>{DUR}) of GPU time lost each step"],
+    "the verdict's lost time": [rf"loses (?P<v>{DUR})"],
+    "window": [rf"of the (?P<v>{DUR}) window"],
+    "median step": [rf"median step \**(?P<v>{DUR})"],
+    "idle gaps of at least --min-gap": [rf"idle gaps ≥ 100 us:? (?P<v>{DUR}) in total"],
+}
+INVISIBLE = ("\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "&#8203;", "&#x200b;")
+
+
+def one_value_breaches(a) -> list[str]:
+    """Each label under which the Markdown or the HTML page's text shows two different values, and any
+    invisible character in the Markdown (a name must copy back as the trace wrote it: escaped, not split)."""
+    md = a.to_markdown()
+    out = [f"invisible {c!r} in the Markdown" for c in INVISIBLE if c in md]
+    for face, text in (("markdown", page_text(gfm(md))), ("html", page_text(a.to_html()))):
+        for label, patterns in ONE_VALUE.items():
+            values = {m.group("v") for p in patterns for m in re.finditer(p, text)}
+            if len(values) > 1:
+                out.append(f"{face}: {label!r} reads {sorted(values)}")
+    return out
+
+
+ALL_SAMPLES = sorted(p for p in SAMPLES.iterdir() if p.name.endswith((".json", ".json.gz", ".pftrace"))
+                     and not p.name.endswith(".expected.json")) + [SAMPLES / "dmon" / "idle_runs.log"]
+
+
+@pytest.mark.parametrize("path", ALL_SAMPLES, ids=lambda p: p.name)
+def test_every_sample_report_has_one_value_under_each_label(path):
+    a = ta.analyze(path, ta.Options(find_logs_beside=False))
+    assert one_value_breaches(a) == []
+
+
+def test_a_label_with_two_values_is_found():
+    a = ta.analyze(SAMPLES / "input_bound.json", ta.Options(find_logs_beside=False))
+    md = a.to_markdown() + "\nGPU idle 34.6 ms of the 50.0 ms window, said twice.\n"
+
+    class Twisted:  # the report with its figure said again, otherwise, and a name split by a zero-width space
+        def to_markdown(self) -> str:
+            return md.replace("input\\_bound.json", "input\u200b\\_bound.json", 1)
+
+        def to_html(self) -> str:
+            return a.to_html()
+
+    assert one_value_breaches(Twisted()) == ["invisible '\\u200b' in the Markdown",
+                                            "markdown: 'GPU idle of the window' reads ['34.5 ms', '34.6 ms']"]
+
+
+@pytest.mark.slow
+def test_every_corpus_report_has_one_value_under_each_label():
+    """Every file of the corpus's manifest that the tool reads (the rest are refused with one line)."""
+    import csv
+
+    from conftest import corpus_path
+
+    from traceanalyzer.errors import TraceAnalyzerError
+
+    corpus = corpus_path()
+    with open(corpus / "MANIFEST.tsv", encoding="utf-8") as fh:
+        files = sorted({f for row in csv.DictReader(fh, delimiter="\t") for f in row["file"].split(";")})
+    read, breaches = 0, {}
+    for name in files:
+        try:
+            a = ta.analyze(corpus / name, ta.Options(find_logs_beside=False, jobs=1))
+        except TraceAnalyzerError:
+            continue
+        read += 1
+        if found := one_value_breaches(a):
+            breaches[name] = found
+    assert read >= 40 and breaches == {}

@@ -128,6 +128,7 @@ def test_truncated_trace_same_warning():
     assert vectorized == walker and vectorized[2][0].startswith("TRUNCATED")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["basic.json", "comm_rank0.json", "launch_bound.json.gz", "hostile_names.json",
                                   "torch_cpu_zero_grad_item.json.gz", "torch_memory_leak.json.gz"])
 def test_sample_traces_same_as_the_walker(name, monkeypatch):

@@ -43,7 +43,7 @@ def _fresh(name: str) -> ta.Analysis:
 
 
 # Made after the /2 reports were saved: the operator view, its definitions and what it adds to findings.
-LATER_DEFINITIONS = ("operators", "kernel_launchers", "python_frames", "named_ranges")
+LATER_DEFINITIONS = ("operators", "kernel_launchers", "python_frames", "named_ranges", "critical_path")
 
 
 def _without_operator_view(f):  # noqa: ANN001, ANN202
@@ -64,7 +64,8 @@ def _without_later_parts(a: ta.Analysis) -> ta.Analysis:
                      if f.id != "named_range" and not f.id.startswith("pattern_"))
         return dataclasses.replace(d, findings=kept)
 
-    ranks = tuple(dataclasses.replace(r, operators=None, diagnosis=diag(r.diagnosis)) for r in a.ranks)
+    ranks = tuple(dataclasses.replace(r, operators=None, critical_path=None, diagnosis=diag(r.diagnosis))
+                  for r in a.ranks)
     return dataclasses.replace(a, ranks=ranks, diagnosis=diag(a.diagnosis),
                                definitions={k: v for k, v in a.definitions.items() if k not in LATER_DEFINITIONS})
 

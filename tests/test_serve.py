@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import io
 import tarfile
+import time
 import zipfile
 
 import httpx
@@ -44,6 +45,7 @@ def one_line_error(r: httpx.Response, status: int) -> str:
     return message
 
 
+@pytest.mark.slow
 def test_upload_is_analysed_and_served(server):
     token = server.token("demo")
     r = server.upload(token, TRACE, branch="main", commit="0123456789abcdef")
@@ -117,6 +119,7 @@ def test_zipped_log_dir_is_unpacked_and_analysed(server):
     assert run["status"] == "done", run
 
 
+@pytest.mark.slow
 def test_same_trace_twice_is_stored_once(server):
     token = server.token("twice")
     data = (SAMPLES / "gpu_bound.json").read_bytes()
@@ -185,6 +188,7 @@ def _tar(members: dict[str, bytes], link: str | None = None) -> bytes:
     return buf.getvalue()
 
 
+@pytest.mark.slow
 def test_bad_requests_get_a_4xx_with_one_line(server):
     token = server.token("bad")
     before = files_on_disk(server)
@@ -291,6 +295,7 @@ def test_forms_need_their_csrf_token(server):
     assert r.status_code == 303 and r.cookies.get("ta_session") and token not in r.headers["set-cookie"]
 
 
+@pytest.mark.slow
 def test_token_create_prints_the_token_alone_and_stores_its_hash(tmp_path):
     from serve_helpers import cli
 
@@ -317,6 +322,7 @@ def test_the_migrations_make_the_tables_the_code_uses(tmp_path):
     assert diff == []
 
 
+@pytest.mark.slow
 def test_a_gzip_bomb_is_refused_while_it_arrives():
     from traceanalyzer.serve.uploads import BOMB_MIN_BYTES, Inflater, UploadError
 
@@ -361,6 +367,7 @@ def test_archive_members_are_checked():
             member_parts(bad)
 
 
+@pytest.mark.slow
 def test_deleting_a_run_removes_its_trace_unless_another_run_has_it(server):
     token, reader, other = server.token("del"), server.token("del", read_only=True), server.token("del2")
     data = (SAMPLES / "basic.json").read_bytes() + b"\n" * 3  # content no other test uploads
@@ -389,6 +396,7 @@ def test_deleting_a_run_removes_its_trace_unless_another_run_has_it(server):
     assert not blob.exists()
 
 
+@pytest.mark.slow
 def test_a_private_service_needs_a_token_to_read(tmp_path):
     server = Server(tmp_path / "data", None, "--private").start()
     try:
@@ -413,6 +421,10 @@ def test_a_private_service_needs_a_token_to_read(tmp_path):
         one_line_error(server.get("/api/v1/projects/secret/history"), 401)
         got = server.get(f"/runs/{run}/files/0", cookies=reading)
         assert got.status_code == 200 and got.content == (SAMPLES / "basic.json").read_bytes()
+        for _ in range(600):  # the button comes with the analysis (it says what the file is)
+            if server.get(f"/api/v1/runs/{run}", cookies=reading).json()["status"] == "done":
+                break
+            time.sleep(0.1)
         page = server.get(f"/runs/{run}", cookies=reading)
         assert f'data-trace="/runs/{run}/files/0"' in page.text and "sends the trace to no third party" in page.text
         assert page.headers["cross-origin-opener-policy"] == "same-origin-allow-popups"  # the opener link stays
@@ -505,6 +517,7 @@ def test_a_stalled_upload_is_cut_off(tmp_path, monkeypatch):
     assert refused.status == 408 and list(settings.tmp.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_the_command_line_says_what_is_wrong_in_one_line(tmp_path):
     from serve_helpers import cli
 
@@ -519,6 +532,7 @@ def test_the_command_line_says_what_is_wrong_in_one_line(tmp_path):
     assert "token create" in cli("serve", "--help").stdout
 
 
+@pytest.mark.slow
 def test_tokens_are_named_listed_revoked_and_expire_and_runs_show_their_uploader(server):
     import time
 
@@ -560,6 +574,7 @@ def test_tokens_are_named_listed_revoked_and_expire_and_runs_show_their_uploader
     assert server.upload(late, SAMPLES / "basic.json", project="people").status_code == 401
 
 
+@pytest.mark.slow
 def test_runs_are_searched_by_commit_verdict_and_date(server):
     import time
     from datetime import datetime, timezone
@@ -623,20 +638,36 @@ def test_perfetto_is_offered_only_for_traces_it_reads(server):
     data = (SAMPLES / "basic.json").read_bytes()
     zipped = io.BytesIO()
     with zipfile.ZipFile(zipped, "w") as z:
-        z.writestr("logdir/basic.json", data)
+        z.writestr("basic.json", data)  # a folder of one trace, once unpacked
     runs = {kind: server.upload(token, project="perf", data=body, name=name).json()["id"]
             for kind, body, name in (("json", data, "basic.json"), ("gzip", gzip.compress(data + b" "), "b.json.gz"),
                                      ("zip", zipped.getvalue(), "logdir.zip"),
                                      ("pftrace", (SAMPLES / "basic.pftrace").read_bytes(), "basic.pftrace"),
                                      ("dmon", DMON.read_bytes(), DMON.name))}
+    from traceanalyzer.serve.settings import Settings
+    from traceanalyzer.serve.store import Store
+
+    for kind, run in runs.items():  # what the page offers is found by the analysis (the web server reads no trace)
+        done = server.wait(run)
+        assert done["status"] == "done", (kind, done["error"])
+    store = Store(Settings(server.data, server.db).database_url)
+    try:
+        formats = {kind: [(f.format, f.perfetto) for f in store.files(run)] for kind, run in runs.items()}
+    finally:
+        store.close()
+    assert formats == {"json": [("kineto", True)], "gzip": [("kineto", True)], "zip": [(None, False)],
+                       "pftrace": [("pftrace", True)], "dmon": [("nvidia-smi-dmon", False)]}
     for kind, run in runs.items():
         page = server.get(f"/runs/{run}")
         offered = kind in ("json", "gzip", "pftrace")  # what the Perfetto UI opens: not archives, not counter logs
+        fmt = formats[kind][0][0]
+        assert (f"({fmt}, " in page.text) == (fmt is not None), kind  # the file's format, beside its size
         assert ('class="open-perfetto"' in page.text) == offered, kind
         opener = page.headers["cross-origin-opener-policy"]
         assert opener == ("same-origin-allow-popups" if offered else "same-origin"), kind
 
 
+@pytest.mark.slow
 def test_the_history_in_public_mode_needs_no_token_and_shows_none(server):
     token, other = server.token("pubhist"), server.token("pubhist-other")
     ids = [server.upload(token, SAMPLES / name, project="pubhist", branch="main").json()["id"]

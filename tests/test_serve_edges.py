@@ -63,6 +63,8 @@ def test_absolute_links_come_from_public_url_never_the_host_header(tmp_path, cap
                                                                        "X-Forwarded-Proto": "https"})
             assert "evil.example" not in r.text and r.json()["url"].startswith("http://testserver/")
         assert capfd.readouterr().err.count("--public-url is not set") == 1  # one warning, not one a request
+        # what its analysis finds (no worker here): a file the Perfetto UI opens
+        app.state.ctx.db.set_file_facts(r.json()["id"], [{"format": "kineto", "perfetto": True}])
         page = client.get(f"/runs/{r.json()['id']}")
         assert 'class="open-perfetto"' in page.text and "data-url" not in page.text  # no address handed over
     public = create_app(Settings(data=tmp_path / "data", public_url="https://perf.example.com"), run_jobs=False)

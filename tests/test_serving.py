@@ -102,11 +102,12 @@ def test_vllm_decode_with_flashinfer_prefill_named_kernel_is_decode(tmp_path):
     assert a.diagnosis.primary == "gpu_bound"
     f = _serving(a)
     assert f is not None and f.title == "Serving loop: decode dominates"
-    assert f.figures == {"decode_us": 4500.0, "annotated_us": 4500.0, "gemm_us": 3500.0, "kernel_us": 4750.0,
+    # each iteration 970 us: its 900 us range to the end of its GPU work (20 us in, 950 us long)
+    assert f.figures == {"decode_us": 4850.0, "annotated_us": 4850.0, "gemm_us": 3500.0, "kernel_us": 4750.0,
                          "low_precision_gemm_us": 3500.0, "attention_us": 10.0,
                          # figures.MEMORY_BOUND_KERNEL: the elementwise kernels only (Prefill's `fill` is attention)
                          "memory_bound_kernel_us": 1240.0}
-    assert f.evidence[0].startswith("decode 5 iterations, 4.5 ms (20 requests, 20 query tokens), by the engine's "
+    assert f.evidence[0].startswith("decode 5 iterations, 4.8 ms (20 requests, 20 query tokens), by the engine's "
                                     "annotations (vLLM execute_context_C(...)_generation_G(...);")
     assert f.evidence[1] == ("kernels launched in decode iterations: 4.8 ms; GEMMs and convolutions 74%, 100% of it in 8-bit or "
                              "narrower formats; fp8, fp4 GEMMs by name; attention 0.2% (fused); memory-bound kernels "
@@ -157,17 +158,17 @@ def test_memory_bound_kernels_uncompiled_get_the_compile_lever(tmp_path, element
 
 def test_a_mixed_batch_is_mixed(tmp_path):
     """Three vLLM batches with prefill and decode requests (2 + 6 each, 600 + 6 query tokens) and two decode-only:
-    mixed 2.7 ms of 4.5 ms; requests and tokens summed per phase."""
+    mixed 2.9 ms of 4.85 ms (each iteration to the end of its GPU work); requests and tokens summed per phase."""
     t = KinetoTrace()
     names = ["execute_context_2(600_180000)_generation_6(6)"] * 3 + ["execute_context_0(0)_generation_8(8)"] * 2
     _iterations(t, names, ((BF16_GEMM, 950),))
     a = ta.analyze(t.write(tmp_path / "mixed.json"))
     f = _serving(a)
     assert f.title == "Serving loop: mixed batches dominate" and reconcile(a.to_data()) > 0
-    assert (f.figures["mixed_us"], f.figures["annotated_us"]) == (2700.0, 4500.0)
+    assert (f.figures["mixed_us"], f.figures["annotated_us"]) == (2910.0, 4850.0)  # iterations of 970 us
     assert f.shares[:3] == (("mixed_us", "annotated_us"), ("gemm_us", "kernel_us"), ("low_precision_gemm_us", "gemm_us"))
-    assert f.evidence[0].startswith("decode 2 iterations, 1.8 ms (16 requests, 16 query tokens); mixed 3 iterations, "
-                                    "2.7 ms (24 requests, 1818 query tokens), by the engine's annotations")
+    assert f.evidence[0].startswith("decode 2 iterations, 1.9 ms (16 requests, 16 query tokens); mixed 3 iterations, "
+                                    "2.9 ms (24 requests, 1818 query tokens), by the engine's annotations")
     assert f.evidence[0].endswith("mixed is 60% of the annotated time")
 
 
@@ -191,7 +192,10 @@ def test_sglang_phase_ranges_say_decode_dominates(tmp_path):
     assert f.figures == {"decode_us": 4000.0, "annotated_us": 4900.0}
     assert f.evidence == ("prefill 1 iteration, 900 us (2 requests, 512 query tokens); decode 5 iterations, 4.0 ms "
                           "(40 requests), by the engine's annotations (SGLang step[MODE bs=...]; a batch with prefill "
-                          "and decode requests is mixed): decode is 82% of the annotated time",)
+                          "and decode requests is mixed): decode is 82% of the annotated time",
+                          "time per output token as the GPU timeline sees it: 800 us per decode iteration (the median; "
+                          "each request in the batch gets one token per iteration); median batch 8: 100 us of "
+                          "iteration time per output token of the batch")
     assert f.advice and f.advice[0].startswith("Decode dominates a busy GPU")
 
 

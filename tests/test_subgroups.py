@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pytest
 from kineto_builder import KinetoTrace
 from test_stragglers import AR_NAME, BASE_NS, STEP_US, write_job
 
@@ -150,6 +151,7 @@ def test_no_straggler_in_subgroups_without_the_slow_rank(tmp_path: Path) -> None
     assert all(r.wait_ns == 0 and r.caused_wait_ns == 0 and r.lateness_ns == 0 for r in a.job.ranks)
 
 
+@pytest.mark.slow
 def test_without_group_args_every_rank_is_matched_as_before(tmp_path: Path) -> None:
     # The same job without the args: the four all-reduces of a step are matched by order across all
     # 8 ranks (the old matching), TP with DP ones alike: pairs that do not end together are dropped.

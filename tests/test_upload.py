@@ -159,6 +159,7 @@ def test_the_workflows_of_the_docs_call_upload_with_options_it_has():
     assert unprivileged["permissions"] == {"contents": "read"} and "secrets" not in str(unprivileged)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("status", [307, 302, 200, 204])
 def test_an_upload_answered_other_than_201_is_an_error_and_no_redirect_is_followed(tmp_path, status):
     """A proxy that redirects (or a server that answers 200/204 to the upload) is an error, exit 3, and the

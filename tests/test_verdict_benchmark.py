@@ -71,6 +71,7 @@ def _files(row: dict[str, str]) -> list[Path]:
     return files
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("row", [_param(r) for r in ROWS])
 def test_verdict(row):
     import traceanalyzer as ta

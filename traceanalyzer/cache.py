@@ -19,6 +19,7 @@ import dataclasses
 import hashlib
 import os
 import tempfile
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -200,7 +201,9 @@ def load(entry: Path, ident: dict[str, Any]) -> Timeline | None:
             tl = _timeline(npz, ident)
         os.utime(entry)  # recently used: last to be trimmed
         return tl
-    except Exception:  # a damaged or foreign entry is never trusted: read the trace again
+    # a damaged or foreign entry (not a zip, cut short, other arrays or metadata; a Timeline that fails its
+    # contract, a ValueError) is never trusted: the trace is read again
+    except (_Bad, OSError, EOFError, ValueError, KeyError, TypeError, IndexError, AttributeError, zipfile.BadZipFile):
         return None
 
 

@@ -8,7 +8,9 @@ Did the change make training slower, by how much, and why (docs/ci.md says each 
   the Mann–Whitney rank test (run-to-run variation not measured); with several runs a side, a two-level
   bootstrap (runs, then steps within runs; fixed seed) so the interval spans run-to-run variation.
 * **parts**: every step splits exactly into GPU compute, exposed communication, memcpy and GPU idle by
-  cause (host loop parts for CPU-only ranks). Each part gets its own evidence from its per-step values:
+  cause (host loop parts for CPU-only ranks), each read from the result's step rows (`StepRow`) and per-step
+  causes over the steady steps the step time uses (`metrics.job_steps`); nothing here recomputes a figure.
+  Each part gets its own evidence from its per-step values:
   its Hodges–Lehmann shift, a rank test, and whether the two sides' values overlap. A part whose values
   differ beyond chance and beyond their spread is **decisive**. The table's mean per step of each part
   adds up to the change of the mean step; parts moving against the net change are shown as offsetting it.
@@ -23,6 +25,8 @@ Did the change make training slower, by how much, and why (docs/ci.md says each 
 * **headline**: two lines, the verdict with the size of the change (`title`) and the part that moved most
   (`lead`); the statistic, its interval and the run counts follow (`detail`).
 * **kernels**: time per step by normalised name, the biggest movers, new and vanished kernels.
+* **serving iterations**: per phase of a serving engine (prefill, decode, mixed), the median iteration time on
+  each side over the listed iterations of every rank and run (result `serving.iterations`) and its change.
 * **whole captures**: when a side has no real steps (no step markers and no loop the trace shows: one
   forward pass), per-step figures mean nothing; both sides are compared over their whole captures instead
   (`compared` = "whole_captures": each run one value, its window; the parts and kernels per capture), and
@@ -44,6 +48,7 @@ import numpy as np
 
 from ._version import __version__
 from .causes import CAUSES, cause_label
+from .gates import GateResult
 from .ranktest import EXACT_MAX, rank_test, u_distribution
 from .result import metrics as M
 from .result.metrics import step_time_stats
@@ -160,6 +165,18 @@ class KernelMove:
 
 
 @dataclass(frozen=True)
+class PhaseChange:
+    """A serving phase's median iteration on each side (the listed `serving.iterations` of every rank and run)."""
+
+    phase: str
+    base_iterations: int
+    head_iterations: int
+    base_median_iteration_us: float | None  # None: the side has no iteration of this phase
+    head_median_iteration_us: float | None
+    change: float | None  # head / base - 1
+
+
+@dataclass(frozen=True)
 class Side:
     inputs: tuple[str, ...]  # relative paths or file names, never a machine's absolute path
     primary: str | None
@@ -199,14 +216,6 @@ class RunNoise:
 
 
 @dataclass(frozen=True)
-class GateResult:
-    rule: str
-    value: float | str | None
-    passed: bool
-    detail: str
-
-
-@dataclass(frozen=True)
 class Comparison:
     schema: str
     tool: dict[str, str]
@@ -230,6 +239,7 @@ class Comparison:
     lead: str = ""  # its second line: the part that moved most
     detail: tuple[str, ...] = ()  # the sentences below the headline
     compared: str = STEPS  # STEPS | WHOLE_CAPTURES (a side without steps: each run's whole capture)
+    serving: tuple[PhaseChange, ...] = ()  # serving phases on either side, in the engines' phase order
 
     def to_data(self) -> dict[str, Any]:
         return to_data(self)  # type: ignore[no-any-return]
@@ -270,10 +280,12 @@ def _display(path: str, root: str | None) -> str:
 
 
 def _step_parts(a: AnalysisData, steps: list[int]) -> dict[str, np.ndarray]:
-    """Per job step: compute, exposed communication, memcpy and idle by cause, averaged over ranks.
+    """Per steady job step (`steps`, those of the step time): compute, exposed communication, memcpy and idle
+    by cause, each read from the rank's step row (`StepRow`) and its diagnosis' per-step causes, averaged
+    over ranks.
 
-    For each rank, step = busy + idle; busy = memcpy + compute, and compute includes communication
-    running alone (its rank-level exposed share per step is split off); idle splits by cause.
+    For each rank, step = busy + idle; busy = memcpy + exposed communication (the step row's own, measured in
+    that step) + compute (the rest of busy); idle splits by cause, what no cause holds is unattributed.
     """
     parts: dict[str, np.ndarray] = {}
     n_ranks = sum(1 for r in a.ranks if r.per_step)
@@ -282,7 +294,6 @@ def _step_parts(a: AnalysisData, steps: list[int]) -> dict[str, np.ndarray]:
             continue
         rows = {s.step: s for s in r.per_step}
         by_step = {p.step: p.idle_by_cause_us for p in r.diagnosis.per_step} if r.diagnosis else {}
-        exposed = sum(d.exposed_communication_us or 0.0 for d in r.devices) / max(len(r.per_step), 1)
         for k, n in enumerate(steps):
             s = rows[n]
             if not r.devices:  # CPU-only: the host loop's step = waiting for data + the rest
@@ -291,7 +302,7 @@ def _step_parts(a: AnalysisData, steps: list[int]) -> dict[str, np.ndarray]:
                     parts.setdefault(key, np.zeros(len(steps)))[k] += v / n_ranks
                 continue
             memcpy = s.memcpy_us
-            comm = min(exposed, max(s.gpu_busy_us - memcpy, 0.0))
+            comm = min(s.exposed_comm_us, max(s.gpu_busy_us - memcpy, 0.0))  # bounded: parts add up to the step
             vals = {COMPUTE: max(s.gpu_busy_us - memcpy - comm, 0.0), EXPOSED_COMM: comm, MEMCPY_PART: memcpy}
             causes = by_step.get(n, {})
             for c in CAUSES:
@@ -335,9 +346,10 @@ def _side(a: AnalysisData, root: str | None,
         ranks=len(a.ranks),
         steps=len(steps),
         mean_step_us=_r(mean(dur)),
-        gpu_busy_per_step_us=_r(mean([s.gpu_busy_us for r in ranks_with for s in r.per_step])),
-        gpu_idle_per_step_us=_r(mean([s.idle_us for r in ranks_with for s in r.per_step])),
-        dataloader_wait_per_step_us=_r(mean([s.dataloader_wait_us for r in ranks_with for s in r.per_step])),
+        # over the steady steps of the step time, as the parts are (never the warm-up beside them)
+        gpu_busy_per_step_us=_r(M.steady_step_mean(a, "gpu_busy_us", steps)),
+        gpu_idle_per_step_us=_r(M.steady_step_mean(a, "idle_us", steps)),
+        dataloader_wait_per_step_us=_r(M.steady_step_mean(a, "dataloader_wait_us", steps)),
         memcpy_bytes_per_step={k: round(v, 1) for k, v in sorted(bytes_by_dir.items())},
         gpu_idle_fraction=M.value(M.BY_KEY["gpu_idle"], a),
         dataloader_wait_fraction=M.value(M.BY_KEY["dataloader_wait"], a),
@@ -688,8 +700,37 @@ def compare_runs(bases: Sequence[AnalysisData], heads: Sequence[AnalysisData],
         attribution=parts, kernels=kernel_moves(bases, heads, whole=whole), base=b_side, head=h_side,
         verdict_changed=(b_side.primary or "") != (h_side.primary or ""), warnings=tuple(warnings),
         reason=reason, run_to_run_measured=len(bases) > 1 and len(heads) > 1, run_noise=noise,
-        compared=WHOLE_CAPTURES if whole else STEPS)
+        compared=WHOLE_CAPTURES if whole else STEPS, serving=serving_changes(bases, heads))
     return _with_headline(comparison)
+
+
+SERVING_PHASES = ("prefill", "decode", "mixed")  # analyses/serving.py PHASES (compare reads results, not analyses)
+
+
+def serving_changes(bases: Sequence[AnalysisData], heads: Sequence[AnalysisData]) -> tuple[PhaseChange, ...]:
+    """Each serving phase on either side: its iterations and its median iteration time, pooled over ranks and
+    runs, and the change of the median."""
+    def side(runs: Sequence[AnalysisData]) -> tuple[dict[str, list[float]], Counter[str]]:
+        durations: dict[str, list[float]] = {}
+        counts: Counter[str] = Counter()
+        for a in runs:
+            for r in a.ranks:
+                if r.serving is None:
+                    continue
+                for x in r.serving.iterations:
+                    durations.setdefault(x.phase, []).append(x.duration_us)
+                for p in r.serving.phases:
+                    counts[p.phase] += p.iterations
+        return durations, counts
+
+    (b, bn), (h, hn) = side(bases), side(heads)
+    out = []
+    for phase in sorted(set(b) | set(h), key=lambda x: (SERVING_PHASES.index(x) if x in SERVING_PHASES else 9, x)):
+        bm = _r(float(np.median(b[phase]))) if phase in b else None
+        hm = _r(float(np.median(h[phase]))) if phase in h else None
+        out.append(PhaseChange(phase, bn[phase], hn[phase], bm, hm,
+                               _r(hm / bm - 1, 6) if bm and hm is not None else None))
+    return tuple(out)
 
 
 def _whole_capture(a: AnalysisData, side: Side) -> tuple[Side, np.ndarray, dict[str, np.ndarray]]:

@@ -15,7 +15,8 @@ A rule is `METRIC OP VALUE` or `step_time:+N%`:
   not that one.
 
 A rule that cannot be parsed is a usage error listing the metrics. A rule whose figure the run
-does not have (e.g. no GPU) passes, and says so.
+does not have (e.g. no GPU) passes, and says so. The comparison (`compare.py`) is imported only for a
+step_time rule: a report's gates read the run's metrics alone.
 """
 
 from __future__ import annotations
@@ -23,16 +24,29 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .causes import VERDICTS
-from .compare import IMPROVED, LIKELY_FASTER, LIKELY_SLOWER, REGRESSED, VERDICT_WORDS, Comparison, GateResult
 from .errors import UsageError
 from .result import metrics as M
-from .result.types import AnalysisData
+
+if TYPE_CHECKING:
+    from .compare import Comparison
+    from .result.types import AnalysisData
 
 # The metrics a rule may name (result/metrics.py). Fractions are in [0, 1]; a value may be written "30%".
 METRICS: dict[str, M.Metric] = M.BY_KEY
 RULE = re.compile(r"^\s*([a-z_]+)\s*(>=|<=|!=|>|<|=|:)\s*(\S+)\s*$")
+
+
+@dataclass(frozen=True)
+class GateResult:
+    """One rule's outcome: the figure it read, whether it passed, and why in words."""
+
+    rule: str
+    value: float | str | None
+    passed: bool
+    detail: str
 
 
 @dataclass(frozen=True)
@@ -98,6 +112,8 @@ def evaluate(rule: Rule, head: AnalysisData, comparison: Comparison | None = Non
              fail_on_unconfirmed: bool = False) -> GateResult:
     """One rule on HEAD (or the one analysis of `report`); `comparison` for step_time rules."""
     if rule.metric == "step_time":
+        from .compare import LIKELY_SLOWER, REGRESSED, VERDICT_WORDS
+
         if comparison is None:
             raise _usage(rule.text, "step_time compares two runs: use it with `traceanalyzer diff`")
         st = comparison.step_time
@@ -126,6 +142,8 @@ def evaluate(rule: Rule, head: AnalysisData, comparison: Comparison | None = Non
 
 def _why(c: Comparison) -> str:
     """What made a regressed / improved verdict: the step time itself or its decisive parts."""
+    from .compare import IMPROVED, LIKELY_FASTER, LIKELY_SLOWER, REGRESSED
+
     if c.change_verdict in (LIKELY_SLOWER, LIKELY_FASTER) and c.run_noise is not None:
         return f" (within run-to-run variation ±{c.run_noise.allowance * 100:.1f}%)"
     if c.change_verdict not in (REGRESSED, IMPROVED):

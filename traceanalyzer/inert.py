@@ -114,8 +114,31 @@ def _code_span(s: str) -> str:
 
 def _md_piece(s: str) -> str:
     if _MD_LINKY.search(s.translate(_LOOKALIKES)):
+        lead, core, trail = _md_punctuation(s)
+        if core and _MD_LINKY.search(core.translate(_LOOKALIKES)):
+            return _md_plain(lead) + _code_span(core) + _md_plain(trail)
         return _code_span(s)
+    return _md_plain(s)
+
+
+def _md_plain(s: str) -> str:
     return "".join(_MD_ESCAPE.get(c, c) for c in s)
+
+
+def _md_punctuation(s: str) -> tuple[str, str, str]:
+    """A word's opening brackets and its closing commas, semicolons and unbalanced brackets, apart from
+    its core: prose around a name stays prose ("(`a.b`)," rather than "`(a.b),`")."""
+    start = len(s) - len(s.lstrip("(["))
+    end = len(s)
+    while end > start:
+        c = s[end - 1]
+        core = s[start:end - 1]
+        if c in ",;" or (c == ")" and core.count("(") < core.count(")") + 1 and s[:start].count("(")) \
+                or (c == "]" and core.count("[") < core.count("]") + 1 and s[:start].count("[")):
+            end -= 1
+            continue
+        break
+    return s[:start], s[start:end], s[end:]
 
 
 def _md_word(word: str) -> str:

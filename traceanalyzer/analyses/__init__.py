@@ -14,6 +14,7 @@ import numpy as np
 from .. import causes as C
 from .. import intervals as iv
 from ..timeline import Timeline
+from . import critical_path as CPA
 from . import figures as F
 from . import gaps as G
 from . import host as H
@@ -69,6 +70,8 @@ class RankAnalysis:
     capture: CaptureFigures | None = None  # how complete the capture is (cut off, GPU events lost)
     operators: OperatorFigures | None = None  # host operators, kernels with their launchers (analyses/operators.py)
     frames: FrameFigures | None = None  # user Python frames behind host and idle time (analyses/frames.py)
+    # the median step's critical path (analyses/critical_path.py; this rank alone: collectives are its own kernels)
+    critical_path: CPA.CriticalPath | None = None
     # The DataLoader waits inside the window, merged (`dataloader_wait_ns` is their length): what the job's
     # host logs are figured over.
     dataloader_waits: iv.IntervalSet = field(default_factory=iv.empty, compare=False, repr=False)
@@ -132,7 +135,8 @@ def rank_figures(tl: Timeline, rank: int, min_gap_ns: int = F.DEFAULT_MIN_GAP_NS
                         rank_memory(tl, rank, [d.device for d in devices], st), info.framework, st,
                         F.kernel_totals(tl, rank), F.pageable_htod_copies(tl, rank), F.range_profiler_capture(tl, rank),
                         attributed, tl.sources[info.source].path, info.clock, info.host, source,
-                        info.gpus_listed, capture, ops, frames, waits)
+                        info.gpus_listed, capture, ops, frames, CPA.critical_path(tl, rank, st, median_only=True),
+                        waits)
 
 
 def _operator_view(tl: Timeline, rank: int, basis: iv.IntervalSet, n_steps: int, devices: list[DeviceAnalysis],

@@ -61,6 +61,11 @@ SHORT_KERNEL_NS = 10_000
 TOP_GAPS = 10  # longest gaps listed per rank, with evidence
 EVIDENCE_NAMES = 3  # host event names listed per gap or finding
 
+# Serving iterations kept in the result, one row each, in start order (analyses/serving.py); the phases'
+# figures (counts, medians, sums) count them all. A bound on the result's size: a capture of minutes holds
+# thousands of decode iterations, and the first this many show the loop's pattern.
+MAX_ITERATION_ROWS = 2000
+
 # --- operator view and Python frames (analyses/operators.py, analyses/frames.py) -------------------
 # Host operators and annotations kept in the result, by total time (the rest counted as omitted).
 OPS_KEPT = 50
@@ -68,3 +73,16 @@ OPS_KEPT = 50
 KERNEL_LAUNCH_ROWS = 500
 # User Python frames kept, by idle time then host time.
 FRAMES_KEPT = 50
+
+# --- critical path and what-if (analyses/critical_path.py) -----------------------------------------
+# Segments kept per step's path (the longest; the rest folded into one "(other)" segment per kind): the
+# result stays small however many kernels a step runs, and the kinds' totals stay exact.
+CRITICAL_PATH_SEGMENTS = 24
+# Replay passes before giving up: each pass settles one more host -> GPU -> host hop of the longest path
+# (a step with k blocking calls on its path takes about 2k + 2); more means a cycle in the inferred edges.
+CRITICAL_PATH_MAX_PASSES = 10_000
+# GPU work that starts at least this long after both its launch and its stream's previous work, within
+# SYNC_TOLERANCE_NS of the end of work on another stream, waited for that work (an event wait the trace does
+# not record: a compute stream resuming after an all-reduce). A launch's own latency is microseconds to tens of
+# microseconds; beyond this a coincident end on another stream is the likelier cause.
+CRITICAL_PATH_UNEXPLAINED_WAIT_NS = 50_000

@@ -124,6 +124,7 @@ def main() -> None:
       traceanalyzer report LOGDIR --format json  # a TensorBoard log dir (its newest run)
       traceanalyzer report trace.json --dmon gpu.log  # add nvidia-smi dmon on the same clock
       traceanalyzer diff base.report.json head.json.gz -o diff.md  # did a change slow training?
+      traceanalyzer whatif trace.json --remove 'enumerate(DataLoader)*'  # what would no data wait save?
 
     \b
     Exit status: 0 ok, 1 a gate (--fail-on) failed, 2 bad input or usage,
@@ -137,12 +138,14 @@ def _register() -> None:
     from .report import report_command
     from .serve import serve_command
     from .upload import upload_command
+    from .whatif import whatif_command
 
     main.add_command(report_command)
     main.add_command(diff_command)
     main.add_command(serve_command)
     main.add_command(upload_command)
     main.add_command(mcp_command)
+    main.add_command(whatif_command)
 
 
 _register()

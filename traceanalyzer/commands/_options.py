@@ -11,8 +11,9 @@ import click
 
 from ..inert import terminal
 
-FORMAT_BY_SUFFIX = {".html": "html", ".htm": "html", ".json": "json", ".md": "md", ".markdown": "md"}
-SUFFIX_BY_FORMAT = {"html": "html", "json": "json", "md": "md", "bmf": "bmf.json"}
+# Other names of the renderers' extensions (`report.RENDERERS`: the formats and their own extensions).
+SUFFIX_ALIASES = {".htm": ".html", ".markdown": ".md"}
+TERMINAL = "text"  # the terminal summary: printed, not a --format choice
 
 
 # Accepted ranges of the duration options (ns): wider than any real use, narrow enough that no
@@ -197,14 +198,15 @@ def build_options(params: dict[str, Any], **callbacks: Any) -> Any:
         host_logs=tuple(params.pop("host_log")), batch_size=params.pop("batch_size"), **callbacks)
 
 
-def output_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Where and in which format a command writes its result."""
-    return output_options_for(("html", "json", "md"))(fn)
+def file_formats(renderers: dict[str, Any]) -> tuple[str, ...]:
+    """The `--format` choices: every renderer of the registry but the terminal summary."""
+    return tuple(name for name in renderers if name != TERMINAL)
 
 
-def output_options_for(formats: tuple[str, ...]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """`output_options` with these `--format` choices (report adds bmf)."""
-    return lambda fn: _output_options(fn, formats)
+def output_options_for(renderers: dict[str, Any]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Where and in which format a command writes its result: the `--format` choices are the registry's
+    (`report.RENDERERS` for report, `report.DIFF_RENDERERS` for diff)."""
+    return lambda fn: _output_options(fn, file_formats(renderers))
 
 
 def _output_options(fn: Callable[..., Any], formats: tuple[str, ...]) -> Callable[..., Any]:
@@ -222,8 +224,26 @@ def _output_options(fn: Callable[..., Any], formats: tuple[str, ...]) -> Callabl
     return fn
 
 
-def output_format(output: Path | None, fmt: str | None) -> str:
-    return fmt or (FORMAT_BY_SUFFIX.get(output.suffix.lower()) if output and str(output) != "-" else None) or "html"
+def output_format(output: Path | None, fmt: str | None, renderers: dict[str, Any]) -> str:
+    """The format asked for, else the one whose renderer's extension the output's name ends with (the longest:
+    `run.bmf.json` is BMF), else html."""
+    from ..report.base import format_of
+
+    if fmt:
+        return fmt
+    if not output or str(output) == "-":
+        return "html"
+    name = output.name
+    for alias, suffix in SUFFIX_ALIASES.items():
+        if name.lower().endswith(alias):
+            name = name[: -len(alias)] + suffix
+    found = format_of(name, renderers)
+    return found if found is not None and found != TERMINAL else "html"
+
+
+def extension(renderers: dict[str, Any], fmt: str) -> str:
+    """The file extension a format writes (its renderer's)."""
+    return str(renderers[fmt].extension)
 
 
 def stem(path: Path) -> str:

@@ -42,9 +42,9 @@ def _key(path: Path) -> tuple[int, int] | None:
 
 def _dir_inputs(folder: Path) -> Iterable[Path]:
     """The files a directory input stands for: every trace of every run of a log dir, and every
-    trace or log file directly in it (what a plain directory is read as)."""
-    from ..formats import COUNTER_LOG_SUFFIXES, TRACE_SUFFIXES
+    trace or log file directly in it (what a plain directory is read as, by content: `folder_files`)."""
     from ..formats import logdir as L
+    from ..formats.inputs import folder_files
 
     try:
         found = L.discover(folder)
@@ -53,7 +53,7 @@ def _dir_inputs(folder: Path) -> Iterable[Path]:
     for run in found.runs if found else ():
         yield from run.files
     try:
-        yield from (f for f in folder.iterdir() if f.name.endswith(TRACE_SUFFIXES + COUNTER_LOG_SUFFIXES))
+        yield from folder_files(folder)
     except OSError:
         return
 

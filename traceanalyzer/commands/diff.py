@@ -9,7 +9,16 @@ from typing import Any
 import click
 
 from ..inert import terminal
-from ._options import analysis_options, build_options, execution_options, output_format, output_options, stem
+from ..report import DIFF_RENDERERS
+from ._options import (
+    analysis_options,
+    build_options,
+    execution_options,
+    extension,
+    output_format,
+    output_options_for,
+    stem,
+)
 from ._output import check_target, option_inputs, say, write
 from .report import verdicts_help
 
@@ -76,7 +85,7 @@ More: docs/ci.md (gates, pull-request comments, a GitHub Actions workflow).
               help="A base run (repeatable): a trace, a log dir, a saved JSON report or a directory of them.")
 @click.option("--head", "heads", multiple=True, type=click.Path(path_type=Path), metavar="RUN",
               help="A head run (repeatable), as --base.")
-@output_options
+@output_options_for(DIFF_RENDERERS)
 @click.option("--fail-on", "fail_on", multiple=True, metavar="RULE",
               help="Exit 1 when RULE holds (repeatable): step_time:+5% (slower by more than 5%, "
                    "beyond noise), gpu_idle>0.30, dataloader_wait>10%, memcpy_share>0.2, step_time_ms>120, "
@@ -99,7 +108,7 @@ def diff_command(sides: tuple[Path, ...], bases: tuple[Path, ...], heads: tuple[
     from ..errors import GateFailed, UsageError
     from ..gates import evaluate_all, failed_message, parse_rules
     from ..pipeline import analyze, is_saved_report, load
-    from ..report.diff import RENDERERS, render_diff_text
+    from ..report.diff import render_diff_text
 
     if sides and (bases or heads):
         raise click.UsageError("give BASE HEAD, or --base RUN ... --head RUN ..., not both")
@@ -122,9 +131,9 @@ def diff_command(sides: tuple[Path, ...], bases: tuple[Path, ...], heads: tuple[
     except ValueError as exc:
         raise UsageError(f"--run-noise: {str(exc).replace('tolerance', 'run noise')}") from None
     rules = parse_rules(fail_on)
-    fmt = output_format(output, fmt)
+    fmt = output_format(output, fmt, DIFF_RENDERERS)
     base_runs, head_runs = _runs(bases, is_saved_report), _runs(heads, is_saved_report)
-    target = output or Path.cwd() / f"{stem(heads[0])}.diff.{fmt}"
+    target = output or Path.cwd() / f"{stem(heads[0])}.diff.{extension(DIFF_RENDERERS, fmt)}"
     options = build_options(params)
     check_target(target, force, [*bases, *heads, *base_runs, *head_runs, *option_inputs(options)])
     base_data = [load(p) if is_saved_report(p) else analyze(p, options) for p in base_runs]
@@ -134,7 +143,7 @@ def diff_command(sides: tuple[Path, ...], bases: tuple[Path, ...], heads: tuple[
     comparison = compare_runs(base_data, head_data, tol, root=str(Path.cwd()), reports=reports, default_noise=noise)
     comparison = with_gates(comparison, evaluate_all(rules, head_data[-1], comparison,
                                                      fail_on_unconfirmed=fail_on_unconfirmed))
-    write(target, RENDERERS[fmt](comparison))
+    write(target, DIFF_RENDERERS[fmt](comparison))
     if not quiet:
         say(render_diff_text(comparison), target)
         if str(target) != "-":

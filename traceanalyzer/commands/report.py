@@ -8,11 +8,12 @@ from typing import Any
 import click
 
 from ..inert import terminal
+from ..report import RENDERERS
 from ._options import (
-    SUFFIX_BY_FORMAT,
     analysis_options,
     build_options,
     execution_options,
+    extension,
     output_format,
     output_options_for,
     stem,
@@ -47,8 +48,8 @@ TRACES are torch.profiler / Kineto Chrome-trace files (.json or .json.gz), Tenso
 profiles (.xplane.pb, .trace.json.gz; detected by content), or directories. A TensorBoard
 log dir is searched for PyTorch <worker>.<span>.pt.trace.json files and TF/JAX
 plugins/profile/<run>/ folders; the newest run is analysed unless --run or --all-runs says
-otherwise. Any other directory = every trace file directly in it. Several files = several
-ranks of one job.
+otherwise. Any other directory = every trace or log directly in it, found by content whatever
+its name. Several files = several ranks of one job.
 
 \b
 The report gives, per rank and GPU: GPU busy and idle time over the window (the host's
@@ -75,7 +76,7 @@ More: docs/report.md, docs/diagnosis.md.
 
 @click.command("report", help=REPORT_HELP)
 @click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=Path))
-@output_options_for(("html", "json", "md", "bmf"))
+@output_options_for(RENDERERS)
 @analysis_options
 @execution_options
 @click.option("--all-runs", is_flag=True,
@@ -93,8 +94,8 @@ def report_command(traces: tuple[Path, ...], output: Path | None, fmt: str | Non
     from ..report import render
 
     rules = parse_rules(fail_on)
-    fmt = output_format(output, fmt)
-    base = output or Path.cwd() / f"{stem(traces[0])}.report.{SUFFIX_BY_FORMAT[fmt]}"
+    fmt = output_format(output, fmt, RENDERERS)
+    base = output or Path.cwd() / f"{stem(traces[0])}.report.{extension(RENDERERS, fmt)}"
     if all_runs and str(base) == "-":
         raise UsageError("--all-runs writes one file per run; give -o a file name, not '-'")
     progress = Progress(list(traces))

@@ -57,10 +57,26 @@ def _store(data: Path, db: str | None) -> Any:
     store = Store(settings.database_url)
     try:
         store.migrate()
-    except Exception as exc:
+    except Exception as exc:  # what the database driver raises (sqlite3, psycopg: no common base), one line
         raise UsageError(f"cannot open the database {settings.database_url.split('@')[-1]}: "
                          f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
     return store
+
+
+def _check_blobs(settings: Any) -> None:
+    """A bad --blob-store (URL, bucket, credentials) is one line at start; a store that cannot be reached
+    now is a warning (uploads get 503 and jobs wait until it is back)."""
+    if not settings.blob_store:
+        return
+    from ..serve.blobs import BlobRefused, BlobUnavailable, S3Blobs, parse_s3_url
+
+    try:
+        parse_s3_url(settings.blob_store)
+        S3Blobs(settings.blob_store, settings.data / "cache").check()
+    except (ValueError, BlobRefused) as exc:
+        raise UsageError(f"--blob-store: {exc}") from None
+    except BlobUnavailable as exc:
+        click.echo(f"traceanalyzer: warning: {exc}", err=True)
 
 
 def _worker_options(f: Any) -> Any:
@@ -84,6 +100,14 @@ def _worker_options(f: Any) -> Any:
                      show_default=True,
                      help="A worker's hold on a job, renewed every third of it while the analysis runs; a job "
                           "whose worker was killed or cut off is taken by another worker once it expires."),
+        click.option("--blob-store", "blob_store", metavar="s3://BUCKET/PREFIX",
+                     help="Keep traces and reports in an S3-compatible object store (endpoint, region and "
+                          "credentials from the AWS environment variables and ~/.aws, e.g. AWS_ENDPOINT_URL); "
+                          "servers and workers on several machines then share only it and the database. "
+                          "Needs pip install 'traceanalyzer-ml[s3]'. Default: in DATA."),
+        click.option("--blob-retry", "blob_retry_ns", type=DurationType(100_000_000, 3_600_000_000_000),
+                     default="30s", show_default=True, hidden=True,
+                     help="A job that could not reach the object store is queued again this much later."),
         click.option("--keep-traces", "keep_traces_s", type=ParsedType("AGE", _age), metavar="AGE",
                      help="Remove uploaded traces older than AGE (e.g. 30d, 12h); their analyses are kept. "
                           "Default: keep."),
@@ -123,7 +147,7 @@ def serve_command(ctx: click.Context, data: Path, db: str | None, host: str, por
                   scheduler: str | None, max_upload: int, max_unpacked: int, job_timeout_ns: int, job_memory: int,
                   lease_ns: int, keep_traces_s: float | None, private: bool, public_url: str | None,
                   header_timeout_ns: int, max_connections: int, max_uploads: int, max_failures: int,
-                  session_ns: int) -> None:
+                  session_ns: int, blob_store: str | None, blob_retry_ns: int) -> None:
     """Serve uploaded traces and their reports over HTTP (needs pip install 'traceanalyzer-ml[serve]').
 
     \b
@@ -149,7 +173,8 @@ def serve_command(ctx: click.Context, data: Path, db: str | None, host: str, por
                         public_url=public_url.rstrip("/") if public_url else None, keep_traces_s=keep_traces_s,
                         scheduler=scheduler, lease_s=lease_ns / 1e9, header_timeout_s=header_timeout_ns / 1e9,
                         max_connections=max_connections, max_uploads=max_uploads, max_failures=max_failures,
-                        session_s=session_ns / 1e9)
+                        session_s=session_ns / 1e9, blob_store=blob_store, blob_retry_s=blob_retry_ns / 1e9)
+    _check_blobs(settings)
     _store(data, db).close()  # a bad database URL is one line here, not a traceback from the server
     click.echo(f"traceanalyzer: serving {data} on http://{host}:{port} (Ctrl-C to stop)", err=True)
     run_web(settings, host, port)
@@ -161,7 +186,8 @@ def serve_command(ctx: click.Context, data: Path, db: str | None, host: str, por
 @click.option("--db", "db", metavar="URL", help="Database URL (default: SQLite in DATA).")
 @_worker_options
 def worker_command(data: Path, db: str | None, jobs: int, scheduler: str | None, max_unpacked: int,
-                   job_timeout_ns: int, job_memory: int, lease_ns: int, keep_traces_s: float | None) -> None:
+                   job_timeout_ns: int, job_memory: int, lease_ns: int, keep_traces_s: float | None,
+                   blob_store: str | None, blob_retry_ns: int) -> None:
     """Analyse the service's queued jobs (no web server): run any number, on any machine that sees the
     database and DATA. Stops on Ctrl-C or SIGTERM (an analysis under way is queued again)."""
     _need_extra()
@@ -172,7 +198,9 @@ def worker_command(data: Path, db: str | None, jobs: int, scheduler: str | None,
         raise UsageError("--jobs: a worker runs at least one analysis at a time")
     settings = Settings(data=data, db_url=db, max_unpacked_bytes=max_unpacked, jobs=jobs,
                         job_timeout_s=job_timeout_ns / 1e9, job_memory_bytes=job_memory, scheduler=scheduler,
-                        lease_s=lease_ns / 1e9, keep_traces_s=keep_traces_s)
+                        lease_s=lease_ns / 1e9, keep_traces_s=keep_traces_s, blob_store=blob_store,
+                        blob_retry_s=blob_retry_ns / 1e9)
+    _check_blobs(settings)
     _store(data, db).close()
     run_worker(settings)
 

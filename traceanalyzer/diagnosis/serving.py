@@ -7,6 +7,8 @@ rank with GPU work.
 * Advice by evidence: a precision (FP8, int8/int4), a fused attention kernel or compilation is proposed only
   when the kernels it would change take at least MATERIAL_GPU_SHARE of the phase's kernel time, and never when
   the run already uses it (GEMMs in 8-bit or narrower formats, fused attention kernels, torch.compile's code).
+* The iterations' own findings (decode GPU-bound by kernel class, scheduling, sampling, graph bubbles, KV-cache
+  copies): diagnosis/serving_iterations.py; the time per output token in the phase mix's evidence.
 * A process with no GPU work and only Python frames is said to be a frontend or driver process, with the
   trace to analyse instead, in place of the host loop's verdict.
 """
@@ -20,6 +22,7 @@ from ..analyses.serving import DECODE, MIXED, PREFILL, SOURCE_WORDS, FrontendFac
 from ..causes import GPU_BOUND, HOST_BOUND, LAUNCH_BOUND, SYNC_BOUND, UNDETERMINED
 from .advice import advice_for
 from .rules import Finding, RankDiagnosis
+from .serving_iterations import iteration_findings, tpot_line
 from .thresholds import MATERIAL_GPU_SHARE
 from .wording import Quoted, duration
 
@@ -110,8 +113,12 @@ def serving_finding(p: ServingPhases, primary: str) -> Finding:
     q = Quoted()
     top = p.dominant
     if top is None:
+        u = p.unphased
+        ran = (f"{u.iterations} iteration{'s' if u.iterations != 1 else ''} of vLLM's model runner (its execute_model "
+               f"frames, median {duration(u.median_iteration_ns)}) ran" if u is not None
+               else "a serving engine's attention kernels ran")
         return Finding(SERVING_PHASES, None, "Serving loop: phase unknown", "low", 0, 0.0, (
-            "a serving engine's attention kernels ran, but no annotation of its iterations (vLLM execute_context_C"
+            f"{ran}, but no annotation of its iterations (vLLM execute_context_C"
             "(...)_generation_G(...), SGLang step[...], TensorRT-LLM _forward_step) is in the trace: the phase of "
             "its work is unknown; kernel names do not tell it (FlashInfer's decode kernel is named "
             "BatchPrefillWithPagedKVCache)",), (NO_PHASE_ADVICE,))
@@ -128,6 +135,7 @@ def serving_finding(p: ServingPhases, primary: str) -> Finding:
     k = top.kernels
     if k.kernel_ns:
         lines.append(mix_line(k, q, f" launched in {top.phase} iterations"))
+    lines += [tpot_line(ph) for ph in p.phases if ph.phase == DECODE]
     key = (top.phase, "small_steps" if primary in (LAUNCH_BOUND, HOST_BOUND, SYNC_BOUND) else primary)
     advice = [SERVING_ADVICE[key]] if key in SERVING_ADVICE else []
     if key == (DECODE, GPU_BOUND) and material(k.attention_ns, k.kernel_ns) and not k.attention_formats:
@@ -176,6 +184,7 @@ def add_serving_findings(rd: RankDiagnosis, ra: RankAnalysis) -> RankDiagnosis:
                     for f in findings]
     if c.serving is not None and ra.devices:
         findings.append(serving_finding(c.serving, rd.primary))
+        findings += iteration_findings(c.serving)
     return replace(rd, findings=tuple(findings))
 
 

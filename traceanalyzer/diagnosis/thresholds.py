@@ -164,3 +164,11 @@ FRAMES_NAMED = 3
 # fused attention kernel, compilation); and a run whose GEMMs already spend this share of their time in
 # 8-bit or narrower formats is never told to lower their precision.
 MATERIAL_GPU_SHARE = 0.2
+# Decode is GPU-bound (diagnosis/serving_iterations.py) when the GPU is busy at least this share of its
+# iterations' time (analyses/serving.py PhaseFigures.gpu_busy_share): then the class of kernel that takes most
+# of their kernel time sets the pace. The verdict benchmark's rule: a GPU busy 80% of the judged span is never
+# called host-bound.
+SERVING_GPU_BOUND_SHARE = 0.8
+# Sampling / logits processing and KV-cache writes and copies are no model math: at this share of a serving
+# phase's kernel time they are worth a lever of their own (a tenth of each iteration's GPU time).
+SERVING_AUX_KERNEL_SHARE = 0.1

@@ -501,7 +501,7 @@ def _accept_ranges(tasks: list[RangeTask], range_fn: Callable[[RangeTask], Range
             elif nxt in running:
                 try:
                     res = _unspill(running.pop(nxt).result())
-                except Exception:
+                except Exception:  # a worker process lost (killed, out of memory) or failed: decoded here instead
                     res = None
             if res is None or res.start != expected:
                 break

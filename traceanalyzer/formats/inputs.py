@@ -12,7 +12,18 @@ from ..inert import terminal
 from ..timeline import Timeline
 from ._base import ReadOptions
 from ._io import is_link_loop, resolved
-from .registry import COUNTER_LOG_SUFFIXES, COUNTERS, HOST, TRACE_SUFFIXES, file_kind, read_file, read_host_log
+from .registry import (
+    COUNTER_LOG_SUFFIXES,
+    COUNTERS,
+    HOST,
+    MAX_FOLDER_SNIFFS,
+    TRACE,
+    TRACE_SUFFIXES,
+    file_kind,
+    read_file,
+    read_host_log,
+    sniffed_kind,
+)
 
 
 @dataclass
@@ -32,8 +43,8 @@ def input_sets(paths: list[Path], options: ReadOptions | None = None,
     A file is itself. A directory is searched for a TensorBoard log-dir layout (`logdir`): the
     newest run by default, `options.run` to choose one, `all_runs` for one job per run; what was
     found and picked goes to `options.notify`. Without that layout a directory stands for every
-    trace-like file directly in it, in name order. Several inputs form one job (all_runs then
-    needs a single directory).
+    trace or counter log directly in it, found by content (`folder_files`), in name order. Several inputs
+    form one job (all_runs then needs a single directory).
     """
     from . import logdir as L
 
@@ -70,20 +81,36 @@ def input_sets(paths: list[Path], options: ReadOptions | None = None,
 
 
 def _plain_dir(p: Path, warnings: list[str]) -> list[Path]:
-    """Fallback without a log-dir layout: every trace-like file directly in the directory (symbolic
-    links that loop left out, counted in `warnings`)."""
+    """Fallback without a log-dir layout: every trace or counter log directly in the directory, found by
+    content (`folder_files`)."""
+    found = folder_files(p, warnings)
+    if not found:
+        raise InputError(p, "directory holds no trace files (Chrome-trace JSON, an XSpace or Perfetto protobuf, "
+                            "by content, whatever their names), no nvidia-smi logs and no TensorBoard log-dir "
+                            "layout (*.pt.trace.json[.gz], plugins/profile/<run>/)")
+    return found
+
+
+def folder_files(p: Path, warnings: list[str] | None = None) -> list[Path]:
+    """The files directly in a folder that stand for a job, in name order: those named like a trace (read,
+    or said to be unreadable, as any trace), and every other file whose content a trace or counter-log
+    reader's sniff accepts (`registry.sniffed_kind`: a `.csv` log, a trace without a suffix). Symbolic
+    links that loop are left out, and at most MAX_FOLDER_SNIFFS other files are sniffed; both are counted
+    in `warnings`. Host monitor logs are given with --host-log or beside a trace, not found in a folder."""
+    warnings = warnings if warnings is not None else []
     entries = sorted(p.iterdir())
-    loops = [f.name for f in entries if f.name.endswith(TRACE_SUFFIXES + COUNTER_LOG_SUFFIXES) and is_link_loop(f)]
+    loops = [f.name for f in entries if is_link_loop(f)]
     if loops:
         warnings.append(f"skipped {len(loops)} symbolic link(s) that loop in folder {p.name}: "
                         f"{', '.join(loops[:5])}")
-    found = sorted(f for f in entries if f.is_file() and f.name.endswith(TRACE_SUFFIXES))
-    found = sorted(found + _logs_in(p))  # counter logs in the folder go with its traces
-    if not found:
-        raise InputError(p, "directory holds no trace files (*.json, *.json.gz, *.xplane.pb), no "
-                            "nvidia-smi logs and no TensorBoard log-dir layout (*.pt.trace.json[.gz], "
-                            "plugins/profile/<run>/)")
-    return found
+    files = [f for f in entries if f.name not in loops and f.is_file()]
+    named = [f for f in files if f.name.endswith(TRACE_SUFFIXES)]
+    others = [f for f in files if not f.name.endswith(TRACE_SUFFIXES)]
+    if len(others) > MAX_FOLDER_SNIFFS:
+        warnings.append(f"folder {p.name}: only the first {MAX_FOLDER_SNIFFS} of its {len(others)} files not named "
+                        f"like a trace were read to see whether they are traces or logs")
+        others = others[:MAX_FOLDER_SNIFFS]
+    return sorted(named + [f for f in others if sniffed_kind(f) in (TRACE, COUNTERS)])
 
 
 def _label(paths: list[Path]) -> str:
@@ -209,5 +236,5 @@ def same_files(files: list[Path]) -> list[tuple[Path, Path]]:
     return pairs
 
 
-__all__ = ["InputSet", "JobInputs", "classify_inputs", "input_sets", "is_counter_log", "load_counter_logs",
-           "load_host_logs", "same_files"]
+__all__ = ["InputSet", "JobInputs", "classify_inputs", "folder_files", "input_sets", "is_counter_log",
+           "load_counter_logs", "load_host_logs", "same_files"]

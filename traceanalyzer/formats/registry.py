@@ -1,7 +1,8 @@
 """The readers' registry: one module per input format, each with `KIND` (what its files are in a job:
 a trace of ranks, a GPU counter log, a host monitor log), `sniff(head) -> bool` and
 `read(path, data, options) -> Timeline` (or `read_path(path, options)` for a reader that streams).
-A file's reader is picked by content, never by name.
+A file's reader is picked by content, never by name; a folder given as input is searched the same way
+(`sniffed_kind`, used by `inputs.folder_files`).
 
 To add a format: write a module with those three names and put it in `reader_modules()`'s order, before
 any reader whose sniff would also accept its files.
@@ -24,6 +25,9 @@ TRACE_SUFFIXES = (".json", ".json.gz", ".gz", ".xplane.pb", ".pftrace", ".perfet
 # Names a counter log found beside a trace (or in a trace directory) may have; content decides.
 COUNTER_LOG_SUFFIXES = (".log", ".csv", ".txt")
 _COUNTER_HEAD_BYTES = 4096  # what a counter log's sniff needs
+# Files of a folder given as input read for sniffing (their first 64 KiB each) beyond those named like a trace:
+# a folder of many unrelated files costs at most this many heads (the rest are skipped, and said so).
+MAX_FOLDER_SNIFFS = 1000
 
 
 def reader_modules() -> tuple[ModuleType, ...]:
@@ -56,6 +60,22 @@ def file_kind(path: Path) -> str:
         if reader.sniff(head if reader.KIND == HOST else head[:_COUNTER_HEAD_BYTES]):
             return str(reader.KIND)
     return TRACE
+
+
+def sniffed_kind(path: Path) -> str | None:
+    """What a file's content is by the first reader whose sniff accepts its head (TRACE, COUNTERS or HOST,
+    in sniffing order), or None when no reader accepts it or it cannot be read. How a folder given as
+    input is searched: a trace or log is found by content, whatever its name."""
+    if not path.is_file():
+        return None
+    try:
+        head = read_head(path)
+    except InputError:
+        return None
+    for reader in reader_modules():
+        if reader.sniff(head[:_COUNTER_HEAD_BYTES] if reader.KIND == COUNTERS else head):
+            return str(reader.KIND)
+    return None
 
 
 def read_file(path: Path, options: ReadOptions) -> Timeline:
@@ -125,5 +145,5 @@ def _looks_binary(sample: bytes) -> bool:
     return False
 
 
-__all__ = ["COUNTERS", "COUNTER_LOG_SUFFIXES", "HOST", "KINDS", "TRACE", "TRACE_SUFFIXES", "file_kind", "read_file",
-           "read_host_log", "reader_modules", "readers"]
+__all__ = ["COUNTERS", "COUNTER_LOG_SUFFIXES", "HOST", "KINDS", "MAX_FOLDER_SNIFFS", "TRACE", "TRACE_SUFFIXES",
+           "file_kind", "read_file", "read_host_log", "reader_modules", "readers", "sniffed_kind"]

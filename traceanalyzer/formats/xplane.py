@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from google.protobuf.message import DecodeError
 
 from ..errors import InputError
 from ..timeline import DeviceInfo, RankInfo, Source, Timeline
@@ -32,7 +31,6 @@ from ._tf_mapping import (
     number_gpu_planes,
     to_events,
 )
-from ._xplane_pb import XSpace
 
 FORMAT = "xplane"
 
@@ -61,6 +59,11 @@ def sniff(head: bytes) -> bool:
 
 
 def read(path: Path, data: bytes, options: ReadOptions) -> Timeline:
+    # protobuf is imported here, not with the module: the registry imports every reader to sniff a file
+    from google.protobuf.message import DecodeError
+
+    from ._xplane_pb import XSpace
+
     space = XSpace()
     try:
         space.ParseFromString(data)

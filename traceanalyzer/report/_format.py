@@ -18,7 +18,7 @@ MAX_CELL_CHARS = 160  # a Markdown cell
 WHOLE_LOG = "over the whole log"
 
 __all__ = ["MAX_CELL_CHARS", "WHOLE_LOG", "WIDTH", "clean", "fmt_ns", "fmt_pct", "fmt_pct_change", "fmt_pct_points",
-           "fmt_s", "fmt_us", "md", "rank_label", "rank_name", "step_source_text", "table", "wrap"]
+           "fmt_s", "fmt_us", "md", "rank_label", "rank_name", "serving_line", "step_source_text", "table", "wrap"]
 
 
 def fmt_ns(ns: float | None) -> str:
@@ -111,3 +111,96 @@ def step_source_text(source: object) -> str | None:
     if kind == "markers":
         return f"one step marker, the step: it holds {n} iterations detected from {basis}, {every}"
     return f"steps detected from {basis}, {every}{f' ({n} iterations)' if n else ''}"
+
+
+def serving_line(p: object) -> str:
+    """One serving phase (result.types.ServingPhaseRow) in one line: "decode: 10 iterations, median 76.6 ms, GPU busy
+    98.0%, 400 us scheduling between iterations (median), median batch 32, 2.4 ms per output token, 10 graph
+    replays" (definitions: serving_iterations). Every face says a phase with this line."""
+    n = getattr(p, "iterations", 0)
+    phase = clean(getattr(p, "phase", ""))
+    out = (f"{'unknown phase' if phase == 'unknown' else phase}: {n} iteration{'s' if n != 1 else ''}, median "
+           f"{fmt_us(getattr(p, 'median_iteration_us', None))}, GPU busy {fmt_pct(getattr(p, 'gpu_busy_share', None))}")
+    gap = getattr(p, "median_host_gap_us", None)
+    if gap is not None:
+        out += f", {fmt_us(gap)} scheduling between iterations (median)"
+    batch = getattr(p, "median_batch_size", None)
+    if batch is not None:
+        out += f", median batch {batch:g}"
+    per_token = getattr(p, "median_us_per_token", None)
+    if per_token is not None:
+        out += f", {fmt_us(per_token)} per output token"
+    replays = getattr(p, "graph_replays", 0)
+    if replays:
+        out += f", {replays} graph replay{'s' if replays != 1 else ''}"
+    return out
+
+
+# What each kind of critical-path segment (analyses/critical_path.py SEGMENT_KINDS) is called in prose.
+CRITICAL_PATH_WORDS = {
+    "kernel": "GPU kernels", "copy": "GPU copies", "host op": "host work", "launch": "launch calls",
+    "sync wait": "blocking calls", "peer wait": "waiting for", "idle": "untraced or idle time",
+}
+CRITICAL_PATH_PARTS = 4  # kinds named in the one line; the rest summed as "other"
+
+
+def critical_path_parts(cp: object) -> list[tuple[str, float, str]]:
+    """The median step's critical path by kind, largest first: (kind, share of the step, the longest segment's
+    name of that kind, "" when none is named), from a `CriticalPathResult` or its plain-data form."""
+    def get(obj: object, key: str) -> object:
+        return obj.get(key) if isinstance(obj, dict) else getattr(obj, key, None)
+
+    by_kind = get(cp, "by_kind_us")
+    step_us = get(cp, "step_us")
+    if not isinstance(by_kind, dict) or not isinstance(step_us, (int, float)) or step_us <= 0:
+        return []
+    longest: dict[str, tuple[float, str]] = {}
+    for seg in get(cp, "segments") or ():  # type: ignore[attr-defined]
+        kind, name = str(get(seg, "kind")), str(get(seg, "name") or "")
+        dur = get(seg, "duration_us") if isinstance(seg, dict) else us(getattr(seg, "dur_ns", 0))
+        if name and name != "(other)" and isinstance(dur, (int, float)) and dur > longest.get(kind, (0.0, ""))[0]:
+            longest[kind] = (float(dur), name)
+    parts = sorted(((str(k), min(float(v) / step_us, 1.0)) for k, v in by_kind.items()), key=lambda x: -x[1])
+    return [(k, share, longest.get(k, (0.0, ""))[1]) for k, share in parts]
+
+
+def critical_path_text(cp: object) -> str | None:
+    """One line: "the median step (step 3, 8.1 ms) is 62% GPU kernels (gemm), 30% host work (preprocess), 8%
+    waiting for rank 1". Plain text: each renderer escapes it. None without a path."""
+    parts = critical_path_parts(cp)
+    if not parts:
+        return None
+    named = [p for p in parts[:CRITICAL_PATH_PARTS] if p[1] >= 0.005]
+    words = []
+    for kind, share, name in named:
+        label = CRITICAL_PATH_WORDS.get(kind, kind)
+        if kind == "peer wait":
+            words.append(f"{share:.0%} {label} {name or 'other ranks'}")
+        else:
+            words.append(f"{share:.0%} {label}" + (f" ({inert.shorten(name, 80)})" if name else ""))
+    rest = sum(share for _, share, _ in parts) - sum(share for _, share, _ in named)
+    if rest >= 0.005:
+        words.append(f"{rest:.0%} other")
+    step = cp.get("step") if isinstance(cp, dict) else getattr(cp, "step", None)
+    step_us = cp.get("step_us") if isinstance(cp, dict) else getattr(cp, "step_us", None)
+    which = f"step {step}, " if step is not None else ""
+    what = "the median step" if step is not None else "the window"
+    return f"{what} ({which}{fmt_us(step_us)}) is " + ", ".join(words)
+
+
+def critical_path_strip(cp: object) -> list[tuple[str, float, str]]:
+    """The strip drawn under a rank's steps: (CSS class of the kind, width in % of the step, tooltip) per
+    segment of the median step's path, in path order (a `CriticalPathResult`). Plain text: escaped by jinja."""
+    segments = getattr(cp, "segments", None) or ()
+    step_us = getattr(cp, "step_us", None)
+    if not isinstance(step_us, (int, float)) or step_us <= 0:
+        return []
+    out = []
+    for seg in segments:
+        dur_us = us(seg.dur_ns) or 0.0
+        kind = str(seg.kind)
+        label = CRITICAL_PATH_WORDS.get(kind, kind)
+        name = f" · {inert.shorten(str(seg.name), 120)}" if seg.name else ""
+        out.append(("cp-" + kind.replace(" ", "-"), round(min(100.0 * dur_us / step_us, 100.0), 3),
+                    f"{label}{name} · {fmt_us(dur_us)}"))
+    return out

@@ -11,10 +11,11 @@ import orjson
 
 from .. import inert
 from ..causes import VERDICT_BY_ID
-from ..compare import STEP_BASES, WHOLE_CAPTURES, Comparison, Part, Side, StepTime, runs_text
+from ..compare import STEP_BASES, WHOLE_CAPTURES, Comparison, Part, PhaseChange, Side, StepTime, runs_text
 from ..units import format_bytes
+from . import DIFF_RENDERERS
 from ._format import WIDTH, clean, fmt_pct, fmt_pct_change, fmt_us, md, wrap
-from .base import Renderer, encoded, registry
+from .base import Renderer
 from .html import asset, template_env
 from .markdown import MAX_CHARS
 
@@ -150,6 +151,8 @@ def _markdown(c: Comparison, rows: dict[str, int]) -> str:
                        f"{_signed_us(p.delta_per_step_us)} | {share_text(p)} | {_signed_us(p.shift_per_step_us)} | "
                        f"{evidence_text(p)} |")
         out += ["", SHARE_NOTE, ""]
+    if c.serving:
+        out += ["### Serving iterations", ""] + [f"- {md(phase_change_line(p), 300)}" for p in c.serving] + [""]
     if c.kernels:
         out += [f"<details><summary>Kernel movers (time per {unit})</summary>", "",
                 "| kernel | base | head | change | |", "|---|---|---|---|---|"]
@@ -222,6 +225,16 @@ def _ranks_text(s: Side) -> str:
     return "rank " + ", ".join(str(r) for r in s.stragglers[:5]) + wait
 
 
+def phase_change_line(p: PhaseChange) -> str:
+    """A serving phase's median iteration, base -> head: "decode: median iteration 77.0 ms -> 70.0 ms (-9.1%), 10 vs
+    10 iterations"."""
+    change = f" ({fmt_pct_change(p.change)})" if p.change is not None else ""
+    base, head = (fmt_us(x) if x is not None else "none" for x in (p.base_median_iteration_us,
+                                                                   p.head_median_iteration_us))
+    return (f"{clean(p.phase)}: median iteration {base} -> {head}{change}, {p.base_iterations} vs "
+            f"{p.head_iterations} iterations")
+
+
 def render_diff_text(c: Comparison) -> str:
     st = c.step_time
     lines = wrap(c.title, "Change: ", "  ")
@@ -246,6 +259,8 @@ def render_diff_text(c: Comparison) -> str:
                      f"{format_bytes(c.head.peak_memory_bytes)}")
     if c.base.stragglers or c.head.stragglers:
         lines.append(f"stragglers {_ranks_text(c.base)} -> {_ranks_text(c.head)}")
+    for phase in c.serving:
+        lines += wrap(phase_change_line(phase), "serving ", "  ")
     if c.attribution:
         lines.append(f"change of the mean per {_unit(c)}, by part:")
     for p in c.attribution[:5]:
@@ -269,6 +284,7 @@ def render_diff_html(c: Comparison) -> str:
         c=c, verdict_labels={k: v.label for k, v in VERDICT_BY_ID.items()}, scale=scale,
         steps_scale=steps_scale, extra_rows=_side_rows(c), css=asset("report.css"),
         interval=interval_text(c.step_time), attribution_sentence=attribution_sentence(c),
+        serving_lines=[phase_change_line(p) for p in c.serving],
         shares={p.cause: share_text(p) for p in c.attribution},
         evidence={p.cause: evidence_text(p).replace("**", "") for p in c.attribution})
 
@@ -286,9 +302,4 @@ def _side_rows(c: Comparison) -> dict[str, list[tuple[str, str]]]:
     return rows
 
 
-RENDERERS: dict[str, Renderer[Comparison]] = registry(
-    Renderer("md", "md", encoded(render_diff_markdown)),
-    Renderer("json", "json", render_diff_json),
-    Renderer("html", "html", encoded(render_diff_html)),
-    Renderer("text", "txt", encoded(render_diff_text)),  # the terminal summary
-)
+RENDERERS: dict[str, Renderer[Comparison]] = DIFF_RENDERERS  # the registry lives in report/__init__.py

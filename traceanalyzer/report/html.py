@@ -30,6 +30,8 @@ from ..result.types import AnalysisData, GapBin, PlainData, to_data
 from ..units import format_bytes, format_rules
 from ._format import (
     WHOLE_LOG,
+    critical_path_strip,
+    critical_path_text,
     fmt_ns,
     fmt_pct,
     fmt_pct_change,
@@ -37,6 +39,7 @@ from ._format import (
     fmt_s,
     fmt_us,
     rank_label,
+    serving_line,
     step_source_text,
 )
 from .capture import no_gpu_text
@@ -50,6 +53,7 @@ HOST_LANES: dict[str, str] = {
     "ops": "host ops", "dataloader": "DataLoader wait", "sync": "sync calls", "copy": "copy calls",
 }
 TOP_FINDINGS = 3  # shown in full on the first screen; the rest are folded
+SERVING_BARS = 500  # serving iterations drawn in the chart (the first; the table lists every one the result keeps)
 V = TypeVar("V")
 
 
@@ -81,6 +85,9 @@ def template_env() -> jinja2.Environment:
     env.filters["rate"] = fmt_rate
     env.filters["code_spans"] = code_spans
     env.filters["step_source"] = step_source_text
+    env.filters["serving_line"] = serving_line
+    env.filters["critical_path"] = critical_path_text
+    env.filters["critical_path_strip"] = critical_path_strip
     env.globals["straggler_sentence"] = straggler_sentence
     env.filters["visible"] = inert.visible
     env.filters["by_key"] = by_key
@@ -212,6 +219,7 @@ _DEFINITION_SHOWN_WHEN: dict[str, Callable[[AnalysisData], bool]] = {
                     lambda a: any(r.host_memory or any(d.memory for d in r.devices) for r in a.ranks)),
     **dict.fromkeys(("host_metrics", "host_alignment", "during_dataloader_wait"), lambda a: bool(a.host_logs)),
     "input_split": lambda a: any(r.diagnosis and r.diagnosis.input_split for r in a.ranks),
+    "critical_path": lambda a: any(r.critical_path is not None for r in a.ranks),
     "host_loop": lambda a: bool(a.ranks) and not any(r.devices for r in a.ranks),  # the host-loop section
 }
 
@@ -227,5 +235,6 @@ def render_html(analysis: AnalysisData) -> str:
         report=analysis, diagnosis=analysis.diagnosis, page=page_data(analysis),
         definitions=shown_definitions(analysis),
         causes=CAUSES, verdicts=VERDICTS, palette=PALETTE, top_findings=TOP_FINDINGS, whole_log=WHOLE_LOG,
+        serving_bars=SERVING_BARS,
         css=asset("report.css"), js=asset("report.js"),
     )

@@ -15,7 +15,20 @@ from collections.abc import Iterable
 from .. import inert
 from ..causes import CAUSE_LIST, VERDICT_LIST
 from ..result.types import AnalysisData, DiagnosisResult, RankResult
-from ._format import WHOLE_LOG, fmt_ns, fmt_pct, fmt_pct_points, fmt_s, fmt_us, md, rank_name, step_source_text, table
+from ._format import (
+    WHOLE_LOG,
+    critical_path_text,
+    fmt_ns,
+    fmt_pct,
+    fmt_pct_points,
+    fmt_s,
+    fmt_us,
+    md,
+    rank_name,
+    serving_line,
+    step_source_text,
+    table,
+)
 from .capture import no_gpu_text
 from .host import host_markdown, throughput_figures
 from .memory import markdown_lines as memory_markdown
@@ -60,6 +73,7 @@ def _render(a: AnalysisData, rows: dict[str, int]) -> str:
     elif a.ranks:  # nvidia-smi logs alone have no trace figures: their own section says it all
         out += _headline_table(a, diag, rows["ranks"])
         out += _gaps(a, rows["gaps"])
+        out += _critical_path(a, rows["ranks"])
         out += memory_markdown(a, who)
     out += _counters(a)
     out += host_markdown(a)
@@ -217,6 +231,16 @@ def _gaps(a: AnalysisData, limit: int) -> list[str]:
             + table(header, (row for _, row in found), limit, len(found), "gaps"))
 
 
+def _critical_path(a: AnalysisData, limit: int) -> list[str]:
+    """One line per rank: what its median step's critical path is made of (definitions `critical_path`)."""
+    lines = []
+    for r in a.ranks[:limit]:
+        text = critical_path_text(r.critical_path) if r.critical_path is not None else None
+        if text:
+            lines.append(f"- rank {who(r)}: {md(text, 400)}")
+    return ["#### Critical path", ""] + lines + [""] if lines else []
+
+
 def _details(a: AnalysisData, rows: dict[str, int]) -> list[str]:
     out: list[str] = []
     for r in a.ranks[: rows["ranks"]]:
@@ -235,6 +259,7 @@ def _details(a: AnalysisData, rows: dict[str, int]) -> list[str]:
                          ([str(s.step), fmt_us(s.duration_us), fmt_us(s.gpu_busy_us),
                            fmt_us(s.memcpy_us), fmt_us(s.dataloader_wait_us), fmt_us(s.idle_us)]
                           for s in r.per_step), rows["steps"], len(r.per_step), "steps")
+        out += _serving(r, rows["steps"])
         out += _operators(r, rows["kernels"])
         for d in r.devices:
             if d.top_kernels:
@@ -276,6 +301,21 @@ def _details(a: AnalysisData, rows: dict[str, int]) -> list[str]:
                  rows["inputs"], len(inputs), "inputs")
     if a.warnings:
         out += [f"- {md(w, 300)}" for w in a.warnings[: rows["warnings"]]] + [""]
+    return out
+
+
+def _serving(r: RankResult, limit: int) -> list[str]:
+    """A serving engine's iterations: one line per phase, then the iterations (definitions: serving_iterations)."""
+    sv = r.serving
+    if sv is None:
+        return []
+    out = [f"#### Serving iterations, rank {who(r)}", ""] + [f"- {md(serving_line(p), 400)}" for p in sv.phases] + [""]
+    out += table(["#", "phase", "batch", "tokens", "start", "duration", "GPU busy", "host gap before", "graph replays"],
+                 ([str(i), md(x.phase), "–" if x.batch_size is None else str(x.batch_size),
+                   "–" if x.tokens is None else str(x.tokens), fmt_us(x.start_us), fmt_us(x.duration_us),
+                   fmt_us(x.gpu_busy_us), "–" if x.host_gap_before_us is None else fmt_us(x.host_gap_before_us),
+                   str(x.graph_replays)] for i, x in enumerate(sv.iterations)),
+                 limit, len(sv.iterations) + sv.iterations_omitted, "iterations")
     return out
 
 

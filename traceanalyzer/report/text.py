@@ -12,7 +12,19 @@ from pathlib import Path
 from .. import inert
 from ..causes import VERDICT_BY_ID
 from ..result.types import AnalysisData, DeviceResult, DiagnosisResult, RankResult
-from ._format import WHOLE_LOG, WIDTH, clean, fmt_pct, fmt_pct_points, fmt_s, fmt_us, rank_label, step_source_text, wrap
+from ._format import (
+    WHOLE_LOG,
+    WIDTH,
+    clean,
+    fmt_pct,
+    fmt_pct_points,
+    fmt_s,
+    fmt_us,
+    rank_label,
+    serving_line,
+    step_source_text,
+    wrap,
+)
 from .capture import no_gpu_line
 from .host import host_text
 from .memory import text_lines as memory_text_lines
@@ -55,6 +67,8 @@ def render_text(analysis: AnalysisData) -> str:
             lines += wrap(no_gpu_line(r), "  ", "    ")
         for d in r.devices:
             lines.extend(_device_lines(d))
+        for p in r.serving.phases if r.serving else ():
+            lines += wrap(serving_line(p), "  serving ", "    ")
         if len(ranks) == 1:  # many ranks: the summary stays short (the report has every rank's operators)
             lines.extend(_operator_lines(r))
     if len(ranks) > MAX_RANKS_SHOWN:

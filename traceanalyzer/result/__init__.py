@@ -14,7 +14,16 @@ from typing import Any
 
 import pandas as pd
 
-from .frames import devices_frame, findings_frame, frames_frame, gaps_frame, kernels_frame, ops_frame, steps_frame
+from .frames import (
+    devices_frame,
+    findings_frame,
+    frames_frame,
+    gaps_frame,
+    iterations_frame,
+    kernels_frame,
+    ops_frame,
+    steps_frame,
+)
 from .types import SCHEMA, AnalysisData, ResultFormatError, from_data, migrate
 
 
@@ -95,6 +104,11 @@ class Analysis(AnalysisData):
         """One row per rank and user Python frame (innermost, `file:line function`; traces recorded with
         `with_stack=True`): its time on the host and during host-compute / unexplained GPU idle (us)."""
         return frames_frame(self)
+
+    def iterations(self) -> pd.DataFrame:
+        """One row per rank and serving-engine iteration (`serving.iterations`): phase, batch size, tokens, start,
+        duration, GPU busy, bubbles, host gap before (us), graph replays."""
+        return iterations_frame(self)
 
     def findings(self) -> pd.DataFrame:
         """One row per rank and finding: id, cause, severity, time explained, share, title."""

@@ -89,8 +89,28 @@ def rank_result(r: RankAnalysis, dr: RankDiagnosis | None, number: int | None, t
         step_source=_step_source(r),
         capture=_capture(r),
         operators=operator_view(r),
+        critical_path=_critical_path(r),
         drawing=R.RankDrawing(timeline, {"per_step": _per_step_chart(per_step, dr)}, memory_series),
+        serving=serving_result(r),
     )
+
+
+def serving_result(r: RankAnalysis) -> R.ServingResult | None:
+    """The rank's serving iterations and phases (analyses/serving.py) in the report's units; None when no
+    annotation of an engine names an iteration."""
+    sp = r.causes.serving if r.causes is not None else None
+    if sp is None or not sp.all_phases:
+        return None
+    w0 = r.window.start_ns
+    rows = tuple(R.IterationRow(i.phase, i.batch_size, i.tokens, _us0(i.start_ns - w0), _us0(i.duration_ns),
+                                _us0(i.gpu_busy_ns), _us0(i.gpu_bubble_ns), _us(i.host_gap_before_ns), i.graph_replays)
+                 for i in sp.iterations)
+    phases = tuple(R.ServingPhaseRow(p.phase, p.iterations, _us0(p.median_iteration_ns), _us0(p.span_ns),
+                                     _us0(p.gpu_busy_ns), _frac(p.gpu_busy_share), _us0(p.gpu_bubble_ns),
+                                     _us(p.median_host_gap_ns), _us0(p.host_gap_ns), p.graph_replays,
+                                     p.median_batch_size, _us(p.median_ns_per_token))
+                   for p in sp.all_phases)
+    return R.ServingResult(sp.sources, phases, rows, sp.iterations_omitted)
 
 
 def operator_view(r: RankAnalysis) -> R.OperatorView | None:
@@ -111,6 +131,16 @@ def operator_view(r: RankAnalysis) -> R.OperatorView | None:
     return R.OperatorView(ops, kernels, frames, bool(fr and fr.has_stacks), o.ops_omitted, o.kernels_omitted,
                           fr.omitted if fr else 0, _us(o.steps_ns), _us(o.idle_ns) if r.devices else None,
                           _us(fr.idle_ns) if fr and r.devices else None)
+
+
+def _critical_path(r: RankAnalysis) -> R.CriticalPathResult | None:
+    """The rank's median step's critical path (definitions `critical_path`), in the report's units."""
+    cp = r.critical_path
+    step = cp.median_step() if cp is not None else None
+    if cp is None or step is None or step.dur_ns <= 0:
+        return None
+    return R.CriticalPathResult(step.step, _us0(step.dur_ns), step.segments,
+                                {k: _us0(ns) for k, ns in step.by_kind_ns}, dict(cp.assumptions))
 
 
 def _step_source(r: RankAnalysis) -> R.StepSourceResult | None:

@@ -50,6 +50,19 @@ FIGURES: dict[str, str] = {
         "multi-process); not python stack frames and not anything that merely mentions "
         "\"DataLoader\". TensorFlow: the training thread blocked in `IteratorGetNext`."
     ),
+    "critical_path": (
+        "The chain of dependent work that sets the median step's length, found from what the trace holds: each "
+        "launching thread's time in order, each launch call to the GPU work it enqueued (CUDA-graph launches to "
+        "their replayed kernels), each stream's order, an event record to the stream made to wait on it, and "
+        "each blocking call (synchronize, a blocking copy, `.item()`) to the GPU work it waited for. Walking "
+        "back from the step's end along whatever set each start and end gives segments that add up to the "
+        "step: host op (time in an operator, annotation or runtime call), launch (a launch call and the "
+        "latency to its work's start), kernel, copy, sync wait (a blocking call's own time), peer wait (another "
+        "rank's work a collective waited for, when the ranks are figured together) and idle (a launching thread "
+        "outside every recorded event, or a stream's unexplained gap). Work that runs beside the path (another "
+        "stream, work nothing waits for within the step) is not on it: shortening it does not shorten the step. "
+        "Where the trace lacks an edge an assumption stands in, named with how often it did."
+    ),
     "step_source": (
         "Where a rank's steps come from. `markers`: step spans the trace records, one step per marker "
         "(even a single one); with a single marker, the iterations found inside it as below are reported "
@@ -90,6 +103,25 @@ FIGURES: dict[str, str] = {
         "union of wait ranges inside the span; idle = duration - GPU busy; communication = union "
         "of communication kernels inside the span; exposed communication = the part of it with no "
         "other GPU work running."
+    ),
+    "serving_iterations": (
+        "A serving engine's iterations, from its own annotations only (vLLM `execute_context_C(...)_generation_G"
+        "(...)`, SGLang `step[MODE bs=B ...]`, TensorRT-LLM `_forward_step N: C ctx reqs, G gen reqs`, host ranges "
+        "named prefill / decode; the innermost range where they nest), never from kernel names; without them, vLLM's "
+        "model-runner `execute_model` Python frames, of unknown phase. Phase: decode (decode requests only), "
+        "prefill (prefill requests only), mixed (both) or unknown; batch size = the requests the annotation writes, "
+        "tokens = its query tokens. The GPU work (kernels, copies, memsets) of an iteration is "
+        "the work whose launch call starts inside its range; a CUDA-graph replay's nodes share the correlation of "
+        "the graph launch, so a replay belongs to the iteration that launched it. Duration = from the range's start "
+        "to the later of its end and the end of its GPU work; GPU busy = the union of its GPU work from the range's "
+        "start (at most its duration); bubbles = idle between its first GPU work's start and its last's end; host "
+        "gap before = time with no GPU work of the rank at all from the previous iteration's last GPU work end "
+        "(its range end when it had none) to this one's first GPU work start (its range start when none): the "
+        "engine scheduling the next batch. Per phase: iterations, median duration, GPU busy share = summed busy / "
+        "summed duration, median host gap before (iterations after the first), graph replays, and for decode with "
+        "batch sizes the median of duration / batch size (the GPU timeline's time per output token of the batch; "
+        "each request gets one token per decode iteration, so the decode iteration's duration is its time per "
+        "output token). The first 2000 iterations are listed; the phases count them all."
     ),
     "top_kernels": (
         "Kernels that start inside the window, grouped by name: count, summed duration, mean "

@@ -37,6 +37,8 @@ OP_COLUMNS = ["rank", "name", "kind", "count", "total_us", "self_us", "per_step_
 FRAME_COLUMNS = ["rank", "frame", "host_us", "idle_us"]
 FINDING_COLUMNS = ["rank", "id", "cause", "cause_label", "severity", "explains_us", "share_of_idle",
                    "share_of_window", "gaps", "title", "top_host_op"]
+ITERATION_COLUMNS = ["rank", "phase", "batch_size", "tokens", "start_us", "duration_us", "gpu_busy_us", "gpu_bubble_us",
+                     "host_gap_before_us", "graph_replays"]
 DEVICE_COLUMNS = ["rank", "device", "name", "window_us", "gpu_busy_us", "gpu_idle_fraction", "kernel_us",
                   "memcpy_us", "memcpy_share_of_busy", "communication_us", "exposed_communication_us", "gaps",
                   "gaps_total_us", "memory_peak_allocated_bytes", "memory_peak_reserved_bytes", "memory_total_bytes",
@@ -94,6 +96,17 @@ def frames_frame(a: Analysis) -> pd.DataFrame:
     rows = [{"rank": rank_name(r), "frame": f.frame, "host_us": f.host_us, "idle_us": f.idle_us} for r in a.ranks
             if r.operators for f in r.operators.frames]
     return pd.DataFrame(rows, columns=FRAME_COLUMNS)
+
+
+def iterations_frame(a: Analysis) -> pd.DataFrame:
+    """One row per rank and serving-engine iteration the result lists (`serving.iterations`)."""
+    rows = [{"rank": rank_name(r), **{c: getattr(x, c) for c in ITERATION_COLUMNS[1:]}} for r in a.ranks
+            if r.serving for x in r.serving.iterations]
+    for r in a.ranks:
+        if r.serving and r.serving.iterations_omitted:
+            warnings.warn(f"{rank_name(r)}: {r.serving.iterations_omitted} later iterations are not in the result "
+                          f"(it lists the first {len(r.serving.iterations)}; its phases count them all)", stacklevel=3)
+    return pd.DataFrame(rows, columns=ITERATION_COLUMNS)
 
 
 def findings_frame(a: Analysis) -> pd.DataFrame:

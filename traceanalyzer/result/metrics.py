@@ -8,7 +8,9 @@ stored figures and history (serve/) all read them here, so a run has one step ti
 `step_time_median_us`, made by `result/build.summary` from `analyses/throughput.py`.
 
 The figures not in the summary (exposed communication over the GPUs' windows, the largest GPU memory
-peak) are computed here, once, from the ranks' devices, so saved reports of every schema have them.
+peak) are computed here, once, from the ranks' devices, so saved reports of every schema have them. The
+steady steps (`job_steps`) are also where `diff`'s per-step means and parts come from (`steady_step_mean`).
+docs/architecture.md says, for every metric, where it is made and where it is defined in words.
 docs/ci.md and docs/figures.md list the registry (`python docs/_generate.py`).
 """
 
@@ -89,6 +91,17 @@ def job_steps(a: AnalysisData) -> tuple[list[int], np.ndarray]:
     return job_step_durations([{s.step: s.duration_us for s in r.per_step} for r in a.ranks], warmup)
 
 
+def steady_step_mean(a: AnalysisData, field: str, steps: list[int] | None = None) -> float | None:
+    """The mean per step of a step row's figure (`StepRow.<field>`: "idle_us", "gpu_busy_us", ...) over the
+    run's steady job steps (`job_steps`: the steps its step time is the median of) and every rank with steps;
+    None without such steps. `diff`'s "GPU idle / step" and the like are this."""
+    if steps is None:
+        steps = job_steps(a)[0]
+    keep = set(steps)
+    xs = [float(getattr(s, field)) for r in a.ranks for s in r.per_step if s.step in keep]
+    return float(np.mean(xs)) if xs else None
+
+
 METRICS: tuple[Metric, ...] = (
     Metric("step_time_ms", "median step time", MS, True,
            "the median job step, ms: over steady steps (present on every rank with steps, warm-up left out), "
@@ -138,4 +151,4 @@ def values(a: AnalysisData, digits: int = 9) -> dict[str, float | None]:
 
 
 __all__ = ["BY_KEY", "METRICS", "VERDICT", "Category", "Metric", "exposed_communication_fraction", "job_steps",
-           "peak_gpu_memory_bytes", "step_time_ms", "step_time_stats", "value", "values"]
+           "peak_gpu_memory_bytes", "steady_step_mean", "step_time_ms", "step_time_stats", "value", "values"]

@@ -38,6 +38,7 @@ from typing import Any, Union
 
 # the figures held as computed (`EDGE`), part of this interface: faces import them from here
 from ..analyses.collectives_job import RankComm as RankComm
+from ..analyses.critical_path import Segment as Segment
 from ..analyses.figures import CopyDirection as CopyDirection
 from ..analyses.figures import GapBin as GapBin
 from ..analyses.figures import KernelRow as KernelRow
@@ -325,6 +326,20 @@ class CaptureResult:
     note: str | None = None
 
 
+# --- critical path (issue #44) ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CriticalPathResult:
+    """The critical path of the rank's median step (definitions `critical_path`): its segments in path order,
+    whose durations add up to the step; the time on it per kind; the assumptions that stood in for edges the
+    trace does not hold, with how many times each did."""
+
+    step: int | None  # the step's number; None: the window (no steps)
+    step_us: float
+    segments: tuple[Segment, ...]  # kind, name, duration_us (the longest kept, the rest one "(other)" per kind)
+    by_kind_us: dict[str, float]  # kind -> time on the path, the kinds present only
+    assumptions: dict[str, int] = field(default_factory=dict)
+
+
 # --- CUDA graphs (issue: traces of 2026) ----------------------------------------------------------------
 @dataclass(frozen=True)
 class GraphRow:
@@ -383,6 +398,50 @@ class DeviceResult:
     trace_counters: tuple[TraceCounterSummary, ...] = ()  # counters the trace recorded for this device
 
 
+# --- serving engines' iterations (analyses/serving.py) ----------------------------------------------------
+@dataclass(frozen=True)
+class IterationRow:
+    """One iteration of a serving engine, from its own annotation (definitions: serving_iterations)."""
+
+    phase: str  # prefill, decode, mixed, or unknown (a model-runner range: no annotation names the phase)
+    batch_size: int | None  # requests in the batch, where the annotation writes them
+    tokens: int | None  # query tokens, likewise
+    start_us: float  # its host range's start, from the rank's window start
+    duration_us: float  # range start to the later of its end and its GPU work's end
+    gpu_busy_us: float  # union of the GPU work launched inside it (graph replays included), within its span
+    gpu_bubble_us: float  # idle between its first GPU work's start and its last's end
+    host_gap_before_us: float | None  # no GPU work from the previous iteration's work end to this one's start
+    graph_replays: int
+
+
+@dataclass(frozen=True)
+class ServingPhaseRow:
+    """One phase's iterations: counts, sums and medians over all of them (definitions: serving_iterations)."""
+
+    phase: str
+    iterations: int
+    median_iteration_us: float
+    iteration_us: float  # summed durations
+    gpu_busy_us: float  # summed GPU busy (each within its iteration)
+    gpu_busy_share: float | None  # gpu_busy_us / iteration_us
+    gpu_bubble_us: float
+    median_host_gap_us: float | None  # over its iterations that follow another
+    host_gap_us: float
+    graph_replays: int
+    median_batch_size: float | None  # where every iteration writes it
+    median_us_per_token: float | None  # decode: median of duration / batch size
+
+
+@dataclass(frozen=True)
+class ServingResult:
+    """A serving engine's iterations (`serving.iterations`, the first MAX_ITERATION_ROWS) and its phases."""
+
+    sources: tuple[str, ...]  # annotation families read (analyses/serving.py SOURCE_WORDS)
+    phases: tuple[ServingPhaseRow, ...]
+    iterations: tuple[IterationRow, ...]
+    iterations_omitted: int = 0
+
+
 @dataclass(frozen=True)
 class RankDrawing:
     """What the page draws for one rank (presentation, bounded): times in us from the rank's window start."""
@@ -413,7 +472,9 @@ class RankResult:
     step_source: StepSourceResult | None = None  # where the steps came from (None: read before this was recorded)
     operators: OperatorView | None = None  # top host operators, kernels with their launchers, Python frames
     capture: CaptureResult | None = None  # completeness of the capture (truncation)
+    critical_path: CriticalPathResult | None = None  # the median step's critical path (None: no window)
     drawing: RankDrawing | None = None  # presentation only; None when saved without drawing
+    serving: ServingResult | None = None  # a serving engine's annotated iterations (None: none annotated)
 
 
 @dataclass(frozen=True)
@@ -744,6 +805,7 @@ class Key:
 # The figure types the result holds as they are (no twin in this file): their JSON keys, in the order written.
 # Each field of such a type has one key that is not derived (tests/test_schema.py checks it).
 EDGE: dict[type, tuple[Key, ...]] = {
+    Segment: (Key("kind", "kind"), Key("name", "name"), Key("duration_us", "dur_ns", ns=True)),
     KernelRow: (Key("name", "name"), Key("count", "count"), Key("total_us", "total_ns", ns=True),
                 Key("mean_us", "mean_ns", ns=True, derived=True), Key("communication", "comm")),
     GapBin: (Key("from_us", "lo_ns", ns=True), Key("to_us", "hi_ns", ns=True), Key("count", "count"),

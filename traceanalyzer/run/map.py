@@ -45,7 +45,7 @@ def _collectives(tl: Timeline, rank: int) -> Any:
 PARALLEL_MIN_BYTES = 64 * 1024 * 1024
 
 def _workers(tl: Timeline, rank: int) -> Any:
-    from .workers import worker_facts
+    from ..analyses.workers import worker_facts
 
     return worker_facts(tl, rank)
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import functools
 import hashlib
 import json
 import math
@@ -32,6 +33,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 
 from . import history as hist
 from . import sessions
+from .blobs import blobs_of
 from .jobs import JobRunner
 from .settings import Settings, instance_name
 from .store import Actor, Store, TokenInfo
@@ -158,7 +160,7 @@ class Context:
         self.db = Store(settings.database_url)
         self.runner = JobRunner(settings, self.db)
         self.env = _templates()
-        self.reports = hist.Reports(settings.reports)
+        self.reports = hist.Reports(functools.partial(blobs_of(settings).report, name="report.json"))
         self.histories = hist.HistoryCache()
         self.last_db_log = 0.0
         self.throttle = Throttle(limit=settings.max_failures)

@@ -65,8 +65,14 @@ class Unavailable:
         import errno
         import sys
 
+        from .blobs import BlobUnavailable
         from .jobs import is_db_error
 
+        if isinstance(exc, BlobUnavailable):  # nothing was recorded: the client tries again
+            print(f"traceanalyzer serve: {exc}", file=sys.stderr)
+            resp = self.ctx.error_response(request, 503, "the trace store is unavailable: try again shortly")
+            resp.headers["Retry-After"] = str(RETRY_AFTER_S)
+            return resp
         if is_db_error(exc):
             now = time.monotonic()
             if now - self.ctx.last_db_log > 5:

@@ -64,8 +64,8 @@ def compare_runs(bases: Sequence[AnalysisData], heads: Sequence[AnalysisData], t
 class Reports:
     """The saved analyses of runs, loaded on demand and a few kept (a history's attributions reuse them)."""
 
-    def __init__(self, reports: Path, keep: int = 24) -> None:
-        self.reports = reports
+    def __init__(self, path_of: Callable[[str], Path | None], keep: int = 24) -> None:
+        self.path_of = path_of  # a run's report.json (blobs.py), None when missing
         self.keep = keep
         self._cache: OrderedDict[str, AnalysisData] = OrderedDict()
         self._lock = Lock()
@@ -77,7 +77,10 @@ class Reports:
             if run_id in self._cache:
                 self._cache.move_to_end(run_id)
                 return self._cache[run_id]
-        a = load(self.reports / run_id / "report.json")
+        path = self.path_of(run_id)
+        if path is None:
+            raise FileNotFoundError(f"the report of run {run_id} is missing from the store")
+        a = load(path)
         with self._lock:
             self._cache[run_id] = a
             while len(self._cache) > self.keep:

@@ -48,9 +48,9 @@ from typing import Any, TypeVar
 
 from ..processes import pid_alive
 from ..units import format_bytes
+from .blobs import BlobUnavailable, blobs_of
 from .settings import Settings
 from .store import Claim, Store
-from .uploads import blob_path
 
 RETRIED_SIGNALS = (signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 EXIT_FAILED = 2  # the child wrote its one-line error
@@ -206,15 +206,25 @@ class JobRunner:
         run_id = job.run_id
         work = s.work / f"{job.id}-{job.tries}"
         shutil.rmtree(work, ignore_errors=True)
+        blobs = blobs_of(s)
         try:
             work.mkdir(parents=True)
             spec = {
-                "files": [[str(blob_path(s.traces, f.sha256)), f.name, f.kind] for f in self.store.files(run_id)],
+                "files": [[str(blobs.local_trace(f.sha256, work)), f.name, f.kind] for f in self.store.files(run_id)],
                 "work": str(work), "out": str(s.reports / run_id), "error": str(work / "error.txt"),
                 "max_unpacked": s.max_unpacked_bytes, "max_members": s.max_members, "memory": s.job_memory_bytes,
                 "scheduler": s.scheduler,
             }
             (work / "spec.json").write_text(json.dumps(spec))
+        except BlobUnavailable as exc:  # the object store is away: the job waits for it, its try not counted
+            shutil.rmtree(work, ignore_errors=True)
+            print(f"traceanalyzer serve: job {job.id}: {exc}; queued again in {s.blob_retry_s:g} s", file=sys.stderr)
+            self._persist(lambda: self.store.requeue(job, count_try=False, delay_s=s.blob_retry_s))
+            return
+        except KeyError:  # removed from the store (--keep-traces) before it was analysed
+            shutil.rmtree(work, ignore_errors=True)
+            self._persist(lambda: self.store.finish(job, run_id, "this run's trace was removed before its analysis"))
+            return
         except OSError as exc:
             shutil.rmtree(work, ignore_errors=True)
             if exc.errno != errno.ENOSPC:
@@ -279,8 +289,17 @@ class JobRunner:
                 pass
         elif rc == 0:
             headline = json.loads((s.reports / run_id / "headline.json").read_text())
+            try:
+                blobs_of(s).put_report(run_id, s.reports / run_id)
+            except BlobUnavailable as exc:  # analysed again once the store is back, the try not counted
+                shutil.rmtree(s.reports / run_id, ignore_errors=True)
+                print(f"traceanalyzer serve: job {job.id}: {exc}; queued again in {s.blob_retry_s:g} s",
+                      file=sys.stderr)
+                self._persist(lambda: self.store.requeue(job, count_try=False, delay_s=s.blob_retry_s))
+                return
             metrics = headline.get("metrics")  # (an older version's process also wrote two of them apart)
-            finish(None, {"verdict": headline.get("verdict")}, metrics)
+            self._persist(lambda: self.store.finish(job, run_id, None, {"verdict": headline.get("verdict")}, metrics,
+                                                    headline.get("files")))
             if metrics is None:  # an analysis process of an older version (an upgrade mid-job): from the JSON
                 backfill_metrics(s, self.store)
         elif rc == EXIT_NO_SPACE:
@@ -314,23 +333,34 @@ def _stderr_tail(path: Path, root: str, limit: int = 600) -> str:
 
 
 def remove_run_files(settings: Settings, store: Store, run_id: str, shas: list[str]) -> None:
-    """A removed run's report, and its trace files that no run uses (checked again under the lock)."""
+    """A removed run's report, and its trace files that no run uses (checked again under the lock). With
+    the object store away, what is left is removed by the next start's sweep (`clean_leftovers`)."""
+    blobs = blobs_of(settings)
     shutil.rmtree(settings.reports / run_id, ignore_errors=True)
-    for sha in shas:
-        path = blob_path(settings.traces, sha)
-        store.drop_blob(sha, functools.partial(path.unlink, missing_ok=True))
+    try:
+        blobs.drop_report(run_id)
+        for sha in shas:
+            store.drop_blob(sha, functools.partial(blobs.drop_trace, sha))
+    except BlobUnavailable as exc:
+        print(f"traceanalyzer serve: run {run_id} removed, its objects left for later: {exc}", file=sys.stderr)
 
 
 def backfill_metrics(settings: Settings, store: Store, limit: int = 1000) -> int:
     """The history's figures of runs analysed before they were extracted (migration 0002), from their
-    saved JSON; a run whose report is missing or unreadable gets an empty set (it is not tried again)."""
+    saved JSON; a run whose report is missing or unreadable gets an empty set (it is not tried again).
+    Also their files' facts (migration blob_0006: facts.py)."""
     from ..pipeline import load
+    from .facts import backfill_file_facts
     from .history import metrics_of
 
+    backfill_file_facts(store, functools.partial(blobs_of(settings).report, name="report.json"), limit)
     done = 0
     for run_id in store.runs_without_metrics(limit):
         try:
-            metrics = metrics_of(load(settings.reports / run_id / "report.json"))
+            path = blobs_of(settings).report(run_id, "report.json")
+            metrics = metrics_of(load(path)) if path is not None else {}
+        except BlobUnavailable:  # the object store is away: the rest at the next start
+            break
         except Exception:
             metrics = {}
         store.set_metrics(run_id, metrics or {"step_time_ms": None})
@@ -370,11 +400,13 @@ def clean_leftovers(settings: Settings, store: Store) -> int:
             if side.name.split(".tmp")[0] not in running:
                 shutil.rmtree(side, ignore_errors=True)
     used = store.all_shas()
-    for sub in settings.traces.iterdir():
-        if sub.is_dir():
-            for f in sub.iterdir():
-                if sub.name + f.name not in used:
-                    store.drop_blob(sub.name + f.name, functools.partial(f.unlink, missing_ok=True))
+    blobs = blobs_of(settings)
+    try:
+        for sha in blobs.trace_shas():
+            if sha not in used:
+                store.drop_blob(sha, functools.partial(blobs.drop_trace, sha))
+    except BlobUnavailable as exc:
+        print(f"traceanalyzer serve: unused traces not swept: {exc}", file=sys.stderr)
     return released
 
 
@@ -420,10 +452,10 @@ def remove_old_traces(settings: Settings, store: Store) -> int:
         return 0
     removed = 0
     cutoff = time.time() - settings.keep_traces_s
+    blobs = blobs_of(settings)
     for sha in store.stale_shas(cutoff):
-        path = blob_path(settings.traces, sha)
-        if path.exists() and store.drop_blob(sha, functools.partial(path.unlink, missing_ok=True),
-                                              unused_since=cutoff):
+        if blobs.has_trace(sha) and store.drop_blob(sha, functools.partial(blobs.drop_trace, sha),
+                                                    unused_since=cutoff):
             removed += 1
     return removed
 
@@ -498,6 +530,7 @@ def child_main(spec_path: str) -> int:
         import traceanalyzer as ta
         from traceanalyzer.result.metrics import VERDICT
 
+        from .facts import file_facts
         from .history import metrics_of
         from .uploads import UploadError
 
@@ -519,7 +552,8 @@ def child_main(spec_path: str) -> int:
             (side / "report.html").write_text(saved.to_html(), "utf-8")
             (side / "report.md").write_text(saved.to_markdown(), "utf-8")
             # the run's metrics (result/metrics.py), stored once (run_metrics); the verdict on the run's row
-            headline: dict[str, Any] = {"verdict": VERDICT.of(saved), "metrics": metrics_of(saved)}
+            headline: dict[str, Any] = {"verdict": VERDICT.of(saved), "metrics": metrics_of(saved),
+                                        "files": file_facts(saved, inputs, [kind for _, _, kind in spec["files"]])}
             (side / "headline.json").write_text(json.dumps(headline))
             shutil.rmtree(out, ignore_errors=True)
             os.replace(side, out)

@@ -85,6 +85,9 @@ run_files = sa.Table(
     sa.Column("name", sa.String(255), nullable=False),
     sa.Column("size_bytes", sa.BigInteger, nullable=False),
     sa.Column("kind", sa.String(16), nullable=False),
+    # what the run page shows without reading the file, written when its analysis finishes (migration blob_0006)
+    sa.Column("format", sa.String(32), nullable=True),  # the reader the analysis used (kineto, pftrace, ...)
+    sa.Column("perfetto", sa.Boolean, nullable=True),  # the Perfetto UI opens the file as stored
 )
 run_metrics = sa.Table(  # one row per run and figure, written when its analysis is done (migration 0002)
     "run_metrics", metadata,
@@ -148,6 +151,12 @@ oidc_policies = sa.Table(  # who may exchange a CI job's OIDC token for a short-
     sa.Column("ttl_s", sa.Float, nullable=False),  # life of the tokens it gives
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("created_by", sa.String(100), nullable=True),
+)
+
+counters = sa.Table(  # the service's counters for /metrics, one row each (migration blob_0006)
+    "counters", metadata,
+    sa.Column("name", sa.String(64), primary_key=True),
+    sa.Column("value", sa.BigInteger, nullable=False),
 )
 
 STATUSES = ("queued", "running", "done", "failed", "canceled")
@@ -224,6 +233,8 @@ class StoredFile:
     name: str  # for display only (sanitised); never a path on the server
     size_bytes: int
     kind: str  # file | gzip | zip | tar | tar.gz
+    format: str | None = None  # the reader its analysis used; None before (or for an archive)
+    perfetto: bool | None = None  # the Perfetto UI opens it as stored; None: not known yet
 
 
 class Store:
@@ -378,6 +389,8 @@ class Store:
             c.execute(run_files.insert(), [dict(run_id=run_id, position=i, sha256=f.sha256, name=f.name,
                                                 size_bytes=f.size_bytes, kind=f.kind) for i, f in enumerate(files)])
             c.execute(jobs.insert().values(run_id=run_id, status="queued", tries=0, queued_at=now))
+            self.bump(c, "uploads", 1)
+            self.bump(c, "upload_bytes", sum(f.size_bytes for f in files))
             if actor is not None:
                 names = ", ".join(f.name for f in files)
                 self._audit(c, actor, "run.upload", project, run_id,
@@ -396,6 +409,18 @@ class Store:
             stmt = insert(blobs).values(sha256=sha, touched_at=now)
             c.execute(stmt.on_conflict_do_update(index_elements=["sha256"],
                                                  set_={"touched_at": now} if touch else {"sha256": sha}))
+
+    def bump(self, c: sa.Connection, name: str, by: int) -> None:
+        """Adds `by` to a counter (/metrics), in the caller's transaction."""
+        from sqlalchemy.dialects import postgresql, sqlite
+
+        insert: Any = postgresql.insert if self.engine.dialect.name == "postgresql" else sqlite.insert
+        c.execute(insert(counters).values(name=name, value=by)
+                  .on_conflict_do_update(index_elements=["name"], set_={"value": counters.c.value + by}))
+
+    def counter_values(self) -> dict[str, int]:
+        with self.engine.connect() as c:
+            return {r.name: int(r.value) for r in c.execute(sa.select(counters))}
 
     def drop_blob(self, sha256: str, remove: Callable[[], None], unused_since: float | None = None) -> bool:
         """Removes a trace file (`remove`) if no run uses it, or with `unused_since` if every run that uses
@@ -450,7 +475,7 @@ class Store:
     def files(self, run_id: str) -> list[StoredFile]:
         with self.engine.connect() as c:
             rows = c.execute(sa.select(run_files).where(run_files.c.run_id == run_id).order_by(run_files.c.position))
-            return [StoredFile(r.sha256, r.name, r.size_bytes, r.kind) for r in rows]
+            return [StoredFile(r.sha256, r.name, r.size_bytes, r.kind, r.format, r.perfetto) for r in rows]
 
     def shas_of(self, run_ids: Sequence[str]) -> dict[str, list[str]]:
         """The file hashes of several runs in one query, in file order."""
@@ -571,12 +596,17 @@ class Store:
                         worker_id=worker_id, lease_until=now + lease_s, heartbeat_at=now)
                 .returning(jobs.c.id, jobs.c.run_id, jobs.c.tries))
         with self._write() as c:
+            lapsed = 0  # leases that expired (their worker killed or cut off): counted for /metrics
             if max_tries is not None:
-                c.execute(jobs.update().where(expired, jobs.c.tries >= max_tries)
-                          .values(status="failed", pid=None, finished_at=now, lease_until=None,
-                                  error=f"the analysis was interrupted {max_tries} times (its worker stopped or "
-                                        f"was killed); not tried again"))
+                lapsed += c.execute(jobs.update().where(expired, jobs.c.tries >= max_tries)
+                                    .values(status="failed", pid=None, finished_at=now, lease_until=None,
+                                            error=f"the analysis was interrupted {max_tries} times (its worker "
+                                                  f"stopped or was killed); not tried again")).rowcount
+            was_expired = set(c.execute(sa.select(jobs.c.id).where(expired)).scalars())
             row = c.execute(take).first()
+            lapsed += int(row is not None and row.id in was_expired)
+            if lapsed:
+                self.bump(c, "lease_expiries", lapsed)
         return None if row is None else Claim(int(row.id), str(row.run_id), int(row.tries), worker_id)
 
     @staticmethod
@@ -608,9 +638,11 @@ class Store:
             c.execute(jobs.update().where(*self._held(job)).values(pid=pid))
 
     def finish(self, job: Claim | int, run_id: str, error: str | None, headline: dict[str, Any] | None = None,
-               metrics: dict[str, float | None] | None = None) -> bool:
-        """Marks the job done (or failed with `error`) and stores its figures, if `job` still holds it:
-        False when its lease was lost (another worker has the job) or its run was deleted."""
+               metrics: dict[str, float | None] | None = None,
+               file_facts: Sequence[dict[str, Any]] | None = None) -> bool:
+        """Marks the job done (or failed with `error`) and stores its figures and what it found of each file
+        (`file_facts`, in file order: format, perfetto), if `job` still holds it: False when its lease was
+        lost (another worker has the job) or its run was deleted."""
         with self.engine.begin() as c:
             changed = c.execute(jobs.update().where(*self._held(job))
                                 .values(status="failed" if error else "done", error=error, finished_at=time.time(),
@@ -621,7 +653,26 @@ class Store:
                 c.execute(runs.update().where(runs.c.id == run_id).values(**headline))
             if metrics is not None:
                 self._write_metrics(c, run_id, metrics)
+            self._write_file_facts(c, run_id, file_facts or ())
         return True
+
+    @staticmethod
+    def _write_file_facts(c: sa.Connection, run_id: str, file_facts: Sequence[dict[str, Any]]) -> None:
+        for position, facts in enumerate(file_facts):
+            c.execute(run_files.update().where(run_files.c.run_id == run_id, run_files.c.position == position)
+                      .values(format=facts.get("format"), perfetto=bool(facts.get("perfetto"))))
+
+    def set_file_facts(self, run_id: str, file_facts: Sequence[dict[str, Any]]) -> None:
+        with self.engine.begin() as c:
+            self._write_file_facts(c, run_id, file_facts)
+
+    def runs_without_file_facts(self, limit: int = 1000) -> list[str]:
+        """Done runs whose files' facts were never stored (analysed before migration blob_0006)."""
+        unknown = sa.select(run_files.c.id).where(run_files.c.run_id == runs.c.id, run_files.c.perfetto.is_(None))
+        q = (sa.select(runs.c.id).join(jobs, jobs.c.run_id == runs.c.id)
+             .where(jobs.c.status == "done", unknown.exists()).order_by(runs.c.created_at).limit(limit))
+        with self.engine.connect() as c:
+            return [r[0] for r in c.execute(q)]
 
     def requeue(self, job: Claim | int, count_try: bool = True, delay_s: float = 0.0) -> bool:
         """Back to the queue (held back `delay_s`), if `job` still holds it; `count_try=False`: the try

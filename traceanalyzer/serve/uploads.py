@@ -4,9 +4,10 @@
   counted and the upload refused (413) before they pass `--max-upload`, with the partial file removed.
 * A gzip stream is inflated on the fly (in bounded pieces) to refuse a decompression bomb before it
   is stored: more than `max_unpacked_bytes` inflated, or a ratio no real trace has.
-* A file is then moved to `DATA/traces/ab/cdef...` (its hash): the same content twice is stored once.
-  The move happens while the upload holds the database lock of that hash (`Store.create_run`), so a
-  delete of another run with the same content cannot remove it between its check and the commit.
+* A file then goes to its content address in the blob store (`blobs.py`: `DATA/traces/ab/cdef...`, or an
+  object store): the same content twice is stored once. It is placed while the upload holds the database
+  lock of that hash (`Store.create_run`), so a delete of another run with the same content cannot remove
+  it between its check and the commit.
   The uploaded name is shown, never used as a path on the server.
 * A zip or tar (optionally gzipped) archive is listed before it is accepted: at most `max_members`
   members, at most `max_unpacked_bytes` in all, only regular files and folders, no absolute path, no
@@ -51,10 +52,6 @@ def display_name(name: str | None, index: int) -> str:
     base = (name or "").replace("\\", "/").rsplit("/", 1)[-1]
     safe = "".join(c if c.isascii() and (c.isalnum() or c in "._+-") else "_" for c in base).lstrip("._")[:120]
     return safe or f"upload{index}"
-
-
-def blob_path(traces: Path, sha256: str) -> Path:
-    return traces / sha256[:2] / sha256[2:]
 
 
 @dataclass
@@ -294,16 +291,6 @@ def _check_ratio(unpacked: int, packed: int) -> None:
     if unpacked > BOMB_MIN_BYTES and unpacked > BOMB_RATIO * max(packed, 1):
         raise UploadError(400, f"refused: a decompression bomb ({format_bytes(packed)} unpacking to "
                                f"{format_bytes(unpacked)})")
-
-
-def place(received: list[Received], traces: Path) -> None:
-    """Moves received files to their content address (one already there keeps its copy; ours is removed
-    by the caller). Called by `Store.create_run` while it holds the lock of these hashes."""
-    for r in received:
-        target = blob_path(traces, r.sha256)
-        if not target.exists():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(r.tmp, target)
 
 
 # -- unpacking, inside the analysis process

@@ -63,10 +63,10 @@ def bind(ctx: Context, handler: Callable[..., Any]) -> Callable[[Request], Any]:
 
 def all_routes(ctx: Context) -> list[Route]:
     from ...agents import http as agents
-    from . import auth, compare, history, runs, site, uploads
+    from . import auth, compare, history, metrics, runs, site, uploads
 
     table: list[tuple[str, Callable[..., Any], list[str] | None]] = [
         *site.ROUTES, *runs.ROUTES, *uploads.ROUTES, *compare.ROUTES, *history.ROUTES, *auth.ROUTES,
-        *agents.ROUTES,
+        *agents.ROUTES, *metrics.ROUTES,
     ]
     return [Route(path, bind(ctx, handler), methods=methods) for path, handler, methods in table]

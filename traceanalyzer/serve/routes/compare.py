@@ -31,10 +31,9 @@ def comparison(ctx: Context, base: dict[str, Any], head: dict[str, Any]) -> Any:
     """One run against one: run-to-run variation from the runs of the base's setting (`Store.repeats`:
     the same commit and setting label, or runs marked as repeats of it), when there are enough; else the
     default allowance, as `diff` (`--run-noise`). Never from a branch's runs of other commits."""
-    import traceanalyzer as ta
     from traceanalyzer.compare import compare
 
-    a, b = (ta.load(ctx.settings.reports / r["id"] / "report.json") for r in (base, head))
+    a, b = (ctx.reports.load(r["id"]) for r in (base, head))
     history = []
     for run_id in ctx.db.repeats(base, exclude=[head["id"]]):
         try:

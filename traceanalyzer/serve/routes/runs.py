@@ -8,8 +8,17 @@ from typing import Any
 from urllib.parse import urlencode
 
 from starlette.requests import Request
-from starlette.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.responses import (
+    FileResponse,
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    RedirectResponse,
+    Response,
+    StreamingResponse,
+)
 
+from ..blobs import blobs_of
 from ..context import (
     PAGE_SIZE,
     RUN_ID_RE,
@@ -23,14 +32,8 @@ from ..context import (
     with_height_script,
 )
 from ..jobs import remove_run_files
-from ..store import STATUSES, StoredFile
-from ..uploads import blob_path
+from ..store import STATUSES
 from . import BEARER, FORM, writes
-
-# The Perfetto UI (ui.perfetto.dev) opens Chrome-trace JSON (Kineto's, TensorFlow's; gzip-compressed too)
-# and Perfetto protobuf traces: the run page offers those to it, never archives or counter logs.
-PERFETTO_READERS = ("kineto", "tf_json", "pftrace")
-
 
 
 # -- the list
@@ -91,30 +94,10 @@ def api_run(ctx: Context, request: Request) -> Response:
     return JSONResponse(ctx.run_json(request, row))
 
 
-def perfetto_readable(path: Path, f: StoredFile) -> bool:
-    """Whether the Perfetto UI opens this stored file as it is: a plain or gzip-compressed trace that our
-    own readers take for Chrome-trace JSON or a Perfetto protobuf (by content, as they pick a reader)."""
-    if f.kind not in ("file", "gzip"):
-        return False
-    from ...errors import InputError
-    from ...formats.registry import COUNTERS, TRACE, readers
-
-    try:
-        from ...formats._io import read_head
-
-        head = read_head(path)
-    except (InputError, OSError):
-        return False
-    for reader in readers(TRACE, COUNTERS):  # in the order a file's reader is picked
-        if reader.sniff(head):
-            return reader.__name__.rsplit(".", 1)[-1] in PERFETTO_READERS
-    return False
-
-
 def run_page(ctx: Context, request: Request) -> Response:
     row, _ = ctx.run_or_404(request, request.path_params["run_id"])
     files = ctx.db.files(row["id"])
-    perfetto = [i for i, f in enumerate(files) if perfetto_readable(blob_path(ctx.settings.traces, f.sha256), f)]
+    perfetto = [i for i, f in enumerate(files) if f.perfetto]  # found by its analysis (facts.py): never read here
     resp = ctx.page(request, "run.html.j2", run=row, files=files, uploaded_by=uploader(row), perfetto=perfetto)
     if perfetto:  # "Open in Perfetto" opens ui.perfetto.dev and talks to it: the opener link must stay
         resp.headers["Cross-Origin-Opener-Policy"] = "same-origin-allow-popups"
@@ -125,9 +108,9 @@ def report_file(ctx: Context, request: Request, name: str) -> Path:
     row, _ = ctx.run_or_404(request, request.path_params["run_id"])
     if row["status"] != "done":
         raise refuse(409, f"run {row['id']} is {row['status']}: no report yet")
-    path = ctx.settings.reports / row["id"] / name
-    if not path.is_file():
-        raise refuse(404, "the report is missing on disk")
+    path = blobs_of(ctx.settings).report(row["id"], name)
+    if path is None:
+        raise refuse(404, "the report is missing from the store")
     return path
 
 
@@ -161,7 +144,10 @@ def comment_md(ctx: Context, request: Request) -> Response:
     if row["status"] != "done":
         text = f"{head}: {row['status']}" + (f" ({_md_code(row['error'])})" if row["error"] else "") + "\n"
     else:
-        body = (ctx.settings.reports / row["id"] / "report.md").read_text("utf-8")
+        path = blobs_of(ctx.settings).report(row["id"], "report.md")
+        if path is None:
+            raise refuse(404, "the report is missing from the store")
+        body = path.read_text("utf-8")
         text = f"{head}: [full report]({link}) · [JSON]({base}/api/v1/runs/{row['id']}/report.json)\n\n{body}"
     return PlainTextResponse(text, media_type="text/markdown; charset=utf-8")
 
@@ -175,10 +161,16 @@ def download(ctx: Context, request: Request) -> Response:
     if not (n.isascii() and n.isdigit() and int(n) < len(files)):
         raise refuse(404, "no such file in this run")
     f = files[int(n)]
-    path = blob_path(ctx.settings.traces, f.sha256)
-    if not path.is_file():
+    blobs = blobs_of(ctx.settings)
+    path = blobs.trace_file(f.sha256)
+    if path is not None:
+        return FileResponse(path, media_type="application/octet-stream", filename=f.name)
+    chunks = blobs.trace_chunks(f.sha256)
+    if chunks is None:
         raise refuse(410, "this run's trace was removed (the analysis is kept)")
-    return FileResponse(path, media_type="application/octet-stream", filename=f.name)
+    return StreamingResponse(chunks, media_type="application/octet-stream",
+                             headers={"Content-Disposition": f'attachment; filename="{f.name}"',
+                                      "Content-Length": str(f.size_bytes)})
 
 
 # -- deleting a run (its trace files too, unless another run has the same content)

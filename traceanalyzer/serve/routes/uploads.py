@@ -8,10 +8,11 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
+from ..blobs import blobs_of
 from ..body import receive
 from ..context import RUN_ID_RE, Access, Context, Refused, order_param, refuse, text_param
 from ..store import StoredFile
-from ..uploads import PROJECT_RE, UploadError, place
+from ..uploads import PROJECT_RE, UploadError
 from . import BEARER, writes
 
 DISK_FULL = "the server's disk is full: nothing was stored; try again later"
@@ -75,10 +76,12 @@ async def _upload(ctx: Context, request: Request, project: str, who: Access) -> 
             r.tmp.unlink(missing_ok=True)
         raise
     stored = [StoredFile(r.sha256, r.name, r.size_bytes, r.kind) for r in received]
+    blobs = blobs_of(ctx.settings)
     try:
         actor = await run_in_threadpool(ctx.actor, request, who)
+        await run_in_threadpool(blobs.stage, received)  # to an object store: before any database lock is held
         run_id = await run_in_threadpool(ctx.db.create_run, project, branch, commit, stored, order, who.token_id,
-                                         lambda: place(received, ctx.settings.traces), actor, setting, repeat_of)
+                                         lambda: blobs.place(received), actor, setting, repeat_of)
     except OSError as exc:
         if exc.errno == errno.ENOSPC:
             ctx.disk_full()

@@ -6,7 +6,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0006"
-down_revision = "0005"
+down_revision = "blob_0006"  # main's head when this was merged (0005 -> blob_0006 -> 0006)
 branch_labels = None
 depends_on = None
 
