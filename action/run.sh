@@ -12,6 +12,8 @@
 #   INPUT_SERVER        a `traceanalyzer serve` service: upload the trace there and compare with the last
 #                       runs of INPUT_BASE_BRANCH (default main) instead of INPUT_BASE
 #   INPUT_PROJECT, INPUT_TOKEN  the service's project and its token (with INPUT_SERVER)
+#   INPUT_OIDC_AUDIENCE  with INPUT_SERVER and no token: the job's OIDC token (this audience) is exchanged
+#                       for a short-lived token of the project (no stored secret)
 #   INPUT_BRANCH, INPUT_COMMIT  this run's branch and commit (default: GITHUB_HEAD_REF or GITHUB_REF_NAME;
 #                       GITHUB_SHA)
 #   INPUT_PYTHON        the interpreter the tool is installed with (default python3)
@@ -116,8 +118,12 @@ if [ -n "${INPUT_SERVER:-}" ]; then
     failed 2
   fi
   code=0
+  oidc=()
+  if [ -z "${INPUT_TOKEN:-${TRACEANALYZER_TOKEN:-}}" ] && [ -n "${INPUT_OIDC_AUDIENCE:-}" ]; then
+    oidc=(--oidc-audience "$INPUT_OIDC_AUDIENCE")
+  fi
   TRACEANALYZER_TOKEN="${INPUT_TOKEN:-${TRACEANALYZER_TOKEN:-}}" tool upload "$INPUT_TRACE" \
-    --server "$INPUT_SERVER" --project "$INPUT_PROJECT" \
+    --server "$INPUT_SERVER" --project "$INPUT_PROJECT" "${oidc[@]}" \
     --branch "${INPUT_BRANCH:-${GITHUB_HEAD_REF:-${GITHUB_REF_NAME:-}}}" --commit "${INPUT_COMMIT:-${GITHUB_SHA:-}}" \
     --base-branch "${INPUT_BASE_BRANCH:-main}" --comment "$comment" --json "$work/upload.json" -q "${gates[@]}" "${unconfirmed[@]}" \
     || code=$?

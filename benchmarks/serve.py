@@ -47,9 +47,17 @@ def concurrent_uploads(server: Server, token: str, base: bytes, n: int) -> None:
     start = time.perf_counter()
 
     def send(body: bytes) -> str:
-        r = httpx.post(f"{server.url}/api/v1/projects/bench/runs", content=body, timeout=600,
-                       headers={"Authorization": f"Bearer {token}", "Content-Type": "application/octet-stream",
-                                "X-Filename": "trace.json"})
+        while True:  # past --max-uploads: 503 + Retry-After, sent again as `traceanalyzer upload` does
+            try:
+                r = httpx.post(f"{server.url}/api/v1/projects/bench/runs", content=body, timeout=600,
+                               headers={"Authorization": f"Bearer {token}", "Content-Type": "application/octet-stream",
+                                        "X-Filename": "trace.json"})
+            except httpx.TransportError:  # refused before its body was read, the connection closed
+                time.sleep(1.0)
+                continue
+            if r.status_code != 503:
+                break
+            time.sleep(float(r.headers.get("retry-after", "1")))
         assert r.status_code == 201, r.text
         return str(r.json()["id"])
 

@@ -45,6 +45,15 @@ def kineto_trace(target_bytes: int) -> bytes:
     return build(max(10, int(target_bytes / per_step)))
 
 
+def session_of(store, token: str, ttl_s: float = 3600.0) -> str:
+    """A login session of `token` (what POST /login makes), straight in the store."""
+    from traceanalyzer.serve import sessions
+
+    found = store.token(token)
+    assert found is not None, "no such token"
+    return sessions.create(store, found.id, ttl_s, "test")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -88,6 +97,17 @@ class Server:
         out = cli(*args).stdout
         assert out.count("\n") == 1 and out.startswith("ta_"), out
         return out.strip()
+
+    def login(self, token: str) -> dict[str, str]:
+        """The cookies of a browser logged in with `token` (a session made straight in the store)."""
+        from traceanalyzer.serve.settings import Settings
+        from traceanalyzer.serve.store import Store
+
+        store = Store(Settings(self.data, self.db).database_url)
+        try:
+            return {"ta_session": session_of(store, token)}
+        finally:
+            store.close()
 
     def start(self) -> Server:
         self.port = free_port()

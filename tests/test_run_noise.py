@@ -204,28 +204,41 @@ def test_the_markdown_stays_under_its_limit_with_every_tag_closed(fix):
         assert md.startswith("<!-- traceanalyzer-diff -->\n## ") and c.title in md
 
 
-# --- the service's compare page: the base branch's runs are the history -----------------------------------------
+# --- the service's compare page: runs of one setting are the history, never a branch's other commits -------------
 @pytest.mark.slow  # a real server analysing real uploads
-def test_the_compare_page_takes_run_to_run_variation_from_the_base_branchs_runs(tmp_path):
+def test_the_compare_page_takes_run_to_run_variation_from_runs_of_one_setting_only(tmp_path):
     from serve_helpers import Server
 
     server = Server(tmp_path / "data", None, "--jobs", "2").start()
     try:
         token = server.token("noise")
-        ids = []
-        for i, name in enumerate(("same_00", "same_01", "same_02", "same_03")):
-            r = server.upload(token, REPEATS / f"{name}.json.gz", project="noise", branch="main", commit=f"{i:040x}")
+
+        def up(name, branch="main", **params):
+            r = server.upload(token, REPEATS / f"{name}.json.gz", project="noise", branch=branch, **params)
             assert r.status_code == 201, r.text
-            ids.append(r.json()["id"])
-        r = server.upload(token, REPEATS / "fix_workers0_a.json.gz", project="noise", branch="pr", commit="f" * 40)
-        ids.append(r.json()["id"])
-        for run_id in ids:
+            return r.json()["id"]
+
+        main = [up(f"same_0{i}", commit=f"{i:040x}") for i in range(3)]  # three commits of main
+        head = up("fix_workers0_a", branch="pr", commit="f" * 40)
+        for run_id in [*main, head]:
             assert server.wait(run_id)["status"] == "done"
-        doc = server.get("/api/v1/compare", params={"base": ids[3], "head": ids[4]}).json()
-        # the base run and the three runs of main before it: 4 runs, 3 degrees of freedom
-        assert doc["run_noise"]["basis"] == "history" and doc["run_noise"]["runs"] == 4, doc["run_noise"]
-        assert any("Run-to-run variation from 4 runs of one setting" in d for d in doc["detail"])
-        first = server.get("/api/v1/compare", params={"base": ids[0], "head": ids[4]}).json()
-        assert first["run_noise"]["basis"] == "default"  # the first run of main has no history before it
+        doc = server.get("/api/v1/compare", params={"base": main[2], "head": head}).json()
+        # main's earlier runs are other commits: no history, the default allowance (as `diff`)
+        assert doc["run_noise"] == {"allowance": RUN_NOISE, "basis": "default", "runs": 0, "spread": None}, doc
+        repeats = [up(f"same_0{i}", repeat_of=main[2]) for i in (3, 4)]  # two captures marked as repeats
+        same_commit = [up(f"same_0{i}", commit=f"{0:040x}") for i in (5, 6)]  # main[0]'s commit again
+        other = up("same_07", commit=f"{0:040x}", setting="batch 64")  # that commit, another setting
+        for run_id in [*repeats, *same_commit, other]:
+            assert server.wait(run_id)["status"] == "done"
+        assert server.get(f"/api/v1/runs/{repeats[1]}").json()["repeat_of"] == main[2]
+        doc = server.get("/api/v1/compare", params={"base": main[2], "head": head}).json()
+        assert doc["run_noise"]["basis"] == "history" and doc["run_noise"]["runs"] == 3, doc["run_noise"]
+        assert any("Run-to-run variation from 3 runs of one setting" in d for d in doc["detail"])
+        doc = server.get("/api/v1/compare", params={"base": main[0], "head": head}).json()
+        assert doc["run_noise"]["basis"] == "history" and doc["run_noise"]["runs"] == 3  # not the labelled one
+        doc = server.get("/api/v1/compare", params={"base": main[1], "head": head}).json()
+        assert doc["run_noise"]["basis"] == "default"
+        bad = server.upload(token, REPEATS / "same_08.json.gz", project="noise", repeat_of="0" * 12)
+        assert bad.status_code == 400 and "repeat_of" in bad.json()["error"]
     finally:
         server.stop()

@@ -27,7 +27,7 @@ DMON = next((SAMPLES / "dmon").glob("*.log"))  # a GPU counter log: analysed, bu
 @pytest.fixture(scope="module", params=BACKENDS)
 def server(request, tmp_path_factory):
     s = Server(tmp_path_factory.mktemp("serve") / "data", db_url(request.param), "--max-upload", "2MiB",
-               "--max-unpacked", "64MiB", "--jobs", "2")
+               "--max-unpacked", "64MiB", "--jobs", "2", "--max-failures", "0")  # tests refuse by the dozen
     s.start()
     yield s
     s.stop()
@@ -292,7 +292,7 @@ def test_forms_need_their_csrf_token(server):
                    headers={"Origin": "https://evil.example"}, timeout=30)
     assert r.status_code == 403
     r = httpx.post(f"{server.url}/login", data={"token": token, "csrf": csrf}, cookies={"ta_csrf": csrf}, timeout=30)
-    assert r.status_code == 303 and r.cookies.get("ta_token") == token
+    assert r.status_code == 303 and r.cookies.get("ta_session") and token not in r.headers["set-cookie"]
 
 
 @pytest.mark.slow
@@ -386,10 +386,12 @@ def test_deleting_a_run_removes_its_trace_unless_another_run_has_it(server):
     # the page's form: logged in with the cookie, with the page's CSRF token
     page = server.get(f"/runs/{second}")
     csrf = page.cookies["ta_csrf"]
-    forged = httpx.post(f"{server.url}/runs/{second}/delete", data={"csrf": "x"},
-                        cookies={"ta_csrf": csrf, "ta_token": token})
+    login = server.login(token)
+    forged = httpx.post(f"{server.url}/runs/{second}/delete", data={"csrf": "x"}, cookies={"ta_csrf": csrf, **login})
     assert forged.status_code == 403 and server.get(f"/api/v1/runs/{second}").status_code == 200
     r = httpx.post(f"{server.url}/runs/{second}/delete", data={"csrf": csrf}, cookies={"ta_csrf": csrf, "ta_token": token})
+    assert r.status_code == 401 and server.get(f"/api/v1/runs/{second}").status_code == 200  # a token is no login
+    r = httpx.post(f"{server.url}/runs/{second}/delete", data={"csrf": csrf}, cookies={"ta_csrf": csrf, **login})
     assert r.status_code == 303 and server.get(f"/api/v1/runs/{second}").status_code == 404
     assert not blob.exists()
 
@@ -406,24 +408,27 @@ def test_a_private_service_needs_a_token_to_read(tmp_path):
         one_line_error(server.get(f"/runs/{run}/comment.md"), 401)
         assert server.get("/runs").status_code == 303 and server.get("/runs").headers["location"] == "/login"
         assert server.get(f"/api/v1/runs/{run}", headers={"Authorization": f"Bearer {reader}"}).status_code == 200
-        assert server.get("/runs", cookies={"ta_token": reader}).status_code == 200
-        assert server.get("/runs", cookies={"ta_token": "ta_stale"}).headers["location"] == "/login"  # logged out
-        one_line_error(server.get(f"/api/v1/runs/{run}", cookies={"ta_token": "ta_stale"}), 401)
-        one_line_error(httpx.post(f"{server.url}/api/v1/projects/secret/runs", content=b"{}", cookies={"ta_token": token},
+        reading = server.login(reader)
+        assert server.get("/runs", cookies=reading).status_code == 200
+        assert server.get("/runs", cookies={"ta_token": reader}).headers["location"] == "/login"  # a token: no login
+        assert server.get("/runs", cookies={"ta_session": "stale"}).headers["location"] == "/login"  # logged out
+        one_line_error(server.get(f"/api/v1/runs/{run}", cookies={"ta_session": "stale"}), 401)
+        one_line_error(httpx.post(f"{server.url}/api/v1/projects/secret/runs", content=b"{}",
+                                  cookies=server.login(token),
                                   headers={"Content-Type": "application/octet-stream"}), 401)  # never by cookie
         # the trace that "Open in Perfetto" hands over: served to who may read the run, as uploaded
         one_line_error(server.get(f"/runs/{run}/files/0"), 401)
         one_line_error(server.get("/api/v1/projects/secret/history"), 401)
-        got = server.get(f"/runs/{run}/files/0", cookies={"ta_token": reader})
+        got = server.get(f"/runs/{run}/files/0", cookies=reading)
         assert got.status_code == 200 and got.content == (SAMPLES / "basic.json").read_bytes()
         for _ in range(600):  # the button comes with the analysis (it says what the file is)
-            if server.get(f"/api/v1/runs/{run}", cookies={"ta_token": reader}).json()["status"] == "done":
+            if server.get(f"/api/v1/runs/{run}", cookies=reading).json()["status"] == "done":
                 break
             time.sleep(0.1)
-        page = server.get(f"/runs/{run}", cookies={"ta_token": reader})
+        page = server.get(f"/runs/{run}", cookies=reading)
         assert f'data-trace="/runs/{run}/files/0"' in page.text and "sends the trace to no third party" in page.text
         assert page.headers["cross-origin-opener-policy"] == "same-origin-allow-popups"  # the opener link stays
-        assert server.get("/runs", cookies={"ta_token": reader}).headers["cross-origin-opener-policy"] == "same-origin"
+        assert server.get("/runs", cookies=reading).headers["cross-origin-opener-policy"] == "same-origin"
     finally:
         server.stop()
 
@@ -603,7 +608,7 @@ def test_pages_show_the_login_state_once_and_have_a_favicon(server):
     token = server.token("faces", read_only=True)
     out = server.get("/runs").text
     assert ">Log in<" in out and ">Log out<" not in out
-    logged = server.get("/runs", cookies={"ta_token": token}).text
+    logged = server.get("/runs", cookies=server.login(token)).text
     assert ">Log out<" in logged and ">Log in<" not in logged and "faces" in logged
     icon = server.get("/favicon.ico")
     assert icon.status_code == 200 and icon.headers["content-type"].startswith("image/svg+xml")
@@ -675,13 +680,45 @@ def test_the_history_in_public_mode_needs_no_token_and_shows_none(server):
     page = server.get("/projects/pubhist/history", headers={"Accept": "text/html"})
     assert page.status_code == 200 and ids[1] in page.text
     assert [c for c in page.cookies] == ["ta_csrf"]  # no login made for the reader
-    logged = server.get("/projects/pubhist/history", cookies={"ta_token": token})
+    logged = server.get("/projects/pubhist/history", cookies=server.login(token))
     for r in (api, page, logged):
         assert token not in r.text and other not in r.text and "ta_token" not in r.text
         assert "Bearer" not in r.text
     assert "ta_token" not in str(logged.headers)
-    stale = server.get("/projects/pubhist/history", cookies={"ta_token": "ta_revoked-or-expired"})
+    stale = server.get("/projects/pubhist/history", cookies={"ta_session": "revoked-or-expired"})
     assert stale.status_code == 200 and ids[1] in stale.text  # a stale login reads as no login
-    assert server.get("/api/v1/projects/pubhist/history", cookies={"ta_token": "ta_stale"}).status_code == 200
+    assert server.get("/api/v1/projects/pubhist/history", cookies={"ta_session": "stale"}).status_code == 200
     # a token narrows what its holder sees to its project, in public mode too
     one_line_error(server.get("/api/v1/projects/pubhist/history", headers={"Authorization": f"Bearer {other}"}), 404)
+
+
+@pytest.mark.slow  # a server of its own (the shared one does not throttle)
+def test_failed_logins_are_throttled_and_audited_and_the_cookie_is_never_the_token(tmp_path):
+    from traceanalyzer.serve.store import Store
+
+    server = Server(tmp_path / "data", None, "--max-failures", "5").start()
+    try:
+        token = server.token("people")
+        csrf = server.get("/login").cookies["ta_csrf"]
+
+        def login(value: str) -> httpx.Response:
+            return httpx.post(f"{server.url}/login", data={"token": value, "csrf": csrf}, cookies={"ta_csrf": csrf},
+                              timeout=30)
+
+        ok = login(token)
+        assert ok.status_code == 303 and token not in str(ok.headers) and ok.cookies["ta_session"] != token
+        for i in range(5):
+            assert login(f"ta_guess{i}").status_code == 401
+        for r in (login(token), server.get("/api/v1/runs", headers={"Authorization": f"Bearer {token}"})):
+            assert r.status_code == 429 and 1 <= int(r.headers["retry-after"]) <= 60, r.text
+        assert server.get("/api/v1/runs").status_code == 200  # reading without a credential goes on
+        store = Store(f"sqlite:///{server.data / 'traceanalyzer.db'}")
+        try:
+            actions = [a["action"] for a in store.audit_log(limit=50)]
+        finally:
+            store.close()
+        assert actions[:6] == ["client.throttle"] + ["login.fail"] * 5, actions
+        log = server.log.read_text()
+        assert log.count("login.fail from 127.0.0.1") == 5 and token not in log and "ta_guess" not in log
+    finally:
+        server.stop()

@@ -13,7 +13,7 @@ import time
 
 import httpx
 import pytest
-from serve_helpers import BACKENDS, SAMPLES, Server, db_url
+from serve_helpers import BACKENDS, SAMPLES, Server, analysis_processes, db_url
 
 from traceanalyzer.serve.settings import Settings
 from traceanalyzer.serve.store import Store
@@ -68,6 +68,46 @@ def test_a_server_killed_during_an_analysis_finishes_the_job_after_restart(tmp_p
         assert server.get(f"/runs/{run['id']}/report.html").status_code == 200
         assert server.wait(done["id"])["status"] == "done"  # the completed one is still there
         assert not list((server.data / "reports").glob("*.tmp*")) and not _files(server.data / "work")
+    finally:
+        server.stop()
+
+
+def test_sigterm_to_the_process_group_is_a_graceful_stop(tmp_path):
+    """systemd's default stop (SIGTERM to the whole group): the analysis under way is stopped and queued
+    again with its try given back, and no analysis starts during the shutdown."""
+    server = Server(tmp_path / "data", None, "--jobs", "1").start()
+    try:
+        token = server.token("demo")
+        first = server.upload(token, TRACE).json()["id"]
+        second = server.upload(token, SAMPLES / "basic.json").json()["id"]
+        row = _wait_running(server, first)
+        assert server.proc is not None
+        before = {pid for pid, (_, spec) in analysis_processes().items() if spec.startswith(str(server.data))}
+        assert row["pid"] in before
+        os.killpg(server.proc.pid, signal.SIGTERM)
+        started: set[int] = set()
+        while server.proc.poll() is None:  # until it has exited: any analysis process it starts meanwhile
+            started |= {pid for pid, (_, spec) in analysis_processes().items()
+                        if spec.startswith(str(server.data))} - before
+            time.sleep(0.01)
+        assert server.proc.returncode in (0, -signal.SIGTERM) and started == set()  # uvicorn re-raises it
+        deadline = time.monotonic() + 10
+        while row["pid"] in analysis_processes() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert row["pid"] not in analysis_processes()
+        store = _store(server)
+        try:
+            for run in (first, second):
+                got = store.run(run)
+                assert got["status"] == "queued" and got["tries"] == 0, got  # no try counted
+        finally:
+            store.close()
+        assert "Traceback" not in server.log.read_text()
+        server.proc = None
+        server.start()
+        for run in (first, second):
+            finished = server.wait(run)
+            assert finished["status"] == "done" and finished["tries"] == 1, finished
     finally:
         server.stop()
 

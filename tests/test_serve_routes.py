@@ -8,7 +8,7 @@ import json
 import re
 
 import pytest
-from serve_helpers import SAMPLES
+from serve_helpers import SAMPLES, session_of
 
 pytest.importorskip("starlette")
 
@@ -18,7 +18,7 @@ from starlette.testclient import TestClient  # noqa: E402
 
 from traceanalyzer.commands.serve import serve_command  # noqa: E402
 from traceanalyzer.serve.app import create_app  # noqa: E402
-from traceanalyzer.serve.routes import BEARER, FORM, OPEN_FORM, TOKEN, UNSAFE, bind, write_kind  # noqa: E402
+from traceanalyzer.serve.routes import BEARER, FORM, OIDC, OPEN_FORM, TOKEN, UNSAFE, bind, write_kind  # noqa: E402
 from traceanalyzer.serve.settings import Settings  # noqa: E402
 
 PARAMS = {"run_id": "0123456789ab", "project": "guarded", "n": "0", "name": "serve.css"}
@@ -26,7 +26,7 @@ PARAMS = {"run_id": "0123456789ab", "project": "guarded", "n": "0", "name": "ser
 
 @pytest.fixture()
 def service(tmp_path):
-    app = create_app(Settings(data=tmp_path / "data"), run_jobs=False)
+    app = create_app(Settings(data=tmp_path / "data", max_failures=0), run_jobs=False)  # refusals by the dozen
     with TestClient(app, base_url="http://testserver") as client:
         yield app, client
 
@@ -43,6 +43,7 @@ def test_every_write_of_every_route_is_checked_before_the_route_runs(service):
     app, client = service
     ctx = app.state.ctx
     writer, reader = ctx.db.create_token("guarded", False), ctx.db.create_token("guarded", True)
+    writer_s, reader_s = session_of(ctx.db, writer), session_of(ctx.db, reader)
     form = {"csrf": "c" * 32}
     seen = 0
     paths: dict[str, dict[str, object]] = {}  # a route's path -> the endpoint of each method it takes
@@ -58,7 +59,7 @@ def test_every_write_of_every_route_is_checked_before_the_route_runs(service):
             for hostile in ({"Sec-Fetch-Site": "cross-site"}, {"Sec-Fetch-Site": "same-site"},
                             {"Origin": "https://evil.example"}):
                 r = client.request(method, path, data=form, headers={**hostile, **cookie(ta_csrf=form["csrf"],
-                                                                                          ta_token=writer)})
+                                                                                          ta_session=writer_s)})
                 assert r.status_code == 403 and r.json()["error"] == "cross-site request refused", (method, path)
             # no token at all
             r = client.request(method, path, data=form, headers=cookie(ta_csrf=form["csrf"]))
@@ -66,27 +67,32 @@ def test_every_write_of_every_route_is_checked_before_the_route_runs(service):
                 assert r.status_code == 405, (method, path, r.status_code)
                 continue
             seen += 1
-            if kind in (BEARER, FORM, TOKEN):
+            if kind in (BEARER, FORM, TOKEN, OIDC):
                 assert r.status_code == 401, (method, path, r.text)
+            if kind == OIDC:  # any bearer is a JWT the route checks: a token of ours is none
+                for bearer in (writer, reader):
+                    r = client.request(method, path, headers={"Authorization": f"Bearer {bearer}"})
+                    assert r.status_code == 401 and "not a JWT" in r.json()["error"], (method, path, r.text)
+                continue
             # a read-only token may write nothing
             r = client.request(method, path, data=form, headers={"Authorization": f"Bearer {reader}",
-                                                                 **cookie(ta_csrf=form["csrf"], ta_token=reader)})
+                                                                 **cookie(ta_csrf=form["csrf"], ta_session=reader_s)})
             if kind in (BEARER, FORM):
                 assert r.status_code == 403 and "read-only" in r.json()["error"], (method, path, r.text)
             if kind == TOKEN:  # any role passes the guard: the route decides what a read-only token may do
                 assert r.status_code != 401 and "read-only" not in r.text, (method, path, r.text)
             if kind in (FORM, OPEN_FORM):  # a form without its page's CSRF token, even logged in
                 r = client.request(method, path, data={"csrf": "x"},
-                                   headers=cookie(ta_csrf=form["csrf"], ta_token=writer))
+                                   headers=cookie(ta_csrf=form["csrf"], ta_session=writer_s))
                 assert r.status_code == 403 and "CSRF" in r.json()["error"], (method, path)
-                r = client.request(method, path, content=b"{}", headers={**cookie(ta_csrf=form["csrf"], ta_token=writer),
+                r = client.request(method, path, content=b"{}", headers={**cookie(ta_csrf=form["csrf"], ta_session=writer_s),
                                                                          "Content-Type": "application/json"})
                 assert r.status_code == 415, (method, path)
-            if kind in (BEARER, TOKEN):  # the login cookie is no bearer token
-                r = client.request(method, path, content=b"{}", headers={**cookie(ta_token=writer),
+            if kind in (BEARER, TOKEN):  # the login cookie is no bearer token (nor is a token sent as a cookie)
+                r = client.request(method, path, content=b"{}", headers={**cookie(ta_session=writer_s, ta_token=writer),
                                                                          "Content-Type": "application/octet-stream"})
                 assert r.status_code == 401, (method, path)
-    assert seen == 6  # upload, DELETE of a run, the delete form, log in, log out, /mcp
+    assert seen == 7  # upload, DELETE of a run, the delete form, log in, log out, /mcp, the OIDC exchange
 
 
 def test_a_route_added_later_is_guarded_without_saying_so(service):
@@ -103,6 +109,7 @@ def test_a_route_added_later_is_guarded_without_saying_so(service):
     app.router.routes.append(Route("/api/v1/new-write", bind(ctx, new_write), methods=["POST"]))
     writer, reader = ctx.db.create_token("guarded", False), ctx.db.create_token("guarded", True)
     assert client.post("/api/v1/new-write").status_code == 401
+    assert client.post("/api/v1/new-write", headers=cookie(ta_session=session_of(ctx.db, writer))).status_code == 401
     assert client.post("/api/v1/new-write", headers=cookie(ta_token=writer)).status_code == 401
     assert client.post("/api/v1/new-write", headers={"Authorization": f"Bearer {reader}"}).status_code == 403
     assert client.post("/api/v1/new-write", headers={"Authorization": "Bearer ta_unknown"}).status_code == 401

@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -300,8 +302,6 @@ def test_leases_on_sqlite_fence_a_worker_that_lost_its_job(tmp_path):
 @pytest.fixture
 def small_disk(tmp_path):
     """DATA on a 8 MiB file system of its own (a tmpfs: needs root), the database beside it."""
-    import subprocess
-
     folder = tmp_path / "data"
     folder.mkdir()
     if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(folder)],
@@ -330,6 +330,18 @@ def test_a_full_disk_answers_507_stores_nothing_and_uploads_work_again_once_free
         assert r.status_code == 507 and set(r.json()) == {"error"} and "disk is full" in r.json()["error"], r.text
         h = server.get("/api/v1/health")
         assert h.status_code == 503 and h.json()["storage"].startswith("full"), h.text
+        # a multipart upload (the browser page, `traceanalyzer upload` with several files): 507 too, not 400
+        r = httpx.post(f"{server.url}/api/v1/projects/demo/runs", headers={"Authorization": f"Bearer {token}"},
+                       files=[("file", ("a.json", body)), ("file", ("b.json", body))], timeout=60)
+        assert r.status_code == 507 and "disk is full" in r.json()["error"], r.text
+        one, two = tmp_path / "one.json", tmp_path / "two.json"
+        one.write_bytes(body)
+        two.write_bytes(body + b" ")
+        env = {k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"}
+        client = subprocess.run([sys.executable, "-m", "traceanalyzer", "upload", str(one), str(two), "--server",
+                                 server.url, "--project", "demo"], capture_output=True, text=True, timeout=120,
+                                env={**env, "TRACEANALYZER_TOKEN": token})
+        assert client.returncode == 3 and "507" in client.stderr, client.stderr  # as for a single file
         assert server.get("/api/v1/runs").json()["total"] == 1  # nothing half-stored
         assert not [p for p in (small_disk / "tmp").rglob("*") if p.is_file()]
         filler.unlink()

@@ -200,3 +200,42 @@ def test_an_upload_answered_other_than_201_is_an_error_and_no_redirect_is_follow
     finally:
         front.shutdown()
         target.shutdown()
+
+
+def test_an_upload_answered_503_with_retry_after_is_sent_again(tmp_path):
+    """A busy service (its uploads at their cap: 503 + Retry-After, answered before the body is read) is
+    tried again after the wait it asks for; the whole file goes each time."""
+    import http.server
+    import threading
+
+    got: list[int] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802
+            if not got:
+                got.append(0)  # the first: refused at once, its body left unread
+                body = b'{"error": "4 uploads are under way: try again in 1 s"}'
+                self.send_response(503)
+                self.send_header("Retry-After", "1")
+                self.send_header("Connection", "close")
+            else:
+                got.append(len(self.rfile.read(int(self.headers["Content-Length"]))))
+                body = b'{"id": "0123456789ab", "status": "queued", "url": "http://x/runs/0123456789ab"}'
+                self.send_response(201)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    srv = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        trace = tmp_path / "t.json"
+        trace.write_bytes(b'{"traceEvents": []}' + b" " * 3_000_000)  # more than a socket buffer
+        res = upload("ta_secret", trace, "--server", f"http://127.0.0.1:{srv.server_port}", "--project", "p")
+        assert res.returncode == 0 and res.stdout.strip() == "http://x/runs/0123456789ab", res.stderr
+        assert got == [0, trace.stat().st_size] and "busy; trying again in 1 s" in res.stderr
+    finally:
+        srv.shutdown()

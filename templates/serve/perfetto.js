@@ -5,9 +5,12 @@
   const PERFETTO = "https://ui.perfetto.dev";
   const message = document.getElementById("perfetto-message");
 
+  // the link back to the run goes to the Perfetto UI only when it is the service's public address
+  // (--public-url), never the address this browser happens to use (an internal host name, a tunnel)
   function traceMessage(buffer, button) {
-    return {perfetto: {buffer: buffer, title: button.dataset.title, fileName: button.dataset.file,
-                       url: window.location.href}};
+    const trace = {buffer: buffer, title: button.dataset.title, fileName: button.dataset.file};
+    if (button.dataset.url) { trace.url = button.dataset.url; }
+    return {perfetto: trace};
   }
 
   function handOver(ui, payload) {

@@ -134,12 +134,20 @@ def _worker_options(f: Any) -> Any:
               help="Close a connection that has not sent a request's headers within this time.")
 @click.option("--max-connections", type=click.IntRange(10, 1_000_000), default=2000, show_default=True,
               help="Connections served at once; past it, new requests get 503.")
+@click.option("--max-uploads", type=click.IntRange(1, 10_000), default=4, show_default=True,
+              help="Uploads handled at once; past it, an upload gets 503 with Retry-After before its body is read "
+                   "(the pages stay fast under an upload flood).")
+@click.option("--max-failures", type=click.IntRange(0, 1_000_000), default=10, show_default=True,
+              help="Failed tokens, logins and refused writes a client may make in a minute before it gets 429 "
+                   "for a minute (0: never throttled).")
+@click.option("--session", "session_ns", type=DurationType(60_000_000_000, 30 * 86400 * 1_000_000_000),
+              default="8h", show_default=True, help="Life of a browser login (its session ends then).")
 @click.pass_context
 def serve_command(ctx: click.Context, data: Path, db: str | None, host: str, port: int, jobs: int,
                   scheduler: str | None, max_upload: int, max_unpacked: int, job_timeout_ns: int, job_memory: int,
                   lease_ns: int, keep_traces_s: float | None, private: bool, public_url: str | None,
-                  header_timeout_ns: int, max_connections: int, blob_store: str | None,
-                  blob_retry_ns: int) -> None:
+                  header_timeout_ns: int, max_connections: int, max_uploads: int, max_failures: int,
+                  session_ns: int, blob_store: str | None, blob_retry_ns: int) -> None:
     """Serve uploaded traces and their reports over HTTP (needs pip install 'traceanalyzer-ml[serve]').
 
     \b
@@ -164,8 +172,8 @@ def serve_command(ctx: click.Context, data: Path, db: str | None, host: str, por
                         jobs=jobs, job_timeout_s=job_timeout_ns / 1e9, job_memory_bytes=job_memory, private=private,
                         public_url=public_url.rstrip("/") if public_url else None, keep_traces_s=keep_traces_s,
                         scheduler=scheduler, lease_s=lease_ns / 1e9, header_timeout_s=header_timeout_ns / 1e9,
-                        max_connections=max_connections, blob_store=blob_store,
-                        blob_retry_s=blob_retry_ns / 1e9)
+                        max_connections=max_connections, max_uploads=max_uploads, max_failures=max_failures,
+                        session_s=session_ns / 1e9, blob_store=blob_store, blob_retry_s=blob_retry_ns / 1e9)
     _check_blobs(settings)
     _store(data, db).close()  # a bad database URL is one line here, not a traceback from the server
     click.echo(f"traceanalyzer: serving {data} on http://{host}:{port} (Ctrl-C to stop)", err=True)
@@ -311,3 +319,84 @@ def token_revoke(data: Path, db: str | None, token_id: int) -> None:
     if not done:
         raise UsageError(f"no active token with id {token_id} (see `traceanalyzer serve token list`)")
     click.echo(f"traceanalyzer: token {token_id} revoked", err=True)
+
+
+@serve_command.group("oidc")
+def oidc_group() -> None:
+    """CI without stored secrets: which CI jobs may exchange their OIDC token for a short-lived token of a
+    project (docs/ci-service.md)."""
+
+
+@oidc_group.command("add")
+@click.option("--data", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_DATA, show_default=True)
+@click.option("--db", "db", metavar="URL", help="Database URL (default: SQLite in DATA).")
+@click.option("--project", required=True, help="The project the tokens given are of.")
+@click.option("--issuer", required=True, metavar="URL",
+              help="The CI's OIDC issuer, e.g. https://token.actions.githubusercontent.com.")
+@click.option("--audience", required=True, metavar="TEXT", help="The audience the CI job asks its token for.")
+@click.option("--claim", "claims", multiple=True, metavar="NAME=VALUE", required=True,
+              help="A claim the token must carry, e.g. repository=owner/repo (repeatable; at least one).")
+@click.option("--jwks-url", metavar="URL",
+              help="Where the issuer's keys are fetched from. Default: the issuer's discovery document's "
+                   "jwks_uri (on the issuer's host), looked up now and stored.")
+@click.option("--read-only", is_flag=True, help="The tokens given may read, not upload.")
+@click.option("--ttl", "ttl_ns", type=DurationType(60_000_000_000, 86400 * 1_000_000_000), default="15min",
+              show_default=True, help="Life of each token given.")
+def oidc_add(data: Path, db: str | None, project: str, issuer: str, audience: str, claims: tuple[str, ...],
+             jwks_url: str | None, read_only: bool, ttl_ns: int) -> None:
+    """Let CI jobs of ISSUER with these claims exchange their OIDC token for a token of PROJECT."""
+    _need_extra()
+    from ..serve import oidc
+    from ..serve.store import cli_actor
+    from ..serve.uploads import PROJECT_RE
+
+    if not PROJECT_RE.match(project):
+        raise UsageError(f"--project {project!r}: 1 to 64 of A-Z a-z 0-9 . _ - (starting with a letter or digit)")
+    required: dict[str, str] = {}
+    for c in claims:
+        name, sep, value = c.partition("=")
+        if not sep or not name or not value:
+            raise UsageError(f"--claim {c!r}: NAME=VALUE, e.g. repository=owner/repo")
+        required[name] = value
+    try:
+        url = jwks_url or oidc.discover_jwks_url(issuer)
+        with _opened(data, db) as store:
+            policy_id = oidc.add_policy(store, project, issuer, audience, url, required, read_only, ttl_ns / 1e9,
+                                        created_by=cli_actor().name, actor=cli_actor())
+    except oidc.OidcError as exc:
+        raise UsageError(exc.message) from None
+    click.echo(f"traceanalyzer: OIDC policy #{policy_id} of project {project}: issuer {issuer}, keys from {url}",
+               err=True)
+
+
+@oidc_group.command("list")
+@click.option("--data", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_DATA, show_default=True)
+@click.option("--db", "db", metavar="URL", help="Database URL (default: SQLite in DATA).")
+@click.option("--project", help="Only this project's policies.")
+def oidc_list(data: Path, db: str | None, project: str | None) -> None:
+    """The OIDC policies: id, project, issuer, audience, required claims, role, token life, keys URL."""
+    import json
+
+    from ..serve import oidc
+
+    with _opened(data, db) as store:
+        rows = oidc.policies(store, project)
+    for p in rows:
+        click.echo(f"#{p.id}  {p.project}  issuer {p.issuer}  audience {p.audience}  claims {json.dumps(p.claims)}  "
+                   f"{'read' if p.read_only else 'upload'}  {p.ttl_s:g} s  keys {p.jwks_url}")
+
+
+@oidc_group.command("remove")
+@click.option("--data", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_DATA, show_default=True)
+@click.option("--db", "db", metavar="URL", help="Database URL (default: SQLite in DATA).")
+@click.argument("policy_id", type=click.IntRange(1))
+def oidc_remove(data: Path, db: str | None, policy_id: int) -> None:
+    """Remove the OIDC policy with this ID (tokens it gave live out their short life)."""
+    from ..serve import oidc
+    from ..serve.store import cli_actor
+
+    with _opened(data, db) as store:
+        done = oidc.remove_policy(store, policy_id, actor=cli_actor())
+    if not done:
+        raise UsageError(f"no OIDC policy with id {policy_id} (see `traceanalyzer serve oidc list`)")
+    click.echo(f"traceanalyzer: OIDC policy {policy_id} removed", err=True)

@@ -32,6 +32,16 @@ if TYPE_CHECKING:  # the HTTP client, tar and temporary files load when a comman
 TOKEN_ENV = "TRACEANALYZER_TOKEN"
 CHUNK = 1 << 20
 POLL_S = (0.5, 1.0, 2.0, 5.0)  # waits between polls of the run's status, the last repeated
+OIDC_ENV = "TRACEANALYZER_OIDC_TOKEN"  # a CI job's OIDC token (GitLab: an `id_tokens` variable)
+BUSY_WAIT_S = 600.0  # how long an upload answered 503 + Retry-After (the service busy) is tried again
+
+
+def _retry_after(status: int, header: str | None) -> float | None:
+    """The wait a service answering 503 asked for (its uploads at their cap, its database restarting), or
+    None: not a 503 with a Retry-After of seconds (at most a minute)."""
+    if status != 503 or header is None or not header.strip().isdigit():
+        return None
+    return float(min(int(header.strip()), 60))
 
 
 class ServerError(TraceAnalyzerError):
@@ -79,6 +89,7 @@ class Client:
         self.prefix = parts.path.rstrip("/")
         self.token = token
         self.server = server.rstrip("/")
+        self.retry_after: str | None = None  # the last answer's Retry-After header
 
     def _connection(self, timeout: float) -> http.client.HTTPConnection:
         import http.client
@@ -98,9 +109,13 @@ class Client:
                 conn.putheader(k, v)
             conn.endheaders()
             if body is not None:
-                for block in body:
-                    conn.send(block)
+                try:
+                    for block in body:
+                        conn.send(block)
+                except (BrokenPipeError, ConnectionResetError):  # answered before the body was read (413,
+                    pass  # 503 + Retry-After): its answer may be there to read; if not, it fails below
             resp = conn.getresponse()
+            self.retry_after = resp.getheader("Retry-After")
             return resp.status, resp.read(16 * 1024**2)
         except (OSError, http.client.HTTPException) as exc:
             raise ServerError(f"{self.server}: cannot reach the service ({type(exc).__name__}: {exc})") from None
@@ -111,6 +126,9 @@ class Client:
         """The JSON reply of a request answered with one of the `expect` statuses; any other status is an
         error (a redirect too: it is not followed, so the token never goes to another address)."""
         status, data = self.request(method, path, **kw)
+        return self.reply(status, data, method, path, expect)
+
+    def reply(self, status: int, data: bytes, method: str, path: str, expect: tuple[int, ...]) -> dict[str, Any]:
         try:
             reply = json.loads(data) if data else {}
         except ValueError:
@@ -128,6 +146,41 @@ class Client:
             raise ServerError(f"{self.server}: answered a redirect ({status}), not followed (the token is sent "
                               f"to --server only): give the service's final address as --server")
         raise ServerError(f"{self.server}: unexpected answer ({status}) to {method} {path.split('?')[0]}")
+
+
+def ci_oidc_token(audience: str) -> str:
+    """This CI job's OIDC token: ${OIDC_ENV}, else asked of GitHub Actions for `audience`
+    ($ACTIONS_ID_TOKEN_REQUEST_URL / _TOKEN, there when the job has `permissions: id-token: write`)."""
+    import urllib.request
+    from urllib.parse import quote
+
+    given = os.environ.get(OIDC_ENV, "").strip()
+    if given:
+        return given
+    url, bearer = os.environ.get("ACTIONS_ID_TOKEN_REQUEST_URL"), os.environ.get("ACTIONS_ID_TOKEN_REQUEST_TOKEN")
+    if not url or not bearer:
+        raise UsageError(f"--oidc-audience: no OIDC token: set {OIDC_ENV}, or run in GitHub Actions with "
+                         f"`permissions: id-token: write`")
+    req = urllib.request.Request(f"{url}&audience={quote(audience, safe='')}",
+                                 headers={"Authorization": f"Bearer {bearer}", "Accept": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:  # noqa: S310 (the CI service's own address)
+            value = json.loads(resp.read(1 << 20)).get("value")
+    except (OSError, ValueError) as exc:
+        raise ServerError(f"cannot get this job's OIDC token: {type(exc).__name__}") from None
+    if not isinstance(value, str) or not value:
+        raise ServerError("the CI service gave no OIDC token")
+    return value
+
+
+def oidc_token_for(client: Client, project: str, jwt_text: str) -> str:
+    """A short-lived token of `project` in exchange for the job's OIDC token (POST .../oidc-token)."""
+    client.token = jwt_text
+    reply = client.json("POST", f"/api/v1/projects/{quote(project, safe='')}/oidc-token", expect=(201,))
+    token = reply.get("token")
+    if not isinstance(token, str) or not token:
+        raise ServerError(f"{client.server}: the OIDC exchange gave no token")
+    return token
 
 
 def _parts(paths: list[Path], tmp: Path) -> list[Path]:
@@ -201,13 +254,22 @@ def upload_files(client: Client, project: str, paths: list[Path], fields: dict[s
             size = files[0].stat().st_size
             headers = {"Content-Type": "application/octet-stream", "X-Filename": files[0].name,
                        "Content-Length": str(size)}
-            body = _stream([files[0]], size, quiet)
+            pieces: list[bytes | Path] = [files[0]]
         else:
             boundary = "ta" + secrets.token_hex(16)
             pieces, size = _multipart(files, boundary)
             headers = {"Content-Type": f"multipart/form-data; boundary={boundary}", "Content-Length": str(size)}
-            body = _stream(pieces, size, quiet)
-        reply = client.json("POST", path, expect=(201,), body=body, headers=headers, timeout=600)
+        deadline = time.monotonic() + BUSY_WAIT_S
+        while True:  # a busy service (503 + Retry-After: its uploads at their cap) is tried again a while
+            status, data = client.request("POST", path, body=_stream(pieces, size, quiet), headers=headers,
+                                          timeout=600)
+            wait = _retry_after(status, client.retry_after)
+            if wait is None or time.monotonic() + wait > deadline:
+                break
+            if not quiet:
+                click.echo(f"traceanalyzer: the service is busy; trying again in {wait:g} s", err=True)
+            time.sleep(wait)
+        reply = client.reply(status, data, "POST", path, expect=(201,))
     if not isinstance(reply.get("id"), str) or not reply["id"]:
         raise ServerError(f"{client.server}: the upload was answered without a run id")
     return reply
@@ -258,6 +320,12 @@ def _write_comment(text: str, target: Path | None) -> Path | None:
 @click.option("--order", type=float, metavar="N",
               help="The run's place in its branch's history (e.g. the commit's time, `git log -1 --format=%ct`); "
                    "the history is in this order when every run has one, else in upload order.")
+@click.option("--setting", metavar="TEXT",
+              help="A label of the run's setting (e.g. a config's hash): runs of one commit and one label are "
+                   "repeats, whose spread is the compare page's run-to-run allowance.")
+@click.option("--repeat-of", "repeat_of", metavar="RUN",
+              help="This capture repeats run RUN's setting (same code, same settings): counted with it for the "
+                   "run-to-run allowance.")
 @click.option("--base-branch", default="main", show_default=True, metavar="B",
               help="Compare with the last runs of this branch.")
 @click.option("--last", default=5, show_default=True, type=click.IntRange(1, 50), metavar="N",
@@ -274,20 +342,31 @@ def _write_comment(text: str, target: Path | None) -> Path | None:
 @click.option("--json", "json_out", type=click.Path(path_type=Path, dir_okay=False), metavar="FILE",
               help="Also write the comparison as JSON (change_verdict, headline, gates, run and compare URLs) "
                    "for scripts (implies --wait).")
+@click.option("--oidc-audience", "oidc_audience", metavar="AUD",
+              help="Without a token: exchange this CI job's OIDC token (audience AUD) for a short-lived token of "
+                   f"the project (the service's `serve oidc add` policy). The JWT is ${OIDC_ENV}, else GitHub "
+                   "Actions' (the job needs `permissions: id-token: write`).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
 def upload_command(traces: tuple[Path, ...], server: str, project: str, branch: str | None, commit: str | None,
-                   order: float | None, base_branch: str, last: int, fail_on: tuple[str, ...],
+                   order: float | None, setting: str | None, repeat_of: str | None, base_branch: str, last: int,
+                   fail_on: tuple[str, ...],
                    fail_on_unconfirmed: bool, wait: bool,
-                   comment: Path | None, timeout_s: float, json_out: Path | None, quiet: bool) -> None:
+                   comment: Path | None, timeout_s: float, json_out: Path | None, oidc_audience: str | None,
+                   quiet: bool) -> None:
     """Upload traces, wait, compare, write the comment (the help text is UPLOAD_HELP)."""
     from ..gates import parse_rules
 
     token = os.environ.get(TOKEN_ENV, "").strip()
-    if not token:
-        raise UsageError(f"no token: set {TOKEN_ENV} (traceanalyzer serve token create --project {project})")
+    if not token and not oidc_audience:
+        raise UsageError(f"no token: set {TOKEN_ENV} (traceanalyzer serve token create --project {project}), "
+                         f"or use --oidc-audience in a CI job")
     parse_rules(fail_on)  # a bad rule is a usage error before anything is sent
     client = Client(server, token)
-    fields = {"branch": branch or "", "commit": commit or "", "order": "" if order is None else repr(order)}
+    if not token:
+        assert oidc_audience is not None
+        client.token = oidc_token_for(client, project, ci_oidc_token(oidc_audience))
+    fields = {"branch": branch or "", "commit": commit or "", "order": "" if order is None else repr(order),
+              "setting": setting or "", "repeat_of": repeat_of or ""}
     created = upload_files(client, project, list(traces), fields, quiet)
     run_id = str(created.get("id", ""))
     click.echo(created.get("url", f"{client.server}/runs/{run_id}"))

@@ -37,7 +37,7 @@ def create_app(settings: Settings, run_jobs: bool = True) -> Starlette:
             message = "not found"
         if exc.status_code == 405:
             message = f"method {request.method} not allowed here"
-        return ctx.error_response(request, exc.status_code, message)
+        return ctx.error_response(request, exc.status_code, message, dict(exc.headers or {}))
 
     async def internal_error(request: Request, exc: Exception) -> Response:
         print(f"traceanalyzer serve: internal error on {request.url.path}: {type(exc).__name__}: {exc}",

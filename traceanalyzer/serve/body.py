@@ -6,7 +6,13 @@ other parts are small text fields. Each file goes through a `Sink` (uploads.py);
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+import concurrent.futures
+import functools
+import os
+import threading
+from collections.abc import AsyncIterator, Callable
+from typing import Any, TypeVar
 
 import anyio
 from python_multipart.multipart import MultipartParser, parse_options_header
@@ -19,7 +25,38 @@ from .uploads import MAX_FILES, Budget, Received, Sink, UploadError, check_archi
 MAX_FIELD_BYTES = 1000  # a text field of a multipart upload
 IDLE_S = 60.0  # longest wait for the next bytes of an upload
 RAW_ALLOWANCE = 1 << 20  # a multipart body's bytes beyond its files' (boundaries, headers, fields)
+UPLOAD_THREADS = 2  # threads every upload writes with: hashing and writing release Python's lock, so two keep
+# the disk busy, and few contenders for that lock keep the pages' threads quick (benchmarks/serve_load.py)
+UPLOAD_NICE = 10  # their priority below the pages' (Linux nice), so a flood slows uploads before pages
+T = TypeVar("T")
 OCTET_TYPES = ("application/octet-stream", "application/gzip", "application/zip", "application/x-tar")
+
+
+_POOL: concurrent.futures.ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _lower_priority() -> None:
+    """An upload thread yields the CPU to the event loop and the pages' threads (Linux: per-thread nice)."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), UPLOAD_NICE)
+    except (OSError, AttributeError):  # not allowed, or not Linux: the same priority as the rest
+        pass
+
+
+async def _in_thread(fn: Callable[..., T], *args: Any) -> T:
+    """`fn(*args)` in the uploads' own small thread pool (`UPLOAD_THREADS`, at a lower priority): an upload
+    flood neither takes the threads the pages are rendered in (Starlette's default pool) nor outnumbers
+    them for Python's lock or the CPU."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = concurrent.futures.ThreadPoolExecutor(UPLOAD_THREADS, "traceanalyzer-upload",
+                                                          initializer=_lower_priority)
+    done = asyncio.get_running_loop().run_in_executor(_POOL, functools.partial(fn, *args))
+    with anyio.CancelScope(shield=True):  # a client gone mid-write: the write ends before its file is removed
+        result = await done
+    return result
 
 
 async def receive(request: Request, settings: Settings) -> tuple[list[Received], dict[str, str]]:
@@ -45,7 +82,7 @@ async def receive(request: Request, settings: Settings) -> tuple[list[Received],
                         settings.max_unpacked_bytes)
             sinks.append(sink)
             async for block in _blocks(request):
-                await anyio.to_thread.run_sync(sink.write, block)
+                await _in_thread(sink.write, block)
             done.append(sink.finish())
             sinks.remove(sink)
         elif ctype_s == "multipart/form-data":
@@ -54,7 +91,7 @@ async def receive(request: Request, settings: Settings) -> tuple[list[Received],
                 raise UploadError(400, "multipart upload without a boundary")
             parts = Multipart(boundary, settings, budget, fields, done, sinks)
             async for block in _blocks(request):
-                await anyio.to_thread.run_sync(parts.feed, block)
+                await _in_thread(parts.feed, block)
             parts.close()
         else:
             raise UploadError(415, "send the file as the body (Content-Type: application/octet-stream, name in "
@@ -63,8 +100,7 @@ async def receive(request: Request, settings: Settings) -> tuple[list[Received],
             raise UploadError(400, "no file in the upload (multipart field 'file')")
         for r in done:
             if r.kind in ("zip", "tar", "tar.gz"):
-                await anyio.to_thread.run_sync(check_archive, r.tmp, r.kind, settings.max_members,
-                                               settings.max_unpacked_bytes)
+                await _in_thread(check_archive, r.tmp, r.kind, settings.max_members, settings.max_unpacked_bytes)
         return done, fields
     except BaseException:
         for s in sinks:
@@ -125,7 +161,7 @@ class Multipart:
                                    f"(--max-upload)")
         try:
             self._parser.write(chunk)
-        except UploadError:
+        except (UploadError, OSError):  # a refusal, or the disk (full: 507, not a malformed body)
             raise
         except Exception as exc:  # the parser's own errors: a malformed body
             raise UploadError(400, f"malformed multipart body: {type(exc).__name__}") from None

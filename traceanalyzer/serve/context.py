@@ -6,8 +6,10 @@ Who may do what (the routes only read `request.state.who` for a write; `guard.py
 * a write (any unsafe method) is checked once, before any route runs, by `guard.Guard`: not cross-site,
   a valid token that is not read-only (a bearer header for the API; the login cookie plus the page's CSRF
   token for a form), see `routes.writes`;
-* reading is open, or needs a token with `--private` (bearer header, or the cookie the login form sets);
-  a request that carries a token only sees that token's project (another project's run: 404).
+* reading is open, or needs a token with `--private` (bearer header, or the session the login form makes,
+  `sessions.py`); a request that carries a token only sees that token's project (another project's run: 404);
+* a client that keeps failing (unknown tokens, failed logins, refused writes) is throttled (`throttle.py`):
+  429 + Retry-After on whatever credential it sends next; each failure is in the audit and the log.
 """
 
 from __future__ import annotations
@@ -30,10 +32,12 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 
 from . import history as hist
+from . import sessions
 from .blobs import blobs_of
 from .jobs import JobRunner
 from .settings import Settings, instance_name
-from .store import Actor, Store
+from .store import Actor, Store, TokenInfo
+from .throttle import Throttle
 
 PAGE_SIZE = 50
 RETRY_AFTER_S = 5  # a 503 while the database is away
@@ -45,12 +49,20 @@ SECURITY_HEADERS = {"X-Content-Type-Options": "nosniff", "Referrer-Policy": "sam
                     "Cross-Origin-Opener-Policy": "same-origin", "Cross-Origin-Resource-Policy": "same-origin"}
 
 
+PROXY_HEADERS = ("x-forwarded-host", "x-forwarded-for", "x-forwarded-proto", "forwarded", "x-real-ip")
+
+
 class Refused(HTTPException):
     """A 4xx with one line for the client."""
 
 
-def refuse(status: int, message: str) -> Refused:
-    return Refused(status_code=status, detail=message)
+def refuse(status: int, message: str, headers: dict[str, str] | None = None) -> Refused:
+    return Refused(status_code=status, detail=message, headers=headers)
+
+
+def throttled(retry_after_s: int) -> Refused:
+    return refuse(429, f"too many failed tokens or logins from this address: try again in {retry_after_s} s",
+                  {"Retry-After": str(retry_after_s)})
 
 
 class Access:
@@ -151,31 +163,97 @@ class Context:
         self.reports = hist.Reports(functools.partial(blobs_of(settings).report, name="report.json"))
         self.histories = hist.HistoryCache()
         self.last_db_log = 0.0
+        self.throttle = Throttle(limit=settings.max_failures)
+        self._oidc: Any = None  # the OIDC exchange (oidc.py), made on first use
+        self.uploads_active = 0  # upload requests being handled (routes/uploads.py caps them: --max-uploads)
+        self.proxy_warned = False  # the one warning about a proxy without --public-url (base_url)
+        self.disk_full_at = -1e9  # when an upload last found the disk full (health reports it a while) ...
+        self.disk_full_free = 0  # ... unless more space is free now than then
 
     # -- who is asking
+    @staticmethod
+    def client(request: Request) -> str:
+        return ((request.client.host if request.client else None) or "unknown")[:200]
+
+    def check_throttle(self, request: Request) -> None:
+        """Refuses (429 + Retry-After) a client that failed too often lately (see throttle.py)."""
+        left = self.throttle.blocked(self.client(request))
+        if left:
+            raise throttled(left)
+
+    def failed(self, request: Request, action: str, detail: str, who: Access | None = None) -> None:
+        """A failed credential or a refused write: counted against the client (throttle), in the audit and
+        in the log. Throttling bounds how many of these one client can write."""
+        import sys
+
+        client = self.client(request)
+        blocked = self.throttle.failed(client)
+        actor = Actor("anonymous", None, client)
+        if who is not None and who.token_id is not None:
+            actor = self.actor(request, who)
+        project = who.project if who is not None else None
+        target = f"{request.method} {request.url.path}"[:200]
+        print(f"traceanalyzer serve: {action} from {client}: {detail} ({target})", file=sys.stderr)
+        try:
+            self.db.record(actor, action, project, target, detail)
+            if blocked:
+                self.db.record(actor, "client.throttle", project, target,
+                               f"{self.throttle.limit} failures in {self.throttle.window_s:g} s: refused for "
+                               f"{self.throttle.block_s:g} s")
+        except Exception as exc:  # the audit is away with the database: the refusal stands
+            print(f"traceanalyzer serve: audit not written: {type(exc).__name__}", file=sys.stderr)
+
+    @property
+    def oidc(self) -> Any:
+        """The exchange of CI jobs' OIDC tokens (oidc.py; PyJWT loads on first use)."""
+        if self._oidc is None:
+            from .oidc import Exchanger
+
+            self._oidc = Exchanger(self.db)
+        return self._oidc
+
+    def disk_full(self) -> None:
+        """An upload found the disk full: health says so for a while (routes/site.py)."""
+        import shutil
+        import time
+
+        self.disk_full_at = time.monotonic()
+        try:
+            self.disk_full_free = shutil.disk_usage(self.settings.data).free + 1
+        except OSError:
+            self.disk_full_free = 0
+
+    def session(self, request: Request) -> TokenInfo | None:
+        """The token of the browser's live session (looked up once per request)."""
+        if not hasattr(request.state, "session"):
+            request.state.session = sessions.lookup(self.db, request.cookies.get(sessions.COOKIE))
+        found: TokenInfo | None = request.state.session
+        return found
+
     def access(self, request: Request) -> Access:
-        """The token of the request (bearer header; on GET and HEAD also the login cookie, ignored when its
-        token was revoked or expired). A write's was checked by the guard already: it is taken from there."""
+        """The token of the request (bearer header; on GET and HEAD also the login session, ignored when it
+        ended or its token was revoked or expired). A write's was checked by the guard already: it is taken
+        from there. An unknown bearer token counts against the client (throttle.py)."""
         checked = getattr(request.state, "who", None)
         if isinstance(checked, Access):
             return checked
         header = request.headers.get("authorization")
-        token, bearer = None, False
         if header is not None:
+            self.check_throttle(request)
             scheme, _, value = header.partition(" ")
             if scheme.lower() != "bearer" or not value.strip():
+                self.failed(request, "token.fail", "an Authorization header that is not 'Bearer TOKEN'")
                 raise refuse(401, "the Authorization header must be 'Bearer TOKEN'")
-            token, bearer = value.strip(), True
-        elif request.method in ("GET", "HEAD"):
-            token = request.cookies.get("ta_token")
-        if token is None:
-            return Access()
-        found = self.db.token(token)
-        if found is None and not bearer:  # a login whose token was revoked or expired: logged out, not refused
-            return Access()
-        if found is None:
-            raise refuse(401, "unknown token (or an expired or revoked one)")
-        return Access(found.project, found.read_only, bearer, found.id)
+            found = self.db.token(value.strip())
+            if found is None:
+                self.failed(request, "token.fail", "unknown, expired or revoked token")
+                raise refuse(401, "unknown token (or an expired or revoked one)")
+            return Access(found.project, found.read_only, True, found.id)
+        if request.method in ("GET", "HEAD"):
+            found = self.session(request)  # a session that ended: logged out, not refused
+            if found is not None:
+                return Access(found.project, found.read_only, False, found.id)
+        return Access()
 
     def actor(self, request: Request, who: Access) -> Actor:
         """Who made a write, for the audit: the token's name and id, and the client's address."""
@@ -203,6 +281,31 @@ class Context:
         return row, who
 
     def base_url(self, request: Request) -> str:
+        """The base of absolute links (API answers, PR comments): `--public-url`, else the address this
+        server answers on (its socket's), never the request's Host header, which the client (or a proxy)
+        sets. Behind a proxy without `--public-url`, one warning in the log says to set it."""
+        if self.settings.public_url:
+            return self.settings.public_url.rstrip("/")
+        if not self.proxy_warned and any(h in request.headers for h in PROXY_HEADERS):
+            import sys
+
+            self.proxy_warned = True
+            print("traceanalyzer serve: a request came through a proxy (a forwarding header) but --public-url is "
+                  "not set: absolute links use this server's own address; set --public-url to the address "
+                  "people use", file=sys.stderr)
+        server = request.scope.get("server")
+        if not server or server[1] is None:
+            return ""  # a socket without an address (a Unix socket): links stay relative
+        host, port = str(server[0]), int(server[1])
+        scheme = request.url.scheme
+        if ":" in host:
+            host = f"[{host}]"
+        default = (scheme == "http" and port == 80) or (scheme == "https" and port == 443)
+        return f"{scheme}://{host}" + ("" if default else f":{port}")
+
+    def page_origin(self, request: Request) -> str:
+        """The origin the browser showing this page uses (for postMessage between our own frames, never
+        for a link that leaves the browser): `--public-url`, else what the browser asked for."""
         return (self.settings.public_url or str(request.base_url)).rstrip("/")
 
     def same_origin(self, request: Request, origin: str) -> bool:
@@ -218,16 +321,15 @@ class Context:
                 "finished_at": row["finished_at"], "url": f"{base}/runs/{row['id']}",
                 "report_json": f"{base}/api/v1/runs/{row['id']}/report.json" if row["status"] == "done" else None,
                 "sha256": shas if shas is not None else [f.sha256 for f in self.db.files(row["id"])],
-                "uploaded_by": uploader(row)}
+                "uploaded_by": uploader(row), "setting": row.get("setting"), "repeat_of": row.get("repeat_of")}
 
     # -- pages
     def login_state(self, request: Request) -> str | None:
         """'project (token name)' of the browser's login, or None (logged out, or its token revoked)."""
-        cookie = request.cookies.get("ta_token")
-        if not cookie:
+        if not request.cookies.get(sessions.COOKIE):
             return None
         try:
-            found = self.db.token(cookie)
+            found = self.session(request)
         except Exception:
             return None
         if found is None:
@@ -238,13 +340,15 @@ class Context:
     def page(self, request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
         token = request.cookies.get("ta_csrf") or secrets.token_urlsafe(24)
         html = self.env.get_template(template).render(csrf=token, private=self.settings.private,
+                                                      public_url=self.settings.public_url,
                                                       login=self.login_state(request), **context)
         resp = HTMLResponse(html, status_code=status)
         if request.cookies.get("ta_csrf") != token:
             resp.set_cookie("ta_csrf", token, httponly=True, samesite="strict", path="/")
         return resp
 
-    def error_response(self, request: Request, status: int, message: str) -> Response:
+    def error_response(self, request: Request, status: int, message: str,
+                       headers: dict[str, str] | None = None) -> Response:
         """One line: {"error": ...} for the API and scripts, the error page for a browser."""
         if request.url.path.startswith("/api/") or "text/html" not in request.headers.get("accept", ""):
             resp: Response = JSONResponse({"error": message}, status_code=status)
@@ -252,6 +356,8 @@ class Context:
             resp = self.page(request, "error.html.j2", status=status, status_code=status, message=message)
         if status == 413:
             resp.headers["Connection"] = "close"  # the rest of the body is not read
+        for k, v in (headers or {}).items():
+            resp.headers[k] = v
         return resp
 
 

@@ -5,7 +5,8 @@
   507, each with one line (not Starlette's last-resort traceback);
 * `Guard`: every write (POST, PUT, PATCH, DELETE) checked once, before any route runs: not cross-site,
   then the token and the CSRF token its route's kind asks for (`routes.writes`). What it checked is in
-  `request.state`: `who` (the token's Access) and, for a form, `form` (its fields).
+  `request.state`: `who` (the token's Access) and, for a form, `form` (its fields). A refused write is
+  counted against its client and audited (`Context.failed`); a client throttled gets 429 + Retry-After.
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Match, Route
 
+from . import sessions
 from .context import CSP, RETRY_AFTER_S, SECURITY_HEADERS, Access, Context, Refused, refuse
-from .routes import BEARER, FORM, OPEN_FORM, TOKEN, UNSAFE, write_kind
+from .routes import BEARER, FORM, OIDC, OPEN_FORM, TOKEN, UNSAFE, write_kind
 
 MAX_FORM_BYTES = 10_000
 
@@ -137,7 +139,9 @@ class Guard:
             await self.app(scope, receive, send)
             return
         request = Request(scope)
+        who: Access | None = None
         try:
+            self.ctx.check_throttle(request)  # memory only: no thread needed
             if self.cross_site(request):
                 raise refuse(403, "cross-site request refused")
             endpoint = self.endpoint(scope)
@@ -146,6 +150,8 @@ class Guard:
                 state = scope.setdefault("state", {})
                 if kind in (BEARER, TOKEN):
                     state["who"] = await self.bearer(request, read_only=kind == TOKEN)
+                elif kind == OIDC:  # the route verifies the JWT itself (oidc.py)
+                    state["who"] = Access()
                 else:
                     body = await self.read_form(request, receive)
                     state["form"] = self.checked_form(request, body)
@@ -153,7 +159,11 @@ class Guard:
                     receive = _replay(body, receive)
                     assert kind in (FORM, OPEN_FORM)
         except Refused as exc:
-            await self.ctx.error_response(request, exc.status_code, str(exc.detail))(scope, receive, send)
+            if exc.status_code in (401, 403):
+                who = getattr(request.state, "refused_who", None)
+                await run_in_threadpool(self.ctx.failed, request, "write.refuse", str(exc.detail), who)
+            await self.ctx.error_response(request, exc.status_code, str(exc.detail),
+                                          dict(exc.headers or {}))(scope, receive, send)
             return
         await self.app(scope, receive, send)
 
@@ -162,21 +172,29 @@ class Guard:
         if "authorization" not in request.headers:
             raise refuse(401, "this needs a token: Authorization: Bearer TOKEN "
                               "(traceanalyzer serve token create --project P)")
-        who = await run_in_threadpool(self.ctx.access, request)
-        if who.project is None:
+        header = request.headers["authorization"]
+        scheme, _, value = header.partition(" ")
+        if scheme.lower() != "bearer" or not value.strip():
+            raise refuse(401, "the Authorization header must be 'Bearer TOKEN'")
+        found = await run_in_threadpool(self.ctx.db.token, value.strip())
+        if found is None:
             raise refuse(401, "unknown token (or an expired or revoked one)")
+        who = Access(found.project, found.read_only, True, found.id)
         if who.read_only and not read_only:
+            request.state.refused_who = who
             raise refuse(403, "this token is read-only")
         return who
 
     async def cookie(self, request: Request) -> Access:
-        token = request.cookies.get("ta_token")
-        found = await run_in_threadpool(self.ctx.db.token, token) if token else None
+        """The browser's login session (never a token: see sessions.py)."""
+        found = await run_in_threadpool(sessions.lookup, self.ctx.db, request.cookies.get(sessions.COOKIE))
         if found is None:
             raise refuse(401, "log in with a token of the run's project that may upload")
+        who = Access(found.project, found.read_only, False, found.id)
         if found.read_only:
+            request.state.refused_who = who
             raise refuse(403, "this needs a log-in with a token that is not read-only")
-        return Access(found.project, found.read_only, False, found.id)
+        return who
 
     @staticmethod
     async def read_form(request: Request, receive: Any) -> bytes:

@@ -20,6 +20,11 @@ whole or not at all). The thread kills a process that runs past `--job-timeout`.
 A failure is the one line the CLI would print; a crash keeps the end of the process' standard error.
 A process killed from outside (SIGKILL/SIGTERM: the worker stopped, the kernel's OOM killer) is
 retried up to `max_tries`; a full disk queues the job again a minute later, its try not counted.
+
+Stopping is graceful: an analysis process runs in a session of its own, so a SIGTERM (or Ctrl-C) sent
+to the server's process group (systemd's default stop) reaches the server alone; the server then stops
+taking jobs at once (`drain`), and `stop` kills the analyses under way and queues their jobs again
+with their try given back. An analysis is never started during shutdown, nor a try counted for it.
 """
 
 from __future__ import annotations
@@ -81,6 +86,7 @@ class JobRunner:
         self.worker_id = new_worker_id()
         self.wake = threading.Event()
         self.stopping = threading.Event()
+        self.draining = threading.Event()  # set first on shutdown: no job is claimed after it
         self._threads: list[threading.Thread] = []
         self._children: dict[int, subprocess.Popen[bytes]] = {}
         self._held: dict[int, Claim] = {}
@@ -98,13 +104,15 @@ class JobRunner:
             self._threads.append(t)
 
     def _janitor(self) -> None:
-        """Every minute: runs canceled whose worker died; every ten minutes, with --keep-traces, the trace
+        """Every minute: runs canceled whose worker died, job folders no worker holds (remove_stale_work);
+        every ten minutes, with --keep-traces, the trace
         files whose every run is older than that."""
         last_retention = 0.0
         while not self.stopping.is_set():
             try:
                 for run_id, shas in self.store.purge_canceled(expired_before=time.time()):
                     remove_run_files(self.settings, self.store, run_id, shas)
+                remove_stale_work(self.settings, self.store)
                 if self.settings.keep_traces_s is not None and time.monotonic() - last_retention > 600:
                     remove_old_traces(self.settings, self.store)
                     last_retention = time.monotonic()
@@ -130,8 +138,14 @@ class JobRunner:
                     if proc is not None:
                         proc.kill()
 
+    def drain(self) -> None:
+        """Takes no new job from now on (the process is shutting down); analyses under way go on until `stop`."""
+        self.draining.set()
+        self.wake.set()
+
     def stop(self) -> None:
         """Stops taking jobs; an analysis under way is stopped and its job queued again (the try not counted)."""
+        self.draining.set()
         self.stopping.set()
         self.wake.set()
         with self._lock:
@@ -143,6 +157,9 @@ class JobRunner:
     def _loop(self) -> None:
         s = self.settings
         while not self.stopping.is_set():
+            if self.draining.is_set():
+                self.stopping.wait(0.5)
+                continue
             try:
                 claimed = self.store.claim(self.worker_id, s.lease_s, s.max_tries)
             except Exception as exc:  # the database went away for a moment: try again later
@@ -221,7 +238,7 @@ class JobRunner:
             proc = subprocess.Popen([sys.executable, "-I", "-W", "ignore", "-c", BOOTSTRAP, str(work / "spec.json"),
                                      str(os.getpid())],
                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, env=env,
-                                    cwd=work)
+                                    cwd=work, start_new_session=True)  # a signal to our group is ours alone
         with self._lock:
             self._children[job.id] = proc
         timed_out = False
@@ -265,7 +282,7 @@ class JobRunner:
 
         if timed_out:
             finish(f"the analysis took longer than the limit of {s.job_timeout_s:g} s (--job-timeout)")
-        elif self.stopping.is_set() and rc != 0:
+        elif (self.stopping.is_set() and rc != 0) or (self.draining.is_set() and rc < 0 and -rc in RETRIED_SIGNALS):
             try:
                 self.store.requeue(job, count_try=False)
             except Exception:  # the database is away: the lease expires and another worker takes the job
@@ -374,6 +391,7 @@ def clean_leftovers(settings: Settings, store: Store) -> int:
                 p.unlink(missing_ok=True)
             elif _dead_instance(p.name, host) or p.name.isdigit():
                 shutil.rmtree(p, ignore_errors=True)
+    remove_stale_work(settings, store)  # a killed worker's job folders, of any host
     sides = list(settings.reports.glob("*.tmp*"))
     if sides:
         with store.engine.connect() as c:
@@ -390,6 +408,43 @@ def clean_leftovers(settings: Settings, store: Store) -> int:
     except BlobUnavailable as exc:
         print(f"traceanalyzer serve: unused traces not swept: {exc}", file=sys.stderr)
     return released
+
+
+def remove_stale_work(settings: Settings, store: Store) -> int:
+    """The job folders (`DATA/work/INSTANCE/JOB-TRY`) of every worker, on any host, whose try no worker
+    holds any more (its worker was killed: the job was taken again, finished or failed meanwhile; a lease
+    that merely expired is no proof, as the database may have been away), and
+    the empty folders of this host's processes that are gone. A job's folder is made after its claim
+    and removed before its end is written, so a held try is never touched. Returns folders removed."""
+    import sqlalchemy as sa
+
+    from .settings import instance_name
+    from .store import jobs
+
+    top = settings.data / "work"
+    found: list[tuple[Path, int, int]] = []
+    for inst in top.iterdir() if top.is_dir() else []:
+        if not inst.is_dir():
+            continue
+        for f in inst.iterdir():
+            head, _, tail = f.name.partition("-")
+            if head.isdigit() and tail.isdigit():
+                found.append((f, int(head), int(tail)))
+    removed = 0
+    if found:  # held: running (or canceled, not yet purged) at that try, whatever its lease says
+        with store.engine.connect() as c:
+            held = {(int(r.id), int(r.tries)) for r in c.execute(
+                sa.select(jobs.c.id, jobs.c.tries).where(jobs.c.id.in_(sorted({j for _, j, _ in found})),
+                                                         jobs.c.status.in_(("running", "canceled"))))}
+        for f, job_id, tries in found:
+            if (job_id, tries) not in held:
+                shutil.rmtree(f, ignore_errors=True)
+                removed += 1
+    host = instance_name().rpartition("-")[0]
+    for inst in top.iterdir() if top.is_dir() else []:
+        if inst.is_dir() and _dead_instance(inst.name, host) and not any(inst.iterdir()):
+            inst.rmdir()
+    return removed
 
 
 def remove_old_traces(settings: Settings, store: Store) -> int:

@@ -82,9 +82,17 @@ def run_web(settings: Settings, host: str, port: int) -> None:
 
     raise_open_files(settings.max_connections)
     app = create_app(settings)
-    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, server_header=False,
-                http=protocol(settings.header_timeout_s), limit_concurrency=settings.max_connections,
-                timeout_keep_alive=10, h11_max_incomplete_event_size=64 * 1024)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, server_header=False,
+                            http=protocol(settings.header_timeout_s), limit_concurrency=settings.max_connections,
+                            timeout_keep_alive=10, h11_max_incomplete_event_size=64 * 1024)
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            """SIGTERM / SIGINT: no analysis starts from now on (the answers under way still finish)."""
+            app.state.runner.drain()
+            super().handle_exit(sig, frame)
+
+    Server(config).run()
 
 
 def run_worker(settings: Settings) -> None:
@@ -103,8 +111,12 @@ def run_worker(settings: Settings) -> None:
     backfill_metrics(settings, store)
     runner = JobRunner(settings, store)
     stop = threading.Event()
+    def on_signal(*_: Any) -> None:  # no job is taken after the signal (drain), then the worker stops
+        runner.drain()
+        stop.set()
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+        signal.signal(sig, on_signal)
     runner.start()
     print(f"traceanalyzer: worker {runner.worker_id} running {settings.jobs} analyses at a time"
           + (f" ({released} job(s) of stopped workers queued again)" if released else ""), file=sys.stderr)

@@ -26,6 +26,9 @@ class Settings:
     lease_s: float = 60.0  # a worker's hold on a job, renewed every third of it; another takes it once expired
     header_timeout_s: float = 10.0  # a connection that has not sent a request's headers by then is closed
     max_connections: int = 2000  # connections served at once; past it, new requests get 503
+    max_uploads: int = 4  # upload requests handled at once (benchmarks/serve_load.py); past it 503 + Retry-After
+    max_failures: int = 10  # failed tokens, logins and refused writes per client a minute before 429 (0: never)
+    session_s: float = 8 * 3600.0  # a browser login's life (no renewal): a working day, then log in again
     blob_store: str | None = None  # s3://BUCKET/PREFIX: traces and reports there (blobs.py); None: in DATA
     blob_retry_s: float = 30.0  # a job that could not reach the object store is queued again this much later
     instance: str = ""  # this process' own folder in tmp/ and work/ ('host-pid'): several share DATA

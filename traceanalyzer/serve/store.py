@@ -19,7 +19,8 @@ lock, put the file in place, record the run, commit; delete: lock, check no run 
 file, commit), so a delete never removes a file a new upload of the same content uses.
 
 Every write a person or a CI job makes (an upload, a project made by its first upload, a delete or a
-cancel, a token made or revoked) is recorded in `audit`, in the same transaction as the write: who (the
+cancel, a token made or revoked) is recorded in `audit`, in the same transaction as the write (and so
+are the writes refused, failed logins and unknown tokens, each in a row of its own: `record`): who (the
 token's name and id, or the user of the command line), what, when, and from where (the client's address,
 or the command line's user@host).
 """
@@ -72,6 +73,8 @@ runs = sa.Table(
     # step_time_ms and gpu_idle: in run_metrics only, with the run's other metrics (migration 0004)
     sa.Column("commit_order", sa.Float, nullable=True),  # optional: orders a branch's history (migration 0002)
     sa.Column("token_id", sa.Integer, nullable=True),  # the token that uploaded it (migration 0003)
+    sa.Column("setting", sa.String(100), nullable=True),  # the upload's setting label (migration 0007)
+    sa.Column("repeat_of", sa.String(16), nullable=True, index=True),  # the first run of the setting it repeats
 )
 run_files = sa.Table(
     "run_files", metadata,
@@ -124,6 +127,30 @@ audit = sa.Table(  # one row per write (migration 0005)
     sa.Column("project", sa.String(64), nullable=True, index=True),
     sa.Column("target", sa.String(200), nullable=True),  # the run id, or "token #id"
     sa.Column("detail", sa.Text, nullable=True),
+)
+
+sessions = sa.Table(  # one row per browser login; the cookie holds the id, the row its SHA-256 (migration 0006)
+    "sessions", metadata,
+    sa.Column("id_hash", sa.String(64), primary_key=True),
+    sa.Column("token_id", sa.Integer, nullable=False, index=True),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("expires_at", sa.Float, nullable=False),
+    sa.Column("revoked_at", sa.Float, nullable=True),
+    sa.Column("source", sa.String(200), nullable=True),  # the client's address at login
+)
+
+oidc_policies = sa.Table(  # who may exchange a CI job's OIDC token for a short-lived one (migration 0008)
+    "oidc_policies", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("project", sa.String(64), nullable=False, index=True),
+    sa.Column("issuer", sa.String(500), nullable=False),
+    sa.Column("audience", sa.String(500), nullable=False),
+    sa.Column("jwks_url", sa.String(1000), nullable=False),  # the only address its keys are fetched from
+    sa.Column("claims", sa.Text, nullable=False),  # JSON: claim -> the value it must have (e.g. repository)
+    sa.Column("read_only", sa.Boolean, nullable=False),
+    sa.Column("ttl_s", sa.Float, nullable=False),  # life of the tokens it gives
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("created_by", sa.String(100), nullable=True),
 )
 
 counters = sa.Table(  # the service's counters for /metrics, one row each (migration blob_0006)
@@ -298,6 +325,12 @@ class Store:
                                         source=actor.source[:200], action=action, project=project,
                                         target=None if target is None else target[:200], detail=detail))
 
+    def record(self, actor: Actor, action: str, project: str | None, target: str | None,
+               detail: str | None) -> None:
+        """An audit row of its own: a failed login or token, a refused write, a throttled client."""
+        with self.engine.begin() as c:
+            self._audit(c, actor, action, project, target, detail)
+
     def audit_log(self, project: str | None = None, since: float | None = None, action: str | None = None,
                   limit: int = 100) -> list[dict[str, Any]]:
         """The newest writes first: `project`, `action` (or its start, e.g. "run."), at or after `since`."""
@@ -336,10 +369,12 @@ class Store:
     # -- runs
     def create_run(self, project: str, branch: str | None, commit: str | None, files: Sequence[StoredFile],
                    commit_order: float | None = None, token_id: int | None = None,
-                   place: Callable[[], None] | None = None, actor: Actor | None = None) -> str:
+                   place: Callable[[], None] | None = None, actor: Actor | None = None,
+                   setting: str | None = None, repeat_of: str | None = None) -> str:
         """The run, its files and its queued job, in one transaction (the project made on first use).
         `place` puts the files at their content address; it runs inside the transaction, after the
-        files' `blobs` rows are locked, so no delete removes them between their check and the commit."""
+        files' `blobs` rows are locked, so no delete removes them between their check and the commit.
+        `setting`, `repeat_of`: see `repeats` (`repeat_of` is resolved by `repeat_root` first)."""
         now = time.time()
         run_id = secrets.token_hex(6)
         pid = self._project_id(project, now, actor)
@@ -349,7 +384,8 @@ class Store:
                 place()
             c.execute(runs.insert().values(id=run_id, project_id=pid, branch=branch, commit=commit, created_at=now,
                                            size_bytes=sum(f.size_bytes for f in files), files=len(files),
-                                           commit_order=commit_order, token_id=token_id))
+                                           commit_order=commit_order, token_id=token_id, setting=setting,
+                                           repeat_of=repeat_of))
             c.execute(run_files.insert(), [dict(run_id=run_id, position=i, sha256=f.sha256, name=f.name,
                                                 size_bytes=f.size_bytes, kind=f.kind) for i, f in enumerate(files)])
             c.execute(jobs.insert().values(run_id=run_id, status="queued", tries=0, queued_at=now))
@@ -707,6 +743,32 @@ class Store:
             r["metrics"] = values[r["id"]]
         rows.reverse()
         return rows
+
+    def repeat_root(self, project: str, run_id: str) -> str | None:
+        """The run a new repeat of `run_id` is recorded against: the first run of its setting (repeats of a
+        repeat point at the first one). None: no such run in this project."""
+        q = (sa.select(runs.c.id, runs.c.repeat_of).join(projects, projects.c.id == runs.c.project_id)
+             .where(runs.c.id == run_id, projects.c.name == project))
+        with self.engine.connect() as c:
+            row = c.execute(q).first()
+        return None if row is None else str(row.repeat_of or row.id)
+
+    def repeats(self, run: dict[str, Any], exclude: Sequence[str] = (), limit: int = 20) -> list[str]:
+        """The done runs of one setting with `run` (not itself): marked as repeats of the same first run
+        (`repeat_of`), or of the same project, commit and setting label (no label on both counts as the
+        same). Never runs of other commits: a branch's history mixes code changes with run-to-run noise."""
+        root = run.get("repeat_of") or run["id"]
+        same = [sa.func.coalesce(runs.c.repeat_of, runs.c.id) == root]
+        if run.get("commit"):
+            same.append(sa.and_(runs.c.commit == run["commit"],
+                                sa.func.coalesce(runs.c.setting, "") == (run.get("setting") or "")))
+        q = (sa.select(runs.c.id).join(projects, projects.c.id == runs.c.project_id)
+             .join(jobs, jobs.c.run_id == runs.c.id)
+             .where(projects.c.name == run["project"], jobs.c.status == "done", runs.c.id != run["id"],
+                    runs.c.id.not_in(list(exclude)) if exclude else sa.true(), sa.or_(*same))
+             .order_by(runs.c.created_at.desc(), runs.c.id).limit(limit))
+        with self.engine.connect() as c:
+            return [r[0] for r in c.execute(q)]
 
     def branches(self, project: str) -> list[str]:
         """The branches of a project's runs, by name."""

@@ -10,7 +10,9 @@ route cannot forget it:
   that is not read-only;
 * `OPEN_FORM`: a page's form that needs no login (log in, log out), still with its CSRF token;
 * `TOKEN`: a bearer token of any role, read-only included (the MCP endpoint, whose calls mostly read:
-  the route decides what a read-only token may call).
+  the route decides what a read-only token may call);
+* `OIDC`: a CI job's OIDC token as the bearer, which the route verifies itself against the project's
+  policy (`oidc.py`: the exchange for a short-lived token).
 Whatever the kind, a request that its browser says is cross-site (Sec-Fetch-Site, Origin) is refused
 unless it carries a bearer token.
 """
@@ -27,8 +29,8 @@ from starlette.routing import Route
 
 from ..context import Context
 
-BEARER, FORM, OPEN_FORM, TOKEN = "bearer", "form", "open form", "token"
-WRITE_KINDS = (BEARER, FORM, OPEN_FORM, TOKEN)
+BEARER, FORM, OPEN_FORM, TOKEN, OIDC = "bearer", "form", "open form", "token", "oidc"
+WRITE_KINDS = (BEARER, FORM, OPEN_FORM, TOKEN, OIDC)
 UNSAFE = ("POST", "PUT", "PATCH", "DELETE")
 
 

@@ -28,18 +28,17 @@ def compare_sides(ctx: Context, request: Request) -> tuple[dict[str, Any], dict[
 
 
 def comparison(ctx: Context, base: dict[str, Any], head: dict[str, Any]) -> Any:
-    """One run against one: run-to-run variation from the base branch's runs up to the base run (their
-    medians), when there are enough, else the default allowance."""
+    """One run against one: run-to-run variation from the runs of the base's setting (`Store.repeats`:
+    the same commit and setting label, or runs marked as repeats of it), when there are enough; else the
+    default allowance, as `diff` (`--run-noise`). Never from a branch's runs of other commits."""
     from traceanalyzer.compare import compare
 
     a, b = (ctx.reports.load(r["id"]) for r in (base, head))
-    earlier = ctx.db.history(base["project"], base["branch"], hist.LAST_BASES, exclude=base["id"],
-                             before=base["created_at"]) if base.get("branch") else []
     history = []
-    for r in earlier:
+    for run_id in ctx.db.repeats(base, exclude=[head["id"]]):
         try:
-            history.append(ctx.reports.load(r["id"]))
-        except Exception:  # a report removed or unreadable: left out of the history
+            history.append(ctx.reports.load(run_id))
+        except Exception:  # a report removed or unreadable: left out
             continue
     return compare(a, b, history=[a, *history] if history else ())
 

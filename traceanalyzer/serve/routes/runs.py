@@ -124,7 +124,7 @@ def report_md(ctx: Context, request: Request) -> Response:
 
 def report_html(ctx: Context, request: Request) -> Response:
     html = report_file(ctx, request, "report.html").read_text("utf-8")
-    html = with_height_script(html, ctx.base_url(request))
+    html = with_height_script(html, ctx.page_origin(request))
     return HTMLResponse(html, headers={"Content-Security-Policy": report_csp(html)})
 
 

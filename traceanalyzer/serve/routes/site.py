@@ -13,6 +13,7 @@ from ..context import RETRY_AFTER_S, Access, Context, human, refuse, static_file
 from ..uploads import PROJECT_RE
 
 MIN_FREE_BYTES = 64 * 1024**2  # less free space in DATA (or 5% of a smaller disk): health says the storage is full
+DISK_FULL_SHOWN_S = 60.0  # after an upload found the disk full, health says so this long (unless space was freed)
 STATIC = {"serve.css": "text/css; charset=utf-8", "upload.js": "text/javascript; charset=utf-8",
           "history.js": "text/javascript; charset=utf-8", "frames.js": "text/javascript; charset=utf-8",
           "perfetto.js": "text/javascript; charset=utf-8"}
@@ -59,9 +60,41 @@ def favicon(ctx: Context, request: Request) -> Response:
     return Response(FAVICON, media_type="image/svg+xml", headers={"Cache-Control": "max-age=86400"})
 
 
+def _storage(ctx: Context) -> str:
+    """'ok', or why the storage refuses writes: too little free space, an upload refused for want of
+    space lately, or a probe file that cannot be written (a read-only or broken file system)."""
+    import os
+    import time
+
+    try:
+        usage = shutil.disk_usage(ctx.settings.data)
+    except OSError as exc:
+        return f"down: {exc.strerror or type(exc).__name__}"
+    if usage.free < min(MIN_FREE_BYTES, usage.total // 20):
+        return f"full: {human(usage.free)} free"
+    probe = ctx.settings.tmp / f".health-{os.getpid()}"
+    try:
+        with open(probe, "wb") as f:
+            f.write(b"\0" * 4096)
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as exc:
+        return f"refuses writes: {exc.strerror or type(exc).__name__}"
+    finally:
+        try:
+            probe.unlink(missing_ok=True)
+        except OSError:
+            pass
+    if time.monotonic() - ctx.disk_full_at < DISK_FULL_SHOWN_S and usage.free < ctx.disk_full_free:
+        return f"full: an upload was refused for want of space {time.monotonic() - ctx.disk_full_at:.0f} s ago " \
+               f"({human(usage.free)} free)"
+    return "ok"
+
+
 def health(ctx: Context, request: Request) -> Response:
-    """What works: the database (a query), the storage (free space in DATA), the jobs (queued, and
-    whether this process runs analyses). 503 when the database or the storage is down."""
+    """What works: the database (a query), the storage (free space in DATA, and a write), the jobs (queued,
+    and whether this process runs analyses). 503 when the database or the storage is down. A private
+    service tells a client without a token only up or down."""
     out: dict[str, Any] = {"ok": True, "database": "ok", "storage": "ok", "worker": ctx.run_jobs}
     try:
         out["queued"] = ctx.db.queued()
@@ -69,12 +102,21 @@ def health(ctx: Context, request: Request) -> Response:
         out.update(ok=False, database=f"down: {type(exc).__name__}", queued=None)
     try:
         usage = shutil.disk_usage(ctx.settings.data)
-        free = usage.free
-        out["storage_free_bytes"] = free
-        if free < min(MIN_FREE_BYTES, usage.total // 20):
-            out.update(ok=False, storage=f"full: {human(free)} free")
-    except OSError as exc:
-        out.update(ok=False, storage=f"down: {exc.strerror or type(exc).__name__}")
+        out["storage_free_bytes"] = usage.free
+    except OSError:
+        pass
+    out["storage"] = _storage(ctx)
+    if out["storage"] != "ok":
+        out["ok"] = False
+    if ctx.settings.private and out["database"] == "ok":
+        try:
+            who = ctx.access(request)
+        except Exception:
+            who = Access()
+        if who.project is None:
+            out = {"ok": out["ok"]}
+    elif ctx.settings.private:  # no database to check a token against: up or down only
+        out = {"ok": out["ok"]}
     return JSONResponse(out, status_code=200 if out["ok"] else 503,
                         headers=None if out["ok"] else {"Retry-After": str(RETRY_AFTER_S)})
 
