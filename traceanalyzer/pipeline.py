@@ -128,7 +128,7 @@ def plan_runs(inputs: PathLike | Sequence[PathLike], options: Options | None = N
 
 def _analyze_set(inputs: InputSet, options: Options) -> Analysis:
     """One job's files: traces mapped rank by rank, logs read here (they are small), then combined."""
-    from .formats import classify_inputs, load_counter_logs, load_host_logs
+    from .formats import classify_inputs, load_counter_logs, load_host_logs, load_request_logs
     from .run.combine import JobContext, check_files, combine
     from .run.map import map_files
 
@@ -139,6 +139,7 @@ def _analyze_set(inputs: InputSet, options: Options) -> Analysis:
     check_files(traces)
     host_logs = load_host_logs(found.host_logs, read)
     counter_logs = load_counter_logs(found.counter_logs, read)
+    requests = load_request_logs(found.request_logs, read)
     analysis = options.analysis_options(log_extras=counter_logs is not None or host_logs is not None)
     outputs = map_files(traces, analysis, options.jobs, options.scheduler, options.progress, options.stage)
     if options.stage:
@@ -146,7 +147,7 @@ def _analyze_set(inputs: InputSet, options: Options) -> Analysis:
     return combine(outputs, JobContext(
         found.traces.label, tuple(traces), analysis, from_dir=found.traces.from_dir,
         warnings=tuple(found.traces.warnings), notes=found.notes(), counter_logs=counter_logs, host_logs=host_logs,
-        implicit_logs=tuple(str(p) for p in (*found.found_beside, *found.found_in_folder)),
+        requests=requests, implicit_logs=tuple(str(p) for p in (*found.found_beside, *found.found_in_folder)),
         align=options.align_options(), force_job=options.force_job))
 
 
