@@ -124,6 +124,19 @@ def test_requests_joined_to_the_iterations_with_exact_figures(tmp_path):
     assert list(df["iterations"]) == [5, 7, 7, 0] and df["ttft_us"].iloc[2] == 45_000.0
 
 
+def test_a_timeline_handed_in_with_its_requests_gives_the_same_join(tmp_path):
+    """A notebook's Timeline: the trace's and the export's read and joined (Timeline.concat), then analysed."""
+    from traceanalyzer.formats import ReadOptions, read_file, read_request_log
+    from traceanalyzer.timeline import Timeline
+
+    trace = serving_trace().write(tmp_path / "vllm.json")
+    spans = write_json(tmp_path / "spans.json", otlp(SPANS))
+    tl = Timeline.concat([read_file(trace, ReadOptions()), read_request_log(spans, ReadOptions())])
+    assert len(tl.requests) == 4 and set(tl.requests["source"]) == {1}
+    q = ta.analyze(tl).ranks[0].serving.requests
+    assert q == run(tmp_path).ranks[0].serving.requests
+
+
 def test_the_faces_say_the_requests_in_one_line(tmp_path):
     a = run(tmp_path)
     line = ("requests: 4, median TTFT 25.0 ms (p90 41.0 ms), queue 5.0 ms, prefill 20.0 ms, decode 40.0 ms, "

@@ -163,7 +163,20 @@ def _analyze_timeline(tl: Timeline, options: Options) -> Analysis:
         options.stage("analysing")
     outputs = [analyze_rank_timeline(part, analysis, part.sources[0].path) for part in split_ranks(tl)]
     return combine(outputs, JobContext("timeline", (), analysis, warnings=tuple(tl.warnings), counter_logs=counters,
-                                       host_logs=hosts, align=options.align_options(), from_files=False))
+                                       host_logs=hosts, requests=_requests_of(tl), align=options.align_options(),
+                                       from_files=False))
+
+
+def _requests_of(tl: Timeline) -> Timeline | None:
+    """A Timeline's request spans as a Timeline of their own (sources renumbered), or None without any."""
+    if not len(tl.requests):
+        return None
+    used = sorted(int(s) for s in np.unique(tl.requests["source"].to_numpy()))
+    new = np.zeros(len(tl.sources), dtype=np.int32)
+    new[used] = np.arange(len(used), dtype=np.int32)
+    req = tl.requests.copy()
+    req["source"] = new[req["source"].to_numpy()]
+    return Timeline(requests=req, sources=[tl.sources[i] for i in used]).validate()
 
 
 def _logs_of(tl: Timeline) -> tuple[Timeline | None, Timeline | None]:
