@@ -205,6 +205,16 @@ def test_a_mangled_export_gives_one_line_naming_the_file(tmp_path, content, says
     assert says in message and message.startswith(str(path)) and "\n" not in message
 
 
+def test_two_spans_of_one_request_are_one_request(tmp_path):
+    """An API server's span and the engine's span of the same request id: the one with the engine's figures stays."""
+    api = request_span("cmpl-A", 4, 71)  # no latency attributes, longer
+    path = write_json(tmp_path / "spans.json", otlp([api, *SPANS], other=0))
+    tl = otel_json.read(path, path.read_bytes(), None)  # type: ignore[arg-type]
+    assert list(tl.requests["request_id"]) == ["cmpl-A", "cmpl-B", "cmpl-C", "cmpl-D"]
+    assert tl.requests["queue_ns"].iloc[0] == 5 * MS and tl.requests["ts_ns"].iloc[0] == BASE_NS + 5 * MS
+    assert tl.sources[0].not_kept == {"another span of the same request": 1}
+
+
 def test_request_spans_with_bad_times_are_counted_not_kept(tmp_path):
     bad = dict(SPANS[0], startTimeUnixNano="-5")
     backwards = dict(SPANS[1], endTimeUnixNano=str(BASE_NS))

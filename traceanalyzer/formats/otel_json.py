@@ -6,11 +6,13 @@ Collector's file exporter writes) whose first key is `resourceSpans`. Spans are 
 `resourceSpans[].scopeSpans[].spans[]` (`instrumentationLibrarySpans`, the older name, too).
 
 A span is a request when it carries a request id (`gen_ai.request.id`) or is named `llm_request` (vLLM's
-request-lifecycle span); other spans are counted, not kept. Its start (`startTimeUnixNano`: the request's
-arrival) and end are ns since the Unix epoch (OTLP writes them as strings or numbers); its queue, prefill,
-decode, TTFT and end-to-end times are the engine's own attributes (`gen_ai.latency.time_in_queue`,
-`..._time_in_model_prefill`, `..._time_in_model_decode`, `..._time_to_first_token`, `..._e2e`), in seconds
-as vLLM writes them; token counts from `gen_ai.usage.prompt_tokens` / `completion_tokens`.
+request-lifecycle span); other spans are counted, not kept. Several spans of one request id (an API server's
+and the engine's) are one request: the span with the most latency figures is kept, the others counted. Its
+start (`startTimeUnixNano`: the request's arrival) and end are ns since the Unix epoch (OTLP writes them as
+strings or numbers); its queue, prefill, decode, TTFT and end-to-end times are the engine's own attributes
+(`gen_ai.latency.time_in_queue`, `..._time_in_model_prefill`, `..._time_in_model_decode`,
+`..._time_to_first_token`, `..._e2e`), in seconds as vLLM writes them; token counts from
+`gen_ai.usage.prompt_tokens` / `completion_tokens`.
 
 Bounded: the file by `ReadOptions.max_input_bytes`, the spans by MAX_SPANS, the nesting by orjson's own
 depth limit; an attribute value that is not a scalar is ignored. Bad input raises one `InputError`
@@ -84,8 +86,11 @@ def read(path: Path, data: bytes, options: ReadOptions) -> Timeline:
                     cols[k].append(v)
     if not seen:
         raise InputError(path, f"no spans: {_EXPECTED}")
+    dupes = _drop_duplicates(cols)
     n = len(cols["ts_ns"])
     source = Source(str(path), FORMAT, events_read=seen, events_kept=n)
+    if dupes:
+        source.not_kept["another span of the same request"] = dupes
     if other:
         source.not_kept["not a request span"] = other
     if bad:
@@ -97,6 +102,25 @@ def read(path: Path, data: bytes, options: ReadOptions) -> Timeline:
     frame = requests_frame({**cols, "source": np.zeros(n, dtype=np.int32)})
     return Timeline(requests=frame.sort_values("ts_ns", kind="stable").reset_index(drop=True),
                     sources=[source], warnings=[f"{path}: {w}" for w in source.warnings]).validate()
+
+
+def _drop_duplicates(cols: dict[str, list[Any]]) -> int:
+    """One row per request id: an engine may write several spans of one request (an API server's and the engine
+    core's); the one carrying the most of the engine's latency figures is kept (then the longest, then the
+    first). Returns how many were dropped."""
+    best: dict[str, int] = {}
+    for j, rid in enumerate(cols["request_id"]):
+        score = (sum(cols[c][j] >= 0 for c in LATENCY_KEYS.values()), cols["end_ns"][j] - cols["ts_ns"][j])
+        k = best.get(rid)
+        if k is None or score > (sum(cols[c][k] >= 0 for c in LATENCY_KEYS.values()),
+                                 cols["end_ns"][k] - cols["ts_ns"][k]):
+            best[rid] = j
+    keep = sorted(best.values())
+    dropped = len(cols["request_id"]) - len(keep)
+    if dropped:
+        for c in cols:
+            cols[c] = [cols[c][j] for j in keep]
+    return dropped
 
 
 def _documents(path: Path, data: bytes) -> list[Any]:
