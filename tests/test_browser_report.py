@@ -418,3 +418,31 @@ def test_serving_iterations_chart_in_browser(browser, tmp_path):
         finally:
             page.close()
         assert errors == [] and refused == [] and dialogs == []
+
+
+def test_serving_requests_in_browser(browser, tmp_path):
+    """Request spans joined to a serving capture: the one line and the requests table show in the serving section;
+    a request id from a hostile saved report is text, never markup."""
+    from test_serving_requests import run
+
+    from traceanalyzer.result.types import AnalysisData, from_data
+
+    a = run(tmp_path)
+    data = a.to_data()
+    data["ranks"][0]["serving"]["requests"]["rows"][0]["request_id"] = HOSTILE[1]
+    for name, report in {"requests": a, "hostile": from_data(AnalysisData, data)}.items():
+        html_path = tmp_path / f"{name}.html"
+        html_path.write_text(render_html(report), encoding="utf-8")
+        page, errors, refused, dialogs = open_report(browser, html_path)
+        try:
+            line = page.locator("#serving .serving-requests")
+            line.scroll_into_view_if_needed()
+            assert line.text_content().startswith("requests: 4, median TTFT 25.0 ms (p90 41.0 ms), queue 5.0 ms")
+            page.locator("#serving details summary", has_text="Requests").click()
+            cells = page.locator("#serving details:has(summary:text('Requests')) tbody tr").first.locator("td")
+            assert cells.count() == 8 and cells.nth(7).text_content() == "5 (#0–#4)"
+            if name == "hostile":
+                assert page.locator("img").count() == 0 and cells.nth(0).text_content() == HOSTILE[1]
+        finally:
+            page.close()
+        assert errors == [] and refused == [] and dialogs == []

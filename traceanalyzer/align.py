@@ -614,3 +614,39 @@ def place_host_logs(logs: Timeline, trace: TraceClock | None,
     moved = hm.copy()
     moved["ts_ns"] = ts
     return replace(logs, host_metrics=moved).validate(), tuple(out)
+
+
+@dataclass(frozen=True)
+class RequestAlignment:
+    """How a request-span export (OpenTelemetry: epoch ns, the serving host's wall clock) was put on the trace's
+    clock: as it is when the trace's times are epoch times too (PyTorch traces with `baseTimeNanoseconds`,
+    written on the same machine), else not at all."""
+
+    on_trace_clock: bool
+    warnings: tuple[str, ...] = ()
+
+
+def place_requests(requests: Timeline, trace: TraceClock | None) -> tuple[Timeline, RequestAlignment]:
+    """The request spans on the trace's clock: spans and trace both on the Unix epoch clock of the same host
+    need no move (the assumption: the trace and the spans were written on one machine, whose clock the
+    profiler's epoch base and the span exporter both read). A trace without epoch times cannot be matched:
+    the spans' own figures are kept, no iteration is joined, and a warning says why."""
+    if trace is None or not trace.epoch:
+        return requests, RequestAlignment(False, (
+            "request spans not joined to the serving iterations: the trace's times are not on the Unix epoch "
+            "clock (no baseTimeNanoseconds), so the spans' epoch times cannot be placed on it; each request's "
+            "own queue / prefill / decode times are shown",))
+    warnings: tuple[str, ...] = ()
+    ts, end = requests.requests["ts_ns"].to_numpy(), requests.requests["end_ns"].to_numpy()
+    if trace.span_ns is not None and len(ts) and not ((ts < trace.span_ns[1]) & (end > trace.span_ns[0])).any():
+        far = _s(_nearest(ts, end, trace.span_ns))
+        warnings = (f"no request span overlaps the trace's capture (the nearest is {far} away): were they recorded "
+                    f"in the same run, on the same machine?",)
+    return requests, RequestAlignment(True, warnings)
+
+
+def _nearest(ts: np.ndarray, end: np.ndarray, span: tuple[int, int]) -> int:
+    """How far the closest span lies from a trace span it does not overlap (ns)."""
+    before = span[0] - end[end <= span[0]]
+    after = ts[ts >= span[1]] - span[1]
+    return int(min(before.min() if len(before) else 2**62, after.min() if len(after) else 2**62))

@@ -128,7 +128,7 @@ def plan_runs(inputs: PathLike | Sequence[PathLike], options: Options | None = N
 
 def _analyze_set(inputs: InputSet, options: Options) -> Analysis:
     """One job's files: traces mapped rank by rank, logs read here (they are small), then combined."""
-    from .formats import classify_inputs, load_counter_logs, load_host_logs
+    from .formats import classify_inputs, load_counter_logs, load_host_logs, load_request_logs
     from .run.combine import JobContext, check_files, combine
     from .run.map import map_files
 
@@ -139,6 +139,7 @@ def _analyze_set(inputs: InputSet, options: Options) -> Analysis:
     check_files(traces)
     host_logs = load_host_logs(found.host_logs, read)
     counter_logs = load_counter_logs(found.counter_logs, read)
+    requests = load_request_logs(found.request_logs, read)
     analysis = options.analysis_options(log_extras=counter_logs is not None or host_logs is not None)
     outputs = map_files(traces, analysis, options.jobs, options.scheduler, options.progress, options.stage)
     if options.stage:
@@ -146,7 +147,7 @@ def _analyze_set(inputs: InputSet, options: Options) -> Analysis:
     return combine(outputs, JobContext(
         found.traces.label, tuple(traces), analysis, from_dir=found.traces.from_dir,
         warnings=tuple(found.traces.warnings), notes=found.notes(), counter_logs=counter_logs, host_logs=host_logs,
-        implicit_logs=tuple(str(p) for p in (*found.found_beside, *found.found_in_folder)),
+        requests=requests, implicit_logs=tuple(str(p) for p in (*found.found_beside, *found.found_in_folder)),
         align=options.align_options(), force_job=options.force_job))
 
 
@@ -162,7 +163,20 @@ def _analyze_timeline(tl: Timeline, options: Options) -> Analysis:
         options.stage("analysing")
     outputs = [analyze_rank_timeline(part, analysis, part.sources[0].path) for part in split_ranks(tl)]
     return combine(outputs, JobContext("timeline", (), analysis, warnings=tuple(tl.warnings), counter_logs=counters,
-                                       host_logs=hosts, align=options.align_options(), from_files=False))
+                                       host_logs=hosts, requests=_requests_of(tl), align=options.align_options(),
+                                       from_files=False))
+
+
+def _requests_of(tl: Timeline) -> Timeline | None:
+    """A Timeline's request spans as a Timeline of their own (sources renumbered), or None without any."""
+    if not len(tl.requests):
+        return None
+    used = sorted(int(s) for s in np.unique(tl.requests["source"].to_numpy()))
+    new = np.zeros(len(tl.sources), dtype=np.int32)
+    new[used] = np.arange(len(used), dtype=np.int32)
+    req = tl.requests.copy()
+    req["source"] = new[req["source"].to_numpy()]
+    return Timeline(requests=req, sources=[tl.sources[i] for i in used]).validate()
 
 
 def _logs_of(tl: Timeline) -> tuple[Timeline | None, Timeline | None]:

@@ -9,6 +9,8 @@ A Timeline holds tables with fixed, validated columns and a little metadata:
   instants): the bytes allocated and reserved on a device (or the host) after that event.
 * `host_metrics`: one row per sampled host figure of a host monitor log (glances: CPU, load,
   memory, disk and network), `host_logs` saying what each log's sums are made of.
+* `requests`: one row per request span of a serving engine (an OpenTelemetry export: vLLM's
+  `llm_request`): its arrival, end and the engine's own queue / prefill / decode / TTFT times.
 
 Readers classify their format's events into the fixed vocabulary `EVENT_KINDS`, so that
 analyses never look at format-specific categories or names to decide what an event is.
@@ -112,6 +114,24 @@ HOST_METRIC_COLUMNS: dict[str, str] = {
     "value": "float64",  # in the metric's unit (its name says which); NaN when missing
     "source": "int32",  # index into Timeline.sources: the log
 }
+
+# Serving requests (formats/otel_json.py): one row per request span, times on the Unix epoch clock as the span
+# export writes them (align.place_requests puts them on a rank's clock). Durations are the engine's own figures
+# (vLLM writes them in seconds as span attributes); -1 where the span does not carry one.
+REQUEST_COLUMNS: dict[str, str] = {
+    "request_id": "category",  # the engine's request id (gen_ai.request.id), else the span id
+    "ts_ns": "int64",  # the span's start (the request's arrival), ns
+    "end_ns": "int64",  # the span's end (the request finished), ns, >= ts_ns
+    "queue_ns": "int64",  # waiting in the engine's queue before it was first scheduled
+    "prefill_ns": "int64",  # from first scheduled to its first token
+    "decode_ns": "int64",  # from its first token to its last
+    "ttft_ns": "int64",  # time to first token, from arrival
+    "e2e_ns": "int64",  # arrival to finish as the engine measured it (end_ns - ts_ns when the span has none)
+    "prompt_tokens": "int64",  # -1 when unknown
+    "output_tokens": "int64",  # -1 when unknown
+    "source": "int32",  # index into Timeline.sources: the export
+}
+
 
 # Host metrics (units in the name), what a host monitor log's columns map onto; docs/inputs.md lists them (generated).
 HOST_METRICS: dict[str, str] = {
@@ -252,6 +272,16 @@ def empty_host_metrics() -> pd.DataFrame:
     return host_metrics_frame({c: [] for c in HOST_METRIC_COLUMNS})
 
 
+def empty_requests() -> pd.DataFrame:
+    return requests_frame({c: [] for c in REQUEST_COLUMNS})
+
+
+def requests_frame(columns: dict[str, Any]) -> pd.DataFrame:
+    """A request table from arrays (every column of REQUEST_COLUMNS), typed by the contract."""
+    return pd.DataFrame({col: pd.Categorical([str(v) for v in columns[col]]) if dtype == "category"
+                         else np.asarray(columns[col]).astype(dtype) for col, dtype in REQUEST_COLUMNS.items()})
+
+
 def host_metrics_frame(columns: dict[str, Any]) -> pd.DataFrame:
     """A host-metrics table from arrays (every column of HOST_METRIC_COLUMNS), typed by the contract."""
     data: dict[str, Any] = {}
@@ -333,6 +363,7 @@ class Timeline:
     counters: pd.DataFrame = field(default_factory=empty_counters)
     memory: pd.DataFrame = field(default_factory=empty_memory)
     host_metrics: pd.DataFrame = field(default_factory=empty_host_metrics)
+    requests: pd.DataFrame = field(default_factory=empty_requests)
     sources: list[Source] = field(default_factory=list)
     ranks: list[RankInfo] = field(default_factory=list)
     devices: list[DeviceInfo] = field(default_factory=list)
@@ -352,6 +383,7 @@ class Timeline:
         validate_columns(self.counters, COUNTER_COLUMNS, "counters")
         validate_columns(self.memory, MEMORY_COLUMNS, "memory")
         _validate_host_columns(self.host_metrics)
+        _validate_requests(self.requests, len(self.sources))
         logs = {h.source for h in self.host_logs}
         if any(not 0 <= s < len(self.sources) for s in logs) or len(logs) != len(self.host_logs):
             raise TimelineError("host_logs: source index outside Timeline.sources, or one log twice")
@@ -377,7 +409,7 @@ class Timeline:
     def concat(parts: list[Timeline]) -> Timeline:
         """Join timelines (e.g. one per rank file), renumbering rank and source indices."""
         out = Timeline()
-        frames, counter_frames, memory_frames = [], [], []
+        frames, counter_frames, memory_frames, request_frames = [], [], [], []
         for part in parts:
             rank_offset, source_offset = len(out.ranks), len(out.sources)
             out.sources.extend(part.sources)
@@ -398,10 +430,16 @@ class Timeline:
             mem = part.memory.copy()
             mem["rank"] = (mem["rank"] + rank_offset).astype("int32")
             memory_frames.append(mem)
+            req = part.requests.copy()
+            req["source"] = (req["source"] + source_offset).astype("int32")
+            request_frames.append(req)
         if frames:
             out.events = _concat_frames(frames, EVENT_COLUMNS)
             out.counters = _concat_frames(counter_frames, COUNTER_COLUMNS)
             out.memory = _concat_frames(memory_frames, MEMORY_COLUMNS)
+            kept = [f for f in request_frames if len(f)] or request_frames[:1]
+            req = pd.concat(kept, ignore_index=True)[list(REQUEST_COLUMNS)]
+            out.requests = requests_frame({c: req[c].to_numpy() for c in REQUEST_COLUMNS})
         return out.validate()
 
     def with_host_logs(self, logs: Timeline) -> Timeline:
@@ -453,6 +491,17 @@ class Timeline:
     def device_indices(self, rank: int) -> list[int]:
         """Devices of a rank that have GPU work, sorted."""
         return sorted(int(d) for d in np.unique(self.gpu_work(rank)["device"].to_numpy()))
+
+
+def _validate_requests(frame: pd.DataFrame, sources: int) -> None:
+    validate_columns(frame, REQUEST_COLUMNS, "requests")
+    if not len(frame):
+        return
+    src = frame["source"].to_numpy()
+    if src.min() < 0 or src.max() >= max(sources, 1):
+        raise TimelineError("requests: source index outside Timeline.sources")
+    if (frame["end_ns"].to_numpy() < frame["ts_ns"].to_numpy()).any():
+        raise TimelineError("requests: end_ns before ts_ns")
 
 
 def _validate_host_columns(frame: pd.DataFrame) -> None:

@@ -65,6 +65,9 @@ EVIDENCE_NAMES = 3  # host event names listed per gap or finding
 # figures (counts, medians, sums) count them all. A bound on the result's size: a capture of minutes holds
 # thousands of decode iterations, and the first this many show the loop's pattern.
 MAX_ITERATION_ROWS = 2000
+# Serving requests kept in the result, one row each, in arrival order (analyses/requests.py); the summaries
+# (counts, medians, p90) count them all. A bound on the result's size, as MAX_ITERATION_ROWS.
+MAX_REQUEST_ROWS = 1000
 
 # --- operator view and Python frames (analyses/operators.py, analyses/frames.py) -------------------
 # Host operators and annotations kept in the result, by total time (the rest counted as omitted).

@@ -13,6 +13,7 @@ from .inputs import (
     is_counter_log,
     load_counter_logs,
     load_host_logs,
+    load_request_logs,
     same_files,
 )
 from .ranks import RankMeta, metas_mismatch, number_ranks, rank_metas
@@ -21,16 +22,18 @@ from .registry import (
     COUNTERS,
     HOST,
     KINDS,
+    REQUESTS,
     TRACE,
     TRACE_SUFFIXES,
     file_kind,
     read_file,
     read_host_log,
+    read_request_log,
     reader_modules,
     readers,
 )
 
-__all__ = ["COUNTERS", "COUNTER_LOG_SUFFIXES", "HOST", "KINDS", "TRACE", "TRACE_SUFFIXES", "InputSet", "JobInputs",
-           "RankMeta", "ReadOptions", "classify_inputs", "file_kind", "input_sets", "is_counter_log",
-           "load_counter_logs", "load_host_logs", "metas_mismatch", "number_ranks", "rank_metas", "read_file",
-           "read_host_log", "reader_modules", "readers", "same_files"]
+__all__ = ["COUNTERS", "COUNTER_LOG_SUFFIXES", "HOST", "KINDS", "REQUESTS", "TRACE", "TRACE_SUFFIXES", "InputSet",
+           "JobInputs", "RankMeta", "ReadOptions", "classify_inputs", "file_kind", "input_sets", "is_counter_log",
+           "load_counter_logs", "load_host_logs", "load_request_logs", "metas_mismatch", "number_ranks", "rank_metas",
+           "read_file", "read_host_log", "read_request_log", "reader_modules", "readers", "same_files"]

@@ -17,11 +17,13 @@ from .registry import (
     COUNTERS,
     HOST,
     MAX_FOLDER_SNIFFS,
+    REQUESTS,
     TRACE,
     TRACE_SUFFIXES,
     file_kind,
     read_file,
     read_host_log,
+    read_request_log,
     sniffed_kind,
 )
 
@@ -110,7 +112,7 @@ def folder_files(p: Path, warnings: list[str] | None = None) -> list[Path]:
         warnings.append(f"folder {p.name}: only the first {MAX_FOLDER_SNIFFS} of its {len(others)} files not named "
                         f"like a trace were read to see whether they are traces or logs")
         others = others[:MAX_FOLDER_SNIFFS]
-    return sorted(named + [f for f in others if sniffed_kind(f) in (TRACE, COUNTERS)])
+    return sorted(named + [f for f in others if sniffed_kind(f) in (TRACE, COUNTERS, REQUESTS)])
 
 
 def _label(paths: list[Path]) -> str:
@@ -154,6 +156,7 @@ class JobInputs:
     ignored_beside: list[Path] = field(default_factory=list)  # beside the traces, not plainly theirs
 
     found_in_folder: list[Path] = field(default_factory=list)  # counter logs in a folder given as input
+    request_logs: list[Path] = field(default_factory=list)  # request-span exports (OpenTelemetry) among the inputs
 
     def notes(self) -> tuple[str, ...]:
         """What the job's report says about the logs it picked up without being named (beside its traces,
@@ -178,7 +181,8 @@ def classify_inputs(inputs: InputSet, counter_logs: list[Path] | None = None, ho
     kinds = {f: file_kind(f) for f in inputs.files}
     hosts = [f for f in inputs.files if kinds[f] == HOST]
     logs = [f for f in inputs.files if kinds[f] == COUNTERS]
-    traces = [f for f in inputs.files if f not in hosts and f not in logs]
+    spans = [f for f in inputs.files if kinds[f] == REQUESTS]
+    traces = [f for f in inputs.files if f not in hosts and f not in logs and f not in spans]
     explicit = list(counter_logs or [])
     found: list[Path] = []
     ignored: list[Path] = []
@@ -196,7 +200,7 @@ def classify_inputs(inputs: InputSet, counter_logs: list[Path] | None = None, ho
                 ignored += beside
     rest = InputSet(inputs.label, traces, inputs.from_dir, list(inputs.warnings))
     return JobInputs(rest, logs + explicit + found, hosts + list(host_logs or []), found, ignored,
-                     list(logs) if inputs.from_dir and traces else [])
+                     list(logs) if inputs.from_dir and traces else [], spans)
 
 
 def _trace_stem(path: Path) -> str:
@@ -223,6 +227,15 @@ def load_host_logs(paths: list[Path], options: ReadOptions) -> Timeline | None:
     return Timeline.concat(parts) if len(parts) > 1 else parts[0]
 
 
+def load_request_logs(paths: list[Path], options: ReadOptions) -> Timeline | None:
+    """Request-span exports into one Timeline of request spans (one source each, epoch clock), or None
+    without any."""
+    parts = [read_request_log(p, options) for p in paths]
+    if not parts:
+        return None
+    return Timeline.concat(parts) if len(parts) > 1 else parts[0]
+
+
 def same_files(files: list[Path]) -> list[tuple[Path, Path]]:
     """Pairs of inputs that are the same file (by resolved path)."""
     seen: dict[Path, Path] = {}
@@ -237,4 +250,4 @@ def same_files(files: list[Path]) -> list[tuple[Path, Path]]:
 
 
 __all__ = ["InputSet", "JobInputs", "classify_inputs", "folder_files", "input_sets", "is_counter_log",
-           "load_counter_logs", "load_host_logs", "same_files"]
+           "load_counter_logs", "load_host_logs", "load_request_logs", "same_files"]

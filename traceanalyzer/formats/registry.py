@@ -15,13 +15,18 @@ from types import ModuleType
 
 from ..errors import InputError
 from ..timeline import Timeline
+from . import otel_json as _otel
 from ._base import ReadOptions
 from ._io import first_content, read_head, read_input
 
-TRACE, COUNTERS, HOST = "trace", "counters", "host"
-KINDS = (TRACE, COUNTERS, HOST)
+TRACE, COUNTERS, HOST, REQUESTS = "trace", "counters", "host", "requests"
+KINDS = (TRACE, COUNTERS, HOST, REQUESTS)
 
 TRACE_SUFFIXES = (".json", ".json.gz", ".gz", ".xplane.pb", ".pftrace", ".perfetto-trace")
+# What an OpenTelemetry span export read as a trace says: it holds request times, no GPU work.
+ALONE = ("an OpenTelemetry span export holds a serving engine's request spans, no GPU work, so no GPU verdict "
+         "comes from it: give it together with the profiler trace of the same run (traceanalyzer report "
+         "trace.json spans.json)")
 # Names a counter log found beside a trace (or in a trace directory) may have; content decides.
 COUNTER_LOG_SUFFIXES = (".log", ".csv", ".txt")
 _COUNTER_HEAD_BYTES = 4096  # what a counter log's sniff needs
@@ -32,12 +37,13 @@ MAX_FOLDER_SNIFFS = 1000
 
 def reader_modules() -> tuple[ModuleType, ...]:
     """Every reader, in sniffing order."""
-    from . import dcgm_csv, dmon, glances, kineto, pftrace, smi_csv, tf_json, xplane
+    from . import dcgm_csv, dmon, glances, kineto, otel_json, pftrace, smi_csv, tf_json, xplane
 
+    # otel_json before tf_json and kineto (an OTLP export is a JSON object whose first key is resourceSpans);
     # glances first (its CSV header would pass for a --query-gpu log); text logs before JSON and protobuf
     # (their sniffs never accept those); xplane before pftrace (both start with field 1; pftrace's sniff
     # wants a TracePacket field); tf_json before kineto: kineto's sniff accepts any JSON object.
-    return (glances, dmon, smi_csv, dcgm_csv, xplane, pftrace, tf_json, kineto)
+    return (glances, dmon, smi_csv, dcgm_csv, xplane, pftrace, otel_json, tf_json, kineto)
 
 
 def readers(*kinds: str) -> tuple[ModuleType, ...]:
@@ -46,7 +52,7 @@ def readers(*kinds: str) -> tuple[ModuleType, ...]:
 
 
 def file_kind(path: Path) -> str:
-    """What a file is in a job, by its content: HOST, COUNTERS or TRACE (also what an unreadable or
+    """What a file is in a job, by its content: HOST, COUNTERS, REQUESTS or TRACE (also what an unreadable or
     unknown file is taken for: reading it as a trace then says what is wrong)."""
     if not path.is_file():
         return TRACE
@@ -57,7 +63,7 @@ def file_kind(path: Path) -> str:
     for reader in reader_modules():
         if reader.KIND == TRACE:
             continue
-        if reader.sniff(head if reader.KIND == HOST else head[:_COUNTER_HEAD_BYTES]):
+        if reader.sniff(head[:_COUNTER_HEAD_BYTES] if reader.KIND == COUNTERS else head):
             return str(reader.KIND)
     return TRACE
 
@@ -93,6 +99,8 @@ def read_file(path: Path, options: ReadOptions) -> Timeline:
 
 def _read_file(path: Path, options: ReadOptions) -> Timeline:
     head = read_head(path)
+    if _otel.sniff(head):
+        raise InputError(path, ALONE)
     if not head.strip():  # blank start: find the content, holding none of the blanks
         head = first_content(path, options.max_input_bytes)  # raises the precise gzip error, if any
         if not head:
@@ -110,6 +118,17 @@ def _read_file(path: Path, options: ReadOptions) -> Timeline:
                 tl = split_workers(tl, path, options)
             return tl
     raise InputError(path, _unsupported(head))
+
+
+def read_request_log(path: Path, options: ReadOptions) -> Timeline:
+    """One export of a serving engine's request spans (a REQUESTS reader's file; epoch clock)."""
+    if not path.exists():
+        raise InputError(path, "no such file or directory")
+    head = read_head(path)
+    for reader in readers(REQUESTS):
+        if reader.sniff(head):
+            return reader.read(path, read_input(path, options.max_input_bytes), options)  # type: ignore[no-any-return]
+    raise InputError(path, "not an OpenTelemetry span export: expected OTLP/JSON whose first key is resourceSpans")
 
 
 def read_host_log(path: Path, options: ReadOptions) -> Timeline:
@@ -145,5 +164,6 @@ def _looks_binary(sample: bytes) -> bool:
     return False
 
 
-__all__ = ["COUNTERS", "COUNTER_LOG_SUFFIXES", "HOST", "KINDS", "MAX_FOLDER_SNIFFS", "TRACE", "TRACE_SUFFIXES",
-           "file_kind", "read_file", "read_host_log", "reader_modules", "readers", "sniffed_kind"]
+__all__ = ["ALONE", "COUNTERS", "COUNTER_LOG_SUFFIXES", "HOST", "KINDS", "MAX_FOLDER_SNIFFS", "REQUESTS", "TRACE",
+           "TRACE_SUFFIXES", "file_kind", "read_file", "read_host_log", "read_request_log", "reader_modules",
+           "readers", "sniffed_kind"]

@@ -18,7 +18,8 @@ MAX_CELL_CHARS = 160  # a Markdown cell
 WHOLE_LOG = "over the whole log"
 
 __all__ = ["MAX_CELL_CHARS", "WHOLE_LOG", "WIDTH", "clean", "fmt_ns", "fmt_pct", "fmt_pct_change", "fmt_pct_points",
-           "fmt_s", "fmt_us", "md", "rank_label", "rank_name", "serving_line", "step_source_text", "table", "wrap"]
+           "fmt_s", "fmt_us", "md", "rank_label", "rank_name", "requests_line", "serving_line", "step_source_text",
+           "table", "wrap"]
 
 
 def fmt_ns(ns: float | None) -> str:
@@ -203,4 +204,34 @@ def critical_path_strip(cp: object) -> list[tuple[str, float, str]]:
         name = f" · {inert.shorten(str(seg.name), 120)}" if seg.name else ""
         out.append(("cp-" + kind.replace(" ", "-"), round(min(100.0 * dur_us / step_us, 100.0), 3),
                     f"{label}{name} · {fmt_us(dur_us)}"))
+    return out
+
+
+def requests_line(q: object) -> str:
+    """A serving run's requests (result.types.ServingRequests) in one line: "requests: 12, median TTFT 180.0 ms
+    (p90 240.0 ms), queue 40.0 ms, decode 1.2 s; 3 waited in the queue longer than their prefill" (definitions:
+    serving_requests). Every face says the requests with this line; plain text (each renderer escapes it)."""
+    n = getattr(q, "requests", 0)
+    stats = {getattr(s, "figure", ""): s for s in getattr(q, "stats", ())}
+
+    def median(figure: str) -> str | None:
+        s = stats.get(figure)
+        return None if s is None or getattr(s, "median_us", None) is None else fmt_us(s.median_us)
+
+    out = f"requests: {n}"
+    ttft = median("ttft")
+    if ttft is not None:
+        p90 = getattr(stats["ttft"], "p90_us", None)
+        out += f", median TTFT {ttft}" + (f" (p90 {fmt_us(p90)})" if p90 is not None else "")
+    parts = [f"{label} {v}" for label, v in (("queue", median("queue")), ("prefill", median("prefill")),
+                                             ("decode", median("decode")), ("end-to-end", median("e2e")))
+             if v is not None]
+    out += "".join(f", {p}" for p in parts)
+    longer = getattr(q, "queued_longer_than_prefill", 0)
+    if longer:
+        out += f"; {longer} waited in the queue longer than {'their' if longer != 1 else 'its'} prefill"
+    if getattr(q, "joined", False):
+        out += f"; {getattr(q, 'with_iterations', 0)} overlap the captured iterations"
+    else:
+        out += "; not on the trace's clock, so not joined to its iterations"
     return out

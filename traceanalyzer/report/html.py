@@ -39,6 +39,7 @@ from ._format import (
     fmt_s,
     fmt_us,
     rank_label,
+    requests_line,
     serving_line,
     step_source_text,
 )
@@ -86,6 +87,7 @@ def template_env() -> jinja2.Environment:
     env.filters["code_spans"] = code_spans
     env.filters["step_source"] = step_source_text
     env.filters["serving_line"] = serving_line
+    env.filters["requests_line"] = requests_line
     env.filters["critical_path"] = critical_path_text
     env.filters["critical_path_strip"] = critical_path_strip
     env.globals["straggler_sentence"] = straggler_sentence

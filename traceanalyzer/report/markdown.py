@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 from .. import inert
 from ..causes import CAUSE_LIST, VERDICT_LIST
-from ..result.types import AnalysisData, DiagnosisResult, RankResult
+from ..result.types import AnalysisData, DiagnosisResult, RankResult, ServingRequests
 from ._format import (
     WHOLE_LOG,
     critical_path_text,
@@ -25,6 +25,7 @@ from ._format import (
     fmt_us,
     md,
     rank_name,
+    requests_line,
     serving_line,
     step_source_text,
     table,
@@ -310,12 +311,31 @@ def _serving(r: RankResult, limit: int) -> list[str]:
     if sv is None:
         return []
     out = [f"#### Serving iterations, rank {who(r)}", ""] + [f"- {md(serving_line(p), 400)}" for p in sv.phases] + [""]
+    if not sv.iterations:
+        return out + _requests(sv.requests, limit)
     out += table(["#", "phase", "batch", "tokens", "start", "duration", "GPU busy", "host gap before", "graph replays"],
                  ([str(i), md(x.phase), "–" if x.batch_size is None else str(x.batch_size),
                    "–" if x.tokens is None else str(x.tokens), fmt_us(x.start_us), fmt_us(x.duration_us),
                    fmt_us(x.gpu_busy_us), "–" if x.host_gap_before_us is None else fmt_us(x.host_gap_before_us),
                    str(x.graph_replays)] for i, x in enumerate(sv.iterations)),
                  limit, len(sv.iterations) + sv.iterations_omitted, "iterations")
+    return out + _requests(sv.requests, limit)
+
+
+def _requests(q: ServingRequests | None, limit: int) -> list[str]:
+    """The requests joined to the iterations: the one line, then a row each (definitions: serving_requests)."""
+    if q is None:
+        return []
+
+    def d(x: float | None) -> str:
+        return "–" if x is None else fmt_us(x)
+
+    out = [f"- {md(requests_line(q), 400)}", ""]
+    out += table(["request", "arrival", "queue", "prefill", "decode", "TTFT", "end-to-end", "iterations"],
+                 ([md(x.request_id, 60), fmt_us(x.start_us), d(x.queue_us), d(x.prefill_us), d(x.decode_us),
+                   d(x.ttft_us), fmt_us(x.e2e_us),
+                   "–" if x.first_iteration is None else f"{x.iterations} (#{x.first_iteration}–#{x.last_iteration})"]
+                  for x in q.rows), limit, q.requests, "requests")
     return out
 
 

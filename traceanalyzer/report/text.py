@@ -21,6 +21,7 @@ from ._format import (
     fmt_s,
     fmt_us,
     rank_label,
+    requests_line,
     serving_line,
     step_source_text,
     wrap,
@@ -69,6 +70,8 @@ def render_text(analysis: AnalysisData) -> str:
             lines.extend(_device_lines(d))
         for p in r.serving.phases if r.serving else ():
             lines += wrap(serving_line(p), "  serving ", "    ")
+        if r.serving and r.serving.requests:
+            lines += wrap(requests_line(r.serving.requests), "  serving ", "    ")
         if len(ranks) == 1:  # many ranks: the summary stays short (the report has every rank's operators)
             lines.extend(_operator_lines(r))
     if len(ranks) > MAX_RANKS_SHOWN:

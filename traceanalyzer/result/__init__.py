@@ -22,6 +22,7 @@ from .frames import (
     iterations_frame,
     kernels_frame,
     ops_frame,
+    requests_frame,
     steps_frame,
 )
 from .types import SCHEMA, AnalysisData, ResultFormatError, from_data, migrate
@@ -109,6 +110,12 @@ class Analysis(AnalysisData):
         """One row per rank and serving-engine iteration (`serving.iterations`): phase, batch size, tokens, start,
         duration, GPU busy, bubbles, host gap before (us), graph replays."""
         return iterations_frame(self)
+
+    def requests(self) -> pd.DataFrame:
+        """One row per rank and serving request (`serving.requests`, from an OpenTelemetry span export given with
+        the trace): queue, prefill, decode, TTFT, end-to-end (us), tokens, and the iterations it overlapped
+        (count, first and last index into `iterations()`)."""
+        return requests_frame(self)
 
     def findings(self) -> pd.DataFrame:
         """One row per rank and finding: id, cause, severity, time explained, share, title."""

@@ -27,6 +27,7 @@ from ..analyses.gaps import CausedGap, Evidence, GapSet
 from ..analyses.host import HostShares
 from ..analyses.host_logs import SERIES_METRICS, SERIES_POINTS, HostLogFigures
 from ..analyses.memory import MemoryFigures
+from ..analyses.requests import RequestFigures
 from ..causes import CAUSES
 from ..diagnosis import Diagnosis, Finding, RankDiagnosis
 from ..diagnosis.stragglers import Straggler
@@ -49,7 +50,8 @@ def _r(x: float | None, digits: int = 3) -> float | None:
 
 # --- ranks and devices -----------------------------------------------------------------------------
 def rank_result(r: RankAnalysis, dr: RankDiagnosis | None, number: int | None, timeline: dict[str, Any],
-                counters: dict[int, R.DeviceCounters] | None = None, batch_size: int | None = None) -> R.RankResult:
+                counters: dict[int, R.DeviceCounters] | None = None, batch_size: int | None = None,
+                requests: RequestFigures | None = None) -> R.RankResult:
     """One rank's typed result, made once when the job is combined: `number` its rank in the job, `dr` its
     diagnosis (with its input split), `timeline` its drawn tracks (`timeline_data`), `counters` its GPUs'
     counter-log figures by device index (when the logs are on the trace's clock)."""
@@ -91,16 +93,18 @@ def rank_result(r: RankAnalysis, dr: RankDiagnosis | None, number: int | None, t
         operators=operator_view(r),
         critical_path=_critical_path(r),
         drawing=R.RankDrawing(timeline, {"per_step": _per_step_chart(per_step, dr)}, memory_series),
-        serving=serving_result(r),
+        serving=serving_result(r, requests),
     )
 
 
-def serving_result(r: RankAnalysis) -> R.ServingResult | None:
-    """The rank's serving iterations and phases (analyses/serving.py) in the report's units; None when no
-    annotation of an engine names an iteration."""
+def serving_result(r: RankAnalysis, requests: RequestFigures | None = None) -> R.ServingResult | None:
+    """The rank's serving iterations and phases (analyses/serving.py) and the requests joined to them
+    (analyses/requests.py) in the report's units; None when no annotation of an engine names an iteration
+    and no request span was given."""
     sp = r.causes.serving if r.causes is not None else None
+    reqs = requests_result(requests, r.window.start_ns) if requests is not None else None
     if sp is None or not sp.all_phases:
-        return None
+        return R.ServingResult((), (), (), 0, reqs) if reqs is not None else None
     w0 = r.window.start_ns
     rows = tuple(R.IterationRow(i.phase, i.batch_size, i.tokens, _us0(i.start_ns - w0), _us0(i.duration_ns),
                                 _us0(i.gpu_busy_ns), _us0(i.gpu_bubble_ns), _us(i.host_gap_before_ns), i.graph_replays)
@@ -110,7 +114,19 @@ def serving_result(r: RankAnalysis) -> R.ServingResult | None:
                                      _us(p.median_host_gap_ns), _us0(p.host_gap_ns), p.graph_replays,
                                      p.median_batch_size, _us(p.median_ns_per_token))
                    for p in sp.all_phases)
-    return R.ServingResult(sp.sources, phases, rows, sp.iterations_omitted)
+    return R.ServingResult(sp.sources, phases, rows, sp.iterations_omitted, reqs)
+
+
+def requests_result(f: RequestFigures, window_start_ns: int) -> R.ServingRequests:
+    """A run's requests in the report's units: arrivals from the rank's window start when joined to its
+    iterations, else from the first request's arrival (the spans' clock is not the trace's)."""
+    w0 = window_start_ns if f.joined else (f.rows[0].start_ns if f.rows else 0)
+    rows = tuple(R.RequestRow(q.request_id, _us0(q.start_ns - w0), _us(q.queue_ns), _us(q.prefill_ns),
+                              _us(q.decode_ns), _us(q.ttft_ns), _us0(q.e2e_ns), q.prompt_tokens, q.output_tokens,
+                              q.iterations, q.first_iteration, q.last_iteration) for q in f.rows)
+    stats = tuple(R.RequestStat(s.figure, s.requests, _us(s.median_ns), _us(s.p90_ns)) for s in f.stats)
+    return R.ServingRequests(f.requests, stats, f.queued_longer_than_prefill, f.joined, f.with_iterations, rows,
+                             f.rows_omitted)
 
 
 def operator_view(r: RankAnalysis) -> R.OperatorView | None:

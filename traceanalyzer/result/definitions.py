@@ -123,6 +123,20 @@ FIGURES: dict[str, str] = {
         "each request gets one token per decode iteration, so the decode iteration's duration is its time per "
         "output token). The first 2000 iterations are listed; the phases count them all."
     ),
+    "serving_requests": (
+        "A serving engine's requests, from the request spans of an OpenTelemetry export (OTLP/JSON) given with the "
+        "trace: a span carrying `gen_ai.request.id` or named `llm_request` (vLLM) is one request. Its start is the "
+        "request's arrival, its end its finish; queue (arrival to first scheduled), prefill (first scheduled to "
+        "first token), decode (first token to last), TTFT (arrival to first token) and end-to-end are the "
+        "engine's own span attributes (`gen_ai.latency.time_in_queue`, `..._time_in_model_prefill`, "
+        "`..._time_in_model_decode`, `..._time_to_first_token`, `..._e2e`; end minus start when it has no "
+        "end-to-end), never re-derived. Joined to the iterations (serving_iterations) when the trace's times are "
+        "Unix epoch times (PyTorch's baseTimeNanoseconds): the spans' epoch times are taken as they are, the "
+        "trace and the spans written on one machine; a request's iterations are the listed iterations that "
+        "overlap its life from arrival to finish (the first and the last by index). Per figure over the requests "
+        "that carry it: median and p90 (linear interpolation between ranks); waited longer than prefill = queue "
+        "time above prefill time. The first 1000 requests by arrival are listed; the summaries count them all."
+    ),
     "top_kernels": (
         "Kernels that start inside the window, grouped by name: count, summed duration, mean "
         "duration; sorted by summed duration."

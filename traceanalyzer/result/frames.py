@@ -39,6 +39,8 @@ FINDING_COLUMNS = ["rank", "id", "cause", "cause_label", "severity", "explains_u
                    "share_of_window", "gaps", "title", "top_host_op"]
 ITERATION_COLUMNS = ["rank", "phase", "batch_size", "tokens", "start_us", "duration_us", "gpu_busy_us", "gpu_bubble_us",
                      "host_gap_before_us", "graph_replays"]
+REQUEST_COLUMNS = ["rank", "request_id", "start_us", "queue_us", "prefill_us", "decode_us", "ttft_us", "e2e_us",
+                   "prompt_tokens", "output_tokens", "iterations", "first_iteration", "last_iteration"]
 DEVICE_COLUMNS = ["rank", "device", "name", "window_us", "gpu_busy_us", "gpu_idle_fraction", "kernel_us",
                   "memcpy_us", "memcpy_share_of_busy", "communication_us", "exposed_communication_us", "gaps",
                   "gaps_total_us", "memory_peak_allocated_bytes", "memory_peak_reserved_bytes", "memory_total_bytes",
@@ -107,6 +109,18 @@ def iterations_frame(a: Analysis) -> pd.DataFrame:
             warnings.warn(f"{rank_name(r)}: {r.serving.iterations_omitted} later iterations are not in the result "
                           f"(it lists the first {len(r.serving.iterations)}; its phases count them all)", stacklevel=3)
     return pd.DataFrame(rows, columns=ITERATION_COLUMNS)
+
+
+def requests_frame(a: Analysis) -> pd.DataFrame:
+    """One row per rank and serving request the result lists (`serving.requests`), joined to its iterations."""
+    rows = [{"rank": rank_name(r), **{c: getattr(x, c) for c in REQUEST_COLUMNS[1:]}} for r in a.ranks
+            if r.serving and r.serving.requests for x in r.serving.requests.rows]
+    for r in a.ranks:
+        q = r.serving.requests if r.serving else None
+        if q is not None and q.rows_omitted:
+            warnings.warn(f"{rank_name(r)}: {q.rows_omitted} later requests are not in the result (it lists the "
+                          f"first {len(q.rows)}; its summaries count them all)", stacklevel=3)
+    return pd.DataFrame(rows, columns=REQUEST_COLUMNS)
 
 
 def findings_frame(a: Analysis) -> pd.DataFrame:

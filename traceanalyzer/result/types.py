@@ -440,6 +440,49 @@ class ServingResult:
     phases: tuple[ServingPhaseRow, ...]
     iterations: tuple[IterationRow, ...]
     iterations_omitted: int = 0
+    requests: ServingRequests | None = None  # request spans given beside the trace (None: none given)
+
+
+# --- serving requests (analyses/requests.py) --------------------------------------------------------------
+@dataclass(frozen=True)
+class RequestRow:
+    """One request of a serving engine, from its span (definitions: serving_requests)."""
+
+    request_id: str
+    start_us: float  # arrival, from the rank's window start (joined), else from the first request's arrival
+    queue_us: float | None  # the engine's own figures; None where the span does not carry them
+    prefill_us: float | None
+    decode_us: float | None
+    ttft_us: float | None
+    e2e_us: float
+    prompt_tokens: int | None
+    output_tokens: int | None
+    iterations: int  # listed iterations overlapping its life (0 when not joined)
+    first_iteration: int | None  # index into serving.iterations
+    last_iteration: int | None
+
+
+@dataclass(frozen=True)
+class RequestStat:
+    """One per-request figure (queue, prefill, decode, ttft, e2e) over the requests that carry it."""
+
+    figure: str
+    requests: int
+    median_us: float | None
+    p90_us: float | None
+
+
+@dataclass(frozen=True)
+class ServingRequests:
+    """The requests of the run (`serving.requests`: summaries over all, the first MAX_REQUEST_ROWS rows)."""
+
+    requests: int
+    stats: tuple[RequestStat, ...]
+    queued_longer_than_prefill: int
+    joined: bool  # on the trace's clock: each request's iterations found
+    with_iterations: int
+    rows: tuple[RequestRow, ...] = ()
+    rows_omitted: int = 0
 
 
 @dataclass(frozen=True)

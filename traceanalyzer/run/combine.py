@@ -25,15 +25,17 @@ from typing import Any
 import numpy as np
 
 from .._version import __version__
-from ..align import Alignment, AlignOptions, TraceClock, align_logs, place_counters, place_host_logs
+from ..align import Alignment, AlignOptions, TraceClock, align_logs, place_counters, place_host_logs, place_requests
 from ..analyses import tracks as TR
 from ..analyses.collectives_job import job_figures, rank_job_facts
 from ..analyses.counters import CounterFigures, counter_figures, job_window, merge_busy_sets
 from ..analyses.host_logs import HostLogFigures, host_figures
+from ..analyses.requests import request_figures
 from ..diagnosis import RankDiagnosis
 from ..diagnosis.stragglers import straggler_lead, stragglers
 from ..errors import InputError
 from ..formats import metas_mismatch, number_ranks, same_files
+from ..formats.registry import ALONE
 from ..result import Analysis
 from ..result import types as R
 from ..timeline import Timeline
@@ -53,6 +55,7 @@ class JobContext:
     implicit_logs: tuple[str, ...] = ()  # counter logs used without being named (beside a trace, in a folder)
     counter_logs: Timeline | None = None  # nvidia-smi / DCGM counters on their own clocks
     host_logs: Timeline | None = None  # host monitor logs on their own clocks
+    requests: Timeline | None = None  # a serving engine's request spans (OpenTelemetry exports), epoch clock
     align: AlignOptions = AlignOptions()
     force_job: bool = False  # ranks that look like unrelated runs analysed as one job anyway
     # False: ranks split from a Timeline handed in: no job checks, rank numbers and counters as they are
@@ -74,12 +77,13 @@ def combine(outputs: Sequence[FileOutput], job: JobContext) -> Analysis:
     parts, warnings = _readable(outputs, job)
     ranks = [r for p in parts for r in p.ranks]
     numbers = _numbers(ranks, job, warnings)
-    for read in (job.counter_logs, job.host_logs):
+    for read in (job.counter_logs, job.host_logs, job.requests):
         warnings += read.warnings if read is not None else []
+    requests = _requests(ranks, job, warnings)
     o = job.options
     logs = _logs(ranks, job)
     warnings += list(job.notes) + logs.warnings + [w for p in parts for w in p.late_warnings] + logs.host_warnings
-    rank_results = _rank_results(ranks, numbers, logs, job)
+    rank_results = _rank_results(ranks, numbers, logs, job, requests)
     if ranks:
         diagnosis = job_diagnosis(rank_results) if o.diagnose else None
     else:
@@ -91,7 +95,7 @@ def combine(outputs: Sequence[FileOutput], job: JobContext) -> Analysis:
         schema=R.SCHEMA,
         tool=R.ToolInfo("traceanalyzer", __version__),
         options=options_info(o.min_gap_ns, o.include_warmup, o.batch_size),
-        inputs=tuple(i for p in parts for i in p.inputs) + logs.inputs,
+        inputs=tuple(i for p in parts for i in p.inputs) + logs.inputs + _request_inputs(job.requests),
         warnings=tuple(warnings) + stage.warnings,
         ranks=rank_results,
         summary=summary(rank_results, {n for r in rank_results if r.diagnosis for n in r.diagnosis.warmup_steps},
@@ -128,7 +132,7 @@ def _numbers(ranks: list[RankOutput], job: JobContext, warnings: list[str]) -> l
 
 
 def _rank_results(ranks: list[RankOutput], numbers: list[int | None], logs: _Logs,
-                  job: JobContext) -> tuple[R.RankResult, ...]:
+                  job: JobContext, requests: tuple[Timeline, bool] | None = None) -> tuple[R.RankResult, ...]:
     """Each rank's result, made once: its figures with its number, its tracks cut to the job's shared block
     budget (with the counter logs' samples drawn over them), its diagnosis with its input split, and the
     counter figures of its GPUs when the logs are on the trace's clock."""
@@ -144,9 +148,36 @@ def _rank_results(ranks: list[RankOutput], numbers: list[int | None], logs: _Log
                                       tracks.window.start_ns, tracks.window.end_ns)
             tracks = replace(tracks, counters=drawn)
         timeline = timeline_data(TR.recut_tracks(tracks, max_blocks), max_blocks)
+        joined = None
+        if requests is not None:
+            sp = r.figures.causes.serving if r.figures.causes is not None else None
+            joined = request_figures(requests[0].requests, sp.iterations if sp is not None else (), requests[1])
         results.append(rank_result(r.figures, _split(r, i, logs.hosts, job.host_logs), number, timeline, by_device,
-                                   job.options.batch_size))
+                                   job.options.batch_size, joined))
     return tuple(results)
+
+
+def _requests(ranks: list[RankOutput], job: JobContext, warnings: list[str]) -> tuple[Timeline, bool] | None:
+    """The request spans on the trace's clock (align.place_requests) and whether they are; None without any.
+    Spans alone (no trace) are refused: they hold no GPU work to judge."""
+    if job.requests is None:
+        return None
+    if not ranks:
+        raise InputError(job.requests.sources[0].path if job.requests.sources else job.label, ALONE)
+    spans = [r.meta.span_ns for r in ranks if r.meta.span_ns is not None]
+    span = (min(s[0] for s in spans), max(s[1] for s in spans)) if spans else None
+    trace = TraceClock(span, all(r.meta.clock == "epoch" for r in ranks))
+    placed, how = place_requests(job.requests, trace)
+    warnings += list(how.warnings)
+    return placed, how.on_trace_clock
+
+
+def _request_inputs(requests: Timeline | None) -> tuple[R.InputInfo, ...]:
+    """The request-span exports as inputs of the job."""
+    if requests is None:
+        return ()
+    return tuple(R.InputInfo(s.path, s.format, s.events_read, s.events_kept, dict(sorted(s.not_kept.items())),
+                             tuple(s.warnings)) for s in requests.sources)
 
 
 def _readable(outputs: Sequence[FileOutput], job: JobContext) -> tuple[list[FileOutput], list[str]]:
