@@ -27,14 +27,15 @@ def server(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def base_runs(server, tmp_path_factory):
-    """Three runs of main at 0.5 ms of DataLoader wait a step, uploaded with the client itself."""
+    """Three runs of main's latest commit (one setting) at 0.5 ms of DataLoader wait a step, uploaded with the
+    client itself."""
     token = server.token("perf")
     folder = tmp_path_factory.mktemp("traces")
     for i in range(3):
         trace = folder / f"main{i}.json"
         trace.write_bytes(training_trace(500.0, seed=100 + i))
         res = upload(token, trace, "--server", server.url, "--project", "perf", "--branch", "main",
-                     "--commit", f"{i:040x}", "--wait")
+                     "--commit", "0" * 40, "--wait")
         assert res.returncode == 0, res.stderr
     return token, folder
 
@@ -65,7 +66,8 @@ def test_an_unchanged_run_passes_and_its_comment_links_work(server, base_runs, t
     assert re.fullmatch(rf"{re.escape(server.url)}/runs/[0-9a-f]{{12}}", run_url)
     assert "uploading 100%" in res.stderr and ("Unchanged: step time" in res.stderr or "Inconclusive" in res.stderr)
     text = comment.read_text()
-    assert text.startswith("<!-- traceanalyzer-diff -->") and "Compared with the last 3 run(s) of `main`" in text
+    assert text.startswith("<!-- traceanalyzer-diff -->") and "Compared with the latest run of `main`" in text
+    assert "and 2 run(s) of its setting" in text
     assert re.search(r"traceanalyzer diff · (Unchanged|Inconclusive)", text) and "✅ `step_time:+5%`" in text
     # run-to-run variation from the base branch's three runs, and the run counts stated as they are
     assert "Run-to-run variation from 3 runs of one setting" in text and "3 base runs and 1 head run" in text

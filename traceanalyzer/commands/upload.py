@@ -329,7 +329,8 @@ def _write_comment(text: str, target: Path | None) -> Path | None:
 @click.option("--base-branch", default="main", show_default=True, metavar="B",
               help="Compare with the last runs of this branch.")
 @click.option("--last", default=5, show_default=True, type=click.IntRange(1, 50), metavar="N",
-              help="How many of the base branch's last runs to compare with.")
+              help="At most N runs to compare with: the base branch's latest run and runs of its setting "
+                   "(same commit and --setting, or --repeat-of it).")
 @click.option("--fail-on", "fail_on", multiple=True, metavar="RULE",
               help="Exit 1 when RULE holds, as `diff --fail-on` (repeatable): step_time:+5%, gpu_idle>0.30, ...")
 @click.option("--fail-on-unconfirmed", is_flag=True,

@@ -1,5 +1,5 @@
 """History: per project, branch and figure, a series over the branch's runs, its change points, and the
-comparison of a run with the last runs of a branch (what `traceanalyzer upload` gates on).
+comparison of a run with a branch's latest run and the runs of its setting (what `traceanalyzer upload` gates on).
 
 * Each run's figures, the run's metrics (`result/metrics.py`), are extracted once, when its analysis
   is done (`metrics_of`, stored in the `run_metrics` table); a history never parses the runs' JSON.
@@ -316,8 +316,14 @@ def comment(base_url: str, project: str, head: dict[str, Any], base_branch: str,
         lines.append(f"No analysed run of `{code(base_branch)}` yet: nothing to compare with. "
                      f"Verdict of this run: `{code(head.get('verdict') or 'none')}`.")
         return "\n".join(lines) + "\n"
-    lines.append(f"Compared with the last {len(bases)} run(s) of `{code(base_branch)}`: "
-                 + ", ".join(f"[{b['id']}]({base_url}/runs/{b['id']})" for b in bases) + ".")
+    latest = bases[-1]
+    what = f"Compared with the latest run of `{code(base_branch)}`, [{latest['id']}]({base_url}/runs/{latest['id']})"
+    if len(bases) > 1:  # runs of its setting: run-to-run variation measured, not assumed
+        what += (f", and {len(bases) - 1} run(s) of its setting: "
+                 + ", ".join(f"[{b['id']}]({base_url}/runs/{b['id']})" for b in bases[:-1]))
+    else:
+        what += " (one run of its setting: run-to-run variation allowed for, not measured)"
+    lines.append(what + ".")
     lines.append("")
     head_text = "\n".join(lines) + "\n"
     if len(head_text) + len(markdown) > MAX_CHARS:  # the whole comment stays under GitHub's limit

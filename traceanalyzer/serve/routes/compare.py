@@ -71,9 +71,24 @@ def api_compare(ctx: Context, request: Request) -> Response:
     return Response(render_diff_json(comparison(ctx, *sides)), media_type="application/json")
 
 
+def base_runs(ctx: Context, row: dict[str, Any], branch: str, last: int) -> list[dict[str, Any]]:
+    """What a run is compared with in CI: the branch's latest analysed run before it and, up to `last` runs
+    in all, the runs of that run's setting (`Store.repeats`: same commit and setting label, or marked as its
+    repeats), oldest first. Never the branch's runs of other commits: they mix code changes with run-to-run
+    variation, so pooled they would hide a change (or make one up)."""
+    latest = ctx.db.history(row["project"], branch, 1, exclude=row["id"],
+                            before=row["created_at"] if row["branch"] == branch else None)
+    if not latest:
+        return []
+    full = ctx.db.run(latest[-1]["id"]) or {}  # its project, commit, setting and repeat_of
+    same = ctx.db.repeats(full, exclude=[row["id"]], limit=last - 1) if last > 1 and full else []
+    return [{"id": run_id} for run_id in reversed(same)] + [latest[-1]]
+
+
 def api_run_compare(ctx: Context, request: Request) -> Response:
-    """The run against the last runs of a branch (`?branch=main&last=5&fail_on=RULE...`): the diff,
-    the gates evaluated as `diff --fail-on` does, and the pull-request comment."""
+    """The run against the branch's latest run and the runs of its setting (`base_runs`;
+    `?branch=main&last=5&fail_on=RULE...`): the diff, the gates evaluated as `diff --fail-on` does, and the
+    pull-request comment."""
     from ...compare import with_gates
     from ...errors import UsageError
     from ...gates import evaluate_all, parse_rules
@@ -97,8 +112,7 @@ def api_run_compare(ctx: Context, request: Request) -> Response:
         rules = parse_rules(texts)
     except UsageError as exc:
         raise refuse(400, str(exc)) from None
-    bases = ctx.db.history(row["project"], branch, last, exclude=row["id"],
-                           before=row["created_at"] if row["branch"] == branch else None)
+    bases = base_runs(ctx, row, branch, last)
     base = ctx.base_url(request)
     result = markdown = None
     gates: list[dict[str, Any]] = []
