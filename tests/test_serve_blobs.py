@@ -129,6 +129,9 @@ def test_an_outage_of_the_store_refuses_uploads_with_503_and_loses_nothing(tmp_p
         refused = web.upload(token, SAMPLES / "input_bound.json", project="out")
         assert refused.status_code == 503 and refused.headers["retry-after"], refused.text
         assert "store" in refused.json()["error"]
+        health = web.get("/api/v1/health")
+        assert health.status_code == 503 and health.json()["object_store"] == "down: cannot be reached", health.text
+        assert "127.0.0.1" not in health.text  # the store's address stays out of the answer
         assert web.get("/api/v1/runs", params={"project": "out"}).json()["total"] == 1  # nothing recorded
         assert not [p for p in (data / "tmp").rglob("*") if p.is_file()]  # its bytes went with it
         time.sleep(max(0.0, 10 - (time.monotonic() - outage)))
@@ -136,6 +139,7 @@ def test_an_outage_of_the_store_refuses_uploads_with_503_and_loses_nothing(tmp_p
         assert waiting["status"] in ("queued", "running") and waiting["tries"] <= 1, waiting
         s3.start()
         assert web.wait(run_id, timeout=120)["status"] == "done"
+        assert web.get("/api/v1/health").json()["object_store"] == "ok"
         again = web.upload(token, SAMPLES / "input_bound.json", project="out")
         assert again.status_code == 201
         assert web.wait(again.json()["id"], timeout=60)["status"] == "done"

@@ -54,6 +54,7 @@ class Blobs(Protocol):
 
     where: str  # for messages: the folder or s3://bucket/prefix
 
+    def check(self) -> None: ...
     def stage(self, received: list[Received]) -> None: ...
     def place(self, received: list[Received]) -> None: ...
     def has_trace(self, sha256: str) -> bool: ...
@@ -78,6 +79,9 @@ class LocalBlobs:
         self.traces = traces
         self.reports = reports
         self.where = str(traces.parent)
+
+    def check(self) -> None:
+        """Nothing to reach: DATA's own space and writes are health's storage check."""
 
     def stage(self, received: list[Received]) -> None:
         pass  # the received files are in DATA already: `place` renames them

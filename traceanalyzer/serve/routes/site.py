@@ -9,6 +9,7 @@ from urllib.parse import urlencode
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
+from ..blobs import BlobRefused, BlobUnavailable, blobs_of
 from ..context import RETRY_AFTER_S, Access, Context, human, refuse, static_file
 from ..uploads import PROJECT_RE
 
@@ -91,8 +92,21 @@ def _storage(ctx: Context) -> str:
     return "ok"
 
 
+def _object_store(ctx: Context) -> str:
+    """"ok", or why the object store cannot take traces ("down: ..." unreachable, "refuses: ..." no bucket
+    or no right), by the class of failure only: its address and credentials stay out of the answer."""
+    try:
+        blobs_of(ctx.settings).check()
+    except BlobRefused:
+        return "refuses: the bucket cannot be read"
+    except BlobUnavailable:
+        return "down: cannot be reached"
+    return "ok"
+
+
 def health(ctx: Context, request: Request) -> Response:
-    """What works: the database (a query), the storage (free space in DATA, and a write), the jobs (queued,
+    """What works: the database (a query), the storage (free space in DATA, and a write), the object store
+    when there is one (its bucket), the jobs (queued,
     and whether this process runs analyses). 503 when the database or the storage is down. A private
     service tells a client without a token only up or down."""
     out: dict[str, Any] = {"ok": True, "database": "ok", "storage": "ok", "worker": ctx.run_jobs}
@@ -108,6 +122,10 @@ def health(ctx: Context, request: Request) -> Response:
     out["storage"] = _storage(ctx)
     if out["storage"] != "ok":
         out["ok"] = False
+    if ctx.settings.blob_store:  # traces and reports live in an object store: a look at its bucket
+        out["object_store"] = _object_store(ctx)
+        if out["object_store"] != "ok":
+            out["ok"] = False
     if ctx.settings.private and out["database"] == "ok":
         try:
             who = ctx.access(request)
