@@ -95,6 +95,8 @@ class CriticalPath:
     steps: tuple[StepPath, ...]
     # (assumption, times it stood in for a missing edge), in first-use order
     assumptions: tuple[tuple[str, int], ...] = ()
+    # (removal key, how much shorter the median step replays without it), per `Removal` asked for
+    savings: tuple[tuple[str, int], ...] = ()
 
     def median_step(self) -> StepPath | None:
         """The step whose duration is the median (the lower one of an even count)."""
@@ -102,6 +104,20 @@ class CriticalPath:
             return None
         order = sorted(range(len(self.steps)), key=lambda i: (self.steps[i].dur_ns, i))
         return self.steps[order[(len(order) - 1) // 2]]
+
+
+@dataclass(frozen=True)
+class Removal:
+    """Work to take out of a step's graph before replaying it: the host time inside the intervals
+    (`starts`/`ends`, absolute ns, sorted and disjoint: the GPU idle a cause left) is cut from every host
+    piece that holds it (launch calls only with `launches`: the work after the stretch still has to be
+    launched), and every copy (`copies`) or collective (`collectives`) on the GPU is removed."""
+
+    starts: np.ndarray
+    ends: np.ndarray
+    copies: bool = False
+    collectives: bool = False
+    launches: bool = False
 
 
 @dataclass(frozen=True)
@@ -398,9 +414,10 @@ def _fold(kinds: np.ndarray, names: np.ndarray, durs: np.ndarray
 
 # --- the faces of this module ---------------------------------------------------------------------
 def critical_path(tl: Timeline, rank: int, st: F.Steps | None = None, peers: tuple[int, ...] = (),
-                  median_only: bool = False) -> CriticalPath:
+                  median_only: bool = False, removals: dict[str, Removal] | None = None) -> CriticalPath:
     """Each step's critical path on `rank` (the window's when it has no steps; the median step's alone with
-    `median_only`); `peers`: other ranks of the same Timeline whose collectives this rank's are matched with."""
+    `median_only`); `peers`: other ranks of the same Timeline whose collectives this rank's are matched with;
+    `removals`: what each would save the median step, replayed (`CriticalPath.savings`)."""
     ranks = [rank] + [p for p in peers if p != rank]
     g = build_graph(tl, ranks, {rank: st}, median_only)
     if not len(g.s0):
@@ -419,7 +436,39 @@ def critical_path(tl: Timeline, rank: int, st: F.Steps | None = None, peers: tup
             continue
         segs, kinds = _fold(*_path(g, s, e, g.d, k, rank, incoming, run_from))
         paths.append(StepPath(number, a + g.origin, int(sinks[k]) + g.origin, segs, kinds))
-    return CriticalPath(rank, tuple(paths), tuple(g.assumptions.items()))
+    cp = CriticalPath(rank, tuple(paths), tuple(g.assumptions.items()))
+    if not removals or not paths:
+        return cp
+    median = cp.median_step()
+    k = next(k for k, (r, n, a, _) in enumerate(g.groups) if r == rank and n == median.step  # type: ignore[union-attr]
+             and a + g.origin == median.start_ns)  # type: ignore[union-attr]
+    saved = []
+    for key, removal in removals.items():
+        d = _removed(g, removal)
+        if np.array_equal(d, g.d):  # nothing of it in the step
+            saved.append((key, 0))
+            continue
+        _, e1, _ = _replay(g, d)
+        step = int(sinks[k]) - g.groups[k][2]
+        saved.append((key, int(np.clip(int(sinks[k]) - int(_sinks(g, e1)[k]), 0, max(step, 0)))))
+    return replace(cp, savings=tuple(saved))
+
+
+def _removed(g: Graph, removal: Removal) -> np.ndarray:
+    """The graph's durations without what `removal` takes out: a host piece loses its time inside the
+    intervals (at most its own duration), copies and collectives their whole time."""
+    lo, hi = removal.starts - g.origin, removal.ends - g.origin
+    host = g.glob_kind == 0
+    if not removal.launches:
+        host &= g.kind != SEGMENT_KINDS.index(LAUNCH)
+    inside = covered_before(lo, hi, g.e0) - covered_before(lo, hi, g.s0) if len(lo) else np.zeros(len(g.d))
+    d = np.where(host, np.clip(g.d - np.rint(inside).astype(np.int64), 0, None), g.d)
+    gone = np.zeros(len(d), bool)
+    if removal.copies:
+        gone |= (g.glob_kind == 1) & (g.kind == SEGMENT_KINDS.index(COPY))
+    if removal.collectives:
+        gone |= g.comm
+    return np.where(gone, 0, d)
 
 
 def what_if(tl: Timeline, rules: list[Rule], rank: int = 0, st: F.Steps | None = None,
