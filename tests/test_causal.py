@@ -89,7 +89,7 @@ def test_a_dataloader_wait_on_the_critical_path_saves_exactly_its_length(tmp_pat
     assert f.figures["projected_saving_us"] == pytest.approx(wait, abs=0.01)
     assert f.figures["step_us"] == pytest.approx(float(np.median(durations)), abs=0.01)
     assert any(re.search(r"removing the DataLoader wait would shorten the median step by ≈ 292 us .*replayed.*"
-                         r"the projection.* said ≈ 300 us", e) for e in f.evidence)
+                         r"\(projected: ≈ 300 us\)", e) for e in f.evidence)
     dep = next(f for f in d.findings if f.cause == C.DEPENDENCY)
     assert dep.figures["saving_us"] == pytest.approx(50, abs=0.01)
     assert d.findings[0].cause == C.DATALOADER  # ordered by saving

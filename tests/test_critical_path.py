@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 from kineto_builder import KinetoTrace
 
@@ -271,3 +272,17 @@ def test_work_that_starts_as_another_stream_s_work_ends_waited_for_it(tmp_path: 
     assert dict(cp.assumptions) == {CP.A_IMPLICIT_WAIT: 1}
     # B then starts at its launch (20 us) + the rank's launch latency (20 us): ends at 1.04 ms, not 6.03 ms
     assert saving(tl, CP.Rule.remove("allreduce")) == 6_030 * US - 1_040 * US
+
+
+def test_removing_host_time_in_a_stretch_saves_it_only_where_the_path_holds_it(tmp_path: Path) -> None:
+    """Removals (what a cause's replayed saving takes out): the host time inside an interval goes from the
+    pieces holding it; the step shortens by it when the path runs through it, by nothing when it runs beside."""
+    tl = timeline(tmp_path, preprocess_then_kernel())
+    t0 = tl.rank_events(0)["ts_ns"].min()  # the step's start
+    ns = [t0 + 1_000 * US, t0 + 3_000 * US]  # 2 ms inside the 5 ms of preprocessing, on the path
+    beside = [t0 + 5_100 * US, t0 + 7_000 * US]  # inside the synchronize, which waits for the kernel anyway
+    removals = {"on_path": CP.Removal(np.array([ns[0]]), np.array([ns[1]])),
+                "beside": CP.Removal(np.array([beside[0]]), np.array([beside[1]])),
+                "copies": CP.Removal(np.zeros(0, np.int64), np.zeros(0, np.int64), copies=True)}
+    cp = CP.critical_path(tl, 0, median_only=True, removals=removals)
+    assert dict(cp.savings) == {"on_path": 2_000 * US, "beside": 0, "copies": 0}

@@ -806,19 +806,18 @@ def _saving_line(cause: str, s: S.Saving, q: Quoted) -> str:
     label = C.CAUSE_BY_ID[cause].label
     pct = q.ns(s.saving_ns, "saving_us", s.step_ns, "step_us")
     if s.replayed:
-        removed = {C.MEMCPY: " and every copy on the GPU", C.COMMUNICATION: " and every collective on the GPU"}
+        removed = {C.MEMCPY: " and the copies", C.COMMUNICATION: " and the collectives"}
         q.figures["projected_saving_us"] = round(s.projection_ns / 1000, 3)
-        basis = (f"replayed: the step's dependency graph run again without the host time inside its idle "
-                 f"stretches{removed.get(cause, '')}, so work beside them still holds the step (the projection, "
-                 f"which assumes the rest of the step unchanged, said ≈ {duration(s.projection_ns)}); assumes "
-                 f"launch overheads kept, queue depth unchanged, memory not modelled")
+        basis = (f"replayed on its dependency graph without the host time in the idle stretches"
+                 f"{removed.get(cause, '')} (projected: ≈ {duration(s.projection_ns)}); assumes launch overheads "
+                 f"kept, queue depth unchanged, memory not modelled")
     elif cause == C.DEPENDENCY:
         basis = ("basis: the idle time with the next GPU work already queued; removing a host cause never "
                  "saves it, removing the wait (the dependency, the late peer, the graph's bubbles) would")
     else:
         basis = ("basis: its idle time with nothing queued on the GPU (the host had not yet launched the next "
-                 "work), per step; projected (no replay of this step for it); limits: assumes the rest of the "
-                 "step unchanged and nothing else fills the freed time")
+                 "work), per step; projected: assumes the rest of the step unchanged and nothing "
+                 "else fills the freed time")
     return f"removing the {label} would shorten {S.basis_words(s)} by ≈ {duration(s.saving_ns)} ({pct}); {basis}"
 
 
