@@ -111,12 +111,11 @@ class Removal:
     """Work to take out of a step's graph before replaying it: the host time inside the intervals
     (`starts`/`ends`, absolute ns, sorted and disjoint: the GPU idle a cause left) is cut from every host
     piece that holds it (launch calls only with `launches`: the work after the stretch still has to be
-    launched), and every copy (`copies`) or collective (`collectives`) on the GPU is removed."""
+    launched), and every copy on the GPU with `copies`."""
 
     starts: np.ndarray
     ends: np.ndarray
     copies: bool = False
-    collectives: bool = False
     launches: bool = False
 
 
@@ -456,19 +455,16 @@ def critical_path(tl: Timeline, rank: int, st: F.Steps | None = None, peers: tup
 
 def _removed(g: Graph, removal: Removal) -> np.ndarray:
     """The graph's durations without what `removal` takes out: a host piece loses its time inside the
-    intervals (at most its own duration), copies and collectives their whole time."""
+    intervals (at most its own duration), copies their whole time."""
     lo, hi = removal.starts - g.origin, removal.ends - g.origin
     host = g.glob_kind == 0
     if not removal.launches:
         host &= g.kind != SEGMENT_KINDS.index(LAUNCH)
     inside = covered_before(lo, hi, g.e0) - covered_before(lo, hi, g.s0) if len(lo) else np.zeros(len(g.d))
     d = np.where(host, np.clip(g.d - np.rint(inside).astype(np.int64), 0, None), g.d)
-    gone = np.zeros(len(d), bool)
     if removal.copies:
-        gone |= (g.glob_kind == 1) & (g.kind == SEGMENT_KINDS.index(COPY))
-    if removal.collectives:
-        gone |= g.comm
-    return np.where(gone, 0, d)
+        d = np.where((g.glob_kind == 1) & (g.kind == SEGMENT_KINDS.index(COPY)), 0, d)
+    return d
 
 
 def what_if(tl: Timeline, rules: list[Rule], rank: int = 0, st: F.Steps | None = None,

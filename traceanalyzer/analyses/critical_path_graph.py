@@ -114,7 +114,6 @@ class Graph:
     launch_cap: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # the rank's usual launch latency
     # the step's thread's last stretch without an event, to the step's end: not a sink (see `_sinks`)
     trailing: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
-    comm: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))  # GPU work that is a collective
 
 
 def step_threads(tl: Timeline, rank: int) -> tuple[tuple[tuple[int, int], ...], tuple[int, int] | None]:
@@ -608,7 +607,6 @@ def build_graph(tl: Timeline, ranks: list[int], steps: dict[int, F.Steps | None]
     graph.gpu_rows = np.where(g["gpu_row"] >= 0, g["gpu_row"], -1)
     graph.trailing = g["trail"].astype(bool)
     graph.launch_cap = g["launch_cap"]
-    graph.comm = g["comm"].astype(bool) & (g["glob_kind"] == 1)
     if graph.trailing.any() and graph.groups:  # said where the stretch overlapped the step's other work
         others_end = np.array([b for _, _, _, b in graph.groups], np.int64) - group_tails(graph)
         note_assumption(assumptions, A_TAIL, int((graph.trailing & (graph.s0 < others_end[graph.group])).sum()))

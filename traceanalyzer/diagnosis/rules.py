@@ -806,7 +806,7 @@ def _saving_line(cause: str, s: S.Saving, q: Quoted) -> str:
     label = C.CAUSE_BY_ID[cause].label
     pct = q.ns(s.saving_ns, "saving_us", s.step_ns, "step_us")
     if s.replayed:
-        removed = {C.MEMCPY: " and the copies", C.COMMUNICATION: " and the collectives"}
+        removed = {C.MEMCPY: " and the copies"}
         q.figures["projected_saving_us"] = round(s.projection_ns / 1000, 3)
         basis = (f"replayed on its dependency graph without the host time in the idle stretches"
                  f"{removed.get(cause, '')} (projected: ≈ {duration(s.projection_ns)}); assumes launch overheads "
