@@ -405,6 +405,7 @@ def _rank_nodes(tl: Timeline, rank: int, spans: list[tuple[int | None, int, int]
     gpu_of_corr = pd.Series(np.arange(ng), index=corr[grows]) if ng else pd.Series(dtype=np.int64)
     gpu_of_corr = gpu_of_corr[~gpu_of_corr.index.duplicated(keep="last")]
     all_chains = np.unique(gchain) if ng else np.zeros(0, np.int64)
+    waited_record = _waited_records(ev, kind, host & runtime & f_record, corr, ts, dev, key_chain)
     sync_src: list[int] = []
     sync_dst: list[int] = []
     sync_fixed: list[tuple[int, int]] = []  # (piece, observed end) for waits on work outside the step
@@ -435,17 +436,22 @@ def _rank_nodes(tl: Timeline, rank: int, spans: list[tuple[int | None, int, int]
                     waits_on = [int(x) for x in got if x >= 0]
                 if f_copy[r] and corr[r] >= 0 and corr[r] in gpu_of_corr.index:
                     waits_on.append(int(gpu_of_corr[corr[r]]))
-            else:  # an event synchronize or a stream wait: on the thread's last event record
-                j = np.searchsorted(ts[rec], ts[r], side="right") - 1
-                if j < 0:
-                    continue
-                note_assumption(assumptions, A_EVENT_OF_WAIT, 1)
-                k = np.searchsorted(ts[lr], ts[rec[j]], side="right") - 1
-                if k < 0 or lchain[k] < 0:
-                    continue
-                note_assumption(assumptions, A_EVENT_STREAM, 1)
-                ch = int(lchain[k])
-                producer = int(last_launched(np.array([ch]), np.array([ts[rec[j]] + 1]))[0])
+            else:  # an event synchronize or a stream wait: on the event record its cuda_sync row names, else
+                # on the thread's last event record
+                named = waited_record.get(int(corr[r])) if corr[r] >= 0 else None
+                if named is not None:
+                    ch, rec_ts = named
+                else:
+                    j = np.searchsorted(ts[rec], ts[r], side="right") - 1
+                    if j < 0:
+                        continue
+                    note_assumption(assumptions, A_EVENT_OF_WAIT, 1)
+                    k = np.searchsorted(ts[lr], ts[rec[j]], side="right") - 1
+                    if k < 0 or lchain[k] < 0:
+                        continue
+                    note_assumption(assumptions, A_EVENT_STREAM, 1)
+                    ch, rec_ts = int(lchain[k]), int(ts[rec[j]])
+                producer = int(last_launched(np.array([ch]), np.array([rec_ts + 1]))[0])
                 if producer < 0:
                     continue
                 if f_event[r]:
@@ -666,6 +672,25 @@ def group_tails(g: Graph) -> np.ndarray:
     if ends.any():
         np.maximum.at(last, g.group[ends], g.e0[ends])
     return np.clip(np.array([b for _, _, _, b in g.groups], np.int64) - last, 0, None)
+
+
+def _waited_records(ev: pd.DataFrame, kind: pd.Series, records: np.ndarray, corr: np.ndarray, ts: np.ndarray,
+                    dev: np.ndarray, key_chain: dict[int, int]) -> dict[int, tuple[int, int]]:
+    """Per synchronisation call (its correlation) whose cuda_sync row names the event record it waits on
+    (Timeline `wait_corr`, `wait_stream`) and both are in the step: (the chain of the stream the event was
+    recorded on, the record call's start)."""
+    wait_corr = ev["wait_corr"].to_numpy()
+    rows = np.flatnonzero(T.category_mask(kind, (T.GPU_ANNOTATION,)) & (wait_corr >= 0) & (corr >= 0)
+                          & (ev["wait_stream"].to_numpy() >= 0))
+    if not len(rows) or not records.any():
+        return {}
+    record_ts = dict(zip(corr[records].tolist(), ts[records].tolist()))
+    keys = dev[rows].astype(np.int64) * (1 << 40) + ev["wait_stream"].to_numpy()[rows]
+    out: dict[int, tuple[int, int]] = {}
+    for c, w, key in zip(corr[rows].tolist(), wait_corr[rows].tolist(), keys.tolist()):
+        if w in record_ts and key in key_chain and c not in out:
+            out[c] = (key_chain[key], int(record_ts[w]))
+    return out
 
 
 def _implicit_waits(gs: np.ndarray, ge: np.ndarray, dev: np.ndarray, chain: np.ndarray, grp: np.ndarray,
