@@ -625,12 +625,13 @@ class _Collector:
                   tid: np.ndarray, device: np.ndarray, stream: np.ndarray, nbytes: np.ndarray,
                   correlation: np.ndarray, copy_kind: np.ndarray, collective: np.ndarray,
                   group: np.ndarray, graph: np.ndarray, seq: np.ndarray,
-                  waits: tuple[np.ndarray, np.ndarray]) -> None:
+                  waits: tuple[np.ndarray, np.ndarray] | None = None) -> None:
         """A chunk's rows, from its raw values: event kinds and copy directions as small-int codes
         (from per-name / per-category facts spread by code, never per row on strings). `group`:
         interned process-group codes, kept for communication kernels only; `graph`: the CUDA graph id
         (kept for GPU work, > 0 only); `seq`: the NCCL sequence number (communication kernels only); `waits`:
-        the event record waited on and its stream (`_sync_waits`, GPU annotations only: the cuda_sync rows)."""
+        the event record waited on and its stream (`_sync_waits`, GPU annotations only: the cuda_sync rows;
+        None: not read, -1)."""
         f = self.facts
         f.update(self.names.values, self.cats.values, self.copy_kinds.values)
         name_codes = names.astype(np.intp)
@@ -650,6 +651,8 @@ class _Collector:
         moved = (kind == _KIND_CODE[T.MEMCPY]) | (kind == _KIND_CODE[T.MEMSET]) | comm
 
         sync_row = kind == _KIND_CODE[T.GPU_ANNOTATION]
+        if waits is None:
+            waits = (np.full(len(ts), -1, np.int64), np.full(len(ts), -1, np.int64))
         bad_id = np.zeros(len(ts), dtype=bool)
         for ids in (pid, tid, device, stream, correlation, nbytes):
             bad_id |= ids == ID_OUT_OF_RANGE
