@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 from kineto_builder import KinetoTrace
 
@@ -215,9 +216,9 @@ def test_the_median_step_alone_is_the_same_path_as_among_all_steps() -> None:
 
 def test_hta_event_sync_trace_the_event_synchronize_waits_for_the_spin_kernel(corpus: Path) -> None:
     """HTA's own critical-path test trace (cuda_event_sync): the host launches a spin kernel, records an event
-    and waits on it with cudaEventSynchronize. HTA links the two by the cuda_sync row's
-    `wait_on_cuda_event_record_corr_id`; this Timeline does not keep that argument, so the event is taken as
-    the thread's previous record on its previous launch's stream (said in the assumptions): the same edge."""
+    and waits on it with cudaEventSynchronize. The cuda_sync row names the record it waits on
+    (`wait_on_cuda_event_record_corr_id`, Timeline `wait_corr`) and its stream (`wait_on_stream`): the edge is
+    read, no assumption stands in (HTA links the two by the same argument)."""
     tl = read_file(corpus / "hta_cp_event_sync" / "event_sync_trace.json.gz", ReadOptions())
     cp = CP.critical_path(tl, 0)
     adds_up(cp)
@@ -225,7 +226,10 @@ def test_hta_event_sync_trace_the_event_synchronize_waits_for_the_spin_kernel(co
     spin = segs.index((CP.KERNEL, "at::cuda::(anonymous namespace)::spin_kernel(long)"))
     assert segs[spin + 1] == (CP.SYNC_WAIT, "cudaEventSynchronize")
     assert dict(cp.steps[0].by_kind_ns)[CP.KERNEL] == 36 * US
-    assert CP.A_EVENT_OF_WAIT in dict(cp.assumptions)
+    assert CP.A_EVENT_OF_WAIT not in dict(cp.assumptions) and CP.A_EVENT_STREAM not in dict(cp.assumptions)
+    ev = tl.events
+    assert sorted(ev["wait_corr"][ev["wait_corr"] >= 0].tolist()) == [1533, 1533]
+    assert set(ev["wait_stream"][ev["wait_corr"] >= 0].tolist()) == {7}
     # removing the spin kernel saves its time on the path less the host's own calls between its launch and
     # the synchronize, which the kernel overlapped (10 us): 26 us
     assert saving(tl, CP.Rule.remove("*spin_kernel*")) == 26 * US
@@ -271,3 +275,42 @@ def test_work_that_starts_as_another_stream_s_work_ends_waited_for_it(tmp_path: 
     assert dict(cp.assumptions) == {CP.A_IMPLICIT_WAIT: 1}
     # B then starts at its launch (20 us) + the rank's launch latency (20 us): ends at 1.04 ms, not 6.03 ms
     assert saving(tl, CP.Rule.remove("allreduce")) == 6_030 * US - 1_040 * US
+
+
+def test_removing_host_time_in_a_stretch_saves_it_only_where_the_path_holds_it(tmp_path: Path) -> None:
+    """Removals (what a cause's replayed saving takes out): the host time inside an interval goes from the
+    pieces holding it; the step shortens by it when the path runs through it, by nothing when it runs beside."""
+    tl = timeline(tmp_path, preprocess_then_kernel())
+    t0 = tl.rank_events(0)["ts_ns"].min()  # the step's start
+    ns = [t0 + 1_000 * US, t0 + 3_000 * US]  # 2 ms inside the 5 ms of preprocessing, on the path
+    beside = [t0 + 5_100 * US, t0 + 7_000 * US]  # inside the synchronize, which waits for the kernel anyway
+    removals = {"on_path": CP.Removal(np.array([ns[0]]), np.array([ns[1]])),
+                "beside": CP.Removal(np.array([beside[0]]), np.array([beside[1]])),
+                "copies": CP.Removal(np.zeros(0, np.int64), np.zeros(0, np.int64), copies=True)}
+    cp = CP.critical_path(tl, 0, median_only=True, removals=removals)
+    assert dict(cp.savings) == {"on_path": 2_000 * US, "beside": 0, "copies": 0}
+
+
+def test_an_event_synchronize_waits_on_the_record_its_cuda_sync_row_names(tmp_path: Path) -> None:
+    """Two records, on two streams: the synchronize waits on the first (its cuda_sync row says so), not on the
+    thread's last record (what stood in before the row's args were read); removing the kernel on the other
+    stream saves nothing."""
+    tr = KinetoTrace()
+    tr.step(1, 0, 2_100, gpu_copy=False)
+    tr.launched(10, 5, 20, 2_000, "long_kernel", stream=7)  # recorded by the event the sync waits on
+    tr.runtime("cudaEventRecord", 20, 3, correlation=900)
+    tr.launched(30, 5, 40, 100, "short_kernel", stream=8)
+    tr.runtime("cudaEventRecord", 40, 3, correlation=901)
+    tr.runtime("cudaEventSynchronize", 50, 2_030 - 50, correlation=902)
+    tr.events.append({"ph": "X", "cat": "cuda_sync", "name": "Event Sync", "pid": 0, "tid": -1, "ts": 2_021,
+                      "dur": 2, "args": {"cuda_sync_kind": "Event Sync", "wait_on_stream": 7,
+                                         "wait_on_cuda_event_record_corr_id": 900, "stream": -1,
+                                         "correlation": 902, "device": 0}})
+    tl = timeline(tmp_path, tr)
+    cp = CP.critical_path(tl, 0)
+    adds_up(cp)
+    assert CP.A_EVENT_OF_WAIT not in dict(cp.assumptions)
+    segs = [(s.kind, s.name) for s in cp.steps[0].segments]
+    assert (CP.KERNEL, "long_kernel") in segs and (CP.KERNEL, "short_kernel") not in segs
+    assert saving(tl, CP.Rule.remove("short_kernel")) == 0
+    assert saving(tl, CP.Rule.remove("long_kernel")) > 1_500 * US

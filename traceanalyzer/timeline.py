@@ -79,6 +79,11 @@ EVENT_COLUMNS: dict[str, str] = {
     # communication kernels: the collective's sequence number in its process group (Kineto `Seq`, the
     # same on every rank of the group); -1 when the trace does not record it
     "comm_seq": "int64",
+    # Kineto's cuda_sync rows of an event synchronize or a stream wait (`wait_on_cuda_event_record_corr_id`,
+    # `wait_on_stream`): the correlation id of the event record call waited on, and the stream the event was
+    # recorded on; -1 elsewhere and when the trace does not record them
+    "wait_corr": "int64",
+    "wait_stream": "int64",
 }
 
 COUNTER_COLUMNS: dict[str, str] = {
@@ -316,7 +321,7 @@ def events_frame(columns: dict[str, Any]) -> pd.DataFrame:
     defaults: dict[str, Any] = {
         "category": "", "rank": 0, "device": -1, "stream": -1, "pid": -1, "tid": -1,
         "step": -1, "bytes": -1, "copy_kind": "", "pinned": -1, "comm": False, "correlation": -1,
-        "comm_group": "", "graph_id": -1, "comm_seq": -1,
+        "comm_group": "", "graph_id": -1, "comm_seq": -1, "wait_corr": -1, "wait_stream": -1,
     }
     data: dict[str, Any] = {}
     for col, dtype in EVENT_COLUMNS.items():

@@ -21,6 +21,7 @@ from . import host as H
 from ._beside import beside
 from ._beside import set_threads as set_threads
 from .capture import CaptureFigures, capture_figures, survived_steps, survived_window
+from .cause_removal import removals
 from .frames import FrameFigures, frame_figures
 from .graphs import DeviceGraphs, device_graphs
 from .host import launching_threads
@@ -70,7 +71,8 @@ class RankAnalysis:
     capture: CaptureFigures | None = None  # how complete the capture is (cut off, GPU events lost)
     operators: OperatorFigures | None = None  # host operators, kernels with their launchers (analyses/operators.py)
     frames: FrameFigures | None = None  # user Python frames behind host and idle time (analyses/frames.py)
-    # the median step's critical path (analyses/critical_path.py; this rank alone: collectives are its own kernels)
+    # the median step's critical path (analyses/critical_path.py; this rank alone: collectives are its own kernels),
+    # with what removing each cause would save it, replayed (analyses/cause_removal.py)
     critical_path: CPA.CriticalPath | None = None
     # The DataLoader waits inside the window, merged (`dataloader_wait_ns` is their length): what the job's
     # host logs are figured over.
@@ -135,7 +137,9 @@ def rank_figures(tl: Timeline, rank: int, min_gap_ns: int = F.DEFAULT_MIN_GAP_NS
                         rank_memory(tl, rank, [d.device for d in devices], st), info.framework, st,
                         F.kernel_totals(tl, rank), F.pageable_htod_copies(tl, rank), F.range_profiler_capture(tl, rank),
                         attributed, tl.sources[info.source].path, info.clock, info.host, source,
-                        info.gpus_listed, capture, ops, frames, CPA.critical_path(tl, rank, st, median_only=True),
+                        info.gpus_listed, capture, ops, frames,
+                        CPA.critical_path(tl, rank, st, median_only=True,
+                                          removals=removals([d.idle for d in devices]) if causes else None),
                         waits)
 
 

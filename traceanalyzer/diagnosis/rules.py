@@ -243,7 +243,16 @@ def rank_savings(ra: RankAnalysis, lost: LostTime, include_warmup: bool = False)
     c = _causes(ra)
     st = _steps(ra)
     warmup = warmup_steps(st) if not include_warmup else np.zeros(0, dtype=np.int64)
-    return S.savings(c.per_step, st, warmup, lost.lost_by_cause, lost.window_ns, len(c.devices))
+    return S.savings(c.per_step, st, warmup, lost.lost_by_cause, lost.window_ns, len(c.devices), replays(ra))
+
+
+def replays(ra: RankAnalysis) -> dict[str, S.Replay]:
+    """Per cause replayed on the rank's median step (RankAnalysis.critical_path)."""
+    cp = ra.critical_path
+    median = cp.median_step() if cp is not None else None
+    if cp is None or median is None:
+        return {}
+    return {cause: S.Replay(ns, median.dur_ns, median.step is None) for cause, ns in cp.savings}
 
 
 # Causes a busy GPU (BUSY_NEVER_HOST_SHARE) is never said to be bound by: host work between launches,
@@ -320,6 +329,8 @@ def verdict(ra: RankAnalysis, lost: LostTime, findings: tuple[Finding, ...], inc
         return RankVerdict(UNDETERMINED, host_primary, why, f"{host_line} ({why})." if host_line else why + ".",
                            host_findings, c.host_shares, quoted=q)
     saved = saved if saved is not None else rank_savings(ra, lost, include_warmup)
+    # the call ranks causes by the projection (diagnosis/savings.py): the findings show the replay
+    saved = {x: S.projection(s) for x, s in saved.items()}
     # --- steady-state lost time by cause, robust to single gaps, start-up apart
     warmup = warmup_steps(st) if not include_warmup else np.zeros(0, dtype=np.int64)
     in_warmup = _lost_in_steps(c.per_step, warmup)
@@ -785,7 +796,7 @@ def cause_findings(ra: RankAnalysis, lost: LostTime, saved: dict[str, S.Saving] 
         out.append(Finding(fid, cause, _title(fid, severity), severity, ns,
                            round(ns / lost_ns, 6), (first, *saving, *lines, *ops), advice,
                            round(ns / window_ns, 6), n_gaps, host_ops, q.figures, tuple(q.shares)))
-    order = {f.cause: (saved[f.cause].saving_ns if f.cause in saved and f.cause != C.STARTUP else 0) for f in out}
+    order = {f.cause: (saved[f.cause].projection_ns if f.cause in saved and f.cause != C.STARTUP else 0) for f in out}
     out.sort(key=lambda f: (-order[f.cause or ""], -f.explains_ns))
     return tuple(out)
 
@@ -794,13 +805,19 @@ def _saving_line(cause: str, s: S.Saving, q: Quoted) -> str:
     """What removing the cause would save, its basis and its limits (diagnosis/savings.py)."""
     label = C.CAUSE_BY_ID[cause].label
     pct = q.ns(s.saving_ns, "saving_us", s.step_ns, "step_us")
-    if cause == C.DEPENDENCY:
+    if s.replayed:
+        removed = {C.MEMCPY: " and the copies"}
+        q.figures["projected_saving_us"] = round(s.projection_ns / 1000, 3)
+        basis = (f"replayed on its dependency graph without the host time in the idle stretches"
+                 f"{removed.get(cause, '')} (projected: ≈ {duration(s.projection_ns)}); assumes launch overheads "
+                 f"kept, queue depth unchanged, memory not modelled")
+    elif cause == C.DEPENDENCY:
         basis = ("basis: the idle time with the next GPU work already queued; removing a host cause never "
                  "saves it, removing the wait (the dependency, the late peer, the graph's bubbles) would")
     else:
         basis = ("basis: its idle time with nothing queued on the GPU (the host had not yet launched the next "
-                 "work), per step; limits: assumes the rest of the step unchanged and nothing else fills the "
-                 "freed time")
+                 "work), per step; projected: assumes the rest of the step unchanged and nothing "
+                 "else fills the freed time")
     return f"removing the {label} would shorten {S.basis_words(s)} by ≈ {duration(s.saving_ns)} ({pct}); {basis}"
 
 

@@ -16,6 +16,15 @@ not the median step's nothing, and are counted on the mean step (their total / t
 stall in one step stays on the median, so it cannot decide alone. So is every cause with fewer than
 ROBUST_MIN_STEPS steady steps (a median of two or three steps would ignore a step that holds most of the
 capture, as the rest of the diagnosis does not). Without steps, the capture window stands for one step.
+
+Where the rank's median step was replayed without the cause (analyses/cause_removal.py: its dependency graph,
+analyses/critical_path.py, with the host time inside the cause's idle stretches removed, and copies or
+collectives for memcpy and communication), the saving is the replayed one instead, when the projection is of the
+median step or the window (a cause that stalls some steps only costs its mean, which one step's replay cannot
+see): the replay drops the projection's limits (work that runs beside the freed time, on another stream or
+device, still holds the step) and states its own (launch overheads kept, queue depth unchanged, memory not
+modelled). `replayed` says which one a saving is; bounded by the step it shortens. The verdict ranks causes by
+the projection (`projected_ns`), so the call made on the benchmark's traces holds; the findings show the replay.
 """
 
 from __future__ import annotations
@@ -35,12 +44,29 @@ WINDOW = "window"
 
 
 @dataclass(frozen=True)
+class Replay:
+    """What removing a cause saves the rank's median step, replayed (analyses/cause_removal.py)."""
+
+    saving_ns: int
+    step_ns: int  # the replayed step's duration
+    window: bool  # the step is the capture window (no steps)
+
+
+@dataclass(frozen=True)
 class Saving:
     cause: str
     saving_ns: int  # projected shortening of the median step (mean step, or window: see `basis`)
     step_ns: int  # the median step (mean step, or the window per device) it shortens
     basis: str  # MEDIAN_STEP | MEAN_STEP | WINDOW
     steps: int  # steady steps it is measured on (0: the window)
+    replayed: bool = False  # the median step (window) replayed without the cause, not the projection
+    projected_ns: int | None = None  # the projection, when `saving_ns` is replayed (else `saving_ns`)
+    projected_step_ns: int | None = None  # the step the projection shortens, when replayed (else `step_ns`)
+
+    @property
+    def projection_ns(self) -> int:
+        """The projected saving (what the verdict ranks causes by)."""
+        return self.saving_ns if self.projected_ns is None else self.projected_ns
 
     @property
     def share(self) -> float:
@@ -48,18 +74,28 @@ class Saving:
 
 
 def savings(per_step: tuple[StepCauses, ...], st: Steps, warmup: np.ndarray, lost_by_cause: dict[str, int],
-            window_ns: int, n_devices: int) -> dict[str, Saving]:
-    """Each cause's projected saving (see the module's words); `lost_by_cause` and `window_ns` summed
-    over the rank's `n_devices` devices, as `per_step` is."""
+            window_ns: int, n_devices: int, replays: dict[str, Replay] | None = None) -> dict[str, Saving]:
+    """Each cause's saving (see the module's words); `lost_by_cause` and `window_ns` summed over the rank's
+    `n_devices` devices, as `per_step` is; `replays`: the causes replayed."""
     n = min(len(st), len(per_step))
     out = {}
     for c in C.CAUSES:
         x = np.array([per_step[i].idle_by_cause.get(c, 0) + per_step[i].exposed_by_cause.get(c, 0)
                       for i in range(n)], dtype=np.float64)
         keep = np.setdiff1d(np.arange(n), warmup)
-        out[c] = saving_of(c, x, st, warmup, lost_by_cause.get(c, 0), window_ns, n_devices,
-                           mean=c == C.CHECKPOINT or recurring(x[keep]))
+        out[c] = replayed(saving_of(c, x, st, warmup, lost_by_cause.get(c, 0), window_ns, n_devices,
+                                    mean=c == C.CHECKPOINT or recurring(x[keep])), (replays or {}).get(c))
     return out
+
+
+def replayed(projected: Saving, replay: Replay | None) -> Saving:
+    """The replayed saving in place of the projection, when it is of what the projection is of (the median step,
+    or the window without steps); bounded by the replayed step."""
+    if replay is None or projected.basis == MEAN_STEP or (projected.basis == WINDOW) != replay.window:
+        return projected
+    saving_ns, step_ns = replay.saving_ns, replay.step_ns
+    return Saving(projected.cause, min(max(saving_ns, 0), max(step_ns, 0)), step_ns, projected.basis,
+                  projected.steps, True, projected.saving_ns, projected.step_ns)
 
 
 def recurring(per_step: np.ndarray) -> bool:
@@ -93,10 +129,19 @@ def saving_of(what: str, per_step: np.ndarray, st: Steps, warmup: np.ndarray, to
                   MEDIAN_STEP, len(keep))
 
 
+def projection(s: Saving) -> Saving:
+    """The projected saving alone (a replayed one's projection)."""
+    if not s.replayed:
+        return s
+    return Saving(s.cause, s.projection_ns, s.projected_step_ns or s.step_ns, s.basis, s.steps)
+
+
 def basis_words(s: Saving) -> str:
     """What a saving is of, in words."""
     if s.basis == WINDOW:
         return "the captured window (no steps)"
+    if s.replayed:
+        return "the median step"
     steps = f"{s.steps} steady step{'s' if s.steps != 1 else ''}"
     if s.basis == MEAN_STEP:
         return f"the mean step (over {steps})"

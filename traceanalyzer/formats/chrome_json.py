@@ -65,6 +65,9 @@ class ChromeArgs(msgspec.Struct, gc=False):
     graph_id_camel: Any = msgspec.field(default=None, name="graphId")
     seq: Any = msgspec.field(default=None, name="Seq")
     seq_lower: Any = msgspec.field(default=None, name="seq")
+    # Kineto cuda_sync rows: the event record waited on and its stream (kineto.KinetoArgs)
+    wait_corr: Any = msgspec.field(default=None, name="wait_on_cuda_event_record_corr_id")
+    wait_stream: Any = msgspec.field(default=None, name="wait_on_stream")
     counter_value: Any = msgspec.field(default=None, name="")  # Kineto 2026 hardware counters' value key
     step_num: Any = None  # TF "Profiled batch"
     correlation_id: Any = None  # TF / xprof trace viewer: kernel <-> launch

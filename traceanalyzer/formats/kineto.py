@@ -144,6 +144,10 @@ class KinetoArgs(msgspec.Struct, gc=False):
     # rank of the group ("Seq"; "seq" read too)
     seq: Any = msgspec.field(default=None, name="Seq")
     seq_lower: Any = msgspec.field(default=None, name="seq")
+    # cuda_sync rows of an event synchronize / stream wait: the event record waited on (its call's
+    # correlation) and the stream it was recorded on
+    wait_corr: Any = msgspec.field(default=None, name="wait_on_cuda_event_record_corr_id")
+    wait_stream: Any = msgspec.field(default=None, name="wait_on_stream")
     # "[memory]" instants (profile_memory=True); loosely typed, read only for those events
     device_type: Any = msgspec.field(default=None, name="Device Type")
     device_id: Any = msgspec.field(default=None, name="Device Id")
@@ -504,7 +508,7 @@ _ARGS_READ = np.array([k not in (T.CPU_OP, T.PYTHON, T.ANNOTATION) for k in T.EV
 # The columns a chunk leaves, and those holding interned codes (remapped when collectors merge).
 _PARTS = ("ts", "dur", "ts_ns", "dur_ns", "name", "cat", "kind", "step", "device", "stream", "pid", "tid",
           "bytes", "copy_kind", "pinned", "comm", "correlation", "bad_id", "bad_device", "group", "graph",
-          "comm_seq")
+          "comm_seq", "wait_corr", "wait_stream")
 _CODED_PARTS = ("name", "cat", "group")
 
 
@@ -587,7 +591,7 @@ class _Collector:
                        nbytes=nbytes,
                        correlation=correlation,
                        copy_kind=self.copy_kinds.codes([a.kind if a is not None else None for a in args]),
-                       collective=collective, group=group, graph=graph, seq=seq)
+                       collective=collective, group=group, graph=graph, seq=seq, waits=_sync_waits(args))
 
     @classmethod
     def from_scan(cls, s: scanner.Scanned) -> _Collector:
@@ -693,6 +697,8 @@ class _Collector:
         group = np.zeros(n, dtype=np.int32)
         graph = np.full(n, -1, dtype=np.int64)
         seq = np.full(n, -1, dtype=np.int64)
+        wait_corr = np.full(n, -1, dtype=np.int64)
+        wait_stream = np.full(n, -1, dtype=np.int64)
         on_device = np.flatnonzero(_DEVICE_KIND[kinds])  # device kinds are among those whose args are read
         if len(on_device):
             sub = list(map(args.__getitem__, np.searchsorted(read, on_device).tolist()))
@@ -707,18 +713,22 @@ class _Collector:
             collective[on_device] = sub_collective
             group[on_device] = _group_codes(self.groups, sub)
             graph[on_device], seq[on_device] = _graph_and_seq(sub)
+            wait_corr[on_device], wait_stream[on_device] = _sync_waits(sub)
         self._add_rows(ts, dur, names, cats, pid=_ids(xs, _PID), tid=_ids(xs, _TID), device=device, stream=stream,
                        nbytes=nbytes, correlation=correlation, copy_kind=copy_kind, collective=collective,
-                       group=group, graph=graph, seq=seq)
+                       group=group, graph=graph, seq=seq, waits=(wait_corr, wait_stream))
 
     def _add_rows(self, ts: np.ndarray, dur: np.ndarray, names: np.ndarray, cats: np.ndarray, *, pid: np.ndarray,
                   tid: np.ndarray, device: np.ndarray, stream: np.ndarray, nbytes: np.ndarray,
                   correlation: np.ndarray, copy_kind: np.ndarray, collective: np.ndarray,
-                  group: np.ndarray, graph: np.ndarray, seq: np.ndarray) -> None:
+                  group: np.ndarray, graph: np.ndarray, seq: np.ndarray,
+                  waits: tuple[np.ndarray, np.ndarray] | None = None) -> None:
         """A chunk's rows, from its raw values: event kinds and copy directions as small-int codes
         (from per-name / per-category facts spread by code, never per row on strings). `group`:
         interned process-group codes, kept for communication kernels only; `graph`: the CUDA graph id
-        (kept for GPU work, > 0 only); `seq`: the NCCL sequence number (communication kernels only)."""
+        (kept for GPU work, > 0 only); `seq`: the NCCL sequence number (communication kernels only); `waits`:
+        the event record waited on and its stream (`_sync_waits`, GPU annotations only: the cuda_sync rows;
+        None: not read, -1)."""
         f = self.facts
         f.update(self.names.values, self.cats.values, self.copy_kinds.values)
         name_codes = names.astype(np.intp)
@@ -737,6 +747,9 @@ class _Collector:
         comm = (kind == _KIND_CODE[T.KERNEL]) & (f.comm[name_codes] | collective)
         moved = (kind == _KIND_CODE[T.MEMCPY]) | (kind == _KIND_CODE[T.MEMSET]) | comm
 
+        sync_row = kind == _KIND_CODE[T.GPU_ANNOTATION]
+        if waits is None:
+            waits = (np.full(len(ts), -1, np.int64), np.full(len(ts), -1, np.int64))
         bad_id = np.zeros(len(ts), dtype=bool)
         for ids in (pid, tid, device, stream, correlation, nbytes):
             bad_id |= ids == ID_OUT_OF_RANGE
@@ -752,7 +765,9 @@ class _Collector:
                 ("bad_device", on_device & ((dev > MAX_DEVICE_ID) | (dev < -1)) & ~bad_id),
                 ("group", np.where(comm, group, 0).astype(np.int32)),
                 ("graph", np.where(_WORK_KIND[kind] & (graph != 0) & (graph != -1), graph, -1).astype(np.int64)),
-                ("comm_seq", np.where(comm & (seq >= 0), seq, -1).astype(np.int64))):
+                ("comm_seq", np.where(comm & (seq >= 0), seq, -1).astype(np.int64)),
+                ("wait_corr", np.where(sync_row & (waits[0] >= 0), waits[0], -1).astype(np.int64)),
+                ("wait_stream", np.where(sync_row & (waits[1] >= 0), waits[1], -1).astype(np.int64))):
             p[key].append(value)
 
     def merge(self, later: _Collector) -> None:
@@ -975,7 +990,8 @@ class _Collector:
             "copy_kind": pd.Categorical.from_codes(p["copy_kind"].astype(np.int8, copy=False), categories=T.COPY_KINDS),
             "pinned": p["pinned"], "comm": p["comm"], "correlation": p["correlation"],
             "comm_group": self.groups.categorical(p["group"]),
-            "graph_id": p["graph"], "comm_seq": p["comm_seq"],
+            "graph_id": p["graph"], "comm_seq": p["comm_seq"], "wait_corr": p["wait_corr"],
+            "wait_stream": p["wait_stream"],
         })
 
 
@@ -1024,6 +1040,20 @@ def _graph_and_seq(args: list[Any]) -> tuple[np.ndarray, np.ndarray]:
             out.append(np.full(len(values), -1, dtype=np.int64))
         else:
             ids = to_int_id(values, unsigned64=unsigned)
+            out.append(np.where(ids == ID_OUT_OF_RANGE, -1, ids))
+    return out[0], out[1]
+
+
+def _sync_waits(args: list[Any]) -> tuple[np.ndarray, np.ndarray]:
+    """Each of `args`' event record waited on (its call's correlation, "wait_on_cuda_event_record_corr_id") and
+    the stream it was recorded on ("wait_on_stream"); -1 when absent or not a number."""
+    out = []
+    for key in ("wait_corr", "wait_stream"):
+        values = [getattr(a, key, None) for a in args]
+        if values.count(None) == len(values):
+            out.append(np.full(len(values), -1, dtype=np.int64))
+        else:
+            ids = to_int_id(values, unsigned64=key == "wait_corr")
             out.append(np.where(ids == ID_OUT_OF_RANGE, -1, ids))
     return out[0], out[1]
 
