@@ -109,6 +109,18 @@ def test_a_built_trace_is_scanned_with_its_collectives_memory_and_counters(tmp_p
     assert tl.sources[0].not_kept == {"flow": 1, "metadata": 1}
 
 
+def test_a_cuda_sync_names_the_event_record_it_waits_on_with_either_reader(tmp_path):
+    """`wait_on_cuda_event_record_corr_id` / `wait_on_stream` of a cuda_sync row reach the Timeline's
+    `wait_corr` / `wait_stream` columns from the scanner as from the pure-Python reader."""
+    t = _base()
+    t.gpu("Wait on CUDA event", 2960, 1, cat="gpu_user_annotation", stream=7, correlation=4321,
+          wait_on_cuda_event_record_corr_id=1234, wait_on_stream=9)
+    assert _same(tmp_path, json.dumps(t.document()))
+    ev = kineto.read_path(tmp_path / "t.json", ReadOptions()).events
+    waits = ev[ev["wait_corr"] >= 0]
+    assert list(waits["wait_corr"]) == [1234] and list(waits["wait_stream"]) == [9]
+
+
 def _replace(text: str, old: str, new: str) -> str:
     assert old in text, old
     return text.replace(old, new, 1)

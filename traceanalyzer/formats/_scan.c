@@ -503,10 +503,11 @@ static inline int key_index(const Str *k, const char *const *names, const size_t
 enum { A_DEVICE, A_STREAM, A_ORIG, A_CORR, A_BYTES, A_GRAPH, A_GRAPH_CAMEL, A_SEQ, A_SEQ_LOWER, N_INT_ARGS };
 static const char *INT_ARGS[N_INT_ARGS] = {"device", "stream", "original_stream", "correlation", "bytes",
                                            "graph id", "graphId", "Seq", "seq"};
-#define N_COMPLEX_ARGS 8
+#define N_COMPLEX_ARGS 10
 static const char *COMPLEX_ARGS[N_COMPLEX_ARGS] = {"kind", "Collective name", "In msg nelems", "Out msg nelems",
                                                    "dtype", "Process Group Name", "Process Group Description",
-                                                   "Process Group Ranks"};
+                                                   "Process Group Ranks", "wait_on_cuda_event_record_corr_id",
+                                                   "wait_on_stream"};
 static size_t INT_ARG_LENS[N_INT_ARGS], COMPLEX_ARG_LENS[N_COMPLEX_ARGS];
 
 typedef struct { int64_t v[N_INT_ARGS]; uint8_t seen[N_INT_ARGS], isnull[N_INT_ARGS]; int complex; } Args;

@@ -643,6 +643,8 @@ class _Collector:
         copy_kind = np.zeros(n, dtype=np.int32)
         collective = np.zeros(n, dtype=bool)
         group = np.zeros(n, dtype=np.int32)
+        wait_corr = np.full(n, -1, dtype=np.int64)
+        wait_stream = np.full(n, -1, dtype=np.int64)
         wanted = read[complex_rows]
         rows = complex_rows[wanted]
         if len(rows):  # decoded here, as `_add_typed` decodes every event's
@@ -663,9 +665,10 @@ class _Collector:
                 collective[at] = sub_collective
                 group[at] = _group_codes(self.groups, sub)
                 graph[at], seq[at] = _graph_and_seq(sub)
+                wait_corr[at], wait_stream[at] = _sync_waits(sub)
         self._add_rows(c.pop("ts"), c.pop("dur"), c.pop("name"), cats, pid=c.pop("pid"), tid=c.pop("tid"),
                        device=device, stream=stream, nbytes=nbytes, correlation=correlation, copy_kind=copy_kind,
-                       collective=collective, group=group, graph=graph, seq=seq)
+                       collective=collective, group=group, graph=graph, seq=seq, waits=(wait_corr, wait_stream))
 
     def _add_typed(self, xs: list[KinetoEvent]) -> None:
         """`add` for typed structs: the same columns, one C-level pass per field; args decoded only

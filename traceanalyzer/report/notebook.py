@@ -23,7 +23,8 @@ HEADLINE_CHARS = 400
 ADVICE_CHARS = 300
 # Every view of an Analysis: its DataFrames (one row per rank x ...), then its renderers
 # (tests/test_notebook.py checks that each DataFrame method of Analysis is listed).
-VIEWS = ("a.findings()", "a.steps()", "a.gaps()", "a.kernels(top=None)", "a.ops()", "a.frames()", "a.devices()")
+VIEWS = ("a.findings()", "a.steps()", "a.gaps()", "a.kernels(top=None)", "a.ops()", "a.frames()", "a.devices()",
+         "a.iterations()", "a.requests()")
 FACES = ("a.to_text()", "a.to_markdown()", "a.to_html(\"report.html\")", "a.save(\"report.json\")")
 MORE = "DataFrames: " + "  ".join(VIEWS) + "; reports: " + "  ".join(FACES)
 
