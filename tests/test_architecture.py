@@ -36,7 +36,7 @@ def test_a_reader_names_its_kind_and_is_in_the_registry():
     from traceanalyzer.formats import registry
 
     modules = registry.reader_modules()
-    assert {r.KIND for r in modules} == set(registry.KINDS) == {"trace", "counters", "host"}
+    assert {r.KIND for r in modules} == set(registry.KINDS) == {"trace", "counters", "host", "requests"}
     for reader in modules:
         assert callable(reader.sniff) and (callable(getattr(reader, "read", None))
                                            or callable(getattr(reader, "read_path", None))), reader.__name__

@@ -23,7 +23,7 @@ def timeline(tmp_path: Path, *traces: KinetoTrace) -> T.Timeline:
     return T.Timeline.concat(parts) if len(parts) > 1 else parts[0]
 
 
-def saving(tl: T.Timeline, *rules: CP.Rule, rank: int = 0, peers: tuple[int, ...] = ()) -> int:
+def saving(tl: T.Timeline, *rules: CP.WhatIfRule, rank: int = 0, peers: tuple[int, ...] = ()) -> int:
     w = CP.what_if(tl, list(rules), rank=rank, peers=peers)
     return w.base_median_ns - w.projected_median_ns
 
@@ -50,10 +50,10 @@ def two_streams() -> KinetoTrace:
 
 def test_two_streams_the_kernel_beside_the_longer_one_saves_nothing(tmp_path: Path) -> None:
     tl = timeline(tmp_path, two_streams())
-    assert saving(tl, CP.Rule.remove("elementwise")) == 0
+    assert saving(tl, CP.WhatIfRule.remove("elementwise")) == 0
     # removing the GEMM leaves the elementwise kernel: saves the difference (10.12 - 4.22 ms), not 10 ms
-    assert saving(tl, CP.Rule.remove("gemm")) == 5_900 * US
-    assert saving(tl, CP.Rule.parse_scale("gemm=0.5")) == 5_000 * US
+    assert saving(tl, CP.WhatIfRule.remove("gemm")) == 5_900 * US
+    assert saving(tl, CP.WhatIfRule.parse_scale("gemm=0.5")) == 5_000 * US
     cp = CP.critical_path(tl, 0)
     adds_up(cp)
     (step,) = cp.steps
@@ -78,8 +78,8 @@ def preprocess_then_kernel() -> KinetoTrace:
 
 def test_halving_host_preprocessing_before_a_kernel_saves_half_of_it(tmp_path: Path) -> None:
     tl = timeline(tmp_path, preprocess_then_kernel())
-    assert saving(tl, CP.Rule.parse_scale("preprocess=0.5")) == 2_500 * US
-    assert saving(tl, CP.Rule.parse_scale("prep*=0.5"), CP.Rule.parse_scale("preprocess=0.9")) == 2_500 * US
+    assert saving(tl, CP.WhatIfRule.parse_scale("preprocess=0.5")) == 2_500 * US
+    assert saving(tl, CP.WhatIfRule.parse_scale("prep*=0.5"), CP.WhatIfRule.parse_scale("preprocess=0.9")) == 2_500 * US
     cp = CP.critical_path(tl, 0)
     adds_up(cp)
     kinds = dict(cp.steps[0].by_kind_ns)
@@ -92,10 +92,10 @@ def test_halving_host_preprocessing_before_a_kernel_saves_half_of_it(tmp_path: P
 def test_removing_the_kernel_a_sync_waits_on_saves_its_time(tmp_path: Path) -> None:
     tl = timeline(tmp_path, preprocess_then_kernel())
     # all of it but the 10 us it ran before the host reached the synchronize
-    assert saving(tl, CP.Rule.remove("mul_kernel")) == 2_990 * US
+    assert saving(tl, CP.WhatIfRule.remove("mul_kernel")) == 2_990 * US
     # removing the operator removes its host time (30 us, its launch call's included) and the work it launched;
     # the launch latency (20 us) stays before the synchronize's release (10 us after the kernel's end)
-    assert saving(tl, CP.Rule.remove("aten::mul")) == 8_040 * US - 5_030 * US
+    assert saving(tl, CP.WhatIfRule.remove("aten::mul")) == 8_040 * US - 5_030 * US
 
 
 def test_event_record_then_stream_wait_orders_two_streams(tmp_path: Path) -> None:
@@ -114,8 +114,8 @@ def test_event_record_then_stream_wait_orders_two_streams(tmp_path: Path) -> Non
     names = [s.name for s in cp.steps[0].segments]
     assert names.index("producer") < names.index("consumer")
     # B then starts at its launch (45 us) + the rank's launch latency (20 us) instead of at 5.03 ms
-    assert saving(tl, CP.Rule.remove("producer")) == 5_030 * US - 65 * US
-    assert saving(tl, CP.Rule.remove("consumer")) == 2_000 * US
+    assert saving(tl, CP.WhatIfRule.remove("producer")) == 5_030 * US - 65 * US
+    assert saving(tl, CP.WhatIfRule.remove("consumer")) == 2_000 * US
     assert CP.A_EVENT_STREAM in dict(cp.assumptions) and CP.A_WAIT_STREAM in dict(cp.assumptions)
 
 
@@ -132,8 +132,8 @@ def test_cuda_graph_launch_replays_its_kernels(tmp_path: Path) -> None:
     adds_up(cp)
     kernels = [s.name for s in cp.steps[0].segments if s.kind == CP.KERNEL]
     assert kernels == ["graph_kernel_0", "graph_kernel_1", "graph_kernel_2"]
-    assert saving(tl, CP.Rule.remove("graph_kernel_1")) == 500 * US
-    assert saving(tl, CP.Rule.parse_scale("graph_kernel_*=0.5")) == 1_500 * US
+    assert saving(tl, CP.WhatIfRule.remove("graph_kernel_1")) == 500 * US
+    assert saving(tl, CP.WhatIfRule.parse_scale("graph_kernel_*=0.5")) == 1_500 * US
     assert cp.assumptions == ()
 
 
@@ -165,16 +165,16 @@ def test_two_ranks_the_early_rank_waits_for_the_late_one(tmp_path: Path) -> None
     # alone, the all-reduce is all kernel time, from its start at 1.02 ms
     assert dict(alone.steps[0].by_kind_ns)[CP.KERNEL] == 7_000 * US
     # rank 1's preprocessing halved: rank 0's step shortens by 3 ms; rank 0's own preprocessing saves nothing
-    w = CP.what_if(tl, [CP.Rule.parse_scale("preprocess_late=0.5")], rank=0, peers=(1,))
+    w = CP.what_if(tl, [CP.WhatIfRule.parse_scale("preprocess_late=0.5")], rank=0, peers=(1,))
     assert w.base_ns == (8_100 * US,) and w.projected_ns == (5_100 * US,)
-    assert saving(tl, CP.Rule.remove("preprocess"), rank=0, peers=(1,)) == 0
-    assert saving(tl, CP.Rule.remove("preprocess"), rank=0) == 1_000 * US  # alone, peers held at their times
+    assert saving(tl, CP.WhatIfRule.remove("preprocess"), rank=0, peers=(1,)) == 0
+    assert saving(tl, CP.WhatIfRule.remove("preprocess"), rank=0) == 1_000 * US  # alone, peers held at their times
     assert CP.A_COLLECTIVE_ORDER in dict(joint.assumptions)
 
 
 def test_the_replay_of_the_observed_durations_gives_the_observed_steps(tmp_path: Path) -> None:
     tl = timeline(tmp_path, two_streams())
-    w = CP.what_if(tl, [CP.Rule.remove("nothing matches this")])
+    w = CP.what_if(tl, [CP.WhatIfRule.remove("nothing matches this")])
     assert w.base_ns == w.projected_ns == (20 * MS,)
     assert w.matched == (("nothing matches this", 0),)
 
@@ -194,12 +194,12 @@ def test_a_trace_without_steps_has_one_path_over_its_window(tmp_path: Path) -> N
     ("=0.5", "expected GLOB=FACTOR"), ("gemm=nan", ">= 0"), ("[abc=0.5", None)])
 def test_bad_rules_are_refused_by_name(text: str, message: str | None) -> None:
     if message is None:  # fnmatch treats an unclosed '[' literally: a valid glob
-        assert CP.Rule.parse_scale(text).glob == "[abc"
+        assert CP.WhatIfRule.parse_scale(text).glob == "[abc"
         return
     with pytest.raises(CP.RuleError, match=message):
-        CP.Rule.parse_scale(text)
+        CP.WhatIfRule.parse_scale(text)
     with pytest.raises(CP.RuleError, match="empty glob"):
-        CP.Rule.remove("  ")
+        CP.WhatIfRule.remove("  ")
 
 
 def test_the_median_step_alone_is_the_same_path_as_among_all_steps() -> None:
@@ -232,7 +232,7 @@ def test_hta_event_sync_trace_the_event_synchronize_waits_for_the_spin_kernel(co
     assert set(ev["wait_stream"][ev["wait_corr"] >= 0].tolist()) == {7}
     # removing the spin kernel saves its time on the path less the host's own calls between its launch and
     # the synchronize, which the kernel overlapped (10 us): 26 us
-    assert saving(tl, CP.Rule.remove("*spin_kernel*")) == 26 * US
+    assert saving(tl, CP.WhatIfRule.remove("*spin_kernel*")) == 26 * US
 
 
 def test_hta_simple_add_trace_is_host_bound(corpus: Path) -> None:
@@ -257,7 +257,7 @@ def test_a_step_s_last_stretch_without_host_events_waits_for_its_gpu_work(tmp_pa
     assert [(s.kind, s.dur_ns) for s in cp.steps[0].segments] == [
         (CP.IDLE, 10 * US), (CP.LAUNCH, 20 * US), (CP.KERNEL, 5_000 * US), (CP.IDLE, 970 * US)]
     assert dict(cp.assumptions) == {CP.A_TAIL: 1}
-    assert saving(tl, CP.Rule.remove("k")) == 5_000 * US
+    assert saving(tl, CP.WhatIfRule.remove("k")) == 5_000 * US
 
 
 def test_work_that_starts_as_another_stream_s_work_ends_waited_for_it(tmp_path: Path) -> None:
@@ -274,7 +274,7 @@ def test_work_that_starts_as_another_stream_s_work_ends_waited_for_it(tmp_path: 
     assert [s.name for s in cp.steps[0].segments if s.kind == CP.KERNEL] == ["allreduce", "compute"]
     assert dict(cp.assumptions) == {CP.A_IMPLICIT_WAIT: 1}
     # B then starts at its launch (20 us) + the rank's launch latency (20 us): ends at 1.04 ms, not 6.03 ms
-    assert saving(tl, CP.Rule.remove("allreduce")) == 6_030 * US - 1_040 * US
+    assert saving(tl, CP.WhatIfRule.remove("allreduce")) == 6_030 * US - 1_040 * US
 
 
 def test_removing_host_time_in_a_stretch_saves_it_only_where_the_path_holds_it(tmp_path: Path) -> None:
@@ -312,5 +312,5 @@ def test_an_event_synchronize_waits_on_the_record_its_cuda_sync_row_names(tmp_pa
     assert CP.A_EVENT_OF_WAIT not in dict(cp.assumptions)
     segs = [(s.kind, s.name) for s in cp.steps[0].segments]
     assert (CP.KERNEL, "long_kernel") in segs and (CP.KERNEL, "short_kernel") not in segs
-    assert saving(tl, CP.Rule.remove("short_kernel")) == 0
-    assert saving(tl, CP.Rule.remove("long_kernel")) > 1_500 * US
+    assert saving(tl, CP.WhatIfRule.remove("short_kernel")) == 0
+    assert saving(tl, CP.WhatIfRule.remove("long_kernel")) > 1_500 * US

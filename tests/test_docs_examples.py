@@ -47,6 +47,9 @@ SAVED_REPORTS = {"base.report.json": "gpu_bound.json"}  # made by `traceanalyzer
 NOT_RUN = {
     "--scheduler": "needs a running Dask cluster (tests/test_executors.py runs one)",
     "--blob-store": "a service on PostgreSQL and an S3-compatible store (tests/test_serve_blobs.py starts both)",
+    "serve oidc": "reads the CI issuer's discovery document over the network (tests/test_serve_oidc.py runs a "
+                  "local issuer)",
+    "vllm_trace/": "a vLLM server's capture and its span export (tests/test_serving_requests.py builds both)",
 }
 
 

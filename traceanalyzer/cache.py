@@ -39,6 +39,7 @@ from .timeline import (
     HOST_METRICS,
     MEMORY_COLUMNS,
     MEMORY_DEVICE_TYPES,
+    REQUEST_COLUMNS,
     DeviceInfo,
     HostLogInfo,
     RankInfo,
@@ -49,11 +50,11 @@ from .timeline import (
 # Bump when the entry layout, the Timeline's columns or what a reader keeps change (5: which Kineto
 # events' args are read; 7: whether a source was cut off and how many GPUs a trace lists, CUDA graph
 # ids and NCCL sequence numbers; 9: ROCm devices and memory curves rebuilt from sizes; 10: the event record
-# a cuda_sync row waits on, `wait_corr` / `wait_stream`).
-CACHE_FORMAT = 10
+# a cuda_sync row waits on, `wait_corr` / `wait_stream`; 11: the requests table).
+CACHE_FORMAT = 11
 # Every table of a Timeline, with its column contract (a test checks none is missing).
 TABLES: dict[str, dict[str, str]] = {"events": EVENT_COLUMNS, "counters": COUNTER_COLUMNS, "memory": MEMORY_COLUMNS,
-                                     "host_metrics": HOST_METRIC_COLUMNS}
+                                     "host_metrics": HOST_METRIC_COLUMNS, "requests": REQUEST_COLUMNS}
 # Categories with a fixed vocabulary, set as the readers set them.
 VOCABULARIES: dict[tuple[str, str], tuple[str, ...]] = {
     ("events", "kind"): EVENT_KINDS, ("events", "copy_kind"): COPY_KINDS,

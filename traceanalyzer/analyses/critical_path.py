@@ -144,12 +144,12 @@ class RuleError(ValueError):
 
 
 @dataclass(frozen=True)
-class Rule:
+class WhatIfRule:
     glob: str
     factor: float  # 0: removed
 
     @staticmethod
-    def parse_scale(text: str) -> Rule:
+    def parse_scale(text: str) -> WhatIfRule:
         glob, sep, value = text.rpartition("=")
         if not sep or not glob.strip():
             raise RuleError(f"--scale {text!r}: expected GLOB=FACTOR, e.g. 'aten::mm=0.5'")
@@ -159,11 +159,11 @@ class Rule:
             raise RuleError(f"--scale {text!r}: the factor {value!r} is not a number") from None
         if not np.isfinite(factor) or factor < 0:
             raise RuleError(f"--scale {text!r}: the factor must be a finite number >= 0 (0 removes)")
-        return Rule(_check_glob(glob), factor)
+        return WhatIfRule(_check_glob(glob), factor)
 
     @staticmethod
-    def remove(glob: str) -> Rule:
-        return Rule(_check_glob(glob), 0.0)
+    def remove(glob: str) -> WhatIfRule:
+        return WhatIfRule(_check_glob(glob), 0.0)
 
 
 def _check_glob(glob: str) -> str:
@@ -467,7 +467,7 @@ def _removed(g: Graph, removal: Removal) -> np.ndarray:
     return d
 
 
-def what_if(tl: Timeline, rules: list[Rule], rank: int = 0, st: F.Steps | None = None,
+def what_if(tl: Timeline, rules: list[WhatIfRule], rank: int = 0, st: F.Steps | None = None,
             peers: tuple[int, ...] = ()) -> WhatIf:
     """Each step replayed with the rules' durations (a factor per glob; several matching: the smallest)."""
     ranks = [rank] + [p for p in peers if p != rank]
@@ -499,7 +499,7 @@ def what_if(tl: Timeline, rules: list[Rule], rank: int = 0, st: F.Steps | None =
                   tuple(int(proj[k] - g.groups[k][2]) for k in mine), tuple(matched), tuple(g.assumptions.items()))
 
 
-def _rule_hits(tl: Timeline, ranks: list[int], g: Graph, rule: Rule) -> tuple[np.ndarray, int]:
+def _rule_hits(tl: Timeline, ranks: list[int], g: Graph, rule: WhatIfRule) -> tuple[np.ndarray, int]:
     """Per node, the fraction of it the rule's rows cover (GPU work: 1 when its name matches or its launch lies
     inside a matched host row); and how many rows the glob matched."""
     pattern = re.compile(fnmatch.translate(rule.glob))

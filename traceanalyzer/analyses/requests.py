@@ -24,7 +24,7 @@ REQUEST_FIGURES = ("queue", "prefill", "decode", "ttft", "e2e")
 
 
 @dataclass(frozen=True)
-class RequestRow:
+class RequestSpan:
     """One request (definitions: serving_requests); durations None where the span does not carry them."""
 
     request_id: str
@@ -61,7 +61,7 @@ class RequestFigures:
     queued_longer_than_prefill: int  # requests whose queue time exceeds their prefill time (both known)
     joined: bool  # on the trace's clock: iterations joined
     with_iterations: int  # requests overlapping at least one listed iteration
-    rows: tuple[RequestRow, ...] = ()  # the first MAX_REQUEST_ROWS, in arrival order
+    rows: tuple[RequestSpan, ...] = ()  # the first MAX_REQUEST_ROWS, in arrival order
     rows_omitted: int = 0
 
 
@@ -93,7 +93,7 @@ def request_figures(requests: pd.DataFrame, iterations: Sequence[IterationFigure
     k = min(n, MAX_REQUEST_ROWS)
     ids = req["request_id"].to_numpy()
     prompt, output = req["prompt_tokens"].to_numpy(np.int64), req["output_tokens"].to_numpy(np.int64)
-    rows = tuple(RequestRow(str(ids[j]), int(ts[j]), int(end[j]), _opt(cols["queue"][j]), _opt(cols["prefill"][j]),
+    rows = tuple(RequestSpan(str(ids[j]), int(ts[j]), int(end[j]), _opt(cols["queue"][j]), _opt(cols["prefill"][j]),
                             _opt(cols["decode"][j]), _opt(cols["ttft"][j]), int(cols["e2e"][j]), _opt(prompt[j]),
                             _opt(output[j]), int(count[j]), _opt(first[j]), _opt(last[j]))
                  for j in range(k))
@@ -111,4 +111,4 @@ def _opt(x: np.integer) -> int | None:
     return None if x < 0 else int(x)
 
 
-__all__ = ["REQUEST_FIGURES", "FigureStat", "RequestFigures", "RequestRow", "request_figures"]
+__all__ = ["REQUEST_FIGURES", "FigureStat", "RequestFigures", "RequestSpan", "request_figures"]

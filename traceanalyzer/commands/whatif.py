@@ -52,7 +52,7 @@ def whatif_command(traces: tuple[Path, ...], removes: tuple[str, ...], scales: t
     from ..analyses import critical_path as CP
 
     try:
-        rules = [CP.Rule.remove(g) for g in removes] + [CP.Rule.parse_scale(s) for s in scales]
+        rules = [CP.WhatIfRule.remove(g) for g in removes] + [CP.WhatIfRule.parse_scale(s) for s in scales]
     except CP.RuleError as exc:
         raise UsageError(str(exc)) from None
     result = _replay(traces, rules)

@@ -173,7 +173,7 @@ def parse_envelope(data: bytes, path: Path) -> Envelope:
     view = memoryview(raw)
     if view.nbytes == 0 or bytes(view[:1]) != b"[":
         raise InputError(path, "not a trace: 'traceEvents' is not a list")
-    header = _decode_values(top)
+    header = decode_values(top)
     offset = _offset_in(data, view)
     return Envelope(header=header, events_raw=view, events_offset=offset, data=data)
 
@@ -355,7 +355,7 @@ def _offset_in(data: bytes, view: memoryview) -> int:
     return max(data.find(head), 0)
 
 
-def _decode_values(top: dict[str, msgspec.Raw]) -> dict[str, Any]:
+def decode_values(top: dict[str, msgspec.Raw]) -> dict[str, Any]:
     header: dict[str, Any] = {}
     for key, value in top.items():
         try:
@@ -500,7 +500,7 @@ class EventStream:
             top = _ENVELOPE_DECODER.decode(prefix + b"}")
         except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, UnicodeDecodeError):
             return False  # the whole-content path says what is wrong
-        self.header = _decode_values(top)
+        self.header = decode_values(top)
         r.drop(list_start)  # buf now starts with '['
         return True
 
@@ -575,7 +575,7 @@ class EventStream:
                 raise InputError(self.path, r.describe(exc, pos - 1)) from None
             if "traceEvents" in tail:
                 raise InputError(self.path, "not a trace: more than one top-level 'traceEvents' key")
-            self.header.update(_decode_values(tail))
+            self.header.update(decode_values(tail))
             yield events
             return
         try:  # no usable ']': decode what is there to say what is wrong

@@ -48,7 +48,7 @@ from .chrome_json import (
     CHUNK_BYTES,
     DECODE_NOTES,
     Envelope,
-    _decode_values,
+    decode_values,
     invalid_utf8,
     iter_event_chunks,
     looks_like_json_object,
@@ -271,7 +271,7 @@ def _timeline_scanned(scanned: scanner.Scanned, path: Path) -> Timeline:
     """The Timeline from the scanner's columns: what `read_path` makes of the same file."""
     DECODE_NOTES.clear()
     cols = _paused_gc(lambda: _Collector.from_scan(scanned))
-    header = _decode_values({k: msgspec.Raw(v) for k, v in scanned.header})
+    header = decode_values({k: msgspec.Raw(v) for k, v in scanned.header})
     tl = _timeline(cols, header, path, FORMAT)
     add_decode_notes(tl.sources[0])
     return tl
