@@ -193,7 +193,8 @@ def test_json_lines_as_the_collector_writes_them(tmp_path):
     (b'{"resourceSpans": [{"scopeSpans": "x"}]}', "scopeSpans is a str, not a list"),
     (b'{"resourceSpans": []}', "no spans"),
     (b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"name": "llm_request", "startTimeUnixNano": "x"', "not valid JSON"),
-    (b'{"resourceSpans": ' + b"[" * 5000 + b"]" * 5000 + b"}", "not valid JSON"),
+    # 5,000 deep: orjson's depth limit refuses it, or (older orjson, which parses it) the shape does
+    (b'{"resourceSpans": ' + b"[" * 5000 + b"]" * 5000 + b"}", ("not valid JSON", "resourceSpans holds a list")),
 ])
 def test_a_mangled_export_gives_one_line_naming_the_file(tmp_path, content, says):
     path = tmp_path / "spans.json"
@@ -202,7 +203,8 @@ def test_a_mangled_export_gives_one_line_naming_the_file(tmp_path, content, says
     with pytest.raises(InputError) as e:
         ta.analyze([trace, path])
     message = str(e.value)
-    assert says in message and message.startswith(str(path)) and "\n" not in message
+    assert any(s in message for s in ((says,) if isinstance(says, str) else says)), message
+    assert message.startswith(str(path)) and "\n" not in message
 
 
 def test_two_spans_of_one_request_are_one_request(tmp_path):
