@@ -707,6 +707,7 @@ def _implicit_waits(gs: np.ndarray, ge: np.ndarray, dev: np.ndarray, chain: np.n
     ends = ge[by_end]
     src: list[int] = []
     dst: list[int] = []
+    taken: set[int] = set()  # consumers already given a producer (the latest end wins)
     k = np.searchsorted(ends, gs[cand], side="right") - 1
     for back in range(3):  # the latest end before the start, skipping the consumer's own stream's work
         at = k - back
@@ -715,7 +716,8 @@ def _implicit_waits(gs: np.ndarray, ge: np.ndarray, dev: np.ndarray, chain: np.n
         ok &= (gs[cand] - ge[j] <= SYNC_TOLERANCE_NS) & (chain[j] != chain[cand]) & (dev[j] == dev[cand])
         ok &= grp[j] == grp[cand]
         for c, p in zip(cand[ok].tolist(), j[ok].tolist()):
-            if (p, c) not in known and c not in dst:
+            if (p, c) not in known and c not in taken:
+                taken.add(c)
                 src.append(p)
                 dst.append(c)
     return src, dst

@@ -652,23 +652,24 @@ class _Collector:
             correlation[rows] = _ids(args, _A_CORRELATION, unsigned64=True)
             dev_rows = np.flatnonzero(on_device[rows])
             if len(dev_rows):
-                sub = list(map(args.__getitem__, dev_rows.tolist()))
                 at = rows[dev_rows]
-                device[at] = _ids(sub, _A_DEVICE)
-                stream[at] = _real_stream(_ids(sub, _A_STREAM), _ids(sub, _A_ORIGINAL_STREAM))
-                sub_bytes = _ids(sub, _A_BYTES)
-                copy_kind[at] = self.copy_kinds.codes(list(map(_A_KIND, sub)))
-                sub_collective = np.array([c is not None or d is not None
-                                           for c, d in zip(map(_A_COLLECTIVE, sub), map(_A_PG_DESC, sub))], dtype=bool)
-                _message_bytes(sub_bytes, sub, sub_collective)
-                nbytes[at] = sub_bytes
-                collective[at] = sub_collective
-                group[at] = _group_codes(self.groups, sub)
-                graph[at], seq[at] = _graph_and_seq(sub)
-                wait_corr[at], wait_stream[at] = _sync_waits(sub)
+                (device[at], stream[at], nbytes[at], copy_kind[at], collective[at], group[at], graph[at], seq[at],
+                 wait_corr[at], wait_stream[at]) = self._device_args(list(map(args.__getitem__, dev_rows.tolist())))
         self._add_rows(c.pop("ts"), c.pop("dur"), c.pop("name"), cats, pid=c.pop("pid"), tid=c.pop("tid"),
                        device=device, stream=stream, nbytes=nbytes, correlation=correlation, copy_kind=copy_kind,
                        collective=collective, group=group, graph=graph, seq=seq, waits=(wait_corr, wait_stream))
+
+    def _device_args(self, sub: list[Any]) -> tuple[np.ndarray, ...]:
+        """The columns of GPU events that come from their decoded args, for both read paths (typed structs and
+        the scanner's "complex" rows): device, stream, bytes, copy kind, collective, group, graph, NCCL
+        sequence number, and the event record a cuda_sync row waits on with its stream."""
+        nbytes = _ids(sub, _A_BYTES)
+        collective = np.array([c is not None or d is not None  # a collective, or work marked with its group
+                               for c, d in zip(map(_A_COLLECTIVE, sub), map(_A_PG_DESC, sub))], dtype=bool)
+        _message_bytes(nbytes, sub, collective)
+        return (_ids(sub, _A_DEVICE), _real_stream(_ids(sub, _A_STREAM), _ids(sub, _A_ORIGINAL_STREAM)), nbytes,
+                self.copy_kinds.codes(list(map(_A_KIND, sub))), collective, _group_codes(self.groups, sub),
+                *_graph_and_seq(sub), *_sync_waits(sub))
 
     def _add_typed(self, xs: list[KinetoEvent]) -> None:
         """`add` for typed structs: the same columns, one C-level pass per field; args decoded only
@@ -705,18 +706,9 @@ class _Collector:
         on_device = np.flatnonzero(_DEVICE_KIND[kinds])  # device kinds are among those whose args are read
         if len(on_device):
             sub = list(map(args.__getitem__, np.searchsorted(read, on_device).tolist()))
-            device[on_device] = _ids(sub, _A_DEVICE)
-            stream[on_device] = _real_stream(_ids(sub, _A_STREAM), _ids(sub, _A_ORIGINAL_STREAM))
-            sub_bytes = _ids(sub, _A_BYTES)
-            copy_kind[on_device] = self.copy_kinds.codes(list(map(_A_KIND, sub)))
-            sub_collective = np.array([c is not None or d is not None  # a collective, or work marked with its group
-                                       for c, d in zip(map(_A_COLLECTIVE, sub), map(_A_PG_DESC, sub))], dtype=bool)
-            _message_bytes(sub_bytes, sub, sub_collective)
-            nbytes[on_device] = sub_bytes
-            collective[on_device] = sub_collective
-            group[on_device] = _group_codes(self.groups, sub)
-            graph[on_device], seq[on_device] = _graph_and_seq(sub)
-            wait_corr[on_device], wait_stream[on_device] = _sync_waits(sub)
+            (device[on_device], stream[on_device], nbytes[on_device], copy_kind[on_device], collective[on_device],
+             group[on_device], graph[on_device], seq[on_device], wait_corr[on_device],
+             wait_stream[on_device]) = self._device_args(sub)
         self._add_rows(ts, dur, names, cats, pid=_ids(xs, _PID), tid=_ids(xs, _TID), device=device, stream=stream,
                        nbytes=nbytes, correlation=correlation, copy_kind=copy_kind, collective=collective,
                        group=group, graph=graph, seq=seq, waits=(wait_corr, wait_stream))
